@@ -1,0 +1,30 @@
+// The smallest kloss program: a loss forward and backward on a few values,
+// printed so a person can check them by hand.
+#include <kloss/kloss.hpp>
+
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  Kokkos::ScopeGuard guard(argc, argv);
+  using Mem = Kokkos::DefaultExecutionSpace::memory_space;
+  Kokkos::DefaultExecutionSpace exec;
+  Kokkos::View<double*, Mem> x("x", 4), y("y", 4), gx("gx", 4);
+  Kokkos::View<double, Mem> loss("loss"), g("g");
+  auto hx = Kokkos::create_mirror_view(x);
+  auto hy = Kokkos::create_mirror_view(y);
+  for (int i = 0; i < 4; ++i) {
+    hx(i) = i;
+    hy(i) = 1.5;
+  }
+  Kokkos::deep_copy(x, hx);
+  Kokkos::deep_copy(y, hy);
+  Kokkos::deep_copy(g, 1.0);
+  kloss::mse_loss(exec, x, y, loss);
+  kloss::mse_loss_backward(exec, g, x, y, gx, Kokkos::View<double*, Mem>());
+  auto hl = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), loss);
+  auto hg = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gx);
+  std::printf("kloss demo on %s\n", Kokkos::DefaultExecutionSpace::name());
+  std::printf("mse_loss([0 1 2 3], 1.5) = %.6f (by hand: 1.25)\n", hl());
+  std::printf("grad = [%.3f %.3f %.3f %.3f] (by hand: [-0.75 -0.25 0.25 0.75])\n", hg(0), hg(1), hg(2), hg(3));
+  return 0;
+}

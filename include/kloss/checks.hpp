@@ -1,0 +1,111 @@
+#pragma once
+/// \file checks.hpp
+/// Argument-checking helpers every op uses (DESIGN.md principle 6). Host
+/// side, O(1) in the data: shapes, ranks, options. Index ranges are checked
+/// inside the kernels (impl::BadIndex, reduced alongside the result).
+#include <kloss/error.hpp>
+#include <kloss/tensor.hpp>
+
+#include <sstream>
+#include <string>
+#include <string_view>
+
+namespace kloss {
+namespace impl {
+
+template <class... Parts>
+std::string concat(const Parts&... parts) {
+  std::ostringstream os;
+  os.precision(17);
+  (os << ... << parts);
+  return os.str();
+}
+
+}  // namespace impl
+
+/// Throws `Err` with "kloss::<op>: " followed by the parts.
+template <class Err = InvalidArgument, class... Parts>
+[[noreturn]] void fail(std::string_view op, const Parts&... parts) {
+  throw Err(impl::concat("kloss::", op, ": ", parts...));
+}
+
+/// Throws InvalidArgument unless `cond`.
+template <class... Parts>
+void require(bool cond, std::string_view op, const Parts&... parts) {
+  if (!cond) fail<InvalidArgument>(op, parts...);
+}
+
+/// `arg` must have rank `r`.
+template <class T, class M>
+void check_rank(std::string_view op, std::string_view arg, const Tensor<T, M>& t, int r) {
+  if (t.rank() != r)
+    fail<DimensionMismatch>(op, "argument '", arg, "' must have rank ", r, ", got shape ", t.shape.str());
+}
+
+/// `arg` must have exactly shape `s`.
+template <class T, class M>
+void check_shape(std::string_view op, std::string_view arg, const Tensor<T, M>& t, const Shape& s) {
+  if (t.shape != s)
+    fail<DimensionMismatch>(op, "argument '", arg, "' must have shape ", s.str(), ", got ", t.shape.str());
+}
+
+/// Two arguments must have the same shape.
+template <class T, class M, class U, class N>
+void check_same_shape(std::string_view op, std::string_view arg_a, const Tensor<T, M>& a, std::string_view arg_b,
+                      const Tensor<U, N>& b) {
+  if (a.shape != b.shape)
+    fail<DimensionMismatch>(op, "arguments '", arg_a, "' ", a.shape.str(), " and '", arg_b, "' ", b.shape.str(),
+                            " must have the same shape");
+}
+
+/// A required argument must have been given.
+template <class T, class M>
+void check_present(std::string_view op, std::string_view arg, const Tensor<T, M>& t) {
+  if (!t.present) fail<InvalidArgument>(op, "argument '", arg, "' is required");
+}
+
+/// The output of a reduction: shape `none_shape` for Reduction::none, one
+/// element (rank 0, or any shape of one element) otherwise.
+template <class T, class M>
+void check_output(std::string_view op, std::string_view arg, const Tensor<T, M>& out, Reduction r,
+                  const Shape& none_shape) {
+  if (r == Reduction::none) {
+    check_shape(op, arg, out, none_shape);
+  } else if (out.numel() != 1) {
+    fail<DimensionMismatch>(op, "argument '", arg, "' must hold one element for reduction '", to_string(r),
+                            "', got shape ", out.shape.str());
+  }
+}
+
+/// Rejects `batchmean` for every op but kl_div.
+void check_reduction(std::string_view op, Reduction r, bool allow_batchmean = false);
+
+namespace impl {
+
+/// The first out-of-range index a kernel met, reduced alongside its result:
+/// `count` violations in all, the lowest flat position and its value.
+struct BadIndex {
+  std::int64_t count = 0;
+  std::int64_t position = -1;
+  std::int64_t value = 0;
+
+  KOKKOS_INLINE_FUNCTION void note(std::int64_t pos, std::int64_t val) {
+    if (count == 0 || pos < position) {
+      position = pos;
+      value = val;
+    }
+    ++count;
+  }
+  KOKKOS_INLINE_FUNCTION void join(const BadIndex& o) {
+    if (o.count > 0 && (count == 0 || o.position < position)) {
+      position = o.position;
+      value = o.value;
+    }
+    count += o.count;
+  }
+  /// Throws IndexOutOfRange if any violation was noted.
+  void throw_if_any(std::string_view op, std::string_view arg, std::string_view allowed) const;
+};
+
+}  // namespace impl
+}  // namespace kloss

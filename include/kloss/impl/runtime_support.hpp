@@ -1,0 +1,122 @@
+#pragma once
+/// \file impl/runtime_support.hpp
+/// Helpers for the runtime-typed adapters in src/<family>.cpp: dispatch on a
+/// runtime dtype, copy host buffers to the default memory space as the
+/// canonical Tensor, and back.
+#include <kloss/checks.hpp>
+#include <kloss/runtime.hpp>
+
+#include <string>
+#include <type_traits>
+
+namespace kloss::impl {
+
+using RtExec = Kokkos::DefaultExecutionSpace;
+using RtMem = RtExec::memory_space;
+
+template <class T>
+struct TypeTag {
+  using type = T;
+};
+
+/// Calls f(TypeTag<T>{}) for the floating type `d`.
+template <class F>
+decltype(auto) dispatch_scalar(rt::DType d, std::string_view op, F&& f) {
+  switch (d) {
+    case rt::DType::float32: return f(TypeTag<float>{});
+    case rt::DType::float64: return f(TypeTag<double>{});
+    case rt::DType::float16: return f(TypeTag<float16>{});
+    case rt::DType::bfloat16: return f(TypeTag<bfloat16>{});
+    default: fail<NotImplemented>(op, "dtype '", rt::to_string(d), "' is not a floating type");
+  }
+}
+
+/// Calls f(TypeTag<I>{}) for the index type `d`.
+template <class F>
+decltype(auto) dispatch_index(rt::DType d, std::string_view op, F&& f) {
+  switch (d) {
+    case rt::DType::int32: return f(TypeTag<std::int32_t>{});
+    case rt::DType::int64: return f(TypeTag<std::int64_t>{});
+    default: fail<NotImplemented>(op, "index dtype '", rt::to_string(d), "' is not int32 or int64");
+  }
+}
+
+/// An owning device copy of a buffer, converted to T.
+template <class T>
+struct DeviceTensor {
+  Kokkos::View<T*, RtMem> view;
+  Shape shape;
+  bool present = false;
+
+  Tensor<T, RtMem> tensor() const {
+    if (!present) return {};
+    return Tensor<T, RtMem>(view.data(), shape);
+  }
+  Tensor<const T, RtMem> ctensor() const { return tensor(); }
+};
+
+/// A zero-filled device tensor of `shape`.
+template <class T>
+DeviceTensor<T> device_zeros(const Shape& shape, const std::string& label) {
+  DeviceTensor<T> d;
+  d.view = Kokkos::View<T*, RtMem>(label, static_cast<std::size_t>(shape.numel()));
+  d.shape = shape;
+  d.present = true;
+  return d;
+}
+
+/// Copies `buf` to the device as T (converting its values if its dtype is
+/// another one).
+template <class T>
+DeviceTensor<T> to_device(const rt::Buffer& buf, const std::string& label) {
+  DeviceTensor<T> d = device_zeros<T>(buf.shape(), label);
+  auto host = Kokkos::create_mirror_view(d.view);
+  const std::int64_t n = buf.numel();
+  if (buf.dtype() == rt::dtype_of<T>()) {
+    const T* src = buf.data_as<T>();
+    for (std::int64_t i = 0; i < n; ++i) host(i) = src[i];
+  } else if constexpr (std::is_integral_v<T>) {
+    auto v = buf.to_int64();
+    for (std::int64_t i = 0; i < n; ++i) host(i) = static_cast<T>(v[i]);
+  } else {
+    auto v = buf.to_doubles();
+    for (std::int64_t i = 0; i < n; ++i) host(i) = static_cast<T>(v[i]);
+  }
+  Kokkos::deep_copy(d.view, host);
+  return d;
+}
+
+/// The named input of a call copied to the device as T; absent optional
+/// inputs give a tensor with present == false; absent required ones throw.
+template <class T>
+DeviceTensor<T> input(const rt::Call& c, const std::string& name, bool required = true) {
+  auto it = c.inputs.find(name);
+  if (it == c.inputs.end()) {
+    if (required) fail<InvalidArgument>(c.op, "input '", name, "' is missing");
+    return {};
+  }
+  return to_device<T>(it->second, "kloss::rt::" + name);
+}
+
+/// Copies a device tensor back into a host buffer of dtype `dt`.
+template <class T>
+rt::Buffer to_host(const DeviceTensor<T>& d, rt::DType dt) {
+  auto host = Kokkos::create_mirror_view(d.view);
+  Kokkos::deep_copy(host, d.view);
+  rt::Buffer b(dt, d.shape);
+  if (dt == rt::dtype_of<T>()) {
+    T* dst = b.data_as<T>();
+    for (std::int64_t i = 0; i < d.shape.numel(); ++i) dst[i] = host(i);
+  } else {
+    std::vector<double> v(static_cast<std::size_t>(d.shape.numel()));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(host(i));
+    b = rt::Buffer::from_doubles(dt, d.shape, v);
+  }
+  return b;
+}
+
+/// The shape of the forward output for a reduction: `none_shape` or a
+/// scalar.
+inline Shape output_shape(Reduction r, const Shape& none_shape) { return r == Reduction::none ? none_shape : Shape{}; }
+
+}  // namespace kloss::impl

@@ -1,0 +1,97 @@
+#pragma once
+/// \file registry.hpp
+/// One registry describes every op once (DESIGN.md principle 2): its torch
+/// name, inputs, differentiable inputs, options with defaults, and the
+/// runtime-typed entry points. kloss-validate, kloss-ops (the README's op
+/// table) and the benchmarks read it.
+#include <kloss/runtime.hpp>
+
+#include <functional>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#ifdef KLOSS_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace kloss {
+
+/// The twenty loss kinds of kloss (torch.nn.functional's losses plus the
+/// fused linear cross-entropy).
+enum class LossKind {
+  mse,
+  l1,
+  smooth_l1,
+  huber,
+  nll,
+  cross_entropy,
+  binary_cross_entropy,
+  binary_cross_entropy_with_logits,
+  kl_div,
+  poisson_nll,
+  gaussian_nll,
+  hinge_embedding,
+  margin_ranking,
+  triplet_margin,
+  cosine_embedding,
+  multi_margin,
+  multilabel_margin,
+  multilabel_soft_margin,
+  ctc,
+  fused_linear_cross_entropy,
+};
+inline constexpr int num_loss_kinds = 20;
+
+/// One option of an op, as torch's keyword.
+struct OptionInfo {
+  std::string_view name;
+  std::string_view type;           ///< "real", "int", "bool", "string"
+  std::string_view default_value;  ///< torch's default, as text
+  std::string_view doc;
+};
+
+#ifdef KLOSS_HAVE_MPI
+/// How the vocabulary is split for a vocabulary-parallel run: this rank owns
+/// classes (or embedding rows) [begin, begin + count) of `total`.
+struct VocabShard {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::int64_t begin = 0;
+  std::int64_t count = 0;
+  std::int64_t total = 0;
+};
+#endif
+
+struct OpInfo {
+  std::string_view name;                      ///< torch's name, e.g. "cross_entropy"
+  std::string_view header;                    ///< the public header, e.g. "kloss/cross_entropy.hpp"
+  std::optional<LossKind> kind;               ///< empty for embedding ops
+  std::vector<std::string_view> inputs;       ///< torch's argument names; a trailing '?' marks optional
+  std::vector<std::string_view> differentiable;
+  std::vector<OptionInfo> options;
+  std::string_view summary;
+  std::function<rt::Result(const rt::Call&)> run;
+#ifdef KLOSS_HAVE_MPI
+  /// Vocabulary-parallel run (empty where the op has none): the call's
+  /// vocabulary-sized inputs hold only this rank's slice. Collective.
+  std::function<rt::Result(const rt::Call&, const VocabShard&)> run_vocab_parallel = {};
+#endif
+};
+
+/// Every registered op, in a stable order.
+const std::vector<OpInfo>& ops();
+/// The op named `name`, or nullptr.
+const OpInfo* find_op(std::string_view name);
+std::string_view to_string(LossKind k);
+
+namespace impl {
+// One registration function per op family (src/<family>.cpp).
+void register_pointwise(std::vector<OpInfo>&);
+void register_cross_entropy(std::vector<OpInfo>&);
+void register_margin(std::vector<OpInfo>&);
+void register_ctc(std::vector<OpInfo>&);
+void register_embedding(std::vector<OpInfo>&);
+void register_fused_linear(std::vector<OpInfo>&);
+}  // namespace impl
+
+}  // namespace kloss

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what kloss needs on Debian 12, only what is missing: compilers,
+# CMake, Kokkos + Kokkos Kernels (Debian's Trilinos packages), OpenBLAS,
+# OpenMPI, parallel HDF5, GoogleTest, Google Benchmark, clang (fuzzing).
+# PyTorch is not needed to build or test; tools/ generators use
+# /usr/bin/python3 with python3-torch + python3-h5py (install by hand).
+set -euo pipefail
+pkgs=(build-essential cmake git pkg-config
+      libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
+      libopenblas0-pthread libopenblas-pthread-dev
+      libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
+      libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all Debian packages present"
+fi

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Sets up a Debian 12 machine and runs the whole kloss test suite:
+#  1. Release build: unit tests, MPI tests under mpirun (1-4 ranks),
+#     golden validation (serial and --vocab-parallel), examples (shortened),
+#     the downstream find_package test.
+#  2. AddressSanitizer + UBSan build of the unit tests, run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup-debian.sh
+jobs=$(nproc)
+export OMPI_MCA_rmaps_base_oversubscribe=1
+export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
+
+echo "== Release build"
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/release -j"$jobs"
+(cd build/release && ctest --output-on-failure -j"$jobs")
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build of the unit tests"
+cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKLOSS_ENABLE_SANITIZERS=ON \
+  -DKLOSS_ENABLE_PERF_TESTS=OFF -DKLOSS_ENABLE_EXAMPLES=OFF >/dev/null
+cmake --build build/asan -j"$jobs"
+# OpenMPI's own allocations are not ours to chase: leaks off, errors on.
+(cd build/asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --output-on-failure -j"$jobs" -L unit)

@@ -1,0 +1,2 @@
+// HDF5 golden-file reader: filled by the validation issue.
+#include <kloss/registry.hpp>

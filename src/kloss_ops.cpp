@@ -1,0 +1,29 @@
+// kloss-ops: lists the registry - the README's op table comes from here.
+//   kloss-ops            one line per op
+//   kloss-ops --markdown the README table
+#include <kloss/registry.hpp>
+
+#include <cstring>
+#include <iostream>
+#include <string>
+
+int main(int argc, char** argv) {
+  const bool md = argc > 1 && std::strcmp(argv[1], "--markdown") == 0;
+  if (md) {
+    std::cout << "| op | header | inputs | gradients | options (torch defaults) |\n|---|---|---|---|---|\n";
+  }
+  for (const auto& op : kloss::ops()) {
+    std::string inputs, grads, options;
+    for (auto s : op.inputs) inputs += (inputs.empty() ? "" : ", ") + std::string(s);
+    for (auto s : op.differentiable) grads += (grads.empty() ? "" : ", ") + std::string(s);
+    for (const auto& o : op.options)
+      options += (options.empty() ? "" : ", ") + std::string(o.name) + "=" + std::string(o.default_value);
+    if (md) {
+      std::cout << "| `" << op.name << "` | `" << op.header << "` | " << inputs << " | " << grads << " | " << options
+                << " |\n";
+    } else {
+      std::cout << op.name << "  (" << inputs << ")  grads: " << grads << "  options: " << options << "\n";
+    }
+  }
+  return 0;
+}

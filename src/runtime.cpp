@@ -1,0 +1,288 @@
+// Shapes, reductions, argument checks, and the runtime-typed API (buffers,
+// options, run()).
+#include <kloss/checks.hpp>
+#include <kloss/registry.hpp>
+#include <kloss/runtime.hpp>
+
+#include <cmath>
+#include <cstring>
+
+namespace kloss {
+
+// --- types ------------------------------------------------------------------
+std::string_view to_string(Reduction r) {
+  switch (r) {
+    case Reduction::none: return "none";
+    case Reduction::mean: return "mean";
+    case Reduction::sum: return "sum";
+    case Reduction::batchmean: return "batchmean";
+  }
+  return "?";
+}
+
+Reduction parse_reduction(std::string_view s, std::string_view op) {
+  if (s == "none") return Reduction::none;
+  if (s == "mean") return Reduction::mean;
+  if (s == "sum") return Reduction::sum;
+  if (s == "batchmean") return Reduction::batchmean;
+  fail<InvalidArgument>(op, "reduction must be 'none', 'mean' or 'sum', got '", s, "'");
+}
+
+void check_reduction(std::string_view op, Reduction r, bool allow_batchmean) {
+  if (r == Reduction::batchmean && !allow_batchmean)
+    fail<InvalidArgument>(op, "reduction 'batchmean' is only valid for kl_div");
+}
+
+// --- shapes -----------------------------------------------------------------
+Shape::Shape(std::initializer_list<std::int64_t> e) : Shape(std::vector<std::int64_t>(e)) {}
+
+Shape::Shape(const std::vector<std::int64_t>& e) {
+  if (e.size() > static_cast<std::size_t>(max_rank))
+    throw DimensionMismatch(impl::concat("kloss: rank ", e.size(), " exceeds the maximum ", max_rank));
+  rank = static_cast<int>(e.size());
+  for (int i = 0; i < rank; ++i) {
+    if (e[i] < 0) throw DimensionMismatch(impl::concat("kloss: negative extent ", e[i]));
+    extent[i] = e[i];
+  }
+}
+
+std::int64_t Shape::prod(int begin, int end) const {
+  std::int64_t n = 1;
+  for (int i = begin; i < end; ++i) n *= extent[i];
+  return n;
+}
+
+std::string Shape::str() const {
+  std::string s = "[";
+  for (int i = 0; i < rank; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(extent[i]);
+  }
+  return s + "]";
+}
+
+bool Shape::operator==(const Shape& o) const {
+  if (rank != o.rank) return false;
+  for (int i = 0; i < rank; ++i)
+    if (extent[i] != o.extent[i]) return false;
+  return true;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op, std::string_view name_a,
+                       std::string_view name_b) {
+  Shape r;
+  r.rank = a.rank > b.rank ? a.rank : b.rank;
+  for (int i = 0; i < r.rank; ++i) {
+    const int ia = a.rank - r.rank + i, ib = b.rank - r.rank + i;
+    const std::int64_t ea = ia >= 0 ? a.extent[ia] : 1, eb = ib >= 0 ? b.extent[ib] : 1;
+    if (ea != eb && ea != 1 && eb != 1)
+      fail<DimensionMismatch>(op, "arguments '", name_a, "' ", a.str(), " and '", name_b, "' ", b.str(),
+                              " do not broadcast (dimension ", i, ": ", ea, " vs ", eb, ")");
+    r.extent[i] = ea == 1 ? eb : ea;
+  }
+  return r;
+}
+
+namespace impl {
+void throw_not_contiguous(std::string_view op, std::string_view arg) {
+  fail<InvalidArgument>(op, "argument '", arg, "' must be contiguous and row-major (LayoutRight)");
+}
+
+void BadIndex::throw_if_any(std::string_view op, std::string_view arg, std::string_view allowed) const {
+  if (count == 0) return;
+  fail<IndexOutOfRange>(op, "argument '", arg, "' has ", count, " value(s) outside ", allowed, "; first at position ",
+                        position, ": ", value);
+}
+}  // namespace impl
+
+namespace rt {
+
+// --- dtypes -----------------------------------------------------------------
+std::string_view to_string(DType d) {
+  switch (d) {
+    case DType::float32: return "float32";
+    case DType::float64: return "float64";
+    case DType::float16: return "float16";
+    case DType::bfloat16: return "bfloat16";
+    case DType::int32: return "int32";
+    case DType::int64: return "int64";
+  }
+  return "?";
+}
+
+DType parse_dtype(std::string_view s) {
+  if (s == "float32") return DType::float32;
+  if (s == "float64") return DType::float64;
+  if (s == "float16") return DType::float16;
+  if (s == "bfloat16") return DType::bfloat16;
+  if (s == "int32") return DType::int32;
+  if (s == "int64") return DType::int64;
+  throw InvalidArgument(impl::concat("kloss::rt: unknown dtype '", s, "'"));
+}
+
+std::size_t dtype_size(DType d) {
+  switch (d) {
+    case DType::float16:
+    case DType::bfloat16: return 2;
+    case DType::float32:
+    case DType::int32: return 4;
+    default: return 8;
+  }
+}
+
+bool is_floating(DType d) { return d != DType::int32 && d != DType::int64; }
+
+// --- buffers ----------------------------------------------------------------
+Buffer::Buffer(DType dtype, const Shape& shape)
+    : dtype_(dtype), shape_(shape), bytes_((static_cast<std::size_t>(shape.numel()) * dtype_size(dtype) + 7) / 8, 0) {}
+
+void Buffer::check_type(DType want) const {
+  if (want != dtype_)
+    throw InvalidArgument(impl::concat("kloss::rt: buffer of dtype ", to_string(dtype_), " accessed as ", to_string(want)));
+}
+
+Buffer Buffer::from_doubles(DType dtype, const Shape& shape, const std::vector<double>& v) {
+  Buffer b(dtype, shape);
+  const auto n = static_cast<std::size_t>(shape.numel());
+  if (v.size() != n)
+    throw DimensionMismatch(impl::concat("kloss::rt: ", v.size(), " values for a buffer of shape ", shape.str()));
+  for (std::size_t i = 0; i < n; ++i) {
+    switch (dtype) {
+      case DType::float32: b.data_as<float>()[i] = static_cast<float>(v[i]); break;
+      case DType::float64: b.data_as<double>()[i] = v[i]; break;
+      case DType::float16: b.data_as<float16>()[i] = float16(v[i]); break;
+      case DType::bfloat16: b.data_as<bfloat16>()[i] = bfloat16(v[i]); break;
+      case DType::int32: b.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(v[i]); break;
+      case DType::int64: b.data_as<std::int64_t>()[i] = static_cast<std::int64_t>(v[i]); break;
+    }
+  }
+  return b;
+}
+
+Buffer Buffer::from_int64(DType dtype, const Shape& shape, const std::vector<std::int64_t>& v) {
+  if (is_floating(dtype)) return from_doubles(dtype, shape, std::vector<double>(v.begin(), v.end()));
+  Buffer b(dtype, shape);
+  const auto n = static_cast<std::size_t>(shape.numel());
+  if (v.size() != n)
+    throw DimensionMismatch(impl::concat("kloss::rt: ", v.size(), " values for a buffer of shape ", shape.str()));
+  for (std::size_t i = 0; i < n; ++i) {
+    if (dtype == DType::int32) {
+      if (v[i] < INT32_MIN || v[i] > INT32_MAX)
+        throw IndexOutOfRange(impl::concat("kloss::rt: value ", v[i], " does not fit int32"));
+      b.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(v[i]);
+    } else {
+      b.data_as<std::int64_t>()[i] = v[i];
+    }
+  }
+  return b;
+}
+
+std::vector<double> Buffer::to_doubles() const {
+  const auto n = static_cast<std::size_t>(numel());
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    switch (dtype_) {
+      case DType::float32: v[i] = data_as<float>()[i]; break;
+      case DType::float64: v[i] = data_as<double>()[i]; break;
+      case DType::float16: v[i] = static_cast<float>(data_as<float16>()[i]); break;
+      case DType::bfloat16: v[i] = static_cast<float>(data_as<bfloat16>()[i]); break;
+      case DType::int32: v[i] = data_as<std::int32_t>()[i]; break;
+      case DType::int64: v[i] = static_cast<double>(data_as<std::int64_t>()[i]); break;
+    }
+  }
+  return v;
+}
+
+std::vector<std::int64_t> Buffer::to_int64() const {
+  const auto n = static_cast<std::size_t>(numel());
+  std::vector<std::int64_t> v(n);
+  if (dtype_ == DType::int32) {
+    for (std::size_t i = 0; i < n; ++i) v[i] = data_as<std::int32_t>()[i];
+  } else if (dtype_ == DType::int64) {
+    for (std::size_t i = 0; i < n; ++i) v[i] = data_as<std::int64_t>()[i];
+  } else {
+    auto d = to_doubles();
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::int64_t>(d[i]);
+  }
+  return v;
+}
+
+// --- options ----------------------------------------------------------------
+const OptionValue* Options::find(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return nullptr;
+  used_.insert(name);
+  return &it->second;
+}
+
+double Options::get_real(std::string_view op, const std::string& name, double dflt) const {
+  const OptionValue* v = find(name);
+  if (!v) return dflt;
+  if (auto d = std::get_if<double>(v)) return *d;
+  if (auto i = std::get_if<std::int64_t>(v)) return static_cast<double>(*i);
+  fail<InvalidArgument>(op, "option '", name, "' must be a real number, got '", std::get<std::string>(*v), "'");
+}
+
+std::int64_t Options::get_int(std::string_view op, const std::string& name, std::int64_t dflt) const {
+  const OptionValue* v = find(name);
+  if (!v) return dflt;
+  if (auto i = std::get_if<std::int64_t>(v)) return *i;
+  if (auto d = std::get_if<double>(v)) {
+    if (std::floor(*d) == *d) return static_cast<std::int64_t>(*d);
+    fail<InvalidArgument>(op, "option '", name, "' must be an integer, got ", *d);
+  }
+  fail<InvalidArgument>(op, "option '", name, "' must be an integer, got '", std::get<std::string>(*v), "'");
+}
+
+bool Options::get_bool(std::string_view op, const std::string& name, bool dflt) const {
+  const OptionValue* v = find(name);
+  if (!v) return dflt;
+  if (auto i = std::get_if<std::int64_t>(v)) {
+    if (*i == 0 || *i == 1) return *i == 1;
+    fail<InvalidArgument>(op, "option '", name, "' must be 0 or 1, got ", *i);
+  }
+  if (auto s = std::get_if<std::string>(v)) {
+    if (*s == "true" || *s == "True" || *s == "1") return true;
+    if (*s == "false" || *s == "False" || *s == "0") return false;
+    fail<InvalidArgument>(op, "option '", name, "' must be a boolean, got '", *s, "'");
+  }
+  fail<InvalidArgument>(op, "option '", name, "' must be a boolean, got ", std::get<double>(*v));
+}
+
+std::string Options::get_string(std::string_view op, const std::string& name, const std::string& dflt) const {
+  const OptionValue* v = find(name);
+  if (!v) return dflt;
+  if (auto s = std::get_if<std::string>(v)) return *s;
+  fail<InvalidArgument>(op, "option '", name, "' must be a string");
+}
+
+Reduction Options::get_reduction(std::string_view op, Reduction dflt) const {
+  if (!has("reduction")) return dflt;
+  return parse_reduction(get_string(op, "reduction", "mean"), op);
+}
+
+void Options::check_all_used(std::string_view op) const {
+  for (const auto& kv : values_)
+    if (!used_.count(kv.first)) fail<NotImplemented>(op, "option '", kv.first, "' is not supported");
+}
+
+// --- run ----------------------------------------------------------------------
+Result run(const Call& call) {
+  const OpInfo* info = find_op(call.op);
+  if (!info) fail<NotImplemented>(call.op, "no such op in kloss");
+  if (!info->run) fail<NotImplemented>(call.op, "op is registered but has no runtime entry point yet");
+  for (const auto& kv : call.inputs) {
+    bool known = false;
+    for (auto name : info->inputs) {
+      if (!name.empty() && name.back() == '?') name.remove_suffix(1);
+      known = known || name == kv.first;
+    }
+    if (!known && kv.first != "grad_output") fail<NotImplemented>(call.op, "input '", kv.first, "' is not an argument of this op");
+  }
+  Result r = info->run(call);
+  call.options.check_all_used(call.op);
+  return r;
+}
+
+}  // namespace rt
+}  // namespace kloss

@@ -1,0 +1,136 @@
+// The foundation: 16-bit storage types, shapes and broadcasting, the
+// runtime-typed buffers and options, the registry, error messages.
+#include "test_utils.hpp"
+
+#include <cstring>
+#include <limits>
+
+using namespace kloss_test;
+
+namespace {
+float from_bits(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+}  // namespace
+
+TEST(Half, IsTwoBytesAndRoundTripsEveryFiniteValue) {
+  static_assert(sizeof(kloss::float16) == 2 && sizeof(kloss::bfloat16) == 2);
+  for (std::uint32_t b = 0; b < 0x10000u; ++b) {
+    const auto h = kloss::float16::from_bits(static_cast<std::uint16_t>(b));
+    const float f = h;
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(static_cast<float>(kloss::float16(f)))) << b;
+      continue;
+    }
+    EXPECT_EQ(kloss::float16(f).bits, b) << "float16 bits " << b;
+    const auto bf = kloss::bfloat16::from_bits(static_cast<std::uint16_t>(b));
+    const float g = bf;
+    if (!std::isnan(g)) { EXPECT_EQ(kloss::bfloat16(g).bits, b) << "bfloat16 bits " << b; }
+  }
+}
+
+TEST(Half, KnownValuesAndRoundToNearestEven) {
+  EXPECT_EQ(kloss::float16(1.0f).bits, 0x3c00);
+  EXPECT_EQ(kloss::float16(-2.0f).bits, 0xc000);
+  EXPECT_EQ(kloss::float16(65504.0f).bits, 0x7bff);
+  EXPECT_EQ(kloss::float16(65520.0f).bits, 0x7c00);  // ties to even: overflows to inf
+  EXPECT_EQ(kloss::float16(65519.0f).bits, 0x7bff);
+  EXPECT_EQ(kloss::float16(5.9604644775390625e-8f).bits, 0x0001);  // smallest subnormal
+  EXPECT_EQ(kloss::float16(2.98023223876953125e-8f).bits, 0x0000);  // half of it: ties to even (0)
+  EXPECT_EQ(kloss::float16(1.0f + 1.0f / 2048).bits, 0x3c00);  // tie between 1 and 1+2^-10 -> even
+  EXPECT_EQ(kloss::float16(1.0f + 3.0f / 2048).bits, 0x3c02);
+  EXPECT_EQ(kloss::float16(std::numeric_limits<float>::infinity()).bits, 0x7c00);
+  EXPECT_EQ(kloss::bfloat16(1.0f).bits, 0x3f80);
+  EXPECT_EQ(kloss::bfloat16(from_bits(0x3f808000u)).bits, 0x3f80);  // tie -> even
+  EXPECT_EQ(kloss::bfloat16(from_bits(0x3f818000u)).bits, 0x3f82);  // tie -> even (up)
+  EXPECT_EQ(kloss::bfloat16(from_bits(0x3f808001u)).bits, 0x3f81);
+  EXPECT_TRUE(std::isnan(static_cast<float>(kloss::bfloat16(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+TEST(Half, ViewsOfHalfAreRealTwoByteBuffers) {
+  Kokkos::View<kloss::bfloat16*, Mem> v("v", 10);
+  EXPECT_EQ(reinterpret_cast<const char*>(v.data() + 10) - reinterpret_cast<const char*>(v.data()), 20);
+  Kokkos::deep_copy(v, kloss::bfloat16(3.0f));
+  EXPECT_EQ(to_doubles(v)[7], 3.0);
+}
+
+TEST(Shape, BroadcastFollowsTorch) {
+  EXPECT_EQ(kloss::broadcast_shapes({4, 1, 3}, {5, 1}, "op", "a", "b"), kloss::Shape({4, 5, 3}));
+  EXPECT_EQ(kloss::broadcast_shapes({}, {2, 3}, "op", "a", "b"), kloss::Shape({2, 3}));
+  EXPECT_KLOSS_THROW(kloss::broadcast_shapes({2, 3}, {4}, "mse_loss", "input", "target"), kloss::DimensionMismatch,
+                     "kloss::mse_loss: arguments 'input' [2, 3] and 'target' [4] do not broadcast");
+}
+
+TEST(Tensor, RejectsNonContiguousViews) {
+  Kokkos::View<float**, Kokkos::LayoutLeft, Mem> left("left", 3, 4);
+  EXPECT_KLOSS_THROW(kloss::as_tensor<Mem>(left, "mse_loss", "input"), kloss::InvalidArgument,
+                     "kloss::mse_loss: argument 'input' must be contiguous and row-major");
+  Kokkos::View<float**, Mem> right("right", 3, 4);
+  auto sub = Kokkos::subview(right, Kokkos::ALL(), std::make_pair(0, 2));
+  EXPECT_THROW(kloss::as_tensor<Mem>(sub, "op", "x"), kloss::InvalidArgument);
+  auto t = kloss::as_tensor<Mem>(right, "op", "x");
+  EXPECT_EQ(t.shape, kloss::Shape({3, 4}));
+  EXPECT_TRUE(t.present);
+  EXPECT_FALSE(kloss::as_optional_tensor<Mem>(Kokkos::View<float*, Mem>(), "op", "w").present);
+}
+
+TEST(Runtime, BufferRoundsToItsDtype) {
+  auto b = kloss::rt::Buffer::from_doubles(kloss::rt::DType::bfloat16, {3}, {1.0, 1.00390625, 3.14159});
+  auto d = b.to_doubles();
+  EXPECT_EQ(d[0], 1.0);
+  EXPECT_EQ(d[1], 1.0);  // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: even is 1
+  EXPECT_EQ(d[2], 3.140625);
+  EXPECT_THROW(b.data_as<float>(), kloss::InvalidArgument);
+  EXPECT_THROW(kloss::rt::Buffer::from_int64(kloss::rt::DType::int32, {1}, {std::int64_t(1) << 40}),
+               kloss::IndexOutOfRange);
+}
+
+TEST(Runtime, OptionsAreTypedAndUnusedOnesRefused) {
+  kloss::rt::Options o;
+  o.set("margin", 0.5);
+  o.set("p", std::int64_t(2));
+  o.set("swap", std::int64_t(1));
+  o.set("reduction", std::string("sum"));
+  o.set("softcap", 30.0);
+  EXPECT_EQ(o.get_real("op", "margin", 1.0), 0.5);
+  EXPECT_EQ(o.get_real("op", "p", 1.0), 2.0);
+  EXPECT_TRUE(o.get_bool("op", "swap", false));
+  EXPECT_EQ(o.get_reduction("op"), kloss::Reduction::sum);
+  EXPECT_EQ(o.get_real("op", "eps", 1e-6), 1e-6);
+  EXPECT_KLOSS_THROW(o.check_all_used("triplet_margin_loss"), kloss::NotImplemented,
+                     "kloss::triplet_margin_loss: option 'softcap' is not supported");
+  o.set("reduction", std::string("avg"));
+  EXPECT_KLOSS_THROW(o.get_reduction("mse_loss"), kloss::InvalidArgument, "reduction must be 'none', 'mean' or 'sum'");
+}
+
+TEST(Registry, NamesAreUniqueAndRunnable) {
+  std::set<std::string_view> names;
+  for (const auto& op : kloss::ops()) {
+    EXPECT_TRUE(names.insert(op.name).second) << op.name;
+    EXPECT_TRUE(static_cast<bool>(op.run)) << op.name;
+    EXPECT_FALSE(op.inputs.empty()) << op.name;
+  }
+  EXPECT_NE(kloss::find_op("mse_loss"), nullptr);
+  EXPECT_EQ(kloss::find_op("no_such_loss"), nullptr);
+  kloss::rt::Call c;
+  c.op = "no_such_loss";
+  EXPECT_KLOSS_THROW(kloss::rt::run(c), kloss::NotImplemented, "no such op");
+}
+
+TEST(Registry, RunRefusesUnknownInputsAndOptions) {
+  kloss::rt::Call c;
+  c.op = "mse_loss";
+  c.dtype = kloss::rt::DType::float64;
+  c.inputs["input"] = kloss::rt::Buffer::from_doubles(c.dtype, {2}, {1, 2});
+  c.inputs["target"] = kloss::rt::Buffer::from_doubles(c.dtype, {2}, {0, 0});
+  c.options.set("beta", 1.0);
+  EXPECT_KLOSS_THROW(kloss::rt::run(c), kloss::NotImplemented, "option 'beta' is not supported");
+  c.options = {};
+  c.inputs["weight"] = c.inputs["input"];
+  EXPECT_KLOSS_THROW(kloss::rt::run(c), kloss::NotImplemented, "input 'weight' is not an argument");
+  c.inputs.erase("weight");
+  auto r = kloss::rt::run(c);
+  EXPECT_EQ(r.output.to_doubles()[0], 2.5);
+}

@@ -1,0 +1,34 @@
+// GoogleTest main for every kloss test program: Kokkos (and MPI, for the
+// MPI tests) initialised around the whole run.
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+#ifdef KLOSS_HAVE_MPI
+#include <mpi.h>
+#endif
+
+int main(int argc, char** argv) {
+#ifdef KLOSS_HAVE_MPI
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+#endif
+  int result = 0;
+  {
+    Kokkos::ScopeGuard guard(argc, argv);
+    ::testing::InitGoogleTest(&argc, argv);
+    result = RUN_ALL_TESTS();
+  }
+#ifdef KLOSS_HAVE_MPI
+  // A test failing on one rank must fail the run on every rank.
+  int worst = result;
+  MPI_Allreduce(&result, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  result = worst;
+  MPI_Finalize();
+#endif
+  return result;
+}
