@@ -50,17 +50,18 @@ inline double stream_read_gbs() {
   return gbs;
 }
 
-/// Runs tools/torch_bench.py with `args` and returns its numbers by key
-/// (milliseconds, median of repeats; e.g. "fwd", "fwdbwd"). Empty when
-/// /usr/bin/python3 has no torch. Threads: torch is set to the same count as
-/// Kokkos' default execution space.
-inline std::map<std::string, double> torch_times(const std::string& args) {
+/// Runs tools/<script> (default torch_bench.py) with `args` and returns its
+/// numbers by key (milliseconds, median of repeats; e.g. "fwd", "bwd",
+/// "fwdbwd"). Empty when /usr/bin/python3 has no torch. Threads: torch gets
+/// `--threads` = the concurrency of Kokkos' default execution space.
+inline std::map<std::string, double> torch_times(const std::string& args,
+                                                 const std::string& script = "torch_bench.py") {
   static std::map<std::string, std::map<std::string, double>> cache;
-  auto it = cache.find(args);
+  auto it = cache.find(script + " " + args);
   if (it != cache.end()) return it->second;
   std::map<std::string, double> out;
   const int threads = Exec().concurrency();
-  const std::string cmd = "/usr/bin/python3 " KLOSS_SOURCE_DIR "/tools/torch_bench.py --threads " +
+  const std::string cmd = "/usr/bin/python3 " KLOSS_SOURCE_DIR "/tools/" + script + " --threads " +
                           std::to_string(threads) + " " + args + " 2>/dev/null";
   if (FILE* p = popen(cmd.c_str(), "r")) {
     char key[64];
@@ -68,7 +69,7 @@ inline std::map<std::string, double> torch_times(const std::string& args) {
     while (std::fscanf(p, "%63s %lf", key, &v) == 2) out[key] = v;
     pclose(p);
   }
-  cache[args] = out;
+  cache[script + " " + args] = out;
   return out;
 }
 
