@@ -7,14 +7,13 @@
 // printing is off, type classes and ranks are checked before reading, and a
 // dataset's element count is checked against ReadLimits before anything is
 // allocated. Every error is a kloss::Hdf5Error naming file, case and item.
-#include <kloss/checks.hpp>
-#include <kloss/golden.hpp>
-#include <kloss/registry.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <kloss/checks.hpp>
+#include <kloss/golden.hpp>
+#include <kloss/registry.hpp>
 #include <limits>
 #include <sstream>
 
@@ -159,14 +158,29 @@ void silence_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 void Handle::reset() noexcept {
   if (id_ < 0) return;
   switch (H5Iget_type(id_)) {
-    case H5I_FILE: H5Fclose(id_); break;
-    case H5I_GROUP: H5Gclose(id_); break;
-    case H5I_DATASET: H5Dclose(id_); break;
-    case H5I_ATTR: H5Aclose(id_); break;
-    case H5I_DATASPACE: H5Sclose(id_); break;
-    case H5I_DATATYPE: H5Tclose(id_); break;
-    case H5I_GENPROP_LST: H5Pclose(id_); break;
-    default: break;
+    case H5I_FILE:
+      H5Fclose(id_);
+      break;
+    case H5I_GROUP:
+      H5Gclose(id_);
+      break;
+    case H5I_DATASET:
+      H5Dclose(id_);
+      break;
+    case H5I_ATTR:
+      H5Aclose(id_);
+      break;
+    case H5I_DATASPACE:
+      H5Sclose(id_);
+      break;
+    case H5I_DATATYPE:
+      H5Tclose(id_);
+      break;
+    case H5I_GENPROP_LST:
+      H5Pclose(id_);
+      break;
+    default:
+      break;
   }
   id_ = H5I_INVALID_HID;
 }
@@ -187,18 +201,30 @@ template <class... Parts>
 
 const char* class_name(H5T_class_t c) {
   switch (c) {
-    case H5T_INTEGER: return "integer";
-    case H5T_FLOAT: return "float";
-    case H5T_TIME: return "time";
-    case H5T_STRING: return "string";
-    case H5T_BITFIELD: return "bitfield";
-    case H5T_OPAQUE: return "opaque";
-    case H5T_COMPOUND: return "compound";
-    case H5T_REFERENCE: return "reference";
-    case H5T_ENUM: return "enum";
-    case H5T_VLEN: return "variable-length";
-    case H5T_ARRAY: return "array";
-    default: return "unknown";
+    case H5T_INTEGER:
+      return "integer";
+    case H5T_FLOAT:
+      return "float";
+    case H5T_TIME:
+      return "time";
+    case H5T_STRING:
+      return "string";
+    case H5T_BITFIELD:
+      return "bitfield";
+    case H5T_OPAQUE:
+      return "opaque";
+    case H5T_COMPOUND:
+      return "compound";
+    case H5T_REFERENCE:
+      return "reference";
+    case H5T_ENUM:
+      return "enum";
+    case H5T_VLEN:
+      return "variable-length";
+    case H5T_ARRAY:
+      return "array";
+    default:
+      return "unknown";
   }
 }
 
@@ -324,7 +350,8 @@ rt::OptionValue read_attr(hid_t obj, const std::string& name, const Where& w, co
   const H5T_class_t cls = H5Tget_class(t.get());
   check_single(a.get(), w, item);
   switch (cls) {
-    case H5T_STRING: return read_string_attr(a.get(), t.get(), w, item, lim);
+    case H5T_STRING:
+      return read_string_attr(a.get(), t.get(), w, item, lim);
     case H5T_INTEGER: {
       if (!integer_type_ok(t.get())) bad(w, item, "integer type does not fit int64");
       std::int64_t v = 0;
@@ -348,7 +375,8 @@ rt::OptionValue read_attr(hid_t obj, const std::string& name, const Where& w, co
       std::memcpy(&v, buf, sizeof v);
       return v;
     }
-    default: bad(w, item, "has type class ", class_name(cls), "; expected an integer, a real or a string");
+    default:
+      bad(w, item, "has type class ", class_name(cls), "; expected an integer, a real or a string");
   }
 }
 
@@ -410,7 +438,9 @@ DatasetInfo inspect(hid_t group, const std::string& name, const std::string& ite
     di.integer = true;
   } else {
     bad(w, item, "has type class ", class_name(cls), "; expected ",
-        kind == Kind::integer ? "int64" : kind == Kind::floating ? "float64" : "float64 or int64");
+        kind == Kind::integer    ? "int64"
+        : kind == Kind::floating ? "float64"
+                                 : "float64 or int64");
   }
   if (kind == Kind::floating && di.integer) bad(w, item, "has type class integer; expected float64");
   if (kind == Kind::integer && !di.integer) bad(w, item, "has type class float; expected int64");
@@ -465,14 +495,16 @@ Data read_dataset(hid_t group, const std::string& name, const std::string& item,
     }
   }
   const auto n = static_cast<std::size_t>(d.shape.numel());
-  if (d.integer) d.ints.assign(n, 0);
-  else d.reals.assign(n, 0.0);
+  if (d.integer)
+    d.ints.assign(n, 0);
+  else
+    d.reals.assign(n, 0.0);
   if (n == 0) return d;
   const hid_t mem_space = mem ? mem.get() : H5S_ALL;
   const hid_t file_space = mem ? di.space.get() : H5S_ALL;
-  const herr_t st = d.integer ? H5Dread(di.dset.get(), H5T_NATIVE_INT64, mem_space, file_space, H5P_DEFAULT, d.ints.data())
-                              : H5Dread(di.dset.get(), H5T_NATIVE_DOUBLE, mem_space, file_space, H5P_DEFAULT,
-                                        d.reals.data());
+  const herr_t st = d.integer
+                        ? H5Dread(di.dset.get(), H5T_NATIVE_INT64, mem_space, file_space, H5P_DEFAULT, d.ints.data())
+                        : H5Dread(di.dset.get(), H5T_NATIVE_DOUBLE, mem_space, file_space, H5P_DEFAULT, d.reals.data());
   if (st < 0) bad(w, item, "cannot read the data");
   return d;
 }
@@ -556,7 +588,8 @@ GoldenFile GoldenFile::from_image(const void* data, std::size_t size, const std:
   const Where w{f.path_, none};
   if (!data || size == 0) bad(w, "file", "is empty, not an HDF5 file");
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS));
-  if (!fapl || H5Pset_fapl_core(fapl.get(), 1 << 16, false) < 0 || H5Pset_file_image(fapl.get(), const_cast<void*>(data), size) < 0)
+  if (!fapl || H5Pset_fapl_core(fapl.get(), 1 << 16, false) < 0 ||
+      H5Pset_file_image(fapl.get(), const_cast<void*>(data), size) < 0)
     bad(w, "file", "cannot set up the in-memory file access");
   f.file_ = Handle(H5Fopen(f.path_.c_str(), H5F_ACC_RDONLY, fapl.get()));
   if (!f.file_) bad(w, "file", "is not an HDF5 file (HDF5 cannot open the image)");
@@ -650,14 +683,15 @@ Case GoldenFile::read(const std::string& name, const int* rank_size) const {
   c.call.op = string_attr(g.get(), "op", w, limits_);
   const std::string dtype = string_attr(g.get(), "dtype", w, limits_);
   if (dtype != "float32" && dtype != "float64" && dtype != "float16" && dtype != "bfloat16")
-    throw NotImplemented(impl::concat("kloss::golden: ", path_, ": case '", name, "': attribute 'dtype': '", dtype,
-                                      "' is not a floating dtype kloss implements (float32, float64, float16, bfloat16)"));
+    throw NotImplemented(
+        impl::concat("kloss::golden: ", path_, ": case '", name, "': attribute 'dtype': '", dtype,
+                     "' is not a floating dtype kloss implements (float32, float64, float16, bfloat16)"));
   c.call.dtype = rt::parse_dtype(dtype);
   if (has_attr(g.get(), "index_dtype", w)) {
     const std::string idt = string_attr(g.get(), "index_dtype", w, limits_);
     if (idt != "int32" && idt != "int64")
-      throw NotImplemented(impl::concat("kloss::golden: ", path_, ": case '", name, "': attribute 'index_dtype': '", idt,
-                                        "' is not an index dtype kloss implements (int32, int64)"));
+      throw NotImplemented(impl::concat("kloss::golden: ", path_, ": case '", name, "': attribute 'index_dtype': '",
+                                        idt, "' is not an index dtype kloss implements (int32, int64)"));
     c.call.index_dtype = rt::parse_dtype(idt);
   }
   c.rtol = real_attr(g.get(), "rtol", w, limits_);
@@ -987,7 +1021,8 @@ std::vector<CaseReport> validate_cases_vocab_parallel(const GoldenFile& f, MPI_C
     if (!info) {
       local.reason = impl::concat("kloss::", c->call.op, ": no such op in kloss");
     } else if (!info->run_vocab_parallel) {
-      local.reason = impl::concat("kloss::", c->call.op, ": op has no vocabulary-parallel entry point (run_vocab_parallel) yet");
+      local.reason =
+          impl::concat("kloss::", c->call.op, ": op has no vocabulary-parallel entry point (run_vocab_parallel) yet");
     } else {
       try {
         VocabShard shard;

@@ -8,16 +8,14 @@
 // why), a line per unreadable file, and last exactly "N passed, M failed".
 // Exit status 0 iff every case passed (and every file could be read), 1
 // otherwise, 2 for a usage error.
-#include <kloss/golden.hpp>
-#include <kloss/registry.hpp>
-
 #include <Kokkos_Core.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <kloss/golden.hpp>
+#include <kloss/registry.hpp>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -63,11 +61,21 @@ std::string json_str(const std::string& s) {
   std::string o = "\"";
   for (unsigned char ch : s) {
     switch (ch) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\t': o += "\\t"; break;
-      case '\r': o += "\\r"; break;
+      case '"':
+        o += "\\\"";
+        break;
+      case '\\':
+        o += "\\\\";
+        break;
+      case '\n':
+        o += "\\n";
+        break;
+      case '\t':
+        o += "\\t";
+        break;
+      case '\r':
+        o += "\\r";
+        break;
       default:
         if (ch < 0x20) {
           char b[8];

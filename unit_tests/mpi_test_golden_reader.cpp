@@ -3,13 +3,12 @@
 // the vocabulary-sized datasets, and the validation reports are identical
 // on every rank.
 #include <gtest/gtest.h>
-
-#include <kloss/golden.hpp>
-#include <kloss/registry.hpp>
+#include <unistd.h>
 
 #include <cstdio>
+#include <kloss/golden.hpp>
+#include <kloss/registry.hpp>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 using namespace kloss;

@@ -5,18 +5,17 @@
 // naming the file, the case and the item, never a crash, while the other
 // cases of the file still run.
 #include <gtest/gtest.h>
-
-#include <kloss/golden.hpp>
-#include <kloss/registry.hpp>
-
-#include "test_utils.hpp"
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <kloss/golden.hpp>
+#include <kloss/registry.hpp>
 #include <limits>
-#include <unistd.h>
+
+#include "test_utils.hpp"
 
 using namespace kloss;
 using namespace kloss::golden;
@@ -92,7 +91,8 @@ void h5_attr_int(hid_t obj, const char* name, std::int64_t v) {
 }
 
 void h5_dset(hid_t loc, const char* name, const std::vector<hsize_t>& dims, const std::vector<double>& v) {
-  Handle s(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Handle s(dims.empty() ? H5Screate(H5S_SCALAR)
+                        : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
   Handle d(H5Dcreate2(loc, name, H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   ASSERT_TRUE(d.valid());
   if (!v.empty()) {
@@ -101,7 +101,8 @@ void h5_dset(hid_t loc, const char* name, const std::vector<hsize_t>& dims, cons
 }
 
 void h5_dset_int(hid_t loc, const char* name, const std::vector<hsize_t>& dims, const std::vector<std::int64_t>& v) {
-  Handle s(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Handle s(dims.empty() ? H5Screate(H5S_SCALAR)
+                        : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
   Handle d(H5Dcreate2(loc, name, H5T_STD_I64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   ASSERT_TRUE(d.valid());
   if (!v.empty()) {
@@ -206,7 +207,9 @@ TEST(GoldenCompare, ToleranceIsAtolPlusRtolTimesExpected) {
   auto bad = compare("grad_input", Shape{3}, {1.875, -100.0, -0.25}, e, 0.5, 0.25);
   EXPECT_FALSE(bad.ok);
   EXPECT_EQ(bad.mismatches, 1);
-  EXPECT_EQ(bad.reason, "grad_input: 1 of 3 element(s) out of tolerance; worst at [0]: got 1.875, expected 1 (|diff| 0.875 > 0.75)");
+  EXPECT_EQ(
+      bad.reason,
+      "grad_input: 1 of 3 element(s) out of tolerance; worst at [0]: got 1.875, expected 1 (|diff| 0.875 > 0.75)");
 }
 
 TEST(GoldenCompare, NaNOnlyMatchesNaNAndInfOnlyTheSameInf) {
@@ -424,8 +427,9 @@ TEST(GoldenBroken, SchemaAttributeMissingOrUnknown) {
     h5_delete_attr(f.get(), "schema");
     h5_attr_vlen(f.get(), "schema", "kloss-golden/2");
   }
-  EXPECT_KLOSS_THROW(GoldenFile f(tf.path), Hdf5Error,
-                     "attribute '/schema': unknown schema version 'kloss-golden/2'; this reader knows 'kloss-golden/1'");
+  EXPECT_KLOSS_THROW(
+      GoldenFile f(tf.path), Hdf5Error,
+      "attribute '/schema': unknown schema version 'kloss-golden/2'; this reader knows 'kloss-golden/1'");
   {
     Handle f(H5Fopen(tf.path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
     h5_delete_attr(f.get(), "schema");
@@ -582,7 +586,8 @@ TEST(GoldenBroken, WrongRanksAndShapes) {
     h5_delete(g, "expected/output");
     h5_dset(g, "expected/output", {1}, {5});
   });
-  expect_read_error<Hdf5Error>(tf.path, "dataset 'expected/output': a reduced output (reduction 'sum') must be a scalar");
+  expect_read_error<Hdf5Error>(tf.path,
+                               "dataset 'expected/output': a reduced output (reduction 'sum') must be a scalar");
   write_broken(tf.path, [](hid_t, hid_t g) {
     h5_delete(g, "inputs/grad_output");
     h5_dset(g, "inputs/grad_output", {1}, {1});
@@ -607,7 +612,8 @@ TEST(GoldenBroken, HugeShapesAreRefusedBeforeAllocating) {
   ReadLimits small;
   small.max_elements = 3;
   write_golden_file(tf.path, {mse_case("c")});
-  EXPECT_KLOSS_THROW(GoldenFile(tf.path, small).read_case("c"), Hdf5Error, "dataset 'inputs/input': more than 3 elements");
+  EXPECT_KLOSS_THROW(GoldenFile(tf.path, small).read_case("c"), Hdf5Error,
+                     "dataset 'inputs/input': more than 3 elements");
   EXPECT_NO_THROW(GoldenFile(tf.path).read_case("c"));
 }
 
@@ -642,8 +648,9 @@ TEST(GoldenBroken, UnimplementedDtypeOpAndOptionFailWithAReason) {
   EXPECT_FALSE(by["unknown_option"].passed);
   EXPECT_NE(by["unknown_option"].reason.find("option 'z_loss' is not supported"), std::string::npos);
   EXPECT_FALSE(by["wrong_value"].passed);
-  EXPECT_NE(by["wrong_value"].reason.find("output: 1 of 1 element(s) out of tolerance; worst at []: got 5, expected 5.5"),
-            std::string::npos)
+  EXPECT_NE(
+      by["wrong_value"].reason.find("output: 1 of 1 element(s) out of tolerance; worst at []: got 5, expected 5.5"),
+      std::string::npos)
       << by["wrong_value"].reason;
   EXPECT_NEAR(by["wrong_value"].max_abs_err, 0.5, 1e-15);
   EXPECT_FALSE(by["bad_reduction"].passed);
@@ -662,8 +669,8 @@ TEST(GoldenBroken, OtherCasesOfTheFileStillRun) {
   EXPECT_TRUE(rep.cases[0].passed);
   EXPECT_FALSE(rep.cases[1].passed);
   EXPECT_EQ(rep.cases[1].op, "mse_loss");  // read from the attributes despite the broken datasets
-  EXPECT_EQ(rep.cases[1].reason, "kloss::golden: " + tf.path +
-                                     ": case 'b_broken': dataset 'expected/output': missing dataset");
+  EXPECT_EQ(rep.cases[1].reason,
+            "kloss::golden: " + tf.path + ": case 'b_broken': dataset 'expected/output': missing dataset");
   EXPECT_TRUE(rep.cases[2].passed);
   // The selection sees every name and runs only the chosen ones.
   auto only = validate_file(tf.path, [](const std::string& n) { return n.find("good") != std::string::npos; });

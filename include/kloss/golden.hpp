@@ -10,11 +10,10 @@
 /// file, the case and the item ("kloss::golden: f.h5: case 'c': dataset
 /// 'inputs/target': ..."). HDF5's own error-stack printing is switched off
 /// by the first GoldenFile opened (silence_hdf5_errors()).
-#include <kloss/error.hpp>
-#include <kloss/runtime.hpp>
-
 #include <cstdint>
 #include <functional>
+#include <kloss/error.hpp>
+#include <kloss/runtime.hpp>
 #include <map>
 #include <optional>
 #include <string>
@@ -100,8 +99,8 @@ struct Comparison {
 };
 
 /// Compares element-wise; a shape difference is a mismatch with a reason.
-Comparison compare(std::string_view item, const Shape& got_shape, const std::vector<double>& got,
-                   const Expected& exp, double rtol, double atol);
+Comparison compare(std::string_view item, const Shape& got_shape, const std::vector<double>& got, const Expected& exp,
+                   double rtol, double atol);
 
 /// The outcome of one case.
 struct CaseReport {

@@ -22,15 +22,14 @@
 // Build (clang): cmake -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
 //   -DKLOSS_ENABLE_FUZZERS=ON ...; run (as the ctest fuzz_golden_reader):
 //   fuzz_golden_reader -max_total_time=60 WORKDIR unit_tests/fuzz/corpus
-#include <kloss/golden.hpp>
-
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
+#include <kloss/golden.hpp>
 #include <string>
 #include <vector>
 
@@ -76,11 +75,14 @@ void read_image(const void* data, std::size_t size) {
 }
 
 // --- the recipe -------------------------------------------------------------------
-const char* const kOps[] = {"mse_loss", "cross_entropy", "fused_linear_cross_entropy", "embedding", "nll_loss",
-                            "ctc_loss", "embedding_bag", "kl_div", "no_such_op"};
+const char* const kOps[] = {"mse_loss",      "cross_entropy", "fused_linear_cross_entropy",
+                            "embedding",     "nll_loss",      "ctc_loss",
+                            "embedding_bag", "kl_div",        "no_such_op"};
 const char* const kDtypes[] = {"float32", "float64", "float16", "bfloat16", "int32", "float8", ""};
-const char* const kArgs[] = {"input", "target", "weight", "bias", "ce_weight", "grad_output", "targets", "offsets", "var"};
-const char* const kOptions[] = {"reduction", "ignore_index", "label_smoothing", "margin", "p", "ctc_grad", "index_dtype"};
+const char* const kArgs[] = {"input",       "target",  "weight",  "bias", "ce_weight",
+                             "grad_output", "targets", "offsets", "var"};
+const char* const kOptions[] = {"reduction", "ignore_index", "label_smoothing", "margin",
+                                "p",         "ctc_grad",     "index_dtype"};
 const char* const kReductions[] = {"none", "mean", "sum", "batchmean", "median"};
 
 template <std::size_t N>
@@ -101,11 +103,13 @@ void write_attr(FuzzedDataProvider& p, hid_t obj, const std::string& name, const
   const int kind = p.ConsumeIntegralInRange(0, 11);
   hsize_t n = 1;
   Handle space;
-  if (kind == 9) space = Handle(H5Screate(H5S_NULL));
+  if (kind == 9)
+    space = Handle(H5Screate(H5S_NULL));
   else if (kind == 10) {
     n = p.ConsumeIntegralInRange<hsize_t>(0, 3);
     space = Handle(H5Screate_simple(1, &n, nullptr));
-  } else space = Handle(H5Screate(H5S_SCALAR));
+  } else
+    space = Handle(H5Screate(H5S_SCALAR));
   Handle type, mem;
   const char* str = text.c_str();
   std::vector<const char*> strs(static_cast<std::size_t>(n), str);
@@ -136,11 +140,21 @@ void write_attr(FuzzedDataProvider& p, hid_t obj, const std::string& name, const
       src = fixed.data();
       break;
     }
-    case 3: type = copy(H5T_STD_I64LE), mem = copy(H5T_NATIVE_INT64), src = &i; break;
-    case 4: type = copy(H5T_STD_U64LE), mem = copy(H5T_NATIVE_INT64), src = &i; break;
-    case 5: type = copy(H5T_STD_I8LE), mem = copy(H5T_NATIVE_INT64), src = &i; break;
-    case 6: type = copy(H5T_IEEE_F64LE), mem = copy(H5T_NATIVE_DOUBLE), src = &d; break;
-    case 7: type = copy(H5T_IEEE_F32BE), mem = copy(H5T_NATIVE_DOUBLE), src = &d; break;
+    case 3:
+      type = copy(H5T_STD_I64LE), mem = copy(H5T_NATIVE_INT64), src = &i;
+      break;
+    case 4:
+      type = copy(H5T_STD_U64LE), mem = copy(H5T_NATIVE_INT64), src = &i;
+      break;
+    case 5:
+      type = copy(H5T_STD_I8LE), mem = copy(H5T_NATIVE_INT64), src = &i;
+      break;
+    case 6:
+      type = copy(H5T_IEEE_F64LE), mem = copy(H5T_NATIVE_DOUBLE), src = &d;
+      break;
+    case 7:
+      type = copy(H5T_IEEE_F32BE), mem = copy(H5T_NATIVE_DOUBLE), src = &d;
+      break;
     case 8: {
       type = Handle(H5Tenum_create(H5T_NATIVE_SCHAR));
       const signed char v0 = 0, v1 = 1;
@@ -150,7 +164,9 @@ void write_attr(FuzzedDataProvider& p, hid_t obj, const std::string& name, const
       src = &b;
       break;
     }
-    case 9: type = copy(H5T_IEEE_F64LE); break;
+    case 9:
+      type = copy(H5T_IEEE_F64LE);
+      break;
     default:
       type = Handle(H5Tcreate(H5T_COMPOUND, 8));
       H5Tinsert(type.get(), "x", 0, H5T_NATIVE_DOUBLE);
@@ -186,18 +202,31 @@ void write_dataset(FuzzedDataProvider& p, hid_t loc, const std::string& name, st
   }
   hid_t file_type = H5T_IEEE_F64LE, mem_type = H5T_NATIVE_DOUBLE;
   switch (what) {
-    case 4: file_type = H5T_STD_I64LE, mem_type = H5T_NATIVE_INT64; break;
-    case 5: file_type = H5T_STD_U64LE, mem_type = H5T_NATIVE_UINT64; break;
-    case 6: file_type = H5T_IEEE_F32BE, mem_type = H5T_NATIVE_FLOAT; break;
-    case 7: file_type = H5T_STD_U8LE, mem_type = H5T_NATIVE_UINT8; break;
-    case 8: file_type = H5T_C_S1, mem_type = H5T_C_S1; break;
-    case 9: file_type = H5T_STD_I32BE, mem_type = H5T_NATIVE_INT32; break;
-    default: break;
+    case 4:
+      file_type = H5T_STD_I64LE, mem_type = H5T_NATIVE_INT64;
+      break;
+    case 5:
+      file_type = H5T_STD_U64LE, mem_type = H5T_NATIVE_UINT64;
+      break;
+    case 6:
+      file_type = H5T_IEEE_F32BE, mem_type = H5T_NATIVE_FLOAT;
+      break;
+    case 7:
+      file_type = H5T_STD_U8LE, mem_type = H5T_NATIVE_UINT8;
+      break;
+    case 8:
+      file_type = H5T_C_S1, mem_type = H5T_C_S1;
+      break;
+    case 9:
+      file_type = H5T_STD_I32BE, mem_type = H5T_NATIVE_INT32;
+      break;
+    default:
+      break;
   }
   if (what == 10 && name.find("target") != std::string::npos) file_type = H5T_STD_I64LE, mem_type = H5T_NATIVE_INT64;
-  Handle space(what == 11 ? H5Screate(H5S_NULL)
-                          : dims.empty() ? H5Screate(H5S_SCALAR)
-                                         : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Handle space(what == 11     ? H5Screate(H5S_NULL)
+               : dims.empty() ? H5Screate(H5S_SCALAR)
+                              : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
   if (!space) return;
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
   if (huge) {
@@ -244,8 +273,10 @@ std::vector<unsigned char> build_image(FuzzedDataProvider& p) {
   Handle f(H5Fcreate("fuzz-recipe.h5", H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
   if (!f) return {};
   const int schema = p.ConsumeIntegralInRange(0, 9);
-  if (schema < 7) write_attr(p, f.get(), "schema", "kloss-golden/1");
-  else if (schema == 7) write_attr(p, f.get(), "schema", "kloss-golden/2");
+  if (schema < 7)
+    write_attr(p, f.get(), "schema", "kloss-golden/1");
+  else if (schema == 7)
+    write_attr(p, f.get(), "schema", "kloss-golden/2");
   const int cases_kind = p.ConsumeIntegralInRange(0, 15);
   if (cases_kind == 0) {
     Handle s(H5Screate(H5S_SCALAR));
@@ -265,8 +296,10 @@ std::vector<unsigned char> build_image(FuzzedDataProvider& p) {
       const int nopt = p.ConsumeIntegralInRange(0, 3);
       for (int k = 0; k < nopt; ++k) write_attr(p, g.get(), pick(p, kOptions), p.ConsumeBool() ? "int64" : "true");
       Handle in, ex;
-      if (p.ConsumeIntegralInRange(0, 15)) in = Handle(H5Gcreate2(g.get(), "inputs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-      if (p.ConsumeIntegralInRange(0, 15)) ex = Handle(H5Gcreate2(g.get(), "expected", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+      if (p.ConsumeIntegralInRange(0, 15))
+        in = Handle(H5Gcreate2(g.get(), "inputs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+      if (p.ConsumeIntegralInRange(0, 15))
+        ex = Handle(H5Gcreate2(g.get(), "expected", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
       std::vector<std::pair<std::string, std::vector<hsize_t>>> made;
       const int nin = p.ConsumeIntegralInRange(0, 5);
       for (int k = 0; k < nin && in; ++k) {
