@@ -98,9 +98,20 @@ std::string name_from(FuzzedDataProvider& p, const char* fallback) {
   return out.empty() ? fallback : out;
 }
 
-void write_attr(FuzzedDataProvider& p, hid_t obj, const std::string& name, const std::string& text) {
+// Writes attribute `name`: mostly of the type the schema wants (`want`:
+// 's' string, 'r' real, 'i' integer), else of any kind, so that most cases
+// get deep into the reader and the rest probe its type checks.
+void write_attr(FuzzedDataProvider& p, hid_t obj, const std::string& name, const std::string& text, char want = 's') {
   if (H5Aexists(obj, name.c_str()) != 0) return;
-  const int kind = p.ConsumeIntegralInRange(0, 11);
+  int kind = p.ConsumeIntegralInRange(0, 11);
+  if (p.ConsumeIntegralInRange(0, 7) != 0) {
+    if (want == 's')
+      kind = p.ConsumeIntegralInRange(0, 2);
+    else if (want == 'r')
+      kind = p.ConsumeBool() ? 6 : 7;
+    else
+      kind = 3;
+  }
   hsize_t n = 1;
   Handle space;
   if (kind == 9)
@@ -114,7 +125,7 @@ void write_attr(FuzzedDataProvider& p, hid_t obj, const std::string& name, const
   const char* str = text.c_str();
   std::vector<const char*> strs(static_cast<std::size_t>(n), str);
   std::vector<unsigned char> fixed;
-  const double d = p.ConsumeFloatingPoint<double>();
+  const double d = p.ConsumeIntegralInRange(0, 7) ? p.ConsumeProbability<double>() : p.ConsumeFloatingPoint<double>();
   const std::int64_t i = p.ConsumeIntegral<std::int64_t>();
   const signed char b = p.ConsumeBool() ? 1 : 0;
   const void* src = nullptr;
@@ -181,7 +192,8 @@ void write_attr(FuzzedDataProvider& p, hid_t obj, const std::string& name, const
 
 void write_dataset(FuzzedDataProvider& p, hid_t loc, const std::string& name, std::vector<hsize_t> dims) {
   if (H5Lexists(loc, name.c_str(), H5P_DEFAULT) != 0) return;
-  const int what = p.ConsumeIntegralInRange(0, 15);
+  // 0-11: something odd; 12-15: int64; 16-31: float64.
+  const int what = p.ConsumeIntegralInRange(0, 31);
   if (what == 0) {  // a group where a dataset belongs
     Handle g(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
     return;
@@ -223,7 +235,7 @@ void write_dataset(FuzzedDataProvider& p, hid_t loc, const std::string& name, st
     default:
       break;
   }
-  if (what == 10 && name.find("target") != std::string::npos) file_type = H5T_STD_I64LE, mem_type = H5T_NATIVE_INT64;
+  if (what >= 12 && what <= 15) file_type = H5T_STD_I64LE, mem_type = H5T_NATIVE_INT64;
   Handle space(what == 11     ? H5Screate(H5S_NULL)
                : dims.empty() ? H5Screate(H5S_SCALAR)
                               : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
@@ -290,11 +302,15 @@ std::vector<unsigned char> build_image(FuzzedDataProvider& p) {
       if (!g) continue;
       if (p.ConsumeIntegralInRange(0, 9)) write_attr(p, g.get(), "op", pick(p, kOps));
       if (p.ConsumeIntegralInRange(0, 9)) write_attr(p, g.get(), "dtype", pick(p, kDtypes));
-      if (p.ConsumeIntegralInRange(0, 9)) write_attr(p, g.get(), "rtol", "1e-3");
-      if (p.ConsumeIntegralInRange(0, 9)) write_attr(p, g.get(), "atol", "1e-3");
+      if (p.ConsumeIntegralInRange(0, 9)) write_attr(p, g.get(), "rtol", "1e-3", 'r');
+      if (p.ConsumeIntegralInRange(0, 9)) write_attr(p, g.get(), "atol", "1e-3", 'r');
       if (p.ConsumeBool()) write_attr(p, g.get(), "reduction", pick(p, kReductions));
       const int nopt = p.ConsumeIntegralInRange(0, 3);
-      for (int k = 0; k < nopt; ++k) write_attr(p, g.get(), pick(p, kOptions), p.ConsumeBool() ? "int64" : "true");
+      for (int k = 0; k < nopt; ++k) {
+        const char* opt = pick(p, kOptions);
+        const int t = p.ConsumeIntegralInRange(0, 2);
+        write_attr(p, g.get(), opt, t == 0 ? "int64" : "true", t == 0 ? 's' : t == 1 ? 'r' : 'i');
+      }
       Handle in, ex;
       if (p.ConsumeIntegralInRange(0, 15))
         in = Handle(H5Gcreate2(g.get(), "inputs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
