@@ -23,3 +23,9 @@ cmake --build build/asan -j"$jobs"
 # OpenMPI's own allocations are not ours to chase: leaks off, errors on.
 (cd build/asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j"$jobs" -L unit)
+
+echo "== libFuzzer run of the golden-file reader (clang, 60 s)"
+cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DKLOSS_ENABLE_FUZZERS=ON -DKLOSS_ENABLE_PERF_TESTS=OFF -DKLOSS_ENABLE_EXAMPLES=OFF >/dev/null
+cmake --build build/fuzz -j"$jobs" --target fuzz_golden_reader
+(cd build/fuzz && ctest --output-on-failure -L fuzz)
