@@ -117,6 +117,56 @@ KOKKOS_INLINE_FUNCTION A lse2(A a, A b) {
   return m == -infinity<A>() ? m : r;
 }
 
+// The inner loops over states / classes, as functions with restrict-qualified
+// pointers: the rows they read and write never overlap, and saying so is
+// what lets the compiler vectorise them on host spaces (the gather y[l'_s]
+// included).
+
+/// alpha_t(s) for s in [s0, end), s0 >= 2, from alpha_{t-1} = prev.
+/// y: the gathered log-probabilities of the sequence at t (index (s + 1) / 2
+/// for odd s, 0 for blanks; see Kernel::gather).
+template <class A>
+KOKKOS_INLINE_FUNCTION void alpha_states(const A* KOKKOS_RESTRICT prev, A* KOKKOS_RESTRICT cur,
+                                         const int* KOKKOS_RESTRICT lb, const A* KOKKOS_RESTRICT y, std::int64_t s0,
+                                         std::int64_t end) {
+  for (std::int64_t s = s0; s < end; ++s) {
+    // a skip from s - 2 only between different labels (never blank to blank);
+    // the load is unconditional so that the choice is a select
+    const A p2 = prev[s - 2];
+    const A skip = lb[s] != lb[s - 2] ? p2 : -infinity<A>();
+    cur[s] = lse3(prev[s], prev[s - 1], skip) + y[(s & 1) * ((s + 1) >> 1)];
+  }
+}
+
+/// beta_t(s) for s in [s0, end), end <= W - 2, from beta_{t+1} = nxt.
+template <class A, class T>
+KOKKOS_INLINE_FUNCTION void beta_states(const A* KOKKOS_RESTRICT nxt, A* KOKKOS_RESTRICT cur,
+                                        const int* KOKKOS_RESTRICT lb, const T* KOKKOS_RESTRICT y, std::int64_t s0,
+                                        std::int64_t end) {
+  for (std::int64_t s = s0; s < end; ++s) {
+    const A n2 = nxt[s + 2];
+    const A skip = lb[s] != lb[s + 2] ? n2 : -infinity<A>();
+    cur[s] = lse3(nxt[s], nxt[s + 1], skip) + to_acc(y[lb[s]]);
+  }
+}
+
+/// gamma_t(s) = exp(alpha_t(s) + beta_t(s) - y_t(l'_s) + nll) for s in
+/// [s0, end): y_t(l'_s) is in both alpha_t(s) and beta_t(s), so it is taken
+/// out once; the result is the posterior probability of state s at t.
+template <class A, class T>
+KOKKOS_INLINE_FUNCTION void gamma_states(const A* KOKKOS_RESTRICT at, const A* KOKKOS_RESTRICT bt,
+                                         const int* KOKKOS_RESTRICT lb, const T* KOKKOS_RESTRICT y, A nll,
+                                         A* KOKKOS_RESTRICT gm, std::int64_t s0, std::int64_t end) {
+  for (std::int64_t s = s0; s < end; ++s) gm[s] = exp_(at[s] + bt[s] - to_acc(y[lb[s]]) + nll);
+}
+
+/// gr[c] = g exp(y[c]) for c in [c0, c1): torch's log_softmax term.
+template <class A, class T>
+KOKKOS_INLINE_FUNCTION void exp_row(const T* KOKKOS_RESTRICT y, T* KOKKOS_RESTRICT gr, A g, std::int64_t c0,
+                                    std::int64_t c1) {
+  for (std::int64_t c = c0; c < c1; ++c) gr[c] = static_cast<T>(g * exp_(to_acc(y[c])));
+}
+
 /// Per-sequence bookkeeping, built on the host from the lengths.
 struct Seq {
   std::int64_t input_length = 0;
@@ -218,6 +268,7 @@ struct Kernel {
   Scratch<Seq> seq;
   std::int64_t T_ = 0, N = 0, C = 0, W = 1;
   int blank = 0;
+  Scratch<A> ygather;  ///< [N, T, (W + 1) / 2] y_t(blank), y_t(l_1), ..., y_t(l_L) (alpha passes)
   Scratch<int> lab;    ///< [N, W] extended labels l'
   Scratch<int> link;   ///< [N, W] (backward) odd s: next odd s with the same label, or -1
   Scratch<int> owner;  ///< [N, W] (backward) odd s: 1 if the first occurrence of its label
@@ -234,6 +285,14 @@ struct Kernel {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(m, (n + chunk - 1) / chunk), [&](const std::int64_t c) {
       const std::int64_t end = (c + 1) * chunk < n ? (c + 1) * chunk : n;
       for (std::int64_t s = c * chunk; s < end; ++s) f(s);
+    });
+  }
+
+  /// Calls f(begin, end) on the chunks of [0, n), spread over the team.
+  template <class F>
+  KOKKOS_INLINE_FUNCTION static void for_ranges(const member_type& m, std::int64_t n, const F& f) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, (n + chunk - 1) / chunk), [&](const std::int64_t c) {
+      f(c * chunk, (c + 1) * chunk < n ? (c + 1) * chunk : n);
     });
   }
 
@@ -291,27 +350,31 @@ struct Kernel {
     const int* lb = lab.data() + b * W;
     A* al = alpha.data() + b * alpha_rows * W;
     if (q.input_length == 0) return q.target_length == 0 ? A(0) : ninf;  // torch >= 2.0; 1.13 reads out of bounds
-    {
-      const T* y = lp_row(0, b);
-      for_chunks(m, Wb, [&](std::int64_t s) { al[s] = s <= 1 ? to_acc(y[lb[s]]) : ninf; });
-    }
+    // Gather y_t(blank), y_t(l_1..L) of every frame first: independent loads
+    // the memory system overlaps, where the recursion would meet each cache
+    // miss of a long class row (C = 5000: 20 KB) one time step at a time.
+    const std::int64_t K = (W + 1) / 2;
+    A* yg = ygather.data() + b * T_ * K;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, q.input_length), [&](const std::int64_t t) {
+      const T* y = lp_row(t, b);
+      A* o = yg + t * K;
+      for (std::int64_t j = 0; j <= q.target_length; ++j) o[j] = to_acc(y[lb[j == 0 ? 0 : 2 * j - 1]]);
+    });
+    m.team_barrier();
+    for_chunks(m, Wb, [&](std::int64_t s) { al[s] = s <= 1 ? yg[s] : ninf; });
     for (std::int64_t t = 1; t < q.input_length; ++t) {
       m.team_barrier();
       const A* prev = al + ((t - 1) % alpha_rows) * W;
       A* cur = al + (t % alpha_rows) * W;
-      const T* y = lp_row(t, b);
+      const A* y = yg + t * K;
       Kokkos::parallel_for(Kokkos::TeamThreadRange(m, (Wb + chunk - 1) / chunk), [&](const std::int64_t c) {
         const std::int64_t s0 = c * chunk;
         const std::int64_t end = s0 + chunk < Wb ? s0 + chunk : Wb;
         if (s0 == 0) {  // s = 0, 1 have no s - 2 (and s = 0 no s - 1): the first work item does them
-          cur[0] = prev[0] + to_acc(y[lb[0]]);
-          if (Wb > 1) cur[1] = lse2(prev[1], prev[0]) + to_acc(y[lb[1]]);
+          cur[0] = prev[0] + y[0];
+          if (Wb > 1) cur[1] = lse2(prev[1], prev[0]) + y[1];
         }
-        for (std::int64_t s = s0 > 2 ? s0 : 2; s < end; ++s) {
-          // a skip from s - 2 only between different labels (never blank to blank)
-          const A skip = lb[s] != lb[s - 2] ? prev[s - 2] : ninf;
-          cur[s] = lse3(prev[s], prev[s - 1], skip) + to_acc(y[lb[s]]);
-        }
+        alpha_states(prev, cur, lb, y, s0 > 2 ? s0 : 2, end);
       });
     }
     m.team_barrier();
@@ -356,7 +419,7 @@ template <class ExecSpace, class T, class I>
 Kernel<ExecSpace, T, I> make_kernel(const ExecSpace& exec, const Plan& p,
                                     const Tensor<const T, typename ExecSpace::memory_space>& lp,
                                     const Tensor<const I, typename ExecSpace::memory_space>& targets,
-                                    std::int64_t blank, const std::string& op) {
+                                    std::int64_t blank, const std::string& op, bool alpha_pass) {
   using K = Kernel<ExecSpace, T, I>;
   K k;
   k.lp = lp.data;
@@ -369,6 +432,9 @@ Kernel<ExecSpace, T, I> make_kernel(const ExecSpace& exec, const Plan& p,
   for (std::int64_t b = 0; b < p.N; ++b) seq_host(b) = p.seqs[static_cast<std::size_t>(b)];
   Kokkos::deep_copy(exec, k.seq, seq_host);
   k.lab = typename K::template Scratch<int>(noinit("labels"), static_cast<std::size_t>(p.N * p.W));
+  if (alpha_pass)
+    k.ygather = typename K::template Scratch<acc_t<T>>(noinit("gathered_log_probs"),
+                                                       static_cast<std::size_t>(p.N * p.T * ((p.W + 1) / 2)));
   k.loss = typename K::template Scratch<acc_t<T>>(noinit("loss"), static_cast<std::size_t>(p.N));
   k.bad = typename K::template Scratch<BadIndex>("kloss::" + op + "::bad_labels", static_cast<std::size_t>(p.N));
   return k;
@@ -413,7 +479,7 @@ void ctc_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
   if (log_alpha.present) check_shape(op, "log_alpha", log_alpha, Shape{p.N, p.T, p.W});
   ProfilingRegion region("kloss::ctc_loss");
 
-  auto k = ctc::make_kernel<ExecSpace, T, I>(exec, p, log_probs, targets, blank, op);
+  auto k = ctc::make_kernel<ExecSpace, T, I>(exec, p, log_probs, targets, blank, op, true);
   Kokkos::View<A*, Mem> alpha_scratch;
   if (log_alpha.present) {
     k.alpha = decltype(k.alpha)(log_alpha.data.data(), log_alpha.data.extent(0));
@@ -487,11 +553,11 @@ void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   if (log_alpha.present) check_shape(op, "log_alpha", log_alpha, Shape{p.N, p.T, p.W});
   ProfilingRegion region("kloss::ctc_loss_backward");
 
-  auto k = ctc::make_kernel<ExecSpace, T, I>(exec, p, log_probs, targets, blank, op);
+  const bool have_alpha = log_alpha.present;
+  auto k = ctc::make_kernel<ExecSpace, T, I>(exec, p, log_probs, targets, blank, op, !have_alpha);
   auto noinit = [](const std::string& what) {
     return Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::ctc_loss_backward::" + what);
   };
-  const bool have_alpha = log_alpha.present;
   Kokkos::View<A*, Mem> alpha_scratch;
   if (have_alpha) {
     k.alpha = decltype(k.alpha)(const_cast<A*>(log_alpha.data.data()), log_alpha.data.extent(0));
@@ -561,6 +627,13 @@ void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
         for (std::int64_t t = Tb - 1; t >= 0; --t) {
           m.team_barrier();
           const T* y = k.lp_row(t, b);
+          // Every class first gets torch's exp(y) g term (0 for ctc_grad);
+          // the classes of the target are rewritten below with their gamma
+          // sum. Streaming the row first also brings the entries beta
+          // gathers into cache.
+          T* gr = row(t);
+          if (torch_mode) K::for_ranges(m, C, [&](std::int64_t c0, std::int64_t c1) { ctc::exp_row(y, gr, g, c0, c1); });
+          else K::for_chunks(m, C, [&](std::int64_t c) { gr[c] = T(0.0f); });
           A* cur = be + (t % 2) * k.W;
           const A* nxt = be + ((t + 1) % 2) * k.W;
           if (t == Tb - 1) {
@@ -573,23 +646,12 @@ void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
                 cur[Wb - 1] = nxt[Wb - 1] + to_acc(y[lb[Wb - 1]]);
                 if (Wb > 1) cur[Wb - 2] = ctc::lse2(nxt[Wb - 2], nxt[Wb - 1]) + to_acc(y[lb[Wb - 2]]);
               }
-              const std::int64_t lim = end < Wb - 2 ? end : Wb - 2;
-              for (std::int64_t s = s0; s < lim; ++s) {
-                const A skip = lb[s] != lb[s + 2] ? nxt[s + 2] : ninf;
-                cur[s] = ctc::lse3(nxt[s], nxt[s + 1], skip) + to_acc(y[lb[s]]);
-              }
+              ctc::beta_states(nxt, cur, lb, y, s0, end < Wb - 2 ? end : Wb - 2);
             });
           }
           m.team_barrier();
-          // gamma_t(s) = exp(alpha + beta - y + nll): y_t(l'_s) is in both
-          // alpha_t(s) and beta_t(s), so it is taken out once.
           const A* at = al + t * k.W;
-          K::for_chunks(m, Wb, [&](std::int64_t s) { gm[s] = ctc::exp_(at[s] + cur[s] - to_acc(y[lb[s]]) + nll); });
-          // Every class first gets torch's exp(y) g term (0 for ctc_grad);
-          // the classes of the target are rewritten below with their gamma sum.
-          T* gr = row(t);
-          if (torch_mode) K::for_chunks(m, C, [&](std::int64_t c) { gr[c] = static_cast<T>(g * ctc::exp_(to_acc(y[c]))); });
-          else K::for_chunks(m, C, [&](std::int64_t c) { gr[c] = T(0.0f); });
+          K::for_ranges(m, Wb, [&](std::int64_t s0, std::int64_t s1) { ctc::gamma_states(at, cur, lb, y, nll, gm, s0, s1); });
           m.team_barrier();
           // d loss / d y_t(c) = -sum_{s: l'_s = c} gamma_t(s)   (Graves eq. 16)
           A blank_sum = 0;
