@@ -101,19 +101,23 @@ KOKKOS_INLINE_FUNCTION A log_(A x) {
 }
 
 /// log(e^a + e^b + e^c), -inf when all three are -inf (torch: "cannot do
-/// neginf - neginf"). The largest term contributes exactly 1 to the sum.
+/// neginf - neginf"). The largest term m contributes exactly 1 to the sum,
+/// so only the other two need an exp: with hi = max(a, b), lo = min(a, b),
+/// m = max(hi, c), the others are lo and min(hi, c).
 template <class A>
 KOKKOS_INLINE_FUNCTION A lse3(A a, A b, A c) {
-  A m = a > b ? a : b;
-  m = m > c ? m : c;
-  const A sum = exp_(a - m) + exp_(b - m) + exp_(c - m);
-  const A r = m + log_(sum);
+  const A hi = a > b ? a : b;
+  const A lo = a > b ? b : a;
+  const A m = hi > c ? hi : c;
+  const A mid = hi > c ? c : hi;
+  const A r = m + log_(A(1) + exp_(lo - m) + exp_(mid - m));
   return m == -infinity<A>() ? m : r;
 }
 template <class A>
 KOKKOS_INLINE_FUNCTION A lse2(A a, A b) {
   const A m = a > b ? a : b;
-  const A r = m + log_(exp_(a - m) + exp_(b - m));
+  const A o = a > b ? b : a;
+  const A r = m + log_(A(1) + exp_(o - m));
   return m == -infinity<A>() ? m : r;
 }
 
