@@ -258,7 +258,10 @@ template <class ExecSpace, class T, class I>
 struct Kernel {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
-  using member_type = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  /// A team per sequence; sequences differ in length, so teams are handed
+  /// out dynamically (host spaces; device schedulers ignore it).
+  using Policy = Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
+  using member_type = typename Policy::member_type;
   template <class U>
   using Scratch = Kokkos::View<U*, Mem>;
 
@@ -497,7 +500,7 @@ void ctc_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
   auto out = output.data;
   const bool none = reduction == Reduction::none;
   Kokkos::parallel_for(
-      "kloss::ctc_loss::alpha", Kokkos::TeamPolicy<ExecSpace>(exec, p.N, Kokkos::AUTO),
+      "kloss::ctc_loss::alpha", typename decltype(k)::Policy(exec, p.N, Kokkos::AUTO),
       KOKKOS_LAMBDA(const typename decltype(k)::member_type& m) {
         const std::int64_t b = m.league_rank();
         const ctc::Seq q = k.seq(b);
@@ -581,7 +584,7 @@ void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   const bool torch_mode = !ctc_grad;
   const std::int64_t T_ = p.T, N = p.N, C = p.C;
   Kokkos::parallel_for(
-      "kloss::ctc_loss_backward::beta", Kokkos::TeamPolicy<ExecSpace>(exec, p.N, Kokkos::AUTO),
+      "kloss::ctc_loss_backward::beta", typename decltype(k)::Policy(exec, p.N, Kokkos::AUTO),
       KOKKOS_LAMBDA(const typename decltype(k)::member_type& m) {
         using K = decltype(k);
         constexpr A ninf = -infinity<A>();
