@@ -357,17 +357,8 @@ struct Kernel {
     const int* lb = lab.data() + b * W;
     A* al = alpha.data() + b * alpha_rows * W;
     if (q.input_length == 0) return q.target_length == 0 ? A(0) : ninf;  // torch >= 2.0; 1.13 reads out of bounds
-    // Gather y_t(blank), y_t(l_1..L) of every frame first: independent loads
-    // the memory system overlaps, where the recursion would meet each cache
-    // miss of a long class row (C = 5000: 20 KB) one time step at a time.
     const std::int64_t K = (W + 1) / 2;
-    A* yg = ygather.data() + b * T_ * K;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, q.input_length), [&](const std::int64_t t) {
-      const T* y = lp_row(t, b);
-      A* o = yg + t * K;
-      for (std::int64_t j = 0; j <= q.target_length; ++j) o[j] = to_acc(y[lb[j == 0 ? 0 : 2 * j - 1]]);
-    });
-    m.team_barrier();
+    const A* yg = ygather.data() + b * T_ * K;  // filled by gather() before this kernel
     for_chunks(m, Wb, [&](std::int64_t s) { al[s] = s <= 1 ? yg[s] : ninf; });
     for (std::int64_t t = 1; t < q.input_length; ++t) {
       m.team_barrier();
@@ -447,6 +438,30 @@ Kernel<ExecSpace, T, I> make_kernel(const ExecSpace& exec, const Plan& p,
   return k;
 }
 
+/// ygather[b, t, :] = y_t(blank), y_t(l_1), ..., y_t(l_L) for t < T_b: one
+/// pass over log_probs in memory order, before the recursion, whose loads
+/// are independent - the memory system overlaps them, where the recursion
+/// would meet each cache miss of a class row one time step at a time. A bad
+/// label reads the blank here; the team kernel reports it.
+template <class ExecSpace, class T, class I>
+void gather(const ExecSpace& exec, const Kernel<ExecSpace, T, I>& k, const std::string& op) {
+  const std::int64_t K = (k.W + 1) / 2, N = k.N, C = k.C, T_ = k.T_;
+  Kokkos::parallel_for(
+      "kloss::" + op + "::gather", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, T_ * N),
+      KOKKOS_LAMBDA(const std::int64_t r) {
+        const std::int64_t t = r / N, b = r % N;
+        const Seq q = k.seq(b);
+        if (t >= q.input_length) return;
+        const T* y = k.lp.data() + r * C;
+        acc_t<T>* o = k.ygather.data() + (b * T_ + t) * K;
+        o[0] = to_acc(y[k.blank]);
+        for (std::int64_t j = 1; j <= q.target_length; ++j) {
+          const std::int64_t v = static_cast<std::int64_t>(k.targets(q.target_offset + j - 1));
+          o[j] = to_acc(y[v >= 0 && v < C ? v : k.blank]);
+        }
+      });
+}
+
 /// Throws IndexOutOfRange naming the first sequence with a bad label.
 /// Fences (copies N records to the host).
 template <class ExecSpace>
@@ -497,6 +512,7 @@ void ctc_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
     k.alpha = decltype(k.alpha)(alpha_scratch.data(), alpha_scratch.extent(0));
     k.alpha_rows = 2;
   }
+  ctc::gather(exec, k, op);
   auto out = output.data;
   const bool none = reduction == Reduction::none;
   Kokkos::parallel_for(
@@ -577,6 +593,7 @@ void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   k.owner = Kokkos::View<int*, Mem>(noinit("owners"), static_cast<std::size_t>(p.N * p.W));
   k.beta = Kokkos::View<A*, Mem>(noinit("beta"), static_cast<std::size_t>(p.N * 2 * p.W));
   k.gamma = Kokkos::View<A*, Mem>(noinit("gamma"), static_cast<std::size_t>(p.N * p.W));
+  if (!have_alpha) ctc::gather(exec, k, op);
 
   auto go = grad_output.data;
   auto grad = grad_log_probs.data;
