@@ -23,10 +23,13 @@
 /// across the team's threads in chunks (a plain, vectorisable loop per chunk
 /// on host spaces, one state per thread on devices); time steps are the
 /// sequential loop, separated by team barriers - no host round trip per step.
+/// Before the recursion, one memory-order pass gathers the log-probs it reads
+/// (y_t(blank), y_t(l_1..L)) into a compact array.
 /// Per-call device scratch (allocated once per call): labels and same-label
-/// links [N, W], alpha (two rows [N, 2, W] for the forward alone; all rows
-/// [N, T, W] for the backward unless the caller passes the forward's
-/// log_alpha), beta [N, 2, W], gamma [N, W], per-sequence loss [N].
+/// links [N, W], gathered log-probs [N, T, L_max + 1] (alpha passes), alpha
+/// (two rows [N, 2, W] for the forward alone; all rows [N, T, W] for the
+/// backward unless the caller passes the forward's log_alpha), beta
+/// [N, 2, W], gamma [N, W], per-sequence loss [N].
 #include <kloss/checks.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/tensor.hpp>
