@@ -286,7 +286,7 @@ struct Kernel {
   std::int64_t alpha_rows = 2;
   Scratch<A> beta;   ///< [N, 2, W]
   Scratch<A> gamma;  ///< [N, W]
-  Scratch<A> loss;   ///< [N] the forward's -log-likelihood (before zero_infinity)
+  Scratch<A> loss;   ///< [N] the forward's per-sequence loss (after zero_infinity)
   Scratch<BadIndex> bad;
 
   /// Iterates f(s) over [0, n) in chunks spread over the team's threads.
@@ -431,7 +431,7 @@ Kernel<ExecSpace, T, I> make_kernel(const ExecSpace& exec, const Plan& p,
   k.seq = typename K::template Scratch<Seq>(noinit("sequences"), static_cast<std::size_t>(p.N));
   auto seq_host = Kokkos::create_mirror_view(k.seq);
   for (std::int64_t b = 0; b < p.N; ++b) seq_host(b) = p.seqs[static_cast<std::size_t>(b)];
-  Kokkos::deep_copy(exec, k.seq, seq_host);
+  Kokkos::deep_copy(k.seq, seq_host);  // synchronous: seq_host dies with this scope
   k.lab = typename K::template Scratch<int>(noinit("labels"), static_cast<std::size_t>(p.N * p.W));
   if (alpha_pass)
     k.ygather = typename K::template Scratch<acc_t<T>>(noinit("gathered_log_probs"),
