@@ -431,7 +431,8 @@ Kernel<ExecSpace, T, I> make_kernel(const ExecSpace& exec, const Plan& p,
   k.seq = typename K::template Scratch<Seq>(noinit("sequences"), static_cast<std::size_t>(p.N));
   auto seq_host = Kokkos::create_mirror_view(k.seq);
   for (std::int64_t b = 0; b < p.N; ++b) seq_host(b) = p.seqs[static_cast<std::size_t>(b)];
-  Kokkos::deep_copy(k.seq, seq_host);  // synchronous: seq_host dies with this scope
+  Kokkos::deep_copy(exec, k.seq, seq_host);
+  exec.fence();  // seq_host dies with this scope
   k.lab = typename K::template Scratch<int>(noinit("labels"), static_cast<std::size_t>(p.N * p.W));
   if (alpha_pass)
     k.ygather = typename K::template Scratch<acc_t<T>>(noinit("gathered_log_probs"),
