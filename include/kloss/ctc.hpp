@@ -16,10 +16,11 @@
 /// IndexOutOfRange error; input_length 0 gives loss 0 for an empty target
 /// and +inf otherwise (as later torch releases).
 ///
-/// Synchronisation: every call fences `exec` once before the kernel, to copy
-/// the lengths (2N integers) to the host, where they are checked and give the
-/// offsets of concatenated targets (torch does the same), and once after it,
-/// to read the in-kernel label check (N small records). The per-call device
+/// Synchronisation: every call fences `exec` before its kernels, to copy the
+/// lengths (2N integers) to the host, where they are checked and give the
+/// offsets of concatenated targets (torch does the same), and a table of N
+/// (length, length, offset) records back; and once after them, to read the
+/// in-kernel label check (N small records). The per-call device
 /// scratch is allocated once per call (see impl/ctc_impl.hpp).
 #include <kloss/impl/ctc_impl.hpp>
 
