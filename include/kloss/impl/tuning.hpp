@@ -40,4 +40,11 @@ inline constexpr std::int64_t fl_default_budget_bytes = std::int64_t(256) << 20;
 inline constexpr std::int64_t fl_default_budget_divisor = 32;
 inline constexpr std::int64_t fl_min_chunk_rows = 64;
 
+// --- ctc_loss (impl/ctc_impl.hpp) ---------------------------------------
+/// ctc_loss: extended-label states (and classes, in the gradient rows) per
+/// work item on host execution spaces - one plain loop the compiler
+/// vectorises (16 floats per AVX-512 register, 4 registers). Device spaces
+/// use one state per thread. Chosen, not yet measured (2026-11-22, 2-core EPYC).
+inline constexpr int ctc_host_chunk = 64;
+
 }  // namespace kloss::impl::tuning
