@@ -21,15 +21,6 @@
 
 namespace kloss {
 
-namespace impl {
-/// as_optional_tensor, also for rank-0 views (whose default-constructed
-/// size is 1): no data means "not given".
-template <class M, class View>
-Tensor<typename View::value_type, M> ce_optional(const View& v, std::string_view op, std::string_view arg) {
-  if (v.data() == nullptr) return {};
-  return as_tensor<M>(v, op, arg);
-}
-}  // namespace impl
 
 /// cross_entropy forward.
 /// - target: integer view [N, d...] of class indices (int32/int64), or a
@@ -70,10 +61,10 @@ void cross_entropy(const ExecSpace& exec, const InputView& input, const TargetVi
   const Tensor<const T, M> in = as_tensor<M>(input, op, "input");
   const Tensor<const T, M> w = as_optional_tensor<M>(weight, op, "weight");
   const Tensor<T, M> out = as_tensor<M>(output, op, "output");
-  const Tensor<acc_t<T>, M> l = impl::ce_optional<M>(lse, op, "lse");
+  const Tensor<acc_t<T>, M> l = as_optional_tensor<M>(lse, op, "lse");
   if constexpr (is_index_v<TT>) {
     impl::cross_entropy<ExecSpace, T, TT>(exec, in, as_tensor<M>(target, op, "target"), w, out, l,
-                                          impl::ce_optional<M>(total_weight, op, "total_weight"), opts);
+                                          as_optional_tensor<M>(total_weight, op, "total_weight"), opts);
   } else {
     impl::cross_entropy_prob<ExecSpace, T>(exec, in, as_tensor<M>(target, op, "target"), w, out, l, opts);
   }
@@ -111,11 +102,11 @@ void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_ou
   const Tensor<const T, M> go = as_tensor<M>(grad_output, op, "grad_output");
   const Tensor<const T, M> in = as_tensor<M>(input, op, "input");
   const Tensor<const T, M> w = as_optional_tensor<M>(weight, op, "weight");
-  const Tensor<const acc_t<T>, M> l = impl::ce_optional<M>(lse, op, "lse");
+  const Tensor<const acc_t<T>, M> l = as_optional_tensor<M>(lse, op, "lse");
   const Tensor<T, M> gi = as_optional_tensor<M>(grad_input, op, "grad_input");
   if constexpr (is_index_v<TT>) {
     impl::cross_entropy_backward<ExecSpace, T, TT>(exec, go, in, as_tensor<M>(target, op, "target"), w, l,
-                                                   impl::ce_optional<M>(total_weight, op, "total_weight"), gi, opts);
+                                                   as_optional_tensor<M>(total_weight, op, "total_weight"), gi, opts);
   } else {
     impl::cross_entropy_prob_backward<ExecSpace, T>(exec, go, in, as_tensor<M>(target, op, "target"), w, l, gi, opts);
   }
@@ -145,7 +136,7 @@ void nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& t
   constexpr std::string_view op = "nll_loss";
   impl::nll_loss<ExecSpace, T, I>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
                                   as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(output, op, "output"),
-                                  impl::ce_optional<M>(total_weight, op, "total_weight"), opts);
+                                  as_optional_tensor<M>(total_weight, op, "total_weight"), opts);
 }
 
 /// nll_loss backward: grad_input[n, t, d...] = -weight[t] * scale (scale =
@@ -170,7 +161,7 @@ void nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output,
   impl::nll_loss_backward<ExecSpace, T, I>(
       exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
       as_tensor<M>(target, op, "target"), as_optional_tensor<M>(weight, op, "weight"),
-      impl::ce_optional<M>(total_weight, op, "total_weight"), as_optional_tensor<M>(grad_input, op, "grad_input"),
+      as_optional_tensor<M>(total_weight, op, "total_weight"), as_optional_tensor<M>(grad_input, op, "grad_input"),
       opts);
 }
 

@@ -117,12 +117,14 @@ Tensor<typename ViewType::value_type, MemorySpace> as_tensor(const ViewType& v, 
   return Tensor<typename ViewType::value_type, MemorySpace>(v.data(), impl::view_shape(v));
 }
 
-/// As as_tensor, for an optional argument: a default-constructed view (no
-/// data, no elements) means "not given".
+/// As as_tensor, for an optional argument: a view with no data (a
+/// default-constructed view of any rank, rank 0 included) means "not given".
+/// A view with zero elements and no data is "not given" too, which changes
+/// nothing: there is nothing to read or write.
 template <class MemorySpace, class ViewType>
 Tensor<typename ViewType::value_type, MemorySpace> as_optional_tensor(const ViewType& v, std::string_view op,
                                                                       std::string_view arg) {
-  if (v.data() == nullptr && v.size() == 0) return {};
+  if (v.data() == nullptr) return {};
   return as_tensor<MemorySpace>(v, op, arg);
 }
 
