@@ -1,0 +1,732 @@
+#pragma once
+/// \file impl/mpi_impl.hpp
+/// Vocabulary-parallel kernels and MPI plumbing (kloss::mpi).
+///
+/// Algorithm (Megatron-LM's vocabulary-parallel cross-entropy, Shoeybi et
+/// al. 2019, with the online-softmax merge of Milakov & Gimelshein 2018):
+/// each rank holds the logits of a contiguous class range [b, b + C_r).
+///  1. Locally, per row i: m_r = max_c z_ic, s_r = sum_c exp(z_ic - m_r),
+///     the target logit z_it on the rank that owns t (0 elsewhere), the
+///     target's class weight, sum_c w_c z_ic (label smoothing only), and two
+///     counters: does this rank own t, does it ignore the row.
+///  2. ONE MPI_Allreduce of these packed records with a user-defined,
+///     commutative MPI_Op: max and sum-exp merge as online log-sum-exp
+///     (m = max(m_a, m_b), s = s_a e^(m_a - m) + s_b e^(m_b - m)), the other
+///     fields add. Every rank then holds the global LSE, target logit and
+///     counters of every row and computes the same loss (bitwise: the merge
+///     is symmetric in its arguments).
+///  3. The backward is local: each rank writes d loss / d z for its own
+///     classes from the saved global LSE.
+/// Ranks that disagree (rows, class ranges, options, arguments one rank
+/// rejects) are found by one small MPI_Allgather before the data collective,
+/// so every rank throws the same kloss::Error and none waits forever.
+#include <kloss/checks.hpp>
+#include <kloss/impl/tuning.hpp>
+#include <kloss/tensor.hpp>
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kloss::mpi {
+
+/// How kloss hands its communication buffers to MPI.
+struct CommunicatorOptions {
+  /// The MPI library reads and writes device memory directly (CUDA-/ROCm-
+  /// aware MPI). Default off: buffers outside host memory are staged through
+  /// host mirrors. See detect_gpu_aware().
+  bool gpu_aware = false;
+  /// Stage through a separate host copy even for host-accessible buffers
+  /// (exercises the staged path on a host-only build; for tests).
+  bool force_host_staging = false;
+};
+
+/// Does the MPI library report device-memory support (Open MPI's
+/// MPIX_Query_cuda_support())? False where the library cannot tell.
+bool detect_gpu_aware();
+
+/// The communicator of kloss's collectives: an MPI_Comm_dup of the caller's
+/// communicator (kloss's messages never mix with the caller's), with
+/// MPI_ERRORS_RETURN so that every failing MPI call becomes a
+/// kloss::MpiError. Construction and destruction are collective over the
+/// caller's communicator. Not copyable; movable.
+class Communicator {
+ public:
+  /// Duplicates `comm` (collective). Throws MpiError if MPI is not
+  /// initialised or a call fails.
+  explicit Communicator(MPI_Comm comm, const CommunicatorOptions& options = {});
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  Communicator(Communicator&& o) noexcept;
+  Communicator& operator=(Communicator&& o) noexcept;
+
+  /// The duplicated communicator.
+  MPI_Comm get() const { return comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const CommunicatorOptions& options() const { return options_; }
+  void set_gpu_aware(bool on) { options_.gpu_aware = on; }
+  void set_force_host_staging(bool on) { options_.force_host_staging = on; }
+
+  /// Do buffers in `MemorySpace` go to MPI as they are (true), or through a
+  /// host copy (false)?
+  template <class MemorySpace>
+  bool direct() const {
+    constexpr bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible;
+    if (options_.force_host_staging) return false;
+    return host || options_.gpu_aware;
+  }
+
+  /// The online-LSE merge of row records of float (or double) fields.
+  MPI_Op row_merge_op(bool is_double) const { return is_double ? merge_double_ : merge_float_; }
+
+ private:
+  void release() noexcept;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  CommunicatorOptions options_;
+  MPI_Op merge_float_ = MPI_OP_NULL;
+  MPI_Op merge_double_ = MPI_OP_NULL;
+};
+
+/// A contiguous range of the vocabulary (classes or embedding rows): this
+/// rank owns [begin, begin + count) of `total`.
+struct ClassRange {
+  std::int64_t begin = 0;
+  std::int64_t count = 0;
+  std::int64_t total = 0;
+  std::int64_t end() const { return begin + count; }
+};
+
+/// The balanced split of the golden schema: rank r of P owns
+/// [r*V/P + min(r, V%P), ...), the first V % P ranks one row more.
+ClassRange balanced_range(std::int64_t total, int rank, int size);
+/// balanced_range(total, comm.rank(), comm.size()).
+ClassRange balanced_range(std::int64_t total, const Communicator& comm);
+
+/// Options of vocab_parallel_cross_entropy: torch's cross_entropy keywords
+/// (class-index targets) plus kloss's extensions, and the consistency check.
+struct VocabParallelCrossEntropyOptions {
+  Reduction reduction = Reduction::mean;
+  std::int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+  /// PaLM's auxiliary loss: z_loss * lse^2 added per non-ignored row (mean:
+  /// divided by the number of non-ignored rows, never class-weighted).
+  double z_loss = 0.0;
+  /// Gemma 2's logit soft-capping: z = softcap * tanh(x / softcap); 0 = off.
+  double softcap = 0.0;
+  /// Check before the data collective that every rank agrees (rows, class
+  /// ranges tile [0, C), options, arguments accepted): one MPI_Allgather of
+  /// 128 bytes per rank. Off: arguments one rank rejects throw on that rank
+  /// only, and the others may wait in the collective.
+  bool check_consistency = true;
+};
+
+/// Options of vocab_parallel_embedding (torch's embedding keywords that
+/// apply to a sharded table).
+struct VocabParallelEmbeddingOptions {
+  /// A global row index whose gradient is not accumulated; negative counts
+  /// from the end (as torch's); empty = none.
+  std::optional<std::int64_t> padding_idx;
+  bool check_consistency = true;
+};
+
+/// Options of vocab_parallel_fused_linear_cross_entropy.
+struct VocabParallelFusedLinearOptions {
+  Reduction reduction = Reduction::mean;
+  std::int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+  double z_loss = 0.0;
+  double softcap = 0.0;
+  /// Scratch budget for one chunk of logits (bytes); the token chunk is
+  /// budget / (C_r * sizeof(acc)) rows, at least one.
+  std::int64_t chunk_bytes = std::int64_t(64) << 20;
+  bool check_consistency = true;
+};
+
+/// Number of elements of the `saved` workspace that the cross-entropy
+/// forward fills and its backward reads, for N rows: 2N + 3.
+inline std::int64_t saved_extent(std::int64_t n) { return 2 * n + 3; }
+
+}  // namespace kloss::mpi
+
+namespace kloss::mpi::impl {
+
+using kloss::impl::ProfilingRegion;
+
+/// Throws MpiError naming the op and the call unless rc == MPI_SUCCESS.
+void check_mpi(int rc, std::string_view op, std::string_view call);
+
+template <class A>
+MPI_Datatype mpi_type() {
+  static_assert(std::is_same_v<A, float> || std::is_same_v<A, double>, "kloss::mpi: acc type must be float or double");
+  return std::is_same_v<A, double> ? MPI_DOUBLE : MPI_FLOAT;
+}
+
+/// What one rank contributes to the agreement collective: its view of the
+/// call (rows, class range, options) and whether its own argument checks
+/// failed, plus sums the op needs over ranks.
+struct Agreement {
+  std::int64_t rows = 0;
+  ClassRange range;
+  /// Option values (as integers; reals by their bits), compared across ranks.
+  std::vector<std::pair<std::string, std::int64_t>> options;
+  /// Per-rank values to be summed (in rank order, so every rank gets the
+  /// same bits).
+  std::vector<double> sums;
+};
+
+/// One rank's record in the agreement collective (fixed size, 128 bytes).
+struct Signature {
+  std::int64_t rows = 0, begin = 0, count = 0, total = 0;
+  std::int64_t options[8] = {};
+  std::int64_t error_kind = 0, error_len = 0;
+  double sums[2] = {};
+};
+static_assert(sizeof(Signature) == 128, "kloss::mpi: Signature must be 128 bytes");
+
+/// Validates the gathered signatures of all ranks (a pure function of them,
+/// so every rank reaches the same verdict): rows, totals and options equal,
+/// class ranges tiling [0, total). Throws MpiError naming what differs.
+void check_signatures(std::string_view op, const std::vector<Signature>& all, const std::vector<std::string>& names);
+
+/// Runs the local argument checks `local` (which may throw kloss::Error),
+/// then - if `check` - the agreement collective: every rank throws the same
+/// error if any rank's checks failed, rows or totals or options differ, or
+/// the class ranges do not tile [0, total). Returns the sums over ranks of
+/// `mine.sums` (an MPI_Allreduce when `check` is off and there are sums).
+template <class F>
+std::vector<double> agree(const Communicator& comm, std::string_view op, bool check, Agreement& mine, F&& local);
+/// The collective half of agree() (non-template).
+std::vector<double> agree_collective(const Communicator& comm, std::string_view op, bool check, const Agreement& mine,
+                                     int error_kind, const std::string& error_message);
+
+/// Encodes kloss's exception types for the agreement collective.
+int error_kind_of(const Error& e);
+
+template <class F>
+std::vector<double> agree(const Communicator& comm, std::string_view op, bool check, Agreement& mine, F&& local) {
+  if (!check) {
+    local();
+    return agree_collective(comm, op, false, mine, 0, {});
+  }
+  int kind = 0;
+  std::string msg;
+  try {
+    local();
+  } catch (const Error& e) {
+    kind = error_kind_of(e);
+    msg = e.what();
+  }
+  return agree_collective(comm, op, true, mine, kind, msg);
+}
+
+/// Sums `v` (n elements of float or double in memory space `Mem`) over the
+/// ranks, in place; directly or through a host copy as the communicator says.
+/// Fences `exec` first (MPI reads the buffer). Blocking.
+template <class ExecSpace, class A>
+void allreduce_in_place(const ExecSpace& exec, const Communicator& comm, std::string_view op,
+                        const Kokkos::View<A*, typename ExecSpace::memory_space>& v, MPI_Datatype type, int count,
+                        MPI_Op mpi_op) {
+  exec.fence();
+  if (comm.direct<typename ExecSpace::memory_space>()) {
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, v.data(), count, type, mpi_op, comm.get()), op, "MPI_Allreduce");
+    return;
+  }
+  Kokkos::View<A*, Kokkos::HostSpace> host("kloss::" + std::string(op) + "::host_staging", v.extent(0));
+  Kokkos::deep_copy(host, v);
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, host.data(), count, type, mpi_op, comm.get()), op, "MPI_Allreduce");
+  Kokkos::deep_copy(v, host);
+}
+
+/// An MPI datatype of `k` contiguous A (one row record), freed on scope exit.
+class RowType {
+ public:
+  RowType(int k, MPI_Datatype base, std::string_view op);
+  ~RowType();
+  RowType(const RowType&) = delete;
+  RowType& operator=(const RowType&) = delete;
+  MPI_Datatype get() const { return type_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+/// Field layout of a row record (see the file comment).
+struct RecordLayout {
+  int k = 5;
+  int wt = -1;    ///< target class weight (only with class weights)
+  int zsum = -1;  ///< sum_c w_c z_c (only with label smoothing)
+  static constexpr int max = 0, sumexp = 1, target = 2, owners = 3, ignorers = 4;
+  RecordLayout(bool weighted, bool smoothing) {
+    if (weighted) wt = k++;
+    if (smoothing) zsum = k++;
+  }
+};
+
+/// Soft-capping z = cap tanh(x / cap) (cap > 0), identity otherwise.
+template <class A>
+KOKKOS_INLINE_FUNCTION A softcapped(A x, A cap) {
+  return cap > A(0) ? cap * kloss::impl::tanh(x / cap) : x;
+}
+
+/// The per-row partials of this rank's class slice [begin, begin + C_r) of
+/// logits [N, C_r] (written to rec[i*k ...] as RecordLayout says): local max
+/// and sum-exp of the (soft-capped) logits, the target logit if this rank
+/// owns the target, its class weight, sum_c w_c z_c, and the owner /
+/// ignorer counters. Asynchronous.
+// TODO(ce): replace by the cross_entropy family's row-partials function
+// once it lands (same role), so the kernels exist once.
+template <class ExecSpace, class T, class I>
+void ce_slice_partials(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& logits,
+                       std::int64_t rows, std::int64_t cols, std::int64_t begin,
+                       const Tensor<const I, typename ExecSpace::memory_space>& target,
+                       const Tensor<const T, typename ExecSpace::memory_space>& weight, std::int64_t ignore_index,
+                       double softcap, const RecordLayout& lay,
+                       const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec, std::int64_t row_offset) {
+  using A = acc_t<T>;
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = typename Policy::member_type;
+  auto x = logits.data;
+  auto tg = target.data;
+  auto w = weight.data;
+  const bool weighted = weight.present;
+  const A cap = static_cast<A>(softcap);
+  const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
+  Kokkos::parallel_for(
+      "kloss::vocab_parallel::row_partials", Policy(exec, rows, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& team) {
+        const std::int64_t i = team.league_rank();
+        const std::int64_t base = i * cols;
+        A m = -kloss::impl::infinity<A>();
+        if (cols > 0) {
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(team, cols),
+              [&](const std::int64_t c, A& mx) {
+                const A z = softcapped(to_acc(x(base + c)), cap);
+                mx = z > mx ? z : mx;
+              },
+              Kokkos::Max<A>(m));
+        }
+        A s = 0;
+        // A row of only -inf logits has zero probability mass here.
+        if (m > -kloss::impl::infinity<A>()) {
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(team, cols),
+              [&](const std::int64_t c, A& acc) { acc += kloss::impl::exp(softcapped(to_acc(x(base + c)), cap) - m); },
+              s);
+        } else if (m != m) {
+          s = m;  // NaN logits propagate
+        }
+        A zs = 0;
+        if (f_zsum >= 0) {
+          Kokkos::parallel_reduce(
+              Kokkos::TeamThreadRange(team, cols),
+              [&](const std::int64_t c, A& acc) {
+                acc += (weighted ? to_acc(w(c)) : A(1)) * softcapped(to_acc(x(base + c)), cap);
+              },
+              zs);
+        }
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          const std::int64_t t = static_cast<std::int64_t>(tg(row_offset + i));
+          const bool ignored = t == ignore_index;
+          const bool owns = !ignored && t >= begin && t < begin + cols;
+          A* r = &rec((row_offset + i) * k);
+          r[0] = m;
+          r[1] = s;
+          r[2] = owns ? softcapped(to_acc(x(base + (t - begin))), cap) : A(0);
+          r[3] = owns ? A(1) : A(0);
+          r[4] = ignored ? A(1) : A(0);
+          if (f_wt >= 0) r[f_wt] = owns ? to_acc(w(t - begin)) : A(0);
+          if (f_zsum >= 0) r[f_zsum] = zs;
+        });
+      });
+}
+
+/// Sums over rows of the reduced records that a mean / sum needs, plus the
+/// first row that no rank (or several) claimed.
+struct CeSums {
+  double nll = 0, smooth = 0, zsq = 0, weight = 0, valid = 0;
+  std::int64_t bad = 0, bad_row = -1, bad_kind = 0;
+
+  KOKKOS_INLINE_FUNCTION void add_bad(std::int64_t row, std::int64_t kind) {
+    if (bad == 0 || row < bad_row) {
+      bad_row = row;
+      bad_kind = kind;
+    }
+    ++bad;
+  }
+  KOKKOS_INLINE_FUNCTION CeSums& operator+=(const CeSums& o) {
+    nll += o.nll;
+    smooth += o.smooth;
+    zsq += o.zsq;
+    weight += o.weight;
+    valid += o.valid;
+    if (o.bad > 0 && (bad == 0 || o.bad_row < bad_row)) {
+      bad_row = o.bad_row;
+      bad_kind = o.bad_kind;
+    }
+    bad += o.bad;
+    return *this;
+  }
+  // Kokkos 3.x joins through volatile references.
+  KOKKOS_INLINE_FUNCTION void operator+=(const volatile CeSums& o) volatile {
+    nll += o.nll;
+    smooth += o.smooth;
+    zsq += o.zsq;
+    weight += o.weight;
+    valid += o.valid;
+    if (o.bad > 0 && (bad == 0 || o.bad_row < bad_row)) {
+      bad_row = o.bad_row;
+      bad_kind = o.bad_kind;
+    }
+    bad += o.bad;
+  }
+};
+
+}  // namespace kloss::mpi::impl
+
+namespace Kokkos {
+template <>
+struct reduction_identity<kloss::mpi::impl::CeSums> {
+  KOKKOS_FORCEINLINE_FUNCTION static kloss::mpi::impl::CeSums sum() { return {}; }
+};
+}  // namespace Kokkos
+
+namespace kloss::mpi::impl {
+
+/// What the loss finish needs besides the records.
+struct CeParams {
+  std::int64_t total = 0;  ///< C, the global number of classes
+  int ranks = 1;
+  double label_smoothing = 0, z_loss = 0;
+  Reduction reduction = Reduction::mean;
+  bool weighted = false;
+  double weight_sum = 0;  ///< sum of all class weights (C without weights)
+};
+
+/// Per-row global LSE, loss terms and saved state from the reduced records
+/// of rows [row_offset, row_offset + rows). Writes lse / target weight to
+/// saved[row], saved[n + row]; for Reduction::none the row loss to out.
+/// Returns the sums (fences: a host value).
+template <class ExecSpace, class T>
+CeSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec,
+                      const RecordLayout& lay, std::int64_t rows, std::int64_t row_offset, std::int64_t n,
+                      const CeParams& p, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& saved,
+                      const Tensor<T, typename ExecSpace::memory_space>& out) {
+  using A = acc_t<T>;
+  const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
+  const A ranks = static_cast<A>(p.ranks);
+  const A eps = static_cast<A>(p.label_smoothing), zl = static_cast<A>(p.z_loss);
+  const A inv_c = A(1) / static_cast<A>(p.total);
+  const A wsum = static_cast<A>(p.weight_sum);
+  const bool none = p.reduction == Reduction::none;
+  auto o = out.data;
+  CeSums sums;
+  Kokkos::parallel_reduce(
+      "kloss::vocab_parallel::finish_rows",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, rows),
+      KOKKOS_LAMBDA(const std::int64_t j, CeSums& acc) {
+        const std::int64_t i = row_offset + j;
+        const A* r = &rec(i * k);
+        const A lse = r[0] + kloss::impl::log(r[1]);
+        saved(i) = lse;
+        saved(n + i) = A(0);
+        A loss = 0;
+        if (r[4] == ranks) {
+          // ignored by every rank: contributes nothing
+        } else if (r[4] != A(0)) {
+          acc.add_bad(i, 2);  // ranks disagree on whether the row is ignored
+        } else if (r[3] != A(1)) {
+          acc.add_bad(i, r[3] == A(0) ? 0 : 1);  // no owner / several owners
+        } else {
+          const A wt = f_wt >= 0 ? r[f_wt] : A(1);
+          saved(n + i) = wt;
+          const A nll = wt * (lse - r[2]);
+          // -sum_c w_c log p_c = lse * sum_c w_c - sum_c w_c z_c
+          const A smooth = f_zsum >= 0 ? lse * wsum - r[f_zsum] : A(0);
+          const A zsq = lse * lse;
+          loss = (A(1) - eps) * nll + eps * inv_c * smooth + zl * zsq;
+          acc.nll += nll;
+          acc.smooth += smooth;
+          acc.zsq += zsq;
+          acc.weight += wt;
+          acc.valid += 1;
+        }
+        if (none) o(i) = static_cast<T>(loss);
+      },
+      Kokkos::Sum<CeSums>(sums));
+  return sums;
+}
+
+/// The reduced loss (mean / sum) from the sums over all rows, as torch 1.13
+/// forms it: under mean, the nll and smoothing terms both divide by the sum
+/// of the target weights of the non-ignored rows (their count without
+/// weights), the z-loss term by the count.
+inline double ce_reduced_loss(const CeSums& s, const CeParams& p) {
+  const bool mean = p.reduction == Reduction::mean;
+  double loss = (1 - p.label_smoothing) * (mean ? s.nll / s.weight : s.nll);
+  if (p.label_smoothing != 0) {
+    loss += p.label_smoothing / static_cast<double>(p.total) * (mean ? s.smooth / s.weight : s.smooth);
+  }
+  if (p.z_loss != 0) loss += p.z_loss * (mean ? s.zsq / s.valid : s.zsq);
+  return loss;
+}
+
+/// Throws the same IndexOutOfRange / MpiError on every rank for the first
+/// row no rank (or several) claimed.
+void throw_bad_row(std::string_view op, const CeSums& s, std::int64_t target_value, const ClassRange& range);
+
+/// The gradient coefficients of one row term (see ce_backward_rows).
+struct CeCoef {
+  double nll = 0, smooth = 0, z = 0;
+};
+
+/// Coefficients a_nll, a_smooth, a_z of the backward for a reduction, from
+/// the totals (sum of target weights, number of valid rows): the same
+/// denominators as the forward. Device-callable (the backward reads the
+/// totals saved on the device, without a fence).
+KOKKOS_INLINE_FUNCTION CeCoef ce_coefficients(const CeParams& p, double weight_total, double valid) {
+  const bool mean = p.reduction == Reduction::mean;
+  CeCoef c;
+  c.nll = (1 - p.label_smoothing) / (mean ? weight_total : 1.0);
+  c.smooth = p.label_smoothing == 0 ? 0.0
+                                    : p.label_smoothing / static_cast<double>(p.total) /
+                                          (mean ? weight_total : 1.0);
+  c.z = p.z_loss == 0 ? 0.0 : p.z_loss / (mean ? valid : 1.0);
+  return c;
+}
+
+/// Writes d loss / d x for this rank's classes of rows [row_offset, +rows):
+///   d nll / d z_c    = w_t (p_c - [c == t])
+///   d smooth / d z_c = W p_c - w_c               (W = sum_c w_c)
+///   d lse^2 / d z_c  = 2 lse p_c
+///   d z / d x        = 1 - (z / cap)^2           (soft-capping)
+/// times the upstream gradient g_i and the reduction's coefficients. `g`
+/// has one element (mean / sum) or N (none); grad may alias logits (in
+/// place: each element is read before it is written). Asynchronous.
+template <class ExecSpace, class T, class I, class G>
+void ce_backward_rows(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& logits,
+                      std::int64_t rows, std::int64_t cols, std::int64_t begin, std::int64_t row_offset,
+                      const Tensor<const I, typename ExecSpace::memory_space>& target,
+                      const Tensor<const T, typename ExecSpace::memory_space>& weight, std::int64_t ignore_index,
+                      double softcap, const CeParams& params,
+                      const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& totals, bool per_row_g,
+                      const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& lse,
+                      const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& wt, T* grad) {
+  using A = acc_t<T>;
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = typename Policy::member_type;
+  auto x = logits.data;
+  auto tg = target.data;
+  auto w = weight.data;
+  const bool weighted = weight.present;
+  const A cap = static_cast<A>(softcap);
+  Kokkos::parallel_for(
+      "kloss::vocab_parallel::backward_rows", Policy(exec, rows, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& team) {
+        const std::int64_t j = team.league_rank();
+        const std::int64_t i = row_offset + j;
+        const std::int64_t base = j * cols;
+        const std::int64_t t = static_cast<std::int64_t>(tg(i));
+        if (t == ignore_index) {
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cols),
+                               [&](const std::int64_t c) { grad[base + c] = static_cast<T>(A(0)); });
+          return;
+        }
+        // totals: sum of target weights, valid rows, sum of class weights
+        const CeCoef coef = ce_coefficients(params, static_cast<double>(totals(0)), static_cast<double>(totals(1)));
+        const A a_n = static_cast<A>(coef.nll), a_s = static_cast<A>(coef.smooth), a_z = static_cast<A>(coef.z);
+        const A wsum = totals(2);
+        const A gi = to_acc(per_row_g ? g(i) : g(0));
+        const A l = lse(i);
+        const A w_t = wt(i);
+        const std::int64_t tl = t - begin;  // local target column (outside [0, cols) if not owned)
+        const A pz = a_n * w_t + a_s * wsum + a_z * A(2) * l;  // coefficient of p_c
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cols), [&](const std::int64_t c) {
+          const A z = softcapped(to_acc(x(base + c)), cap);
+          const A p = kloss::impl::exp(z - l);
+          A d = pz * p;
+          if (c == tl) d -= a_n * w_t;
+          if (a_s != A(0)) d -= a_s * (weighted ? to_acc(w(c)) : A(1));
+          if (cap > A(0)) {
+            const A u = z / cap;
+            d *= A(1) - u * u;
+          }
+          grad[base + c] = static_cast<T>(gi * d);
+        });
+      });
+}
+
+template <class ExecSpace, class T, class I>
+void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
+                                  const Tensor<const T, typename ExecSpace::memory_space>& logits,
+                                  const Tensor<const I, typename ExecSpace::memory_space>& target,
+                                  const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                                  const Tensor<T, typename ExecSpace::memory_space>& output,
+                                  const Tensor<acc_t<T>, typename ExecSpace::memory_space>& saved,
+                                  const VocabParallelCrossEntropyOptions& opts);
+
+template <class ExecSpace, class T, class I>
+void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRange& range,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& logits,
+                                           const Tensor<const I, typename ExecSpace::memory_space>& target,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                                           const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& saved,
+                                           const Tensor<T, typename ExecSpace::memory_space>& grad_logits,
+                                           const VocabParallelCrossEntropyOptions& opts);
+
+/// Host checks shared by the forward and backward of the cross-entropy.
+template <class T, class I, class M>
+void check_ce_arguments(std::string_view op, const ClassRange& range, const Tensor<const T, M>& logits,
+                        const Tensor<const I, M>& target, const Tensor<const T, M>& weight, Reduction reduction,
+                        double label_smoothing, double z_loss, double softcap) {
+  check_reduction(op, reduction);
+  check_rank(op, "logits", logits, 2);
+  check_rank(op, "target", target, 1);
+  if (target.extent(0) != logits.extent(0))
+    fail<DimensionMismatch>(op, "argument 'target' must have shape [", logits.extent(0), "] (the rows of 'logits'), got ",
+                            target.shape.str());
+  if (logits.extent(1) != range.count)
+    fail<DimensionMismatch>(op, "argument 'logits' must have ", range.count,
+                            " columns (this rank's class range [", range.begin, ", ", range.end(), ")), got shape ",
+                            logits.shape.str());
+  if (weight.present) check_shape(op, "weight", weight, Shape{range.count});
+  require(range.total > 0, op, "the number of classes must be positive, got ", range.total);
+  require(range.begin >= 0 && range.count >= 0 && range.end() <= range.total, op, "class range [", range.begin, ", ",
+          range.end(), ") is not inside [0, ", range.total, ")");
+  require(label_smoothing >= 0 && label_smoothing <= 1, op, "label_smoothing must be in [0, 1], got ",
+          label_smoothing);
+  require(z_loss >= 0, op, "z_loss must be non-negative, got ", z_loss);
+  require(softcap >= 0, op, "softcap must be non-negative (0 = off), got ", softcap);
+}
+
+/// Option values compared across ranks.
+std::vector<std::pair<std::string, std::int64_t>> option_fingerprint(Reduction reduction, std::int64_t ignore_index,
+                                                                     double label_smoothing, double z_loss,
+                                                                     double softcap, bool weighted,
+                                                                     std::int64_t extra = 0);
+
+template <class ExecSpace, class T, class I>
+void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
+                                  const Tensor<const T, typename ExecSpace::memory_space>& logits,
+                                  const Tensor<const I, typename ExecSpace::memory_space>& target,
+                                  const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                                  const Tensor<T, typename ExecSpace::memory_space>& output,
+                                  const Tensor<acc_t<T>, typename ExecSpace::memory_space>& saved,
+                                  const VocabParallelCrossEntropyOptions& opts) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_cross_entropy";
+  const bool smoothing = opts.label_smoothing != 0;
+  Agreement mine;
+  mine.rows = logits.rank() >= 1 ? logits.extent(0) : -1;
+  mine.range = range;
+  mine.options = option_fingerprint(opts.reduction, opts.ignore_index, opts.label_smoothing, opts.z_loss, opts.softcap,
+                                    weight.present);
+  double local_wsum = static_cast<double>(range.count);
+  auto local_checks = [&] {
+    check_ce_arguments(op, range, logits, target, weight, opts.reduction, opts.label_smoothing, opts.z_loss,
+                       opts.softcap);
+    const std::int64_t n = logits.extent(0);
+    check_output(op, "output", output, opts.reduction, Shape{n});
+    check_shape(op, "saved", saved, Shape{saved_extent(n)});
+    if (weight.present && smoothing) {
+      // sum of this rank's class weights (host: O(C_r), only with smoothing)
+      double s = 0;
+      auto w = weight.data;
+      Kokkos::parallel_reduce(
+          "kloss::vocab_parallel_cross_entropy::weight_sum",
+          Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, range.count),
+          KOKKOS_LAMBDA(const std::int64_t c, double& acc) { acc += static_cast<double>(to_acc(w(c))); }, s);
+      local_wsum = s;
+    }
+  };
+  // With weights and smoothing, sum_c w_c over all classes travels with the
+  // agreement collective (or one 8-byte allreduce when the check is off).
+  const bool need_wsum = weight.present && smoothing;
+  if (need_wsum) mine.sums.push_back(0);
+  const std::vector<double> sums = agree(comm, op, opts.check_consistency, mine, [&] {
+    local_checks();
+    if (need_wsum) mine.sums[0] = local_wsum;
+  });
+  ProfilingRegion region("kloss::vocab_parallel_cross_entropy");
+  const std::int64_t n = logits.extent(0);
+  const RecordLayout lay(weight.present, smoothing);
+  require(n <= std::int64_t(INT32_MAX), op, "more than 2^31 - 1 rows per call are not supported, got ", n);
+  Kokkos::View<A*, Mem> rec("kloss::vocab_parallel_cross_entropy::records", static_cast<std::size_t>(n * lay.k));
+  ce_slice_partials<ExecSpace, T, I>(exec, logits, n, range.count, range.begin, target, weight, opts.ignore_index,
+                                     opts.softcap, lay, rec, 0);
+  {
+    RowType rt(lay.k, mpi_type<A>(), op);
+    allreduce_in_place<ExecSpace, A>(exec, comm, op, rec, rt.get(), static_cast<int>(n),
+                                     comm.row_merge_op(std::is_same_v<A, double>));
+  }
+  CeParams p;
+  p.total = range.total;
+  p.ranks = comm.size();
+  p.label_smoothing = opts.label_smoothing;
+  p.z_loss = opts.z_loss;
+  p.reduction = opts.reduction;
+  p.weighted = weight.present;
+  p.weight_sum = need_wsum ? sums[0] : static_cast<double>(range.total);
+  Kokkos::View<A*, Mem> sv(saved.data.data(), saved.data.extent(0));
+  const CeSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, n, 0, n, p, sv, output);
+  if (s.bad > 0) {
+    Kokkos::View<I, Kokkos::HostSpace> tv("kloss::vocab_parallel_cross_entropy::bad_target");
+    Kokkos::deep_copy(tv, Kokkos::subview(target.data, s.bad_row));
+    throw_bad_row(op, s, static_cast<std::int64_t>(tv()), range);
+  }
+  const double reduced = opts.reduction == Reduction::none ? 0.0 : ce_reduced_loss(s, p);
+  const A wtot = static_cast<A>(s.weight), nvalid = static_cast<A>(s.valid), ws = static_cast<A>(p.weight_sum);
+  const bool none = opts.reduction == Reduction::none;
+  auto o = output.data;
+  Kokkos::parallel_for(
+      "kloss::vocab_parallel_cross_entropy::write", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
+      KOKKOS_LAMBDA(const int) {
+        sv(2 * n) = wtot;
+        sv(2 * n + 1) = nvalid;
+        sv(2 * n + 2) = ws;
+        if (!none) o(0) = static_cast<T>(static_cast<A>(reduced));
+      });
+}
+
+template <class ExecSpace, class T, class I>
+void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRange& range,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& logits,
+                                           const Tensor<const I, typename ExecSpace::memory_space>& target,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                                           const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& saved,
+                                           const Tensor<T, typename ExecSpace::memory_space>& grad_logits,
+                                           const VocabParallelCrossEntropyOptions& opts) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_cross_entropy_backward";
+  check_ce_arguments(op, range, logits, target, weight, opts.reduction, opts.label_smoothing, opts.z_loss,
+                     opts.softcap);
+  const std::int64_t n = logits.extent(0);
+  check_output(op, "grad_output", grad_output, opts.reduction, Shape{n});
+  check_shape(op, "saved", saved, Shape{saved_extent(n)});
+  check_same_shape(op, "grad_logits", grad_logits, "logits", logits);
+  ProfilingRegion region("kloss::vocab_parallel_cross_entropy_backward");
+  CeParams p;
+  p.total = range.total;
+  p.label_smoothing = opts.label_smoothing;
+  p.z_loss = opts.z_loss;
+  p.reduction = opts.reduction;
+  p.weighted = weight.present;
+  Kokkos::View<const A*, Mem> lse(saved.data.data(), n);
+  Kokkos::View<const A*, Mem> wt(saved.data.data() + n, n);
+  Kokkos::View<const A*, Mem> totals(saved.data.data() + 2 * n, 3);
+  ce_backward_rows<ExecSpace, T, I>(exec, logits, n, range.count, range.begin, 0, target, weight, opts.ignore_index,
+                                    opts.softcap, p, totals, opts.reduction == Reduction::none, grad_output.data,
+                                    lse, wt, grad_logits.data.data());
+}
+
+}  // namespace kloss::mpi::impl
