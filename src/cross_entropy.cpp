@@ -1,6 +1,136 @@
-// Placeholder: the cross_entropy family registers its ops here once implemented.
+// cross_entropy and nll_loss: explicit instantiations, runtime-typed
+// adapters and registry lines.
+#include <kloss/cross_entropy.hpp>
+#include <kloss/impl/runtime_support.hpp>
 #include <kloss/registry.hpp>
 
+#define KLOSS_CROSS_ENTROPY_DEFINE(T, I) KLOSS_CROSS_ENTROPY_INSTANTIATE(, T, I)
+#define KLOSS_CROSS_ENTROPY_PROB_DEFINE(T) KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(, T)
+KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_CROSS_ENTROPY_DEFINE)
+KLOSS_FOR_EACH_SCALAR(KLOSS_CROSS_ENTROPY_PROB_DEFINE)
+
 namespace kloss::impl {
-void register_cross_entropy(std::vector<OpInfo>&) {}
+namespace {
+
+const std::vector<OptionInfo> cross_entropy_options = {
+    {"ignore_index", "int", "-100", "class-index targets equal to this are skipped"},
+    {"reduction", "string", "mean", "none | mean | sum"},
+    {"label_smoothing", "real", "0.0", "in [0, 1]: mix the target with the uniform distribution"},
+    {"z_loss", "real", "0.0", "extension: adds z_loss * lse^2 per non-ignored row"},
+    {"softcap", "real", "0.0", "extension: logits -> softcap * tanh(x / softcap) before the softmax; 0 = off"},
+};
+const std::vector<OptionInfo> nll_loss_options = {
+    {"ignore_index", "int", "-100", "targets equal to this are skipped"},
+    {"reduction", "string", "mean", "none | mean | sum"},
+};
+
+/// The row count of an input shape ([C] -> 1, [N, C, d...] -> N * prod(d)).
+Shape row_shape_of(const Shape& s) {
+  if (s.rank <= 1) return Shape{};
+  std::vector<std::int64_t> r{s.extent[0]};
+  for (int i = 2; i < s.rank; ++i) r.push_back(s.extent[i]);
+  return Shape(r);
+}
+
+rt::Result run_cross_entropy(const rt::Call& c) {
+  CrossEntropyOptions o;
+  o.ignore_index = c.options.get_int(c.op, "ignore_index", -100);
+  o.reduction = c.options.get_reduction(c.op);
+  o.label_smoothing = c.options.get_real(c.op, "label_smoothing", 0.0);
+  o.z_loss = c.options.get_real(c.op, "z_loss", 0.0);
+  o.softcap = c.options.get_real(c.op, "softcap", 0.0);
+  auto tit = c.inputs.find("target");
+  if (tit == c.inputs.end()) fail<InvalidArgument>(c.op, "input 'target' is missing");
+  // The target's buffer dtype decides: integers are class indices, floats
+  // class probabilities (as the golden schema stores them).
+  const bool probs = rt::is_floating(tit->second.dtype());
+  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    RtExec exec;
+    auto in = input<T>(c, "input");
+    auto w = input<T>(c, "weight", false);
+    const Shape rows = row_shape_of(in.shape);
+    auto out = device_zeros<T>(output_shape(o.reduction, rows), "kloss::rt::output");
+    auto lse = device_zeros<A>(rows, "kloss::rt::lse");
+    auto tw = device_zeros<double>(Shape{}, "kloss::rt::total_weight");
+    rt::Result r;
+    if (probs) {
+      auto tg = input<T>(c, "target");
+      cross_entropy_prob<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out.tensor(), lse.tensor(), o);
+      r.output = to_host(out, c.dtype);
+      if (c.grad_output) {
+        auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
+        auto gi = device_zeros<T>(in.shape, "kloss::rt::grad_input");
+        cross_entropy_prob_backward<RtExec, T>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), w.ctensor(),
+                                               lse.ctensor(), gi.tensor(), o);
+        r.grads["input"] = to_host(gi, c.dtype);
+      }
+      return r;
+    }
+    return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
+      using I = typename decltype(itag)::type;
+      auto tg = input<I>(c, "target");
+      cross_entropy<RtExec, T, I>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out.tensor(), lse.tensor(),
+                                  tw.tensor(), o);
+      r.output = to_host(out, c.dtype);
+      if (c.grad_output) {
+        auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
+        auto gi = device_zeros<T>(in.shape, "kloss::rt::grad_input");
+        cross_entropy_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), w.ctensor(),
+                                             lse.ctensor(), tw.ctensor(), gi.tensor(), o);
+        r.grads["input"] = to_host(gi, c.dtype);
+      }
+      return r;
+    });
+  });
+}
+
+rt::Result run_nll_loss(const rt::Call& c) {
+  NllLossOptions o;
+  o.ignore_index = c.options.get_int(c.op, "ignore_index", -100);
+  o.reduction = c.options.get_reduction(c.op);
+  auto iit = c.inputs.find("input");
+  if (!rt::is_floating(c.dtype) || (iit != c.inputs.end() && !rt::is_floating(iit->second.dtype())))
+    fail<NotImplemented>(c.op, "input of dtype '", rt::to_string(iit != c.inputs.end() ? iit->second.dtype() : c.dtype),
+                         "' is not supported: the log-likelihood needs floating point (torch refuses integer "
+                         "input too)");
+  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    RtExec exec;
+    auto in = input<T>(c, "input");
+    auto w = input<T>(c, "weight", false);
+    const Shape rows = row_shape_of(in.shape);
+    auto out = device_zeros<T>(output_shape(o.reduction, rows), "kloss::rt::output");
+    auto tw = device_zeros<double>(Shape{}, "kloss::rt::total_weight");
+    return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
+      using I = typename decltype(itag)::type;
+      auto tg = input<I>(c, "target");
+      nll_loss<RtExec, T, I>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out.tensor(), tw.tensor(), o);
+      rt::Result r;
+      r.output = to_host(out, c.dtype);
+      if (c.grad_output) {
+        auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
+        auto gi = device_zeros<T>(in.shape, "kloss::rt::grad_input");
+        nll_loss_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), w.ctensor(), tw.ctensor(),
+                                        gi.tensor(), o);
+        r.grads["input"] = to_host(gi, c.dtype);
+      }
+      return r;
+    });
+  });
+}
+
+}  // namespace
+
+void register_cross_entropy(std::vector<OpInfo>& ops) {
+  ops.push_back({"nll_loss", "kloss/cross_entropy.hpp", LossKind::nll, {"input", "target", "weight?"}, {"input"},
+                 nll_loss_options, "negative log-likelihood of log-probabilities, -weight[t] * input[t]",
+                 run_nll_loss});
+  ops.push_back({"cross_entropy", "kloss/cross_entropy.hpp", LossKind::cross_entropy,
+                 {"input", "target", "weight?"}, {"input"}, cross_entropy_options,
+                 "softmax cross-entropy over logits (class indices or probabilities), online log-sum-exp",
+                 run_cross_entropy});
+}
+
 }  // namespace kloss::impl

@@ -1,0 +1,209 @@
+#pragma once
+/// \file cross_entropy.hpp
+/// cross_entropy and nll_loss of torch.nn.functional (torch 1.13 semantics),
+/// forward and backward, for large vocabularies.
+///
+/// Shapes: input [N, C] or [N, C, d1, ...] (or [C], one sample); class-index
+/// target [N, d1, ...] (int32 or int64); class-probability target shaped like
+/// input (cross_entropy only); weight [C] or an empty view. Output: [N, d1,
+/// ...] for Reduction::none, one element (rank-0 view) for mean and sum, in
+/// the input dtype. "Rows" below are the N * d1 * ... positions.
+///
+/// Extensions (off by default, not in torch): z_loss adds z_loss * lse^2 to
+/// the loss of every non-ignored row (PaLM), reduced like the rest; softcap
+/// replaces the logits by softcap * tanh(x / softcap) before the softmax
+/// (Gemma 2). Both have exact backwards.
+///
+/// Every forward fences (index and probability checks happen inside the
+/// kernel and must reach the host to throw). Nothing is allocated in
+/// proportion to N x C; the backward can write its gradient over the logits.
+#include <kloss/impl/cross_entropy_impl.hpp>
+
+namespace kloss {
+
+namespace impl {
+/// as_optional_tensor, also for rank-0 views (whose default-constructed
+/// size is 1): no data means "not given".
+template <class M, class View>
+Tensor<typename View::value_type, M> ce_optional(const View& v, std::string_view op, std::string_view arg) {
+  if (v.data() == nullptr) return {};
+  return as_tensor<M>(v, op, arg);
+}
+}  // namespace impl
+
+/// cross_entropy forward.
+/// - target: integer view [N, d...] of class indices (int32/int64), or a
+///   floating view shaped like input holding class probabilities (negative
+///   or NaN entries throw InvalidArgument).
+/// - weight: per-class weight [C], or an empty view.
+/// - output: [N, d...] (none) or one element (mean / sum). Mean with class
+///   indices divides by the sum of the weights of the non-ignored targets
+///   (NaN when every target is ignored, as torch); with probabilities it
+///   divides by the number of rows.
+/// - lse: per-row log-sum-exp of the (capped) logits, acc_t<T> (float for
+///   16-bit and float, double for double), N * d... elements, saved for the
+///   backward; an empty view skips saving it.
+/// - total_weight: rank-0 double view receiving the sum of the target
+///   weights of the non-ignored rows (what a mean backward divides by);
+///   empty view to skip. Ignored for probability targets.
+/// Throws IndexOutOfRange for a target outside [0, C) that is not
+/// ignore_index (naming its position and value), DimensionMismatch for
+/// shapes, InvalidArgument for options. Fences.
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView, class LseView,
+          class TotalWeightView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void cross_entropy(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
+                   const OutputView& output, const LseView& lse, const TotalWeightView& total_weight,
+                   const CrossEntropyOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  using TT = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  static_assert(is_scalar_v<T>, "kloss::cross_entropy: input must be float, double, float16 or bfloat16");
+  static_assert(std::is_same_v<typename OutputView::non_const_value_type, T>,
+                "kloss::cross_entropy: output must have the input's value type");
+  static_assert(std::is_same_v<typename LseView::non_const_value_type, acc_t<T>>,
+                "kloss::cross_entropy: lse must hold acc_t<T> (float for 16-bit and float, double for double)");
+  static_assert(std::is_same_v<typename TotalWeightView::non_const_value_type, double>,
+                "kloss::cross_entropy: total_weight must be a double view");
+  static_assert(is_index_v<TT> || std::is_same_v<TT, T>,
+                "kloss::cross_entropy: target must hold int32/int64 class indices or input-typed probabilities");
+  constexpr std::string_view op = "cross_entropy";
+  const Tensor<const T, M> in = as_tensor<M>(input, op, "input");
+  const Tensor<const T, M> w = as_optional_tensor<M>(weight, op, "weight");
+  const Tensor<T, M> out = as_tensor<M>(output, op, "output");
+  const Tensor<acc_t<T>, M> l = impl::ce_optional<M>(lse, op, "lse");
+  if constexpr (is_index_v<TT>) {
+    impl::cross_entropy<ExecSpace, T, TT>(exec, in, as_tensor<M>(target, op, "target"), w, out, l,
+                                          impl::ce_optional<M>(total_weight, op, "total_weight"), opts);
+  } else {
+    impl::cross_entropy_prob<ExecSpace, T>(exec, in, as_tensor<M>(target, op, "target"), w, out, l, opts);
+  }
+}
+
+/// cross_entropy backward: grad_input = d(loss)/d(input) contracted with
+/// grad_output ([N, d...] for none, one element otherwise), from the lse
+/// (and, for mean with class indices, total_weight) the forward saved, with
+/// the same target, weight and options. One read of input and one write of
+/// grad_input per element.
+/// In place: grad_input may be the very same view (same data pointer) as
+/// input - the gradient then overwrites the logits and no N x C memory is
+/// needed; any other overlap of the two is undefined. Fences (it re-checks
+/// the targets in the same pass).
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class LseView,
+          class TotalWeightView, class GradInputView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                            const TargetView& target, const WeightView& weight, const LseView& lse,
+                            const TotalWeightView& total_weight, const GradInputView& grad_input,
+                            const CrossEntropyOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  using TT = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  static_assert(is_scalar_v<T>, "kloss::cross_entropy_backward: input must be float, double, float16 or bfloat16");
+  static_assert(std::is_same_v<typename GradInputView::non_const_value_type, T> &&
+                    std::is_same_v<typename GradOutputView::non_const_value_type, T>,
+                "kloss::cross_entropy_backward: grad_output and grad_input must have the input's value type");
+  static_assert(std::is_same_v<typename LseView::non_const_value_type, acc_t<T>>,
+                "kloss::cross_entropy_backward: lse must hold acc_t<T>");
+  static_assert(is_index_v<TT> || std::is_same_v<TT, T>,
+                "kloss::cross_entropy_backward: target must hold int32/int64 class indices or input-typed "
+                "probabilities");
+  constexpr std::string_view op = "cross_entropy_backward";
+  const Tensor<const T, M> go = as_tensor<M>(grad_output, op, "grad_output");
+  const Tensor<const T, M> in = as_tensor<M>(input, op, "input");
+  const Tensor<const T, M> w = as_optional_tensor<M>(weight, op, "weight");
+  const Tensor<const acc_t<T>, M> l = impl::ce_optional<M>(lse, op, "lse");
+  const Tensor<T, M> gi = as_optional_tensor<M>(grad_input, op, "grad_input");
+  if constexpr (is_index_v<TT>) {
+    impl::cross_entropy_backward<ExecSpace, T, TT>(exec, go, in, as_tensor<M>(target, op, "target"), w, l,
+                                                   impl::ce_optional<M>(total_weight, op, "total_weight"), gi, opts);
+  } else {
+    impl::cross_entropy_prob_backward<ExecSpace, T>(exec, go, in, as_tensor<M>(target, op, "target"), w, l, gi, opts);
+  }
+}
+
+/// nll_loss forward: input holds log-probabilities [N, C, d...]; loss per
+/// row -weight[t] * input[n, t, d...]; mean divides by the summed weights of
+/// the non-ignored targets (NaN if all are ignored). total_weight: rank-0
+/// double view receiving that sum (empty view to skip). Integer input is
+/// refused at compile time. Fences.
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView,
+          class TotalWeightView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
+              const OutputView& output, const TotalWeightView& total_weight, const NllLossOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  static_assert(!std::is_integral_v<T>,
+                "kloss::nll_loss: input must be floating point (log-probabilities): the log-likelihood needs "
+                "floating point, as torch also refuses integer input");
+  static_assert(is_scalar_v<T>, "kloss::nll_loss: input must be float, double, float16 or bfloat16");
+  static_assert(is_index_v<I>, "kloss::nll_loss: target must hold int32 or int64 class indices");
+  static_assert(std::is_same_v<typename OutputView::non_const_value_type, T>,
+                "kloss::nll_loss: output must have the input's value type");
+  static_assert(std::is_same_v<typename TotalWeightView::non_const_value_type, double>,
+                "kloss::nll_loss: total_weight must be a double view");
+  constexpr std::string_view op = "nll_loss";
+  impl::nll_loss<ExecSpace, T, I>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
+                                  as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(output, op, "output"),
+                                  impl::ce_optional<M>(total_weight, op, "total_weight"), opts);
+}
+
+/// nll_loss backward: grad_input[n, t, d...] = -weight[t] * scale (scale =
+/// grad_output[n, d...] for none, grad_output / total_weight for mean,
+/// grad_output for sum), zero elsewhere and on ignored rows. input is read
+/// for its shape only. Fences.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class TotalWeightView, class GradInputView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                       const TargetView& target, const WeightView& weight, const TotalWeightView& total_weight,
+                       const GradInputView& grad_input, const NllLossOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  static_assert(!std::is_integral_v<T>,
+                "kloss::nll_loss_backward: input must be floating point (log-probabilities): the log-likelihood "
+                "needs floating point");
+  static_assert(is_scalar_v<T>, "kloss::nll_loss_backward: input must be float, double, float16 or bfloat16");
+  static_assert(is_index_v<I>, "kloss::nll_loss_backward: target must hold int32 or int64 class indices");
+  constexpr std::string_view op = "nll_loss_backward";
+  impl::nll_loss_backward<ExecSpace, T, I>(
+      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(weight, op, "weight"),
+      impl::ce_optional<M>(total_weight, op, "total_weight"), as_optional_tensor<M>(grad_input, op, "grad_input"),
+      opts);
+}
+
+}  // namespace kloss
+
+// Explicit instantiations: declared here, instantiated in src/cross_entropy.cpp
+// (KLOSS_CROSS_ENTROPY_INSTANTIATE(, T, I) and KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(, T)).
+#define KLOSS_CROSS_ENTROPY_INSTANTIATE(PREFIX, T, I)                                                              \
+  PREFIX template void kloss::impl::cross_entropy<KLOSS_EXEC, T, I>(                                               \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&,                \
+      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(double)&,                   \
+      const kloss::CrossEntropyOptions&);                                                                          \
+  PREFIX template void kloss::impl::cross_entropy_backward<KLOSS_EXEC, T, I>(                                      \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,                \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_CTENSOR(double)&,                \
+      const KLOSS_TENSOR(T)&, const kloss::CrossEntropyOptions&);                                                  \
+  PREFIX template void kloss::impl::nll_loss<KLOSS_EXEC, T, I>(                                                    \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&,                \
+      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(double)&, const kloss::NllLossOptions&);                          \
+  PREFIX template void kloss::impl::nll_loss_backward<KLOSS_EXEC, T, I>(                                           \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,                \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(double)&, const KLOSS_TENSOR(T)&, const kloss::NllLossOptions&);
+#define KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(PREFIX, T)                                                            \
+  PREFIX template void kloss::impl::cross_entropy_prob<KLOSS_EXEC, T>(                                             \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                \
+      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, const kloss::CrossEntropyOptions&);            \
+  PREFIX template void kloss::impl::cross_entropy_prob_backward<KLOSS_EXEC, T>(                                    \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(T)&,                      \
+      const kloss::CrossEntropyOptions&);
+#define KLOSS_CROSS_ENTROPY_EXTERN(T, I) KLOSS_CROSS_ENTROPY_INSTANTIATE(extern, T, I)
+#define KLOSS_CROSS_ENTROPY_PROB_EXTERN(T) KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(extern, T)
+KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_CROSS_ENTROPY_EXTERN)
+KLOSS_FOR_EACH_SCALAR(KLOSS_CROSS_ENTROPY_PROB_EXTERN)
+#undef KLOSS_CROSS_ENTROPY_EXTERN
+#undef KLOSS_CROSS_ENTROPY_PROB_EXTERN

@@ -1,0 +1,1039 @@
+#pragma once
+/// \file impl/cross_entropy_impl.hpp
+/// Kernels of cross_entropy and nll_loss.
+///
+/// Algorithm (forward, one read of each row): online log-sum-exp
+/// (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax"):
+/// a running max m and a sum s of exp(z - m) rescaled whenever m grows. Each
+/// row is walked in blocks of `ce_lanes` independent lanes (per-lane m and s,
+/// combined at the end) so that GCC vectorises the loop without
+/// -ffast-math; per element one exponential does both jobs,
+///     e = exp(-|z - m|);  z > m ? (s = s*e + 1, m = z) : (s += e),
+/// evaluated by an inline polynomial exp (Cody-Waite reduction, Cephes'
+/// degree-6 minimax polynomial, about 1-2 ulp; flushes below 2^-126 to 0).
+/// The target logit is gathered and (for label smoothing) the row's logit
+/// sum accumulated in the same pass. The per-row LSE is saved for the
+/// backward, which writes grad = scale * (softmax - target distribution)
+/// from it in one read and one write, optionally over the logits.
+///
+/// The row logic is exposed as impl::ce_row_partials /
+/// impl::ce_merge_partials / impl::ce_backward_from_lse so that the
+/// vocabulary-parallel (MPI) cross-entropy and the fused linear
+/// cross-entropy run the very same code over a class slice or a gemm chunk.
+#include <kloss/checks.hpp>
+#include <kloss/impl/tuning.hpp>
+#include <kloss/tensor.hpp>
+
+#include <cfloat>
+
+namespace kloss {
+
+/// Launch overrides of the cross-entropy kernels (0 = chosen from C and the
+/// execution space, see impl/tuning.hpp).
+struct CrossEntropyTuning {
+  int team_size = 0;               ///< threads per team
+  std::int64_t rows_per_team = 0;  ///< rows handled by one team (a row block)
+};
+
+/// Options of cross_entropy, torch's keywords and defaults, plus two
+/// extensions that are off by default.
+struct CrossEntropyOptions {
+  std::int64_t ignore_index = -100;      ///< class-index targets equal to this are skipped
+  Reduction reduction = Reduction::mean; ///< none | mean | sum
+  double label_smoothing = 0.0;          ///< in [0, 1]
+  double z_loss = 0.0;     ///< extension (PaLM): adds z_loss * lse^2 to every non-ignored row's loss
+  double softcap = 0.0;    ///< extension (Gemma 2): logits -> softcap * tanh(x / softcap) first; 0 = off
+  CrossEntropyTuning tuning = {};
+};
+
+/// Options of nll_loss (torch's keywords and defaults).
+struct NllLossOptions {
+  std::int64_t ignore_index = -100;
+  Reduction reduction = Reduction::mean;
+  CrossEntropyTuning tuning = {};
+};
+
+namespace impl {
+
+// ---------------------------------------------------------------------------
+// Vectorisable elementary functions (float); double uses Kokkos' own.
+// ---------------------------------------------------------------------------
+
+/// exp(x) for float, about 1-2 ulp, written so that GCC vectorises it
+/// (no calls, no integer conversion, selects only). x = k ln2 + r with
+/// |r| <= ln2/2 (Cody-Waite: ln2 split into an exact high part and a
+/// correction); exp(r) by Cephes expf's minimax polynomial; 2^k built in the
+/// exponent bits through the round-to-nearest "magic" 1.5 * 2^23 (whose low
+/// mantissa bits hold k). exp(-inf) = 0, results below 2^-126 flush to 0,
+/// x > 88 gives +inf, NaN stays NaN.
+/// The polynomial core: exp(xc) for xc in [ln 2^-126, 88] (or NaN).
+KOKKOS_FORCEINLINE_FUNCTION float ce_exp_core(float xc) {
+  const float t = xc * 1.44269504088896341f + 12582912.0f;  // 1.5 * 2^23: rounds xc/ln2 to an integer
+  const float k = t - 12582912.0f;
+  float r = xc - k * 0.693359375f;  // ln2 high part (exact in 9 bits)
+  r = r - k * -2.12194440e-4f;      // ln2 - high part
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  p = p * r * r + r + 1.0f;
+  // low mantissa bits of t hold k (two's complement); (k + 127) << 23 is 2^k.
+  const std::uint32_t bits = (bit_cast<std::uint32_t>(t) + 127u) << 23;
+  return p * bit_cast<float>(bits);
+}
+KOKKOS_FORCEINLINE_FUNCTION float ce_exp(float x) {
+  constexpr float lo = -87.3365447505531f;  // ln(2^-126)
+  constexpr float hi = 88.0f;
+  float xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc;
+  const float res = ce_exp_core(xc);
+  return x < lo ? 0.0f : (x > hi ? __builtin_huge_valf() : res);
+}
+/// exp(x) for x <= 0 (or NaN) where a result below 2^-126 may come out as
+/// 2^-126 instead of 0 (the forward's rescale factors and new terms: at most
+/// C * 1.2e-38 added to a sum >= 1). Fewer operations than ce_exp.
+KOKKOS_FORCEINLINE_FUNCTION float ce_exp_nonpos(float x) {
+  constexpr float lo = -87.3365447505531f;
+  return ce_exp_core(x < lo ? lo : x);
+}
+KOKKOS_FORCEINLINE_FUNCTION double ce_exp_nonpos(double x) { return exp(x); }
+/// -|d| by setting the sign bit (one instruction when vectorised).
+KOKKOS_FORCEINLINE_FUNCTION float ce_negabs(float d) {
+  return bit_cast<float>(bit_cast<std::uint32_t>(d) | 0x80000000u);
+}
+KOKKOS_FORCEINLINE_FUNCTION double ce_negabs(double d) { return d < 0 ? d : -d; }
+KOKKOS_FORCEINLINE_FUNCTION double ce_exp(double x) { return exp(x); }
+
+/// tanh for the soft-cap, vectorisable: Cephes tanhf's odd polynomial for
+/// |y| < 0.625, 1 - 2 / (exp(2|y|) + 1) (with the sign) otherwise.
+KOKKOS_FORCEINLINE_FUNCTION float ce_tanh(float y) {
+  const float a = y < 0 ? -y : y;
+  const float s = y * y;
+  float p = -5.70498872745E-3f;
+  p = p * s + 2.06390887954E-2f;
+  p = p * s - 5.37397155531E-2f;
+  p = p * s + 1.33314422036E-1f;
+  p = p * s - 3.33332819422E-1f;
+  const float small = p * s * y + y;
+  const float big = 1.0f - 2.0f / (ce_exp(2.0f * a) + 1.0f);
+  return a < 0.625f ? small : (y < 0 ? -big : big);
+}
+KOKKOS_FORCEINLINE_FUNCTION double ce_tanh(double y) { return tanh(y); }
+
+template <class A>
+KOKKOS_FORCEINLINE_FUNCTION A ce_lowest() {
+  if constexpr (std::is_same_v<A, float>) return -FLT_MAX;
+  else return -DBL_MAX;
+}
+
+// ---------------------------------------------------------------------------
+// The reusable row logic.
+// ---------------------------------------------------------------------------
+
+/// What one row (or one class slice of a row) contributes to its
+/// log-sum-exp: max, sum of exp(z - max), the target's logit (if the target
+/// lies in the slice) and, on request, the (weighted) sum of the logits.
+/// z are the logits after the optional soft-cap. A slice whose logits are
+/// all -inf has max = lowest finite value and sumexp = 0 (merges neutrally).
+template <class A>
+struct CeRowPartials {
+  A max;
+  A sumexp;
+  A target_logit;  ///< z_t when the target is in the slice, 0 otherwise
+  A logit_sum;     ///< sum z_c, or sum w_c z_c (weighted smoothing); 0 unless asked
+};
+
+/// How ce_row_partials walks a row.
+template <class A>
+struct CeRowConfig {
+  A softcap = 0;       ///< 0: no cap; else z = softcap * tanh(x / softcap)
+  int sum_mode = 0;    ///< 0: no logit sum, 1: sum z_c, 2: sum w_c z_c (needs weight)
+};
+
+template <class A>
+KOKKOS_FORCEINLINE_FUNCTION A ce_cap(A v, A cap) {
+  return cap * ce_tanh(v / cap);
+}
+
+namespace detail {
+template <bool Contig, bool Cap, int SumMode, class T, class A>
+KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_pass(const T* x, std::int64_t n, std::int64_t stride, A cap,
+                                                    const T* w) {
+  constexpr int L = tuning::ce_lanes;
+  A m[L], s[L], zs[L];
+  for (int l = 0; l < L; ++l) {
+    m[l] = ce_lowest<A>();
+    s[l] = 0;
+    zs[l] = 0;
+  }
+  auto step = [&](int l, std::int64_t c) {
+    A v = static_cast<A>(x[Contig ? c : c * stride]);
+    if (Cap) v = ce_cap(v, cap);
+    const A d = v - m[l];
+    const A e = ce_exp_nonpos(ce_negabs(d));  // exp(-|d|): rescale factor or new term
+    const bool up = d > 0;
+    s[l] = up ? s[l] * e + A(1) : s[l] + e;
+    m[l] = up ? v : m[l];
+    if (SumMode == 1) zs[l] += v;
+    if (SumMode == 2) zs[l] += static_cast<A>(w[c]) * v;
+  };
+  std::int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    for (int l = 0; l < L; ++l) step(l, i + l);
+  }
+  for (int l = 0; l < L && i < n; ++l, ++i) step(l, i);  // tail: fewer than L elements
+  A mx = m[0];
+  for (int l = 1; l < L; ++l) mx = m[l] > mx ? m[l] : mx;
+  A sum = 0, zsum = 0;
+  for (int l = 0; l < L; ++l) {
+    sum += s[l] * ce_exp(m[l] - mx);
+    zsum += zs[l];
+  }
+  // every logit -inf: the flushed exponentials above are not real mass
+  if (mx == ce_lowest<A>()) sum = 0;
+  return {mx, sum, A(0), zsum};
+}
+}  // namespace detail
+
+/// Partials of one row's classes [0, n): logits at x[c * stride] (stride 1
+/// for [N, C] input, prod(d) for K-dimensional input), class weights w[c]
+/// (only read for cfg.sum_mode == 2; may be null otherwise), the target's
+/// class `target_local` within the slice (or -1 when it is not in it). One
+/// read of the row. Reused by the MPI vocabulary-parallel cross-entropy
+/// (merge the ranks' partials with ce_merge_partials) and by the fused
+/// linear cross-entropy (over a gemm chunk).
+template <class T, class A = acc_t<T>>
+KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_partials(const T* x, std::int64_t n, std::int64_t stride,
+                                                        std::int64_t target_local, const CeRowConfig<A>& cfg,
+                                                        const T* w = nullptr) {
+  CeRowPartials<A> p;
+  const bool cap = cfg.softcap != A(0);
+  // The compile-time variants: contiguous or strided, capped or not, which sum.
+#define KLOSS_CE_PASS(CONTIG)                                                                         \
+  if (cap) {                                                                                          \
+    if (cfg.sum_mode == 0) p = detail::ce_row_pass<CONTIG, true, 0>(x, n, stride, cfg.softcap, w);    \
+    else if (cfg.sum_mode == 1) p = detail::ce_row_pass<CONTIG, true, 1>(x, n, stride, cfg.softcap, w); \
+    else p = detail::ce_row_pass<CONTIG, true, 2>(x, n, stride, cfg.softcap, w);                      \
+  } else {                                                                                            \
+    if (cfg.sum_mode == 0) p = detail::ce_row_pass<CONTIG, false, 0>(x, n, stride, A(0), w);          \
+    else if (cfg.sum_mode == 1) p = detail::ce_row_pass<CONTIG, false, 1>(x, n, stride, A(0), w);     \
+    else p = detail::ce_row_pass<CONTIG, false, 2>(x, n, stride, A(0), w);                            \
+  }
+  if (stride == 1) {
+    KLOSS_CE_PASS(true)
+  } else {
+    KLOSS_CE_PASS(false)
+  }
+#undef KLOSS_CE_PASS
+  if (target_local >= 0 && target_local < n) {
+    A zt = static_cast<A>(x[target_local * stride]);
+    if (cap) zt = ce_cap(zt, cfg.softcap);
+    p.target_logit = zt;
+  }
+  return p;
+}
+
+/// Combines the partials of two class slices of the same row (the online
+/// softmax merge: rescale the smaller max's sum). Associative and
+/// commutative up to rounding.
+template <class A>
+KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_merge_partials(const CeRowPartials<A>& a, const CeRowPartials<A>& b) {
+  const A mx = a.max > b.max ? a.max : b.max;
+  return {mx, a.sumexp * ce_exp(a.max - mx) + b.sumexp * ce_exp(b.max - mx), a.target_logit + b.target_logit,
+          a.logit_sum + b.logit_sum};
+}
+
+/// log-sum-exp of a row from its (merged) partials; -inf when every logit
+/// is -inf.
+template <class A>
+KOKKOS_INLINE_FUNCTION A ce_lse(const CeRowPartials<A>& p) {
+  return p.sumexp > A(0) ? p.max + log(p.sumexp) : -infinity<A>();
+}
+
+/// Coefficients of one row's logit gradient, class-index target t:
+///   dL/dz_c = a * softmax_c - b * (w_c or 1) - [c == t] * ct
+/// and dL/dx_c = dL/dz_c * (1 - (z_c / softcap)^2) under the soft-cap.
+template <class A>
+struct CeRowGrad {
+  A a = 0;          ///< multiplies softmax_c = exp(z_c - lse)
+  A b = 0;          ///< label smoothing: scale * eps / C (times w_c when weighted)
+  A ct = 0;         ///< subtracted at the target
+  A softcap = 0;    ///< 0: no cap
+  bool weighted_b = false;  ///< b multiplies w_c
+};
+
+/// The gradient coefficients of a non-ignored row with class-index target,
+/// upstream factor `scale` (grad_output[r], grad_output / total_weight for
+/// mean, grad_output for sum), target weight w_t, sum of all class weights
+/// w_all (C without weights), C classes (global C under MPI).
+///   loss = (1-eps) w_t (lse - z_t) + eps/C sum_c w_c (lse - z_c) + zl lse^2
+///   d/dz_c: lse' = softmax_c, so
+///   a = scale ((1-eps) w_t + eps/C w_all + 2 zl lse),  b = scale eps/C,
+///   ct = scale (1-eps) w_t.
+template <class A>
+KOKKOS_INLINE_FUNCTION CeRowGrad<A> ce_row_grad(A scale, A w_t, A w_all, A eps, std::int64_t C, A zl, A lse, A softcap,
+                                                bool weighted) {
+  CeRowGrad<A> g;
+  const A epsc = eps / static_cast<A>(C);
+  g.a = scale * ((A(1) - eps) * w_t + epsc * w_all + A(2) * zl * lse);
+  g.b = scale * epsc;
+  g.ct = scale * (A(1) - eps) * w_t;
+  g.softcap = softcap;
+  g.weighted_b = weighted && eps != A(0);
+  return g;
+}
+
+namespace detail {
+template <bool Contig, bool Cap, bool WB, class T, class G, class A>
+KOKKOS_INLINE_FUNCTION void ce_bwd_pass(const T* x, G* g, std::int64_t n, std::int64_t stride, A lse,
+                                        const CeRowGrad<A>& k, const T* w) {
+  const A a = k.a, b = k.b, cap = k.softcap;
+  for (std::int64_t c = 0; c < n; ++c) {
+    const std::int64_t o = Contig ? c : c * stride;
+    const A v = static_cast<A>(x[o]);
+    const A z = Cap ? ce_cap(v, cap) : v;
+    A gz = a * ce_exp(z - lse) - (WB ? b * static_cast<A>(w[c]) : b);
+    if (Cap) {
+      const A q = z / cap;
+      gz = gz * (A(1) - q * q);  // d(cap tanh(x/cap))/dx = 1 - tanh^2
+    }
+    g[o] = static_cast<G>(gz);
+  }
+}
+// In place (g == x): one pointer, so the loop has no aliasing to check.
+template <bool Contig, bool Cap, bool WB, class T, class A>
+KOKKOS_INLINE_FUNCTION void ce_bwd_inplace(T* x, std::int64_t n, std::int64_t stride, A lse, const CeRowGrad<A>& k,
+                                           const T* w) {
+  const A a = k.a, b = k.b, cap = k.softcap;
+  for (std::int64_t c = 0; c < n; ++c) {
+    const std::int64_t o = Contig ? c : c * stride;
+    const A v = static_cast<A>(x[o]);
+    const A z = Cap ? ce_cap(v, cap) : v;
+    A gz = a * ce_exp(z - lse) - (WB ? b * static_cast<A>(w[c]) : b);
+    if (Cap) {
+      const A q = z / cap;
+      gz = gz * (A(1) - q * q);
+    }
+    x[o] = static_cast<T>(gz);
+  }
+}
+template <class T, class A>
+KOKKOS_INLINE_FUNCTION A ce_grad_at(A v, A lse, const CeRowGrad<A>& k, A w_c, bool is_target) {
+  const bool cap = k.softcap != A(0);
+  const A z = cap ? ce_cap(v, k.softcap) : v;
+  A gz = k.a * ce_exp(z - lse) - k.b * (k.weighted_b ? w_c : A(1)) - (is_target ? k.ct : A(0));
+  if (cap) {
+    const A q = z / k.softcap;
+    gz = gz * (A(1) - q * q);
+  }
+  return gz;
+}
+}  // namespace detail
+
+/// Writes the logit gradient of one row's classes [0, n) from its saved
+/// log-sum-exp: g[c * stride] = dL/dx_c with the coefficients k (see
+/// CeRowGrad), target class `target_local` in the slice or -1. One read of
+/// x and one write of g. `g` may be exactly `x` (the in-place gradient; the
+/// target's logit is read before it is overwritten); any other overlap is
+/// not allowed. w: class weights, read only when k.weighted_b.
+template <class T, class A = acc_t<T>>
+KOKKOS_INLINE_FUNCTION void ce_backward_from_lse(const T* x, T* g, std::int64_t n, std::int64_t stride,
+                                                 std::int64_t target_local, A lse, const CeRowGrad<A>& k,
+                                                 const T* w = nullptr) {
+  const bool has_t = target_local >= 0 && target_local < n;
+  const A xt = has_t ? static_cast<A>(x[target_local * stride]) : A(0);
+  const bool cap = k.softcap != A(0);
+  const bool wb = k.weighted_b;
+#define KLOSS_CE_BWD(CONTIG, CAP)                                                                              \
+  if (static_cast<const void*>(g) == static_cast<const void*>(x)) {                                           \
+    if (wb) detail::ce_bwd_inplace<CONTIG, CAP, true>(g, n, stride, lse, k, w);                               \
+    else detail::ce_bwd_inplace<CONTIG, CAP, false>(g, n, stride, lse, k, w);                                 \
+  } else {                                                                                                    \
+    if (wb) detail::ce_bwd_pass<CONTIG, CAP, true>(x, g, n, stride, lse, k, w);                               \
+    else detail::ce_bwd_pass<CONTIG, CAP, false>(x, g, n, stride, lse, k, w);                                 \
+  }
+  if (stride == 1) {
+    if (cap) { KLOSS_CE_BWD(true, true) } else { KLOSS_CE_BWD(true, false) }
+  } else {
+    if (cap) { KLOSS_CE_BWD(false, true) } else { KLOSS_CE_BWD(false, false) }
+  }
+#undef KLOSS_CE_BWD
+  if (has_t) {
+    const A wt = wb ? static_cast<A>(w[target_local]) : A(1);
+    g[target_local * stride] = static_cast<T>(detail::ce_grad_at<T>(xt, lse, k, wt, true));
+  }
+}
+
+/// Partials of a row with class-probability target p (same layout as x):
+/// besides max/sumexp, q = sum_c w_c p'_c and s = sum_c w_c p'_c z_c with
+/// p'_c = (1 - eps) p_c + eps / C (torch's smoothing of probabilities), so
+/// loss = q * lse - s. Negative or NaN p_c are counted (first position in
+/// `bad_pos`, value in `bad_val`).
+template <class A>
+struct CeProbPartials {
+  CeRowPartials<A> lse;
+  A q = 0, s = 0;
+  std::int64_t bad_count = 0, bad_pos = -1;
+  A bad_val = 0;
+};
+
+template <class T, class A = acc_t<T>>
+KOKKOS_INLINE_FUNCTION CeProbPartials<A> ce_row_partials_prob(const T* x, const T* p, std::int64_t n,
+                                                              std::int64_t stride, A eps, std::int64_t C, A softcap,
+                                                              const T* w) {
+  CeProbPartials<A> r;
+  CeRowConfig<A> cfg;
+  cfg.softcap = softcap;
+  r.lse = ce_row_partials(x, n, stride, -1, cfg, w);
+  const A epsc = eps / static_cast<A>(C);
+  A q = 0, s = 0;
+  for (std::int64_t c = 0; c < n; ++c) {
+    const std::int64_t o = c * stride;
+    const A pc = static_cast<A>(p[o]);
+    if (!(pc >= A(0))) {  // negative or NaN
+      if (r.bad_count == 0) {
+        r.bad_pos = o;
+        r.bad_val = pc;
+      }
+      ++r.bad_count;
+    }
+    const A v = static_cast<A>(x[o]);
+    const A z = softcap != A(0) ? ce_cap(v, softcap) : v;
+    const A wp = (w ? static_cast<A>(w[c]) : A(1)) * ((A(1) - eps) * pc + epsc);
+    q += wp;
+    // A class of zero target mass adds nothing, even at a -inf logit (0 * -inf).
+    s += wp != A(0) ? wp * z : A(0);
+  }
+  r.q = q;
+  r.s = s;
+  return r;
+}
+
+/// Backward of a probability-target row: dL/dz_c = scale ((q + 2 zl lse)
+/// softmax_c - w_c p'_c), times 1 - (z_c/softcap)^2 under the cap. g may be
+/// exactly x.
+template <class T, class A = acc_t<T>>
+KOKKOS_INLINE_FUNCTION void ce_backward_prob_from_lse(const T* x, const T* p, T* g, std::int64_t n,
+                                                      std::int64_t stride, A lse, A q, A scale, A eps, std::int64_t C,
+                                                      A zl, A softcap, const T* w) {
+  const A a = scale * (q + A(2) * zl * lse);
+  const A epsc = eps / static_cast<A>(C);
+  for (std::int64_t c = 0; c < n; ++c) {
+    const std::int64_t o = c * stride;
+    const A v = static_cast<A>(x[o]);
+    const A z = softcap != A(0) ? ce_cap(v, softcap) : v;
+    const A wp = (w ? static_cast<A>(w[c]) : A(1)) * ((A(1) - eps) * static_cast<A>(p[o]) + epsc);
+    A gz = a * ce_exp(z - lse) - scale * wp;
+    if (softcap != A(0)) {
+      const A qq = z / softcap;
+      gz = gz * (A(1) - qq * qq);
+    }
+    g[o] = static_cast<T>(gz);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Reduction value of the kernels: loss and weight sums, index/probability
+// errors (first position wins).
+// ---------------------------------------------------------------------------
+struct CeSums {
+  double loss = 0;
+  double weight = 0;
+  BadIndex bad;               // class index outside [0, C) and not ignore_index
+  std::int64_t bad_prob = 0;  // negative or NaN probabilities
+  std::int64_t bad_prob_pos = -1;
+  double bad_prob_val = 0;
+
+  KOKKOS_INLINE_FUNCTION void join(const CeSums& o) {
+    loss += o.loss;
+    weight += o.weight;
+    bad.join(o.bad);
+    if (o.bad_prob > 0 && (bad_prob == 0 || o.bad_prob_pos < bad_prob_pos)) {
+      bad_prob_pos = o.bad_prob_pos;
+      bad_prob_val = o.bad_prob_val;
+    }
+    bad_prob += o.bad_prob;
+  }
+};
+
+/// A Kokkos reducer over CeSums (works with Kokkos 3.4's volatile joins
+/// and 4.x's plain ones).
+template <class Space>
+struct CeSumsReducer {
+  using reducer = CeSumsReducer;
+  using value_type = CeSums;
+  using result_view_type = Kokkos::View<value_type, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  value_type* ptr;
+  KOKKOS_INLINE_FUNCTION explicit CeSumsReducer(value_type& v) : ptr(&v) {}
+  KOKKOS_INLINE_FUNCTION void join(value_type& d, const value_type& s) const { d.join(s); }
+  KOKKOS_INLINE_FUNCTION void join(volatile value_type& d, const volatile value_type& s) const {
+    const_cast<value_type&>(d).join(const_cast<const value_type&>(s));
+  }
+  KOKKOS_INLINE_FUNCTION void init(value_type& v) const { v = value_type(); }
+  KOKKOS_INLINE_FUNCTION value_type& reference() const { return *ptr; }
+  result_view_type view() const { return result_view_type(ptr); }
+  KOKKOS_INLINE_FUNCTION bool references_scalar() const { return true; }
+};
+
+/// Team size and rows per team for `rows` rows of C classes on ExecSpace,
+/// unless overridden.
+template <class ExecSpace>
+CrossEntropyTuning ce_launch(std::int64_t rows, std::int64_t C, const CrossEntropyTuning& over) {
+  constexpr bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible;
+  CrossEntropyTuning t;
+  t.team_size = over.team_size > 0 ? over.team_size : (host ? tuning::ce_team_size_host : tuning::ce_team_size_device);
+  std::int64_t rpt = tuning::ce_block_elements / (C > 0 ? C : 1);
+  if (rpt < t.team_size) rpt = t.team_size;
+  if (rpt < 1) rpt = 1;
+  t.rows_per_team = over.rows_per_team > 0 ? over.rows_per_team : rpt;
+  if (rows > 0 && t.rows_per_team > rows) t.rows_per_team = rows;
+  return t;
+}
+
+/// Shape bookkeeping shared by the entry points: input [N, C, d...] ->
+/// rows = N * prod(d), C, inner = prod(d) (the class stride).
+struct CeGeometry {
+  std::int64_t rows = 0, C = 0, inner = 1;
+  Shape row_shape;  // [N, d...]
+};
+
+template <class T, class M>
+CeGeometry ce_geometry(std::string_view op, const Tensor<const T, M>& input) {
+  if (input.rank() < 1)
+    fail<DimensionMismatch>(op, "argument 'input' must have rank >= 1 ([N, C] or [N, C, d1, ...]), got shape ",
+                            input.shape.str());
+  CeGeometry g;
+  if (input.rank() == 1) {  // torch: a single sample [C]
+    g.C = input.extent(0);
+    g.rows = 1;
+    g.inner = 1;
+    g.row_shape = Shape{};
+    return g;
+  }
+  g.C = input.extent(1);
+  g.inner = input.shape.prod(2, input.rank());
+  g.rows = input.extent(0) * g.inner;
+  std::vector<std::int64_t> rs{input.extent(0)};
+  for (int i = 2; i < input.rank(); ++i) rs.push_back(input.extent(i));
+  g.row_shape = Shape(rs);
+  return g;
+}
+
+template <class T, class M>
+void ce_check_weight(std::string_view op, const Tensor<const T, M>& weight, std::int64_t C) {
+  if (weight.present && (weight.rank() != 1 || weight.extent(0) != C))
+    fail<DimensionMismatch>(op, "argument 'weight' must have shape [", C, "] (one weight per class), got ",
+                            weight.shape.str());
+}
+
+template <class M>
+void ce_check_options(std::string_view op, Reduction red, double eps, double zl, double cap) {
+  check_reduction(op, red);
+  require(eps >= 0.0 && eps <= 1.0, op, "option 'label_smoothing' must be in [0, 1], got ", eps);
+  require(zl >= 0.0, op, "option 'z_loss' must be >= 0, got ", zl);
+  require(cap >= 0.0, op, "option 'softcap' must be >= 0 (0 = off), got ", cap);
+}
+
+// ---------------------------------------------------------------------------
+// Entry points on canonical tensors.
+// ---------------------------------------------------------------------------
+
+template <class ExecSpace, class T, class I>
+void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
+                   const Tensor<const I, typename ExecSpace::memory_space>& target,
+                   const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                   const Tensor<T, typename ExecSpace::memory_space>& output,
+                   const Tensor<acc_t<T>, typename ExecSpace::memory_space>& lse,
+                   const Tensor<double, typename ExecSpace::memory_space>& total_weight,
+                   const CrossEntropyOptions& opts);
+
+template <class ExecSpace, class T, class I>
+void cross_entropy_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                            const Tensor<const T, typename ExecSpace::memory_space>& input,
+                            const Tensor<const I, typename ExecSpace::memory_space>& target,
+                            const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                            const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& lse,
+                            const Tensor<const double, typename ExecSpace::memory_space>& total_weight,
+                            const Tensor<T, typename ExecSpace::memory_space>& grad_input,
+                            const CrossEntropyOptions& opts);
+
+template <class ExecSpace, class T>
+void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
+                        const Tensor<const T, typename ExecSpace::memory_space>& target,
+                        const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                        const Tensor<T, typename ExecSpace::memory_space>& output,
+                        const Tensor<acc_t<T>, typename ExecSpace::memory_space>& lse,
+                        const CrossEntropyOptions& opts);
+
+template <class ExecSpace, class T>
+void cross_entropy_prob_backward(const ExecSpace& exec,
+                                 const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                                 const Tensor<const T, typename ExecSpace::memory_space>& input,
+                                 const Tensor<const T, typename ExecSpace::memory_space>& target,
+                                 const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                                 const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& lse,
+                                 const Tensor<T, typename ExecSpace::memory_space>& grad_input,
+                                 const CrossEntropyOptions& opts);
+
+template <class ExecSpace, class T, class I>
+void nll_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
+              const Tensor<const I, typename ExecSpace::memory_space>& target,
+              const Tensor<const T, typename ExecSpace::memory_space>& weight,
+              const Tensor<T, typename ExecSpace::memory_space>& output,
+              const Tensor<double, typename ExecSpace::memory_space>& total_weight, const NllLossOptions& opts);
+
+template <class ExecSpace, class T, class I>
+void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                       const Tensor<const T, typename ExecSpace::memory_space>& input,
+                       const Tensor<const I, typename ExecSpace::memory_space>& target,
+                       const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                       const Tensor<const double, typename ExecSpace::memory_space>& total_weight,
+                       const Tensor<T, typename ExecSpace::memory_space>& grad_input, const NllLossOptions& opts);
+
+/// Host-side finish of a forward: throws on bad targets, writes the reduced
+/// output and the total weight. Fences (the reduction result is on the host).
+template <class ExecSpace, class T>
+void ce_finish(const ExecSpace& exec, std::string_view op, const CeSums& sums, Reduction red, std::int64_t rows,
+               bool weight_mean, const Tensor<T, typename ExecSpace::memory_space>& output,
+               const Tensor<double, typename ExecSpace::memory_space>& total_weight, std::int64_t C,
+               std::int64_t ignore_index) {
+  sums.bad.throw_if_any(op, "target", concat("[0, ", C, ") (or ignore_index ", ignore_index, ")"));
+  if (sums.bad_prob > 0)
+    fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", sums.bad_prob,
+                          " negative or NaN value(s); first at position ", sums.bad_prob_pos, ": ",
+                          sums.bad_prob_val);
+  if (total_weight.present) Kokkos::deep_copy(exec, total_weight.data, sums.weight);
+  if (red != Reduction::none) {
+    double v = sums.loss;
+    if (red == Reduction::mean) v = weight_mean ? sums.loss / sums.weight : sums.loss / static_cast<double>(rows);
+    Kokkos::deep_copy(exec, output.data, static_cast<T>(static_cast<acc_t<T>>(v)));
+  }
+}
+
+template <class ExecSpace, class T, class I>
+void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
+                   const Tensor<const I, typename ExecSpace::memory_space>& target,
+                   const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                   const Tensor<T, typename ExecSpace::memory_space>& output,
+                   const Tensor<acc_t<T>, typename ExecSpace::memory_space>& lse,
+                   const Tensor<double, typename ExecSpace::memory_space>& total_weight,
+                   const CrossEntropyOptions& opts) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "cross_entropy";
+  const CeGeometry geo = ce_geometry(op, input);
+  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
+  check_shape(op, "target", target, geo.row_shape);
+  ce_check_weight(op, weight, geo.C);
+  check_output(op, "output", output, opts.reduction, geo.row_shape);
+  if (lse.present && lse.numel() != geo.rows)
+    fail<DimensionMismatch>(op, "argument 'lse' must hold one value per row (", geo.rows, "), got shape ",
+                            lse.shape.str());
+  if (total_weight.present && total_weight.numel() != 1)
+    fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ", total_weight.shape.str());
+  ProfilingRegion region("kloss::cross_entropy");
+
+  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
+  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
+  const std::int64_t ignore = opts.ignore_index;
+  const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
+  const A cap = static_cast<A>(opts.softcap);
+  const bool none = opts.reduction == Reduction::none;
+  const bool has_w = weight.present;
+  // sum_c w_c (C without weights): the label-smoothing term's lse factor.
+  A w_all = static_cast<A>(C);
+  if (has_w && eps != A(0)) {
+    A s = 0;
+    auto wv = weight.data;
+    Kokkos::parallel_reduce(
+        "kloss::cross_entropy::weight_sum", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, C),
+        KOKKOS_LAMBDA(const std::int64_t c, A& acc) { acc += static_cast<A>(wv(c)); }, s);
+    w_all = s;
+  }
+  CeRowConfig<A> cfg;
+  cfg.softcap = cap;
+  cfg.sum_mode = eps == A(0) ? 0 : (has_w ? 2 : 1);
+  auto xv = input.data;
+  auto tv = target.data;
+  auto wv = weight.data;
+  auto ov = output.data;
+  auto lv = lse.data;
+  const bool save_lse = lse.present;
+  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = typename Policy::member_type;
+  CeSums sums;
+  Kokkos::parallel_reduce(
+      "kloss::cross_entropy::forward", Policy(exec, league, launch.team_size),
+      KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
+        const std::int64_t r0 = mem.league_rank() * rpt;
+        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
+        CeSums local;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(mem, r0, r1),
+            [&](const std::int64_t r, CeSums& acc) {
+              const std::int64_t nidx = r / inner, m = r - nidx * inner;
+              const T* x = xv.data() + nidx * C * inner + m;  // 64-bit offsets
+              const std::int64_t t = static_cast<std::int64_t>(tv(r));
+              A loss = 0, l = 0;
+              if (t == ignore) {
+                // torch: an ignored row contributes nothing (and no weight).
+              } else if (t < 0 || t >= C) {
+                acc.bad.note(r, t);
+              } else {
+                const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
+                const CeRowPartials<A> p = ce_row_partials(x, C, inner, t, cfg, has_w ? wv.data() : nullptr);
+                l = ce_lse(p);
+                // (1-eps) w_t (lse - z_t) + eps/C sum_c w_c (lse - z_c) + zl lse^2
+                loss = (A(1) - eps) * wt * (l - p.target_logit) + zl * l * l;
+                if (eps != A(0)) loss += eps / static_cast<A>(C) * (w_all * l - p.logit_sum);
+                acc.weight += static_cast<double>(wt);
+              }
+              if (save_lse) lv(r) = l;
+              if (none) ov(r) = static_cast<T>(loss);
+              acc.loss += static_cast<double>(loss);
+            },
+            CeSumsReducer<Kokkos::HostSpace>(local));
+        Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
+      },
+      CeSumsReducer<Kokkos::HostSpace>(sums));
+  ce_finish<ExecSpace, T>(exec, op, sums, opts.reduction, rows, true, output, total_weight, C, ignore);
+}
+
+template <class ExecSpace, class T, class I>
+void cross_entropy_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                            const Tensor<const T, typename ExecSpace::memory_space>& input,
+                            const Tensor<const I, typename ExecSpace::memory_space>& target,
+                            const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                            const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& lse,
+                            const Tensor<const double, typename ExecSpace::memory_space>& total_weight,
+                            const Tensor<T, typename ExecSpace::memory_space>& grad_input,
+                            const CrossEntropyOptions& opts) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "cross_entropy_backward";
+  const CeGeometry geo = ce_geometry(op, input);
+  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
+  check_shape(op, "target", target, geo.row_shape);
+  ce_check_weight(op, weight, geo.C);
+  check_output(op, "grad_output", grad_output, opts.reduction, geo.row_shape);
+  check_present(op, "lse", lse);
+  if (lse.numel() != geo.rows)
+    fail<DimensionMismatch>(op, "argument 'lse' must hold one value per row (", geo.rows, "), got shape ",
+                            lse.shape.str());
+  if (opts.reduction == Reduction::mean) {
+    check_present(op, "total_weight", total_weight);
+    if (total_weight.numel() != 1)
+      fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ",
+                              total_weight.shape.str());
+  }
+  check_present(op, "grad_input", grad_input);
+  check_shape(op, "grad_input", grad_input, input.shape);
+  ProfilingRegion region("kloss::cross_entropy_backward");
+
+  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
+  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
+  const std::int64_t ignore = opts.ignore_index;
+  const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
+  const A cap = static_cast<A>(opts.softcap);
+  const int red = static_cast<int>(opts.reduction);
+  const bool has_w = weight.present;
+  A w_all = static_cast<A>(C);
+  if (has_w && eps != A(0)) {
+    A s = 0;
+    auto wv = weight.data;
+    Kokkos::parallel_reduce(
+        "kloss::cross_entropy_backward::weight_sum",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, C),
+        KOKKOS_LAMBDA(const std::int64_t c, A& acc) { acc += static_cast<A>(wv(c)); }, s);
+    w_all = s;
+  }
+  auto xv = input.data;
+  auto tv = target.data;
+  auto wv = weight.data;
+  auto gov = grad_output.data;
+  auto lv = lse.data;
+  auto twv = total_weight.data;
+  auto gv = grad_input.data;
+  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = typename Policy::member_type;
+  CeSums sums;
+  Kokkos::parallel_reduce(
+      "kloss::cross_entropy_backward::grad", Policy(exec, league, launch.team_size),
+      KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
+        const std::int64_t r0 = mem.league_rank() * rpt;
+        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
+        CeSums local;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(mem, r0, r1),
+            [&](const std::int64_t r, CeSums& acc) {
+              const std::int64_t nidx = r / inner, m = r - nidx * inner;
+              const std::int64_t off = nidx * C * inner + m;
+              const T* x = xv.data() + off;
+              T* g = gv.data() + off;
+              const std::int64_t t = static_cast<std::int64_t>(tv(r));
+              if (t == ignore || t < 0 || t >= C) {
+                if (t != ignore) acc.bad.note(r, t);
+                for (std::int64_t c = 0; c < C; ++c) g[c * inner] = static_cast<T>(A(0));
+                return;
+              }
+              // upstream factor: grad_output[r] (none), grad_output / total weight (mean), grad_output (sum)
+              A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
+              if (red == static_cast<int>(Reduction::mean)) scale = static_cast<A>(static_cast<double>(scale) / twv(0));
+              const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
+              const CeRowGrad<A> k = ce_row_grad(scale, wt, w_all, eps, C, zl, lv(r), cap, has_w);
+              ce_backward_from_lse(x, g, C, inner, t, lv(r), k, has_w ? wv.data() : nullptr);
+            },
+            CeSumsReducer<Kokkos::HostSpace>(local));
+        Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
+      },
+      CeSumsReducer<Kokkos::HostSpace>(sums));
+  sums.bad.throw_if_any(op, "target", concat("[0, ", C, ") (or ignore_index ", ignore, ")"));
+}
+
+template <class ExecSpace, class T>
+void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
+                        const Tensor<const T, typename ExecSpace::memory_space>& target,
+                        const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                        const Tensor<T, typename ExecSpace::memory_space>& output,
+                        const Tensor<acc_t<T>, typename ExecSpace::memory_space>& lse,
+                        const CrossEntropyOptions& opts) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "cross_entropy";
+  const CeGeometry geo = ce_geometry(op, input);
+  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
+  check_shape(op, "target", target, input.shape);
+  ce_check_weight(op, weight, geo.C);
+  check_output(op, "output", output, opts.reduction, geo.row_shape);
+  if (lse.present && lse.numel() != geo.rows)
+    fail<DimensionMismatch>(op, "argument 'lse' must hold one value per row (", geo.rows, "), got shape ",
+                            lse.shape.str());
+  ProfilingRegion region("kloss::cross_entropy");
+  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
+  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
+  const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
+  const A cap = static_cast<A>(opts.softcap);
+  const bool none = opts.reduction == Reduction::none;
+  const bool has_w = weight.present, save_lse = lse.present;
+  auto xv = input.data;
+  auto pv = target.data;
+  auto wv = weight.data;
+  auto ov = output.data;
+  auto lv = lse.data;
+  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = typename Policy::member_type;
+  CeSums sums;
+  Kokkos::parallel_reduce(
+      "kloss::cross_entropy::forward_prob", Policy(exec, league, launch.team_size),
+      KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
+        const std::int64_t r0 = mem.league_rank() * rpt;
+        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
+        CeSums local;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(mem, r0, r1),
+            [&](const std::int64_t r, CeSums& acc) {
+              const std::int64_t nidx = r / inner, m = r - nidx * inner;
+              const std::int64_t off = nidx * C * inner + m;
+              const CeProbPartials<A> p = ce_row_partials_prob(xv.data() + off, pv.data() + off, C, inner, eps, C, cap,
+                                                               has_w ? wv.data() : nullptr);
+              if (p.bad_count > 0 && (acc.bad_prob == 0 || off + p.bad_pos < acc.bad_prob_pos)) {
+                acc.bad_prob_pos = off + p.bad_pos;
+                acc.bad_prob_val = static_cast<double>(p.bad_val);
+              }
+              acc.bad_prob += p.bad_count;
+              const A l = ce_lse(p.lse);
+              // sum_c w_c p'_c (lse - z_c) + zl lse^2
+              const A loss = p.q * l - p.s + zl * l * l;
+              if (save_lse) lv(r) = l;
+              if (none) ov(r) = static_cast<T>(loss);
+              acc.loss += static_cast<double>(loss);
+            },
+            CeSumsReducer<Kokkos::HostSpace>(local));
+        Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
+      },
+      CeSumsReducer<Kokkos::HostSpace>(sums));
+  // torch: the mean over probability targets divides by the number of rows.
+  ce_finish<ExecSpace, T>(exec, op, sums, opts.reduction, rows, false, output, {}, C, opts.ignore_index);
+}
+
+template <class ExecSpace, class T>
+void cross_entropy_prob_backward(const ExecSpace& exec,
+                                 const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                                 const Tensor<const T, typename ExecSpace::memory_space>& input,
+                                 const Tensor<const T, typename ExecSpace::memory_space>& target,
+                                 const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                                 const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& lse,
+                                 const Tensor<T, typename ExecSpace::memory_space>& grad_input,
+                                 const CrossEntropyOptions& opts) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "cross_entropy_backward";
+  const CeGeometry geo = ce_geometry(op, input);
+  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
+  check_shape(op, "target", target, input.shape);
+  ce_check_weight(op, weight, geo.C);
+  check_output(op, "grad_output", grad_output, opts.reduction, geo.row_shape);
+  check_present(op, "lse", lse);
+  if (lse.numel() != geo.rows)
+    fail<DimensionMismatch>(op, "argument 'lse' must hold one value per row (", geo.rows, "), got shape ",
+                            lse.shape.str());
+  check_present(op, "grad_input", grad_input);
+  check_shape(op, "grad_input", grad_input, input.shape);
+  ProfilingRegion region("kloss::cross_entropy_backward");
+  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
+  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
+  const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
+  const A cap = static_cast<A>(opts.softcap);
+  const int red = static_cast<int>(opts.reduction);
+  const bool has_w = weight.present;
+  const A inv_rows = rows > 0 ? A(1) / static_cast<A>(rows) : quiet_nan<A>();
+  auto xv = input.data;
+  auto pv = target.data;
+  auto wv = weight.data;
+  auto gov = grad_output.data;
+  auto lv = lse.data;
+  auto gv = grad_input.data;
+  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = typename Policy::member_type;
+  Kokkos::parallel_for(
+      "kloss::cross_entropy_backward::grad_prob", Policy(exec, league, launch.team_size),
+      KOKKOS_LAMBDA(const Member& mem) {
+        const std::int64_t r0 = mem.league_rank() * rpt;
+        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(mem, r0, r1), [&](const std::int64_t r) {
+          const std::int64_t nidx = r / inner, m = r - nidx * inner;
+          const std::int64_t off = nidx * C * inner + m;
+          A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
+          if (red == static_cast<int>(Reduction::mean)) scale *= inv_rows;
+          // q = sum_c w_c p'_c, needed for the softmax coefficient.
+          A q = 0;
+          for (std::int64_t c = 0; c < C; ++c)
+            q += (has_w ? static_cast<A>(wv(c)) : A(1)) *
+                 ((A(1) - eps) * static_cast<A>(pv(off + c * inner)) + eps / static_cast<A>(C));
+          ce_backward_prob_from_lse(xv.data() + off, pv.data() + off, gv.data() + off, C, inner, lv(r), q, scale, eps, C,
+                                    zl, cap, has_w ? wv.data() : nullptr);
+        });
+      });
+}
+
+template <class ExecSpace, class T, class I>
+void nll_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
+              const Tensor<const I, typename ExecSpace::memory_space>& target,
+              const Tensor<const T, typename ExecSpace::memory_space>& weight,
+              const Tensor<T, typename ExecSpace::memory_space>& output,
+              const Tensor<double, typename ExecSpace::memory_space>& total_weight, const NllLossOptions& opts) {
+  using A = acc_t<T>;
+  constexpr std::string_view op = "nll_loss";
+  const CeGeometry geo = ce_geometry(op, input);
+  check_reduction(op, opts.reduction);
+  check_shape(op, "target", target, geo.row_shape);
+  ce_check_weight(op, weight, geo.C);
+  check_output(op, "output", output, opts.reduction, geo.row_shape);
+  if (total_weight.present && total_weight.numel() != 1)
+    fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ", total_weight.shape.str());
+  ProfilingRegion region("kloss::nll_loss");
+  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, ignore = opts.ignore_index;
+  const bool none = opts.reduction == Reduction::none, has_w = weight.present;
+  auto xv = input.data;
+  auto tv = target.data;
+  auto wv = weight.data;
+  auto ov = output.data;
+  CeSums sums;
+  // One gathered element per row: a flat range over rows is the whole kernel.
+  Kokkos::parallel_reduce(
+      "kloss::nll_loss::forward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, rows),
+      KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
+        const std::int64_t t = static_cast<std::int64_t>(tv(r));
+        A loss = 0;
+        if (t != ignore) {
+          if (t < 0 || t >= C) {
+            acc.bad.note(r, t);
+          } else {
+            const std::int64_t nidx = r / inner, m = r - nidx * inner;
+            const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
+            loss = -wt * static_cast<A>(xv(nidx * C * inner + t * inner + m));  // -w_t x_t
+            acc.weight += static_cast<double>(wt);
+          }
+        }
+        if (none) ov(r) = static_cast<T>(loss);
+        acc.loss += static_cast<double>(loss);
+      },
+      CeSumsReducer<Kokkos::HostSpace>(sums));
+  ce_finish<ExecSpace, T>(exec, op, sums, opts.reduction, rows, true, output, total_weight, C, ignore);
+}
+
+template <class ExecSpace, class T, class I>
+void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                       const Tensor<const T, typename ExecSpace::memory_space>& input,
+                       const Tensor<const I, typename ExecSpace::memory_space>& target,
+                       const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                       const Tensor<const double, typename ExecSpace::memory_space>& total_weight,
+                       const Tensor<T, typename ExecSpace::memory_space>& grad_input, const NllLossOptions& opts) {
+  using A = acc_t<T>;
+  constexpr std::string_view op = "nll_loss_backward";
+  const CeGeometry geo = ce_geometry(op, input);
+  check_reduction(op, opts.reduction);
+  check_shape(op, "target", target, geo.row_shape);
+  ce_check_weight(op, weight, geo.C);
+  check_output(op, "grad_output", grad_output, opts.reduction, geo.row_shape);
+  if (opts.reduction == Reduction::mean) {
+    check_present(op, "total_weight", total_weight);
+    if (total_weight.numel() != 1)
+      fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ",
+                              total_weight.shape.str());
+  }
+  check_present(op, "grad_input", grad_input);
+  check_shape(op, "grad_input", grad_input, input.shape);
+  ProfilingRegion region("kloss::nll_loss_backward");
+  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
+  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
+  const std::int64_t ignore = opts.ignore_index;
+  const int red = static_cast<int>(opts.reduction);
+  const bool has_w = weight.present;
+  auto tv = target.data;
+  auto wv = weight.data;
+  auto gov = grad_output.data;
+  auto twv = total_weight.data;
+  auto gv = grad_input.data;
+  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = typename Policy::member_type;
+  CeSums sums;
+  Kokkos::parallel_reduce(
+      "kloss::nll_loss_backward::grad", Policy(exec, league, launch.team_size),
+      KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
+        const std::int64_t r0 = mem.league_rank() * rpt;
+        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
+        CeSums local;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(mem, r0, r1),
+            [&](const std::int64_t r, CeSums& acc) {
+              const std::int64_t nidx = r / inner, m = r - nidx * inner;
+              T* g = gv.data() + nidx * C * inner + m;
+              for (std::int64_t c = 0; c < C; ++c) g[c * inner] = static_cast<T>(A(0));
+              const std::int64_t t = static_cast<std::int64_t>(tv(r));
+              if (t == ignore) return;
+              if (t < 0 || t >= C) {
+                acc.bad.note(r, t);
+                return;
+              }
+              A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
+              if (red == static_cast<int>(Reduction::mean)) scale = static_cast<A>(static_cast<double>(scale) / twv(0));
+              const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
+              g[t * inner] = static_cast<T>(-wt * scale);  // d(-w_t x_t)/dx_t
+            },
+            CeSumsReducer<Kokkos::HostSpace>(local));
+        Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
+      },
+      CeSumsReducer<Kokkos::HostSpace>(sums));
+  sums.bad.throw_if_any(op, "target", concat("[0, ", C, ") (or ignore_index ", ignore, ")"));
+}
+
+}  // namespace impl
+}  // namespace kloss
