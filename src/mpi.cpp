@@ -277,7 +277,7 @@ void check_signatures(std::string_view op, const std::vector<Signature>& all, co
     fail<MpiError>(op, "inconsistent class ranges: classes [", covered, ", ", r0.total, ") belong to no rank");
 }
 
-void throw_bad_row(std::string_view op, const CeSums& s, std::int64_t target_value, const ClassRange& range) {
+void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_value, const ClassRange& range) {
   if (s.bad_kind == 2)
     fail<MpiError>(op, "ranks disagree on whether row ", s.bad_row, " is ignored (target ", target_value,
                    " on this rank): the targets must be the same on every rank");

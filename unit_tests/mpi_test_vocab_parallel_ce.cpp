@@ -2,6 +2,7 @@
 // backward equal a single-process float64 reference on the whole vocabulary
 // (torch 1.13's cross_entropy semantics), every rank gets the same loss,
 // disagreeing ranks all throw the same error.
+#include <kloss/cross_entropy.hpp>
 #include <kloss/mpi.hpp>
 
 #include "test_utils.hpp"
@@ -93,9 +94,13 @@ std::vector<double> reference_forward(const Problem& p, const Opts& o) {
   }
   if (o.reduction == Reduction::none) return rows;
   if (o.reduction == Reduction::sum) return {std::accumulate(rows.begin(), rows.end(), 0.0)};
+  // torch 1.13: both terms divide by the sum of the target weights of the
+  // non-ignored rows (checked against torch); kloss's z-loss is reduced
+  // like the rest.
+  (void)valid;
   double loss = (1 - o.label_smoothing) * nll_s / wt_s;
   if (o.label_smoothing != 0) loss += o.label_smoothing / static_cast<double>(p.c) * sm_s / wt_s;
-  if (o.z_loss != 0) loss += o.z_loss * z_s / valid;
+  if (o.z_loss != 0) loss += o.z_loss * z_s / wt_s;
   return {loss};
 }
 
@@ -114,13 +119,10 @@ double weighted_loss(const Problem& p, const Opts& o) {
 std::vector<double> reference_backward(const Problem& p, const Opts& o) {
   const bool weighted = !p.w.empty();
   auto wc = [&](std::int64_t c) { return weighted ? p.w[static_cast<std::size_t>(c)] : 1.0; };
-  double wt_s = 0, valid = 0, wsum = 0;
+  double wt_s = 0, wsum = 0;
   for (std::int64_t c = 0; c < p.c; ++c) wsum += wc(c);
   for (auto t : p.t)
-    if (t != o.ignore_index) {
-      wt_s += wc(t);
-      valid += 1;
-    }
+    if (t != o.ignore_index) wt_s += wc(t);
   const bool mean = o.reduction == Reduction::mean;
   std::vector<double> g(p.x.size(), 0.0);
   for (std::int64_t i = 0; i < p.n; ++i) {
@@ -140,7 +142,7 @@ std::vector<double> reference_backward(const Problem& p, const Opts& o) {
     const double lse = m + std::log(s);
     const double an = (1 - o.label_smoothing) / (mean ? wt_s : 1);
     const double as = o.label_smoothing / static_cast<double>(p.c) / (mean ? wt_s : 1);
-    const double az = o.z_loss / (mean ? valid : 1);
+    const double az = o.z_loss / (mean ? wt_s : 1);
     for (std::int64_t c = 0; c < p.c; ++c) {
       const double pc = std::exp(z[static_cast<std::size_t>(c)] - lse);
       double d = an * wc(t) * (pc - (c == t ? 1 : 0)) + as * (wsum * pc - wc(c)) + az * 2 * lse * pc;
@@ -209,6 +211,30 @@ Run<T, I> run_parallel(const Communicator& comm, const Problem& p, const ClassRa
   return {to_doubles(out), to_doubles(grad)};
 }
 
+/// The single-process kloss::cross_entropy on the whole vocabulary (every
+/// rank runs it alone): output and the full gradient.
+template <class T, class I>
+Run<T, I> run_single(const Problem& p, const Opts& o) {
+  using A = kloss::acc_t<T>;
+  const std::int64_t n = p.n;
+  auto logits = make_view<T**>("logits", p.x, {std::size_t(n), std::size_t(p.c)});
+  std::vector<double> tv(p.t.begin(), p.t.end());
+  auto target = make_view<I*>("target", tv, {std::size_t(n)});
+  Kokkos::View<T*, Mem> weight;
+  if (!p.w.empty()) weight = make_view<T*>("weight", p.w, {std::size_t(p.c)});
+  Kokkos::View<T*, Mem> out("out", o.reduction == Reduction::none ? std::size_t(n) : 1);
+  Kokkos::View<A*, Mem> lse("lse", std::size_t(n));
+  Kokkos::View<double, Mem> tw("tw");
+  Exec exec;
+  const kloss::CrossEntropyOptions& co = o;
+  kloss::cross_entropy(exec, logits, target, weight, out, lse, tw, co);
+  auto go = make_view<T*>("grad_output", p.grad_output, {p.grad_output.size()});
+  Kokkos::View<T**, Mem> grad("grad", std::size_t(n), std::size_t(p.c));
+  kloss::cross_entropy_backward(exec, go, logits, target, weight, lse, tw, grad, co);
+  exec.fence();
+  return {to_doubles(out), to_doubles(grad)};
+}
+
 /// Every rank holds the same bits.
 void expect_same_on_every_rank(const std::vector<double>& v, const std::string& what) {
   const int p = world_size();
@@ -241,6 +267,13 @@ void check_against_reference(std::int64_t n, std::int64_t c, bool weighted, cons
   double scale = 0;
   for (double g : gwant) scale = std::max(scale, std::fabs(g));
   expect_near_all(got.grad, gwant, rt, rt * scale + 1e-30, "grad_logits");
+  // ... and the single-process kloss::cross_entropy, to float rounding.
+  if (n > 0) {
+    const auto single = run_single<T, I>(p, o);
+    expect_near_all(got.output, single.output, rt, rt, "output vs kloss::cross_entropy");
+    expect_near_all(got.grad, slice_cols(single.grad, n, c, r), rt, rt * scale + 1e-30,
+                    "grad_logits vs kloss::cross_entropy_backward");
+  }
 }
 
 const Opts base{};

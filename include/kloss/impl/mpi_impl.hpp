@@ -21,6 +21,7 @@
 /// rejects) are found by one small MPI_Allgather before the data collective,
 /// so every rank throws the same kloss::Error and none waits forever.
 #include <kloss/checks.hpp>
+#include <kloss/impl/cross_entropy_impl.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/tensor.hpp>
 
@@ -110,17 +111,10 @@ ClassRange balanced_range(std::int64_t total, int rank, int size);
 /// balanced_range(total, comm.rank(), comm.size()).
 ClassRange balanced_range(std::int64_t total, const Communicator& comm);
 
-/// Options of vocab_parallel_cross_entropy: torch's cross_entropy keywords
-/// (class-index targets) plus kloss's extensions, and the consistency check.
-struct VocabParallelCrossEntropyOptions {
-  Reduction reduction = Reduction::mean;
-  std::int64_t ignore_index = -100;
-  double label_smoothing = 0.0;
-  /// PaLM's auxiliary loss: z_loss * lse^2 added per non-ignored row (mean:
-  /// divided by the number of non-ignored rows, never class-weighted).
-  double z_loss = 0.0;
-  /// Gemma 2's logit soft-capping: z = softcap * tanh(x / softcap); 0 = off.
-  double softcap = 0.0;
+/// Options of vocab_parallel_cross_entropy: cross_entropy's (torch's
+/// keywords for class-index targets, the z_loss / softcap extensions, the
+/// launch tuning), plus the consistency check.
+struct VocabParallelCrossEntropyOptions : CrossEntropyOptions {
   /// Check before the data collective that every rank agrees (rows, class
   /// ranges tile [0, C), options, arguments accepted): one MPI_Allgather of
   /// 128 bytes per rank. Off: arguments one rank rejects throw on that rank
@@ -270,88 +264,61 @@ struct RecordLayout {
   }
 };
 
-/// Soft-capping z = cap tanh(x / cap) (cap > 0), identity otherwise.
-template <class A>
-KOKKOS_INLINE_FUNCTION A softcapped(A x, A cap) {
-  return cap > A(0) ? cap * kloss::impl::tanh(x / cap) : x;
-}
-
 /// The per-row partials of this rank's class slice [begin, begin + C_r) of
-/// logits [N, C_r] (written to rec[i*k ...] as RecordLayout says): local max
-/// and sum-exp of the (soft-capped) logits, the target logit if this rank
-/// owns the target, its class weight, sum_c w_c z_c, and the owner /
-/// ignorer counters. Asynchronous.
-// TODO(ce): replace by the cross_entropy family's row-partials function
-// once it lands (same role), so the kernels exist once.
+/// logits [rows, C_r] (rows row_offset.. of the call), written to
+/// rec[(row_offset + i) * k ...] as RecordLayout says: the cross_entropy
+/// family's kloss::impl::ce_row_partials (max, sum-exp, target logit,
+/// weighted logit sum; one read of the row) plus the target's class weight
+/// and the owner / ignorer counters. The launch is cross_entropy's
+/// (ce_launch: a block of rows per team, one row per thread). Asynchronous.
 template <class ExecSpace, class T, class I>
-void ce_slice_partials(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& logits,
-                       std::int64_t rows, std::int64_t cols, std::int64_t begin,
-                       const Tensor<const I, typename ExecSpace::memory_space>& target,
+void ce_slice_partials(const ExecSpace& exec, const T* logits, std::int64_t rows, std::int64_t cols,
+                       std::int64_t begin, const Tensor<const I, typename ExecSpace::memory_space>& target,
                        const Tensor<const T, typename ExecSpace::memory_space>& weight, std::int64_t ignore_index,
                        double softcap, const RecordLayout& lay,
-                       const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec, std::int64_t row_offset) {
+                       const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec, std::int64_t row_offset,
+                       const CrossEntropyTuning& tuning = {}) {
   using A = acc_t<T>;
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = typename Policy::member_type;
-  auto x = logits.data;
+  namespace ki = kloss::impl;
+  const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
+  const std::int64_t rpt = launch.rows_per_team;
+  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
   auto tg = target.data;
   auto w = weight.data;
   const bool weighted = weight.present;
-  const A cap = static_cast<A>(softcap);
+  ki::CeRowConfig<A> cfg;
+  cfg.softcap = static_cast<A>(softcap);
+  cfg.sum_mode = lay.zsum < 0 ? 0 : (weighted ? 2 : 1);
   const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
   Kokkos::parallel_for(
-      "kloss::vocab_parallel::row_partials", Policy(exec, rows, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& team) {
-        const std::int64_t i = team.league_rank();
-        const std::int64_t base = i * cols;
-        A m = -kloss::impl::infinity<A>();
-        if (cols > 0) {
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(team, cols),
-              [&](const std::int64_t c, A& mx) {
-                const A z = softcapped(to_acc(x(base + c)), cap);
-                mx = z > mx ? z : mx;
-              },
-              Kokkos::Max<A>(m));
-        }
-        A s = 0;
-        // A row of only -inf logits has zero probability mass here.
-        if (m > -kloss::impl::infinity<A>()) {
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(team, cols),
-              [&](const std::int64_t c, A& acc) { acc += kloss::impl::exp(softcapped(to_acc(x(base + c)), cap) - m); },
-              s);
-        } else if (m != m) {
-          s = m;  // NaN logits propagate
-        }
-        A zs = 0;
-        if (f_zsum >= 0) {
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(team, cols),
-              [&](const std::int64_t c, A& acc) {
-                acc += (weighted ? to_acc(w(c)) : A(1)) * softcapped(to_acc(x(base + c)), cap);
-              },
-              zs);
-        }
-        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+      "kloss::vocab_parallel::row_partials", Policy(exec, league, launch.team_size),
+      KOKKOS_LAMBDA(const Member& team) {
+        const std::int64_t r0 = team.league_rank() * rpt;
+        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, r0, r1), [&](const std::int64_t i) {
           const std::int64_t t = static_cast<std::int64_t>(tg(row_offset + i));
           const bool ignored = t == ignore_index;
           const bool owns = !ignored && t >= begin && t < begin + cols;
+          const ki::CeRowPartials<A> p =
+              ki::ce_row_partials(logits + i * cols, cols, 1, owns ? t - begin : -1, cfg, weighted ? w.data() : nullptr);
           A* r = &rec((row_offset + i) * k);
-          r[0] = m;
-          r[1] = s;
-          r[2] = owns ? softcapped(to_acc(x(base + (t - begin))), cap) : A(0);
-          r[3] = owns ? A(1) : A(0);
-          r[4] = ignored ? A(1) : A(0);
+          r[RecordLayout::max] = p.max;
+          r[RecordLayout::sumexp] = p.sumexp;
+          r[RecordLayout::target] = p.target_logit;
+          r[RecordLayout::owners] = owns ? A(1) : A(0);
+          r[RecordLayout::ignorers] = ignored ? A(1) : A(0);
           if (f_wt >= 0) r[f_wt] = owns ? to_acc(w(t - begin)) : A(0);
-          if (f_zsum >= 0) r[f_zsum] = zs;
+          if (f_zsum >= 0) r[f_zsum] = p.logit_sum;
         });
       });
 }
 
 /// Sums over rows of the reduced records that a mean / sum needs, plus the
 /// first row that no rank (or several) claimed.
-struct CeSums {
-  double nll = 0, smooth = 0, zsq = 0, weight = 0, valid = 0;
+struct VpSums {
+  double loss = 0, weight = 0, valid = 0;
   std::int64_t bad = 0, bad_row = -1, bad_kind = 0;
 
   KOKKOS_INLINE_FUNCTION void add_bad(std::int64_t row, std::int64_t kind) {
@@ -361,10 +328,8 @@ struct CeSums {
     }
     ++bad;
   }
-  KOKKOS_INLINE_FUNCTION CeSums& operator+=(const CeSums& o) {
-    nll += o.nll;
-    smooth += o.smooth;
-    zsq += o.zsq;
+  KOKKOS_INLINE_FUNCTION VpSums& operator+=(const VpSums& o) {
+    loss += o.loss;
     weight += o.weight;
     valid += o.valid;
     if (o.bad > 0 && (bad == 0 || o.bad_row < bad_row)) {
@@ -375,10 +340,8 @@ struct CeSums {
     return *this;
   }
   // Kokkos 3.x joins through volatile references.
-  KOKKOS_INLINE_FUNCTION void operator+=(const volatile CeSums& o) volatile {
-    nll += o.nll;
-    smooth += o.smooth;
-    zsq += o.zsq;
+  KOKKOS_INLINE_FUNCTION void operator+=(const volatile VpSums& o) volatile {
+    loss += o.loss;
     weight += o.weight;
     valid += o.valid;
     if (o.bad > 0 && (bad == 0 || o.bad_row < bad_row)) {
@@ -393,171 +356,135 @@ struct CeSums {
 
 namespace Kokkos {
 template <>
-struct reduction_identity<kloss::mpi::impl::CeSums> {
-  KOKKOS_FORCEINLINE_FUNCTION static kloss::mpi::impl::CeSums sum() { return {}; }
+struct reduction_identity<kloss::mpi::impl::VpSums> {
+  KOKKOS_FORCEINLINE_FUNCTION static kloss::mpi::impl::VpSums sum() { return {}; }
 };
 }  // namespace Kokkos
 
 namespace kloss::mpi::impl {
 
-/// What the loss finish needs besides the records.
+/// What the loss finish and the backward need besides the records.
 struct CeParams {
   std::int64_t total = 0;  ///< C, the global number of classes
   int ranks = 1;
-  double label_smoothing = 0, z_loss = 0;
+  double label_smoothing = 0, z_loss = 0, softcap = 0;
   Reduction reduction = Reduction::mean;
   bool weighted = false;
   double weight_sum = 0;  ///< sum of all class weights (C without weights)
 };
 
-/// Per-row global LSE, loss terms and saved state from the reduced records
-/// of rows [row_offset, row_offset + rows). Writes lse / target weight to
-/// saved[row], saved[n + row]; for Reduction::none the row loss to out.
-/// Returns the sums (fences: a host value).
+/// Per-row global LSE and loss from the reduced records of rows
+/// [row_offset, row_offset + rows), as cross_entropy forms them:
+///   loss_i = (1-eps) w_t (lse - z_t) + eps/C sum_c w_c (lse - z_c) + zl lse^2.
+/// Writes lse / target weight to saved[i], saved[n + i]; for
+/// Reduction::none the row loss to out[i]. Returns the sums (fences: a host
+/// value). A row is bad when the ranks do not agree that exactly one of
+/// them owns its target (or that it is ignored).
 template <class ExecSpace, class T>
-CeSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec,
+VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec,
                       const RecordLayout& lay, std::int64_t rows, std::int64_t row_offset, std::int64_t n,
                       const CeParams& p, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& saved,
                       const Tensor<T, typename ExecSpace::memory_space>& out) {
   using A = acc_t<T>;
+  namespace ki = kloss::impl;
   const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
   const A ranks = static_cast<A>(p.ranks);
   const A eps = static_cast<A>(p.label_smoothing), zl = static_cast<A>(p.z_loss);
-  const A inv_c = A(1) / static_cast<A>(p.total);
+  const A eps_c = eps / static_cast<A>(p.total);
   const A wsum = static_cast<A>(p.weight_sum);
   const bool none = p.reduction == Reduction::none;
   auto o = out.data;
-  CeSums sums;
+  VpSums sums;
   Kokkos::parallel_reduce(
       "kloss::vocab_parallel::finish_rows",
       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, rows),
-      KOKKOS_LAMBDA(const std::int64_t j, CeSums& acc) {
+      KOKKOS_LAMBDA(const std::int64_t j, VpSums& acc) {
         const std::int64_t i = row_offset + j;
         const A* r = &rec(i * k);
-        const A lse = r[0] + kloss::impl::log(r[1]);
-        saved(i) = lse;
-        saved(n + i) = A(0);
-        A loss = 0;
-        if (r[4] == ranks) {
-          // ignored by every rank: contributes nothing
-        } else if (r[4] != A(0)) {
+        const ki::CeRowPartials<A> part{r[RecordLayout::max], r[RecordLayout::sumexp], r[RecordLayout::target],
+                                        f_zsum >= 0 ? r[f_zsum] : A(0)};
+        const A lse = ki::ce_lse(part);
+        A loss = 0, wt = 0;
+        if (r[RecordLayout::ignorers] == ranks) {
+          // ignored by every rank: contributes nothing (torch)
+        } else if (r[RecordLayout::ignorers] != A(0)) {
           acc.add_bad(i, 2);  // ranks disagree on whether the row is ignored
-        } else if (r[3] != A(1)) {
-          acc.add_bad(i, r[3] == A(0) ? 0 : 1);  // no owner / several owners
+        } else if (r[RecordLayout::owners] != A(1)) {
+          acc.add_bad(i, r[RecordLayout::owners] == A(0) ? 0 : 1);  // no owner / several owners
         } else {
-          const A wt = f_wt >= 0 ? r[f_wt] : A(1);
-          saved(n + i) = wt;
-          const A nll = wt * (lse - r[2]);
-          // -sum_c w_c log p_c = lse * sum_c w_c - sum_c w_c z_c
-          const A smooth = f_zsum >= 0 ? lse * wsum - r[f_zsum] : A(0);
-          const A zsq = lse * lse;
-          loss = (A(1) - eps) * nll + eps * inv_c * smooth + zl * zsq;
-          acc.nll += nll;
-          acc.smooth += smooth;
-          acc.zsq += zsq;
-          acc.weight += wt;
+          wt = f_wt >= 0 ? r[f_wt] : A(1);
+          loss = (A(1) - eps) * wt * (lse - part.target_logit) + zl * lse * lse;
+          // eps/C sum_c w_c (lse - z_c) = eps/C (lse sum_c w_c - sum_c w_c z_c)
+          if (f_zsum >= 0) loss += eps_c * (wsum * lse - part.logit_sum);
+          acc.loss += static_cast<double>(loss);
+          acc.weight += static_cast<double>(wt);
           acc.valid += 1;
         }
+        saved(i) = lse;
+        saved(n + i) = wt;
         if (none) o(i) = static_cast<T>(loss);
       },
-      Kokkos::Sum<CeSums>(sums));
+      Kokkos::Sum<VpSums>(sums));
   return sums;
-}
-
-/// The reduced loss (mean / sum) from the sums over all rows, as torch 1.13
-/// forms it: under mean, the nll and smoothing terms both divide by the sum
-/// of the target weights of the non-ignored rows (their count without
-/// weights), the z-loss term by the count.
-inline double ce_reduced_loss(const CeSums& s, const CeParams& p) {
-  const bool mean = p.reduction == Reduction::mean;
-  double loss = (1 - p.label_smoothing) * (mean ? s.nll / s.weight : s.nll);
-  if (p.label_smoothing != 0) {
-    loss += p.label_smoothing / static_cast<double>(p.total) * (mean ? s.smooth / s.weight : s.smooth);
-  }
-  if (p.z_loss != 0) loss += p.z_loss * (mean ? s.zsq / s.valid : s.zsq);
-  return loss;
 }
 
 /// Throws the same IndexOutOfRange / MpiError on every rank for the first
 /// row no rank (or several) claimed.
-void throw_bad_row(std::string_view op, const CeSums& s, std::int64_t target_value, const ClassRange& range);
+void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_value, const ClassRange& range);
 
-/// The gradient coefficients of one row term (see ce_backward_rows).
-struct CeCoef {
-  double nll = 0, smooth = 0, z = 0;
-};
-
-/// Coefficients a_nll, a_smooth, a_z of the backward for a reduction, from
-/// the totals (sum of target weights, number of valid rows): the same
-/// denominators as the forward. Device-callable (the backward reads the
-/// totals saved on the device, without a fence).
-KOKKOS_INLINE_FUNCTION CeCoef ce_coefficients(const CeParams& p, double weight_total, double valid) {
-  const bool mean = p.reduction == Reduction::mean;
-  CeCoef c;
-  c.nll = (1 - p.label_smoothing) / (mean ? weight_total : 1.0);
-  c.smooth = p.label_smoothing == 0 ? 0.0
-                                    : p.label_smoothing / static_cast<double>(p.total) /
-                                          (mean ? weight_total : 1.0);
-  c.z = p.z_loss == 0 ? 0.0 : p.z_loss / (mean ? valid : 1.0);
-  return c;
-}
-
-/// Writes d loss / d x for this rank's classes of rows [row_offset, +rows):
-///   d nll / d z_c    = w_t (p_c - [c == t])
-///   d smooth / d z_c = W p_c - w_c               (W = sum_c w_c)
-///   d lse^2 / d z_c  = 2 lse p_c
-///   d z / d x        = 1 - (z / cap)^2           (soft-capping)
-/// times the upstream gradient g_i and the reduction's coefficients. `g`
-/// has one element (mean / sum) or N (none); grad may alias logits (in
-/// place: each element is read before it is written). Asynchronous.
+/// Writes d loss / d x for this rank's classes of rows [row_offset, +rows)
+/// from the saved global LSE with cross_entropy's kloss::impl::ce_row_grad /
+/// ce_backward_from_lse (derivation there):
+///   d loss_i / d z_c = g_i ((1-eps) w_t + eps/C W + 2 zl lse) p_c
+///                      - g_i eps/C w_c - [c == t] g_i (1-eps) w_t,
+/// times 1 - (z_c / cap)^2 under the soft-cap; g_i the upstream gradient
+/// (grad_output[i] for none, grad_output / sum of target weights for mean,
+/// grad_output for sum). `g` has one element or N; `totals` the saved
+/// (sum of target weights, valid rows, sum of class weights) on the device,
+/// read in the kernel (no fence). grad may be the logits (in place).
+/// Asynchronous.
 template <class ExecSpace, class T, class I, class G>
-void ce_backward_rows(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& logits,
-                      std::int64_t rows, std::int64_t cols, std::int64_t begin, std::int64_t row_offset,
+void ce_backward_rows(const ExecSpace& exec, const T* logits, std::int64_t rows, std::int64_t cols,
+                      std::int64_t begin, std::int64_t row_offset,
                       const Tensor<const I, typename ExecSpace::memory_space>& target,
                       const Tensor<const T, typename ExecSpace::memory_space>& weight, std::int64_t ignore_index,
-                      double softcap, const CeParams& params,
-                      const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& totals, bool per_row_g,
-                      const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& lse,
-                      const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& wt, T* grad) {
+                      const CeParams& params, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& totals,
+                      bool per_row_g, const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& lse,
+                      const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& wt, T* grad,
+                      const CrossEntropyTuning& tuning = {}) {
   using A = acc_t<T>;
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = typename Policy::member_type;
-  auto x = logits.data;
+  namespace ki = kloss::impl;
+  const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
+  const std::int64_t rpt = launch.rows_per_team;
+  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
   auto tg = target.data;
   auto w = weight.data;
   const bool weighted = weight.present;
-  const A cap = static_cast<A>(softcap);
+  const A eps = static_cast<A>(params.label_smoothing), zl = static_cast<A>(params.z_loss);
+  const A cap = static_cast<A>(params.softcap);
+  const std::int64_t C = params.total;
+  const bool mean = params.reduction == Reduction::mean;
   Kokkos::parallel_for(
-      "kloss::vocab_parallel::backward_rows", Policy(exec, rows, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& team) {
-        const std::int64_t j = team.league_rank();
-        const std::int64_t i = row_offset + j;
-        const std::int64_t base = j * cols;
-        const std::int64_t t = static_cast<std::int64_t>(tg(i));
-        if (t == ignore_index) {
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cols),
-                               [&](const std::int64_t c) { grad[base + c] = static_cast<T>(A(0)); });
-          return;
-        }
-        // totals: sum of target weights, valid rows, sum of class weights
-        const CeCoef coef = ce_coefficients(params, static_cast<double>(totals(0)), static_cast<double>(totals(1)));
-        const A a_n = static_cast<A>(coef.nll), a_s = static_cast<A>(coef.smooth), a_z = static_cast<A>(coef.z);
-        const A wsum = totals(2);
-        const A gi = to_acc(per_row_g ? g(i) : g(0));
-        const A l = lse(i);
-        const A w_t = wt(i);
-        const std::int64_t tl = t - begin;  // local target column (outside [0, cols) if not owned)
-        const A pz = a_n * w_t + a_s * wsum + a_z * A(2) * l;  // coefficient of p_c
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, cols), [&](const std::int64_t c) {
-          const A z = softcapped(to_acc(x(base + c)), cap);
-          const A p = kloss::impl::exp(z - l);
-          A d = pz * p;
-          if (c == tl) d -= a_n * w_t;
-          if (a_s != A(0)) d -= a_s * (weighted ? to_acc(w(c)) : A(1));
-          if (cap > A(0)) {
-            const A u = z / cap;
-            d *= A(1) - u * u;
+      "kloss::vocab_parallel::backward_rows", Policy(exec, league, launch.team_size),
+      KOKKOS_LAMBDA(const Member& team) {
+        const std::int64_t r0 = team.league_rank() * rpt;
+        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, r0, r1), [&](const std::int64_t j) {
+          const std::int64_t i = row_offset + j;
+          const std::int64_t t = static_cast<std::int64_t>(tg(i));
+          T* gr = grad + j * cols;
+          if (t == ignore_index) {
+            for (std::int64_t c = 0; c < cols; ++c) gr[c] = static_cast<T>(A(0));
+            return;
           }
-          grad[base + c] = static_cast<T>(gi * d);
+          double scale = static_cast<double>(to_acc(per_row_g ? g(i) : g(0)));
+          if (mean) scale /= static_cast<double>(totals(0));
+          const std::int64_t tl = t >= begin && t < begin + cols ? t - begin : -1;
+          const ki::CeRowGrad<A> kc =
+              ki::ce_row_grad(static_cast<A>(scale), wt(i), totals(2), eps, C, zl, lse(i), cap, weighted);
+          ki::ce_backward_from_lse(logits + j * cols, gr, cols, 1, tl, lse(i), kc, weighted ? w.data() : nullptr);
         });
       });
 }
@@ -660,8 +587,8 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
   const RecordLayout lay(weight.present, smoothing);
   require(n <= std::int64_t(INT32_MAX), op, "more than 2^31 - 1 rows per call are not supported, got ", n);
   Kokkos::View<A*, Mem> rec("kloss::vocab_parallel_cross_entropy::records", static_cast<std::size_t>(n * lay.k));
-  ce_slice_partials<ExecSpace, T, I>(exec, logits, n, range.count, range.begin, target, weight, opts.ignore_index,
-                                     opts.softcap, lay, rec, 0);
+  ce_slice_partials<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, target, weight,
+                                     opts.ignore_index, opts.softcap, lay, rec, 0, opts.tuning);
   {
     RowType rt(lay.k, mpi_type<A>(), op);
     allreduce_in_place<ExecSpace, A>(exec, comm, op, rec, rt.get(), static_cast<int>(n),
@@ -672,17 +599,20 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
   p.ranks = comm.size();
   p.label_smoothing = opts.label_smoothing;
   p.z_loss = opts.z_loss;
+  p.softcap = opts.softcap;
   p.reduction = opts.reduction;
   p.weighted = weight.present;
   p.weight_sum = need_wsum ? sums[0] : static_cast<double>(range.total);
   Kokkos::View<A*, Mem> sv(saved.data.data(), saved.data.extent(0));
-  const CeSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, n, 0, n, p, sv, output);
+  const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, n, 0, n, p, sv, output);
   if (s.bad > 0) {
     Kokkos::View<I, Kokkos::HostSpace> tv("kloss::vocab_parallel_cross_entropy::bad_target");
     Kokkos::deep_copy(tv, Kokkos::subview(target.data, s.bad_row));
     throw_bad_row(op, s, static_cast<std::int64_t>(tv()), range);
   }
-  const double reduced = opts.reduction == Reduction::none ? 0.0 : ce_reduced_loss(s, p);
+  // torch: mean divides by the sum of the target weights (their count
+  // without weights); 0/0 = NaN when every row is ignored.
+  const double reduced = opts.reduction == Reduction::mean ? s.loss / s.weight : s.loss;
   const A wtot = static_cast<A>(s.weight), nvalid = static_cast<A>(s.valid), ws = static_cast<A>(p.weight_sum);
   const bool none = opts.reduction == Reduction::none;
   auto o = output.data;
@@ -719,14 +649,15 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
   p.total = range.total;
   p.label_smoothing = opts.label_smoothing;
   p.z_loss = opts.z_loss;
+  p.softcap = opts.softcap;
   p.reduction = opts.reduction;
   p.weighted = weight.present;
   Kokkos::View<const A*, Mem> lse(saved.data.data(), n);
   Kokkos::View<const A*, Mem> wt(saved.data.data() + n, n);
   Kokkos::View<const A*, Mem> totals(saved.data.data() + 2 * n, 3);
-  ce_backward_rows<ExecSpace, T, I>(exec, logits, n, range.count, range.begin, 0, target, weight, opts.ignore_index,
-                                    opts.softcap, p, totals, opts.reduction == Reduction::none, grad_output.data,
-                                    lse, wt, grad_logits.data.data());
+  ce_backward_rows<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, 0, target, weight,
+                                    opts.ignore_index, p, totals, opts.reduction == Reduction::none, grad_output.data,
+                                    lse, wt, grad_logits.data.data(), opts.tuning);
 }
 
 }  // namespace kloss::mpi::impl
