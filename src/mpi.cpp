@@ -165,6 +165,15 @@ int error_kind_of(const Error& e) {
   return 1;
 }
 
+MPI_Datatype mpi_bits_type(std::size_t bytes) {
+  switch (bytes) {
+    case 2: return MPI_UINT16_T;
+    case 4: return MPI_UINT32_T;
+    case 8: return MPI_UINT64_T;
+    default: fail<NotImplemented>("vocab_parallel_embedding", "no MPI integer type of ", bytes, " bytes");
+  }
+}
+
 RowType::RowType(int k, MPI_Datatype base, std::string_view op) {
   check_mpi(MPI_Type_contiguous(k, base, &type_), op, "MPI_Type_contiguous");
   check_mpi(MPI_Type_commit(&type_), op, "MPI_Type_commit");

@@ -19,6 +19,8 @@
 ///   embedding, one MPI_Allreduce of the [M, D] output; the fused head, one
 ///   record allreduce per token chunk plus one of grad_input [N, D].
 /// Needs KLOSS_ENABLE_MPI (the kloss target then defines KLOSS_HAVE_MPI).
+#include <kloss/cross_entropy.hpp>
+#include <kloss/embedding.hpp>
 #include <kloss/impl/mpi_impl.hpp>
 
 namespace kloss::mpi {
@@ -80,6 +82,56 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
       as_tensor<M>(grad_logits, op, "grad_logits"), opts);
 }
 
+/// Vocabulary-parallel embedding (Megatron-LM's scheme): this rank holds
+/// rows range.begin .. range.end()-1 of a [range.total, D] table as weight
+/// [C_r, D]; input: indices of any shape (global row numbers, the same on
+/// every rank; int32 or int64); output: input's shape + [D], the same on
+/// every rank. Each rank gathers the rows it owns (zeros elsewhere) and the
+/// outputs are summed across ranks by one allreduce (done as a bitwise OR,
+/// which is exact because at most one rank contributes non-zero bits to an
+/// element). Collective; fences. Throws IndexOutOfRange (on every rank with
+/// the consistency check) for an index outside [0, range.total).
+template <class ExecSpace, class InputView, class WeightView, class OutputView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
+                              const InputView& input, const WeightView& weight, const OutputView& output,
+                              const VocabParallelEmbeddingOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  using I = typename InputView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_embedding";
+  static_assert(is_scalar_v<T>, "kloss::vocab_parallel_embedding: value type must be float, double, float16 or bfloat16");
+  static_assert(is_index_v<I>, "kloss::vocab_parallel_embedding: input must hold int32 or int64 indices");
+  static_assert(std::is_same_v<typename WeightView::non_const_value_type, T>,
+                "kloss::vocab_parallel_embedding: weight and output must have the same value type");
+  impl::vocab_parallel_embedding<ExecSpace, T, I>(exec, comm, range, as_tensor<M>(input, op, "input"),
+                                                  as_tensor<M>(weight, op, "weight"),
+                                                  as_tensor<M>(output, op, "output"), opts);
+}
+
+/// Backward of vocab_parallel_embedding: grad_weight [C_r, D] (this rank's
+/// rows) = the sum of the grad_output rows of the positions that index
+/// them (padding_idx skipped, scaled by 1/count with scale_grad_by_freq,
+/// atomic or deterministic as embedding_backward). Local: no communication.
+/// Fences (index check).
+template <class ExecSpace, class GradOutputView, class InputView, class GradWeightView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& range,
+                                       const GradOutputView& grad_output, const InputView& input,
+                                       const GradWeightView& grad_weight,
+                                       const VocabParallelEmbeddingOptions& opts = {}) {
+  using T = typename GradWeightView::non_const_value_type;
+  using I = typename InputView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_embedding_backward";
+  static_assert(is_scalar_v<T>,
+                "kloss::vocab_parallel_embedding_backward: value type must be float, double, float16 or bfloat16");
+  static_assert(is_index_v<I>, "kloss::vocab_parallel_embedding_backward: input must hold int32 or int64 indices");
+  impl::vocab_parallel_embedding_backward<ExecSpace, T, I>(exec, range, as_tensor<M>(grad_output, op, "grad_output"),
+                                                           as_tensor<M>(input, op, "input"),
+                                                           as_tensor<M>(grad_weight, op, "grad_weight"), opts);
+}
+
 }  // namespace kloss::mpi
 
 // Explicit instantiations: declared here, instantiated in src/mpi.cpp.
@@ -91,7 +143,13 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
   PREFIX template void kloss::mpi::impl::vocab_parallel_cross_entropy_backward<KLOSS_EXEC, T, I>(                   \
       const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,           \
       const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(T)&, \
-      const kloss::mpi::VocabParallelCrossEntropyOptions&);
+      const kloss::mpi::VocabParallelCrossEntropyOptions&);                                                          \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding<KLOSS_EXEC, T, I>(                                \
+      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(I)&,   \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);            \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_backward<KLOSS_EXEC, T, I>(                       \
+      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,           \
+      const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);
 #define KLOSS_MPI_EXTERN(T, I) KLOSS_MPI_INSTANTIATE(extern, T, I)
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_MPI_EXTERN)
 #undef KLOSS_MPI_EXTERN

@@ -22,6 +22,7 @@
 /// so every rank throws the same kloss::Error and none waits forever.
 #include <kloss/checks.hpp>
 #include <kloss/impl/cross_entropy_impl.hpp>
+#include <kloss/impl/embedding_impl.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/tensor.hpp>
 
@@ -122,12 +123,11 @@ struct VocabParallelCrossEntropyOptions : CrossEntropyOptions {
   bool check_consistency = true;
 };
 
-/// Options of vocab_parallel_embedding (torch's embedding keywords that
-/// apply to a sharded table).
-struct VocabParallelEmbeddingOptions {
-  /// A global row index whose gradient is not accumulated; negative counts
-  /// from the end (as torch's); empty = none.
-  std::optional<std::int64_t> padding_idx;
+/// Options of vocab_parallel_embedding: embedding's (padding_idx,
+/// scale_grad_by_freq, deterministic, team_size; max_norm and sparse are
+/// not supported on a sharded table and throw NotImplemented), plus the
+/// consistency check.
+struct VocabParallelEmbeddingOptions : EmbeddingOptions {
   bool check_consistency = true;
 };
 
@@ -658,6 +658,104 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
   ce_backward_rows<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, 0, target, weight,
                                     opts.ignore_index, p, totals, opts.reduction == Reduction::none, grad_output.data,
                                     lse, wt, grad_logits.data.data(), opts.tuning);
+}
+
+
+// ---------------------------------------------------------------------------
+// Vocabulary-parallel embedding (Megatron-LM's VocabParallelEmbedding).
+// ---------------------------------------------------------------------------
+
+/// The MPI unsigned integer type of a `bytes`-wide scalar, for the
+/// bitwise-or allreduce of the embedding output.
+MPI_Datatype mpi_bits_type(std::size_t bytes);
+
+template <class T, class I, class M>
+void check_embedding_arguments(std::string_view op, const ClassRange& range, const Tensor<const I, M>& input,
+                               const Tensor<const T, M>& weight, const EmbeddingOptions& opts) {
+  check_rank(op, "weight", weight, 2);
+  if (weight.extent(0) != range.count)
+    fail<DimensionMismatch>(op, "argument 'weight' must have ", range.count, " rows (this rank's range [", range.begin,
+                            ", ", range.end(), ")), got shape ", weight.shape.str());
+  require(range.begin >= 0 && range.count >= 0 && range.end() <= range.total, op, "row range [", range.begin, ", ",
+          range.end(), ") is not inside [0, ", range.total, ")");
+  require(input.rank() < max_rank, op, "argument 'input' has rank ", input.rank(), "; at most ", max_rank - 1,
+          " is supported");
+  if (opts.max_norm) fail<NotImplemented>(op, "option 'max_norm' is not supported on a vocabulary-parallel table");
+  if (opts.sparse) fail<NotImplemented>(op, "option 'sparse' is not supported on a vocabulary-parallel table");
+  kloss::impl::normalize_padding_idx(op, opts.padding_idx, range.total);
+}
+
+template <class ExecSpace, class T, class I>
+void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
+                              const Tensor<const I, typename ExecSpace::memory_space>& input,
+                              const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                              const Tensor<T, typename ExecSpace::memory_space>& output,
+                              const VocabParallelEmbeddingOptions& opts) {
+  using Mem = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_embedding";
+  Agreement mine;
+  mine.rows = input.numel();
+  mine.range = range;
+  mine.options = {{"embedding_dim", weight.rank() == 2 ? weight.extent(1) : -1},
+                  {"dtype size", static_cast<std::int64_t>(sizeof(T))}};
+  agree(comm, op, opts.check_consistency, mine, [&] {
+    check_embedding_arguments(op, range, input, weight, opts);
+    Shape s = input.shape;
+    s.extent[s.rank++] = weight.extent(1);
+    check_shape(op, "output", output, s);
+    if (opts.check_consistency) {
+      // Indices outside [0, total): found before the data collective, so the
+      // agreement carries this rank's message to every rank (an O(M) read).
+      auto idx = input.data;
+      const std::int64_t V = range.total;
+      kloss::impl::BadIndex bad;
+      Kokkos::parallel_reduce(
+          "kloss::vocab_parallel_embedding::check_indices",
+          Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, input.numel()),
+          KOKKOS_LAMBDA(const std::int64_t p, kloss::impl::BadIndex& b) {
+            const std::int64_t r = static_cast<std::int64_t>(idx(p));
+            if (r < 0 || r >= V) b.note(p, r);
+          },
+          kloss::impl::BadIndexReducer(bad));
+      bad.throw_if_any(op, "input", kloss::impl::concat("[0, ", V, ") (the whole table)"));
+    }
+  });
+  ProfilingRegion region("kloss::vocab_parallel_embedding");
+  // Rows this rank does not own come out as +0.0 (all bits zero) from the
+  // gather, so at most one rank contributes non-zero bits to each element:
+  // the sum across ranks equals the bitwise OR of the words, which is exact
+  // and needs no floating-point (or 16-bit) reduction operator.
+  const kloss::impl::BadIndex bad = kloss::impl::embedding_gather<ExecSpace, T, I>(
+      exec, input, weight, output, range.begin, range.total, opts.team_size);
+  const std::int64_t count = output.numel();
+  require(count <= std::int64_t(INT32_MAX), op, "more than 2^31 - 1 output elements per call are not supported, got ",
+          count);
+  Kokkos::View<T*, Mem> out(output.data.data(), static_cast<std::size_t>(count));
+  allreduce_in_place<ExecSpace, T>(exec, comm, op, out, mpi_bits_type(sizeof(T)), static_cast<int>(count), MPI_BOR);
+  // With the check on, bad indices were refused above on every rank; with it
+  // off, each rank throws after the collective (none waits).
+  bad.throw_if_any(op, "input", kloss::impl::concat("[0, ", range.total, ") (the whole table)"));
+}
+
+template <class ExecSpace, class T, class I>
+void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& range,
+                                       const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                                       const Tensor<const I, typename ExecSpace::memory_space>& input,
+                                       const Tensor<T, typename ExecSpace::memory_space>& grad_weight,
+                                       const VocabParallelEmbeddingOptions& opts) {
+  constexpr std::string_view op = "vocab_parallel_embedding_backward";
+  check_embedding_arguments<T, I>(op, range, input, Tensor<const T, typename ExecSpace::memory_space>(grad_weight),
+                                  opts);
+  kloss::impl::check_embedding_grad_output(op, grad_output, input, grad_weight.extent(1));
+  ProfilingRegion region("kloss::vocab_parallel_embedding_backward");
+  const std::int64_t pad = kloss::impl::normalize_padding_idx(op, opts.padding_idx, range.total);
+  // Indices are the same on every rank, so a row's count
+  // (scale_grad_by_freq) is the global one; rows outside this rank's range
+  // are skipped by the scatter.
+  const kloss::impl::BadIndex bad = kloss::impl::embedding_scatter<ExecSpace, T, I>(
+      exec, grad_output, input, grad_weight, range.begin, range.total, pad, opts.scale_grad_by_freq,
+      opts.deterministic, opts.team_size);
+  bad.throw_if_any(op, "input", kloss::impl::concat("[0, ", range.total, ") (the whole table)"));
 }
 
 }  // namespace kloss::mpi::impl
