@@ -1,0 +1,227 @@
+"""Golden cases of the cross_entropy family (cross_entropy, nll_loss) in the
+kloss-golden/1 schema (../../../shared/golden/SCHEMA.md).
+
+Every option x dtype x index dtype x reduction: class weights, ignore_index
+(default and custom), label smoothing (alone and with weights and ignored
+targets), K-dimensional input, class-probability targets, and the edge
+cases (|x| ~ 1e4, -inf logits, C = 1, N = 1, every target ignored under
+mean). References: torch in float64 from inputs rounded to the case dtype;
+gradients by autograd with a random grad_output.
+
+The extensions z_loss and softcap (attributes `z_loss`, `softcap`) have no
+torch option; their references compose the formula in float64:
+    z = softcap * tanh(x / softcap)                    (softcap > 0)
+    loss_row = cross_entropy(z, ...)_row + z_loss * logsumexp(z)^2   (non-ignored rows)
+reduced like cross_entropy (mean divides by the summed target weights).
+
+Run:  cd tools/golden && /usr/bin/python3 -c "import gen_cross_entropy as g; g.main('../../data/golden')"
+"""
+import os
+
+import torch
+import torch.nn.functional as F
+
+from golden_writer import DTYPES, GoldenFile, rounded, tolerances
+
+REDUCTIONS = ["none", "mean", "sum"]
+
+
+class CompactGoldenFile(GoldenFile):
+    """GoldenFile written with HDF5's newer object-header format
+    (libver='latest', readable by HDF5 >= 1.10): about 3x smaller for
+    hundreds of tiny cases, same schema."""
+
+    def __enter__(self):
+        import h5py
+        from golden_writer import SCHEMA
+        self.f = h5py.File(self.path, "w", libver="latest")
+        self.f.attrs["schema"] = SCHEMA
+        self.cases = self.f.create_group("cases")
+        return self
+INDEX_DTYPES = ["int64", "int32"]
+
+
+def _targets(gen, rows_shape, c, ignore_frac=0.0, ignore_index=-100):
+    t = torch.randint(0, c, rows_shape, generator=gen)
+    if ignore_frac > 0:
+        mask = torch.rand(rows_shape, generator=gen) < ignore_frac
+        mask.view(-1)[0] = True  # at least one ignored
+        t[mask] = ignore_index
+    return t
+
+
+def _ce_reference(x, target, weight, reduction, ignore_index, label_smoothing, z_loss, softcap, probs):
+    """cross_entropy with the kloss extensions, composed in float64."""
+    z = softcap * torch.tanh(x / softcap) if softcap > 0 else x
+    kw = dict(weight=weight, label_smoothing=label_smoothing)
+    if not probs:
+        kw["ignore_index"] = ignore_index
+    if z_loss == 0:
+        return F.cross_entropy(z, target, reduction=reduction, **kw)
+    rows = F.cross_entropy(z, target, reduction="none", **kw)
+    lse = torch.logsumexp(z, dim=1 if z.dim() > 1 else 0)
+    if probs:
+        keep = torch.ones_like(lse)
+        denom = torch.tensor(float(lse.numel()), dtype=torch.float64)
+    else:
+        keep = (target != ignore_index).to(torch.float64)
+        w = weight if weight is not None else torch.ones(x.shape[1 if x.dim() > 1 else 0], dtype=torch.float64)
+        denom = (w[target.clamp(min=0)] * keep).sum()
+    rows = rows + z_loss * lse * lse * keep
+    if reduction == "none":
+        return rows
+    if reduction == "sum":
+        return rows.sum()
+    return rows.sum() / denom
+
+
+def _add(g, name, op, dtype, x, target, weight, reduction, index_dtype, options, ref_fn, gen, rtol=None, atol=None,
+         extra=None):
+    xr = rounded(x, dtype).requires_grad_(True)
+    wr = rounded(weight, dtype) if weight is not None else None
+    tr = rounded(target, dtype) if target.is_floating_point() else target
+    out = ref_fn(xr, tr, wr)
+    go = rounded(torch.rand(out.shape, generator=gen, dtype=torch.float64) + 0.5, dtype)
+    (gx,) = torch.autograd.grad(out, xr, go)
+    inputs = {"input": xr, "target": tr}
+    if wr is not None:
+        inputs["weight"] = wr
+    d_rtol, d_atol = tolerances(dtype)
+    g.add_case(name, op, dtype, inputs, out, grads={"input": gx}, grad_output=go, reduction=reduction,
+               index_dtype=index_dtype if not tr.is_floating_point() else None, options=options,
+               rtol=rtol if rtol is not None else d_rtol, atol=atol if atol is not None else d_atol,
+               extra_attrs=extra)
+
+
+def main(out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    gen = torch.Generator().manual_seed(1234)
+    path = os.path.join(out_dir, "cross_entropy.h5")
+    with CompactGoldenFile(path) as g:
+        # --- cross_entropy with class indices: option sets x dtype x index dtype x reduction
+        option_sets = [
+            # name, N, C, kdim, weighted, ignore_frac, ignore_index, smoothing, z_loss, softcap
+            ("plain", 3, 37, None, False, 0.0, None, 0.0, 0.0, 0.0),
+            ("weight_ignore", 6, 5, None, True, 0.4, None, 0.0, 0.0, 0.0),
+            ("ignore_custom", 5, 6, None, False, 0.4, 2, 0.0, 0.0, 0.0),
+            ("smooth", 4, 11, None, False, 0.0, None, 0.1, 0.0, 0.0),
+            ("smooth_weight_ignore", 6, 8, None, True, 0.3, None, 0.2, 0.0, 0.0),
+            ("kdim", 3, 5, (2, 3), True, 0.2, None, 0.15, 0.0, 0.0),
+            ("z_loss", 4, 13, None, True, 0.25, None, 0.0, 1e-2, 0.0),
+            ("softcap", 4, 13, None, False, 0.0, None, 0.0, 0.0, 2.5),
+            ("z_loss_softcap_smooth", 5, 10, None, True, 0.2, None, 0.1, 5e-3, 3.0),
+        ]
+        for (oname, n, c, kdim, weighted, ifrac, iidx, eps, zl, cap) in option_sets:
+            for dtype in DTYPES:
+                for idt in INDEX_DTYPES:
+                    for red in REDUCTIONS:
+                        shape = (n, c) + (kdim or ())
+                        rows_shape = (n,) + (kdim or ())
+                        x = torch.randn(shape, generator=gen, dtype=torch.float64) * 2
+                        ignore_index = -100 if iidx is None else iidx
+                        t = _targets(gen, rows_shape, c, ifrac, ignore_index)
+                        if iidx is not None:  # a custom ignore_index that is also a valid class
+                            t[t == -100] = iidx
+                        w = torch.rand(c, generator=gen, dtype=torch.float64) + 0.25 if weighted else None
+                        opts = {}
+                        if iidx is not None:
+                            opts["ignore_index"] = iidx
+                        if eps:
+                            opts["label_smoothing"] = eps
+                        if zl:
+                            opts["z_loss"] = zl
+                        if cap:
+                            opts["softcap"] = cap
+                        fn = (lambda xr, tr, wr, red=red, ii=ignore_index, eps=eps, zl=zl, cap=cap:
+                              _ce_reference(xr, tr, wr, red, ii, eps, zl, cap, False))
+                        _add(g, f"ce_{oname}_{dtype}_{idt}_{red}", "cross_entropy", dtype, x, t, w, red, idt, opts,
+                             fn, gen)
+        # --- cross_entropy with class probabilities
+        prob_sets = [
+            ("prob_kdim", 2, 4, (3,), False, 0.0, 0.0, 0.0),
+            ("prob_smooth_weight", 5, 7, None, True, 0.25, 0.0, 0.0),
+            ("prob_z_loss_softcap", 3, 9, None, True, 0.1, 1e-2, 2.0),
+        ]
+        for (oname, n, c, kdim, weighted, eps, zl, cap) in prob_sets:
+            for dtype in DTYPES:
+                for red in REDUCTIONS:
+                    shape = (n, c) + (kdim or ())
+                    x = torch.randn(shape, generator=gen, dtype=torch.float64) * 2
+                    p = torch.softmax(torch.randn(shape, generator=gen, dtype=torch.float64) * 2, dim=1)
+                    w = torch.rand(c, generator=gen, dtype=torch.float64) + 0.25 if weighted else None
+                    opts = {}
+                    if eps:
+                        opts["label_smoothing"] = eps
+                    if zl:
+                        opts["z_loss"] = zl
+                    if cap:
+                        opts["softcap"] = cap
+                    fn = (lambda xr, tr, wr, red=red, eps=eps, zl=zl, cap=cap:
+                          _ce_reference(xr, tr, wr, red, -100, eps, zl, cap, True))
+                    _add(g, f"ce_{oname}_{dtype}_{red}", "cross_entropy", dtype, x, p, w, red, None, opts, fn, gen)
+        # --- edge cases
+        for dtype in DTYPES:
+            for red in ["none", "mean"]:
+                # C = 1: every loss is 0, every gradient 0
+                x = torch.randn(4, 1, generator=gen, dtype=torch.float64)
+                t = torch.zeros(4, dtype=torch.int64)
+                _add(g, f"ce_c1_{dtype}_{red}", "cross_entropy", dtype, x, t, None, red, "int64", {},
+                     lambda xr, tr, wr, red=red: F.cross_entropy(xr, tr, reduction=red), gen)
+                # N = 1
+                x = torch.randn(1, 19, generator=gen, dtype=torch.float64)
+                t = torch.tensor([7])
+                _add(g, f"ce_n1_{dtype}_{red}", "cross_entropy", dtype, x, t, None, red, "int32",
+                     {"label_smoothing": 0.05},
+                     lambda xr, tr, wr, red=red: F.cross_entropy(xr, tr, reduction=red, label_smoothing=0.05), gen)
+                # -inf logits (not at the targets)
+                x = torch.randn(3, 8, generator=gen, dtype=torch.float64)
+                x[0, 1] = x[1, 5] = x[1, 6] = x[2, 0] = float("-inf")
+                t = torch.tensor([0, 2, 7])
+                _add(g, f"ce_neginf_{dtype}_{red}", "cross_entropy", dtype, x, t, None, red, "int64", {},
+                     lambda xr, tr, wr, red=red: F.cross_entropy(xr, tr, reduction=red), gen)
+            # every target ignored under mean: NaN output, zero gradients
+            x = torch.randn(3, 4, generator=gen, dtype=torch.float64)
+            t = torch.full((3,), -100)
+            _add(g, f"ce_all_ignored_{dtype}_mean", "cross_entropy", dtype, x, t, None, "mean", "int64", {},
+                 lambda xr, tr, wr: F.cross_entropy(xr, tr, reduction="mean"), gen)
+        for dtype in ["float32", "float64"]:
+            # |x| ~ 1e4: lse ~ 1e4, the loss is a difference of large numbers
+            x = (torch.rand(4, 33, generator=gen, dtype=torch.float64) * 2 - 1) * 1e4
+            t = torch.randint(0, 33, (4,), generator=gen)
+            rtol, atol = tolerances(dtype)
+            for red in REDUCTIONS:
+                _add(g, f"ce_large_{dtype}_{red}", "cross_entropy", dtype, x, t, None, red, "int64", {},
+                     lambda xr, tr, wr, red=red: F.cross_entropy(xr, tr, reduction=red), gen,
+                     rtol=rtol, atol=(4e-3 if dtype == "float32" else atol))
+        # --- nll_loss
+        nll_sets = [
+            ("weight_ignore", 6, 5, None, True, 0.4, None),
+            ("ignore_custom", 5, 6, None, False, 0.3, 1),
+            ("kdim", 3, 4, (2, 3), True, 0.2, None),
+        ]
+        for (oname, n, c, kdim, weighted, ifrac, iidx) in nll_sets:
+            for dtype in DTYPES:
+                for idt in INDEX_DTYPES:
+                    for red in REDUCTIONS:
+                        shape = (n, c) + (kdim or ())
+                        rows_shape = (n,) + (kdim or ())
+                        x = torch.log_softmax(torch.randn(shape, generator=gen, dtype=torch.float64), dim=1)
+                        ignore_index = -100 if iidx is None else iidx
+                        t = _targets(gen, rows_shape, c, ifrac, ignore_index)
+                        w = torch.rand(c, generator=gen, dtype=torch.float64) + 0.25 if weighted else None
+                        opts = {} if iidx is None else {"ignore_index": iidx}
+                        fn = (lambda xr, tr, wr, red=red, ii=ignore_index:
+                              F.nll_loss(xr, tr, weight=wr, ignore_index=ii, reduction=red))
+                        _add(g, f"nll_{oname}_{dtype}_{idt}_{red}", "nll_loss", dtype, x, t, w, red, idt, opts, fn,
+                             gen)
+            # all ignored under mean
+        for dtype in DTYPES:
+            x = torch.log_softmax(torch.randn(2, 3, generator=gen, dtype=torch.float64), dim=1)
+            t = torch.full((2,), -100)
+            _add(g, f"nll_all_ignored_{dtype}_mean", "nll_loss", dtype, x, t, None, "mean", "int64", {},
+                 lambda xr, tr, wr: F.nll_loss(xr, tr, reduction="mean"), gen)
+    print(path, os.path.getsize(path), "bytes,", len(g.names), "cases")
+
+
+if __name__ == "__main__":
+    main(os.path.join(os.path.dirname(__file__), "..", "..", "data", "golden"))

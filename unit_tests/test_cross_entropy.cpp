@@ -1,0 +1,598 @@
+// cross_entropy and nll_loss: hand-checked values, random odd sizes against
+// a float64 reference written here, finite-difference gradients (z_loss and
+// softcap included), in-place backward, K-dimensional input, probability
+// targets, extreme logits, every error path, the runtime-typed API.
+#include "test_utils.hpp"
+
+#include <kloss/cross_entropy.hpp>
+
+#include <limits>
+
+using namespace kloss_test;
+using kloss::Reduction;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// A problem: input [N, C, inner...] flattened (inner = prod(d)), targets
+/// (class indices, one per row, row r = n * inner + m) or probabilities
+/// (input-shaped), optional weight [C].
+struct Problem {
+  std::int64_t N = 0, C = 0, inner = 1;
+  std::vector<std::size_t> shape;  // torch shape of input
+  std::vector<double> x;
+  std::vector<std::int64_t> t;     // class indices
+  std::vector<double> p;           // probabilities (when probs)
+  std::vector<double> w;           // empty: no weight
+  bool probs = false;
+  std::int64_t rows() const { return N * inner; }
+  std::vector<std::size_t> row_shape() const {
+    std::vector<std::size_t> s{shape[0]};
+    for (std::size_t i = 2; i < shape.size(); ++i) s.push_back(shape[i]);
+    return s;
+  }
+  double& at(std::vector<double>& v, std::int64_t r, std::int64_t c) const {
+    const std::int64_t n = r / inner, m = r % inner;
+    return v[static_cast<std::size_t>(n * C * inner + c * inner + m)];
+  }
+};
+
+/// float64 reference of torch's cross_entropy (label smoothing as torch
+/// 1.13 computes it) plus the z_loss / softcap extensions: per-row losses,
+/// the reduced value, and the reduction's denominator.
+struct RefResult {
+  std::vector<double> rows;
+  double reduced = 0, denom = 0;
+};
+
+RefResult ref_cross_entropy(const Problem& P, const std::vector<double>& x, const kloss::CrossEntropyOptions& o) {
+  RefResult R;
+  R.rows.assign(static_cast<std::size_t>(P.rows()), 0.0);
+  const double eps = o.label_smoothing;
+  double wall = 0;
+  for (std::int64_t c = 0; c < P.C; ++c) wall += P.w.empty() ? 1.0 : P.w[c];
+  double sum = 0;
+  auto& xm = const_cast<std::vector<double>&>(x);
+  for (std::int64_t r = 0; r < P.rows(); ++r) {
+    std::vector<double> z(static_cast<std::size_t>(P.C));
+    double mx = -kInf;
+    for (std::int64_t c = 0; c < P.C; ++c) {
+      const double v = P.at(xm, r, c);
+      z[c] = o.softcap > 0 ? o.softcap * std::tanh(v / o.softcap) : v;
+      mx = std::max(mx, z[c]);
+    }
+    double s = 0;
+    for (double zc : z) s += std::exp(zc - mx);
+    const double lse = mx + std::log(s);
+    double loss = 0;
+    if (P.probs) {
+      auto& pm = const_cast<std::vector<double>&>(P.p);
+      for (std::int64_t c = 0; c < P.C; ++c) {
+        const double wp = (P.w.empty() ? 1.0 : P.w[c]) * ((1 - eps) * P.at(pm, r, c) + eps / P.C);
+        if (wp != 0) loss += wp * (lse - z[c]);
+      }
+      loss += o.z_loss * lse * lse;
+      R.denom += 1;
+    } else {
+      const std::int64_t t = P.t[r];
+      if (t == o.ignore_index) continue;
+      const double wt = P.w.empty() ? 1.0 : P.w[t];
+      loss = (1 - eps) * wt * (lse - z[t]) + o.z_loss * lse * lse;
+      if (eps > 0) {
+        double sm = 0;
+        for (std::int64_t c = 0; c < P.C; ++c) sm += (P.w.empty() ? 1.0 : P.w[c]) * (lse - z[c]);
+        loss += eps / P.C * sm;
+      }
+      R.denom += wt;
+    }
+    R.rows[r] = loss;
+    sum += loss;
+  }
+  (void)wall;
+  R.reduced = o.reduction == Reduction::mean ? sum / R.denom : sum;
+  return R;
+}
+
+/// The reference loss contracted with an upstream gradient (what the
+/// backward differentiates).
+double ref_contracted(const Problem& P, const std::vector<double>& x, const kloss::CrossEntropyOptions& o,
+                      const std::vector<double>& go) {
+  const RefResult R = ref_cross_entropy(P, x, o);
+  if (o.reduction != Reduction::none) return go[0] * R.reduced;
+  double s = 0;
+  for (std::size_t i = 0; i < R.rows.size(); ++i) s += go[i] * R.rows[i];
+  return s;
+}
+
+struct KlossResult {
+  std::vector<double> out, lse, grad, grad_inplace;
+  double total_weight = 0;
+};
+
+/// Runs kloss' forward and backward (out of place and in place) on P in
+/// dtype T with index type I.
+template <class T, class I>
+KlossResult run_kloss(const Problem& P, const kloss::CrossEntropyOptions& o, const std::vector<double>& go) {
+  Exec exec;
+  using A = kloss::acc_t<T>;
+  KlossResult K;
+  auto x = make_view<T*>("x", P.x, {P.x.size()});
+  // Reshape through an unmanaged view of the torch shape (rank 2 or 4 here).
+  const auto rs = P.row_shape();
+  Kokkos::View<T*, Mem> w;
+  if (!P.w.empty()) w = make_view<T*>("w", P.w, {P.w.size()});
+  Kokkos::View<A*, Mem> lse("lse", P.rows());
+  Kokkos::View<double, Mem> tw("tw");
+  const bool none = o.reduction == Reduction::none;
+  Kokkos::View<T*, Mem> out("out", none ? P.rows() : 1);
+  Kokkos::View<T*, Mem> gout = make_view<T*>("go", go, {go.size()});
+  Kokkos::View<T*, Mem> gx("gx", P.x.size());
+  auto xin = make_view<T*>("xin", P.x, {P.x.size()});
+  auto call = [&](auto xs, auto outs, auto gos, auto gxs, auto xins, auto target) {
+    kloss::cross_entropy(exec, xs, target, w, outs, lse, tw, o);
+    kloss::cross_entropy_backward(exec, gos, xs, target, w, lse, tw, gxs, o);
+    kloss::cross_entropy(exec, xins, target, w, outs, lse, tw, o);
+    kloss::cross_entropy_backward(exec, gos, xins, target, w, lse, tw, xins, o);  // in place
+    exec.fence();
+  };
+  using U = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  if (P.shape.size() == 2) {
+    Kokkos::View<T**, Mem, U> x2(x.data(), P.shape[0], P.shape[1]), g2(gx.data(), P.shape[0], P.shape[1]),
+        xi2(xin.data(), P.shape[0], P.shape[1]);
+    if (none) {
+      Kokkos::View<T*, Mem, U> o1(out.data(), P.shape[0]), go1(gout.data(), P.shape[0]);
+      if (P.probs) call(x2, o1, go1, g2, xi2, Kokkos::View<T**, Mem, U>(make_view<T*>("p", P.p, {P.p.size()}).data(), P.shape[0], P.shape[1]));
+      else call(x2, o1, go1, g2, xi2, make_view<I*>("t", std::vector<double>(P.t.begin(), P.t.end()), {P.t.size()}));
+    } else {
+      Kokkos::View<T, Mem, U> o0(out.data()), go0(gout.data());
+      if (P.probs) call(x2, o0, go0, g2, xi2, Kokkos::View<T**, Mem, U>(make_view<T*>("p", P.p, {P.p.size()}).data(), P.shape[0], P.shape[1]));
+      else call(x2, o0, go0, g2, xi2, make_view<I*>("t", std::vector<double>(P.t.begin(), P.t.end()), {P.t.size()}));
+    }
+  } else {
+    // [N, C, d1, d2]
+    const auto& s = P.shape;
+    Kokkos::View<T****, Mem, U> x4(x.data(), s[0], s[1], s[2], s[3]), g4(gx.data(), s[0], s[1], s[2], s[3]),
+        xi4(xin.data(), s[0], s[1], s[2], s[3]);
+    auto tv = make_view<I*>("t", std::vector<double>(P.t.begin(), P.t.end()), {P.t.size()});
+    Kokkos::View<I***, Mem, U> t3(tv.data(), rs[0], rs[1], rs[2]);
+    if (none) {
+      Kokkos::View<T***, Mem, U> o3(out.data(), rs[0], rs[1], rs[2]), go3(gout.data(), rs[0], rs[1], rs[2]);
+      call(x4, o3, go3, g4, xi4, t3);
+    } else {
+      Kokkos::View<T, Mem, U> o0(out.data()), go0(gout.data());
+      call(x4, o0, go0, g4, xi4, t3);
+    }
+  }
+  K.out = to_doubles(out);
+  K.lse = to_doubles(lse);
+  K.grad = to_doubles(gx);
+  K.grad_inplace = to_doubles(xin);
+  K.total_weight = to_doubles(tw)[0];
+  return K;
+}
+
+Problem random_problem(std::int64_t N, std::int64_t C, std::int64_t inner, bool weighted, unsigned seed,
+                       double ignore_frac = 0.2, double scale = 3.0) {
+  Problem P;
+  P.N = N;
+  P.C = C;
+  P.inner = inner;
+  P.shape = inner == 1 ? std::vector<std::size_t>{std::size_t(N), std::size_t(C)}
+                       : std::vector<std::size_t>{std::size_t(N), std::size_t(C), 2, std::size_t(inner / 2)};
+  P.x = random_values(static_cast<std::size_t>(N * C * inner), -scale, scale, seed);
+  const auto u = random_values(static_cast<std::size_t>(N * inner), 0, 1, seed + 100);
+  for (double v : u) {
+    P.t.push_back(v < ignore_frac ? -100 : static_cast<std::int64_t>((v - ignore_frac) / (1 - ignore_frac) * C) % C);
+  }
+  if (weighted) P.w = random_values(static_cast<std::size_t>(C), 0.2, 2.0, seed + 200);
+  return P;
+}
+
+template <class T>
+void round_problem(Problem& P) {
+  P.x = rounded<T>(P.x);
+  if (!P.w.empty()) P.w = rounded<T>(P.w);
+  if (!P.p.empty()) P.p = rounded<T>(P.p);
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double a : v) m = std::max(m, std::fabs(a));
+  return m;
+}
+
+/// Forward and both backwards of kloss against the float64 reference and
+/// its finite differences.
+template <class T, class I>
+void check_against_reference(Problem P, const kloss::CrossEntropyOptions& o, const std::string& what,
+                             bool check_fd = true) {
+  round_problem<T>(P);
+  const bool none = o.reduction == Reduction::none;
+  std::vector<double> go = rounded<T>(random_values(none ? P.rows() : 1, 0.5, 1.5, 77));
+  const RefResult R = ref_cross_entropy(P, P.x, o);
+  const KlossResult K = run_kloss<T, I>(P, o, go);
+  const double t = tol<T>();
+  if (none) expect_near_all(K.out, R.rows, t * 2, t * (1 + max_abs(R.rows)), what + " output");
+  else expect_near_all(K.out, {R.reduced}, t * 2, t, what + " output");
+  if (!P.probs) {
+    EXPECT_NEAR(K.total_weight, R.denom, 1e-9 * (1 + R.denom)) << what;
+  }
+  const double gmax = max_abs(K.grad);
+  expect_near_all(K.grad_inplace, K.grad, 0, t * (gmax + 1e-3), what + " in-place grad vs out-of-place");
+  if (!check_fd) return;
+  auto fd = finite_difference([&](const std::vector<double>& x) { return ref_contracted(P, x, o, go); }, P.x);
+  // torch: every target ignored under mean gives a NaN loss but zero gradients.
+  if (o.reduction == Reduction::mean && R.denom == 0) fd.assign(fd.size(), 0.0);
+  const double gscale = max_abs(fd);
+  expect_near_all(K.grad, fd, fd_tol<T>() * 2, fd_tol<T>() * 2 * (gscale + 1e-3), what + " grad");
+}
+
+}  // namespace
+
+template <class T>
+class CrossEntropy : public ::testing::Test {};
+TYPED_TEST_SUITE(CrossEntropy, ScalarTypes);
+
+TEST(CrossEntropyHand, HandCheckedValues) {
+  Exec exec;
+  // row 0: uniform logits over 4 classes -> log 4; row 1: [1, 2, 3, 0] target 2
+  // -> log(e + e^2 + e^3 + 1) - 3; row 2 ignored.
+  auto x = make_view<double**>("x", {0, 0, 0, 0, 1, 2, 3, 0, 5, 5, 5, 5}, {3, 4});
+  auto t = make_view<std::int64_t*>("t", {1, 2, -100}, {3});
+  const double l0 = std::log(4.0), l1 = std::log(std::exp(1) + std::exp(2) + std::exp(3) + 1) - 3;
+  Kokkos::View<double*, Mem> none("none", 3), lse("lse", 3);
+  Kokkos::View<double, Mem> mean("mean"), sum("sum"), tw("tw");
+  kloss::cross_entropy(exec, x, t, Kokkos::View<double*, Mem>(), none, lse, tw, {-100, Reduction::none});
+  expect_near_all(to_doubles(none), {l0, l1, 0}, 1e-14, 1e-14, "none");
+  expect_near_all(to_doubles(lse), {std::log(4.0), std::log(std::exp(1) + std::exp(2) + std::exp(3) + 1), 0}, 1e-14,
+                  1e-14, "lse");
+  kloss::cross_entropy(exec, x, t, Kokkos::View<double*, Mem>(), mean, lse, tw);
+  expect_near_all(to_doubles(mean), {(l0 + l1) / 2}, 1e-14, 1e-14, "mean over the 2 non-ignored rows");
+  expect_near_all(to_doubles(tw), {2.0}, 0, 0, "total_weight");
+  // weights [1, 2, 3, 4]: mean = (2 l0 + 3 l1) / 5
+  auto w = make_view<double*>("w", {1, 2, 3, 4}, {4});
+  kloss::cross_entropy(exec, x, t, w, mean, lse, tw);
+  expect_near_all(to_doubles(mean), {(2 * l0 + 3 * l1) / 5}, 1e-14, 1e-14, "weighted mean");
+  kloss::cross_entropy(exec, x, t, w, sum, lse, tw, {-100, Reduction::sum});
+  expect_near_all(to_doubles(sum), {2 * l0 + 3 * l1}, 1e-14, 1e-14, "weighted sum");
+  // backward of the unweighted sum at row 0: softmax - onehot = [.25, -.75, .25, .25]
+  Kokkos::View<double, Mem> g("g");
+  Kokkos::deep_copy(g, 1.0);
+  Kokkos::View<double**, Mem> gx("gx", 3, 4);
+  kloss::cross_entropy(exec, x, t, Kokkos::View<double*, Mem>(), sum, lse, tw, {-100, Reduction::sum});
+  kloss::cross_entropy_backward(exec, g, x, t, Kokkos::View<double*, Mem>(), lse, tw, gx, {-100, Reduction::sum});
+  auto gv = to_doubles(gx);
+  expect_near_all({gv.begin(), gv.begin() + 4}, {0.25, -0.75, 0.25, 0.25}, 1e-14, 1e-15, "grad row 0");
+  expect_near_all({gv.begin() + 8, gv.end()}, {0, 0, 0, 0}, 0, 0, "ignored row has zero grad");
+  // label smoothing 0.1 at row 0 (uniform): every class has log 4, so the loss stays log 4.
+  kloss::CrossEntropyOptions ls;
+  ls.reduction = Reduction::none;
+  ls.label_smoothing = 0.1;
+  kloss::cross_entropy(exec, x, t, Kokkos::View<double*, Mem>(), none, lse, tw, ls);
+  EXPECT_NEAR(to_doubles(none)[0], l0, 1e-14);
+  // z_loss 0.5 at row 0: log 4 + 0.5 (log 4)^2
+  kloss::CrossEntropyOptions zo;
+  zo.reduction = Reduction::none;
+  zo.z_loss = 0.5;
+  kloss::cross_entropy(exec, x, t, Kokkos::View<double*, Mem>(), none, lse, tw, zo);
+  EXPECT_NEAR(to_doubles(none)[0], l0 + 0.5 * l0 * l0, 1e-14);
+}
+
+template <class T, class I>
+void random_suite(const std::string& tag) {
+  const std::vector<std::pair<std::int64_t, std::int64_t>> sizes = {{1, 1}, {13, 41}, {3, 423}, {70, 1000}};
+  for (auto [N, C] : sizes) {
+    for (int variant = 0; variant < 6; ++variant) {
+      kloss::CrossEntropyOptions o;
+      o.reduction = variant % 3 == 0 ? Reduction::mean : (variant % 3 == 1 ? Reduction::sum : Reduction::none);
+      const bool weighted = variant >= 3;
+      if (variant == 1 || variant == 4) o.label_smoothing = 0.15;
+      if (variant == 2) o.z_loss = 1e-2;
+      if (variant == 5) o.softcap = 2.5;
+      Problem P = random_problem(N, C, 1, weighted, 10 * variant + static_cast<unsigned>(C));
+      const bool fd = N * C <= 600;  // finite differences on the small ones
+      check_against_reference<T, I>(P, o,
+                                    tag + " N=" + std::to_string(N) + " C=" + std::to_string(C) + " variant " +
+                                        std::to_string(variant),
+                                    fd);
+    }
+  }
+}
+
+TYPED_TEST(CrossEntropy, RandomOddSizesMatchFloat64ReferenceInt64) { random_suite<TypeParam, std::int64_t>("int64"); }
+TYPED_TEST(CrossEntropy, RandomOddSizesMatchFloat64ReferenceInt32) { random_suite<TypeParam, std::int32_t>("int32"); }
+
+TYPED_TEST(CrossEntropy, GradientsWithEveryExtensionAtOnceMatchFiniteDifferences) {
+  Problem P = random_problem(5, 37, 1, true, 3);
+  for (auto red : {Reduction::none, Reduction::mean, Reduction::sum}) {
+    kloss::CrossEntropyOptions o;
+    o.reduction = red;
+    o.label_smoothing = 0.2;
+    o.z_loss = 0.05;
+    o.softcap = 1.7;
+    check_against_reference<TypeParam, std::int64_t>(P, o, std::string("all extensions, ") +
+                                                              std::string(kloss::to_string(red)));
+  }
+}
+
+TYPED_TEST(CrossEntropy, KDimensionalInput) {
+  // input [3, 7, 2, 5]: the class axis has stride 10.
+  Problem P = random_problem(3, 7, 10, true, 5);
+  for (auto red : {Reduction::none, Reduction::mean}) {
+    kloss::CrossEntropyOptions o;
+    o.reduction = red;
+    o.label_smoothing = 0.1;
+    o.softcap = 3.0;
+    check_against_reference<TypeParam, std::int64_t>(P, o, "K-dim");
+  }
+}
+
+TYPED_TEST(CrossEntropy, ProbabilityTargets) {
+  for (std::int64_t C : {1, 17, 40}) {
+    Problem P = random_problem(6, C, 1, C == 17, 9);
+    P.probs = true;
+    P.p = random_values(static_cast<std::size_t>(6 * C), 0, 1, 11);
+    for (std::int64_t r = 0; r < 6; ++r) {  // normalise each row
+      double s = 0;
+      for (std::int64_t c = 0; c < C; ++c) s += P.at(P.p, r, c);
+      for (std::int64_t c = 0; c < C; ++c) P.at(P.p, r, c) /= s;
+    }
+    P.p[1] = 0;  // a zero-probability class
+    for (auto red : {Reduction::none, Reduction::mean, Reduction::sum}) {
+      kloss::CrossEntropyOptions o;
+      o.reduction = red;
+      o.label_smoothing = red == Reduction::sum ? 0.3 : 0.0;
+      o.z_loss = red == Reduction::none ? 0.01 : 0.0;
+      o.softcap = red == Reduction::mean ? 2.0 : 0.0;
+      check_against_reference<TypeParam, std::int64_t>(P, o, "probabilities C=" + std::to_string(C));
+    }
+  }
+}
+
+TYPED_TEST(CrossEntropy, TeamOverridesGiveTheSameResult) {
+  Problem P = random_problem(29, 53, 1, true, 21);
+  kloss::CrossEntropyOptions o;
+  o.reduction = Reduction::none;
+  o.label_smoothing = 0.05;
+  o.tuning.rows_per_team = 3;
+  o.tuning.team_size = 1;
+  check_against_reference<TypeParam, std::int64_t>(P, o, "rows_per_team 3", false);
+}
+
+TEST(CrossEntropyExtremes, LargeLogitsInFloatDoNotOverflow) {
+  Problem P = random_problem(4, 33, 1, false, 31, 0.0, 1e4);
+  kloss::CrossEntropyOptions o;
+  o.reduction = Reduction::none;
+  P.x = rounded<float>(P.x);
+  const RefResult R = ref_cross_entropy(P, P.x, o);
+  const std::vector<double> go(4, 1.0);
+  const KlossResult K = run_kloss<float, std::int64_t>(P, o, go);
+  for (double v : K.out) EXPECT_TRUE(std::isfinite(v));
+  expect_near_all(K.out, R.rows, 1e-6, 1e-2, "|x| ~ 1e4 losses");
+  for (double v : K.grad) EXPECT_TRUE(std::isfinite(v) && std::fabs(v) <= 1.0 + 1e-6);
+}
+
+TYPED_TEST(CrossEntropy, MinusInfinityLogitsHaveZeroGradient) {
+  using T = TypeParam;
+  Exec exec;
+  auto x = make_view<T**>("x", {-kInf, 1, 2, -kInf, 0, -kInf, -kInf, -kInf, -kInf, -kInf, 3, -kInf}, {2, 6});
+  auto t = make_view<std::int64_t*>("t", {1, 4}, {2});
+  Kokkos::View<T*, Mem> out("out", 2);
+  Kokkos::View<kloss::acc_t<T>*, Mem> lse("lse", 2);
+  Kokkos::View<double, Mem> tw("tw");
+  kloss::cross_entropy(exec, x, t, Kokkos::View<T*, Mem>(), out, lse, tw, {-100, Reduction::none});
+  const double l0 = std::log(std::exp(1) + std::exp(2) + 1) - 1;
+  expect_near_all(to_doubles(out), {l0, 0}, tol<T>(), tol<T>(), "losses with -inf logits");
+  auto go = make_view<T*>("go", {1, 1}, {2});
+  Kokkos::View<T**, Mem> gx("gx", 2, 6);
+  kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<T*, Mem>(), lse, tw, gx, {-100, Reduction::none});
+  const auto g = to_doubles(gx);
+  for (int c : {0, 3, 5, 6, 7, 8, 9, 11}) EXPECT_EQ(g[c], 0.0) << "class " << c;
+  EXPECT_NEAR(g[10], 0.0, tol<T>());  // the only finite logit of row 1 is its target: softmax 1 - 1
+}
+
+TYPED_TEST(CrossEntropy, AllIgnoredMeanIsNaNWithZeroGradients) {
+  using T = TypeParam;
+  Exec exec;
+  auto x = make_view<T**>("x", {1, 2, 3, 4, 5, 6}, {2, 3});
+  auto t = make_view<std::int32_t*>("t", {-100, -100}, {2});
+  Kokkos::View<T, Mem> out("out"), go("go");
+  Kokkos::View<kloss::acc_t<T>*, Mem> lse("lse", 2);
+  Kokkos::View<double, Mem> tw("tw");
+  kloss::cross_entropy(exec, x, t, Kokkos::View<T*, Mem>(), out, lse, tw);
+  EXPECT_TRUE(std::isnan(to_doubles(out)[0]));
+  Kokkos::deep_copy(go, T(1.0f));
+  Kokkos::View<T**, Mem> gx("gx", 2, 3);
+  Kokkos::deep_copy(gx, T(7.0f));
+  kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<T*, Mem>(), lse, tw, gx);
+  expect_near_all(to_doubles(gx), std::vector<double>(6, 0.0), 0, 0, "grads");
+}
+
+TEST(CrossEntropyEdges, EmptyBatchAndSingleSampleInput) {
+  Exec exec;
+  Kokkos::View<float**, Mem> x0("x0", 0, 5);
+  Kokkos::View<std::int64_t*, Mem> t0("t0", 0);
+  Kokkos::View<float, Mem> out("out");
+  kloss::cross_entropy(exec, x0, t0, Kokkos::View<float*, Mem>(), out, Kokkos::View<float*, Mem>(),
+                       Kokkos::View<double, Mem>());
+  EXPECT_TRUE(std::isnan(to_doubles(out)[0])) << "mean over no rows is NaN, as torch";
+  // input [C] with a rank-0 target: one sample.
+  auto x1 = make_view<float*>("x1", {0, 0, 0}, {3});
+  Kokkos::View<std::int64_t, Mem> t1("t1");
+  Kokkos::deep_copy(t1, std::int64_t(2));
+  kloss::cross_entropy(exec, x1, t1, Kokkos::View<float*, Mem>(), out, Kokkos::View<float*, Mem>(),
+                       Kokkos::View<double, Mem>());
+  EXPECT_NEAR(to_doubles(out)[0], std::log(3.0), 1e-6);
+}
+
+TEST(CrossEntropyErrors, EveryBadInputThrowsNamingIt) {
+  Exec exec;
+  auto x = make_view<float**>("x", std::vector<double>(12, 0.5), {3, 4});
+  Kokkos::View<float*, Mem> none("none", 3), lse("lse", 3), nw;
+  Kokkos::View<float, Mem> out("out");
+  Kokkos::View<double, Mem> tw("tw");
+  auto t_bad = make_view<std::int64_t*>("t", {0, 4, -3}, {3});
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t_bad, nw, out, lse, tw), kloss::IndexOutOfRange,
+                     "kloss::cross_entropy: argument 'target' has 2 value(s) outside [0, 4) (or ignore_index -100); "
+                     "first at position 1: 4");
+  auto t32_bad = make_view<std::int32_t*>("t", {0, 1, 9}, {3});
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t32_bad, nw, out, lse, tw), kloss::IndexOutOfRange,
+                     "first at position 2: 9");
+  auto t_ok = make_view<std::int64_t*>("t", {0, 1, 3}, {3});
+  auto w5 = make_view<float*>("w", {1, 1, 1, 1, 1}, {5});
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t_ok, w5, out, lse, tw), kloss::DimensionMismatch,
+                     "kloss::cross_entropy: argument 'weight' must have shape [4] (one weight per class), got [5]");
+  auto t2 = make_view<std::int64_t*>("t", {0, 1}, {2});
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t2, nw, out, lse, tw), kloss::DimensionMismatch,
+                     "kloss::cross_entropy: argument 'target' must have shape [3], got [2]");
+  Kokkos::View<float*, Mem> lse2("lse2", 2);
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t_ok, nw, out, lse2, tw), kloss::DimensionMismatch,
+                     "argument 'lse' must hold one value per row (3)");
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t_ok, nw, out, lse, tw, {-100, Reduction::none}),
+                     kloss::DimensionMismatch, "kloss::cross_entropy: argument 'output' must have shape [3], got []");
+  kloss::CrossEntropyOptions o;
+  o.label_smoothing = 1.5;
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t_ok, nw, out, lse, tw, o), kloss::InvalidArgument,
+                     "option 'label_smoothing' must be in [0, 1], got 1.5");
+  o = {};
+  o.softcap = -1;
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t_ok, nw, out, lse, tw, o), kloss::InvalidArgument,
+                     "option 'softcap' must be >= 0");
+  o = {};
+  o.z_loss = -1;
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t_ok, nw, out, lse, tw, o), kloss::InvalidArgument,
+                     "option 'z_loss' must be >= 0");
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t_ok, nw, out, lse, tw, {-100, Reduction::batchmean}),
+                     kloss::InvalidArgument, "'batchmean' is only valid for kl_div");
+  // probabilities: negative, NaN, wrong shape
+  auto p_neg = make_view<float**>("p", {0.5, 0.5, 0, 0, 1, 0, 0, 0, 0.25, -0.25, 0.5, 0.5}, {3, 4});
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, p_neg, nw, out, lse, tw), kloss::InvalidArgument,
+                     "kloss::cross_entropy: argument 'target' (class probabilities) has 1 negative or NaN value(s); "
+                     "first at position 9: -0.25");
+  auto p_nan = make_view<float**>("p", {0.5, 0.5, 0, 0, 1, 0, std::nan(""), 0, 0.25, 0.25, 0.5, 0}, {3, 4});
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, p_nan, nw, out, lse, tw), kloss::InvalidArgument,
+                     "first at position 6: nan");
+  auto p_shape = make_view<float**>("p", std::vector<double>(9, 0.25), {3, 3});
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, p_shape, nw, out, lse, tw), kloss::DimensionMismatch,
+                     "argument 'target' must have shape [3, 4], got [3, 3]");
+  // backward
+  Kokkos::View<float, Mem> go("go");
+  Kokkos::View<float**, Mem> gx("gx", 3, 4), gx_bad("gxb", 3, 5);
+  kloss::cross_entropy(exec, x, t_ok, nw, out, lse, tw);
+  EXPECT_KLOSS_THROW(kloss::cross_entropy_backward(exec, go, x, t_ok, nw, lse, tw, gx_bad), kloss::DimensionMismatch,
+                     "kloss::cross_entropy_backward: argument 'grad_input' must have shape [3, 4], got [3, 5]");
+  EXPECT_KLOSS_THROW(kloss::cross_entropy_backward(exec, go, x, t_ok, nw, nw, tw, gx), kloss::InvalidArgument,
+                     "kloss::cross_entropy_backward: argument 'lse' is required");
+  EXPECT_KLOSS_THROW(kloss::cross_entropy_backward(exec, go, x, t_ok, nw, lse, Kokkos::View<double, Mem>(), gx),
+                     kloss::InvalidArgument, "argument 'total_weight' is required");
+  EXPECT_KLOSS_THROW(kloss::cross_entropy_backward(exec, go, x, t_bad, nw, lse, tw, gx), kloss::IndexOutOfRange,
+                     "kloss::cross_entropy_backward: argument 'target' has 2 value(s)");
+  Kokkos::View<float*, Mem> x1d("x1d", 0);
+  (void)x1d;
+}
+
+// --- nll_loss ----------------------------------------------------------------
+
+template <class T>
+class NllLoss : public ::testing::Test {};
+TYPED_TEST_SUITE(NllLoss, ScalarTypes);
+
+TYPED_TEST(NllLoss, HandCheckedForwardAndBackward) {
+  using T = TypeParam;
+  Exec exec;
+  // log-probabilities; targets 2, 0, ignored, 1; weights [1, 2, 4]
+  auto x = make_view<T**>("x", {-1, -2, -3, -0.5, -1.5, -2.5, -9, -9, -9, -0.25, -0.75, -1}, {4, 3});
+  auto t = make_view<std::int64_t*>("t", {2, 0, -100, 1}, {4});
+  auto w = make_view<T*>("w", {1, 2, 4}, {3});
+  Kokkos::View<T*, Mem> none("none", 4);
+  Kokkos::View<T, Mem> mean("mean"), sum("sum");
+  Kokkos::View<double, Mem> tw("tw");
+  kloss::nll_loss(exec, x, t, w, none, tw, {-100, Reduction::none});
+  expect_near_all(to_doubles(none), {12, 0.5, 0, 1.5}, tol<T>(), 0, "none");
+  kloss::nll_loss(exec, x, t, w, sum, tw, {-100, Reduction::sum});
+  expect_near_all(to_doubles(sum), {14}, tol<T>(), 0, "sum");
+  kloss::nll_loss(exec, x, t, w, mean, tw);
+  expect_near_all(to_doubles(mean), {2}, tol<T>(), 0, "mean = sum / (4 + 1 + 2)");
+  expect_near_all(to_doubles(tw), {7}, 0, 0, "total_weight");
+  Kokkos::View<T, Mem> go("go");
+  Kokkos::deep_copy(go, T(2.0f));
+  Kokkos::View<T**, Mem> gx("gx", 4, 3);
+  Kokkos::deep_copy(gx, T(5.0f));
+  kloss::nll_loss_backward(exec, go, x, t, w, tw, gx);
+  expect_near_all(to_doubles(gx), {0, 0, -8.0 / 7, -2.0 / 7, 0, 0, 0, 0, 0, 0, -4.0 / 7, 0}, tol<T>(), 0,
+                  "grad = -w_t * 2 / 7");
+  kloss::nll_loss_backward(exec, go, x, t, Kokkos::View<T*, Mem>(), tw, gx, {-100, Reduction::sum});
+  expect_near_all(to_doubles(gx), {0, 0, -2, -2, 0, 0, 0, 0, 0, 0, -2, 0}, tol<T>(), 0, "grad, sum, unweighted");
+}
+
+TYPED_TEST(NllLoss, KDimensionalInt32AndAllIgnored) {
+  using T = TypeParam;
+  Exec exec;
+  // input [1, 2, 3]: rows are the 3 positions, classes stride 3.
+  auto x = make_view<T***>("x", {-1, -2, -3, -4, -5, -6}, {1, 2, 3});
+  auto t = make_view<std::int32_t**>("t", {1, 0, 1}, {1, 3});
+  Kokkos::View<T**, Mem> none("none", 1, 3);
+  kloss::nll_loss(exec, x, t, Kokkos::View<T*, Mem>(), none, Kokkos::View<double, Mem>(), {-100, Reduction::none});
+  expect_near_all(to_doubles(none), {4, 2, 6}, tol<T>(), 0, "K-dim none");
+  auto ti = make_view<std::int32_t**>("ti", {-100, -100, -100}, {1, 3});
+  Kokkos::View<T, Mem> mean("mean");
+  kloss::nll_loss(exec, x, ti, Kokkos::View<T*, Mem>(), mean, Kokkos::View<double, Mem>());
+  EXPECT_TRUE(std::isnan(to_doubles(mean)[0]));
+}
+
+TEST(NllLossErrors, BadTargetsAndShapes) {
+  Exec exec;
+  auto x = make_view<float**>("x", std::vector<double>(6, -1), {2, 3});
+  auto t = make_view<std::int64_t*>("t", {3, 0}, {2});
+  Kokkos::View<float, Mem> out("out");
+  Kokkos::View<double, Mem> tw("tw");
+  EXPECT_KLOSS_THROW(kloss::nll_loss(exec, x, t, Kokkos::View<float*, Mem>(), out, tw), kloss::IndexOutOfRange,
+                     "kloss::nll_loss: argument 'target' has 1 value(s) outside [0, 3) (or ignore_index -100); first "
+                     "at position 0: 3");
+  auto w = make_view<float*>("w", {1, 1}, {2});
+  auto tok = make_view<std::int64_t*>("t", {2, 0}, {2});
+  EXPECT_KLOSS_THROW(kloss::nll_loss(exec, x, tok, w, out, tw), kloss::DimensionMismatch,
+                     "kloss::nll_loss: argument 'weight' must have shape [3]");
+  Kokkos::View<float, Mem> go("go");
+  Kokkos::View<float**, Mem> gx("gx", 2, 3);
+  EXPECT_KLOSS_THROW(kloss::nll_loss_backward(exec, go, x, t, Kokkos::View<float*, Mem>(), tw, gx,
+                                              {-100, Reduction::sum}),
+                     kloss::IndexOutOfRange, "kloss::nll_loss_backward: argument 'target'");
+}
+
+// --- the runtime-typed API -------------------------------------------------------
+
+TEST(CrossEntropyRuntime, IndexAndProbabilityTargetsAndNllRefusesIntegers) {
+  using namespace kloss;
+  rt::Call c;
+  c.op = "cross_entropy";
+  c.dtype = rt::DType::float64;
+  c.index_dtype = rt::DType::int32;
+  c.inputs["input"] = rt::Buffer::from_doubles(rt::DType::float64, Shape{2, 3}, {0, 0, 0, 1, 2, 3});
+  c.inputs["target"] = rt::Buffer::from_int64(rt::DType::int64, Shape{2}, {0, 2});
+  c.options.set("reduction", std::string("sum"));
+  c.options.set("label_smoothing", 0.0);
+  c.grad_output = rt::Buffer::from_doubles(rt::DType::float64, Shape{}, {1.0});
+  auto r = rt::run(c);
+  const double l = std::log(3.0) + std::log(std::exp(1) + std::exp(2) + std::exp(3)) - 3;
+  EXPECT_NEAR(r.output.to_doubles()[0], l, 1e-12);
+  EXPECT_NEAR(r.grads.at("input").to_doubles()[0], 1.0 / 3 - 1, 1e-12);
+  // the same with one-hot probabilities
+  c.inputs["target"] = rt::Buffer::from_doubles(rt::DType::float64, Shape{2, 3}, {1, 0, 0, 0, 0, 1});
+  auto rp = rt::run(c);
+  EXPECT_NEAR(rp.output.to_doubles()[0], l, 1e-12);
+  expect_near_all(rp.grads.at("input").to_doubles(), r.grads.at("input").to_doubles(), 1e-12, 1e-14, "prob grads");
+  // an unknown option is refused
+  c.options.set("smoothing", 0.1);
+  EXPECT_KLOSS_THROW(rt::run(c), NotImplemented, "smoothing");
+  // nll_loss on integer input
+  rt::Call n;
+  n.op = "nll_loss";
+  n.dtype = rt::DType::int64;
+  n.inputs["input"] = rt::Buffer::from_int64(rt::DType::int64, Shape{1, 2}, {1, 2});
+  n.inputs["target"] = rt::Buffer::from_int64(rt::DType::int64, Shape{1}, {0});
+  EXPECT_KLOSS_THROW(rt::run(n), NotImplemented, "the log-likelihood needs floating point");
+  ASSERT_NE(find_op("cross_entropy"), nullptr);
+  ASSERT_NE(find_op("nll_loss"), nullptr);
+}
