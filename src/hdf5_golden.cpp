@@ -931,7 +931,8 @@ CaseReport agree(CaseReport local, MPI_Comm comm) {
   reason.resize(static_cast<std::size_t>(len));
   if (len > 0) MPI_Bcast(reason.data(), static_cast<int>(len), MPI_CHAR, first, comm);
   local.passed = false;
-  local.reason = (size > 1 ? impl::concat("rank ", first, ": ") : std::string()) + reason;
+  // Rank 0 prints the report: say when the reason is another rank's.
+  local.reason = (first != 0 ? impl::concat("rank ", first, ": ") : std::string()) + reason;
   return local;
 }
 

@@ -62,3 +62,65 @@ def main(out_dir):
 
 if __name__ == "__main__":
     main(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "golden"))
+
+
+def write_fuzz_corpus(out_dir):
+    """Seed corpus of the reader's fuzzer (unit_tests/fuzz/corpus): tiny
+    files, each a valid golden file exercising another part of the reader
+    (variable- and fixed-length strings, integer targets, the vocabulary
+    slices of cross_entropy, fused_linear_cross_entropy and embedding, a
+    rank-0 output, an option of each type). Values are arbitrary: only the
+    reader runs on them. Run: cd tools/golden && /usr/bin/python3 -c
+    "import gen_selftest as g; g.write_fuzz_corpus('../../unit_tests/fuzz/corpus')"."""
+    import h5py
+    import numpy as np
+    os.makedirs(out_dir, exist_ok=True)
+
+    def case(f, name, op, inputs, output, grads=None, attrs=None, fixed=False):
+        g = f["cases"].create_group(name)
+        strattr = (lambda k, v: g.attrs.create(k, np.bytes_(v))) if fixed else (lambda k, v: g.attrs.__setitem__(k, v))
+        strattr("op", op)
+        strattr("dtype", "float32")
+        for k, v in (attrs or {}).items():
+            if isinstance(v, str):
+                strattr(k, v)
+            else:
+                g.attrs[k] = v
+        g.attrs["rtol"] = np.float64(1e-5)
+        g.attrs["atol"] = np.float64(1e-6)
+        ins, ex = g.create_group("inputs"), g.create_group("expected")
+        for k, v in inputs.items():
+            ins.create_dataset(k, data=v)
+        ex.create_dataset("output", data=np.float64(output) if np.ndim(output) == 0 else output)
+        for k, v in (grads or {}).items():
+            ex.create_dataset("grad_" + k, data=v)
+
+    def new(name):
+        f = h5py.File(os.path.join(out_dir, name), "w")
+        f.attrs["schema"] = "kloss-golden/1"
+        f.create_group("cases")
+        return f
+
+    a = np.arange(6, dtype=np.float64).reshape(2, 3)
+    with new("mse_vlen.h5") as f:
+        case(f, "m", "mse_loss", {"input": a, "target": a + 1, "grad_output": np.float64(1)}, 1.0,
+             grads={"input": a, "target": -a}, attrs={"reduction": "mean"})
+    with new("mse_fixed_rank0.h5") as f:
+        case(f, "m", "mse_loss", {"input": np.float64(2), "target": np.float64(1)}, 1.0,
+             attrs={"reduction": "sum", "beta": np.float64(0.5), "p": np.int64(2), "log_target": np.bool_(True)},
+             fixed=True)
+    with new("cross_entropy_vocab.h5") as f:
+        case(f, "ce", "cross_entropy", {"input": a, "target": np.array([2, 0], dtype=np.int64),
+                                        "weight": np.ones(3), "grad_output": np.ones(2)},
+             np.ones(2), grads={"input": a}, attrs={"reduction": "none", "ignore_index": np.int64(-100),
+                                                    "index_dtype": "int32"})
+        case(f, "ce_probs", "cross_entropy", {"input": a, "target": a / 15}, 0.5)
+    with new("fused_embedding_vocab.h5") as f:
+        w = np.arange(12, dtype=np.float64).reshape(4, 3)
+        case(f, "fl", "fused_linear_cross_entropy",
+             {"input": a, "weight": w, "bias": np.zeros(4), "ce_weight": np.ones(4),
+              "target": np.array([3, 1], dtype=np.int64), "grad_output": np.float64(1)},
+             2.0, grads={"input": a, "weight": w, "bias": np.zeros(4)})
+        case(f, "emb", "embedding", {"input": np.array([[0, 3]], dtype=np.int64), "weight": w,
+                                     "grad_output": np.ones((1, 2, 3))},
+             np.ones((1, 2, 3)), grads={"weight": w}, attrs={"padding_idx": np.int64(-1)})
