@@ -389,9 +389,13 @@ BadIndex embedding_gather(const ExecSpace& exec, const Tensor<const I, typename 
           if (!valid) Kokkos::single(Kokkos::PerTeam(m), [&]() { b.note(p, r); });
           const std::int64_t local = r - row_begin;
           const bool mine = valid && local >= 0 && local < rows;
-          Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) {
-            out(p * D + d) = mine ? w(local * D + d) : T(0.0f);
-          });
+          T* dst = &out(p * D);
+          if (mine) {
+            const T* src = &w(local * D);
+            Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) { dst[d] = src[d]; });
+          } else {
+            Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) { dst[d] = T(0.0f); });
+          }
         }
       },
       BadIndexReducer(bad));
@@ -448,6 +452,40 @@ void embedding(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::
   ProfilingRegion region("kloss::embedding");
   embedding_gather<ExecSpace, T, I>(exec, input, weight, output, 0, V, opts.team_size)
       .throw_if_any("embedding", "input", concat("[0, ", V, ")"));
+}
+
+/// The fast backward's kernel: position p adds scale(p) (/ count) *
+/// grad_output[src(p), :] into acc row row(p); atomically when Atomic.
+template <bool Atomic, class ExecSpace, class T, class AccView, class GView, class CountView, class RowOf, class Src,
+          class Scale>
+void scatter_add_kernel(const ExecSpace& exec, const std::string& op, std::int64_t n, std::int64_t D, int team_size,
+                        const AccView& acc, const GView& g, const CountView& counts, bool scale_grad_by_freq,
+                        const RowOf& row_of, const Src& src_of, const Scale& scale_of) {
+  using A = acc_t<T>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::int64_t per_team = tuning::embedding_rows_per_team;
+  Kokkos::parallel_for(
+      "kloss::" + op + "::backward_atomic", make_team_policy(exec, (n + per_team - 1) / per_team, team_size),
+      KOKKOS_LAMBDA(const Member& m) {
+        const std::int64_t p0 = m.league_rank() * per_team;
+        const std::int64_t p1 = p0 + per_team < n ? p0 + per_team : n;
+        for (std::int64_t p = p0; p < p1; ++p) {
+          const std::int64_t r = row_of(p);
+          const std::int64_t src = src_of(p);
+          if (r < 0 || src < 0) continue;
+          A sc = scale_of(p);
+          if (scale_grad_by_freq) sc /= static_cast<A>(counts(r));
+          A* dst = &acc(r * D);
+          const auto* gsrc = &g(src * D);
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) {
+            if constexpr (Atomic) {
+              Kokkos::atomic_add(dst + d, sc * to_acc(gsrc[d]));
+            } else {
+              dst[d] += sc * to_acc(gsrc[d]);
+            }
+          });
+        }
+      });
 }
 
 /// The scatter-add core shared by embedding and embedding_bag (sum / mean):
@@ -550,23 +588,14 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
           if (r >= 0) Kokkos::atomic_increment(&counts(r));
         });
   }
-  const std::int64_t per_team = tuning::embedding_rows_per_team;
-  Kokkos::parallel_for(
-      "kloss::" + op + "::backward_atomic", make_team_policy(exec, (n + per_team - 1) / per_team, team_size),
-      KOKKOS_LAMBDA(const Member& m) {
-        const std::int64_t p0 = m.league_rank() * per_team;
-        const std::int64_t p1 = p0 + per_team < n ? p0 + per_team : n;
-        for (std::int64_t p = p0; p < p1; ++p) {
-          const std::int64_t r = row_of(p);
-          const std::int64_t src = src_of(p);
-          if (r < 0 || src < 0) continue;
-          A sc = scale_of(p);
-          if (scale_grad_by_freq) sc /= static_cast<A>(counts(r));
-          Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) {
-            Kokkos::atomic_add(&acc(r * D + d), sc * to_acc(g(src * D + d)));
-          });
-        }
-      });
+  // One thread of execution (Serial, or a 1-thread host space) has no
+  // races: plain adds, which the compiler vectorises, instead of atomics.
+  if (concurrency(exec) > 1)
+    scatter_add_kernel<true, ExecSpace, T>(exec, op, n, D, team_size, acc, g, counts, scale_grad_by_freq, row_of,
+                                           src_of, scale_of);
+  else
+    scatter_add_kernel<false, ExecSpace, T>(exec, op, n, D, team_size, acc, g, counts, scale_grad_by_freq, row_of,
+                                            src_of, scale_of);
   if constexpr (!direct) {
     Kokkos::parallel_for(
         "kloss::" + op + "::grad_cast", Range(exec, 0, rows * D),
@@ -1076,10 +1105,13 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
     accp = scratch.data();
   }
   Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> acc(accp, V * D);
+  const bool racy = concurrency(exec) > 1;  // one thread of execution: plain adds
   Kokkos::parallel_for(
       "kloss::" + op + "::max_atomic", Range(exec, 0, B * D), KOKKOS_LAMBDA(const std::int64_t i) {
         const std::int64_t r = static_cast<std::int64_t>(mi(i));
-        if (r >= 0) Kokkos::atomic_add(&acc(r * D + i % D), to_acc(g(i)));
+        if (r < 0) return;
+        if (racy) Kokkos::atomic_add(&acc(r * D + i % D), to_acc(g(i)));
+        else acc(r * D + i % D) += to_acc(g(i));
       });
   if constexpr (!direct) {
     Kokkos::parallel_for(
