@@ -6,6 +6,13 @@
 #define KLOSS_EMBEDDING_DEFINE(T, I) KLOSS_EMBEDDING_INSTANTIATE(, T, I)
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_EMBEDDING_DEFINE)
 
+#ifdef KLOSS_HAVE_MPI
+// The vocabulary-parallel adapter (src/mpi.cpp).
+namespace kloss::impl {
+rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& shard);
+}
+#endif
+
 namespace kloss::impl {
 namespace {
 
@@ -158,6 +165,9 @@ void register_embedding(std::vector<OpInfo>& ops) {
   ops.push_back({"embedding", "kloss/embedding.hpp", std::nullopt, {"input", "weight"}, {"weight"},
                  embedding_options, "row gather weight[input]; backward scatter-add (atomic or deterministic)",
                  run_embedding});
+#ifdef KLOSS_HAVE_MPI
+  ops.back().run_vocab_parallel = run_vocab_parallel_embedding;
+#endif
   ops.push_back({"embedding_bag", "kloss/embedding.hpp", std::nullopt,
                  {"input", "weight", "offsets?", "per_sample_weights?"}, {"weight", "per_sample_weights"},
                  embedding_bag_options, "sum / mean / max of bags of embedding rows, optional per-sample weights",

@@ -299,3 +299,146 @@ void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_val
 
 }  // namespace impl
 }  // namespace kloss::mpi
+
+// ---------------------------------------------------------------------------
+// Runtime-typed vocabulary-parallel adapters (OpInfo::run_vocab_parallel),
+// attached to the registry lines of cross_entropy and embedding. The call's
+// vocabulary-sized inputs hold this rank's slice (SCHEMA.md).
+// ---------------------------------------------------------------------------
+namespace kloss::impl {
+
+namespace {
+
+mpi::ClassRange range_of(const VocabShard& s) { return {s.begin, s.count, s.total}; }
+
+/// [N, C_r, d...] (or [C_r]) -> rows-major [N * prod(d), C_r] and back:
+/// the vocabulary-parallel kernels take one row per position.
+std::vector<double> to_rows(const std::vector<double>& v, std::int64_t n, std::int64_t c, std::int64_t inner) {
+  if (inner == 1) return v;
+  std::vector<double> r(v.size());
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t k = 0; k < c; ++k)
+      for (std::int64_t m = 0; m < inner; ++m)
+        r[static_cast<std::size_t>((i * inner + m) * c + k)] = v[static_cast<std::size_t>((i * c + k) * inner + m)];
+  return r;
+}
+std::vector<double> from_rows(const std::vector<double>& r, std::int64_t n, std::int64_t c, std::int64_t inner) {
+  if (inner == 1) return r;
+  std::vector<double> v(r.size());
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t k = 0; k < c; ++k)
+      for (std::int64_t m = 0; m < inner; ++m)
+        v[static_cast<std::size_t>((i * c + k) * inner + m)] = r[static_cast<std::size_t>((i * inner + m) * c + k)];
+  return v;
+}
+
+}  // namespace
+
+rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard& shard) {
+  mpi::VocabParallelCrossEntropyOptions o;
+  o.ignore_index = c.options.get_int(c.op, "ignore_index", -100);
+  o.reduction = c.options.get_reduction(c.op);
+  o.label_smoothing = c.options.get_real(c.op, "label_smoothing", 0.0);
+  o.z_loss = c.options.get_real(c.op, "z_loss", 0.0);
+  o.softcap = c.options.get_real(c.op, "softcap", 0.0);
+  auto iit = c.inputs.find("input");
+  auto tit = c.inputs.find("target");
+  if (iit == c.inputs.end()) fail<InvalidArgument>(c.op, "input 'input' is missing");
+  if (tit == c.inputs.end()) fail<InvalidArgument>(c.op, "input 'target' is missing");
+  if (rt::is_floating(tit->second.dtype()))
+    fail<NotImplemented>(c.op, "vocabulary-parallel runs take class-index targets, not class probabilities");
+  const Shape in_shape = iit->second.shape();
+  // input [C_r] (one sample), [N, C_r] or [N, C_r, d...]
+  const std::int64_t n = in_shape.rank <= 1 ? 1 : in_shape[0];
+  const std::int64_t cr = in_shape.rank <= 1 ? (in_shape.rank == 1 ? in_shape[0] : 1) : in_shape[1];
+  const std::int64_t inner = in_shape.rank <= 2 ? 1 : in_shape.prod(2, in_shape.rank);
+  const std::int64_t rows = n * inner;
+  Shape row_shape;  // the loss's none-shape: [] for [C], [N, d...] otherwise
+  if (in_shape.rank >= 2) {
+    std::vector<std::int64_t> r{in_shape[0]};
+    for (int i = 2; i < in_shape.rank; ++i) r.push_back(in_shape[i]);
+    row_shape = Shape(r);
+  }
+  mpi::Communicator comm(shard.comm);
+  const mpi::ClassRange range = range_of(shard);
+  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using A = acc_t<T>;
+    RtExec exec;
+    auto x = to_device<T>(rt::Buffer::from_doubles(c.dtype, Shape{rows, cr},
+                                                   to_rows(iit->second.to_doubles(), n, cr, inner)),
+                          "kloss::rt::input");
+    auto w = input<T>(c, "weight", false);
+    auto out = device_zeros<T>(o.reduction == Reduction::none ? Shape{rows} : Shape{}, "kloss::rt::output");
+    auto saved = device_zeros<A>(Shape{mpi::saved_extent(rows)}, "kloss::rt::saved");
+    return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
+      using I = typename decltype(itag)::type;
+      auto tg = to_device<I>(rt::Buffer::from_int64(c.index_dtype, Shape{rows}, tit->second.to_int64()),
+                             "kloss::rt::target");
+      mpi::impl::vocab_parallel_cross_entropy<RtExec, T, I>(exec, comm, range, x.ctensor(), tg.ctensor(),
+                                                            w.ctensor(), out.tensor(), saved.tensor(), o);
+      rt::Result r;
+      r.output = to_host(out, c.dtype);
+      if (o.reduction == Reduction::none)
+        r.output = rt::Buffer::from_doubles(c.dtype, row_shape, r.output.to_doubles());
+      if (c.grad_output) {
+        auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
+        go.shape = o.reduction == Reduction::none ? Shape{rows} : Shape{};
+        auto gi = device_zeros<T>(Shape{rows, cr}, "kloss::rt::grad_input");
+        mpi::impl::vocab_parallel_cross_entropy_backward<RtExec, T, I>(
+            exec, range, go.ctensor(), x.ctensor(), tg.ctensor(), w.ctensor(), saved.ctensor(), gi.tensor(), o);
+        r.grads["input"] =
+            rt::Buffer::from_doubles(c.dtype, in_shape, from_rows(to_host(gi, c.dtype).to_doubles(), n, cr, inner));
+      }
+      return r;
+    });
+  });
+}
+
+rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& shard) {
+  mpi::VocabParallelEmbeddingOptions o;
+  if (c.options.has("padding_idx")) o.padding_idx = c.options.get_int(c.op, "padding_idx", 0);
+  if (c.options.has("max_norm")) o.max_norm = c.options.get_real(c.op, "max_norm", 0);
+  o.norm_type = c.options.get_real(c.op, "norm_type", 2.0);
+  o.scale_grad_by_freq = c.options.get_bool(c.op, "scale_grad_by_freq", false);
+  o.sparse = c.options.get_bool(c.op, "sparse", false);
+  o.deterministic = c.options.get_bool(c.op, "deterministic", false);
+  // torch's sparse=True only changes the gradient's storage: the runtime
+  // API returns it dense, so a sharded run computes the dense slice.
+  o.sparse = false;
+  mpi::Communicator comm(shard.comm);
+  const mpi::ClassRange range = range_of(shard);
+  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
+      using I = typename decltype(itag)::type;
+      auto in = input<I>(c, "input");
+      auto w = input<T>(c, "weight");
+      require(w.shape.rank == 2, c.op, "argument 'weight' must have rank 2, got shape ", w.shape.str());
+      const std::int64_t D = w.shape[1];
+      Shape os = in.shape;
+      require(os.rank < max_rank, c.op, "argument 'input' has too many dimensions");
+      os.extent[os.rank++] = D;
+      auto out = device_zeros<T>(os, "kloss::rt::output");
+      RtExec exec;
+      if (o.max_norm)
+        mpi::impl::vocab_parallel_embedding_renorm<RtExec, T, I>(exec, range, in.ctensor(), w.tensor(), *o.max_norm,
+                                                                 o.norm_type);
+      mpi::impl::vocab_parallel_embedding<RtExec, T, I>(exec, comm, range, in.ctensor(), w.ctensor(), out.tensor(),
+                                                        o);
+      rt::Result r;
+      r.output = to_host(out, c.dtype);
+      if (c.grad_output) {
+        auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
+        auto gw = device_zeros<T>(w.shape, "kloss::rt::grad_weight");
+        mpi::impl::vocab_parallel_embedding_backward<RtExec, T, I>(exec, range, go.ctensor(), in.ctensor(),
+                                                                   gw.tensor(), o);
+        r.grads["weight"] = to_host(gw, c.dtype);
+      }
+      exec.fence();
+      return r;
+    });
+  });
+}
+
+}  // namespace kloss::impl

@@ -108,6 +108,27 @@ TEST(VocabParallelEmbedding, PaddingAndScaleGradByFreq) {
   check_embedding<double, std::int32_t>(13, 4, {5, 7}, false, o, 12);
 }
 
+TEST(VocabParallelEmbedding, MaxNormRenormalisesOwnedRowsAsTorch) {
+  Communicator comm(MPI_COMM_WORLD);
+  const std::int64_t v = 11, d = 4;
+  const ClassRange r = range_for(v, true);
+  auto table = random_values(std::size_t(v * d), -2, 2, 41);
+  std::vector<double> idx = {3, 7, 3, 10, 0};
+  auto iv = make_view<std::int64_t*>("idx", idx, {idx.size()});
+  auto w_all = make_view<double**>("w_all", table, {std::size_t(v), std::size_t(d)});
+  auto w_mine = make_view<double**>("w_mine", std::vector<double>(table.begin() + r.begin * d, table.begin() + r.end() * d),
+                                    {std::size_t(r.count), std::size_t(d)});
+  Kokkos::View<double**, Mem> os("os", idx.size(), std::size_t(d)), op("op", idx.size(), std::size_t(d));
+  Opts o;
+  o.max_norm = 1.5;
+  kloss::EmbeddingOptions so = o;
+  kloss::embedding(Exec(), iv, w_all, os, so);
+  kloss::mpi::vocab_parallel_embedding(Exec(), comm, r, iv, w_mine, op, o);
+  EXPECT_EQ(to_doubles(op), to_doubles(os));
+  auto full = to_doubles(w_all);  // renormalised in place
+  EXPECT_EQ(to_doubles(w_mine), std::vector<double>(full.begin() + r.begin * d, full.begin() + r.end() * d));
+}
+
 TEST(VocabParallelEmbedding, GptVocabularyOddShapes) {
   check_embedding<float, std::int64_t>(50257, 8, {13}, false, {}, 21);
   check_embedding<float, std::int64_t>(50257, 1, {1}, true, {}, 22);
@@ -170,9 +191,9 @@ TEST(VocabParallelEmbeddingErrors, GapOrUnsupportedOptionThrowsOnEveryRank) {
       },
       "kloss::vocab_parallel_embedding: inconsistent class ranges: classes [9, 10) belong to no rank");
   Opts o;
-  o.max_norm = 1.0;
+  o.sparse = true;
   expect_every_rank_throws<kloss::NotImplemented>([&] { call({1, 2}, range_for(10, false), o); },
-                                                  "option 'max_norm' is not supported");
+                                                  "option 'sparse' is not supported");
 }
 
 TEST(VocabParallelEmbeddingErrors, DifferentEmbeddingDimThrowsOnEveryRank) {

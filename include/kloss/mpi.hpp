@@ -89,7 +89,9 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
 /// every rank. Each rank gathers the rows it owns (zeros elsewhere) and the
 /// outputs are summed across ranks by one allreduce (done as a bitwise OR,
 /// which is exact because at most one rank contributes non-zero bits to an
-/// element). Collective; fences. Throws IndexOutOfRange (on every rank with
+/// element). With max_norm, the looked-up rows this rank owns are first
+/// renormalised in place (torch's embedding_renorm_; weight must then be
+/// writable). Collective; fences. Throws IndexOutOfRange (on every rank with
 /// the consistency check) for an index outside [0, range.total).
 template <class ExecSpace, class InputView, class WeightView, class OutputView,
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
@@ -104,6 +106,16 @@ void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, c
   static_assert(is_index_v<I>, "kloss::vocab_parallel_embedding: input must hold int32 or int64 indices");
   static_assert(std::is_same_v<typename WeightView::non_const_value_type, T>,
                 "kloss::vocab_parallel_embedding: weight and output must have the same value type");
+  if (opts.max_norm) {
+    // torch renormalises the looked-up rows in place before the lookup.
+    if constexpr (std::is_const_v<typename WeightView::value_type>) {
+      fail<InvalidArgument>(op, "option 'max_norm' renormalises 'weight' in place: pass a non-const view");
+    } else {
+      impl::vocab_parallel_embedding_renorm<ExecSpace, T, I>(exec, range, as_tensor<M>(input, op, "input"),
+                                                             as_tensor<M>(weight, op, "weight"), *opts.max_norm,
+                                                             opts.norm_type);
+    }
+  }
   impl::vocab_parallel_embedding<ExecSpace, T, I>(exec, comm, range, as_tensor<M>(input, op, "input"),
                                                   as_tensor<M>(weight, op, "weight"),
                                                   as_tensor<M>(output, op, "output"), opts);
@@ -134,6 +146,16 @@ void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& 
 
 }  // namespace kloss::mpi
 
+#include <kloss/registry.hpp>
+
+namespace kloss::impl {
+/// The runtime-typed vocabulary-parallel adapters (OpInfo::run_vocab_parallel
+/// of cross_entropy with class-index targets, embedding and
+/// fused_linear_cross_entropy); defined in src/mpi.cpp.
+rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard& shard);
+rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& shard);
+}  // namespace kloss::impl
+
 // Explicit instantiations: declared here, instantiated in src/mpi.cpp.
 #define KLOSS_MPI_INSTANTIATE(PREFIX, T, I)                                                                           \
   PREFIX template void kloss::mpi::impl::vocab_parallel_cross_entropy<KLOSS_EXEC, T, I>(                            \
@@ -149,7 +171,9 @@ void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& 
       const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);            \
   PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_backward<KLOSS_EXEC, T, I>(                       \
       const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,           \
-      const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);
+      const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);                                     \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_renorm<KLOSS_EXEC, T, I>(                         \
+      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, double, double);
 #define KLOSS_MPI_EXTERN(T, I) KLOSS_MPI_INSTANTIATE(extern, T, I)
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_MPI_EXTERN)
 #undef KLOSS_MPI_EXTERN

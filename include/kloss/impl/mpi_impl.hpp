@@ -123,9 +123,9 @@ struct VocabParallelCrossEntropyOptions : CrossEntropyOptions {
   bool check_consistency = true;
 };
 
-/// Options of vocab_parallel_embedding: embedding's (padding_idx,
-/// scale_grad_by_freq, deterministic, team_size; max_norm and sparse are
-/// not supported on a sharded table and throw NotImplemented), plus the
+/// Options of vocab_parallel_embedding: embedding's (padding_idx, max_norm
+/// and norm_type, scale_grad_by_freq, deterministic, team_size; `sparse`
+/// is not supported on a sharded table and throws NotImplemented), plus the
 /// consistency check.
 struct VocabParallelEmbeddingOptions : EmbeddingOptions {
   bool check_consistency = true;
@@ -680,7 +680,6 @@ void check_embedding_arguments(std::string_view op, const ClassRange& range, con
           range.end(), ") is not inside [0, ", range.total, ")");
   require(input.rank() < max_rank, op, "argument 'input' has rank ", input.rank(), "; at most ", max_rank - 1,
           " is supported");
-  if (opts.max_norm) fail<NotImplemented>(op, "option 'max_norm' is not supported on a vocabulary-parallel table");
   if (opts.sparse) fail<NotImplemented>(op, "option 'sparse' is not supported on a vocabulary-parallel table");
   kloss::impl::normalize_padding_idx(op, opts.padding_idx, range.total);
 }
@@ -735,6 +734,40 @@ void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, c
   // With the check on, bad indices were refused above on every rank; with it
   // off, each rank throws after the collective (none waits).
   bad.throw_if_any(op, "input", kloss::impl::concat("[0, ", range.total, ") (the whole table)"));
+}
+
+/// torch's embedding_renorm_ on a sharded table: each rank renormalises the
+/// looked-up rows it owns (the indices are the same on every rank, so no
+/// communication): the owned indices are compacted to local row numbers
+/// (one scan) and handed to the embedding family's renorm kernel. Fences.
+template <class ExecSpace, class T, class I>
+void vocab_parallel_embedding_renorm(const ExecSpace& exec, const ClassRange& range,
+                                     const Tensor<const I, typename ExecSpace::memory_space>& input,
+                                     const Tensor<T, typename ExecSpace::memory_space>& weight, double max_norm,
+                                     double norm_type) {
+  using Mem = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_embedding_renorm";
+  check_rank(op, "weight", weight, 2);
+  require(weight.extent(0) == range.count, op, "argument 'weight' must have ", range.count, " rows, got shape ",
+          weight.shape.str());
+  const std::int64_t m = input.numel(), b = range.begin, e = range.end();
+  Kokkos::View<I*, Mem> local("kloss::vocab_parallel_embedding::renorm_rows", static_cast<std::size_t>(m));
+  auto idx = input.data;
+  std::int64_t owned = 0;
+  Kokkos::parallel_scan(
+      "kloss::vocab_parallel_embedding::renorm_compact",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, m),
+      KOKKOS_LAMBDA(const std::int64_t p, std::int64_t& upd, const bool final) {
+        const std::int64_t r = static_cast<std::int64_t>(idx(p));
+        const bool mine = r >= b && r < e;
+        if (final && mine) local(upd) = static_cast<I>(r - b);
+        if (mine) upd += 1;
+      },
+      owned);
+  exec.fence();
+  kloss::impl::embedding_renorm<ExecSpace, T, I>(exec, std::string(op),
+                                                 Tensor<const I, Mem>(local.data(), Shape{owned}), weight, max_norm,
+                                                 norm_type);
 }
 
 template <class ExecSpace, class T, class I>
