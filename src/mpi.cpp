@@ -19,6 +19,10 @@
 
 #define KLOSS_MPI_DEFINE(T, I) KLOSS_MPI_INSTANTIATE(, T, I)
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_MPI_DEFINE)
+KLOSS_MPI_FUSED_INSTANTIATE(, float, std::int32_t)
+KLOSS_MPI_FUSED_INSTANTIATE(, float, std::int64_t)
+KLOSS_MPI_FUSED_INSTANTIATE(, double, std::int32_t)
+KLOSS_MPI_FUSED_INSTANTIATE(, double, std::int64_t)
 
 namespace kloss::mpi {
 namespace {
@@ -109,7 +113,7 @@ Communicator::~Communicator() { release(); }
 
 Communicator::Communicator(Communicator&& o) noexcept
     : comm_(o.comm_), rank_(o.rank_), size_(o.size_), options_(o.options_), merge_float_(o.merge_float_),
-      merge_double_(o.merge_double_) {
+      merge_double_(o.merge_double_), stats_(o.stats_) {
   o.comm_ = MPI_COMM_NULL;
   o.merge_float_ = o.merge_double_ = MPI_OP_NULL;
 }
@@ -123,6 +127,7 @@ Communicator& Communicator::operator=(Communicator&& o) noexcept {
     options_ = o.options_;
     merge_float_ = o.merge_float_;
     merge_double_ = o.merge_double_;
+    stats_ = o.stats_;
     o.comm_ = MPI_COMM_NULL;
     o.merge_float_ = o.merge_double_ = MPI_OP_NULL;
   }
@@ -206,9 +211,12 @@ std::vector<double> agree_collective(const Communicator& comm, std::string_view 
   if (nsums > 2) fail<Error>(op, "internal: at most two sums travel with the agreement");
   if (!check) {
     std::vector<double> s(mine.sums);
-    if (nsums > 0)
+    if (nsums > 0) {
+      const double t0 = MPI_Wtime();
       check_mpi(MPI_Allreduce(MPI_IN_PLACE, s.data(), static_cast<int>(nsums), MPI_DOUBLE, MPI_SUM, comm.get()), op,
                 "MPI_Allreduce");
+      comm.record(static_cast<std::int64_t>(nsums * sizeof(double)), MPI_Wtime() - t0);
+    }
     return s;
   }
   Signature me{};
@@ -222,8 +230,10 @@ std::vector<double> agree_collective(const Communicator& comm, std::string_view 
   me.error_len = static_cast<std::int64_t>(error_message.size());
   for (std::size_t i = 0; i < nsums; ++i) me.sums[i] = mine.sums[i];
   std::vector<Signature> all(static_cast<std::size_t>(p));
+  const double t0 = MPI_Wtime();
   check_mpi(MPI_Allgather(&me, sizeof(Signature), MPI_BYTE, all.data(), sizeof(Signature), MPI_BYTE, comm.get()), op,
             "MPI_Allgather");
+  comm.record(static_cast<std::int64_t>(sizeof(Signature)), MPI_Wtime() - t0);
 
   // 1. A rank whose own checks failed: its message, broadcast, on every rank.
   for (int r = 0; r < p; ++r) {

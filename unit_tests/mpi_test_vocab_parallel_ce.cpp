@@ -628,6 +628,25 @@ TEST(VocabParallelCEErrors, LocalChecksOfTheBackward) {
                      kloss::DimensionMismatch, "argument 'saved' must have shape [9]");
 }
 
+TEST(VocabParallelMpi, BytesPerStepAreLinearInRowsAndIndependentOfClasses) {
+  // One forward: the 128-byte agreement + N records of 5 floats (no class
+  // weights, no smoothing) - whatever C is; the backward sends nothing.
+  for (std::int64_t c : {41, 50257}) {
+    Communicator comm(MPI_COMM_WORLD);
+    const Problem p = make_problem<float>(13, c, false, with(Reduction::mean), 141);
+    comm.reset_stats();
+    run_parallel<float, std::int64_t>(comm, p, range_for(c, false), with(Reduction::mean));
+    EXPECT_EQ(comm.stats().collectives, 2);
+    EXPECT_EQ(comm.stats().bytes, 128 + 13 * 5 * 4) << "C = " << c;
+  }
+  // with class weights and label smoothing the record has 7 fields
+  Communicator comm(MPI_COMM_WORLD);
+  const Problem p = make_problem<double>(13, 41, true, with(Reduction::sum, 0.1), 142);
+  comm.reset_stats();
+  run_parallel<double, std::int64_t>(comm, p, range_for(41, false), with(Reduction::sum, 0.1));
+  EXPECT_EQ(comm.stats().bytes, 128 + 13 * 7 * 8);
+}
+
 TEST(VocabParallelMpi, BalancedRangeFollowsTheSchema) {
   // rank r of P owns [r*V/P + min(r, V%P), ...): the first V%P ranks one more.
   EXPECT_EQ(kloss::mpi::balanced_range(50257, 0, 3).begin, 0);

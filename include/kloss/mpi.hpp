@@ -21,6 +21,7 @@
 /// Needs KLOSS_ENABLE_MPI (the kloss target then defines KLOSS_HAVE_MPI).
 #include <kloss/cross_entropy.hpp>
 #include <kloss/embedding.hpp>
+#include <kloss/impl/mpi_fused_impl.hpp>
 #include <kloss/impl/mpi_impl.hpp>
 
 namespace kloss::mpi {
@@ -144,6 +145,45 @@ void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& 
                                                            as_tensor<M>(grad_weight, op, "grad_weight"), opts);
 }
 
+/// Vocabulary-parallel fused linear cross-entropy: cross_entropy(input @
+/// weight^T + bias, target) with the LM head's rows sharded, without ever
+/// holding the [N, C] logits. input [N, D] (the same on every rank);
+/// weight [C_r, D], bias [C_r] and ce_weight [C_r] (class weights): this
+/// rank's rows range.begin .. range.end()-1; target [N] global class
+/// indices (the same on every rank). float or double.
+/// The gradients are computed in this call (Liger-Kernel's scheme) for the
+/// upstream gradient grad_output ([N] for none, one element otherwise; an
+/// empty view means ones): grad_input [N, D] (summed across ranks: the same
+/// on every rank), grad_weight [C_r, D], grad_bias [C_r] - any of them an
+/// empty view to skip. output: [N] (none) or one element, the same on every
+/// rank. Collective (one record allreduce per chunk of chunk_bytes of
+/// logits, one allreduce of grad_input); fences.
+template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
+          class GradOutputView, class OutputView, class GradInputView, class GradWeightView, class GradBiasView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void vocab_parallel_fused_linear_cross_entropy(const ExecSpace& exec, const Communicator& comm,
+                                               const ClassRange& range, const InputView& input,
+                                               const WeightView& weight, const TargetView& target,
+                                               const BiasView& bias, const CeWeightView& ce_weight,
+                                               const GradOutputView& grad_output, const OutputView& output,
+                                               const GradInputView& grad_input, const GradWeightView& grad_weight,
+                                               const GradBiasView& grad_bias,
+                                               const VocabParallelFusedLinearOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_fused_linear_cross_entropy";
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "kloss::vocab_parallel_fused_linear_cross_entropy: value type must be float or double");
+  static_assert(is_index_v<I>, "kloss::vocab_parallel_fused_linear_cross_entropy: target must hold int32 or int64");
+  impl::vocab_parallel_fused_linear_cross_entropy<ExecSpace, T, I>(
+      exec, comm, range, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
+      as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_optional_tensor<M>(grad_output, op, "grad_output"),
+      as_tensor<M>(output, op, "output"), as_optional_tensor<M>(grad_input, op, "grad_input"),
+      as_optional_tensor<M>(grad_weight, op, "grad_weight"), as_optional_tensor<M>(grad_bias, op, "grad_bias"), opts);
+}
+
 }  // namespace kloss::mpi
 
 #include <kloss/registry.hpp>
@@ -174,6 +214,18 @@ rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& sha
       const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);                                     \
   PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_renorm<KLOSS_EXEC, T, I>(                         \
       const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, double, double);
+#define KLOSS_MPI_FUSED_INSTANTIATE(PREFIX, T, I)                                                                     \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_fused_linear_cross_entropy<KLOSS_EXEC, T, I>(               \
+      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&,   \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,           \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,              \
+      const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelFusedLinearOptions&);
 #define KLOSS_MPI_EXTERN(T, I) KLOSS_MPI_INSTANTIATE(extern, T, I)
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_MPI_EXTERN)
 #undef KLOSS_MPI_EXTERN
+#define KLOSS_MPI_FUSED_EXTERN(T, I) KLOSS_MPI_FUSED_INSTANTIATE(extern, T, I)
+KLOSS_MPI_FUSED_EXTERN(float, std::int32_t)
+KLOSS_MPI_FUSED_EXTERN(float, std::int64_t)
+KLOSS_MPI_FUSED_EXTERN(double, std::int32_t)
+KLOSS_MPI_FUSED_EXTERN(double, std::int64_t)
+#undef KLOSS_MPI_FUSED_EXTERN

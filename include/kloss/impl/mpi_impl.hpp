@@ -51,6 +51,17 @@ struct CommunicatorOptions {
 /// MPIX_Query_cuda_support())? False where the library cannot tell.
 bool detect_gpu_aware();
 
+/// What kloss handed to MPI through a communicator since the last reset:
+/// collective calls, payload bytes this rank contributed (an allreduce of
+/// n elements counts n * element size; the agreement allgather its 128
+/// bytes), and wall time inside those calls (including waiting for the
+/// slowest rank).
+struct CommStats {
+  std::int64_t collectives = 0;
+  std::int64_t bytes = 0;
+  double seconds = 0;
+};
+
 /// The communicator of kloss's collectives: an MPI_Comm_dup of the caller's
 /// communicator (kloss's messages never mix with the caller's), with
 /// MPI_ERRORS_RETURN so that every failing MPI call becomes a
@@ -84,6 +95,16 @@ class Communicator {
     return host || options_.gpu_aware;
   }
 
+  /// Communication statistics of the calls made through this communicator.
+  const CommStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+  /// Adds one collective to the statistics (kloss's internals).
+  void record(std::int64_t bytes, double seconds) const {
+    ++stats_.collectives;
+    stats_.bytes += bytes;
+    stats_.seconds += seconds;
+  }
+
   /// The online-LSE merge of row records of float (or double) fields.
   MPI_Op row_merge_op(bool is_double) const { return is_double ? merge_double_ : merge_float_; }
 
@@ -95,6 +116,7 @@ class Communicator {
   CommunicatorOptions options_;
   MPI_Op merge_float_ = MPI_OP_NULL;
   MPI_Op merge_double_ = MPI_OP_NULL;
+  mutable CommStats stats_;
 };
 
 /// A contiguous range of the vocabulary (classes or embedding rows): this
@@ -131,15 +153,17 @@ struct VocabParallelEmbeddingOptions : EmbeddingOptions {
   bool check_consistency = true;
 };
 
-/// Options of vocab_parallel_fused_linear_cross_entropy.
+/// Options of vocab_parallel_fused_linear_cross_entropy: cross_entropy's
+/// (class weights are the `ce_weight` argument), the scratch budget and the
+/// consistency check.
 struct VocabParallelFusedLinearOptions {
   Reduction reduction = Reduction::mean;
   std::int64_t ignore_index = -100;
   double label_smoothing = 0.0;
   double z_loss = 0.0;
   double softcap = 0.0;
-  /// Scratch budget for one chunk of logits (bytes); the token chunk is
-  /// budget / (C_r * sizeof(acc)) rows, at least one.
+  /// Scratch budget for one chunk of logits (bytes): the token chunk is
+  /// chunk_bytes / (C_r * sizeof(T)) rows, at least one - never N x C_r.
   std::int64_t chunk_bytes = std::int64_t(64) << 20;
   bool check_consistency = true;
 };
@@ -229,13 +253,20 @@ void allreduce_in_place(const ExecSpace& exec, const Communicator& comm, std::st
                         const Kokkos::View<A*, typename ExecSpace::memory_space>& v, MPI_Datatype type, int count,
                         MPI_Op mpi_op) {
   exec.fence();
+  int type_size = 0;
+  MPI_Type_size(type, &type_size);
+  const std::int64_t bytes = static_cast<std::int64_t>(count) * type_size;
   if (comm.direct<typename ExecSpace::memory_space>()) {
+    const double t0 = MPI_Wtime();
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, v.data(), count, type, mpi_op, comm.get()), op, "MPI_Allreduce");
+    comm.record(bytes, MPI_Wtime() - t0);
     return;
   }
   Kokkos::View<A*, Kokkos::HostSpace> host("kloss::" + std::string(op) + "::host_staging", v.extent(0));
   Kokkos::deep_copy(host, v);
+  const double t0 = MPI_Wtime();
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, host.data(), count, type, mpi_op, comm.get()), op, "MPI_Allreduce");
+  comm.record(bytes, MPI_Wtime() - t0);
   Kokkos::deep_copy(v, host);
 }
 
