@@ -452,3 +452,55 @@ rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& sha
 }
 
 }  // namespace kloss::impl
+
+namespace kloss::impl {
+
+rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, const VocabShard& shard) {
+  mpi::VocabParallelFusedLinearOptions o;
+  o.ignore_index = c.options.get_int(c.op, "ignore_index", -100);
+  o.reduction = c.options.get_reduction(c.op);
+  o.label_smoothing = c.options.get_real(c.op, "label_smoothing", 0.0);
+  o.z_loss = c.options.get_real(c.op, "z_loss", 0.0);
+  o.softcap = c.options.get_real(c.op, "softcap", 0.0);
+  if (c.dtype != rt::DType::float32 && c.dtype != rt::DType::float64)
+    fail<NotImplemented>(c.op, "vocabulary-parallel runs support float32 and float64, not '", rt::to_string(c.dtype),
+                         "'");
+  mpi::Communicator comm(shard.comm);
+  const mpi::ClassRange range = range_of(shard);
+  auto run = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
+      using I = typename decltype(itag)::type;
+      RtExec exec;
+      auto x = input<T>(c, "input");
+      auto w = input<T>(c, "weight");
+      auto tg = input<I>(c, "target");
+      auto b = input<T>(c, "bias", false);
+      auto cw = input<T>(c, "ce_weight", false);
+      const std::int64_t n = x.shape.rank >= 1 ? x.shape[0] : 0;
+      auto out = device_zeros<T>(o.reduction == Reduction::none ? Shape{n} : Shape{}, "kloss::rt::output");
+      DeviceTensor<T> go, gi, gw, gb;
+      if (c.grad_output) {
+        go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
+        gi = device_zeros<T>(x.shape, "kloss::rt::grad_input");
+        gw = device_zeros<T>(w.shape, "kloss::rt::grad_weight");
+        if (b.present) gb = device_zeros<T>(b.shape, "kloss::rt::grad_bias");
+      }
+      mpi::impl::vocab_parallel_fused_linear_cross_entropy<RtExec, T, I>(
+          exec, comm, range, x.ctensor(), w.ctensor(), tg.ctensor(), b.ctensor(), cw.ctensor(), go.ctensor(),
+          out.tensor(), gi.tensor(), gw.tensor(), gb.tensor(), o);
+      rt::Result r;
+      r.output = to_host(out, c.dtype);
+      if (c.grad_output) {
+        r.grads["input"] = to_host(gi, c.dtype);
+        r.grads["weight"] = to_host(gw, c.dtype);
+        if (b.present) r.grads["bias"] = to_host(gb, c.dtype);
+      }
+      return r;
+    });
+  };
+  if (c.dtype == rt::DType::float64) return run(TypeTag<double>{});
+  return run(TypeTag<float>{});
+}
+
+}  // namespace kloss::impl

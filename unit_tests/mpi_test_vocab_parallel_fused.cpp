@@ -145,6 +145,53 @@ TEST(VocabParallelFused, OddShapes) {
   check_fused<float>(7, 16, 503, true, true, with(Reduction::mean, 0.1), 6, 2);
 }
 
+// The runtime-typed adapter that kloss-validate --vocab-parallel calls
+// (OpInfo::run_vocab_parallel of fused_linear_cross_entropy): each rank gets
+// its slice of weight / bias / ce_weight, the result must match the typed
+// call and the unfused reference.
+TEST(VocabParallelFused, RuntimeAdapterMatchesTheUnfusedReference) {
+  const std::int64_t n = 6, d = 3, c = 11;
+  Communicator comm(MPI_COMM_WORLD);
+  const ClassRange r = kloss::mpi::balanced_range(c, comm);
+  const auto x = random_values(std::size_t(n * d), -1, 1, 51);
+  const auto w = random_values(std::size_t(c * d), -1, 1, 52);
+  const auto b = random_values(std::size_t(c), -0.5, 0.5, 53);
+  const auto cw = random_values(std::size_t(c), 0.2, 1.5, 54);
+  const std::vector<std::int64_t> t = {3, -100, 10, 0, 7, 7};
+  const std::vector<double> go = {0.8};
+  Opts o = with(Reduction::mean, 0.1, 1e-3, 0);
+  const Expected e = unfused(x, w, b, cw, t, go, n, d, c, o);
+  auto slice = [&](const std::vector<double>& v, std::int64_t width) {
+    return std::vector<double>(v.begin() + r.begin * width, v.begin() + r.end() * width);
+  };
+  kloss::rt::Call call;
+  call.op = "fused_linear_cross_entropy";
+  call.dtype = kloss::rt::DType::float64;
+  call.index_dtype = kloss::rt::DType::int32;
+  using kloss::rt::Buffer;
+  using kloss::rt::DType;
+  call.inputs["input"] = Buffer::from_doubles(DType::float64, kloss::Shape{n, d}, x);
+  call.inputs["weight"] = Buffer::from_doubles(DType::float64, kloss::Shape{r.count, d}, slice(w, d));
+  call.inputs["bias"] = Buffer::from_doubles(DType::float64, kloss::Shape{r.count}, slice(b, 1));
+  call.inputs["ce_weight"] = Buffer::from_doubles(DType::float64, kloss::Shape{r.count}, slice(cw, 1));
+  call.inputs["target"] = Buffer::from_int64(DType::int64, kloss::Shape{n}, t);
+  call.options.set("reduction", std::string("mean"));
+  call.options.set("label_smoothing", 0.1);
+  call.options.set("z_loss", 1e-3);
+  call.grad_output = Buffer::from_doubles(DType::float64, kloss::Shape{}, go);
+  kloss::VocabShard shard;
+  shard.comm = MPI_COMM_WORLD;
+  shard.begin = r.begin;
+  shard.count = r.count;
+  shard.total = c;
+  const auto res = kloss::impl::run_vocab_parallel_fused_linear_cross_entropy(call, shard);
+  call.options.check_all_used(call.op);
+  expect_near_all(res.output.to_doubles(), e.output, 1e-10, 1e-10, "output");
+  expect_near_all(res.grads.at("input").to_doubles(), e.grad_input, 1e-10, 1e-10, "grad_input");
+  expect_near_all(res.grads.at("weight").to_doubles(), slice(e.grad_weight, d), 1e-10, 1e-10, "grad_weight");
+  expect_near_all(res.grads.at("bias").to_doubles(), slice(e.grad_bias, 1), 1e-10, 1e-10, "grad_bias");
+}
+
 TEST(VocabParallelFused, TargetOutsideEveryRangeThrowsOnEveryRank) {
   Communicator comm(MPI_COMM_WORLD);
   const ClassRange r = kloss::mpi::balanced_range(10, comm);

@@ -194,6 +194,7 @@ namespace kloss::impl {
 /// fused_linear_cross_entropy); defined in src/mpi.cpp.
 rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard& shard);
 rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& shard);
+rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, const VocabShard& shard);
 }  // namespace kloss::impl
 
 // Explicit instantiations: declared here, instantiated in src/mpi.cpp.
