@@ -32,6 +32,15 @@ inline constexpr int ce_team_size_device = 64;
 /// is one row. Chosen (2026-11-22), insensitive on Serial.
 inline constexpr std::int64_t ce_block_elements = std::int64_t(1) << 16;
 
+// --- fused_linear_cross_entropy (impl/fused_linear_impl.hpp) ---------------
+/// Default logits-chunk scratch: at most 256 MiB and at most 1/32 of the
+/// full N x V logits (the bound on extra memory is 5 %), but never
+/// fewer than 64 rows (gemm efficiency: OpenBLAS sgemm keeps ~90 GFLOP/s at
+/// 64+ rows for D >= 1024). Chosen 2026-11-22, not tuned.
+inline constexpr std::int64_t fl_default_budget_bytes = std::int64_t(256) << 20;
+inline constexpr std::int64_t fl_default_budget_divisor = 32;
+inline constexpr std::int64_t fl_min_chunk_rows = 64;
+
 }  // namespace kloss::impl::tuning
 
 namespace kloss::impl::tuning {

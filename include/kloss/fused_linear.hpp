@@ -1,0 +1,109 @@
+#pragma once
+/// \file fused_linear.hpp
+/// fused_linear_cross_entropy: cross_entropy(input @ weight^T + bias, target)
+/// with cross_entropy's options, forward and backward, without ever holding
+/// the [N, V] logits (chunks of rows through KokkosBlas::gemm, the chunk's
+/// logit gradient formed in place and multiplied back). Not in torch; its
+/// reference is that composition. float and double (the BLAS here has no
+/// 16-bit gemm); class-index targets.
+///
+/// Shapes: input [N, D], weight [V, D], target [N] (int32/int64), bias [V]
+/// or empty, ce_weight [V] (cross-entropy's class weight) or empty; output
+/// [N] (none) or one element; grad_input [N, D], grad_weight [V, D],
+/// grad_bias [V], each optional (empty view). Calls fence.
+#include <kloss/impl/fused_linear_impl.hpp>
+
+namespace kloss {
+
+/// Forward. With any grad view given, also computes the gradients for an
+/// upstream gradient of 1 (Liger-Kernel's scheme): the backward then only
+/// scales them. Extra memory: one chunk of logits, B x V values with B from
+/// opts.memory_budget_bytes (never N x V). Throws InvalidArgument if the
+/// budget cannot hold one row, DimensionMismatch for D / V mismatches,
+/// IndexOutOfRange for targets outside [0, V) that are not ignore_index.
+template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
+          class OutputView, class GradInputView, class GradWeightView, class GradBiasView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void fused_linear_cross_entropy(const ExecSpace& exec, const InputView& input, const WeightView& weight,
+                                const TargetView& target, const BiasView& bias, const CeWeightView& ce_weight,
+                                const OutputView& output, const GradInputView& grad_input,
+                                const GradWeightView& grad_weight, const GradBiasView& grad_bias,
+                                const FusedLinearCrossEntropyOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "kloss::fused_linear_cross_entropy: input must be float or double");
+  static_assert(is_index_v<I>, "kloss::fused_linear_cross_entropy: target must hold int32 or int64 class indices");
+  constexpr std::string_view op = "fused_linear_cross_entropy";
+  impl::fused_linear_run<ExecSpace, T, I>(
+      exec, op, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
+      as_optional_tensor<M>(ce_weight, op, "ce_weight"), Tensor<const T, M>(), as_tensor<M>(output, op, "output"),
+      as_optional_tensor<M>(grad_input, op, "grad_input"), as_optional_tensor<M>(grad_weight, op, "grad_weight"),
+      as_optional_tensor<M>(grad_bias, op, "grad_bias"), opts);
+}
+
+/// Backward, stored mode: multiplies the gradients the forward stored by
+/// grad_output (one element). Reduction none needs per-row factors: use the
+/// recompute overload below (InvalidArgument otherwise).
+template <class ExecSpace, class GradOutputView, class GradInputView, class GradWeightView, class GradBiasView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
+                                         const GradInputView& grad_input, const GradWeightView& grad_weight,
+                                         const GradBiasView& grad_bias, const FusedLinearCrossEntropyOptions& opts = {}) {
+  using T = typename GradOutputView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "fused_linear_cross_entropy_backward";
+  require(opts.reduction != Reduction::none, op,
+          "reduction 'none' needs per-row upstream gradients: use the recompute overload (with input, weight, "
+          "target)");
+  const Tensor<const T, M> go = as_tensor<M>(grad_output, op, "grad_output");
+  if (go.numel() != 1) fail<DimensionMismatch>(op, "argument 'grad_output' must hold one element, got ", go.shape.str());
+  impl::ProfilingRegion region("kloss::fused_linear_cross_entropy_backward");
+  impl::fused_linear_scale<ExecSpace, T>(exec, go, as_optional_tensor<M>(grad_input, op, "grad_input"));
+  impl::fused_linear_scale<ExecSpace, T>(exec, go, as_optional_tensor<M>(grad_weight, op, "grad_weight"));
+  impl::fused_linear_scale<ExecSpace, T>(exec, go, as_optional_tensor<M>(grad_bias, op, "grad_bias"));
+  exec.fence();
+}
+
+/// Backward, recompute mode (for callers that cannot hold grad_weight
+/// between forward and backward, and for reduction none): runs the chunk
+/// loop again with the upstream gradient; overwrites the grad views.
+template <class ExecSpace, class GradOutputView, class InputView, class WeightView, class TargetView, class BiasView,
+          class CeWeightView, class GradInputView, class GradWeightView, class GradBiasView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
+                                         const InputView& input, const WeightView& weight, const TargetView& target,
+                                         const BiasView& bias, const CeWeightView& ce_weight,
+                                         const GradInputView& grad_input, const GradWeightView& grad_weight,
+                                         const GradBiasView& grad_bias, const FusedLinearCrossEntropyOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "kloss::fused_linear_cross_entropy_backward: input must be float or double");
+  constexpr std::string_view op = "fused_linear_cross_entropy_backward";
+  impl::ProfilingRegion region("kloss::fused_linear_cross_entropy_backward");
+  impl::fused_linear_run<ExecSpace, T, I>(
+      exec, op, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
+      as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_tensor<M>(grad_output, op, "grad_output"),
+      Tensor<T, M>(), as_optional_tensor<M>(grad_input, op, "grad_input"),
+      as_optional_tensor<M>(grad_weight, op, "grad_weight"), as_optional_tensor<M>(grad_bias, op, "grad_bias"), opts);
+}
+
+}  // namespace kloss
+
+#define KLOSS_FUSED_LINEAR_INSTANTIATE(PREFIX, T, I)                                                             \
+  PREFIX template void kloss::impl::fused_linear_run<KLOSS_EXEC, T, I>(                                          \
+      const KLOSS_EXEC&, std::string_view, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                     \
+      const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,        \
+      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,            \
+      const kloss::FusedLinearCrossEntropyOptions&);
+#define KLOSS_FUSED_LINEAR_EXTERN(T, I) KLOSS_FUSED_LINEAR_INSTANTIATE(extern, T, I)
+KLOSS_FUSED_LINEAR_EXTERN(float, std::int32_t)
+KLOSS_FUSED_LINEAR_EXTERN(float, std::int64_t)
+KLOSS_FUSED_LINEAR_EXTERN(double, std::int32_t)
+KLOSS_FUSED_LINEAR_EXTERN(double, std::int64_t)
+#undef KLOSS_FUSED_LINEAR_EXTERN

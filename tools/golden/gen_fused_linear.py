@@ -1,0 +1,75 @@
+"""Golden cases of fused_linear_cross_entropy in the kloss-golden/1 schema.
+The op is in no torch release: the reference is the composition
+cross_entropy(input @ weight.T + bias, target, weight=ce_weight, ...) in
+float64 (with the kloss extensions z_loss / softcap composed as in
+gen_cross_entropy.py), gradients by autograd. float32 and float64 (the
+dtypes the fused op implements), both index dtypes, every reduction, every
+option; N not a multiple of any chunk.
+
+Run:  cd tools/golden && /usr/bin/python3 -c "import gen_fused_linear as g; g.main('../../data/golden')"
+"""
+import os
+
+import torch
+
+from gen_cross_entropy import CompactGoldenFile, _ce_reference
+from golden_writer import rounded, tolerances
+
+
+def main(out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    gen = torch.Generator().manual_seed(4321)
+    path = os.path.join(out_dir, "fused_linear.h5")
+    sets = [
+        # name, N, D, V, bias, ce_weight, ignore_frac, smoothing, z_loss, softcap
+        ("plain", 7, 5, 11, False, False, 0.0, 0.0, 0.0, 0.0),
+        ("bias_ignore", 9, 4, 13, True, False, 0.3, 0.0, 0.0, 0.0),
+        ("ce_weight_smooth", 6, 6, 9, True, True, 0.2, 0.1, 0.0, 0.0),
+        ("z_loss_softcap", 5, 3, 17, True, True, 0.2, 0.05, 1e-2, 2.5),
+    ]
+    with CompactGoldenFile(path) as g:
+        for (name, n, d, v, has_b, has_cw, ifrac, eps, zl, cap) in sets:
+            for dtype in ["float32", "float64"]:
+                for idt in ["int64", "int32"]:
+                    for red in ["none", "mean", "sum"]:
+                        x = rounded(torch.randn(n, d, generator=gen, dtype=torch.float64), dtype).requires_grad_(True)
+                        w = rounded(torch.randn(v, d, generator=gen, dtype=torch.float64) * 0.7,
+                                    dtype).requires_grad_(True)
+                        b = (rounded(torch.randn(v, generator=gen, dtype=torch.float64) * 0.3,
+                                     dtype).requires_grad_(True) if has_b else None)
+                        cw = rounded(torch.rand(v, generator=gen, dtype=torch.float64) + 0.25, dtype) if has_cw else None
+                        t = torch.randint(0, v, (n,), generator=gen)
+                        if ifrac:
+                            mask = torch.rand(n, generator=gen) < ifrac
+                            mask[0] = True
+                            t[mask] = -100
+                        z = x @ w.T + (b if b is not None else 0)
+                        out = _ce_reference(z, t, cw, red, -100, eps, zl, cap, False)
+                        go = rounded(torch.rand(out.shape, generator=gen, dtype=torch.float64) + 0.5, dtype)
+                        wrt = [x, w] + ([b] if b is not None else [])
+                        gs = torch.autograd.grad(out, wrt, go)
+                        inputs = {"input": x, "weight": w, "target": t}
+                        grads = {"input": gs[0], "weight": gs[1]}
+                        if b is not None:
+                            inputs["bias"] = b
+                            grads["bias"] = gs[2]
+                        if cw is not None:
+                            inputs["ce_weight"] = cw
+                        opts = {}
+                        if eps:
+                            opts["label_smoothing"] = eps
+                        if zl:
+                            opts["z_loss"] = zl
+                        if cap:
+                            opts["softcap"] = cap
+                        rtol, atol = tolerances(dtype)
+                        if dtype == "float32":  # gemm accumulation order differs from torch's
+                            rtol, atol = 1e-4, 1e-5
+                        g.add_case(f"flce_{name}_{dtype}_{idt}_{red}", "fused_linear_cross_entropy", dtype, inputs,
+                                   out, grads=grads, grad_output=go, reduction=red, index_dtype=idt, options=opts,
+                                   rtol=rtol, atol=atol)
+    print(path, os.path.getsize(path), "bytes,", len(g.names), "cases")
+
+
+if __name__ == "__main__":
+    main(os.path.join(os.path.dirname(__file__), "..", "..", "data", "golden"))
