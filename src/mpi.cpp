@@ -462,9 +462,8 @@ rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, cons
   o.label_smoothing = c.options.get_real(c.op, "label_smoothing", 0.0);
   o.z_loss = c.options.get_real(c.op, "z_loss", 0.0);
   o.softcap = c.options.get_real(c.op, "softcap", 0.0);
-  if (c.dtype != rt::DType::float32 && c.dtype != rt::DType::float64)
-    fail<NotImplemented>(c.op, "vocabulary-parallel runs support float32 and float64, not '", rt::to_string(c.dtype),
-                         "'");
+  if (!rt::is_floating(c.dtype))
+    fail<NotImplemented>(c.op, "dtype '", rt::to_string(c.dtype), "' is not a floating type");
   mpi::Communicator comm(shard.comm);
   const mpi::ClassRange range = range_of(shard);
   auto run = [&](auto tag) {
@@ -499,6 +498,9 @@ rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, cons
       return r;
     });
   };
+  // float16 / bfloat16 inputs run in float (their values are exact in
+  // float; kloss computes 16-bit in float anyway) and the results are
+  // rounded back to the case dtype by to_host.
   if (c.dtype == rt::DType::float64) return run(TypeTag<double>{});
   return run(TypeTag<float>{});
 }
