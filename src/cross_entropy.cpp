@@ -9,6 +9,13 @@
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_CROSS_ENTROPY_DEFINE)
 KLOSS_FOR_EACH_SCALAR(KLOSS_CROSS_ENTROPY_PROB_DEFINE)
 
+#ifdef KLOSS_HAVE_MPI
+// The vocabulary-parallel adapter (src/mpi.cpp).
+namespace kloss::impl {
+rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard& shard);
+}
+#endif
+
 namespace kloss::impl {
 namespace {
 
@@ -131,6 +138,9 @@ void register_cross_entropy(std::vector<OpInfo>& ops) {
                  {"input", "target", "weight?"}, {"input"}, cross_entropy_options,
                  "softmax cross-entropy over logits (class indices or probabilities), online log-sum-exp",
                  run_cross_entropy});
+#ifdef KLOSS_HAVE_MPI
+  ops.back().run_vocab_parallel = run_vocab_parallel_cross_entropy;
+#endif
 }
 
 }  // namespace kloss::impl

@@ -10,6 +10,13 @@ KLOSS_FUSED_LINEAR_DEFINE(float, std::int64_t)
 KLOSS_FUSED_LINEAR_DEFINE(double, std::int32_t)
 KLOSS_FUSED_LINEAR_DEFINE(double, std::int64_t)
 
+#ifdef KLOSS_HAVE_MPI
+// The vocabulary-parallel adapter (src/mpi.cpp).
+namespace kloss::impl {
+rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, const VocabShard& shard);
+}
+#endif
+
 namespace kloss::impl {
 namespace {
 
@@ -76,6 +83,9 @@ void register_fused_linear(std::vector<OpInfo>& ops) {
                  fused_linear_options,
                  "cross_entropy(input @ weight^T + bias, target) in row chunks through gemm, without the logits",
                  run_fused_linear});
+#ifdef KLOSS_HAVE_MPI
+  ops.back().run_vocab_parallel = run_vocab_parallel_fused_linear_cross_entropy;
+#endif
 }
 
 }  // namespace kloss::impl

@@ -1,0 +1,227 @@
+// Scaling study of kloss's vocabulary-parallel ops.
+//
+//   mpirun -np P ./vocab_parallel_scaling [--n N] [--c C] [--d D] [--fused-n N]
+//       [--reps R] [--csv FILE] [--png FILE] [--max-p P] [--no-fused]
+//
+// One mpirun runs every rank count p = 1 .. P (each on the first p ranks,
+// through MPI_Comm_split, the others wait), so a single job on a cluster
+// gives the whole curve:
+//  - strong scaling: the global problem fixed (N rows, C classes), split over
+//    p ranks (C/p classes each);
+//  - weak scaling: C/P classes per rank fixed, the vocabulary growing as p.
+// for the vocabulary-parallel cross-entropy (forward + backward) and the
+// fused linear head (input [N, D], weight [C, D] sharded by rows; forward
+// with gradients). For each it reports the median time per step (the
+// slowest rank), the time spent inside MPI calls (kloss's communicator
+// statistics: it includes waiting for the slowest rank), the speed-up and
+// parallel efficiency against p = 1, and the bytes this rank handed to MPI
+// per step - O(N) and independent of C for the cross-entropy.
+// Writes a CSV and, through examples/plot_scaling.py (matplotlib, run with
+// /usr/bin/python3), a PNG of time, speed-up, efficiency and MPI time.
+#include <kloss/mpi.hpp>
+
+#include <Kokkos_Random.hpp>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Args {
+  std::int64_t n = 512, c = 32000, d = 512, fused_n = 512;
+  int reps = 7, max_p = 0;
+  bool fused = true;
+  std::string csv = "vocab_parallel_scaling.csv", png = "vocab_parallel_scaling.png";
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (s == "--n") a.n = std::stoll(next());
+    else if (s == "--c") a.c = std::stoll(next());
+    else if (s == "--d") a.d = std::stoll(next());
+    else if (s == "--fused-n") a.fused_n = std::stoll(next());
+    else if (s == "--reps") a.reps = std::stoi(next());
+    else if (s == "--max-p") a.max_p = std::stoi(next());
+    else if (s == "--csv") a.csv = next();
+    else if (s == "--png") a.png = next();
+    else if (s == "--no-fused") a.fused = false;
+  }
+  return a;
+}
+
+struct Row {
+  std::string study, op;
+  int p;
+  std::int64_t n, c, d;
+  double ms, mpi_ms, bytes;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+using Exec = Kokkos::DefaultExecutionSpace;
+using Mem = Exec::memory_space;
+
+/// Times `step` (collective over comm) `reps` times after one warm-up;
+/// returns the median of the slowest rank's time and MPI time per step, and
+/// this rank's bytes per step.
+template <class F>
+Row time_steps(kloss::mpi::Communicator& comm, int reps, F&& step) {
+  step();  // warm-up: first touch, BLAS threads
+  std::vector<double> t, m;
+  double bytes = 0;
+  for (int r = 0; r < reps; ++r) {
+    MPI_Barrier(comm.get());
+    comm.reset_stats();
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    double dt = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double mpi = comm.stats().seconds * 1e3;
+    bytes = static_cast<double>(comm.stats().bytes);
+    double worst[2] = {dt, mpi}, local[2] = {dt, mpi};
+    MPI_Allreduce(local, worst, 2, MPI_DOUBLE, MPI_MAX, comm.get());
+    t.push_back(worst[0]);
+    m.push_back(worst[1]);
+  }
+  Row row{};
+  row.ms = median(t);
+  row.mpi_ms = median(m);
+  row.bytes = bytes;
+  return row;
+}
+
+Row run_ce(kloss::mpi::Communicator& comm, std::int64_t n, std::int64_t c, int reps) {
+  const auto range = kloss::mpi::balanced_range(c, comm);
+  Kokkos::View<float**, Mem> logits("logits", n, range.count), grad("grad", n, range.count);
+  Kokkos::View<std::int64_t*, Mem> target("target", n);
+  Kokkos::View<float*, Mem> weight, out("out", 1), go("go", 1);
+  Kokkos::View<float*, Mem> saved("saved", kloss::mpi::saved_extent(n));
+  Kokkos::Random_XorShift64_Pool<Exec> pool(1234 + comm.rank());
+  Kokkos::fill_random(logits, pool, -4.0f, 4.0f);
+  Kokkos::parallel_for(
+      "example::targets", Kokkos::RangePolicy<Exec>(0, n),
+      KOKKOS_LAMBDA(const std::int64_t i) { target(i) = (i * 7919) % c; });
+  Kokkos::deep_copy(go, 1.0f);
+  Exec exec;
+  Row r = time_steps(comm, reps, [&] {
+    kloss::mpi::vocab_parallel_cross_entropy(exec, comm, range, logits, target, weight, out, saved);
+    kloss::mpi::vocab_parallel_cross_entropy_backward(exec, range, go, logits, target, weight, saved, grad);
+    exec.fence();
+  });
+  r.n = n;
+  r.c = c;
+  r.d = 0;
+  return r;
+}
+
+Row run_fused(kloss::mpi::Communicator& comm, std::int64_t n, std::int64_t d, std::int64_t c, int reps) {
+  const auto range = kloss::mpi::balanced_range(c, comm);
+  Kokkos::View<float**, Mem> x("x", n, d), w("w", range.count, d), gi("gi", n, d), gw("gw", range.count, d);
+  Kokkos::View<std::int64_t*, Mem> target("target", n);
+  Kokkos::View<float*, Mem> none, out("out", 1);
+  Kokkos::Random_XorShift64_Pool<Exec> pool(99);
+  Kokkos::fill_random(x, pool, -1.0f, 1.0f);
+  Kokkos::Random_XorShift64_Pool<Exec> pool_w(100 + comm.rank());
+  Kokkos::fill_random(w, pool_w, -0.05f, 0.05f);
+  Kokkos::parallel_for(
+      "example::targets", Kokkos::RangePolicy<Exec>(0, n),
+      KOKKOS_LAMBDA(const std::int64_t i) { target(i) = (i * 7919) % c; });
+  Exec exec;
+  Row r = time_steps(comm, reps, [&] {
+    kloss::mpi::vocab_parallel_fused_linear_cross_entropy(exec, comm, range, x, w, target, none, none, none, out, gi,
+                                                          gw, none);
+  });
+  r.n = n;
+  r.c = c;
+  r.d = d;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int result = 0;
+  {
+    Kokkos::ScopeGuard guard(argc, argv);
+    const Args a = parse(argc, argv);
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const int max_p = a.max_p > 0 ? std::min(a.max_p, size) : size;
+    std::vector<Row> rows;
+    try {
+      for (int p = 1; p <= max_p; ++p) {
+        MPI_Comm sub;
+        MPI_Comm_split(MPI_COMM_WORLD, rank < p ? 0 : MPI_UNDEFINED, rank, &sub);
+        if (sub != MPI_COMM_NULL) {
+          kloss::mpi::Communicator comm(sub);
+          const std::int64_t c_weak = a.c / max_p * p;  // C/P classes per rank
+          std::vector<Row> mine;
+          Row r = run_ce(comm, a.n, a.c, a.reps);
+          r.study = "strong";
+          r.op = "cross_entropy";
+          mine.push_back(r);
+          r = run_ce(comm, a.n, c_weak, a.reps);
+          r.study = "weak";
+          r.op = "cross_entropy";
+          mine.push_back(r);
+          if (a.fused) {
+            r = run_fused(comm, a.fused_n, a.d, a.c, a.reps);
+            r.study = "strong";
+            r.op = "fused_linear";
+            mine.push_back(r);
+            r = run_fused(comm, a.fused_n, a.d, c_weak, a.reps);
+            r.study = "weak";
+            r.op = "fused_linear";
+            mine.push_back(r);
+          }
+          for (auto& m : mine) m.p = p;
+          if (rank == 0) rows.insert(rows.end(), mine.begin(), mine.end());
+          MPI_Comm_free(&sub);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+      result = 1;
+    }
+    if (rank == 0 && result == 0) {
+      std::ofstream csv(a.csv);
+      csv << "study,op,ranks,n,c,d,time_ms,mpi_ms,mpi_fraction,speedup,efficiency,bytes_per_rank_per_step\n";
+      std::printf("%-6s %-13s %5s %6s %7s %5s %10s %9s %8s %10s %11s\n", "study", "op", "ranks", "N", "C", "D",
+                  "time_ms", "mpi_ms", "speedup", "efficiency", "bytes/rank");
+      for (const Row& r : rows) {
+        double t1 = r.ms;
+        for (const Row& q : rows)
+          if (q.p == 1 && q.study == r.study && q.op == r.op) t1 = q.ms;
+        const double speedup = t1 / r.ms;
+        // strong: speed-up / p; weak: t1 / tp (the work grows with p)
+        const double eff = r.study == "strong" ? speedup / r.p : t1 / r.ms;
+        csv << r.study << ',' << r.op << ',' << r.p << ',' << r.n << ',' << r.c << ',' << r.d << ',' << r.ms << ','
+            << r.mpi_ms << ',' << r.mpi_ms / r.ms << ',' << speedup << ',' << eff << ',' << r.bytes << '\n';
+        std::printf("%-6s %-13s %5d %6lld %7lld %5lld %10.3f %9.3f %8.2f %10.2f %11.0f\n", r.study.c_str(),
+                    r.op.c_str(), r.p, static_cast<long long>(r.n), static_cast<long long>(r.c),
+                    static_cast<long long>(r.d), r.ms, r.mpi_ms, speedup, eff, r.bytes);
+      }
+      csv.close();
+      std::printf("wrote %s\n", a.csv.c_str());
+      const std::string cmd = "/usr/bin/python3 " KLOSS_SOURCE_DIR "/examples/plot_scaling.py " + a.csv + " " + a.png;
+      if (std::system(cmd.c_str()) == 0) std::printf("wrote %s\n", a.png.c_str());
+      else std::printf("(no PNG: %s failed - needs matplotlib)\n", cmd.c_str());
+    }
+  }
+  MPI_Finalize();
+  return result;
+}

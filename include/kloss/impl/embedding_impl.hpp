@@ -1,0 +1,1158 @@
+#pragma once
+/// \file impl/embedding_impl.hpp
+/// Kernels of embedding and embedding_bag (torch.nn.functional semantics,
+/// torch 1.13's aten/src/ATen/native/Embedding.cpp and EmbeddingBag.cpp).
+///
+/// Algorithm:
+///  - forward: a team per block of output rows (embedding) or per bag
+///    (embedding_bag), the embedding dimension across TeamVectorRange; bags
+///    accumulate in team scratch in the accumulation type, in entry order.
+///    Index checks are counted in the same kernel (BadIndex) and thrown on
+///    the host afterwards, so the forward fences.
+///  - max_norm: torch's embedding_renorm_: every distinct looked-up row whose
+///    norm exceeds max_norm is scaled by max_norm / (norm + 1e-7), in place;
+///    a per-row claim flag makes each distinct row renormalised once.
+///  - backward, fast: atomic adds of each position's scaled upstream row into
+///    grad_weight (float/double) or into a float scratch (16-bit).
+///  - backward, deterministic: a counting sort of the positions by row
+///    (histogram, exclusive scan, placement, then each row's segment sorted
+///    by position so the order is independent of the placement race); one
+///    team per row sums its segment in position order. Every element is a
+///    sequential sum in a fixed order, so results are bitwise identical run
+///    to run and for any team size or thread count.
+///  - row-sparse backward: the same sort; the touched rows are compacted
+///    (like torch's sparse=True, but coalesced).
+#include <kloss/checks.hpp>
+#include <kloss/impl/tuning.hpp>
+#include <kloss/tensor.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kloss {
+
+/// Options of embedding (torch: `padding_idx=None, max_norm=None,
+/// norm_type=2., scale_grad_by_freq=False, sparse=False`) plus kloss's
+/// backward flavour and a tuning override.
+struct EmbeddingOptions {
+  /// Row whose gradient stays zero; negative counts from the end; empty = None.
+  std::optional<std::int64_t> padding_idx;
+  /// Renormalise looked-up rows with a larger norm, in place (needs a
+  /// writable weight); empty = None.
+  std::optional<double> max_norm;
+  /// The p of the p-norm for max_norm (inf and 0 allowed, as torch.norm).
+  double norm_type = 2.0;
+  /// Divide each row's gradient by the row's number of occurrences in input.
+  bool scale_grad_by_freq = false;
+  /// torch's flag; kloss computes the row-sparse gradient with
+  /// embedding_backward_sparse (the runtime API does so when it is set).
+  bool sparse = false;
+  /// kloss extension: sort-based backward, bitwise reproducible.
+  bool deterministic = false;
+  /// kloss tuning override: threads per team (0 = Kokkos::AUTO).
+  int team_size = 0;
+};
+
+/// embedding_bag's reduction of each bag.
+enum class EmbeddingBagMode { sum, mean, max };
+
+/// "sum", "mean", "max".
+inline std::string_view to_string(EmbeddingBagMode m) {
+  return m == EmbeddingBagMode::sum ? "sum" : m == EmbeddingBagMode::mean ? "mean" : "max";
+}
+
+/// Parses torch's spelling; throws InvalidArgument otherwise.
+inline EmbeddingBagMode parse_embedding_bag_mode(std::string_view s) {
+  if (s == "sum") return EmbeddingBagMode::sum;
+  if (s == "mean") return EmbeddingBagMode::mean;
+  if (s == "max") return EmbeddingBagMode::max;
+  fail<InvalidArgument>("embedding_bag", "option 'mode' must be 'sum', 'mean' or 'max', got '", s, "'");
+}
+
+/// Options of embedding_bag (torch: `max_norm=None, norm_type=2,
+/// scale_grad_by_freq=False, mode='mean', sparse=False,
+/// include_last_offset=False, padding_idx=None`) plus kloss's extensions.
+struct EmbeddingBagOptions {
+  EmbeddingBagMode mode = EmbeddingBagMode::mean;
+  std::optional<double> max_norm;
+  double norm_type = 2.0;
+  bool scale_grad_by_freq = false;
+  bool sparse = false;
+  /// offsets has one more entry than there are bags: the end of the last.
+  bool include_last_offset = false;
+  std::optional<std::int64_t> padding_idx;
+  bool deterministic = false;
+  int team_size = 0;
+};
+
+}  // namespace kloss
+
+namespace kloss::impl {
+
+/// Kokkos reducer of BadIndex (the first out-of-range index met and the
+/// number of them).
+struct BadIndexReducer {
+  using reducer = BadIndexReducer;
+  using value_type = BadIndex;
+  using result_view_type = Kokkos::View<BadIndex, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  value_type* ptr;
+  KOKKOS_INLINE_FUNCTION explicit BadIndexReducer(value_type& v) : ptr(&v) {}
+  KOKKOS_INLINE_FUNCTION void join(value_type& dst, const value_type& src) const { dst.join(src); }
+#if !KLOSS_KOKKOS4
+  KOKKOS_INLINE_FUNCTION void join(volatile value_type& dst, const volatile value_type& src) const {
+    if (src.count > 0 && (dst.count == 0 || src.position < dst.position)) {
+      dst.position = src.position;
+      dst.value = src.value;
+    }
+    dst.count += src.count;
+  }
+#endif
+  KOKKOS_INLINE_FUNCTION void init(value_type& v) const { v = BadIndex(); }
+  KOKKOS_INLINE_FUNCTION value_type& reference() const { return *ptr; }
+  result_view_type view() const { return result_view_type(ptr); }
+  KOKKOS_INLINE_FUNCTION bool references_scalar() const { return true; }
+};
+
+/// A TeamPolicy with kloss's team-size choice (0 = AUTO).
+template <class ExecSpace>
+Kokkos::TeamPolicy<ExecSpace> make_team_policy(const ExecSpace& exec, std::int64_t league, int team_size) {
+  constexpr int lanes = tuning::embedding_vector_length;
+  const int l = static_cast<int>(league);
+  if constexpr (lanes > 0) {
+    if (team_size > 0) return Kokkos::TeamPolicy<ExecSpace>(exec, l, team_size, lanes);
+    return Kokkos::TeamPolicy<ExecSpace>(exec, l, Kokkos::AUTO, lanes);
+  } else {
+    if (team_size > 0) return Kokkos::TeamPolicy<ExecSpace>(exec, l, team_size, Kokkos::AUTO);
+    return Kokkos::TeamPolicy<ExecSpace>(exec, l, Kokkos::AUTO, Kokkos::AUTO);
+  }
+}
+
+/// Team scratch of `bytes` per team, at level 0 when small enough.
+template <class Policy>
+Policy with_scratch(Policy p, std::size_t bytes) {
+  const int level = bytes <= tuning::embedding_scratch0_bytes ? 0 : 1;
+  return p.set_scratch_size(level, Kokkos::PerTeam(bytes));
+}
+inline int scratch_level(std::size_t bytes) { return bytes <= tuning::embedding_scratch0_bytes ? 0 : 1; }
+
+/// torch's padding_idx normalisation: [-V, V) -> [0, V); None -> -1.
+inline std::int64_t normalize_padding_idx(std::string_view op, const std::optional<std::int64_t>& p, std::int64_t V) {
+  if (!p) return -1;
+  if (*p >= V || *p < -V)
+    fail<InvalidArgument>(op, "option 'padding_idx' must be within [-", V, ", ", V, ") (num_embeddings ", V,
+                          "), got ", *p);
+  return *p < 0 ? *p + V : *p;
+}
+
+/// Where the bags of an embedding_bag call start and end: fixed-size bags
+/// of a 2-D input, or offsets into a 1-D input.
+template <class I, class Mem>
+struct Bags {
+  Kokkos::View<const I*, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> offsets;
+  std::int64_t num_bags = 0;
+  std::int64_t fixed = -1;  // bag size for 2-D input, -1 with offsets
+  std::int64_t n = 0;       // number of input entries
+  bool last_is_end = false;  // include_last_offset
+
+  KOKKOS_INLINE_FUNCTION std::int64_t begin(std::int64_t b) const {
+    return fixed >= 0 ? b * fixed : static_cast<std::int64_t>(offsets(b));
+  }
+  KOKKOS_INLINE_FUNCTION std::int64_t end(std::int64_t b) const {
+    if (fixed >= 0) return (b + 1) * fixed;
+    if (last_is_end || b + 1 < num_bags) return static_cast<std::int64_t>(offsets(b + 1));
+    return n;
+  }
+};
+
+/// The p-norm of row `r` of a [*, D] buffer in the accumulation type, as
+/// torch.norm (p = inf: max |x|, -inf: min |x|, 0: count of non-zeros).
+template <class T, class W>
+KOKKOS_INLINE_FUNCTION acc_t<T> row_norm(const W& w, std::int64_t r, std::int64_t D, double p) {
+  using A = acc_t<T>;
+  const T* x = &w(r * D);
+  if (p == 2) {
+    A s = 0;
+    for (std::int64_t d = 0; d < D; ++d) {
+      const A v = to_acc(x[d]);
+      s += v * v;
+    }
+    return sqrt(s);
+  }
+  if (p == 1) {
+    A s = 0;
+    for (std::int64_t d = 0; d < D; ++d) s += fabs(to_acc(x[d]));
+    return s;
+  }
+  if (isinf(p)) {
+    A m = D > 0 ? fabs(to_acc(x[0])) : A(0);
+    for (std::int64_t d = 1; d < D; ++d) m = p > 0 ? fmax(m, fabs(to_acc(x[d]))) : fmin(m, fabs(to_acc(x[d])));
+    return m;
+  }
+  if (p == 0) {
+    A s = 0;
+    for (std::int64_t d = 0; d < D; ++d) s += to_acc(x[d]) != A(0) ? A(1) : A(0);
+    return s;
+  }
+  A s = 0;
+  const A pa = static_cast<A>(p);
+  for (std::int64_t d = 0; d < D; ++d) s += pow(fabs(to_acc(x[d])), pa);
+  return pow(s, A(1) / pa);
+}
+
+/// Sorts a[0, n) ascending in place: insertion sort for short runs, heap
+/// sort otherwise (no recursion, no allocation: device-safe).
+template <class V>
+KOKKOS_INLINE_FUNCTION void sort_segment(const V& a, std::int64_t lo, std::int64_t n) {
+  bool sorted = true;
+  for (std::int64_t i = 1; i < n && sorted; ++i) sorted = a(lo + i - 1) <= a(lo + i);
+  if (sorted) return;
+  if (n <= 32) {
+    for (std::int64_t i = 1; i < n; ++i) {
+      const auto v = a(lo + i);
+      std::int64_t j = i;
+      for (; j > 0 && a(lo + j - 1) > v; --j) a(lo + j) = a(lo + j - 1);
+      a(lo + j) = v;
+    }
+    return;
+  }
+  auto sift = [&](std::int64_t root, std::int64_t end) {
+    while (2 * root + 1 < end) {
+      std::int64_t child = 2 * root + 1;
+      if (child + 1 < end && a(lo + child) < a(lo + child + 1)) ++child;
+      if (a(lo + root) >= a(lo + child)) return;
+      const auto t = a(lo + root);
+      a(lo + root) = a(lo + child);
+      a(lo + child) = t;
+      root = child;
+    }
+  };
+  for (std::int64_t s = n / 2 - 1; s >= 0; --s) sift(s, n);
+  for (std::int64_t e = n - 1; e > 0; --e) {
+    const auto t = a(lo);
+    a(lo) = a(lo + e);
+    a(lo + e) = t;
+    sift(0, e);
+  }
+}
+
+/// The positions of an index tensor grouped by row (a stable counting
+/// sort): row r's positions, ascending, are perm[start[r], start[r+1]).
+template <class Mem>
+struct RowSort {
+  Kokkos::View<std::int64_t*, Mem> start;  // [rows + 1]
+  Kokkos::View<std::int64_t*, Mem> perm;   // [positions counted]
+};
+
+/// Counting sort of the positions p in [0, n) with row(p) in [0, rows) (a
+/// row < 0 is skipped): histogram, exclusive scan, atomic placement, then
+/// each row's segment sorted so the result does not depend on the race.
+template <class ExecSpace, class RowOf>
+RowSort<typename ExecSpace::memory_space> sort_by_row(const ExecSpace& exec, const std::string& op, std::int64_t n,
+                                                      std::int64_t rows, const RowOf& row_of) {
+  using Mem = typename ExecSpace::memory_space;
+  using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
+  RowSort<Mem> s;
+  s.start = Kokkos::View<std::int64_t*, Mem>("kloss::" + op + "::row_start", rows + 1);
+  auto start = s.start;
+  Kokkos::parallel_for(
+      "kloss::" + op + "::row_histogram", Range(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t p) {
+        const std::int64_t r = row_of(p);
+        if (r >= 0) Kokkos::atomic_increment(&start(r));
+      });
+  std::int64_t total = 0;
+  Kokkos::parallel_scan(
+      "kloss::" + op + "::row_scan", Range(exec, 0, rows + 1),
+      KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& acc, const bool final) {
+        const std::int64_t c = r < rows ? start(r) : 0;
+        if (final) start(r) = acc;
+        acc += c;
+      },
+      total);
+  s.perm = Kokkos::View<std::int64_t*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::perm"),
+                                            total);
+  Kokkos::View<std::int64_t*, Mem> cursor("kloss::" + op + "::cursor", rows);
+  auto perm = s.perm;
+  Kokkos::parallel_for(
+      "kloss::" + op + "::row_place", Range(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t p) {
+        const std::int64_t r = row_of(p);
+        if (r >= 0) perm(start(r) + Kokkos::atomic_fetch_add(&cursor(r), std::int64_t(1))) = p;
+      });
+  Kokkos::parallel_for(
+      "kloss::" + op + "::row_segment_sort", Range(exec, 0, rows),
+      KOKKOS_LAMBDA(const std::int64_t r) { sort_segment(perm, start(r), start(r + 1) - start(r)); });
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// Declarations (instantiated in src/embedding.cpp).
+
+/// Gather: out[p, :] = weight[idx[p] - row_begin, :] for rows this weight
+/// slice holds ([row_begin, row_begin + weight rows)), zero for the others;
+/// indices must lie in [0, num_embeddings). The reusable kernel of the
+/// vocabulary-parallel embedding. Returns the bad-index record (fences).
+template <class ExecSpace, class T, class I>
+BadIndex embedding_gather(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::memory_space>& input,
+                          const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                          const Tensor<T, typename ExecSpace::memory_space>& output, std::int64_t row_begin,
+                          std::int64_t num_embeddings, int team_size);
+
+/// Scatter-add backward restricted to rows [row_begin, row_begin + grad
+/// rows): grad_weight (that slice) = sum over positions of the upstream
+/// row, skipping padding_idx (normalised, -1 = none), divided by the row's
+/// count with scale_grad_by_freq. Returns the bad-index record (fences).
+template <class ExecSpace, class T, class I>
+BadIndex embedding_scatter(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                           const Tensor<const I, typename ExecSpace::memory_space>& input,
+                           const Tensor<T, typename ExecSpace::memory_space>& grad_weight, std::int64_t row_begin,
+                           std::int64_t num_embeddings, std::int64_t padding_idx, bool scale_grad_by_freq,
+                           bool deterministic, int team_size);
+
+template <class ExecSpace, class T, class I>
+void embedding_renorm(const ExecSpace& exec, const std::string& op,
+                      const Tensor<const I, typename ExecSpace::memory_space>& input,
+                      const Tensor<T, typename ExecSpace::memory_space>& weight, double max_norm, double norm_type);
+
+template <class ExecSpace, class T, class I>
+void embedding(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::memory_space>& input,
+               const Tensor<const T, typename ExecSpace::memory_space>& weight,
+               const Tensor<T, typename ExecSpace::memory_space>& output, const EmbeddingOptions& opts);
+
+template <class ExecSpace, class T, class I>
+void embedding_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                        const Tensor<const I, typename ExecSpace::memory_space>& input,
+                        const Tensor<T, typename ExecSpace::memory_space>& grad_weight, const EmbeddingOptions& opts);
+
+template <class ExecSpace, class T, class I>
+std::int64_t embedding_backward_sparse(const ExecSpace& exec,
+                                       const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                                       const Tensor<const I, typename ExecSpace::memory_space>& input,
+                                       std::int64_t num_weights,
+                                       const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
+                                       const Tensor<T, typename ExecSpace::memory_space>& grad_values,
+                                       const EmbeddingOptions& opts);
+
+template <class ExecSpace, class T, class I>
+void embedding_bag(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::memory_space>& input,
+                   const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                   const Tensor<const I, typename ExecSpace::memory_space>& offsets,
+                   const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
+                   const Tensor<T, typename ExecSpace::memory_space>& output,
+                   const Tensor<I, typename ExecSpace::memory_space>& max_indices, const EmbeddingBagOptions& opts);
+
+template <class ExecSpace, class T, class I>
+void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                            const Tensor<const I, typename ExecSpace::memory_space>& input,
+                            const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                            const Tensor<const I, typename ExecSpace::memory_space>& offsets,
+                            const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
+                            const Tensor<const I, typename ExecSpace::memory_space>& max_indices,
+                            const Tensor<T, typename ExecSpace::memory_space>& grad_weight,
+                            const Tensor<T, typename ExecSpace::memory_space>& grad_per_sample_weights,
+                            const EmbeddingBagOptions& opts);
+
+template <class ExecSpace, class T, class I>
+std::int64_t embedding_bag_backward_sparse(
+    const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+    const Tensor<const I, typename ExecSpace::memory_space>& input,
+    const Tensor<const I, typename ExecSpace::memory_space>& offsets,
+    const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights, std::int64_t num_weights,
+    const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
+    const Tensor<T, typename ExecSpace::memory_space>& grad_values, const EmbeddingBagOptions& opts);
+
+// ---------------------------------------------------------------------------
+// Definitions.
+
+template <class ExecSpace, class T, class I>
+BadIndex embedding_gather(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::memory_space>& input,
+                          const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                          const Tensor<T, typename ExecSpace::memory_space>& output, std::int64_t row_begin,
+                          std::int64_t num_embeddings, int team_size) {
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::int64_t n = input.numel();
+  const std::int64_t D = weight.extent(1);
+  const std::int64_t rows = weight.extent(0);
+  const std::int64_t per_team = tuning::embedding_rows_per_team;
+  auto idx = input.data;
+  auto w = weight.data;
+  auto out = output.data;
+  BadIndex bad;
+  if (n == 0) return bad;
+  Kokkos::parallel_reduce(
+      "kloss::embedding::gather", make_team_policy(exec, (n + per_team - 1) / per_team, team_size),
+      KOKKOS_LAMBDA(const Member& m, BadIndex& b) {
+        const std::int64_t p0 = m.league_rank() * per_team;
+        const std::int64_t p1 = p0 + per_team < n ? p0 + per_team : n;
+        for (std::int64_t p = p0; p < p1; ++p) {
+          const std::int64_t r = static_cast<std::int64_t>(idx(p));
+          const bool valid = r >= 0 && r < num_embeddings;
+          if (!valid) Kokkos::single(Kokkos::PerTeam(m), [&]() { b.note(p, r); });
+          const std::int64_t local = r - row_begin;
+          const bool mine = valid && local >= 0 && local < rows;
+          T* dst = &out(p * D);
+          if (mine) {
+            const T* src = &w(local * D);
+            Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) { dst[d] = src[d]; });
+          } else {
+            Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) { dst[d] = T(0.0f); });
+          }
+        }
+      },
+      BadIndexReducer(bad));
+  return bad;
+}
+
+template <class ExecSpace, class T, class I>
+void embedding_renorm(const ExecSpace& exec, const std::string& op,
+                      const Tensor<const I, typename ExecSpace::memory_space>& input,
+                      const Tensor<T, typename ExecSpace::memory_space>& weight, double max_norm, double norm_type) {
+  using Mem = typename ExecSpace::memory_space;
+  using A = acc_t<T>;
+  check_rank(op, "weight", weight, 2);
+  const std::int64_t V = weight.extent(0), D = weight.extent(1), n = input.numel();
+  ProfilingRegion region("kloss::" + op + "::renorm");
+  // A claim flag per row: the first position that looks a row up
+  // renormalises it, the others leave it alone (no two threads on one row).
+  Kokkos::View<int*, Mem> claimed("kloss::" + op + "::renorm_claimed", V);
+  auto idx = input.data;
+  auto w = weight.data;
+  BadIndex bad;
+  Kokkos::parallel_reduce(
+      "kloss::" + op + "::renorm", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t p, BadIndex& b) {
+        const std::int64_t r = static_cast<std::int64_t>(idx(p));
+        if (r < 0 || r >= V) {
+          b.note(p, r);
+          return;
+        }
+        if (Kokkos::atomic_exchange(&claimed(r), 1) != 0) return;
+        const A norm = row_norm<T>(w, r, D, norm_type);
+        // torch: scale = max_norm / (norm + 1e-7) when norm > max_norm.
+        if (static_cast<double>(norm) > max_norm) {
+          const A scale = static_cast<A>(max_norm / (static_cast<double>(norm) + 1e-7));
+          for (std::int64_t d = 0; d < D; ++d) w(r * D + d) = static_cast<T>(to_acc(w(r * D + d)) * scale);
+        }
+      },
+      BadIndexReducer(bad));
+  bad.throw_if_any(op, "input", concat("[0, ", V, ")"));
+}
+
+template <class ExecSpace, class T, class I>
+void embedding(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::memory_space>& input,
+               const Tensor<const T, typename ExecSpace::memory_space>& weight,
+               const Tensor<T, typename ExecSpace::memory_space>& output, const EmbeddingOptions& opts) {
+  check_rank("embedding", "weight", weight, 2);
+  const std::int64_t V = weight.extent(0), D = weight.extent(1);
+  normalize_padding_idx("embedding", opts.padding_idx, V);
+  Shape out_shape = input.shape;
+  require(out_shape.rank < max_rank, "embedding", "argument 'input' has rank ", input.rank(), "; at most ",
+          max_rank - 1, " is supported");
+  out_shape.extent[out_shape.rank++] = D;
+  check_shape("embedding", "output", output, out_shape);
+  ProfilingRegion region("kloss::embedding");
+  embedding_gather<ExecSpace, T, I>(exec, input, weight, output, 0, V, opts.team_size)
+      .throw_if_any("embedding", "input", concat("[0, ", V, ")"));
+}
+
+/// The fast backward's kernel: position p adds scale(p) (/ count) *
+/// grad_output[src(p), :] into acc row row(p); atomically when Atomic.
+template <bool Atomic, class ExecSpace, class T, class AccView, class GView, class CountView, class RowOf, class Src,
+          class Scale>
+void scatter_add_kernel(const ExecSpace& exec, const std::string& op, std::int64_t n, std::int64_t D, int team_size,
+                        const AccView& acc, const GView& g, const CountView& counts, bool scale_grad_by_freq,
+                        const RowOf& row_of, const Src& src_of, const Scale& scale_of) {
+  using A = acc_t<T>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::int64_t per_team = tuning::embedding_rows_per_team;
+  Kokkos::parallel_for(
+      "kloss::" + op + "::backward_atomic", make_team_policy(exec, (n + per_team - 1) / per_team, team_size),
+      KOKKOS_LAMBDA(const Member& m) {
+        const std::int64_t p0 = m.league_rank() * per_team;
+        const std::int64_t p1 = p0 + per_team < n ? p0 + per_team : n;
+        for (std::int64_t p = p0; p < p1; ++p) {
+          const std::int64_t r = row_of(p);
+          const std::int64_t src = src_of(p);
+          if (r < 0 || src < 0) continue;
+          A sc = scale_of(p);
+          if (scale_grad_by_freq) sc /= static_cast<A>(counts(r));
+          A* dst = &acc(r * D);
+          const auto* gsrc = &g(src * D);
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) {
+            if constexpr (Atomic) {
+              Kokkos::atomic_add(dst + d, sc * to_acc(gsrc[d]));
+            } else {
+              dst[d] += sc * to_acc(gsrc[d]);
+            }
+          });
+        }
+      });
+}
+
+/// The scatter-add core shared by embedding and embedding_bag (sum / mean):
+/// position p adds scale(p) * grad_output[src(p), :] into row idx[p]
+/// (skipped when src(p) < 0 or the row is padding or outside this slice).
+template <class ExecSpace, class T, class I, class Src, class Scale>
+BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
+                      const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                      const Tensor<const I, typename ExecSpace::memory_space>& input,
+                      const Tensor<T, typename ExecSpace::memory_space>& grad_weight, std::int64_t row_begin,
+                      std::int64_t num_embeddings, std::int64_t padding_idx, bool scale_grad_by_freq,
+                      bool deterministic, int team_size, const Src& src_of, const Scale& scale_of) {
+  using Mem = typename ExecSpace::memory_space;
+  using A = acc_t<T>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
+  const std::int64_t n = input.numel();
+  const std::int64_t rows = grad_weight.extent(0), D = grad_weight.extent(1);
+  auto idx = input.data;
+  auto g = grad_output.data;
+  auto gw = grad_weight.data;
+  // Validity check of every index, in one reduction (fences).
+  BadIndex bad;
+  Kokkos::parallel_reduce(
+      "kloss::" + op + "::check_indices", Range(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t p, BadIndex& b) {
+        const std::int64_t r = static_cast<std::int64_t>(idx(p));
+        if (r < 0 || r >= num_embeddings) b.note(p, r);
+      },
+      BadIndexReducer(bad));
+  if (bad.count > 0) return bad;
+  // The local row a position scatters into, or -1.
+  auto row_of = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t {
+    const std::int64_t r = static_cast<std::int64_t>(idx(p));
+    const std::int64_t local = r - row_begin;
+    return (r == padding_idx || local < 0 || local >= rows) ? -1 : local;
+  };
+
+  if (deterministic) {
+    // Rows counted over every position (torch's counts for
+    // scale_grad_by_freq include positions outside any bag); src < 0
+    // positions are skipped in the sum below.
+    const RowSort<Mem> s = sort_by_row(exec, op, n, rows, row_of);
+    auto start = s.start;
+    auto perm = s.perm;
+    const std::size_t bytes = static_cast<std::size_t>(D) * sizeof(A);
+    const int level = scratch_level(bytes);
+    using Scratch = Kokkos::View<A*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    const std::int64_t per_team = tuning::embedding_rows_per_team;
+    Kokkos::parallel_for(
+        "kloss::" + op + "::backward_sorted",
+        with_scratch(make_team_policy(exec, (rows + per_team - 1) / per_team, team_size), bytes),
+        KOKKOS_LAMBDA(const Member& m) {
+          Scratch acc(m.team_scratch(level), D);
+          const std::int64_t r0 = m.league_rank() * per_team;
+          const std::int64_t r1 = r0 + per_team < rows ? r0 + per_team : rows;
+          for (std::int64_t r = r0; r < r1; ++r) {
+            const std::int64_t k0 = start(r), k1 = start(r + 1);
+            // d/dW[r] of sum_p <g[src p], W[idx p]> scale(p) = sum over the
+            // positions of r of scale(p) g[src p]; each d owned by one lane
+            // and summed in ascending position order.
+            Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) { acc(d) = A(0); });
+            for (std::int64_t k = k0; k < k1; ++k) {
+              const std::int64_t p = perm(k);
+              const std::int64_t src = src_of(p);
+              if (src < 0) continue;
+              const A sc = scale_of(p);
+              Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D),
+                                   [&](const std::int64_t d) { acc(d) += sc * to_acc(g(src * D + d)); });
+            }
+            const A freq = (scale_grad_by_freq && k1 > k0) ? A(1) / static_cast<A>(k1 - k0) : A(1);
+            Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) {
+              gw(r * D + d) = static_cast<T>(scale_grad_by_freq ? acc(d) * freq : acc(d));
+            });
+          }
+        });
+    return bad;
+  }
+
+  // Fast path: atomic adds. float / double accumulate in grad_weight itself,
+  // 16-bit types in a float scratch cast at the end.
+  constexpr bool direct = std::is_same_v<T, A>;
+  Kokkos::View<A*, Mem> scratch;
+  if constexpr (!direct) scratch = Kokkos::View<A*, Mem>("kloss::" + op + "::grad_acc", rows * D);
+  A* accp = nullptr;
+  if constexpr (direct) {
+    Kokkos::parallel_for(
+        "kloss::" + op + "::zero_grad", Range(exec, 0, rows * D), KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = T(0); });
+    accp = reinterpret_cast<A*>(gw.data());
+  } else {
+    accp = scratch.data();
+  }
+  Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> acc(accp, rows * D);
+  Kokkos::View<std::int64_t*, Mem> counts;
+  if (scale_grad_by_freq) {
+    counts = Kokkos::View<std::int64_t*, Mem>("kloss::" + op + "::counts", rows);
+    Kokkos::parallel_for(
+        "kloss::" + op + "::count_rows", Range(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t p) {
+          const std::int64_t r = row_of(p);
+          if (r >= 0) Kokkos::atomic_increment(&counts(r));
+        });
+  }
+  // One thread of execution (Serial, or a 1-thread host space) has no
+  // races: plain adds, which the compiler vectorises, instead of atomics.
+  if (concurrency(exec) > 1)
+    scatter_add_kernel<true, ExecSpace, T>(exec, op, n, D, team_size, acc, g, counts, scale_grad_by_freq, row_of,
+                                           src_of, scale_of);
+  else
+    scatter_add_kernel<false, ExecSpace, T>(exec, op, n, D, team_size, acc, g, counts, scale_grad_by_freq, row_of,
+                                            src_of, scale_of);
+  if constexpr (!direct) {
+    Kokkos::parallel_for(
+        "kloss::" + op + "::grad_cast", Range(exec, 0, rows * D),
+        KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = static_cast<T>(acc(i)); });
+  }
+  return bad;
+}
+
+template <class ExecSpace, class T, class I>
+BadIndex embedding_scatter(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                           const Tensor<const I, typename ExecSpace::memory_space>& input,
+                           const Tensor<T, typename ExecSpace::memory_space>& grad_weight, std::int64_t row_begin,
+                           std::int64_t num_embeddings, std::int64_t padding_idx, bool scale_grad_by_freq,
+                           bool deterministic, int team_size) {
+  using A = acc_t<T>;
+  auto src = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t { return p; };
+  auto one = KOKKOS_LAMBDA(const std::int64_t)->A { return A(1); };
+  return scatter_rows<ExecSpace, T, I>(exec, "embedding_backward", grad_output, input, grad_weight, row_begin,
+                                       num_embeddings, padding_idx, scale_grad_by_freq, deterministic, team_size, src,
+                                       one);
+}
+
+/// Shape checks of embedding_backward: grad_output = input shape + [D].
+template <class T, class I, class M>
+void check_embedding_grad_output(std::string_view op, const Tensor<const T, M>& grad_output,
+                                 const Tensor<const I, M>& input, std::int64_t D) {
+  Shape s = input.shape;
+  require(s.rank < max_rank, op, "argument 'input' has rank ", input.rank(), "; at most ", max_rank - 1,
+          " is supported");
+  s.extent[s.rank++] = D;
+  check_shape(op, "grad_output", grad_output, s);
+}
+
+template <class ExecSpace, class T, class I>
+void embedding_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                        const Tensor<const I, typename ExecSpace::memory_space>& input,
+                        const Tensor<T, typename ExecSpace::memory_space>& grad_weight, const EmbeddingOptions& opts) {
+  const std::string op = "embedding_backward";
+  check_rank(op, "grad_weight", grad_weight, 2);
+  const std::int64_t V = grad_weight.extent(0), D = grad_weight.extent(1);
+  const std::int64_t pad = normalize_padding_idx(op, opts.padding_idx, V);
+  check_embedding_grad_output(op, grad_output, input, D);
+  ProfilingRegion region("kloss::" + op);
+  embedding_scatter<ExecSpace, T, I>(exec, grad_output, input, grad_weight, 0, V, pad, opts.scale_grad_by_freq,
+                                     opts.deterministic, opts.team_size)
+      .throw_if_any(op, "input", concat("[0, ", V, ")"));
+}
+
+/// Row-sparse gradient from a sorted RowSort: touched rows compacted in
+/// ascending order into grad_indices / grad_values. Returns their number.
+template <class ExecSpace, class T, class I, class Src, class Scale>
+std::int64_t sparse_rows(const ExecSpace& exec, const std::string& op,
+                         const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                         const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t num_weights,
+                         std::int64_t padding_idx, bool scale_grad_by_freq,
+                         const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
+                         const Tensor<T, typename ExecSpace::memory_space>& grad_values, int team_size,
+                         const Src& src_of, const Scale& scale_of) {
+  using Mem = typename ExecSpace::memory_space;
+  using A = acc_t<T>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
+  const std::int64_t n = input.numel(), V = num_weights, D = grad_values.extent(1);
+  auto idx = input.data;
+  auto g = grad_output.data;
+  BadIndex bad;
+  Kokkos::parallel_reduce(
+      "kloss::" + op + "::check_indices", Range(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t p, BadIndex& b) {
+        const std::int64_t r = static_cast<std::int64_t>(idx(p));
+        if (r < 0 || r >= V) b.note(p, r);
+      },
+      BadIndexReducer(bad));
+  bad.throw_if_any(op, "input", concat("[0, ", V, ")"));
+  auto row_of = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t {
+    const std::int64_t r = static_cast<std::int64_t>(idx(p));
+    return r == padding_idx ? -1 : r;
+  };
+  const RowSort<Mem> s = sort_by_row(exec, op, n, V, row_of);
+  auto start = s.start;
+  auto perm = s.perm;
+  // Compact the touched rows: slot(r) = number of touched rows before r.
+  Kokkos::View<std::int64_t*, Mem> slot("kloss::" + op + "::slot", V);
+  std::int64_t touched = 0;
+  Kokkos::parallel_scan(
+      "kloss::" + op + "::compact", Range(exec, 0, V),
+      KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& acc, const bool final) {
+        const bool t = start(r + 1) > start(r);
+        if (final) slot(r) = t ? acc : -1;
+        if (t) ++acc;
+      },
+      touched);
+  require(grad_indices.numel() >= touched && grad_values.extent(0) >= touched, op,
+          "arguments 'grad_indices' and 'grad_values' hold ", grad_indices.numel(), " rows; ", touched,
+          " are needed (at most input.numel() = ", n, ")");
+  Kokkos::View<std::int64_t*, Mem> rows_of("kloss::" + op + "::rows_of", touched);
+  Kokkos::parallel_for(
+      "kloss::" + op + "::rows_of", Range(exec, 0, V), KOKKOS_LAMBDA(const std::int64_t r) {
+        if (slot(r) >= 0) rows_of(slot(r)) = r;
+      });
+  auto gi = grad_indices.data;
+  auto gv = grad_values.data;
+  const std::size_t bytes = static_cast<std::size_t>(D) * sizeof(A);
+  const int level = scratch_level(bytes);
+  using Scratch = Kokkos::View<A*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  Kokkos::parallel_for(
+      "kloss::" + op + "::sparse_rows", with_scratch(make_team_policy(exec, touched, team_size), bytes),
+      KOKKOS_LAMBDA(const Member& m) {
+        Scratch acc(m.team_scratch(level), D);
+        const std::int64_t u = m.league_rank();
+        const std::int64_t r = rows_of(u);
+        const std::int64_t k0 = start(r), k1 = start(r + 1);
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) { acc(d) = A(0); });
+        for (std::int64_t k = k0; k < k1; ++k) {
+          const std::int64_t p = perm(k);
+          const std::int64_t src = src_of(p);
+          if (src < 0) continue;
+          const A sc = scale_of(p);
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D),
+                               [&](const std::int64_t d) { acc(d) += sc * to_acc(g(src * D + d)); });
+        }
+        const A freq = scale_grad_by_freq ? A(1) / static_cast<A>(k1 - k0) : A(1);
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D),
+                             [&](const std::int64_t d) { gv(u * D + d) = static_cast<T>(acc(d) * freq); });
+        Kokkos::single(Kokkos::PerTeam(m), [&]() { gi(u) = static_cast<I>(r); });
+      });
+  exec.fence();
+  return touched;
+}
+
+template <class ExecSpace, class T, class I>
+std::int64_t embedding_backward_sparse(const ExecSpace& exec,
+                                       const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                                       const Tensor<const I, typename ExecSpace::memory_space>& input,
+                                       std::int64_t num_weights,
+                                       const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
+                                       const Tensor<T, typename ExecSpace::memory_space>& grad_values,
+                                       const EmbeddingOptions& opts) {
+  using A = acc_t<T>;
+  const std::string op = "embedding_backward_sparse";
+  require(num_weights >= 0, op, "argument 'num_weights' must be >= 0, got ", num_weights);
+  check_rank(op, "grad_indices", grad_indices, 1);
+  check_rank(op, "grad_values", grad_values, 2);
+  const std::int64_t D = grad_values.extent(1);
+  const std::int64_t pad = normalize_padding_idx(op, opts.padding_idx, num_weights);
+  check_embedding_grad_output(op, grad_output, input, D);
+  ProfilingRegion region("kloss::" + op);
+  auto src = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t { return p; };
+  auto one = KOKKOS_LAMBDA(const std::int64_t)->A { return A(1); };
+  return sparse_rows<ExecSpace, T, I>(exec, op, grad_output, input, num_weights, pad, opts.scale_grad_by_freq,
+                                      grad_indices, grad_values, opts.team_size, src, one);
+}
+
+// ---------------------------------------------------------------------------
+// embedding_bag
+
+/// Only the index-range check of `input` (fences, throws).
+template <class ExecSpace, class I>
+void check_indices_only(const ExecSpace& exec, const std::string& op,
+                        const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t V) {
+  auto idx = input.data;
+  BadIndex bad;
+  Kokkos::parallel_reduce(
+      "kloss::" + op + "::check_indices",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, input.numel()),
+      KOKKOS_LAMBDA(const std::int64_t p, BadIndex& b) {
+        const std::int64_t r = static_cast<std::int64_t>(idx(p));
+        if (r < 0 || r >= V) b.note(p, r);
+      },
+      BadIndexReducer(bad));
+  bad.throw_if_any(op, "input", concat("[0, ", V, ")"));
+}
+
+/// Host-side checks of embedding_bag's arguments; returns the bag layout
+/// after checking the offsets' contents in a kernel (fences).
+template <class ExecSpace, class T, class I>
+Bags<I, typename ExecSpace::memory_space> check_bags(
+    const ExecSpace& exec, const std::string& op, const Tensor<const I, typename ExecSpace::memory_space>& input,
+    const Tensor<const I, typename ExecSpace::memory_space>& offsets,
+    const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights, const EmbeddingBagOptions& opts) {
+  using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
+  Bags<I, typename ExecSpace::memory_space> bags;
+  bags.n = input.numel();
+  bags.last_is_end = opts.include_last_offset;
+  if (input.rank() == 2) {
+    if (offsets.present)
+      fail<InvalidArgument>(op, "argument 'offsets' must be absent for 2-D input (fixed-size bags), got shape ",
+                            offsets.shape.str());
+    bags.num_bags = input.extent(0);
+    bags.fixed = input.extent(1);
+  } else if (input.rank() == 1) {
+    check_present(op, "offsets", offsets);
+    check_rank(op, "offsets", offsets, 1);
+    const std::int64_t no = offsets.numel();
+    if (opts.include_last_offset)
+      require(no >= 1, op, "argument 'offsets' must hold at least 1 entry with include_last_offset, got 0");
+    bags.num_bags = opts.include_last_offset ? no - 1 : no;
+    bags.offsets = offsets.data;
+  } else {
+    fail<DimensionMismatch>(op, "argument 'input' must have rank 1 (with offsets) or 2 (fixed-size bags), got shape ",
+                            input.shape.str());
+  }
+  if (opts.mode == EmbeddingBagMode::max && opts.scale_grad_by_freq)
+    fail<InvalidArgument>(op, "option 'scale_grad_by_freq' is not supported with mode 'max' (as torch)");
+  if (per_sample_weights.present) {
+    if (opts.mode != EmbeddingBagMode::sum)
+      fail<InvalidArgument>(op, "argument 'per_sample_weights' is only supported for mode 'sum', got mode '",
+                            to_string(opts.mode), "'");
+    if (per_sample_weights.shape != input.shape)
+      fail<DimensionMismatch>(op, "argument 'per_sample_weights' must have the shape of 'input' ", input.shape.str(),
+                              ", got ", per_sample_weights.shape.str());
+  }
+  if (offsets.present && input.rank() == 1 && offsets.numel() > 0) {
+    // One pass over the offsets: the first position that starts anywhere
+    // but 0, decreases, or lies beyond the input.
+    auto off = offsets.data;
+    const std::int64_t n = bags.n, no = offsets.numel();
+    BadIndex bad;
+    Kokkos::parallel_reduce(
+        "kloss::" + op + "::check_offsets", Range(exec, 0, no),
+        KOKKOS_LAMBDA(const std::int64_t i, BadIndex& b) {
+          const std::int64_t o = static_cast<std::int64_t>(off(i));
+          if ((i == 0 && o != 0) || (i > 0 && o < static_cast<std::int64_t>(off(i - 1))) || o > n) b.note(i, o);
+        },
+        BadIndexReducer(bad));
+    if (bad.count > 0) {
+      const std::int64_t i = bad.position, o = bad.value;
+      if (i == 0 && o != 0) fail<InvalidArgument>(op, "argument 'offsets' must start at 0, got offsets[0] = ", o);
+      std::int64_t prev = 0;
+      if (i > 0) {
+        I h;
+        Kokkos::deep_copy(Kokkos::View<I, Kokkos::HostSpace>(&h),
+                          Kokkos::subview(offsets.data, static_cast<std::size_t>(i - 1)));
+        prev = static_cast<std::int64_t>(h);
+      }
+      if (i > 0 && o < prev)
+        fail<InvalidArgument>(op, "argument 'offsets' must be non-decreasing, got offsets[", i, "] = ", o,
+                              " after offsets[", i - 1, "] = ", prev);
+      fail<InvalidArgument>(op, "argument 'offsets' has offsets[", i, "] = ", o, " beyond the input's ", n,
+                            " entries");
+    }
+  }
+  return bags;
+}
+
+template <class ExecSpace, class T, class I>
+void embedding_bag(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::memory_space>& input,
+                   const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                   const Tensor<const I, typename ExecSpace::memory_space>& offsets,
+                   const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
+                   const Tensor<T, typename ExecSpace::memory_space>& output,
+                   const Tensor<I, typename ExecSpace::memory_space>& max_indices, const EmbeddingBagOptions& opts) {
+  using A = acc_t<T>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::string op = "embedding_bag";
+  check_rank(op, "weight", weight, 2);
+  const std::int64_t V = weight.extent(0), D = weight.extent(1);
+  const std::int64_t pad = normalize_padding_idx(op, opts.padding_idx, V);
+  const auto bags = check_bags<ExecSpace, T, I>(exec, op, input, offsets, per_sample_weights, opts);
+  const std::int64_t B = bags.num_bags;
+  check_shape(op, "output", output, Shape{B, D});
+  const bool is_max = opts.mode == EmbeddingBagMode::max;
+  if (is_max) {
+    check_present(op, "max_indices", max_indices);
+    check_shape(op, "max_indices", max_indices, Shape{B, D});
+  }
+  ProfilingRegion region("kloss::" + op);
+  if (B == 0 || D == 0) {
+    if (B > 0) check_indices_only<ExecSpace, I>(exec, op, input, V);
+    return;
+  }
+  const bool is_mean = opts.mode == EmbeddingBagMode::mean;
+  const bool has_psw = per_sample_weights.present;
+  auto idx = input.data;
+  auto w = weight.data;
+  auto psw = per_sample_weights.data;
+  auto out = output.data;
+  auto mi = max_indices.data;
+  const std::size_t bytes = static_cast<std::size_t>(D) * (sizeof(A) + (is_max ? sizeof(std::int64_t) : 0)) + 64;
+  const int level = scratch_level(bytes);
+  using Scratch = Kokkos::View<A*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using IScratch =
+      Kokkos::View<std::int64_t*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  BadIndex bad;
+  Kokkos::parallel_reduce(
+      "kloss::embedding_bag::forward", with_scratch(make_team_policy(exec, B, opts.team_size), bytes),
+      KOKKOS_LAMBDA(const Member& m, BadIndex& bi) {
+        IScratch arg(m.team_scratch(level), is_max ? D : 0);
+        Scratch acc(m.team_scratch(level), D);
+        const std::int64_t b = m.league_rank();
+        const std::int64_t e0 = bags.begin(b), e1 = bags.end(b);
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) { acc(d) = A(0); });
+        std::int64_t count = 0;  // non-padding entries (torch's bag_size)
+        for (std::int64_t e = e0; e < e1; ++e) {
+          const std::int64_t r = static_cast<std::int64_t>(idx(e));
+          if (r < 0 || r >= V) {
+            Kokkos::single(Kokkos::PerTeam(m), [&]() { bi.note(e, r); });
+            continue;
+          }
+          if (r == pad) continue;
+          const bool first = count == 0;
+          ++count;
+          if (is_max) {
+            // torch keeps the first maximum (strict >).
+            Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) {
+              const A v = to_acc(w(r * D + d));
+              if (first || v > acc(d)) {
+                acc(d) = v;
+                arg(d) = r;
+              }
+            });
+          } else {
+            const A s = has_psw ? to_acc(psw(e)) : A(1);
+            Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D),
+                                 [&](const std::int64_t d) { acc(d) += s * to_acc(w(r * D + d)); });
+          }
+        }
+        // Empty (or all-padding) bags give zeros; max_indices -1 there.
+        const A inv = (is_mean && count > 0) ? A(1) / static_cast<A>(count) : A(1);
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) {
+          out(b * D + d) = static_cast<T>(count == 0 ? A(0) : (is_mean ? acc(d) * inv : acc(d)));
+          if (is_max) mi(b * D + d) = static_cast<I>(count == 0 ? std::int64_t(-1) : arg(d));
+        });
+      },
+      BadIndexReducer(bad));
+  bad.throw_if_any(op, "input", concat("[0, ", V, ")"));
+}
+
+/// Per-position bag id (-1 for positions in no bag) and per-bag scale
+/// (1 / non-padding count for mean, 1 otherwise) of a backward call.
+template <class ExecSpace, class T, class I>
+void bag_of_positions(const ExecSpace& exec, const std::string& op, const Bags<I, typename ExecSpace::memory_space>& bags,
+                      const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t V,
+                      std::int64_t pad, bool mean,
+                      const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& bag_of,
+                      const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& bag_scale, int team_size) {
+  using A = acc_t<T>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  Kokkos::deep_copy(exec, bag_of, std::int64_t(-1));
+  if (bags.num_bags == 0) return;
+  auto idx = input.data;
+  Kokkos::parallel_for(
+      "kloss::" + op + "::bag_of", make_team_policy(exec, bags.num_bags, team_size), KOKKOS_LAMBDA(const Member& m) {
+        const std::int64_t b = m.league_rank();
+        const std::int64_t e0 = bags.begin(b), e1 = bags.end(b);
+        std::int64_t count = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamVectorRange(m, e1 - e0),
+            [&](const std::int64_t j, std::int64_t& c) {
+              const std::int64_t r = static_cast<std::int64_t>(idx(e0 + j));
+              bag_of(e0 + j) = b;
+              if (r != pad && r >= 0 && r < V) ++c;
+            },
+            count);
+        Kokkos::single(Kokkos::PerTeam(m), [&]() {
+          bag_scale(b) = (mean && count > 0) ? A(1) / static_cast<A>(count) : A(1);
+        });
+      });
+}
+
+/// d/dpsw[e] of sum_d g[b, d] psw[e] W[idx e, d] = <g[b, :], W[idx e, :]>
+/// (0 for padding and positions in no bag). One lane per entry, a
+/// sequential dot product: deterministic.
+template <class ExecSpace, class T, class I>
+void per_sample_weights_grad(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                             const Tensor<const I, typename ExecSpace::memory_space>& input,
+                             const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                             const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& bag_of,
+                             std::int64_t pad, const Tensor<T, typename ExecSpace::memory_space>& grad_psw) {
+  using A = acc_t<T>;
+  const std::int64_t n = input.numel(), V = weight.extent(0), D = weight.extent(1);
+  auto idx = input.data;
+  auto g = grad_output.data;
+  auto w = weight.data;
+  auto gp = grad_psw.data;
+  Kokkos::parallel_for(
+      "kloss::embedding_bag_backward::per_sample_weights",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t e) {
+        const std::int64_t r = static_cast<std::int64_t>(idx(e));
+        const std::int64_t b = bag_of(e);
+        A s = 0;
+        if (b >= 0 && r != pad && r >= 0 && r < V)
+          for (std::int64_t d = 0; d < D; ++d) s += to_acc(g(b * D + d)) * to_acc(w(r * D + d));
+        gp(e) = static_cast<T>(s);
+      });
+}
+
+template <class ExecSpace, class T, class I>
+void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                            const Tensor<const I, typename ExecSpace::memory_space>& input,
+                            const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                            const Tensor<const I, typename ExecSpace::memory_space>& offsets,
+                            const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
+                            const Tensor<const I, typename ExecSpace::memory_space>& max_indices,
+                            const Tensor<T, typename ExecSpace::memory_space>& grad_weight,
+                            const Tensor<T, typename ExecSpace::memory_space>& grad_per_sample_weights,
+                            const EmbeddingBagOptions& opts) {
+  using Mem = typename ExecSpace::memory_space;
+  using A = acc_t<T>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
+  const std::string op = "embedding_bag_backward";
+  check_rank(op, "grad_weight", grad_weight, 2);
+  const std::int64_t V = grad_weight.extent(0), D = grad_weight.extent(1);
+  const std::int64_t pad = normalize_padding_idx(op, opts.padding_idx, V);
+  const auto bags = check_bags<ExecSpace, T, I>(exec, op, input, offsets, per_sample_weights, opts);
+  const std::int64_t B = bags.num_bags, n = input.numel();
+  check_shape(op, "grad_output", grad_output, Shape{B, D});
+  const bool is_max = opts.mode == EmbeddingBagMode::max;
+  if (is_max) {
+    check_present(op, "max_indices", max_indices);
+    check_shape(op, "max_indices", max_indices, Shape{B, D});
+  }
+  if (grad_per_sample_weights.present) {
+    check_present(op, "per_sample_weights", per_sample_weights);
+    check_shape(op, "grad_per_sample_weights", grad_per_sample_weights, input.shape);
+    check_present(op, "weight", weight);
+    check_shape(op, "weight", weight, Shape{V, D});
+  }
+  ProfilingRegion region("kloss::" + op);
+  Kokkos::View<std::int64_t*, Mem> bag_of(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::bag_of"),
+                                          n);
+  Kokkos::View<A*, Mem> bag_scale("kloss::" + op + "::bag_scale", B);
+  bag_of_positions<ExecSpace, T, I>(exec, op, bags, input, V, pad, opts.mode == EmbeddingBagMode::mean, bag_of,
+                                    bag_scale, opts.team_size);
+  if (grad_per_sample_weights.present)
+    per_sample_weights_grad<ExecSpace, T, I>(exec, grad_output, input, weight, bag_of, pad, grad_per_sample_weights);
+
+  const bool has_psw = per_sample_weights.present;
+  auto psw = per_sample_weights.data;
+  if (!is_max) {
+    auto src = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t { return bag_of(p); };
+    auto scale = KOKKOS_LAMBDA(const std::int64_t p)->A {
+      return has_psw ? to_acc(psw(p)) : bag_scale(bag_of(p));
+    };
+    scatter_rows<ExecSpace, T, I>(exec, op, grad_output, input, grad_weight, 0, V, pad, opts.scale_grad_by_freq,
+                                  opts.deterministic, opts.team_size, src, scale)
+        .throw_if_any(op, "input", concat("[0, ", V, ")"));
+    return;
+  }
+
+  // max: d out[b, d] / d W[r, d] = 1 where r = max_indices[b, d] (torch
+  // does not apply scale_grad_by_freq in max mode).
+  auto idx = input.data;
+  auto g = grad_output.data;
+  auto mi = max_indices.data;
+  auto gw = grad_weight.data;
+  BadIndex bad;
+  Kokkos::parallel_reduce(
+      "kloss::" + op + "::check_indices", Range(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t p, BadIndex& bi) {
+        const std::int64_t r = static_cast<std::int64_t>(idx(p));
+        if (r < 0 || r >= V) bi.note(p, r);
+      },
+      BadIndexReducer(bad));
+  bad.throw_if_any(op, "input", concat("[0, ", V, ")"));
+  BadIndex bad_mi;
+  Kokkos::parallel_reduce(
+      "kloss::" + op + "::check_max_indices", Range(exec, 0, B * D),
+      KOKKOS_LAMBDA(const std::int64_t i, BadIndex& bi) {
+        const std::int64_t r = static_cast<std::int64_t>(mi(i));
+        if (r < -1 || r >= V) bi.note(i, r);
+      },
+      BadIndexReducer(bad_mi));
+  bad_mi.throw_if_any(op, "max_indices", concat("[-1, ", V, ")"));
+  if (opts.deterministic) {
+    auto row_of = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t {
+      const std::int64_t r = static_cast<std::int64_t>(idx(p));
+      return r == pad ? -1 : r;
+    };
+    const RowSort<Mem> s = sort_by_row(exec, op, n, V, row_of);
+    auto start = s.start;
+    auto perm = s.perm;
+    const std::size_t bytes = static_cast<std::size_t>(D) * sizeof(A);
+    const int level = scratch_level(bytes);
+    using Scratch = Kokkos::View<A*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    Kokkos::parallel_for(
+        "kloss::" + op + "::max_sorted", with_scratch(make_team_policy(exec, V, opts.team_size), bytes),
+        KOKKOS_LAMBDA(const Member& m) {
+          Scratch acc(m.team_scratch(level), D);
+          const std::int64_t r = m.league_rank();
+          const std::int64_t k0 = start(r), k1 = start(r + 1);
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) { acc(d) = A(0); });
+          for (std::int64_t k = k0; k < k1; ++k) {
+            const std::int64_t b = bag_of(perm(k));
+            // Positions ascend within the segment, so a row met twice in a
+            // bag is met at consecutive k: count each (bag, row) once.
+            if (b < 0 || (k > k0 && bag_of(perm(k - 1)) == b)) continue;
+            Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) {
+              if (static_cast<std::int64_t>(mi(b * D + d)) == r) acc(d) += to_acc(g(b * D + d));
+            });
+          }
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D),
+                               [&](const std::int64_t d) { gw(r * D + d) = static_cast<T>(acc(d)); });
+        });
+    return;
+  }
+  constexpr bool direct = std::is_same_v<T, A>;
+  Kokkos::View<A*, Mem> scratch;
+  if constexpr (!direct) scratch = Kokkos::View<A*, Mem>("kloss::" + op + "::grad_acc", V * D);
+  A* accp = nullptr;
+  if constexpr (direct) {
+    Kokkos::parallel_for(
+        "kloss::" + op + "::zero_grad", Range(exec, 0, V * D), KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = T(0); });
+    accp = reinterpret_cast<A*>(gw.data());
+  } else {
+    accp = scratch.data();
+  }
+  Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> acc(accp, V * D);
+  const bool racy = concurrency(exec) > 1;  // one thread of execution: plain adds
+  Kokkos::parallel_for(
+      "kloss::" + op + "::max_atomic", Range(exec, 0, B * D), KOKKOS_LAMBDA(const std::int64_t i) {
+        const std::int64_t r = static_cast<std::int64_t>(mi(i));
+        if (r < 0) return;
+        if (racy) Kokkos::atomic_add(&acc(r * D + i % D), to_acc(g(i)));
+        else acc(r * D + i % D) += to_acc(g(i));
+      });
+  if constexpr (!direct) {
+    Kokkos::parallel_for(
+        "kloss::" + op + "::grad_cast", Range(exec, 0, V * D),
+        KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = static_cast<T>(acc(i)); });
+  }
+}
+
+template <class ExecSpace, class T, class I>
+std::int64_t embedding_bag_backward_sparse(
+    const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+    const Tensor<const I, typename ExecSpace::memory_space>& input,
+    const Tensor<const I, typename ExecSpace::memory_space>& offsets,
+    const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights, std::int64_t num_weights,
+    const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
+    const Tensor<T, typename ExecSpace::memory_space>& grad_values, const EmbeddingBagOptions& opts) {
+  using Mem = typename ExecSpace::memory_space;
+  using A = acc_t<T>;
+  const std::string op = "embedding_bag_backward_sparse";
+  if (opts.mode == EmbeddingBagMode::max)
+    fail<InvalidArgument>(op, "option 'mode' 'max' has no sparse gradient (as torch: sparse=True needs sum or mean)");
+  require(num_weights >= 0, op, "argument 'num_weights' must be >= 0, got ", num_weights);
+  check_rank(op, "grad_indices", grad_indices, 1);
+  check_rank(op, "grad_values", grad_values, 2);
+  const std::int64_t V = num_weights, D = grad_values.extent(1);
+  const std::int64_t pad = normalize_padding_idx(op, opts.padding_idx, V);
+  const auto bags = check_bags<ExecSpace, T, I>(exec, op, input, offsets, per_sample_weights, opts);
+  const std::int64_t B = bags.num_bags, n = input.numel();
+  check_shape(op, "grad_output", grad_output, Shape{B, D});
+  ProfilingRegion region("kloss::" + op);
+  Kokkos::View<std::int64_t*, Mem> bag_of(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::bag_of"),
+                                          n);
+  Kokkos::View<A*, Mem> bag_scale("kloss::" + op + "::bag_scale", B);
+  bag_of_positions<ExecSpace, T, I>(exec, op, bags, input, V, pad, opts.mode == EmbeddingBagMode::mean, bag_of,
+                                    bag_scale, opts.team_size);
+  const bool has_psw = per_sample_weights.present;
+  auto psw = per_sample_weights.data;
+  auto src = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t { return bag_of(p); };
+  auto scale = KOKKOS_LAMBDA(const std::int64_t p)->A { return has_psw ? to_acc(psw(p)) : bag_scale(bag_of(p)); };
+  return sparse_rows<ExecSpace, T, I>(exec, op, grad_output, input, V, pad, opts.scale_grad_by_freq, grad_indices,
+                                      grad_values, opts.team_size, src, scale);
+}
+
+}  // namespace kloss::impl

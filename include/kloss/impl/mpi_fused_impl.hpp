@@ -1,0 +1,227 @@
+#pragma once
+/// \file impl/mpi_fused_impl.hpp
+/// The vocabulary-parallel fused linear cross-entropy (kloss::mpi): the
+/// gemm-based part of the MPI family, apart from mpi_impl.hpp because it
+/// needs Kokkos Kernels (KokkosBlas::gemm -> OpenBLAS / cuBLAS / rocBLAS).
+///
+/// Algorithm (Liger-Kernel's chunked fused linear cross-entropy, with
+/// Megatron-LM's vocabulary-parallel LSE): the tokens go in chunks sized
+/// from a scratch budget; per chunk the local logits come from one gemm,
+/// their class-slice partials from cross_entropy's row kernel, one record
+/// allreduce makes the LSE global, the logit gradient is formed in place
+/// and multiplied back (grad_input partial, grad_weight, grad_bias). The
+/// gradients are computed in the forward (for the given upstream gradient,
+/// or ones), so the backward needs no second pass over the weight.
+#include <kloss/impl/mpi_impl.hpp>
+
+#include <KokkosBlas3_gemm.hpp>
+
+namespace kloss::mpi::impl {
+
+// ---------------------------------------------------------------------------
+// Vocabulary-parallel fused linear cross-entropy (the LM head sharded by
+// rows of its weight): per chunk of tokens, the local logits
+// Z_c = X_c W_r^T (+ b_r) by KokkosBlas::gemm, the class-slice partials and
+// ONE record allreduce for the chunk, the chunk's logit gradient formed in
+// place, then grad_input_c = G W_r (a partial over this rank's classes,
+// summed across ranks once at the end), grad_weight_r += G^T X_c and
+// grad_bias_r += colsum(G) (local). The logits are never held whole.
+// ---------------------------------------------------------------------------
+
+template <class ExecSpace, class T, class I>
+void vocab_parallel_fused_linear_cross_entropy(
+    const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
+    const Tensor<const T, typename ExecSpace::memory_space>& input,
+    const Tensor<const T, typename ExecSpace::memory_space>& weight,
+    const Tensor<const I, typename ExecSpace::memory_space>& target,
+    const Tensor<const T, typename ExecSpace::memory_space>& bias,
+    const Tensor<const T, typename ExecSpace::memory_space>& ce_weight,
+    const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+    const Tensor<T, typename ExecSpace::memory_space>& output, const Tensor<T, typename ExecSpace::memory_space>& grad_input,
+    const Tensor<T, typename ExecSpace::memory_space>& grad_weight,
+    const Tensor<T, typename ExecSpace::memory_space>& grad_bias, const VocabParallelFusedLinearOptions& opts) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  using M2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using CM2 = Kokkos::View<const T**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "kloss::vocab_parallel_fused_linear_cross_entropy: float or double (the gemm's types)");
+  constexpr std::string_view op = "vocab_parallel_fused_linear_cross_entropy";
+  const bool smoothing = opts.label_smoothing != 0;
+  const bool weighted = ce_weight.present;
+  Agreement mine;
+  mine.rows = input.rank() == 2 ? input.extent(0) : -1;
+  mine.range = range;
+  mine.options = option_fingerprint(opts.reduction, opts.ignore_index, opts.label_smoothing, opts.z_loss, opts.softcap,
+                                    weighted, input.rank() == 2 ? input.extent(1) : -1);
+  mine.options.push_back({"bias (given or not)", bias.present ? 1 : 0});
+  mine.sums = {0.0, 0.0};  // sum_c w_c (this rank's classes), sum of the owned targets' weights
+  std::int64_t n = 0, d = 0;
+  const std::vector<double> sums = agree(comm, op, opts.check_consistency, mine, [&] {
+    check_reduction(op, opts.reduction);
+    check_rank(op, "input", input, 2);
+    n = input.extent(0);
+    d = input.extent(1);
+    check_shape(op, "weight", weight, Shape{range.count, d});
+    check_shape(op, "target", target, Shape{n});
+    if (bias.present) check_shape(op, "bias", bias, Shape{range.count});
+    if (weighted) check_shape(op, "ce_weight", ce_weight, Shape{range.count});
+    check_output(op, "output", output, opts.reduction, Shape{n});
+    if (grad_output.present) check_output(op, "grad_output", grad_output, opts.reduction, Shape{n});
+    if (grad_input.present) check_shape(op, "grad_input", grad_input, Shape{n, d});
+    if (grad_weight.present) check_shape(op, "grad_weight", grad_weight, Shape{range.count, d});
+    if (grad_bias.present) check_shape(op, "grad_bias", grad_bias, Shape{range.count});
+    require(range.total > 0 && range.begin >= 0 && range.count >= 0 && range.end() <= range.total, op,
+            "class range [", range.begin, ", ", range.end(), ") is not inside [0, ", range.total, ")");
+    require(opts.label_smoothing >= 0 && opts.label_smoothing <= 1, op, "label_smoothing must be in [0, 1], got ",
+            opts.label_smoothing);
+    require(opts.z_loss >= 0, op, "z_loss must be non-negative, got ", opts.z_loss);
+    require(opts.softcap >= 0, op, "softcap must be non-negative (0 = off), got ", opts.softcap);
+    require(opts.chunk_bytes > 0, op, "chunk_bytes must be positive, got ", opts.chunk_bytes);
+    // The totals a mean gradient needs before the first chunk: sum_c w_c
+    // and the sum of the target weights (each row counted by its owner).
+    auto cw = ce_weight.data;
+    auto tg = target.data;
+    const std::int64_t b = range.begin, e = range.end(), ig = opts.ignore_index;
+    double wsum = static_cast<double>(range.count), tsum = 0;
+    if (weighted)
+      Kokkos::parallel_reduce(
+          "kloss::vocab_parallel_fused_linear::weight_sum",
+          Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, range.count),
+          KOKKOS_LAMBDA(const std::int64_t c, double& acc) { acc += static_cast<double>(cw(c)); }, wsum);
+    Kokkos::parallel_reduce(
+        "kloss::vocab_parallel_fused_linear::target_weight_sum",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+        KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
+          const std::int64_t t = static_cast<std::int64_t>(tg(i));
+          if (t != ig && t >= b && t < e) acc += weighted ? static_cast<double>(cw(t - b)) : 1.0;
+        },
+        tsum);
+    mine.sums = {wsum, tsum};
+  });
+  ProfilingRegion region("kloss::vocab_parallel_fused_linear_cross_entropy");
+  const std::int64_t v = range.count;
+  const RecordLayout lay(weighted, smoothing);
+  const bool want_grads = grad_input.present || grad_weight.present || grad_bias.present;
+  Kokkos::View<A*, Mem> rec("kloss::vocab_parallel_fused_linear::records", static_cast<std::size_t>(n * lay.k));
+  Kokkos::View<A*, Mem> saved("kloss::vocab_parallel_fused_linear::saved", static_cast<std::size_t>(saved_extent(n)));
+  // totals for the backward rows: sum of target weights, (valid rows: unused), sum_c w_c
+  {
+    const A tw = static_cast<A>(sums[1]), ws = static_cast<A>(sums[0]);
+    auto sv = saved;
+    Kokkos::parallel_for(
+        "kloss::vocab_parallel_fused_linear::totals", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
+        KOKKOS_LAMBDA(const int) {
+          sv(2 * n) = tw;
+          sv(2 * n + 1) = A(0);
+          sv(2 * n + 2) = ws;
+        });
+  }
+  std::int64_t chunk = opts.chunk_bytes / static_cast<std::int64_t>(sizeof(A) * (v > 0 ? v : 1));
+  if (chunk < 1) chunk = 1;
+  if (chunk > n) chunk = n > 0 ? n : 1;
+  Kokkos::View<T*, Mem> zbuf("kloss::vocab_parallel_fused_linear::logits", static_cast<std::size_t>(chunk * v));
+  if (grad_weight.present) Kokkos::deep_copy(exec, grad_weight.data, T(0));
+  if (grad_bias.present) Kokkos::deep_copy(exec, grad_bias.data, T(0));
+  CeParams p;
+  p.total = range.total;
+  p.ranks = comm.size();
+  p.label_smoothing = opts.label_smoothing;
+  p.z_loss = opts.z_loss;
+  p.softcap = opts.softcap;
+  p.reduction = opts.reduction;
+  p.weighted = weighted;
+  p.weight_sum = sums[0];
+  // Upstream gradient: the caller's, or ones (the gradient of the reduced
+  // loss / of the sum of the per-row losses).
+  Kokkos::View<T*, Mem> ones;
+  if (!grad_output.present) {
+    ones = Kokkos::View<T*, Mem>("kloss::vocab_parallel_fused_linear::ones", 1);
+    Kokkos::deep_copy(exec, ones, T(1));
+  }
+  const bool per_row_g = grad_output.present && opts.reduction == Reduction::none;
+  Kokkos::View<const T*, Mem> g = grad_output.present ? Kokkos::View<const T*, Mem>(grad_output.data.data(), grad_output.numel())
+                                                      : Kokkos::View<const T*, Mem>(ones);
+  Kokkos::View<const A*, Mem> lse(saved.data(), n), wt(saved.data() + n, n), totals(saved.data() + 2 * n, 3);
+  auto bv = bias.data;
+  VpSums total;
+  CM2 x2(input.data.data(), n, d), w2(weight.data.data(), v, d);
+  for (std::int64_t n0 = 0; n0 < n; n0 += chunk) {
+    const std::int64_t nc = n0 + chunk < n ? chunk : n - n0;
+    M2 z(zbuf.data(), nc, v);
+    CM2 xc(input.data.data() + n0 * d, nc, d);
+    // Kokkos Kernels 3.x's gemm takes no execution space instance: it runs
+    // on the default one, so order it with `exec` by fences.
+    exec.fence();
+    if (v > 0 && d > 0) {
+      KokkosBlas::gemm("N", "T", T(1), xc, w2, T(0), z);
+      Kokkos::fence();
+    } else {
+      Kokkos::deep_copy(exec, z, T(0));
+    }
+    if (bias.present)
+      Kokkos::parallel_for(
+          "kloss::vocab_parallel_fused_linear::bias",
+          Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {nc, v}),
+          KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t c) { z(i, c) += bv(c); });
+    ce_slice_partials<ExecSpace, T, I>(exec, zbuf.data(), nc, v, range.begin, target, ce_weight, opts.ignore_index,
+                                       opts.softcap, lay, rec, n0);
+    {
+      RowType rt(lay.k, mpi_type<A>(), op);
+      Kokkos::View<A*, Mem> part(rec.data() + n0 * lay.k, static_cast<std::size_t>(nc * lay.k));
+      allreduce_in_place<ExecSpace, A>(exec, comm, op, part, rt.get(), static_cast<int>(nc),
+                                       comm.row_merge_op(std::is_same_v<A, double>));
+    }
+    const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, nc, n0, n, p, saved, output);
+    if (s.bad > 0) {
+      Kokkos::View<I, Kokkos::HostSpace> tv("kloss::vocab_parallel_fused_linear::bad_target");
+      Kokkos::deep_copy(tv, Kokkos::subview(target.data, s.bad_row));
+      throw_bad_row(op, s, static_cast<std::int64_t>(tv()), range);
+    }
+    total += s;
+    if (!want_grads) continue;
+    // G = d loss / d Z for the chunk, over the logits (in place).
+    ce_backward_rows<ExecSpace, T, I>(exec, zbuf.data(), nc, v, range.begin, n0, target, ce_weight, opts.ignore_index,
+                                      p, totals, per_row_g, g, lse, wt, zbuf.data());
+    CM2 gz(zbuf.data(), nc, v);
+    exec.fence();
+    if (grad_input.present) {
+      M2 gi(grad_input.data.data() + n0 * d, nc, d);
+      if (v > 0 && d > 0) KokkosBlas::gemm("N", "N", T(1), gz, w2, T(0), gi);
+      else Kokkos::deep_copy(exec, gi, T(0));
+    }
+    if (grad_weight.present && v > 0 && d > 0) {
+      M2 gw(grad_weight.data.data(), v, d);
+      KokkosBlas::gemm("T", "N", T(1), gz, xc, T(1), gw);
+    }
+    Kokkos::fence();
+    if (grad_bias.present) {
+      auto gb = grad_bias.data;
+      Kokkos::parallel_for(
+          "kloss::vocab_parallel_fused_linear::grad_bias", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, v),
+          KOKKOS_LAMBDA(const std::int64_t c) {
+            A acc = 0;
+            for (std::int64_t i = 0; i < nc; ++i) acc += to_acc(gz(i, c));
+            gb(c) = static_cast<T>(to_acc(gb(c)) + acc);
+          });
+    }
+  }
+  // grad_input: each rank holds the part from its classes; the sum over
+  // ranks is the gradient (one allreduce of N x D).
+  if (grad_input.present && n * d > 0) {
+    require(n * d <= std::int64_t(INT32_MAX), op, "grad_input of more than 2^31 - 1 elements is not supported");
+    Kokkos::View<T*, Mem> gi(grad_input.data.data(), static_cast<std::size_t>(n * d));
+    allreduce_in_place<ExecSpace, T>(exec, comm, op, gi, mpi_type<T>(), static_cast<int>(n * d), MPI_SUM);
+  }
+  if (opts.reduction != Reduction::none) {
+    // torch: mean divides by the sum of the target weights (NaN if all ignored).
+    const double reduced = opts.reduction == Reduction::mean ? total.loss / total.weight : total.loss;
+    auto o = output.data;
+    Kokkos::parallel_for(
+        "kloss::vocab_parallel_fused_linear::write", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
+        KOKKOS_LAMBDA(const int) { o(0) = static_cast<T>(static_cast<A>(reduced)); });
+  }
+  exec.fence();
+}
+
+}  // namespace kloss::mpi::impl

@@ -1,0 +1,825 @@
+#pragma once
+/// \file impl/mpi_impl.hpp
+/// Vocabulary-parallel kernels and MPI plumbing (kloss::mpi).
+///
+/// Algorithm (Megatron-LM's vocabulary-parallel cross-entropy, Shoeybi et
+/// al. 2019, with the online-softmax merge of Milakov & Gimelshein 2018):
+/// each rank holds the logits of a contiguous class range [b, b + C_r).
+///  1. Locally, per row i: m_r = max_c z_ic, s_r = sum_c exp(z_ic - m_r),
+///     the target logit z_it on the rank that owns t (0 elsewhere), the
+///     target's class weight, sum_c w_c z_ic (label smoothing only), and two
+///     counters: does this rank own t, does it ignore the row.
+///  2. ONE MPI_Allreduce of these packed records with a user-defined,
+///     commutative MPI_Op: max and sum-exp merge as online log-sum-exp
+///     (m = max(m_a, m_b), s = s_a e^(m_a - m) + s_b e^(m_b - m)), the other
+///     fields add. Every rank then holds the global LSE, target logit and
+///     counters of every row and computes the same loss (bitwise: the merge
+///     is symmetric in its arguments).
+///  3. The backward is local: each rank writes d loss / d z for its own
+///     classes from the saved global LSE.
+/// Ranks that disagree (rows, class ranges, options, arguments one rank
+/// rejects) are found by one small MPI_Allgather before the data collective,
+/// so every rank throws the same kloss::Error and none waits forever.
+#include <kloss/checks.hpp>
+#include <kloss/impl/cross_entropy_impl.hpp>
+#include <kloss/impl/embedding_impl.hpp>
+#include <kloss/impl/tuning.hpp>
+#include <kloss/tensor.hpp>
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kloss::mpi {
+
+/// How kloss hands its communication buffers to MPI.
+struct CommunicatorOptions {
+  /// The MPI library reads and writes device memory directly (CUDA-/ROCm-
+  /// aware MPI). Default off: buffers outside host memory are staged through
+  /// host mirrors. See detect_gpu_aware().
+  bool gpu_aware = false;
+  /// Stage through a separate host copy even for host-accessible buffers
+  /// (exercises the staged path on a host-only build; for tests).
+  bool force_host_staging = false;
+};
+
+/// Does the MPI library report device-memory support (Open MPI's
+/// MPIX_Query_cuda_support())? False where the library cannot tell.
+bool detect_gpu_aware();
+
+/// What kloss handed to MPI through a communicator since the last reset:
+/// collective calls, payload bytes this rank contributed (an allreduce of
+/// n elements counts n * element size; the agreement allgather its 128
+/// bytes), and wall time inside those calls (including waiting for the
+/// slowest rank).
+struct CommStats {
+  std::int64_t collectives = 0;
+  std::int64_t bytes = 0;
+  double seconds = 0;
+};
+
+/// The communicator of kloss's collectives: an MPI_Comm_dup of the caller's
+/// communicator (kloss's messages never mix with the caller's), with
+/// MPI_ERRORS_RETURN so that every failing MPI call becomes a
+/// kloss::MpiError. Construction and destruction are collective over the
+/// caller's communicator. Not copyable; movable.
+class Communicator {
+ public:
+  /// Duplicates `comm` (collective). Throws MpiError if MPI is not
+  /// initialised or a call fails.
+  explicit Communicator(MPI_Comm comm, const CommunicatorOptions& options = {});
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  Communicator(Communicator&& o) noexcept;
+  Communicator& operator=(Communicator&& o) noexcept;
+
+  /// The duplicated communicator.
+  MPI_Comm get() const { return comm_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const CommunicatorOptions& options() const { return options_; }
+  void set_gpu_aware(bool on) { options_.gpu_aware = on; }
+  void set_force_host_staging(bool on) { options_.force_host_staging = on; }
+
+  /// Do buffers in `MemorySpace` go to MPI as they are (true), or through a
+  /// host copy (false)?
+  template <class MemorySpace>
+  bool direct() const {
+    constexpr bool host = Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible;
+    if (options_.force_host_staging) return false;
+    return host || options_.gpu_aware;
+  }
+
+  /// Communication statistics of the calls made through this communicator.
+  const CommStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+  /// Adds one collective to the statistics (kloss's internals).
+  void record(std::int64_t bytes, double seconds) const {
+    ++stats_.collectives;
+    stats_.bytes += bytes;
+    stats_.seconds += seconds;
+  }
+
+  /// The online-LSE merge of row records of float (or double) fields.
+  MPI_Op row_merge_op(bool is_double) const { return is_double ? merge_double_ : merge_float_; }
+
+ private:
+  void release() noexcept;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  CommunicatorOptions options_;
+  MPI_Op merge_float_ = MPI_OP_NULL;
+  MPI_Op merge_double_ = MPI_OP_NULL;
+  mutable CommStats stats_;
+};
+
+/// A contiguous range of the vocabulary (classes or embedding rows): this
+/// rank owns [begin, begin + count) of `total`.
+struct ClassRange {
+  std::int64_t begin = 0;
+  std::int64_t count = 0;
+  std::int64_t total = 0;
+  std::int64_t end() const { return begin + count; }
+};
+
+/// The balanced split of the golden schema: rank r of P owns
+/// [r*V/P + min(r, V%P), ...), the first V % P ranks one row more.
+ClassRange balanced_range(std::int64_t total, int rank, int size);
+/// balanced_range(total, comm.rank(), comm.size()).
+ClassRange balanced_range(std::int64_t total, const Communicator& comm);
+
+/// Options of vocab_parallel_cross_entropy: cross_entropy's (torch's
+/// keywords for class-index targets, the z_loss / softcap extensions, the
+/// launch tuning), plus the consistency check.
+struct VocabParallelCrossEntropyOptions : CrossEntropyOptions {
+  /// Check before the data collective that every rank agrees (rows, class
+  /// ranges tile [0, C), options, arguments accepted): one MPI_Allgather of
+  /// 128 bytes per rank. Off: arguments one rank rejects throw on that rank
+  /// only, and the others may wait in the collective.
+  bool check_consistency = true;
+};
+
+/// Options of vocab_parallel_embedding: embedding's (padding_idx, max_norm
+/// and norm_type, scale_grad_by_freq, deterministic, team_size; `sparse`
+/// is not supported on a sharded table and throws NotImplemented), plus the
+/// consistency check.
+struct VocabParallelEmbeddingOptions : EmbeddingOptions {
+  bool check_consistency = true;
+};
+
+/// Options of vocab_parallel_fused_linear_cross_entropy: cross_entropy's
+/// (class weights are the `ce_weight` argument), the scratch budget and the
+/// consistency check.
+struct VocabParallelFusedLinearOptions {
+  Reduction reduction = Reduction::mean;
+  std::int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+  double z_loss = 0.0;
+  double softcap = 0.0;
+  /// Scratch budget for one chunk of logits (bytes): the token chunk is
+  /// chunk_bytes / (C_r * sizeof(T)) rows, at least one - never N x C_r.
+  std::int64_t chunk_bytes = std::int64_t(64) << 20;
+  bool check_consistency = true;
+};
+
+/// Number of elements of the `saved` workspace that the cross-entropy
+/// forward fills and its backward reads, for N rows: 2N + 3.
+inline std::int64_t saved_extent(std::int64_t n) { return 2 * n + 3; }
+
+}  // namespace kloss::mpi
+
+namespace kloss::mpi::impl {
+
+using kloss::impl::ProfilingRegion;
+
+/// Throws MpiError naming the op and the call unless rc == MPI_SUCCESS.
+void check_mpi(int rc, std::string_view op, std::string_view call);
+
+template <class A>
+MPI_Datatype mpi_type() {
+  static_assert(std::is_same_v<A, float> || std::is_same_v<A, double>, "kloss::mpi: acc type must be float or double");
+  return std::is_same_v<A, double> ? MPI_DOUBLE : MPI_FLOAT;
+}
+
+/// What one rank contributes to the agreement collective: its view of the
+/// call (rows, class range, options) and whether its own argument checks
+/// failed, plus sums the op needs over ranks.
+struct Agreement {
+  std::int64_t rows = 0;
+  ClassRange range;
+  /// Option values (as integers; reals by their bits), compared across ranks.
+  std::vector<std::pair<std::string, std::int64_t>> options;
+  /// Per-rank values to be summed (in rank order, so every rank gets the
+  /// same bits).
+  std::vector<double> sums;
+};
+
+/// One rank's record in the agreement collective (fixed size, 128 bytes).
+struct Signature {
+  std::int64_t rows = 0, begin = 0, count = 0, total = 0;
+  std::int64_t options[8] = {};
+  std::int64_t error_kind = 0, error_len = 0;
+  double sums[2] = {};
+};
+static_assert(sizeof(Signature) == 128, "kloss::mpi: Signature must be 128 bytes");
+
+/// Validates the gathered signatures of all ranks (a pure function of them,
+/// so every rank reaches the same verdict): rows, totals and options equal,
+/// class ranges tiling [0, total). Throws MpiError naming what differs.
+void check_signatures(std::string_view op, const std::vector<Signature>& all, const std::vector<std::string>& names);
+
+/// Runs the local argument checks `local` (which may throw kloss::Error),
+/// then - if `check` - the agreement collective: every rank throws the same
+/// error if any rank's checks failed, rows or totals or options differ, or
+/// the class ranges do not tile [0, total). Returns the sums over ranks of
+/// `mine.sums` (an MPI_Allreduce when `check` is off and there are sums).
+template <class F>
+std::vector<double> agree(const Communicator& comm, std::string_view op, bool check, Agreement& mine, F&& local);
+/// The collective half of agree() (non-template).
+std::vector<double> agree_collective(const Communicator& comm, std::string_view op, bool check, const Agreement& mine,
+                                     int error_kind, const std::string& error_message);
+
+/// Encodes kloss's exception types for the agreement collective.
+int error_kind_of(const Error& e);
+
+template <class F>
+std::vector<double> agree(const Communicator& comm, std::string_view op, bool check, Agreement& mine, F&& local) {
+  if (!check) {
+    local();
+    return agree_collective(comm, op, false, mine, 0, {});
+  }
+  int kind = 0;
+  std::string msg;
+  try {
+    local();
+  } catch (const Error& e) {
+    kind = error_kind_of(e);
+    msg = e.what();
+  }
+  return agree_collective(comm, op, true, mine, kind, msg);
+}
+
+/// Sums `v` (n elements of float or double in memory space `Mem`) over the
+/// ranks, in place; directly or through a host copy as the communicator says.
+/// Fences `exec` first (MPI reads the buffer). Blocking.
+template <class ExecSpace, class A>
+void allreduce_in_place(const ExecSpace& exec, const Communicator& comm, std::string_view op,
+                        const Kokkos::View<A*, typename ExecSpace::memory_space>& v, MPI_Datatype type, int count,
+                        MPI_Op mpi_op) {
+  exec.fence();
+  int type_size = 0;
+  MPI_Type_size(type, &type_size);
+  const std::int64_t bytes = static_cast<std::int64_t>(count) * type_size;
+  if (comm.direct<typename ExecSpace::memory_space>()) {
+    const double t0 = MPI_Wtime();
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, v.data(), count, type, mpi_op, comm.get()), op, "MPI_Allreduce");
+    comm.record(bytes, MPI_Wtime() - t0);
+    return;
+  }
+  Kokkos::View<A*, Kokkos::HostSpace> host("kloss::" + std::string(op) + "::host_staging", v.extent(0));
+  Kokkos::deep_copy(host, v);
+  const double t0 = MPI_Wtime();
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, host.data(), count, type, mpi_op, comm.get()), op, "MPI_Allreduce");
+  comm.record(bytes, MPI_Wtime() - t0);
+  Kokkos::deep_copy(v, host);
+}
+
+/// An MPI datatype of `k` contiguous A (one row record), freed on scope exit.
+class RowType {
+ public:
+  RowType(int k, MPI_Datatype base, std::string_view op);
+  ~RowType();
+  RowType(const RowType&) = delete;
+  RowType& operator=(const RowType&) = delete;
+  MPI_Datatype get() const { return type_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+/// Field layout of a row record (see the file comment).
+struct RecordLayout {
+  int k = 5;
+  int wt = -1;    ///< target class weight (only with class weights)
+  int zsum = -1;  ///< sum_c w_c z_c (only with label smoothing)
+  static constexpr int max = 0, sumexp = 1, target = 2, owners = 3, ignorers = 4;
+  RecordLayout(bool weighted, bool smoothing) {
+    if (weighted) wt = k++;
+    if (smoothing) zsum = k++;
+  }
+};
+
+/// The per-row partials of this rank's class slice [begin, begin + C_r) of
+/// logits [rows, C_r] (rows row_offset.. of the call), written to
+/// rec[(row_offset + i) * k ...] as RecordLayout says: the cross_entropy
+/// family's kloss::impl::ce_row_partials (max, sum-exp, target logit,
+/// weighted logit sum; one read of the row) plus the target's class weight
+/// and the owner / ignorer counters. The launch is cross_entropy's
+/// (ce_launch: a block of rows per team, one row per thread). Asynchronous.
+template <class ExecSpace, class T, class I>
+void ce_slice_partials(const ExecSpace& exec, const T* logits, std::int64_t rows, std::int64_t cols,
+                       std::int64_t begin, const Tensor<const I, typename ExecSpace::memory_space>& target,
+                       const Tensor<const T, typename ExecSpace::memory_space>& weight, std::int64_t ignore_index,
+                       double softcap, const RecordLayout& lay,
+                       const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec, std::int64_t row_offset,
+                       const CrossEntropyTuning& tuning = {}) {
+  using A = acc_t<T>;
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = typename Policy::member_type;
+  namespace ki = kloss::impl;
+  const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
+  const std::int64_t rpt = launch.rows_per_team;
+  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
+  auto tg = target.data;
+  auto w = weight.data;
+  const bool weighted = weight.present;
+  ki::CeRowConfig<A> cfg;
+  cfg.softcap = static_cast<A>(softcap);
+  cfg.sum_mode = lay.zsum < 0 ? 0 : (weighted ? 2 : 1);
+  const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
+  Kokkos::parallel_for(
+      "kloss::vocab_parallel::row_partials", Policy(exec, league, launch.team_size),
+      KOKKOS_LAMBDA(const Member& team) {
+        const std::int64_t r0 = team.league_rank() * rpt;
+        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, r0, r1), [&](const std::int64_t i) {
+          const std::int64_t t = static_cast<std::int64_t>(tg(row_offset + i));
+          const bool ignored = t == ignore_index;
+          const bool owns = !ignored && t >= begin && t < begin + cols;
+          const ki::CeRowPartials<A> p =
+              ki::ce_row_partials(logits + i * cols, cols, 1, owns ? t - begin : -1, cfg, weighted ? w.data() : nullptr);
+          A* r = &rec((row_offset + i) * k);
+          r[RecordLayout::max] = p.max;
+          r[RecordLayout::sumexp] = p.sumexp;
+          r[RecordLayout::target] = p.target_logit;
+          r[RecordLayout::owners] = owns ? A(1) : A(0);
+          r[RecordLayout::ignorers] = ignored ? A(1) : A(0);
+          if (f_wt >= 0) r[f_wt] = owns ? to_acc(w(t - begin)) : A(0);
+          if (f_zsum >= 0) r[f_zsum] = p.logit_sum;
+        });
+      });
+}
+
+/// Sums over rows of the reduced records that a mean / sum needs, plus the
+/// first row that no rank (or several) claimed.
+struct VpSums {
+  double loss = 0, weight = 0, valid = 0;
+  std::int64_t bad = 0, bad_row = -1, bad_kind = 0;
+
+  KOKKOS_INLINE_FUNCTION void add_bad(std::int64_t row, std::int64_t kind) {
+    if (bad == 0 || row < bad_row) {
+      bad_row = row;
+      bad_kind = kind;
+    }
+    ++bad;
+  }
+  KOKKOS_INLINE_FUNCTION VpSums& operator+=(const VpSums& o) {
+    loss += o.loss;
+    weight += o.weight;
+    valid += o.valid;
+    if (o.bad > 0 && (bad == 0 || o.bad_row < bad_row)) {
+      bad_row = o.bad_row;
+      bad_kind = o.bad_kind;
+    }
+    bad += o.bad;
+    return *this;
+  }
+  // Kokkos 3.x joins through volatile references.
+  KOKKOS_INLINE_FUNCTION void operator+=(const volatile VpSums& o) volatile {
+    loss += o.loss;
+    weight += o.weight;
+    valid += o.valid;
+    if (o.bad > 0 && (bad == 0 || o.bad_row < bad_row)) {
+      bad_row = o.bad_row;
+      bad_kind = o.bad_kind;
+    }
+    bad += o.bad;
+  }
+};
+
+}  // namespace kloss::mpi::impl
+
+namespace Kokkos {
+template <>
+struct reduction_identity<kloss::mpi::impl::VpSums> {
+  KOKKOS_FORCEINLINE_FUNCTION static kloss::mpi::impl::VpSums sum() { return {}; }
+};
+}  // namespace Kokkos
+
+namespace kloss::mpi::impl {
+
+/// What the loss finish and the backward need besides the records.
+struct CeParams {
+  std::int64_t total = 0;  ///< C, the global number of classes
+  int ranks = 1;
+  double label_smoothing = 0, z_loss = 0, softcap = 0;
+  Reduction reduction = Reduction::mean;
+  bool weighted = false;
+  double weight_sum = 0;  ///< sum of all class weights (C without weights)
+};
+
+/// Per-row global LSE and loss from the reduced records of rows
+/// [row_offset, row_offset + rows), as cross_entropy forms them:
+///   loss_i = (1-eps) w_t (lse - z_t) + eps/C sum_c w_c (lse - z_c) + zl lse^2.
+/// Writes lse / target weight to saved[i], saved[n + i]; for
+/// Reduction::none the row loss to out[i]. Returns the sums (fences: a host
+/// value). A row is bad when the ranks do not agree that exactly one of
+/// them owns its target (or that it is ignored).
+template <class ExecSpace, class T>
+VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec,
+                      const RecordLayout& lay, std::int64_t rows, std::int64_t row_offset, std::int64_t n,
+                      const CeParams& p, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& saved,
+                      const Tensor<T, typename ExecSpace::memory_space>& out) {
+  using A = acc_t<T>;
+  namespace ki = kloss::impl;
+  const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
+  const A ranks = static_cast<A>(p.ranks);
+  const A eps = static_cast<A>(p.label_smoothing), zl = static_cast<A>(p.z_loss);
+  const A eps_c = eps / static_cast<A>(p.total);
+  const A wsum = static_cast<A>(p.weight_sum);
+  const bool none = p.reduction == Reduction::none;
+  auto o = out.data;
+  VpSums sums;
+  Kokkos::parallel_reduce(
+      "kloss::vocab_parallel::finish_rows",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, rows),
+      KOKKOS_LAMBDA(const std::int64_t j, VpSums& acc) {
+        const std::int64_t i = row_offset + j;
+        const A* r = &rec(i * k);
+        const ki::CeRowPartials<A> part{r[RecordLayout::max], r[RecordLayout::sumexp], r[RecordLayout::target],
+                                        f_zsum >= 0 ? r[f_zsum] : A(0)};
+        const A lse = ki::ce_lse(part);
+        A loss = 0, wt = 0;
+        if (r[RecordLayout::ignorers] == ranks) {
+          // ignored by every rank: contributes nothing (torch)
+        } else if (r[RecordLayout::ignorers] != A(0)) {
+          acc.add_bad(i, 2);  // ranks disagree on whether the row is ignored
+        } else if (r[RecordLayout::owners] != A(1)) {
+          acc.add_bad(i, r[RecordLayout::owners] == A(0) ? 0 : 1);  // no owner / several owners
+        } else {
+          wt = f_wt >= 0 ? r[f_wt] : A(1);
+          loss = (A(1) - eps) * wt * (lse - part.target_logit) + zl * lse * lse;
+          // eps/C sum_c w_c (lse - z_c) = eps/C (lse sum_c w_c - sum_c w_c z_c)
+          if (f_zsum >= 0) loss += eps_c * (wsum * lse - part.logit_sum);
+          acc.loss += static_cast<double>(loss);
+          acc.weight += static_cast<double>(wt);
+          acc.valid += 1;
+        }
+        saved(i) = lse;
+        saved(n + i) = wt;
+        if (none) o(i) = static_cast<T>(loss);
+      },
+      Kokkos::Sum<VpSums>(sums));
+  return sums;
+}
+
+/// Throws the same IndexOutOfRange / MpiError on every rank for the first
+/// row no rank (or several) claimed.
+void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_value, const ClassRange& range);
+
+/// Writes d loss / d x for this rank's classes of rows [row_offset, +rows)
+/// from the saved global LSE with cross_entropy's kloss::impl::ce_row_grad /
+/// ce_backward_from_lse (derivation there):
+///   d loss_i / d z_c = g_i ((1-eps) w_t + eps/C W + 2 zl lse) p_c
+///                      - g_i eps/C w_c - [c == t] g_i (1-eps) w_t,
+/// times 1 - (z_c / cap)^2 under the soft-cap; g_i the upstream gradient
+/// (grad_output[i] for none, grad_output / sum of target weights for mean,
+/// grad_output for sum). `g` has one element or N; `totals` the saved
+/// (sum of target weights, valid rows, sum of class weights) on the device,
+/// read in the kernel (no fence). grad may be the logits (in place).
+/// Asynchronous.
+template <class ExecSpace, class T, class I, class G>
+void ce_backward_rows(const ExecSpace& exec, const T* logits, std::int64_t rows, std::int64_t cols,
+                      std::int64_t begin, std::int64_t row_offset,
+                      const Tensor<const I, typename ExecSpace::memory_space>& target,
+                      const Tensor<const T, typename ExecSpace::memory_space>& weight, std::int64_t ignore_index,
+                      const CeParams& params, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& totals,
+                      bool per_row_g, const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& lse,
+                      const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& wt, T* grad,
+                      const CrossEntropyTuning& tuning = {}) {
+  using A = acc_t<T>;
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = typename Policy::member_type;
+  namespace ki = kloss::impl;
+  const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
+  const std::int64_t rpt = launch.rows_per_team;
+  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
+  auto tg = target.data;
+  auto w = weight.data;
+  const bool weighted = weight.present;
+  const A eps = static_cast<A>(params.label_smoothing), zl = static_cast<A>(params.z_loss);
+  const A cap = static_cast<A>(params.softcap);
+  const std::int64_t C = params.total;
+  const bool mean = params.reduction == Reduction::mean;
+  Kokkos::parallel_for(
+      "kloss::vocab_parallel::backward_rows", Policy(exec, league, launch.team_size),
+      KOKKOS_LAMBDA(const Member& team) {
+        const std::int64_t r0 = team.league_rank() * rpt;
+        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, r0, r1), [&](const std::int64_t j) {
+          const std::int64_t i = row_offset + j;
+          const std::int64_t t = static_cast<std::int64_t>(tg(i));
+          T* gr = grad + j * cols;
+          if (t == ignore_index) {
+            for (std::int64_t c = 0; c < cols; ++c) gr[c] = static_cast<T>(A(0));
+            return;
+          }
+          double scale = static_cast<double>(to_acc(per_row_g ? g(i) : g(0)));
+          if (mean) scale /= static_cast<double>(totals(0));
+          const std::int64_t tl = t >= begin && t < begin + cols ? t - begin : -1;
+          const ki::CeRowGrad<A> kc =
+              ki::ce_row_grad(static_cast<A>(scale), wt(i), totals(2), eps, C, zl, lse(i), cap, weighted);
+          ki::ce_backward_from_lse(logits + j * cols, gr, cols, 1, tl, lse(i), kc, weighted ? w.data() : nullptr);
+        });
+      });
+}
+
+template <class ExecSpace, class T, class I>
+void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
+                                  const Tensor<const T, typename ExecSpace::memory_space>& logits,
+                                  const Tensor<const I, typename ExecSpace::memory_space>& target,
+                                  const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                                  const Tensor<T, typename ExecSpace::memory_space>& output,
+                                  const Tensor<acc_t<T>, typename ExecSpace::memory_space>& saved,
+                                  const VocabParallelCrossEntropyOptions& opts);
+
+template <class ExecSpace, class T, class I>
+void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRange& range,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& logits,
+                                           const Tensor<const I, typename ExecSpace::memory_space>& target,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                                           const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& saved,
+                                           const Tensor<T, typename ExecSpace::memory_space>& grad_logits,
+                                           const VocabParallelCrossEntropyOptions& opts);
+
+/// Host checks shared by the forward and backward of the cross-entropy.
+template <class T, class I, class M>
+void check_ce_arguments(std::string_view op, const ClassRange& range, const Tensor<const T, M>& logits,
+                        const Tensor<const I, M>& target, const Tensor<const T, M>& weight, Reduction reduction,
+                        double label_smoothing, double z_loss, double softcap) {
+  check_reduction(op, reduction);
+  check_rank(op, "logits", logits, 2);
+  check_rank(op, "target", target, 1);
+  if (target.extent(0) != logits.extent(0))
+    fail<DimensionMismatch>(op, "argument 'target' must have shape [", logits.extent(0), "] (the rows of 'logits'), got ",
+                            target.shape.str());
+  if (logits.extent(1) != range.count)
+    fail<DimensionMismatch>(op, "argument 'logits' must have ", range.count,
+                            " columns (this rank's class range [", range.begin, ", ", range.end(), ")), got shape ",
+                            logits.shape.str());
+  if (weight.present) check_shape(op, "weight", weight, Shape{range.count});
+  require(range.total > 0, op, "the number of classes must be positive, got ", range.total);
+  require(range.begin >= 0 && range.count >= 0 && range.end() <= range.total, op, "class range [", range.begin, ", ",
+          range.end(), ") is not inside [0, ", range.total, ")");
+  require(label_smoothing >= 0 && label_smoothing <= 1, op, "label_smoothing must be in [0, 1], got ",
+          label_smoothing);
+  require(z_loss >= 0, op, "z_loss must be non-negative, got ", z_loss);
+  require(softcap >= 0, op, "softcap must be non-negative (0 = off), got ", softcap);
+}
+
+/// Option values compared across ranks.
+std::vector<std::pair<std::string, std::int64_t>> option_fingerprint(Reduction reduction, std::int64_t ignore_index,
+                                                                     double label_smoothing, double z_loss,
+                                                                     double softcap, bool weighted,
+                                                                     std::int64_t extra = 0);
+
+template <class ExecSpace, class T, class I>
+void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
+                                  const Tensor<const T, typename ExecSpace::memory_space>& logits,
+                                  const Tensor<const I, typename ExecSpace::memory_space>& target,
+                                  const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                                  const Tensor<T, typename ExecSpace::memory_space>& output,
+                                  const Tensor<acc_t<T>, typename ExecSpace::memory_space>& saved,
+                                  const VocabParallelCrossEntropyOptions& opts) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_cross_entropy";
+  const bool smoothing = opts.label_smoothing != 0;
+  Agreement mine;
+  mine.rows = logits.rank() >= 1 ? logits.extent(0) : -1;
+  mine.range = range;
+  mine.options = option_fingerprint(opts.reduction, opts.ignore_index, opts.label_smoothing, opts.z_loss, opts.softcap,
+                                    weight.present);
+  double local_wsum = static_cast<double>(range.count);
+  auto local_checks = [&] {
+    check_ce_arguments(op, range, logits, target, weight, opts.reduction, opts.label_smoothing, opts.z_loss,
+                       opts.softcap);
+    const std::int64_t n = logits.extent(0);
+    check_output(op, "output", output, opts.reduction, Shape{n});
+    check_shape(op, "saved", saved, Shape{saved_extent(n)});
+    if (weight.present && smoothing) {
+      // sum of this rank's class weights (host: O(C_r), only with smoothing)
+      double s = 0;
+      auto w = weight.data;
+      Kokkos::parallel_reduce(
+          "kloss::vocab_parallel_cross_entropy::weight_sum",
+          Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, range.count),
+          KOKKOS_LAMBDA(const std::int64_t c, double& acc) { acc += static_cast<double>(to_acc(w(c))); }, s);
+      local_wsum = s;
+    }
+  };
+  // With weights and smoothing, sum_c w_c over all classes travels with the
+  // agreement collective (or one 8-byte allreduce when the check is off).
+  const bool need_wsum = weight.present && smoothing;
+  if (need_wsum) mine.sums.push_back(0);
+  const std::vector<double> sums = agree(comm, op, opts.check_consistency, mine, [&] {
+    local_checks();
+    if (need_wsum) mine.sums[0] = local_wsum;
+  });
+  ProfilingRegion region("kloss::vocab_parallel_cross_entropy");
+  const std::int64_t n = logits.extent(0);
+  const RecordLayout lay(weight.present, smoothing);
+  require(n <= std::int64_t(INT32_MAX), op, "more than 2^31 - 1 rows per call are not supported, got ", n);
+  Kokkos::View<A*, Mem> rec("kloss::vocab_parallel_cross_entropy::records", static_cast<std::size_t>(n * lay.k));
+  ce_slice_partials<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, target, weight,
+                                     opts.ignore_index, opts.softcap, lay, rec, 0, opts.tuning);
+  {
+    RowType rt(lay.k, mpi_type<A>(), op);
+    allreduce_in_place<ExecSpace, A>(exec, comm, op, rec, rt.get(), static_cast<int>(n),
+                                     comm.row_merge_op(std::is_same_v<A, double>));
+  }
+  CeParams p;
+  p.total = range.total;
+  p.ranks = comm.size();
+  p.label_smoothing = opts.label_smoothing;
+  p.z_loss = opts.z_loss;
+  p.softcap = opts.softcap;
+  p.reduction = opts.reduction;
+  p.weighted = weight.present;
+  p.weight_sum = need_wsum ? sums[0] : static_cast<double>(range.total);
+  Kokkos::View<A*, Mem> sv(saved.data.data(), saved.data.extent(0));
+  const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, n, 0, n, p, sv, output);
+  if (s.bad > 0) {
+    Kokkos::View<I, Kokkos::HostSpace> tv("kloss::vocab_parallel_cross_entropy::bad_target");
+    Kokkos::deep_copy(tv, Kokkos::subview(target.data, s.bad_row));
+    throw_bad_row(op, s, static_cast<std::int64_t>(tv()), range);
+  }
+  // torch: mean divides by the sum of the target weights (their count
+  // without weights); 0/0 = NaN when every row is ignored.
+  const double reduced = opts.reduction == Reduction::mean ? s.loss / s.weight : s.loss;
+  const A wtot = static_cast<A>(s.weight), nvalid = static_cast<A>(s.valid), ws = static_cast<A>(p.weight_sum);
+  const bool none = opts.reduction == Reduction::none;
+  auto o = output.data;
+  Kokkos::parallel_for(
+      "kloss::vocab_parallel_cross_entropy::write", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
+      KOKKOS_LAMBDA(const int) {
+        sv(2 * n) = wtot;
+        sv(2 * n + 1) = nvalid;
+        sv(2 * n + 2) = ws;
+        if (!none) o(0) = static_cast<T>(static_cast<A>(reduced));
+      });
+}
+
+template <class ExecSpace, class T, class I>
+void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRange& range,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& logits,
+                                           const Tensor<const I, typename ExecSpace::memory_space>& target,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                                           const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& saved,
+                                           const Tensor<T, typename ExecSpace::memory_space>& grad_logits,
+                                           const VocabParallelCrossEntropyOptions& opts) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_cross_entropy_backward";
+  check_ce_arguments(op, range, logits, target, weight, opts.reduction, opts.label_smoothing, opts.z_loss,
+                     opts.softcap);
+  const std::int64_t n = logits.extent(0);
+  check_output(op, "grad_output", grad_output, opts.reduction, Shape{n});
+  check_shape(op, "saved", saved, Shape{saved_extent(n)});
+  check_same_shape(op, "grad_logits", grad_logits, "logits", logits);
+  ProfilingRegion region("kloss::vocab_parallel_cross_entropy_backward");
+  CeParams p;
+  p.total = range.total;
+  p.label_smoothing = opts.label_smoothing;
+  p.z_loss = opts.z_loss;
+  p.softcap = opts.softcap;
+  p.reduction = opts.reduction;
+  p.weighted = weight.present;
+  Kokkos::View<const A*, Mem> lse(saved.data.data(), n);
+  Kokkos::View<const A*, Mem> wt(saved.data.data() + n, n);
+  Kokkos::View<const A*, Mem> totals(saved.data.data() + 2 * n, 3);
+  ce_backward_rows<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, 0, target, weight,
+                                    opts.ignore_index, p, totals, opts.reduction == Reduction::none, grad_output.data,
+                                    lse, wt, grad_logits.data.data(), opts.tuning);
+}
+
+
+// ---------------------------------------------------------------------------
+// Vocabulary-parallel embedding (Megatron-LM's VocabParallelEmbedding).
+// ---------------------------------------------------------------------------
+
+/// The MPI unsigned integer type of a `bytes`-wide scalar, for the
+/// bitwise-or allreduce of the embedding output.
+MPI_Datatype mpi_bits_type(std::size_t bytes);
+
+template <class T, class I, class M>
+void check_embedding_arguments(std::string_view op, const ClassRange& range, const Tensor<const I, M>& input,
+                               const Tensor<const T, M>& weight, const EmbeddingOptions& opts) {
+  check_rank(op, "weight", weight, 2);
+  if (weight.extent(0) != range.count)
+    fail<DimensionMismatch>(op, "argument 'weight' must have ", range.count, " rows (this rank's range [", range.begin,
+                            ", ", range.end(), ")), got shape ", weight.shape.str());
+  require(range.begin >= 0 && range.count >= 0 && range.end() <= range.total, op, "row range [", range.begin, ", ",
+          range.end(), ") is not inside [0, ", range.total, ")");
+  require(input.rank() < max_rank, op, "argument 'input' has rank ", input.rank(), "; at most ", max_rank - 1,
+          " is supported");
+  if (opts.sparse) fail<NotImplemented>(op, "option 'sparse' is not supported on a vocabulary-parallel table");
+  kloss::impl::normalize_padding_idx(op, opts.padding_idx, range.total);
+}
+
+template <class ExecSpace, class T, class I>
+void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
+                              const Tensor<const I, typename ExecSpace::memory_space>& input,
+                              const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                              const Tensor<T, typename ExecSpace::memory_space>& output,
+                              const VocabParallelEmbeddingOptions& opts) {
+  using Mem = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_embedding";
+  Agreement mine;
+  mine.rows = input.numel();
+  mine.range = range;
+  mine.options = {{"embedding_dim", weight.rank() == 2 ? weight.extent(1) : -1},
+                  {"dtype size", static_cast<std::int64_t>(sizeof(T))}};
+  agree(comm, op, opts.check_consistency, mine, [&] {
+    check_embedding_arguments(op, range, input, weight, opts);
+    Shape s = input.shape;
+    s.extent[s.rank++] = weight.extent(1);
+    check_shape(op, "output", output, s);
+    if (opts.check_consistency) {
+      // Indices outside [0, total): found before the data collective, so the
+      // agreement carries this rank's message to every rank (an O(M) read).
+      auto idx = input.data;
+      const std::int64_t V = range.total;
+      kloss::impl::BadIndex bad;
+      Kokkos::parallel_reduce(
+          "kloss::vocab_parallel_embedding::check_indices",
+          Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, input.numel()),
+          KOKKOS_LAMBDA(const std::int64_t p, kloss::impl::BadIndex& b) {
+            const std::int64_t r = static_cast<std::int64_t>(idx(p));
+            if (r < 0 || r >= V) b.note(p, r);
+          },
+          kloss::impl::BadIndexReducer(bad));
+      bad.throw_if_any(op, "input", kloss::impl::concat("[0, ", V, ") (the whole table)"));
+    }
+  });
+  ProfilingRegion region("kloss::vocab_parallel_embedding");
+  // Rows this rank does not own come out as +0.0 (all bits zero) from the
+  // gather, so at most one rank contributes non-zero bits to each element:
+  // the sum across ranks equals the bitwise OR of the words, which is exact
+  // and needs no floating-point (or 16-bit) reduction operator.
+  const kloss::impl::BadIndex bad = kloss::impl::embedding_gather<ExecSpace, T, I>(
+      exec, input, weight, output, range.begin, range.total, opts.team_size);
+  const std::int64_t count = output.numel();
+  require(count <= std::int64_t(INT32_MAX), op, "more than 2^31 - 1 output elements per call are not supported, got ",
+          count);
+  Kokkos::View<T*, Mem> out(output.data.data(), static_cast<std::size_t>(count));
+  allreduce_in_place<ExecSpace, T>(exec, comm, op, out, mpi_bits_type(sizeof(T)), static_cast<int>(count), MPI_BOR);
+  // With the check on, bad indices were refused above on every rank; with it
+  // off, each rank throws after the collective (none waits).
+  bad.throw_if_any(op, "input", kloss::impl::concat("[0, ", range.total, ") (the whole table)"));
+}
+
+/// torch's embedding_renorm_ on a sharded table: each rank renormalises the
+/// looked-up rows it owns (the indices are the same on every rank, so no
+/// communication): the owned indices are compacted to local row numbers
+/// (one scan) and handed to the embedding family's renorm kernel. Fences.
+template <class ExecSpace, class T, class I>
+void vocab_parallel_embedding_renorm(const ExecSpace& exec, const ClassRange& range,
+                                     const Tensor<const I, typename ExecSpace::memory_space>& input,
+                                     const Tensor<T, typename ExecSpace::memory_space>& weight, double max_norm,
+                                     double norm_type) {
+  using Mem = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_embedding_renorm";
+  check_rank(op, "weight", weight, 2);
+  require(weight.extent(0) == range.count, op, "argument 'weight' must have ", range.count, " rows, got shape ",
+          weight.shape.str());
+  const std::int64_t m = input.numel(), b = range.begin, e = range.end();
+  Kokkos::View<I*, Mem> local("kloss::vocab_parallel_embedding::renorm_rows", static_cast<std::size_t>(m));
+  auto idx = input.data;
+  std::int64_t owned = 0;
+  Kokkos::parallel_scan(
+      "kloss::vocab_parallel_embedding::renorm_compact",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, m),
+      KOKKOS_LAMBDA(const std::int64_t p, std::int64_t& upd, const bool final) {
+        const std::int64_t r = static_cast<std::int64_t>(idx(p));
+        const bool mine = r >= b && r < e;
+        if (final && mine) local(upd) = static_cast<I>(r - b);
+        if (mine) upd += 1;
+      },
+      owned);
+  exec.fence();
+  kloss::impl::embedding_renorm<ExecSpace, T, I>(exec, std::string(op),
+                                                 Tensor<const I, Mem>(local.data(), Shape{owned}), weight, max_norm,
+                                                 norm_type);
+}
+
+template <class ExecSpace, class T, class I>
+void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& range,
+                                       const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                                       const Tensor<const I, typename ExecSpace::memory_space>& input,
+                                       const Tensor<T, typename ExecSpace::memory_space>& grad_weight,
+                                       const VocabParallelEmbeddingOptions& opts) {
+  constexpr std::string_view op = "vocab_parallel_embedding_backward";
+  check_embedding_arguments<T, I>(op, range, input, Tensor<const T, typename ExecSpace::memory_space>(grad_weight),
+                                  opts);
+  kloss::impl::check_embedding_grad_output(op, grad_output, input, grad_weight.extent(1));
+  ProfilingRegion region("kloss::vocab_parallel_embedding_backward");
+  const std::int64_t pad = kloss::impl::normalize_padding_idx(op, opts.padding_idx, range.total);
+  // Indices are the same on every rank, so a row's count
+  // (scale_grad_by_freq) is the global one; rows outside this rank's range
+  // are skipped by the scatter.
+  const kloss::impl::BadIndex bad = kloss::impl::embedding_scatter<ExecSpace, T, I>(
+      exec, grad_output, input, grad_weight, range.begin, range.total, pad, opts.scale_grad_by_freq,
+      opts.deterministic, opts.team_size);
+  bad.throw_if_any(op, "input", kloss::impl::concat("[0, ", range.total, ") (the whole table)"));
+}
+
+}  // namespace kloss::mpi::impl

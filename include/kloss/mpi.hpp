@@ -1,0 +1,232 @@
+#pragma once
+/// \file mpi.hpp
+/// Vocabulary-parallel ops over MPI (namespace kloss::mpi): the classes of a
+/// cross-entropy, the rows of an LM head or of an embedding table are split
+/// in contiguous ranges over the ranks of a communicator.
+///
+/// - Every op takes a kloss::mpi::Communicator (an MPI_Comm_dup of the
+///   caller's communicator; kloss never touches MPI_COMM_WORLD) and this
+///   rank's ClassRange (balanced_range() gives the golden schema's split;
+///   any contiguous split that tiles [0, total) may be described).
+/// - Forward calls are collective and blocking (they fence the execution
+///   space: MPI needs the data); backward calls are local and asynchronous.
+/// - Ranks that disagree (rows, class ranges, options, an argument one rank
+///   rejects, a target that no rank owns) make every rank throw the same
+///   kloss::Error; none waits forever (options.check_consistency, default on,
+///   costs one MPI_Allgather of 128 bytes per rank per call).
+/// - Communication per forward: cross-entropy, one MPI_Allreduce of N row
+///   records of 5-7 accumulation-type numbers (O(N), independent of C);
+///   embedding, one MPI_Allreduce of the [M, D] output; the fused head, one
+///   record allreduce per token chunk plus one of grad_input [N, D].
+/// Needs KLOSS_ENABLE_MPI (the kloss target then defines KLOSS_HAVE_MPI).
+#include <kloss/cross_entropy.hpp>
+#include <kloss/embedding.hpp>
+#include <kloss/impl/mpi_fused_impl.hpp>
+#include <kloss/impl/mpi_impl.hpp>
+
+namespace kloss::mpi {
+
+/// Vocabulary-parallel cross_entropy with class-index targets.
+///
+/// logits [N, C_r]: this rank's classes range.begin .. range.end()-1 of C =
+/// range.total; target [N] (global class indices, the same on every rank;
+/// int32 or int64); weight [C_r] (this rank's slice of the class weights) or
+/// an empty view; output: [N] for Reduction::none, one element otherwise -
+/// the same value on every rank; saved [saved_extent(N)] of acc_t<T> (float,
+/// or double for double): filled for the backward (global LSE per row,
+/// target weight per row, three totals).
+/// Collective over `comm`; fences `exec`. Throws IndexOutOfRange (on every
+/// rank) for a target that is not ignore_index and that no rank owns.
+template <class ExecSpace, class LogitsView, class TargetView, class WeightView, class OutputView, class SavedView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
+                                  const LogitsView& logits, const TargetView& target, const WeightView& weight,
+                                  const OutputView& output, const SavedView& saved,
+                                  const VocabParallelCrossEntropyOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_cross_entropy";
+  static_assert(is_scalar_v<T>, "kloss::vocab_parallel_cross_entropy: value type must be float, double, float16 or bfloat16");
+  static_assert(is_index_v<I>, "kloss::vocab_parallel_cross_entropy: target must hold int32 or int64 class indices");
+  static_assert(std::is_same_v<typename LogitsView::non_const_value_type, T>,
+                "kloss::vocab_parallel_cross_entropy: logits and output must have the same value type");
+  static_assert(std::is_same_v<typename SavedView::non_const_value_type, acc_t<T>>,
+                "kloss::vocab_parallel_cross_entropy: saved must hold acc_t<T> (float, or double for double)");
+  impl::vocab_parallel_cross_entropy<ExecSpace, T, I>(
+      exec, comm, range, as_tensor<M>(logits, op, "logits"), as_tensor<M>(target, op, "target"),
+      as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(output, op, "output"),
+      as_tensor<M>(saved, op, "saved"), opts);
+}
+
+/// Backward of vocab_parallel_cross_entropy: grad_logits [N, C_r] (this
+/// rank's classes) from grad_output ([N] for none, one element otherwise)
+/// and the forward's `saved`. Local: no communication. grad_logits may be
+/// `logits` itself (in place). Asynchronous.
+template <class ExecSpace, class GradOutputView, class LogitsView, class TargetView, class WeightView,
+          class SavedView, class GradLogitsView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRange& range,
+                                           const GradOutputView& grad_output, const LogitsView& logits,
+                                           const TargetView& target, const WeightView& weight,
+                                           const SavedView& saved, const GradLogitsView& grad_logits,
+                                           const VocabParallelCrossEntropyOptions& opts = {}) {
+  using T = typename GradLogitsView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_cross_entropy_backward";
+  static_assert(is_scalar_v<T>,
+                "kloss::vocab_parallel_cross_entropy_backward: value type must be float, double, float16 or bfloat16");
+  static_assert(is_index_v<I>, "kloss::vocab_parallel_cross_entropy_backward: target must hold int32 or int64");
+  impl::vocab_parallel_cross_entropy_backward<ExecSpace, T, I>(
+      exec, range, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(logits, op, "logits"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(saved, op, "saved"),
+      as_tensor<M>(grad_logits, op, "grad_logits"), opts);
+}
+
+/// Vocabulary-parallel embedding (Megatron-LM's scheme): this rank holds
+/// rows range.begin .. range.end()-1 of a [range.total, D] table as weight
+/// [C_r, D]; input: indices of any shape (global row numbers, the same on
+/// every rank; int32 or int64); output: input's shape + [D], the same on
+/// every rank. Each rank gathers the rows it owns (zeros elsewhere) and the
+/// outputs are summed across ranks by one allreduce (done as a bitwise OR,
+/// which is exact because at most one rank contributes non-zero bits to an
+/// element). With max_norm, the looked-up rows this rank owns are first
+/// renormalised in place (torch's embedding_renorm_; weight must then be
+/// writable). Collective; fences. Throws IndexOutOfRange (on every rank with
+/// the consistency check) for an index outside [0, range.total).
+template <class ExecSpace, class InputView, class WeightView, class OutputView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
+                              const InputView& input, const WeightView& weight, const OutputView& output,
+                              const VocabParallelEmbeddingOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  using I = typename InputView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_embedding";
+  static_assert(is_scalar_v<T>, "kloss::vocab_parallel_embedding: value type must be float, double, float16 or bfloat16");
+  static_assert(is_index_v<I>, "kloss::vocab_parallel_embedding: input must hold int32 or int64 indices");
+  static_assert(std::is_same_v<typename WeightView::non_const_value_type, T>,
+                "kloss::vocab_parallel_embedding: weight and output must have the same value type");
+  if (opts.max_norm) {
+    // torch renormalises the looked-up rows in place before the lookup.
+    if constexpr (std::is_const_v<typename WeightView::value_type>) {
+      fail<InvalidArgument>(op, "option 'max_norm' renormalises 'weight' in place: pass a non-const view");
+    } else {
+      impl::vocab_parallel_embedding_renorm<ExecSpace, T, I>(exec, range, as_tensor<M>(input, op, "input"),
+                                                             as_tensor<M>(weight, op, "weight"), *opts.max_norm,
+                                                             opts.norm_type);
+    }
+  }
+  impl::vocab_parallel_embedding<ExecSpace, T, I>(exec, comm, range, as_tensor<M>(input, op, "input"),
+                                                  as_tensor<M>(weight, op, "weight"),
+                                                  as_tensor<M>(output, op, "output"), opts);
+}
+
+/// Backward of vocab_parallel_embedding: grad_weight [C_r, D] (this rank's
+/// rows) = the sum of the grad_output rows of the positions that index
+/// them (padding_idx skipped, scaled by 1/count with scale_grad_by_freq,
+/// atomic or deterministic as embedding_backward). Local: no communication.
+/// Fences (index check).
+template <class ExecSpace, class GradOutputView, class InputView, class GradWeightView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& range,
+                                       const GradOutputView& grad_output, const InputView& input,
+                                       const GradWeightView& grad_weight,
+                                       const VocabParallelEmbeddingOptions& opts = {}) {
+  using T = typename GradWeightView::non_const_value_type;
+  using I = typename InputView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_embedding_backward";
+  static_assert(is_scalar_v<T>,
+                "kloss::vocab_parallel_embedding_backward: value type must be float, double, float16 or bfloat16");
+  static_assert(is_index_v<I>, "kloss::vocab_parallel_embedding_backward: input must hold int32 or int64 indices");
+  impl::vocab_parallel_embedding_backward<ExecSpace, T, I>(exec, range, as_tensor<M>(grad_output, op, "grad_output"),
+                                                           as_tensor<M>(input, op, "input"),
+                                                           as_tensor<M>(grad_weight, op, "grad_weight"), opts);
+}
+
+/// Vocabulary-parallel fused linear cross-entropy: cross_entropy(input @
+/// weight^T + bias, target) with the LM head's rows sharded, without ever
+/// holding the [N, C] logits. input [N, D] (the same on every rank);
+/// weight [C_r, D], bias [C_r] and ce_weight [C_r] (class weights): this
+/// rank's rows range.begin .. range.end()-1; target [N] global class
+/// indices (the same on every rank). float or double.
+/// The gradients are computed in this call (Liger-Kernel's scheme) for the
+/// upstream gradient grad_output ([N] for none, one element otherwise; an
+/// empty view means ones): grad_input [N, D] (summed across ranks: the same
+/// on every rank), grad_weight [C_r, D], grad_bias [C_r] - any of them an
+/// empty view to skip. output: [N] (none) or one element, the same on every
+/// rank. Collective (one record allreduce per chunk of chunk_bytes of
+/// logits, one allreduce of grad_input); fences.
+template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
+          class GradOutputView, class OutputView, class GradInputView, class GradWeightView, class GradBiasView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void vocab_parallel_fused_linear_cross_entropy(const ExecSpace& exec, const Communicator& comm,
+                                               const ClassRange& range, const InputView& input,
+                                               const WeightView& weight, const TargetView& target,
+                                               const BiasView& bias, const CeWeightView& ce_weight,
+                                               const GradOutputView& grad_output, const OutputView& output,
+                                               const GradInputView& grad_input, const GradWeightView& grad_weight,
+                                               const GradBiasView& grad_bias,
+                                               const VocabParallelFusedLinearOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "vocab_parallel_fused_linear_cross_entropy";
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "kloss::vocab_parallel_fused_linear_cross_entropy: value type must be float or double");
+  static_assert(is_index_v<I>, "kloss::vocab_parallel_fused_linear_cross_entropy: target must hold int32 or int64");
+  impl::vocab_parallel_fused_linear_cross_entropy<ExecSpace, T, I>(
+      exec, comm, range, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
+      as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_optional_tensor<M>(grad_output, op, "grad_output"),
+      as_tensor<M>(output, op, "output"), as_optional_tensor<M>(grad_input, op, "grad_input"),
+      as_optional_tensor<M>(grad_weight, op, "grad_weight"), as_optional_tensor<M>(grad_bias, op, "grad_bias"), opts);
+}
+
+}  // namespace kloss::mpi
+
+#include <kloss/registry.hpp>
+
+namespace kloss::impl {
+/// The runtime-typed vocabulary-parallel adapters (OpInfo::run_vocab_parallel
+/// of cross_entropy with class-index targets, embedding and
+/// fused_linear_cross_entropy); defined in src/mpi.cpp.
+rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard& shard);
+rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& shard);
+rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, const VocabShard& shard);
+}  // namespace kloss::impl
+
+// Explicit instantiations: declared here, instantiated in src/mpi.cpp.
+#define KLOSS_MPI_INSTANTIATE(PREFIX, T, I)                                                                           \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_cross_entropy<KLOSS_EXEC, T, I>(                            \
+      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&,   \
+      const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, \
+      const kloss::mpi::VocabParallelCrossEntropyOptions&);                                                          \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_cross_entropy_backward<KLOSS_EXEC, T, I>(                   \
+      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,           \
+      const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(T)&, \
+      const kloss::mpi::VocabParallelCrossEntropyOptions&);                                                          \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding<KLOSS_EXEC, T, I>(                                \
+      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(I)&,   \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);            \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_backward<KLOSS_EXEC, T, I>(                       \
+      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,           \
+      const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);                                     \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_renorm<KLOSS_EXEC, T, I>(                         \
+      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, double, double);
+#define KLOSS_MPI_FUSED_INSTANTIATE(PREFIX, T, I)                                                                     \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_fused_linear_cross_entropy<KLOSS_EXEC, T, I>(               \
+      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&,   \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,           \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,              \
+      const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelFusedLinearOptions&);
+#define KLOSS_MPI_EXTERN(T, I) KLOSS_MPI_INSTANTIATE(extern, T, I)
+KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_MPI_EXTERN)
+#undef KLOSS_MPI_EXTERN
+#define KLOSS_MPI_FUSED_EXTERN(T, I) KLOSS_MPI_FUSED_INSTANTIATE(extern, T, I)
+KLOSS_MPI_FUSED_EXTERN(float, std::int32_t)
+KLOSS_MPI_FUSED_EXTERN(float, std::int64_t)
+KLOSS_MPI_FUSED_EXTERN(double, std::int32_t)
+KLOSS_MPI_FUSED_EXTERN(double, std::int64_t)
+#undef KLOSS_MPI_FUSED_EXTERN

@@ -1,0 +1,163 @@
+// Benchmarks of the vocabulary-parallel ops (kloss::mpi).
+//
+// Run as one process (`bench_mpi`: P = 1, what the MPI path costs over the
+// single-process op) or under `mpirun -np P bench_mpi` (every rank runs the
+// same benchmarks on its slice; rank 0 prints). Reported per benchmark:
+// GB/s of the bytes that must move on this rank (its logits read once
+// forward, read + written once backward), the ratio to stream bandwidth,
+// the bytes handed to MPI per step (`mpi_bytes`: O(N), independent of C),
+// the time inside MPI (`mpi_ms`) and, for the cross-entropy at P = 1,
+// PyTorch's cross_entropy on the same shape in the same run
+// (tools/torch_bench_cross_entropy.py).
+#include <kloss/mpi.hpp>
+
+#include "perf_common.hpp"
+
+#include <Kokkos_Random.hpp>
+#include <mpi.h>
+
+namespace {
+
+using kloss_perf::Exec;
+using kloss_perf::Mem;
+
+int world_size() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+kloss::mpi::Communicator& world() {
+  static kloss::mpi::Communicator comm(MPI_COMM_WORLD);
+  return comm;
+}
+
+/// Vocabulary-parallel cross-entropy, float32, forward (+ backward): args N, C.
+void BM_VocabParallelCE(benchmark::State& state, bool backward) {
+  const std::int64_t n = state.range(0), c = state.range(1);
+  auto& comm = world();
+  const auto range = kloss::mpi::balanced_range(c, comm);
+  Kokkos::View<float**, Mem> logits("logits", n, range.count), grad("grad", n, range.count);
+  Kokkos::View<std::int64_t*, Mem> target("target", n);
+  Kokkos::View<float*, Mem> weight, out("out", 1), go("go", 1), saved("saved", kloss::mpi::saved_extent(n));
+  Kokkos::Random_XorShift64_Pool<Exec> pool(7 + comm.rank());
+  Kokkos::fill_random(logits, pool, -4.0f, 4.0f);
+  Kokkos::parallel_for(
+      "bench::targets", Kokkos::RangePolicy<Exec>(0, n), KOKKOS_LAMBDA(const std::int64_t i) { target(i) = (i * 7919) % c; });
+  Kokkos::deep_copy(go, 1.0f);
+  Exec exec;
+  double mpi_s = 0;
+  std::int64_t mpi_bytes = 0;
+  for (auto _ : state) {
+    comm.reset_stats();
+    kloss::mpi::vocab_parallel_cross_entropy(exec, comm, range, logits, target, weight, out, saved);
+    if (backward) kloss::mpi::vocab_parallel_cross_entropy_backward(exec, range, go, logits, target, weight, saved, grad);
+    exec.fence();
+    mpi_s += comm.stats().seconds;
+    mpi_bytes = comm.stats().bytes;
+  }
+  const double bytes = 4.0 * static_cast<double>(n * range.count) * (backward ? 3.0 : 1.0);
+  double torch_ms = 0;
+  if (world_size() == 1) {
+    auto t = kloss_perf::torch_times("--shape " + std::to_string(n) + " " + std::to_string(c) + " --dtype float32",
+                                     "torch_bench_cross_entropy.py");
+    torch_ms = t[backward ? "fwdbwd" : "fwd"];
+  }
+  kloss_perf::report(state, bytes, torch_ms);
+  state.counters["ranks"] = world_size();
+  state.counters["mpi_bytes"] = static_cast<double>(mpi_bytes);
+  state.counters["mpi_ms"] = 1e3 * mpi_s / static_cast<double>(state.iterations());
+}
+
+/// The single-process kloss::cross_entropy on the same slice shape: the
+/// cost of the vocabulary-parallel path is the difference.
+void BM_SingleProcessCE(benchmark::State& state, bool backward) {
+  const std::int64_t n = state.range(0), c = state.range(1);
+  Kokkos::View<float**, Mem> logits("logits", n, c), grad("grad", n, c);
+  Kokkos::View<std::int64_t*, Mem> target("target", n);
+  Kokkos::View<float*, Mem> weight, out("out", 1), go("go", 1), lse("lse", n);
+  Kokkos::View<double, Mem> tw("tw");
+  Kokkos::Random_XorShift64_Pool<Exec> pool(7);
+  Kokkos::fill_random(logits, pool, -4.0f, 4.0f);
+  Kokkos::parallel_for(
+      "bench::targets", Kokkos::RangePolicy<Exec>(0, n), KOKKOS_LAMBDA(const std::int64_t i) { target(i) = (i * 7919) % c; });
+  Kokkos::deep_copy(go, 1.0f);
+  Exec exec;
+  for (auto _ : state) {
+    kloss::cross_entropy(exec, logits, target, weight, out, lse, tw);
+    if (backward) kloss::cross_entropy_backward(exec, go, logits, target, weight, lse, tw, grad);
+    exec.fence();
+  }
+  kloss_perf::report(state, 4.0 * static_cast<double>(n * c) * (backward ? 3.0 : 1.0), 0);
+}
+
+/// Vocabulary-parallel fused linear head, float32, forward with gradients:
+/// args N, D, C. Reports GFLOP/s (6 N D C_r per step: three gemms).
+void BM_VocabParallelFused(benchmark::State& state) {
+  const std::int64_t n = state.range(0), d = state.range(1), c = state.range(2);
+  auto& comm = world();
+  const auto range = kloss::mpi::balanced_range(c, comm);
+  Kokkos::View<float**, Mem> x("x", n, d), w("w", range.count, d), gi("gi", n, d), gw("gw", range.count, d);
+  Kokkos::View<std::int64_t*, Mem> target("target", n);
+  Kokkos::View<float*, Mem> none, out("out", 1);
+  Kokkos::Random_XorShift64_Pool<Exec> pool(11 + comm.rank());
+  Kokkos::fill_random(x, pool, -1.0f, 1.0f);
+  Kokkos::fill_random(w, pool, -0.05f, 0.05f);
+  Kokkos::parallel_for(
+      "bench::targets", Kokkos::RangePolicy<Exec>(0, n), KOKKOS_LAMBDA(const std::int64_t i) { target(i) = (i * 7919) % c; });
+  Exec exec;
+  double mpi_s = 0;
+  std::int64_t mpi_bytes = 0;
+  for (auto _ : state) {
+    comm.reset_stats();
+    kloss::mpi::vocab_parallel_fused_linear_cross_entropy(exec, comm, range, x, w, target, none, none, none, out, gi,
+                                                          gw, none);
+    mpi_s += comm.stats().seconds;
+    mpi_bytes = comm.stats().bytes;
+  }
+  state.counters["GFLOPs"] = benchmark::Counter(6.0 * n * d * range.count * state.iterations() / 1e9,
+                                                benchmark::Counter::kIsRate);
+  state.counters["ranks"] = world_size();
+  state.counters["mpi_bytes"] = static_cast<double>(mpi_bytes);
+  state.counters["mpi_ms"] = 1e3 * mpi_s / static_cast<double>(state.iterations());
+}
+
+// Fixed iteration counts: under mpirun every rank must make the same number
+// of collective calls (Google Benchmark's own choice could differ).
+void ce_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({128, 32000})->Args({1024, 32000})->Args({32, 50257})->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20);
+}
+
+BENCHMARK_CAPTURE(BM_VocabParallelCE, fwd, false)->Apply(ce_shapes);
+BENCHMARK_CAPTURE(BM_VocabParallelCE, fwdbwd, true)->Apply(ce_shapes);
+BENCHMARK_CAPTURE(BM_SingleProcessCE, fwd, false)->Apply(ce_shapes);
+BENCHMARK_CAPTURE(BM_SingleProcessCE, fwdbwd, true)->Apply(ce_shapes);
+BENCHMARK(BM_VocabParallelFused)->Args({1024, 1024, 32000})->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+/// Ranks other than 0 run the same collectives but print nothing.
+class Quiet : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  {
+    Kokkos::ScopeGuard guard(argc, argv);
+    benchmark::Initialize(&argc, argv);
+    if (rank == 0) {
+      benchmark::RunSpecifiedBenchmarks();
+    } else {
+      Quiet quiet;
+      benchmark::RunSpecifiedBenchmarks(&quiet);
+    }
+    benchmark::Shutdown();
+  }
+  MPI_Finalize();
+  return 0;
+}

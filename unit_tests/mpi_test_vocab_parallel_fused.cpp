@@ -1,0 +1,210 @@
+// Vocabulary-parallel fused linear cross-entropy under mpirun (1-4 ranks):
+// loss and gradients equal the unfused single-process composition (logits
+// in float64 on the host, kloss::cross_entropy and its backward, then the
+// gemms of the chain rule in float64), for every option, with chunks
+// smaller than N, on every rank.
+#include <kloss/cross_entropy.hpp>
+#include <kloss/mpi.hpp>
+
+#include "test_utils.hpp"
+
+#include <mpi.h>
+
+namespace {
+
+using namespace kloss_test;
+using kloss::Reduction;
+using kloss::mpi::ClassRange;
+using kloss::mpi::Communicator;
+using Opts = kloss::mpi::VocabParallelFusedLinearOptions;
+
+int world_size() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+struct Expected {
+  std::vector<double> output, grad_input, grad_weight, grad_bias;  // full (C rows)
+};
+
+/// The unfused composition on one process, in float64.
+Expected unfused(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& b,
+                 const std::vector<double>& cw, const std::vector<std::int64_t>& t, const std::vector<double>& go,
+                 std::int64_t n, std::int64_t d, std::int64_t c, const Opts& o) {
+  std::vector<double> z(static_cast<std::size_t>(n * c));
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t k = 0; k < c; ++k) {
+      double s = b.empty() ? 0.0 : b[static_cast<std::size_t>(k)];
+      for (std::int64_t j = 0; j < d; ++j) s += x[static_cast<std::size_t>(i * d + j)] * w[static_cast<std::size_t>(k * d + j)];
+      z[static_cast<std::size_t>(i * c + k)] = s;
+    }
+  auto zv = make_view<double**>("z", z, {std::size_t(n), std::size_t(c)});
+  std::vector<double> tv(t.begin(), t.end());
+  auto tg = make_view<std::int64_t*>("t", tv, {std::size_t(n)});
+  Kokkos::View<double*, Mem> cwv;
+  if (!cw.empty()) cwv = make_view<double*>("cw", cw, {std::size_t(c)});
+  Kokkos::View<double*, Mem> out("out", o.reduction == Reduction::none ? std::size_t(n) : 1), lse("lse", std::size_t(n));
+  Kokkos::View<double, Mem> tw("tw");
+  kloss::CrossEntropyOptions co;
+  co.reduction = o.reduction;
+  co.ignore_index = o.ignore_index;
+  co.label_smoothing = o.label_smoothing;
+  co.z_loss = o.z_loss;
+  co.softcap = o.softcap;
+  kloss::cross_entropy(Exec(), zv, tg, cwv, out, lse, tw, co);
+  auto gov = make_view<double*>("go", go, {go.size()});
+  Kokkos::View<double**, Mem> gz("gz", std::size_t(n), std::size_t(c));
+  kloss::cross_entropy_backward(Exec(), gov, zv, tg, cwv, lse, tw, gz, co);
+  const auto g = to_doubles(gz);
+  Expected e;
+  e.output = to_doubles(out);
+  e.grad_input.assign(static_cast<std::size_t>(n * d), 0.0);
+  e.grad_weight.assign(static_cast<std::size_t>(c * d), 0.0);
+  e.grad_bias.assign(static_cast<std::size_t>(c), 0.0);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t k = 0; k < c; ++k) {
+      const double gik = g[static_cast<std::size_t>(i * c + k)];
+      e.grad_bias[static_cast<std::size_t>(k)] += gik;
+      for (std::int64_t j = 0; j < d; ++j) {
+        e.grad_input[static_cast<std::size_t>(i * d + j)] += gik * w[static_cast<std::size_t>(k * d + j)];
+        e.grad_weight[static_cast<std::size_t>(k * d + j)] += gik * x[static_cast<std::size_t>(i * d + j)];
+      }
+    }
+  return e;
+}
+
+template <class T>
+void check_fused(std::int64_t n, std::int64_t d, std::int64_t c, bool with_bias, bool weighted, const Opts& o,
+                 unsigned seed, std::int64_t chunk_rows = 0) {
+  SCOPED_TRACE(::testing::Message() << "N=" << n << " D=" << d << " C=" << c << " bias=" << with_bias << " weighted="
+                                    << weighted << " reduction=" << kloss::to_string(o.reduction) << " ls="
+                                    << o.label_smoothing << " z=" << o.z_loss << " cap=" << o.softcap << " ranks="
+                                    << world_size() << " dtype=" << kloss::dtype_name<T>());
+  Communicator comm(MPI_COMM_WORLD);
+  const ClassRange r = kloss::mpi::balanced_range(c, comm);
+  const auto x = rounded<T>(random_values(std::size_t(n * d), -1, 1, seed));
+  const auto w = rounded<T>(random_values(std::size_t(c * d), -1, 1, seed + 1));
+  const auto b = with_bias ? rounded<T>(random_values(std::size_t(c), -0.5, 0.5, seed + 2)) : std::vector<double>{};
+  const auto cw = weighted ? rounded<T>(random_values(std::size_t(c), 0.2, 1.5, seed + 3)) : std::vector<double>{};
+  std::vector<std::int64_t> t(static_cast<std::size_t>(n));
+  auto u = random_values(std::size_t(n), 0, 1, seed + 4);
+  for (std::int64_t i = 0; i < n; ++i)
+    t[static_cast<std::size_t>(i)] = i % 5 == 2 ? o.ignore_index : static_cast<std::int64_t>(u[static_cast<std::size_t>(i)] * c);
+  const auto go = rounded<T>(random_values(o.reduction == Reduction::none ? std::size_t(n) : 1, -1, 1, seed + 5));
+  const Expected e = unfused(x, w, b, cw, t, go, n, d, c, o);
+
+  auto slice = [&](const std::vector<double>& v, std::int64_t width) {
+    return std::vector<double>(v.begin() + r.begin * width, v.begin() + r.end() * width);
+  };
+  auto xv = make_view<T**>("x", x, {std::size_t(n), std::size_t(d)});
+  auto wv = make_view<T**>("w", slice(w, d), {std::size_t(r.count), std::size_t(d)});
+  std::vector<double> tv(t.begin(), t.end());
+  auto tg = make_view<std::int64_t*>("t", tv, {std::size_t(n)});
+  Kokkos::View<T*, Mem> bv, cwv;
+  if (with_bias) bv = make_view<T*>("b", slice(b, 1), {std::size_t(r.count)});
+  if (weighted) cwv = make_view<T*>("cw", slice(cw, 1), {std::size_t(r.count)});
+  auto gov = make_view<T*>("go", go, {go.size()});
+  Kokkos::View<T*, Mem> out("out", o.reduction == Reduction::none ? std::size_t(n) : 1);
+  Kokkos::View<T**, Mem> gi("gi", std::size_t(n), std::size_t(d)), gw("gw", std::size_t(r.count), std::size_t(d));
+  Kokkos::View<T*, Mem> gb("gb", std::size_t(r.count));
+  Opts oo = o;
+  if (chunk_rows > 0) oo.chunk_bytes = chunk_rows * std::max<std::int64_t>(r.count, 1) * std::int64_t(sizeof(T));
+  kloss::mpi::vocab_parallel_fused_linear_cross_entropy(Exec(), comm, r, xv, wv, tg, bv, cwv, gov, out, gi, gw, gb, oo);
+  const double rt = std::is_same_v<T, double> ? 1e-10 : 1e-4;
+  expect_near_all(to_doubles(out), e.output, rt, rt, "output");
+  expect_near_all(to_doubles(gi), e.grad_input, rt, rt, "grad_input");
+  expect_near_all(to_doubles(gw), slice(e.grad_weight, d), rt, rt, "grad_weight");
+  if (with_bias) expect_near_all(to_doubles(gb), slice(e.grad_bias, 1), rt, rt, "grad_bias");
+}
+
+Opts with(Reduction red, double ls = 0, double z = 0, double cap = 0) {
+  Opts o;
+  o.reduction = red;
+  o.label_smoothing = ls;
+  o.z_loss = z;
+  o.softcap = cap;
+  return o;
+}
+
+TEST(VocabParallelFused, EqualsUnfusedCompositionEveryReduction) {
+  for (Reduction red : {Reduction::none, Reduction::mean, Reduction::sum}) {
+    check_fused<double>(13, 5, 41, true, false, with(red), 1, 4);   // 4 chunks
+    check_fused<float>(13, 5, 41, false, true, with(red), 2);       // one chunk
+  }
+}
+
+TEST(VocabParallelFused, EveryOptionTogetherWithChunks) {
+  for (Reduction red : {Reduction::none, Reduction::mean, Reduction::sum})
+    for (bool weighted : {false, true}) check_fused<double>(11, 3, 7, true, weighted, with(red, 0.2, 1e-3, 3.0), 3, 3);
+}
+
+TEST(VocabParallelFused, OddShapes) {
+  check_fused<double>(1, 1, 1, true, false, with(Reduction::sum), 4);
+  check_fused<double>(0, 4, 9, false, false, with(Reduction::sum), 5);
+  check_fused<float>(7, 16, 503, true, true, with(Reduction::mean, 0.1), 6, 2);
+}
+
+// The runtime-typed adapter that kloss-validate --vocab-parallel calls
+// (OpInfo::run_vocab_parallel of fused_linear_cross_entropy): each rank gets
+// its slice of weight / bias / ce_weight, the result must match the typed
+// call and the unfused reference.
+TEST(VocabParallelFused, RuntimeAdapterMatchesTheUnfusedReference) {
+  const std::int64_t n = 6, d = 3, c = 11;
+  Communicator comm(MPI_COMM_WORLD);
+  const ClassRange r = kloss::mpi::balanced_range(c, comm);
+  const auto x = random_values(std::size_t(n * d), -1, 1, 51);
+  const auto w = random_values(std::size_t(c * d), -1, 1, 52);
+  const auto b = random_values(std::size_t(c), -0.5, 0.5, 53);
+  const auto cw = random_values(std::size_t(c), 0.2, 1.5, 54);
+  const std::vector<std::int64_t> t = {3, -100, 10, 0, 7, 7};
+  const std::vector<double> go = {0.8};
+  Opts o = with(Reduction::mean, 0.1, 1e-3, 0);
+  const Expected e = unfused(x, w, b, cw, t, go, n, d, c, o);
+  auto slice = [&](const std::vector<double>& v, std::int64_t width) {
+    return std::vector<double>(v.begin() + r.begin * width, v.begin() + r.end() * width);
+  };
+  kloss::rt::Call call;
+  call.op = "fused_linear_cross_entropy";
+  call.dtype = kloss::rt::DType::float64;
+  call.index_dtype = kloss::rt::DType::int32;
+  using kloss::rt::Buffer;
+  using kloss::rt::DType;
+  call.inputs["input"] = Buffer::from_doubles(DType::float64, kloss::Shape{n, d}, x);
+  call.inputs["weight"] = Buffer::from_doubles(DType::float64, kloss::Shape{r.count, d}, slice(w, d));
+  call.inputs["bias"] = Buffer::from_doubles(DType::float64, kloss::Shape{r.count}, slice(b, 1));
+  call.inputs["ce_weight"] = Buffer::from_doubles(DType::float64, kloss::Shape{r.count}, slice(cw, 1));
+  call.inputs["target"] = Buffer::from_int64(DType::int64, kloss::Shape{n}, t);
+  call.options.set("reduction", std::string("mean"));
+  call.options.set("label_smoothing", 0.1);
+  call.options.set("z_loss", 1e-3);
+  call.grad_output = Buffer::from_doubles(DType::float64, kloss::Shape{}, go);
+  kloss::VocabShard shard;
+  shard.comm = MPI_COMM_WORLD;
+  shard.begin = r.begin;
+  shard.count = r.count;
+  shard.total = c;
+  const auto res = kloss::impl::run_vocab_parallel_fused_linear_cross_entropy(call, shard);
+  call.options.check_all_used(call.op);
+  expect_near_all(res.output.to_doubles(), e.output, 1e-10, 1e-10, "output");
+  expect_near_all(res.grads.at("input").to_doubles(), e.grad_input, 1e-10, 1e-10, "grad_input");
+  expect_near_all(res.grads.at("weight").to_doubles(), slice(e.grad_weight, d), 1e-10, 1e-10, "grad_weight");
+  expect_near_all(res.grads.at("bias").to_doubles(), slice(e.grad_bias, 1), 1e-10, 1e-10, "grad_bias");
+}
+
+TEST(VocabParallelFused, TargetOutsideEveryRangeThrowsOnEveryRank) {
+  Communicator comm(MPI_COMM_WORLD);
+  const ClassRange r = kloss::mpi::balanced_range(10, comm);
+  Kokkos::View<double**, Mem> x("x", 3, 2), w("w", std::size_t(r.count), 2), gi("gi", 3, 2);
+  auto t = make_view<std::int64_t*>("t", {1, 10, 2}, {3});
+  Kokkos::View<double*, Mem> none, out("out", 1);
+  Kokkos::View<double**, Mem> no2;
+  EXPECT_KLOSS_THROW(kloss::mpi::vocab_parallel_fused_linear_cross_entropy(Exec(), comm, r, x, w, t, none, none, none,
+                                                                           out, gi, no2, none),
+                     kloss::IndexOutOfRange, "target[1] = 10 is outside every rank's class range [0, 10)");
+  EXPECT_KLOSS_THROW(kloss::mpi::vocab_parallel_fused_linear_cross_entropy(Exec(), comm, r, x, gi, t, none, none, none,
+                                                                           out, gi, no2, none),
+                     kloss::DimensionMismatch, "argument 'weight' must have shape");
+}
+
+}  // namespace

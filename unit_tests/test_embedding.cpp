@@ -1,0 +1,817 @@
+// embedding and embedding_bag: hand-checked values, a float64 serial
+// reference on random data with odd sizes for every mode and option, finite
+// differences, bitwise determinism, the sparse gradient, the runtime API and
+// every error path. Typed over the four dtypes; both index types.
+#include "test_utils.hpp"
+
+#include <kloss/embedding.hpp>
+
+#include <cstring>
+#include <limits>
+
+using namespace kloss_test;
+using kloss::EmbeddingBagMode;
+
+namespace {
+
+/// Calls f with a value of each index type.
+template <class F>
+void for_each_index_type(F&& f) {
+  f(std::int32_t{});
+  f(std::int64_t{});
+}
+
+template <class I>
+Kokkos::View<I*, Mem> index_view(const std::string& label, const std::vector<std::int64_t>& v) {
+  Kokkos::View<I*, Mem> out(label, v.size());
+  auto h = Kokkos::create_mirror_view(out);
+  for (std::size_t i = 0; i < v.size(); ++i) h(i) = static_cast<I>(v[i]);
+  Kokkos::deep_copy(out, h);
+  return out;
+}
+
+template <class V>
+std::vector<std::int64_t> to_int64(const V& v) {
+  auto h = Kokkos::create_mirror_view(v);
+  Kokkos::deep_copy(h, v);
+  std::vector<std::int64_t> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = static_cast<std::int64_t>(h.data()[i]);
+  return out;
+}
+
+std::vector<std::int64_t> random_indices(std::size_t n, std::int64_t V, unsigned seed) {
+  auto r = random_values(n, 0, static_cast<double>(V), seed);
+  std::vector<std::int64_t> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = std::min<std::int64_t>(static_cast<std::int64_t>(r[i]), V - 1);
+  return out;
+}
+
+// --- float64 serial reference ----------------------------------------------
+
+struct RefEmbedding {
+  std::vector<double> out, grad_weight;
+};
+
+/// embedding forward and dense backward (no max_norm).
+RefEmbedding ref_embedding(const std::vector<std::int64_t>& idx, const std::vector<double>& w, std::int64_t V,
+                           std::int64_t D, const std::vector<double>& go, std::int64_t pad, bool freq) {
+  RefEmbedding r;
+  const std::size_t n = idx.size();
+  r.out.resize(n * D);
+  r.grad_weight.assign(V * D, 0.0);
+  std::vector<double> count(V, 0.0);
+  for (auto i : idx) count[i] += 1;
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::int64_t d = 0; d < D; ++d) {
+      r.out[p * D + d] = w[idx[p] * D + d];
+      if (idx[p] != pad) r.grad_weight[idx[p] * D + d] += go[p * D + d] / (freq ? count[idx[p]] : 1.0);
+    }
+  return r;
+}
+
+struct BagSpec {
+  std::vector<std::int64_t> idx;
+  std::vector<std::int64_t> offsets;  // empty for 2-D
+  std::int64_t fixed = -1;            // bag size for 2-D input
+  bool include_last_offset = false;
+  std::int64_t num_bags() const {
+    if (fixed >= 0) return fixed > 0 ? static_cast<std::int64_t>(idx.size()) / fixed : 0;
+    return include_last_offset ? static_cast<std::int64_t>(offsets.size()) - 1 : static_cast<std::int64_t>(offsets.size());
+  }
+  std::int64_t begin(std::int64_t b) const { return fixed >= 0 ? b * fixed : offsets[b]; }
+  std::int64_t end(std::int64_t b) const {
+    if (fixed >= 0) return (b + 1) * fixed;
+    if (include_last_offset || b + 1 < static_cast<std::int64_t>(offsets.size())) return offsets[b + 1];
+    return static_cast<std::int64_t>(idx.size());
+  }
+};
+
+struct RefBag {
+  std::vector<double> out, grad_weight, grad_psw;
+  std::vector<std::int64_t> max_indices;
+};
+
+RefBag ref_bag(const BagSpec& s, std::int64_t B, const std::vector<double>& w, std::int64_t V, std::int64_t D,
+               EmbeddingBagMode mode, const std::vector<double>* psw, std::int64_t pad, bool freq,
+               const std::vector<double>& go) {
+  RefBag r;
+  r.out.assign(B * D, 0.0);
+  r.max_indices.assign(B * D, -1);
+  r.grad_weight.assign(V * D, 0.0);
+  r.grad_psw.assign(s.idx.size(), 0.0);
+  std::vector<double> count(V, 0.0);
+  for (auto i : s.idx) count[i] += 1;
+  for (std::int64_t b = 0; b < B; ++b) {
+    std::int64_t c = 0;
+    for (std::int64_t e = s.begin(b); e < s.end(b); ++e) c += s.idx[e] != pad;
+    for (std::int64_t e = s.begin(b); e < s.end(b); ++e) {
+      const std::int64_t row = s.idx[e];
+      if (row == pad) continue;
+      const double pw = psw ? (*psw)[e] : 1.0;
+      for (std::int64_t d = 0; d < D; ++d) {
+        const double v = w[row * D + d];
+        if (mode == EmbeddingBagMode::max) {
+          if (r.max_indices[b * D + d] < 0 || v > r.out[b * D + d]) {
+            r.out[b * D + d] = v;
+            r.max_indices[b * D + d] = row;
+          }
+        } else {
+          r.out[b * D + d] += pw * v / (mode == EmbeddingBagMode::mean ? c : 1);
+          r.grad_weight[row * D + d] +=
+              pw * go[b * D + d] / (mode == EmbeddingBagMode::mean ? c : 1) / (freq ? count[row] : 1.0);
+          r.grad_psw[e] += go[b * D + d] * v;
+        }
+      }
+    }
+    if (mode == EmbeddingBagMode::max)
+      for (std::int64_t d = 0; d < D; ++d)
+        if (r.max_indices[b * D + d] >= 0) r.grad_weight[r.max_indices[b * D + d] * D + d] += go[b * D + d];
+  }
+  return r;
+}
+
+/// Runs kloss's embedding_bag forward + backward on the spec.
+template <class T, class I>
+struct BagRun {
+  std::vector<double> out, grad_weight, grad_psw;
+  std::vector<std::int64_t> max_indices;
+};
+
+template <class T, class I>
+BagRun<T, I> run_bag(const BagSpec& s, const std::vector<double>& w, std::int64_t V, std::int64_t D,
+                     const std::vector<double>* psw, const std::vector<double>& go, kloss::EmbeddingBagOptions o) {
+  Exec exec;
+  const std::int64_t B = s.num_bags();
+  auto weight = make_view<T**>("w", w, {std::size_t(V), std::size_t(D)});
+  Kokkos::View<T**, Mem> out("out", B, D), gw("gw", V, D);
+  Kokkos::View<I**, Mem> mi("mi", B, D);
+  Kokkos::View<T*, Mem> pv, gp;
+  if (psw) {
+    pv = make_view<T*>("psw", *psw, {s.idx.size()});
+    gp = Kokkos::View<T*, Mem>("gp", s.idx.size());
+  }
+  auto g = make_view<T**>("go", go, {std::size_t(B), std::size_t(D)});
+  BagRun<T, I> r;
+  if (s.fixed >= 0) {
+    Kokkos::View<I**, Mem> in("in", s.fixed > 0 ? s.idx.size() / s.fixed : B, s.fixed);
+    Kokkos::deep_copy(Kokkos::View<I*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(in.data(), in.size()),
+                      index_view<I>("flat", s.idx));
+    Kokkos::View<T**, Mem> pv2, gp2;
+    if (psw) {
+      pv2 = Kokkos::View<T**, Mem>(pv.data(), in.extent(0), in.extent(1));
+      gp2 = Kokkos::View<T**, Mem>(gp.data(), in.extent(0), in.extent(1));
+    }
+    kloss::embedding_bag(exec, in, weight, Kokkos::View<I*, Mem>(), pv2, out, mi, o);
+    kloss::embedding_bag_backward(exec, g, in, weight, Kokkos::View<I*, Mem>(), pv2, mi, gw, gp2, o);
+  } else {
+    auto in = index_view<I>("in", s.idx);
+    auto off = index_view<I>("off", s.offsets);
+    kloss::embedding_bag(exec, in, weight, off, pv, out, mi, o);
+    kloss::embedding_bag_backward(exec, g, in, weight, off, pv, mi, gw, gp, o);
+  }
+  r.out = to_doubles(out);
+  r.grad_weight = to_doubles(gw);
+  if (psw) r.grad_psw = to_doubles(gp);
+  r.max_indices = to_int64(mi);
+  return r;
+}
+
+}  // namespace
+
+template <class T>
+class Embedding : public ::testing::Test {};
+TYPED_TEST_SUITE(Embedding, ScalarTypes);
+template <class T>
+class EmbeddingBag : public ::testing::Test {};
+TYPED_TEST_SUITE(EmbeddingBag, ScalarTypes);
+
+// --- embedding ---------------------------------------------------------------
+
+TYPED_TEST(Embedding, HandCheckedGatherAndScatterWithPaddingAndFrequency) {
+  using T = TypeParam;
+  Exec exec;
+  for_each_index_type([&](auto itag) {
+    using I = decltype(itag);
+    // weight row r = [r, 10 + r]; input [[0, 2, 2], [3, 2, 1]].
+    auto w = make_view<T**>("w", {0, 10, 1, 11, 2, 12, 3, 13}, {4, 2});
+    auto flat = index_view<I>("in", {0, 2, 2, 3, 2, 1});
+    Kokkos::View<I**, Mem> in(flat.data(), 2, 3);
+    Kokkos::View<T***, Mem> out("out", 2, 3, 2);
+    kloss::embedding(exec, in, w, out);
+    expect_near_all(to_doubles(out), {0, 10, 2, 12, 2, 12, 3, 13, 2, 12, 1, 11}, 0, 0, "output");
+    auto go = make_view<T***>("go", {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 3, 2});
+    Kokkos::View<T**, Mem> gw("gw", 4, 2);
+    kloss::EmbeddingOptions o;
+    o.padding_idx = -1;  // row 3
+    for (bool det : {false, true}) {
+      o.deterministic = det;
+      o.scale_grad_by_freq = false;
+      kloss::embedding_backward(exec, go, in, gw, o);
+      // row 2 at positions 1, 2, 4: [3+5+9, 4+6+10]; row 3 is padding.
+      expect_near_all(to_doubles(gw), {1, 2, 11, 12, 17, 20, 0, 0}, tol<T>(), 0, "grad_weight");
+      o.scale_grad_by_freq = true;
+      kloss::embedding_backward(exec, go, in, gw, o);
+      expect_near_all(to_doubles(gw), {1, 2, 11, 12, 17.0 / 3, 20.0 / 3, 0, 0}, tol<T>(), 0, "grad_weight, freq");
+    }
+  });
+}
+
+TYPED_TEST(Embedding, MatchesReferenceForOddSizesAndEveryOption) {
+  using T = TypeParam;
+  Exec exec;
+  for_each_index_type([&](auto itag) {
+    using I = decltype(itag);
+    for (std::int64_t n : {0, 1, 13, 41, 423}) {
+      for (std::int64_t D : {1, 5, 41}) {
+        const std::int64_t V = 17;
+        const auto idx = random_indices(n, V, unsigned(n + D));
+        const auto w = rounded<T>(random_values(V * D, -1, 1, 7));
+        const auto go = rounded<T>(random_values(n * D, -1, 1, 8));
+        auto in = index_view<I>("in", idx);
+        auto wv = make_view<T**>("w", w, {std::size_t(V), std::size_t(D)});
+        auto gv = make_view<T**>("go", go, {std::size_t(n), std::size_t(D)});
+        Kokkos::View<T**, Mem> out("out", n, D), gw("gw", V, D);
+        kloss::embedding(exec, in, wv, out);
+        for (std::int64_t pad : {std::int64_t(-100), std::int64_t(3), std::int64_t(-2)}) {
+          for (bool freq : {false, true}) {
+            for (bool det : {false, true}) {
+              kloss::EmbeddingOptions o;
+              if (pad != -100) o.padding_idx = pad;
+              o.scale_grad_by_freq = freq;
+              o.deterministic = det;
+              kloss::embedding_backward(exec, gv, in, gw, o);
+              const auto ref = ref_embedding(idx, w, V, D, go, pad == -100 ? -1 : (pad + V) % V, freq);
+              const std::string what = "n " + std::to_string(n) + " D " + std::to_string(D) + " pad " +
+                                       std::to_string(pad) + " freq " + std::to_string(freq) + " det " +
+                                       std::to_string(det);
+              expect_near_all(to_doubles(out), ref.out, 0, 0, "output " + what);
+              expect_near_all(to_doubles(gw), ref.grad_weight, tol<T>() * 4, tol<T>() * 4, "grad_weight " + what);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(EmbeddingFd, GradientMatchesFiniteDifferences) {
+  Exec exec;
+  const std::int64_t V = 6, D = 3, n = 11;
+  const auto idx = random_indices(n, V, 3);
+  const auto w = random_values(V * D, -1, 1, 4);
+  const auto go = random_values(n * D, -1, 1, 5);
+  auto in = index_view<std::int64_t>("in", idx);
+  auto g = make_view<double**>("go", go, {std::size_t(n), std::size_t(D)});
+  Kokkos::View<double**, Mem> gw("gw", V, D);
+  kloss::EmbeddingOptions o;
+  o.padding_idx = 2;
+  kloss::embedding_backward(exec, g, in, gw, o);
+  // f(W) = sum_p <go_p, W[idx_p]>, with padding rows treated as constants.
+  auto f = [&](const std::vector<double>& x) {
+    auto wv = make_view<double**>("w", x, {std::size_t(V), std::size_t(D)});
+    Kokkos::View<double**, Mem> out("out", n, D);
+    kloss::embedding(exec, in, wv, out);
+    auto o2 = to_doubles(out);
+    double s = 0;
+    for (std::int64_t p = 0; p < n; ++p)
+      if (idx[p] != 2)
+        for (std::int64_t d = 0; d < D; ++d) s += go[p * D + d] * o2[p * D + d];
+    return s;
+  };
+  expect_near_all(to_doubles(gw), finite_difference(f, w), 1e-6, 1e-6, "grad_weight vs FD");
+}
+
+TYPED_TEST(Embedding, MaxNormRenormalisesOnlyLookedUpRowsInPlace) {
+  using T = TypeParam;
+  Exec exec;
+  // rows: [3, 4] (2-norm 5, 1-norm 7, inf-norm 4), [0.6, 0.8] (norm 1), [6, 8].
+  for (double p : {2.0, 1.0, std::numeric_limits<double>::infinity()}) {
+    auto w = make_view<T**>("w", {3, 4, 0.5, 0.5, 6, 8}, {3, 2});
+    auto in = index_view<std::int64_t>("in", {0, 0, 1});
+    Kokkos::View<T**, Mem> out("out", 3, 2);
+    kloss::EmbeddingOptions o;
+    o.max_norm = 2.0;
+    o.norm_type = p;
+    kloss::embedding(exec, in, w, out, o);
+    const double n0 = p == 2 ? 5 : p == 1 ? 7 : 4;
+    const double s = 2.0 / (n0 + 1e-7);
+    const double n1 = p == 2 ? std::sqrt(0.5) : p == 1 ? 1 : 0.5;  // below max_norm: unchanged
+    (void)n1;
+    const std::vector<double> want_w = {3 * s, 4 * s, 0.5, 0.5, 6, 8};  // row 2 not looked up
+    expect_near_all(to_doubles(w), want_w, tol<T>(), 0, "renormalised weight, p " + std::to_string(p));
+    expect_near_all(to_doubles(out), {3 * s, 4 * s, 3 * s, 4 * s, 0.5, 0.5}, tol<T>(), 0, "output");
+  }
+}
+
+TYPED_TEST(Embedding, SparseGradientEqualsDenseRows) {
+  using T = TypeParam;
+  Exec exec;
+  const std::int64_t V = 50, D = 7, n = 97;
+  auto idx = random_indices(n, V, 11);
+  const auto go = rounded<T>(random_values(n * D, -1, 1, 12));
+  auto in = index_view<std::int32_t>("in", idx);
+  auto g = make_view<T**>("go", go, {std::size_t(n), std::size_t(D)});
+  for (bool freq : {false, true}) {
+    kloss::EmbeddingOptions o;
+    o.padding_idx = idx[0];
+    o.scale_grad_by_freq = freq;
+    o.deterministic = true;
+    Kokkos::View<T**, Mem> gw("gw", V, D), gv("gv", n, D);
+    Kokkos::View<std::int32_t*, Mem> gi("gi", n);
+    kloss::embedding_backward(exec, g, in, gw, o);
+    const std::int64_t U = kloss::embedding_backward_sparse(exec, g, in, V, gi, gv, o);
+    std::vector<std::int64_t> uniq;
+    for (auto i : idx)
+      if (i != idx[0]) uniq.push_back(i);
+    std::sort(uniq.begin(), uniq.end());
+    uniq.erase(std::unique(uniq.begin(), uniq.end()), uniq.end());
+    ASSERT_EQ(U, static_cast<std::int64_t>(uniq.size()));
+    const auto rows = to_int64(gi);
+    const auto dense = to_doubles(gw), vals = to_doubles(gv);
+    for (std::int64_t u = 0; u < U; ++u) {
+      EXPECT_EQ(rows[u], uniq[u]);
+      for (std::int64_t d = 0; d < D; ++d) EXPECT_EQ(vals[u * D + d], dense[rows[u] * D + d]) << u << " " << d;
+    }
+  }
+}
+
+TEST(EmbeddingDeterminism, BitwiseEqualOverRunsTeamSizesAndDecompositions) {
+  Exec exec;
+  // Many repeats of few rows: the sums are long and order-sensitive.
+  const std::int64_t V = 37, D = 33, n = 5000;
+  const auto idx = random_indices(n, V, 21);
+  const auto go = random_values(n * D, -1, 1, 22);
+  auto in = index_view<std::int64_t>("in", idx);
+  auto g = make_view<float**>("go", go, {std::size_t(n), std::size_t(D)});
+  auto gh = to_doubles(g);
+  // The defined order: each element a float sum over its row's positions in
+  // ascending order, then * 1/count.
+  std::vector<float> want(V * D, 0.0f);
+  for (std::int64_t p = 0; p < n; ++p)
+    for (std::int64_t d = 0; d < D; ++d) want[idx[p] * D + d] += static_cast<float>(gh[p * D + d]);
+  kloss::EmbeddingOptions o;
+  o.deterministic = true;
+  Kokkos::TeamPolicy<Exec> probe(1, Kokkos::AUTO);
+  std::vector<int> team_sizes = {0, 1};
+  const int tmax = probe.team_size_max([](const Kokkos::TeamPolicy<Exec>::member_type&) {}, Kokkos::ParallelForTag());
+  if (tmax >= 2) team_sizes.push_back(2);
+  if (tmax >= 7) team_sizes.push_back(7);
+  std::vector<float> first;
+  for (int rep = 0; rep < 3; ++rep) {
+    for (int ts : team_sizes) {
+      o.team_size = ts;
+      Kokkos::View<float**, Mem> gw("gw", V, D);
+      kloss::embedding_backward(exec, g, in, gw, o);
+      auto h = Kokkos::create_mirror_view(gw);
+      Kokkos::deep_copy(h, gw);
+      std::vector<float> got(h.data(), h.data() + h.size());
+      if (first.empty()) first = got;
+      EXPECT_EQ(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)), 0) << "rep " << rep << " team " << ts;
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+          << "not the ascending-position float sum, team " << ts;
+    }
+  }
+  // The sparse path (a team per touched row, another decomposition) gives
+  // the same bits.
+  Kokkos::View<float**, Mem> gv("gv", n, D);
+  Kokkos::View<std::int64_t*, Mem> gi("gi", n);
+  const std::int64_t U = kloss::embedding_backward_sparse(exec, g, in, V, gi, gv, o);
+  auto hv = Kokkos::create_mirror_view(gv);
+  Kokkos::deep_copy(hv, gv);
+  const auto rows = to_int64(gi);
+  for (std::int64_t u = 0; u < U; ++u)
+    EXPECT_EQ(std::memcmp(&hv(u, 0), &first[rows[u] * D], D * sizeof(float)), 0) << "sparse row " << rows[u];
+}
+
+// --- embedding_bag ------------------------------------------------------------
+
+TYPED_TEST(EmbeddingBag, HandCheckedModesWithEmptyBagAndPadding) {
+  using T = TypeParam;
+  Exec exec;
+  for_each_index_type([&](auto itag) {
+    using I = decltype(itag);
+    // weight row r = [r, -r]; bags {1, 3, 3}, {}, {2, 0, 4}; padding row 0.
+    auto w = make_view<T**>("w", {0, 0, 1, -1, 2, -2, 3, -3, 4, -4}, {5, 2});
+    auto in = index_view<I>("in", {1, 3, 3, 2, 0, 4});
+    auto off = index_view<I>("off", {0, 3, 3});
+    Kokkos::View<T**, Mem> out("out", 3, 2), gw("gw", 5, 2);
+    Kokkos::View<I**, Mem> mi("mi", 3, 2);
+    auto go = make_view<T**>("go", {1, 2, 3, 4, 5, 6}, {3, 2});
+    kloss::EmbeddingBagOptions o;
+    o.padding_idx = 0;
+    Kokkos::View<T*, Mem> none;
+    o.mode = EmbeddingBagMode::sum;
+    kloss::embedding_bag(exec, in, w, off, none, out, mi, o);
+    expect_near_all(to_doubles(out), {7, -7, 0, 0, 6, -6}, tol<T>(), 0, "sum");
+    kloss::embedding_bag_backward(exec, go, in, w, off, none, mi, gw, none, o);
+    expect_near_all(to_doubles(gw), {0, 0, 1, 2, 5, 6, 2, 4, 5, 6}, tol<T>(), 0, "sum grad");
+    o.mode = EmbeddingBagMode::mean;  // bag 2 has 2 non-padding entries
+    kloss::embedding_bag(exec, in, w, off, none, out, mi, o);
+    expect_near_all(to_doubles(out), {7.0 / 3, -7.0 / 3, 0, 0, 3, -3}, tol<T>(), 0, "mean");
+    kloss::embedding_bag_backward(exec, go, in, w, off, none, mi, gw, none, o);
+    expect_near_all(to_doubles(gw), {0, 0, 1.0 / 3, 2.0 / 3, 2.5, 3, 2.0 / 3, 4.0 / 3, 2.5, 3}, tol<T>(), 0,
+                    "mean grad");
+    o.mode = EmbeddingBagMode::max;
+    kloss::embedding_bag(exec, in, w, off, none, out, mi, o);
+    expect_near_all(to_doubles(out), {3, -1, 0, 0, 4, -2}, tol<T>(), 0, "max");
+    EXPECT_EQ(to_int64(mi), (std::vector<std::int64_t>{3, 1, -1, -1, 4, 2}));
+    for (bool det : {false, true}) {
+      o.deterministic = det;
+      kloss::embedding_bag_backward(exec, go, in, w, off, none, mi, gw, none, o);
+      expect_near_all(to_doubles(gw), {0, 0, 0, 2, 0, 6, 1, 0, 5, 0}, tol<T>(), 0, "max grad");
+    }
+  });
+}
+
+TYPED_TEST(EmbeddingBag, PerSampleWeightsForwardAndBothGradients) {
+  using T = TypeParam;
+  Exec exec;
+  auto w = make_view<T**>("w", {1, 2, 3, 4, 5, 6}, {3, 2});
+  auto in = index_view<std::int64_t>("in", {0, 2, 1, 2});
+  auto off = index_view<std::int64_t>("off", {0, 2});
+  auto psw = make_view<T*>("psw", {0.5, 2, -1, 1}, {4});
+  Kokkos::View<T**, Mem> out("out", 2, 2), gw("gw", 3, 2);
+  Kokkos::View<T*, Mem> gp("gp", 4);
+  Kokkos::View<std::int64_t**, Mem> mi;
+  kloss::EmbeddingBagOptions o;
+  o.mode = EmbeddingBagMode::sum;
+  kloss::embedding_bag(exec, in, w, off, psw, out, mi, o);
+  // bag 0: 0.5 [1, 2] + 2 [5, 6]; bag 1: -[3, 4] + [5, 6].
+  expect_near_all(to_doubles(out), {10.5, 13, 2, 2}, tol<T>(), 0, "output");
+  auto go = make_view<T**>("go", {1, -1, 2, 3}, {2, 2});
+  kloss::embedding_bag_backward(exec, go, in, w, off, psw, mi, gw, gp, o);
+  expect_near_all(to_doubles(gw), {0.5, -0.5, -2, -3, 2 + 2, -2 + 3}, tol<T>(), 0, "grad_weight");
+  // <go[bag], w[row]>: [1-2, 5-6, 6+12, 10+18].
+  expect_near_all(to_doubles(gp), {-1, -1, 18, 28}, tol<T>(), 0, "grad_per_sample_weights");
+}
+
+TYPED_TEST(EmbeddingBag, MatchesReferenceForEveryModeLayoutAndOption) {
+  using T = TypeParam;
+  for_each_index_type([&](auto itag) {
+    using I = decltype(itag);
+    const std::int64_t V = 23;
+    for (std::int64_t D : {1, 6, 41}) {
+      const auto w = rounded<T>(random_values(V * D, -1, 1, unsigned(D)));
+      for (int layout = 0; layout < 4; ++layout) {
+        BagSpec s;
+        // 0: offsets with empty bags; 1: include_last_offset with a tail;
+        // 2: 2-D [13, 3]; 3: no entries at all (offsets of empty bags).
+        if (layout == 0) {
+          s.idx = random_indices(41, V, 31);
+          s.offsets = {0, 0, 5, 5, 17, 40};
+        } else if (layout == 1) {
+          s.idx = random_indices(41, V, 32);
+          s.offsets = {0, 3, 3, 20, 38};
+          s.include_last_offset = true;
+        } else if (layout == 2) {
+          s.idx = random_indices(39, V, 33);
+          s.fixed = 3;
+        } else {
+          s.offsets = {0, 0};
+        }
+        const std::int64_t B = s.fixed >= 0 ? static_cast<std::int64_t>(s.idx.size()) / s.fixed : s.num_bags();
+        if (s.fixed >= 0) s.offsets.clear();
+        const auto go = rounded<T>(random_values(B * D, -1, 1, 41));
+        const auto pswv = rounded<T>(random_values(s.idx.size(), -2, 2, 42));
+        for (auto mode : {EmbeddingBagMode::sum, EmbeddingBagMode::mean, EmbeddingBagMode::max}) {
+          for (int variant = 0; variant < 4; ++variant) {
+            // 0 plain, 1 padding_idx (negative), 2 scale_grad_by_freq,
+            // 3 per_sample_weights (sum only).
+            if (variant == 3 && mode != EmbeddingBagMode::sum) continue;
+            if (variant == 2 && mode == EmbeddingBagMode::max) continue;
+            for (bool det : {false, true}) {
+              kloss::EmbeddingBagOptions o;
+              o.mode = mode;
+              o.include_last_offset = s.include_last_offset;
+              o.deterministic = det;
+              std::int64_t pad = -1;
+              if (variant == 1) {
+                o.padding_idx = -V + (s.idx.empty() ? 0 : s.idx[1]);
+                pad = s.idx.empty() ? 0 : s.idx[1];
+              }
+              o.scale_grad_by_freq = variant == 2;
+              const std::vector<double>* psw = variant == 3 ? &pswv : nullptr;
+              BagSpec s2 = s;
+              if (s.fixed >= 0) s2.offsets.clear();
+              const auto ref = ref_bag(s2, B, w, V, D, mode, psw, pad, o.scale_grad_by_freq, go);
+              const auto got = run_bag<T, I>(s2, w, V, D, psw, go, o);
+              const std::string what = "D " + std::to_string(D) + " layout " + std::to_string(layout) + " mode " +
+                                       std::string(kloss::to_string(mode)) + " variant " + std::to_string(variant) +
+                                       " det " + std::to_string(det);
+              expect_near_all(got.out, ref.out, tol<T>() * 4, tol<T>() * 4, "output " + what);
+              expect_near_all(got.grad_weight, ref.grad_weight, tol<T>() * 8, tol<T>() * 8, "grad_weight " + what);
+              if (mode == EmbeddingBagMode::max) {
+                EXPECT_EQ(got.max_indices, ref.max_indices) << what;
+              }
+              if (psw) expect_near_all(got.grad_psw, ref.grad_psw, tol<T>() * 8, tol<T>() * 8, "grad_psw " + what);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(EmbeddingBagFd, GradientsMatchFiniteDifferences) {
+  const std::int64_t V = 7, D = 3;
+  BagSpec s;
+  s.idx = random_indices(12, V, 51);
+  s.offsets = {0, 4, 4, 9};
+  const std::int64_t B = 4;
+  const auto w = random_values(V * D, -1, 1, 52);
+  const auto go = random_values(B * D, -1, 1, 53);
+  const auto psw = random_values(12, -1, 1, 54);
+  for (auto mode : {EmbeddingBagMode::sum, EmbeddingBagMode::mean, EmbeddingBagMode::max}) {
+    const bool with_psw = mode == EmbeddingBagMode::sum;
+    kloss::EmbeddingBagOptions o;
+    o.mode = mode;
+    o.padding_idx = s.idx[2];
+    const auto got = run_bag<double, std::int64_t>(s, w, V, D, with_psw ? &psw : nullptr, go, o);
+    // f(W, psw) = sum_b <go_b, out_b>.
+    auto f = [&](const std::vector<double>& x) {
+      std::vector<double> wx(x.begin(), x.begin() + V * D), px(x.begin() + V * D, x.end());
+      const auto r = run_bag<double, std::int64_t>(s, wx, V, D, with_psw ? &px : nullptr, go, o);
+      double t = 0;
+      for (std::size_t i = 0; i < r.out.size(); ++i) t += go[i] * r.out[i];
+      return t;
+    };
+    std::vector<double> x = w;
+    if (with_psw) x.insert(x.end(), psw.begin(), psw.end());
+    const auto fd = finite_difference(f, x);
+    std::vector<double> g = got.grad_weight;
+    if (with_psw) g.insert(g.end(), got.grad_psw.begin(), got.grad_psw.end());
+    expect_near_all(g, fd, 1e-6, 1e-6, std::string("FD, mode ") + std::string(kloss::to_string(mode)));
+  }
+}
+
+TEST(EmbeddingBagDeterminism, BitwiseEqualOverRunsAndTeamSizes) {
+  const std::int64_t V = 29, D = 17;
+  BagSpec s;
+  s.idx = random_indices(3000, V, 61);
+  for (std::int64_t b = 0; b < 150; ++b) s.offsets.push_back(b * 20);
+  const auto w = random_values(V * D, -1, 1, 62);
+  const auto go = random_values(150 * D, -1, 1, 63);
+  const auto psw = random_values(3000, -1, 1, 64);
+  for (auto mode : {EmbeddingBagMode::sum, EmbeddingBagMode::mean, EmbeddingBagMode::max}) {
+    kloss::EmbeddingBagOptions o;
+    o.mode = mode;
+    o.deterministic = true;
+    o.scale_grad_by_freq = mode != EmbeddingBagMode::max;
+    const std::vector<double>* p = mode == EmbeddingBagMode::sum ? &psw : nullptr;
+    const auto first = run_bag<float, std::int32_t>(s, w, V, D, p, go, o);
+    for (int rep = 0; rep < 2; ++rep) {
+      for (int ts : {0, 1}) {
+        o.team_size = ts;
+        const auto again = run_bag<float, std::int32_t>(s, w, V, D, p, go, o);
+        EXPECT_EQ(std::memcmp(again.grad_weight.data(), first.grad_weight.data(), first.grad_weight.size() * 8), 0);
+        if (p) {
+          EXPECT_EQ(std::memcmp(again.grad_psw.data(), first.grad_psw.data(), first.grad_psw.size() * 8), 0);
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(EmbeddingBag, SparseGradientEqualsDenseRows) {
+  using T = TypeParam;
+  Exec exec;
+  const std::int64_t V = 40, D = 5;
+  auto idx = random_indices(60, V, 71);
+  auto in = index_view<std::int64_t>("in", idx);
+  auto off = index_view<std::int64_t>("off", {0, 10, 10, 33});
+  auto w = make_view<T**>("w", random_values(V * D, -1, 1, 72), {std::size_t(V), std::size_t(D)});
+  auto go = make_view<T**>("go", random_values(4 * D, -1, 1, 73), {4, std::size_t(D)});
+  Kokkos::View<T*, Mem> none;
+  Kokkos::View<std::int64_t**, Mem> mi;
+  for (auto mode : {EmbeddingBagMode::sum, EmbeddingBagMode::mean}) {
+    kloss::EmbeddingBagOptions o;
+    o.mode = mode;
+    o.padding_idx = idx[5];
+    o.scale_grad_by_freq = true;
+    o.deterministic = true;
+    Kokkos::View<T**, Mem> gw("gw", V, D), gv("gv", 60, D);
+    Kokkos::View<std::int64_t*, Mem> gi("gi", 60);
+    kloss::embedding_bag_backward(exec, go, in, w, off, none, mi, gw, none, o);
+    const std::int64_t U = kloss::embedding_bag_backward_sparse(exec, go, in, off, none, V, gi, gv, o);
+    const auto dense = to_doubles(gw), vals = to_doubles(gv);
+    const auto rows = to_int64(gi);
+    std::vector<bool> seen(V, false);
+    for (std::int64_t u = 0; u < U; ++u) {
+      if (u > 0) {
+        EXPECT_LT(rows[u - 1], rows[u]);
+      }
+      seen[rows[u]] = true;
+      for (std::int64_t d = 0; d < D; ++d) EXPECT_EQ(vals[u * D + d], dense[rows[u] * D + d]);
+    }
+    for (std::int64_t r = 0; r < V; ++r) {
+      const bool touched = r != idx[5] && std::find(idx.begin(), idx.end(), r) != idx.end();
+      EXPECT_EQ(seen[r], touched) << "row " << r;
+    }
+  }
+}
+
+TEST(EmbeddingBagMaxNorm, RenormalisesBeforeReducing) {
+  Exec exec;
+  auto w = make_view<double**>("w", {3, 4, 0.3, 0.4}, {2, 2});
+  auto in = index_view<std::int64_t>("in", {0, 1});
+  auto off = index_view<std::int64_t>("off", {0});
+  Kokkos::View<double**, Mem> out("out", 1, 2);
+  Kokkos::View<std::int64_t**, Mem> mi;
+  kloss::EmbeddingBagOptions o;
+  o.mode = EmbeddingBagMode::sum;
+  o.max_norm = 1.0;
+  kloss::embedding_bag(exec, in, w, off, Kokkos::View<double*, Mem>(), out, mi, o);
+  const double s = 1.0 / (5 + 1e-7);
+  expect_near_all(to_doubles(w), {3 * s, 4 * s, 0.3, 0.4}, 1e-15, 0, "weight");
+  expect_near_all(to_doubles(out), {3 * s + 0.3, 4 * s + 0.4}, 1e-15, 0, "output");
+}
+
+// --- runtime-typed API --------------------------------------------------------
+
+TEST(EmbeddingRuntime, RegistryRunsBothOpsWithDenseAndSparseGradients) {
+  using kloss::rt::Buffer;
+  using kloss::rt::DType;
+  ASSERT_NE(kloss::find_op("embedding"), nullptr);
+  ASSERT_NE(kloss::find_op("embedding_bag"), nullptr);
+  const std::int64_t V = 6, D = 2;
+  const std::vector<std::int64_t> idx = {1, 5, 1, 0, 3};
+  const auto w = random_values(V * D, -1, 1, 81);
+  for (std::int64_t sparse : {0, 1}) {
+    kloss::rt::Call c;
+    c.op = "embedding";
+    c.dtype = DType::float64;
+    c.index_dtype = DType::int32;
+    c.inputs["input"] = Buffer::from_int64(DType::int64, kloss::Shape{5}, idx);
+    c.inputs["weight"] = Buffer::from_doubles(DType::float64, kloss::Shape{V, D}, w);
+    c.options.set("padding_idx", std::int64_t(-1));
+    c.options.set("sparse", sparse);
+    c.options.set("scale_grad_by_freq", std::int64_t(1));
+    const auto go = random_values(5 * D, -1, 1, 82);
+    c.grad_output = Buffer::from_doubles(DType::float64, kloss::Shape{5, D}, go);
+    const auto r = kloss::rt::run(c);
+    const auto ref = ref_embedding(idx, w, V, D, go, 5, true);
+    expect_near_all(r.output.to_doubles(), ref.out, 1e-15, 0, "rt embedding output");
+    expect_near_all(r.grads.at("weight").to_doubles(), ref.grad_weight, 1e-14, 1e-15, "rt embedding grad");
+  }
+  kloss::rt::Call c;
+  c.op = "embedding_bag";
+  c.dtype = DType::float32;
+  c.inputs["input"] = Buffer::from_int64(DType::int64, kloss::Shape{5}, idx);
+  c.inputs["weight"] = Buffer::from_doubles(DType::float64, kloss::Shape{V, D}, w);
+  c.inputs["offsets"] = Buffer::from_int64(DType::int64, kloss::Shape{3}, {0, 2, 5});
+  c.options.set("mode", std::string("max"));
+  c.options.set("include_last_offset", std::int64_t(1));
+  const auto go = random_values(2 * D, -1, 1, 83);
+  c.grad_output = Buffer::from_doubles(DType::float64, kloss::Shape{2, D}, go);
+  const auto r = kloss::rt::run(c);
+  BagSpec s;
+  s.idx = idx;
+  s.offsets = {0, 2, 5};
+  s.include_last_offset = true;
+  const auto ref = ref_bag(s, 2, rounded<float>(w), V, D, EmbeddingBagMode::max, nullptr, -1, false, rounded<float>(go));
+  expect_near_all(r.output.to_doubles(), ref.out, 1e-6, 0, "rt bag output");
+  expect_near_all(r.grads.at("weight").to_doubles(), ref.grad_weight, 1e-6, 1e-7, "rt bag grad");
+}
+
+// --- errors -----------------------------------------------------------------------
+
+TEST(EmbeddingErrors, IndicesOutOfRangeNamePositionAndValue) {
+  Exec exec;
+  Kokkos::View<float**, Mem> w("w", 4, 2), gw("gw", 4, 2), out("out", 3, 2), go("go", 3, 2), gv("gv", 3, 2);
+  auto bad = index_view<std::int64_t>("in", {1, 7, -2});
+  const char* msg = "argument 'input' has 2 value(s) outside [0, 4); first at position 1: 7";
+  EXPECT_KLOSS_THROW(kloss::embedding(exec, bad, w, out), kloss::IndexOutOfRange,
+                     std::string("kloss::embedding: ") + msg);
+  kloss::EmbeddingOptions o;
+  for (bool det : {false, true}) {
+    o.deterministic = det;
+    EXPECT_KLOSS_THROW(kloss::embedding_backward(exec, go, bad, gw, o), kloss::IndexOutOfRange,
+                       std::string("kloss::embedding_backward: ") + msg);
+  }
+  Kokkos::View<std::int64_t*, Mem> gi("gi", 3);
+  EXPECT_KLOSS_THROW(kloss::embedding_backward_sparse(exec, go, bad, 4, gi, gv), kloss::IndexOutOfRange,
+                     std::string("kloss::embedding_backward_sparse: ") + msg);
+  o.max_norm = 1.0;
+  EXPECT_KLOSS_THROW(kloss::embedding(exec, bad, w, out, o), kloss::IndexOutOfRange,
+                     std::string("kloss::embedding: ") + msg);
+  auto neg = index_view<std::int32_t>("neg", {0, 0, -1});
+  EXPECT_KLOSS_THROW(kloss::embedding(exec, neg, w, out), kloss::IndexOutOfRange, "first at position 2: -1");
+}
+
+TEST(EmbeddingErrors, ShapesOptionsAndWritability) {
+  Exec exec;
+  Kokkos::View<float**, Mem> w("w", 4, 2), out("out", 3, 3), gw("gw", 4, 2);
+  Kokkos::View<const float**, Mem> cw = w;
+  auto in = index_view<std::int64_t>("in", {1, 2, 3});
+  EXPECT_KLOSS_THROW(kloss::embedding(exec, in, w, out), kloss::DimensionMismatch,
+                     "kloss::embedding: argument 'output' must have shape [3, 2], got [3, 3]");
+  kloss::EmbeddingOptions o;
+  o.padding_idx = 4;
+  Kokkos::View<float**, Mem> out2("out2", 3, 2);
+  EXPECT_KLOSS_THROW(kloss::embedding(exec, in, w, out2, o), kloss::InvalidArgument,
+                     "kloss::embedding: option 'padding_idx' must be within [-4, 4) (num_embeddings 4), got 4");
+  o.padding_idx = -5;
+  EXPECT_KLOSS_THROW(kloss::embedding_backward(exec, out2, in, gw, o), kloss::InvalidArgument,
+                     "kloss::embedding_backward: option 'padding_idx' must be within [-4, 4)");
+  kloss::EmbeddingOptions mn;
+  mn.max_norm = 1.0;
+  EXPECT_KLOSS_THROW(kloss::embedding(exec, in, cw, out2, mn), kloss::InvalidArgument,
+                     "kloss::embedding: argument 'weight' must be writable with max_norm");
+  Kokkos::View<float**, Mem> go_bad("go", 3, 5);
+  EXPECT_KLOSS_THROW(kloss::embedding_backward(exec, go_bad, in, gw), kloss::DimensionMismatch,
+                     "kloss::embedding_backward: argument 'grad_output' must have shape [3, 2], got [3, 5]");
+  Kokkos::View<float*, Mem> w1("w1", 4);
+  Kokkos::View<float**, Mem> o1("o1", 3, 1);
+  EXPECT_KLOSS_THROW(kloss::embedding(exec, in, w1, o1), kloss::DimensionMismatch,
+                     "kloss::embedding: argument 'weight' must have rank 2, got shape [4]");
+  // Sparse output too small for the distinct rows.
+  Kokkos::View<std::int64_t*, Mem> gi("gi", 2);
+  Kokkos::View<float**, Mem> gv("gv", 2, 2);
+  EXPECT_KLOSS_THROW(kloss::embedding_backward_sparse(exec, out2, in, 4, gi, gv), kloss::InvalidArgument,
+                     "kloss::embedding_backward_sparse: arguments 'grad_indices' and 'grad_values' hold 2 rows; 3 are "
+                     "needed");
+}
+
+TEST(EmbeddingBagErrors, OffsetsAreChecked) {
+  Exec exec;
+  Kokkos::View<float**, Mem> w("w", 4, 2), gw("gw", 4, 2);
+  Kokkos::View<float*, Mem> none;
+  Kokkos::View<std::int64_t**, Mem> mi;
+  auto in = index_view<std::int64_t>("in", {1, 2, 3, 0, 1});
+  auto run = [&](std::vector<std::int64_t> offv, bool ilo) {
+    auto off = index_view<std::int64_t>("off", offv);
+    kloss::EmbeddingBagOptions o;
+    o.include_last_offset = ilo;
+    Kokkos::View<float**, Mem> out("out", ilo ? std::max<std::size_t>(offv.size(), 1) - 1 : offv.size(), 2);
+    kloss::embedding_bag(exec, in, w, off, none, out, mi, o);
+  };
+  EXPECT_KLOSS_THROW(run({2, 3}, false), kloss::InvalidArgument,
+                     "kloss::embedding_bag: argument 'offsets' must start at 0, got offsets[0] = 2");
+  EXPECT_KLOSS_THROW(run({0, 3, 1}, false), kloss::InvalidArgument,
+                     "kloss::embedding_bag: argument 'offsets' must be non-decreasing, got offsets[2] = 1 after "
+                     "offsets[1] = 3");
+  EXPECT_KLOSS_THROW(run({0, 2, 6}, true), kloss::InvalidArgument,
+                     "kloss::embedding_bag: argument 'offsets' has offsets[2] = 6 beyond the input's 5 entries");
+  EXPECT_KLOSS_THROW(run({}, true), kloss::InvalidArgument,
+                     "argument 'offsets' must hold at least 1 entry with include_last_offset");
+  // The backward checks them too.
+  auto off = index_view<std::int64_t>("off", {0, 9});
+  Kokkos::View<float**, Mem> go("go", 2, 2);
+  EXPECT_KLOSS_THROW(kloss::embedding_bag_backward(exec, go, in, w, off, none, mi, gw, none), kloss::InvalidArgument,
+                     "kloss::embedding_bag_backward: argument 'offsets' has offsets[1] = 9 beyond the input's 5 entries");
+}
+
+TEST(EmbeddingBagErrors, ArgumentsAndOptionsAreChecked) {
+  Exec exec;
+  Kokkos::View<float**, Mem> w("w", 4, 2), gw("gw", 4, 2), out("out", 2, 2);
+  Kokkos::View<float*, Mem> none, psw("psw", 5), psw4("psw4", 4);
+  Kokkos::View<std::int64_t**, Mem> mi, mi_ok("mi", 2, 2);
+  auto in = index_view<std::int64_t>("in", {1, 2, 3, 0, 1});
+  auto off = index_view<std::int64_t>("off", {0, 2});
+  kloss::EmbeddingBagOptions o;  // mean
+  EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in, w, off, psw, out, mi, o), kloss::InvalidArgument,
+                     "kloss::embedding_bag: argument 'per_sample_weights' is only supported for mode 'sum', got mode "
+                     "'mean'");
+  o.mode = EmbeddingBagMode::sum;
+  EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in, w, off, psw4, out, mi, o), kloss::DimensionMismatch,
+                     "kloss::embedding_bag: argument 'per_sample_weights' must have the shape of 'input' [5], got [4]");
+  EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in, w, Kokkos::View<std::int64_t*, Mem>(), none, out, mi, o),
+                     kloss::InvalidArgument, "kloss::embedding_bag: argument 'offsets' is required");
+  Kokkos::View<std::int64_t**, Mem> in2("in2", 2, 2);
+  EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in2, w, off, none, out, mi, o), kloss::InvalidArgument,
+                     "kloss::embedding_bag: argument 'offsets' must be absent for 2-D input");
+  o.mode = EmbeddingBagMode::max;
+  EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in, w, off, none, out, mi, o), kloss::InvalidArgument,
+                     "kloss::embedding_bag: argument 'max_indices' is required");
+  o.scale_grad_by_freq = true;
+  EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in, w, off, none, out, mi_ok, o), kloss::InvalidArgument,
+                     "kloss::embedding_bag: option 'scale_grad_by_freq' is not supported with mode 'max'");
+  o.scale_grad_by_freq = false;
+  auto bad = index_view<std::int64_t>("bad", {1, 2, 4, 0, 1});
+  EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, bad, w, off, none, out, mi_ok, o), kloss::IndexOutOfRange,
+                     "kloss::embedding_bag: argument 'input' has 1 value(s) outside [0, 4); first at position 2: 4");
+  Kokkos::View<float**, Mem> go("go", 2, 2);
+  for (auto mode : {EmbeddingBagMode::sum, EmbeddingBagMode::max})
+    for (bool det : {false, true}) {
+      o.mode = mode;
+      o.deterministic = det;
+      EXPECT_KLOSS_THROW(kloss::embedding_bag_backward(exec, go, bad, w, off, none, mi_ok, gw, none, o),
+                         kloss::IndexOutOfRange,
+                         "kloss::embedding_bag_backward: argument 'input' has 1 value(s) outside [0, 4); first at "
+                         "position 2: 4");
+    }
+  o.mode = EmbeddingBagMode::max;
+  Kokkos::deep_copy(mi_ok, 9);
+  EXPECT_KLOSS_THROW(kloss::embedding_bag_backward(exec, go, in, w, off, none, mi_ok, gw, none, o),
+                     kloss::IndexOutOfRange, "argument 'max_indices' has 4 value(s) outside [-1, 4)");
+  Kokkos::View<std::int64_t*, Mem> gi("gi", 5);
+  Kokkos::View<float**, Mem> gv("gv", 5, 2);
+  EXPECT_KLOSS_THROW(kloss::embedding_bag_backward_sparse(exec, go, in, off, none, 4, gi, gv, o),
+                     kloss::InvalidArgument, "kloss::embedding_bag_backward_sparse: option 'mode' 'max' has no sparse");
+  EXPECT_KLOSS_THROW(kloss::parse_embedding_bag_mode("avg"), kloss::InvalidArgument,
+                     "option 'mode' must be 'sum', 'mean' or 'max', got 'avg'");
+  o.mode = EmbeddingBagMode::mean;
+  o.padding_idx = 7;
+  EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in, w, off, none, out, mi, o), kloss::InvalidArgument,
+                     "kloss::embedding_bag: option 'padding_idx' must be within [-4, 4)");
+}
