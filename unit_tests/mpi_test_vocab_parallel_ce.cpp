@@ -520,7 +520,7 @@ TEST(VocabParallelCEErrors, SignatureValidationIsAPureFunction) {
 
 // The collective tests below need a second rank to disagree with; at one
 // rank the same verdicts are covered by SignatureValidationIsAPureFunction.
-TEST(VocabParallelCEErrors, RanksWithDifferentRowCountsAllThrow) {
+TEST(VocabParallelCEMultiRank, RanksWithDifferentRowCountsAllThrow) {
   if (world_size() < 2) GTEST_SKIP_("needs two ranks");
   Problem p = make_problem<float>(4, 10, false, base, 131);
   expect_every_rank_throws<kloss::MpiError>(
@@ -532,7 +532,7 @@ TEST(VocabParallelCEErrors, RanksWithDifferentRowCountsAllThrow) {
       "ranks disagree on the number of rows: rank 0 has 4, rank");
 }
 
-TEST(VocabParallelCEErrors, OverlappingClassRangesAllThrow) {
+TEST(VocabParallelCEMultiRank, OverlappingClassRangesAllThrow) {
   if (world_size() < 2) GTEST_SKIP_("needs two ranks");
   Problem p = make_problem<float>(4, 10, false, base, 132);
   expect_every_rank_throws<kloss::MpiError>(
@@ -558,7 +558,7 @@ TEST(VocabParallelCEErrors, GapInClassRangesAllThrow) {
       "classes [9, 10) belong to no rank");
 }
 
-TEST(VocabParallelCEErrors, DifferentVocabularySizesAllThrow) {
+TEST(VocabParallelCEMultiRank, DifferentVocabularySizesAllThrow) {
   if (world_size() < 2) GTEST_SKIP_("needs two ranks");
   Problem p = make_problem<float>(4, 10, false, base, 134);
   expect_every_rank_throws<kloss::MpiError>(
@@ -570,7 +570,7 @@ TEST(VocabParallelCEErrors, DifferentVocabularySizesAllThrow) {
       "ranks disagree on the vocabulary size");
 }
 
-TEST(VocabParallelCEErrors, DifferentOptionsAllThrow) {
+TEST(VocabParallelCEMultiRank, DifferentOptionsAllThrow) {
   if (world_size() < 2) GTEST_SKIP_("needs two ranks");
   Problem p = make_problem<float>(4, 10, false, base, 135);
   expect_every_rank_throws<kloss::MpiError>(

@@ -196,7 +196,7 @@ TEST(VocabParallelEmbeddingErrors, GapOrUnsupportedOptionThrowsOnEveryRank) {
                                                   "option 'sparse' is not supported");
 }
 
-TEST(VocabParallelEmbeddingErrors, DifferentEmbeddingDimThrowsOnEveryRank) {
+TEST(VocabParallelEmbeddingMultiRank, DifferentEmbeddingDimThrowsOnEveryRank) {
   if (world_size() < 2) GTEST_SKIP_("needs two ranks (the verdict itself: SignatureValidationIsAPureFunction)");
   expect_every_rank_throws<kloss::MpiError>(
       [&] { call({1, 2}, range_for(10, false), {}, world_rank() == 1 ? 5 : 4); },
