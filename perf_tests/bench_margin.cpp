@@ -4,9 +4,9 @@
 // bandwidth, and PyTorch CPU on the same work in the same run
 // (tools/torch_bench_margin.py, same thread count).
 //   build/perf_tests/bench_margin --benchmark_filter=cosine
-#include "perf_common.hpp"
-
 #include <kloss/margin.hpp>
+
+#include "perf_common.hpp"
 
 using namespace kloss_perf;
 
@@ -29,8 +29,10 @@ void fill(const View& v, double lo, double hi, unsigned seed, bool sign = false)
     s ^= s << 17;
     const double u = static_cast<double>(s >> 11) / 9007199254740992.0;
     using E = typename View::non_const_value_type;
-    if constexpr (std::is_integral_v<E>) p[i] = static_cast<E>(lo + (hi - lo) * u);
-    else p[i] = static_cast<E>(sign ? (u < 0.5 ? -1.0 : 1.0) : lo + (hi - lo) * u);
+    if constexpr (std::is_integral_v<E>)
+      p[i] = static_cast<E>(lo + (hi - lo) * u);
+    else
+      p[i] = static_cast<E>(sign ? (u < 0.5 ? -1.0 : 1.0) : lo + (hi - lo) * u);
   }
   Kokkos::deep_copy(v, h);
 }

@@ -32,7 +32,8 @@ rt::Result run_hinge_embedding_loss(const rt::Call& c) {
     if (c.grad_output) {
       auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
       auto gi = device_zeros<T>(in.shape, "kloss::rt::grad_input");
-      hinge_embedding_loss_backward<RtExec, T>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), gi.tensor(), margin, red);
+      hinge_embedding_loss_backward<RtExec, T>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), gi.tensor(), margin,
+                                               red);
       r.grads["input"] = to_host(gi, c.dtype);
     }
     return r;
@@ -78,7 +79,8 @@ rt::Result run_triplet_margin_loss(const rt::Call& c) {
     auto ng = input<T>(c, "negative");
     auto out = device_zeros<T>(output_shape(red, rows_shape(a.shape)), "kloss::rt::output");
     RtExec exec;
-    triplet_margin_loss<RtExec, T>(exec, a.ctensor(), ps.ctensor(), ng.ctensor(), out.tensor(), margin, p, eps, swap, red);
+    triplet_margin_loss<RtExec, T>(exec, a.ctensor(), ps.ctensor(), ng.ctensor(), out.tensor(), margin, p, eps, swap,
+                                   red);
     rt::Result r;
     r.output = to_host(out, c.dtype);
     if (c.grad_output) {
@@ -113,8 +115,8 @@ rt::Result run_cosine_embedding_loss(const rt::Call& c) {
       auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
       auto g1 = device_zeros<T>(x1.shape, "kloss::rt::grad_input1");
       auto g2 = device_zeros<T>(x2.shape, "kloss::rt::grad_input2");
-      cosine_embedding_loss_backward<RtExec, T>(exec, go.ctensor(), x1.ctensor(), x2.ctensor(), tg.ctensor(), g1.tensor(),
-                                                g2.tensor(), margin, red);
+      cosine_embedding_loss_backward<RtExec, T>(exec, go.ctensor(), x1.ctensor(), x2.ctensor(), tg.ctensor(),
+                                                g1.tensor(), g2.tensor(), margin, red);
       r.grads["input1"] = to_host(g1, c.dtype);
       r.grads["input2"] = to_host(g2, c.dtype);
     }
@@ -142,8 +144,8 @@ rt::Result run_multi_margin_loss(const rt::Call& c) {
       if (c.grad_output) {
         auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
         auto gi = device_zeros<T>(in.shape, "kloss::rt::grad_input");
-        multi_margin_loss_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), w.ctensor(), gi.tensor(),
-                                                 p, margin, red);
+        multi_margin_loss_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), w.ctensor(),
+                                                 gi.tensor(), p, margin, red);
         r.grads["input"] = to_host(gi, c.dtype);
       }
       return r;
@@ -203,35 +205,66 @@ rt::Result run_multilabel_soft_margin_loss(const rt::Call& c) {
 
 void register_margin(std::vector<OpInfo>& ops) {
   const char* hdr = "kloss/margin.hpp";
-  ops.push_back({"hinge_embedding_loss", hdr, LossKind::hinge_embedding, {"input", "target"}, {"input"},
+  ops.push_back({"hinge_embedding_loss",
+                 hdr,
+                 LossKind::hinge_embedding,
+                 {"input", "target"},
+                 {"input"},
                  {{"margin", "real", "1.0", "margin of the target = -1 branch"}, reduction_option},
-                 "x where target = 1, max(0, margin - x) where target = -1", run_hinge_embedding_loss});
-  ops.push_back({"margin_ranking_loss", hdr, LossKind::margin_ranking, {"input1", "input2", "target"},
+                 "x where target = 1, max(0, margin - x) where target = -1",
+                 run_hinge_embedding_loss});
+  ops.push_back({"margin_ranking_loss",
+                 hdr,
+                 LossKind::margin_ranking,
+                 {"input1", "input2", "target"},
                  {"input1", "input2"},
                  {{"margin", "real", "0.0", "required separation"}, reduction_option},
-                 "max(0, -target (input1 - input2) + margin)", run_margin_ranking_loss});
-  ops.push_back({"triplet_margin_loss", hdr, LossKind::triplet_margin, {"anchor", "positive", "negative"},
+                 "max(0, -target (input1 - input2) + margin)",
+                 run_margin_ranking_loss});
+  ops.push_back({"triplet_margin_loss",
+                 hdr,
+                 LossKind::triplet_margin,
+                 {"anchor", "positive", "negative"},
                  {"anchor", "positive", "negative"},
                  {{"margin", "real", "1.0", "required separation"},
                   {"p", "real", "2.0", "norm degree of the pairwise distance (any real, or inf)"},
                   {"eps", "real", "1e-06", "added to the differences (torch's pairwise_distance)"},
                   {"swap", "bool", "false", "use min(d(a, n), d(p, n)) as the negative distance"},
                   reduction_option},
-                 "max(0, margin + d(anchor, positive) - d(anchor, negative)) over rows", run_triplet_margin_loss});
-  ops.push_back({"cosine_embedding_loss", hdr, LossKind::cosine_embedding, {"input1", "input2", "target"},
+                 "max(0, margin + d(anchor, positive) - d(anchor, negative)) over rows",
+                 run_triplet_margin_loss});
+  ops.push_back({"cosine_embedding_loss",
+                 hdr,
+                 LossKind::cosine_embedding,
+                 {"input1", "input2", "target"},
                  {"input1", "input2"},
                  {{"margin", "real", "0.0", "margin of the target = -1 branch"}, reduction_option},
                  "1 - cos where target = 1, max(0, cos - margin) where target = -1, over rows",
                  run_cosine_embedding_loss});
-  ops.push_back({"multi_margin_loss", hdr, LossKind::multi_margin, {"input", "target", "weight?"}, {"input"},
+  ops.push_back({"multi_margin_loss",
+                 hdr,
+                 LossKind::multi_margin,
+                 {"input", "target", "weight?"},
+                 {"input"},
                  {{"p", "int", "1", "1 or 2"}, {"margin", "real", "1.0", "required separation"}, reduction_option},
-                 "multi-class hinge: sum_{d != y} w[y] max(0, margin - x[y] + x[d])^p / C", run_multi_margin_loss});
-  ops.push_back({"multilabel_margin_loss", hdr, LossKind::multilabel_margin, {"input", "target"}, {"input"},
+                 "multi-class hinge: sum_{d != y} w[y] max(0, margin - x[y] + x[d])^p / C",
+                 run_multi_margin_loss});
+  ops.push_back({"multilabel_margin_loss",
+                 hdr,
+                 LossKind::multilabel_margin,
+                 {"input", "target"},
+                 {"input"},
                  {reduction_option},
-                 "multi-label hinge over the -1-terminated target list of each row", run_multilabel_margin_loss});
-  ops.push_back({"multilabel_soft_margin_loss", hdr, LossKind::multilabel_soft_margin, {"input", "target", "weight?"},
-                 {"input"}, {reduction_option},
-                 "per-class logistic loss, averaged over classes", run_multilabel_soft_margin_loss});
+                 "multi-label hinge over the -1-terminated target list of each row",
+                 run_multilabel_margin_loss});
+  ops.push_back({"multilabel_soft_margin_loss",
+                 hdr,
+                 LossKind::multilabel_soft_margin,
+                 {"input", "target", "weight?"},
+                 {"input"},
+                 {reduction_option},
+                 "per-class logistic loss, averaged over classes",
+                 run_multilabel_soft_margin_loss});
 }
 
 }  // namespace kloss::impl

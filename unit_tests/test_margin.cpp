@@ -3,12 +3,11 @@
 // against a float64 reference written here, unbatched forms, every error
 // path with its message. Typed over the four dtypes (and int32/int64 where
 // targets are class indices). torch's own values: data/golden/margin.h5.
-#include "test_utils.hpp"
-
-#include <kloss/margin.hpp>
-
 #include <algorithm>
+#include <kloss/margin.hpp>
 #include <limits>
+
+#include "test_utils.hpp"
 
 using namespace kloss_test;
 using kloss::Reduction;
@@ -95,9 +94,12 @@ double pnorm(const Vec& x, const Vec& y, std::size_t off, std::size_t D, double 
   double s = 0;
   for (std::size_t j = 0; j < D; ++j) {
     const double d = std::fabs(x[off + j] - y[off + j] + eps);
-    if (p == 0) s += d != 0;
-    else if (std::isinf(p)) s = std::max(s, d);
-    else s += std::pow(d, p);
+    if (p == 0)
+      s += d != 0;
+    else if (std::isinf(p))
+      s = std::max(s, d);
+    else
+      s += std::pow(d, p);
   }
   return (p == 0 || std::isinf(p)) ? s : std::pow(s, 1 / p);
 }
@@ -220,14 +222,18 @@ TYPED_TEST(Margin, HingeGradientsMatchFiniteDifferencesAndReference) {
       const Vec go = upstream<T>(n, red, 3);
       Kokkos::View<T*, Mem> out("out", red == Reduction::none ? n : 1);
       auto out_s = Kokkos::subview(out, 0);
-      if (red == Reduction::none) kloss::hinge_embedding_loss(exec, x, t, out, {margin, red});
-      else kloss::hinge_embedding_loss(exec, x, t, out_s, {margin, red});
+      if (red == Reduction::none)
+        kloss::hinge_embedding_loss(exec, x, t, out, {margin, red});
+      else
+        kloss::hinge_embedding_loss(exec, x, t, out_s, {margin, red});
       const std::string what = "n=" + std::to_string(n) + " " + std::string(kloss::to_string(red));
       expect_near_all(to_doubles(out), reduce(hinge_ref(xv, tv, margin), red), tol<T>() * 4, tol<T>() * 4, what);
       auto g = grad_view<T>(go, red);
       Kokkos::View<T*, Mem> gx("gx", n);
-      if (red == Reduction::none) kloss::hinge_embedding_loss_backward(exec, g, x, t, gx, {margin, red});
-      else kloss::hinge_embedding_loss_backward(exec, Kokkos::subview(g, 0), x, t, gx, {margin, red});
+      if (red == Reduction::none)
+        kloss::hinge_embedding_loss_backward(exec, g, x, t, gx, {margin, red});
+      else
+        kloss::hinge_embedding_loss_backward(exec, Kokkos::subview(g, 0), x, t, gx, {margin, red});
       if (n > 50) continue;  // FD on the small sizes
       auto f = [&](const std::vector<Vec>& in) { return hinge_ref(in[0], in[1], margin); };
       expect_near_all(to_doubles(gx), fd_of(f, {xv, tv}, 0, go, red), fd_tol<T>(), fd_tol<T>(), "grad " + what);
@@ -403,9 +409,14 @@ TYPED_TEST(Margin, TripletGradientsMatchFiniteDifferencesForEveryP) {
     double p, eps, margin;
     bool swap;
   };
-  const Cfg cfgs[] = {{5, 13, 2, 1e-6, 1, false}, {4, 7, 1, 1e-6, 0.5, true}, {3, 9, 3, 1e-3, 2, true},
-                      {6, 5, 1.5, 1e-6, 1, false}, {3, 6, std::numeric_limits<double>::infinity(), 1e-6, 1, false},
-                      {1, 41, 0.5, 1e-6, 3, true}, {4, 3, 0, 1e-6, 1, false}, {0, 4, 2, 1e-6, 1, false}};
+  const Cfg cfgs[] = {{5, 13, 2, 1e-6, 1, false},
+                      {4, 7, 1, 1e-6, 0.5, true},
+                      {3, 9, 3, 1e-3, 2, true},
+                      {6, 5, 1.5, 1e-6, 1, false},
+                      {3, 6, std::numeric_limits<double>::infinity(), 1e-6, 1, false},
+                      {1, 41, 0.5, 1e-6, 3, true},
+                      {4, 3, 0, 1e-6, 1, false},
+                      {0, 4, 2, 1e-6, 1, false}};
   unsigned seed = 10;
   for (const auto& c : cfgs) {
     for (Reduction red : all_reductions) {
@@ -541,8 +552,8 @@ TYPED_TEST(Margin, CosineGradientsMatchFiniteDifferences) {
         kloss::cosine_embedding_loss(exec, x1, x2, t, Kokkos::subview(out, 0), o);
         kloss::cosine_embedding_loss_backward(exec, Kokkos::subview(g, 0), x1, x2, t, g1, g2, o);
       }
-      const std::string what = "N=" + std::to_string(c.N) + " D=" + std::to_string(c.D) + " " +
-                               std::string(kloss::to_string(red));
+      const std::string what =
+          "N=" + std::to_string(c.N) + " D=" + std::to_string(c.D) + " " + std::string(kloss::to_string(red));
       auto f = [&](const std::vector<Vec>& in) { return cosine_ref(in[0], in[1], in[2], c.D, c.margin); };
       const std::vector<Vec> in = {x1v, x2v, tv};
       const double rt = row_tol<T>(c.D);
@@ -590,8 +601,8 @@ struct TI {
   using Idx = I;
 };
 using ScalarIndexTypes =
-    ::testing::Types<TI<float, std::int32_t>, TI<float, std::int64_t>, TI<double, std::int32_t>, TI<double, std::int64_t>,
-                     TI<kloss::float16, std::int64_t>, TI<kloss::bfloat16, std::int32_t>>;
+    ::testing::Types<TI<float, std::int32_t>, TI<float, std::int64_t>, TI<double, std::int32_t>,
+                     TI<double, std::int64_t>, TI<kloss::float16, std::int64_t>, TI<kloss::bfloat16, std::int32_t>>;
 TYPED_TEST_SUITE(MultiMargin, ScalarIndexTypes);
 
 TYPED_TEST(MultiMargin, HandCheckedTorchDocExampleForEveryReductionAndP) {
@@ -655,8 +666,8 @@ TYPED_TEST(MultiMargin, GradientsMatchFiniteDifferences) {
         kloss::multi_margin_loss(exec, x, y, w, Kokkos::subview(out, 0), o);
         kloss::multi_margin_loss_backward(exec, Kokkos::subview(g, 0), x, y, w, gx, o);
       }
-      const std::string what = "N=" + std::to_string(c.N) + " C=" + std::to_string(c.C) + " p=" +
-                               std::to_string(c.p) + " " + std::string(kloss::to_string(red));
+      const std::string what = "N=" + std::to_string(c.N) + " C=" + std::to_string(c.C) + " p=" + std::to_string(c.p) +
+                               " " + std::string(kloss::to_string(red));
       auto f = [&](const std::vector<Vec>& in) { return multi_margin_ref(in[0], yv, wv, c.C, c.p, c.margin); };
       const double rt = row_tol<T>(c.C);
       expect_near_all(to_doubles(out), reduce(f({xv}), red), rt, rt, what);
@@ -687,8 +698,9 @@ TEST(MarginErrors, MultiMargin) {
   Kokkos::View<float*, Mem> w, w3("w3", 3);
   Kokkos::View<float, Mem> s("s");
   Kokkos::View<float**, Mem> gx("gx", 2, 4);
-  EXPECT_KLOSS_THROW(kloss::multi_margin_loss(exec, x, y, w, s), kloss::IndexOutOfRange,
-                     "kloss::multi_margin_loss: argument 'target' has 1 value(s) outside [0, 4); first at position 1: 4");
+  EXPECT_KLOSS_THROW(
+      kloss::multi_margin_loss(exec, x, y, w, s), kloss::IndexOutOfRange,
+      "kloss::multi_margin_loss: argument 'target' has 1 value(s) outside [0, 4); first at position 1: 4");
   auto yneg = make_view<std::int32_t*>("y", {-1, -2}, {2});
   EXPECT_KLOSS_THROW(kloss::multi_margin_loss_backward(exec, s, x, yneg, w, gx), kloss::IndexOutOfRange,
                      "kloss::multi_margin_loss_backward: argument 'target' has 2 value(s) outside [0, 4); first at "
@@ -701,8 +713,9 @@ TEST(MarginErrors, MultiMargin) {
   EXPECT_KLOSS_THROW(kloss::multi_margin_loss(exec, x, y3, w, s), kloss::DimensionMismatch,
                      "argument 'target' must hold 2 class index(es) (shape [2]), got [3]");
   Kokkos::View<float***, Mem> x3("x3", 2, 4, 1);
-  EXPECT_KLOSS_THROW(kloss::multi_margin_loss(exec, x3, yok, w, s), kloss::DimensionMismatch,
-                     "argument 'input' must be a non-empty vector or matrix with optional 0-dim batch size, got [2, 4, 1]");
+  EXPECT_KLOSS_THROW(
+      kloss::multi_margin_loss(exec, x3, yok, w, s), kloss::DimensionMismatch,
+      "argument 'input' must be a non-empty vector or matrix with optional 0-dim batch size, got [2, 4, 1]");
   Kokkos::View<float**, Mem> x0("x0", 2, 0);
   EXPECT_KLOSS_THROW(kloss::multi_margin_loss(exec, x0, yok, w, s), kloss::DimensionMismatch, "got [2, 0]");
 }
@@ -781,7 +794,8 @@ TYPED_TEST(MultiMargin, MultilabelGradientsMatchFiniteDifferences) {
           continue;
         }
         expect_near_all(to_doubles(out), reduce(f({xv}), red), rt, rt, what);
-        expect_near_all(to_doubles(gx), fd_of(f, {xv}, 0, go, red), grad_tol<T>(C * 4), grad_tol<T>(C * 4), "grad " + what);
+        expect_near_all(to_doubles(gx), fd_of(f, {xv}, 0, go, red), grad_tol<T>(C * 4), grad_tol<T>(C * 4),
+                        "grad " + what);
       }
     }
   }
@@ -845,7 +859,8 @@ TYPED_TEST(Margin, SoftMarginGradientsMatchFiniteDifferencesWithWeights) {
     for (const std::size_t C : {1, 5, 41}) {
       for (const bool weighted : {false, true}) {
         for (Reduction red : all_reductions) {
-          const Vec xv = rounded<T>(random_values(N * C, -4, 4, ++seed)), tv = rounded<T>(random_values(N * C, 0, 1, ++seed));
+          const Vec xv = rounded<T>(random_values(N * C, -4, 4, ++seed)),
+                    tv = rounded<T>(random_values(N * C, 0, 1, ++seed));
           const Vec wv = weighted ? rounded<T>(random_values(C, 0.5, 2, ++seed)) : Vec{};
           auto x = make_view<T**>("x", xv, {N, C});
           auto y = make_view<T**>("y", tv, {N, C});
@@ -903,8 +918,9 @@ TEST(MarginErrors, SoftMargin) {
   EXPECT_KLOSS_THROW(kloss::multilabel_soft_margin_loss(exec, x0, x0, w, s), kloss::DimensionMismatch,
                      "argument 'input' must have at least one dimension");
   Kokkos::View<float**, Mem> gx("gx", 3, 2);
-  EXPECT_KLOSS_THROW(kloss::multilabel_soft_margin_loss_backward(exec, s, x, x, w, gx), kloss::DimensionMismatch,
-                     "kloss::multilabel_soft_margin_loss_backward: argument 'grad_input' must have shape [2, 3], got [3, 2]");
+  EXPECT_KLOSS_THROW(
+      kloss::multilabel_soft_margin_loss_backward(exec, s, x, x, w, gx), kloss::DimensionMismatch,
+      "kloss::multilabel_soft_margin_loss_backward: argument 'grad_input' must have shape [2, 3], got [3, 2]");
 }
 
 // ============================================================================
@@ -912,8 +928,9 @@ TEST(MarginErrors, SoftMargin) {
 // ============================================================================
 
 TEST(MarginRuntime, EveryOpIsRegisteredAndRunsByName) {
-  for (const char* name : {"hinge_embedding_loss", "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss",
-                           "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss"}) {
+  for (const char* name :
+       {"hinge_embedding_loss", "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss",
+        "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss"}) {
     const kloss::OpInfo* op = kloss::find_op(name);
     ASSERT_NE(op, nullptr) << name;
     EXPECT_EQ(op->header, "kloss/margin.hpp");

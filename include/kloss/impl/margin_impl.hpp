@@ -149,7 +149,7 @@ KOKKOS_INLINE_FUNCTION A exp_neg(A a) {
     // integer select vectorises where GCC keeps a float compare-select as a
     // branch. A NaN clamps to 87; the callers' relu terms still carry it.
     const std::int32_t bits = bit_cast<std::int32_t>(a);
-    const float y = -bit_cast<float>(bits < 0x42AE0000 ? bits : 0x42AE0000);  // 0x42AE0000 = 87.0f
+    const float y = -bit_cast<float>(bits < 0x42AE0000 ? bits : 0x42AE0000);       // 0x42AE0000 = 87.0f
     const float n = static_cast<float>(static_cast<int>(y * 1.44269504f - 0.5f));  // round(y / ln2), y <= 0
     const float r = (y - n * 0.693145752f) - n * 1.42860677e-6f;
     float p = 1.0f / 5040;
@@ -189,25 +189,36 @@ KOKKOS_INLINE_FUNCTION A log1p_unit(A e) {
   }
 }
 
+/// c ? a : b as a bitwise blend: exact for every value (infinities, NaN)
+/// and vectorisable, where GCC keeps a float select between two computed
+/// values as a branch (-ftrapping-math).
+template <class A>
+KOKKOS_INLINE_FUNCTION A pick(bool c, A a, A b) {
+  using Bits = std::conditional_t<sizeof(A) == 4, std::int32_t, std::int64_t>;
+  const Bits m = -static_cast<Bits>(c);
+  return bit_cast<A>(static_cast<Bits>((bit_cast<Bits>(a) & m) | (bit_cast<Bits>(b) & ~m)));
+}
+
 /// Is t a valid ±1 target?
 template <class A>
 KOKKOS_INLINE_FUNCTION bool is_sign(A t) {
-  return t == A(1) || t == A(-1);
+  return (t == A(1)) | (t == A(-1));  // no short-circuit: no branch in vectorised loops
 }
 
-/// Element-wise margin loss driver (hinge, margin_ranking): op.loss(i, ok)
-/// gives element i's loss in A and sets ok = false for an invalid target.
-/// Writes the per-element losses (none) or the reduced scalar; returns the
-/// count of invalid targets. Fences.
-template <class ExecSpace, class T, class Elem>
-I64 elementwise_forward(const ExecSpace& exec, const std::string& op, I64 n, const Elem& elem,
-                        const Tensor<T, typename ExecSpace::memory_space>& out, Reduction reduction) {
-  using A = acc_t<T>;
+/// Element-wise margin loss drivers (hinge, margin_ranking). n elements in
+/// chunks of tuning::margin_chunk per work item; element i reads its target
+/// at j = it(i) (j = i when the target is not broadcast: a separate
+/// instantiation keeps the index arithmetic out of that loop). loss(i, j)
+/// is element i's loss, grad(i, j) writes its gradients, bad(j) is 1 for an
+/// invalid target (whose loss / gradient is then irrelevant: the call
+/// throws). Both return the count of invalid targets and fence.
+template <bool Direct, bool None, class ExecSpace, class T, class Loss, class Bad>
+I64 elementwise_forward_kernel(const ExecSpace& exec, const std::string& op, I64 n, const BroadcastIndex& it,
+                               const Loss& loss, const Bad& bad_target,
+                               const Tensor<T, typename ExecSpace::memory_space>& out, double& sum) {
   constexpr I64 chunk = tuning::margin_chunk;
   constexpr int L = tuning::margin_lanes;
-  const bool none = reduction == Reduction::none;
-  auto o = out.data;
-  double sum = 0;
+  T* o = out.data.data();
   I64 bad = 0;
   sum_and_count(
       exec, "kloss::" + op + "::forward", (n + chunk - 1) / chunk,
@@ -215,32 +226,73 @@ I64 elementwise_forward(const ExecSpace& exec, const std::string& op, I64 n, con
         const I64 begin = c * chunk, end = begin + chunk < n ? begin + chunk : n;
         double part[L] = {};
         I64 nb = 0;
+        auto one = [&](I64 i, int l) {
+          const I64 j = Direct ? i : it(i);
+          const auto v = loss(i, j);
+          nb += bad_target(j);
+          if constexpr (None) o[i] = static_cast<T>(v);
+          part[l] += static_cast<double>(v);
+        };
         I64 i = begin;
-        for (; i + L <= end; i += L) {
-          for (int l = 0; l < L; ++l) {
-            bool ok = true;
-            const A v = elem(i + l, ok);
-            nb += ok ? 0 : 1;
-            if (none) o(i + l) = static_cast<T>(v);
-            part[l] += static_cast<double>(v);
-          }
-        }
-        for (; i < end; ++i) {
-          bool ok = true;
-          const A v = elem(i, ok);
-          nb += ok ? 0 : 1;
-          if (none) o(i) = static_cast<T>(v);
-          part[0] += static_cast<double>(v);
-        }
+        for (; i + L <= end; i += L)
+          for (int l = 0; l < L; ++l) one(i + l, l);
+        for (; i < end; ++i) one(i, 0);
         double t = 0;
         for (int l = 0; l < L; ++l) t += part[l];
         s += t;
         b += nb;
       },
       sum, bad);
+  return bad;
+}
+
+template <class ExecSpace, class T, class Loss, class Bad>
+I64 elementwise_forward(const ExecSpace& exec, const std::string& op, I64 n, const BroadcastIndex& it, const Loss& loss,
+                        const Bad& bad_target, const Tensor<T, typename ExecSpace::memory_space>& out,
+                        Reduction reduction) {
+  double sum = 0;
+  I64 bad = 0;
+  const bool none = reduction == Reduction::none;
+  if (it.identity && none)
+    bad = elementwise_forward_kernel<true, true>(exec, op, n, it, loss, bad_target, out, sum);
+  else if (it.identity)
+    bad = elementwise_forward_kernel<true, false>(exec, op, n, it, loss, bad_target, out, sum);
+  else if (none)
+    bad = elementwise_forward_kernel<false, true>(exec, op, n, it, loss, bad_target, out, sum);
+  else
+    bad = elementwise_forward_kernel<false, false>(exec, op, n, it, loss, bad_target, out, sum);
   if (!none && bad == 0)
     write_host_scalar(exec, "kloss::" + op + "::forward_scale", out, sum * reduction_scale(reduction, n));
   return bad;
+}
+
+template <bool Direct, class ExecSpace, class Grad, class Bad>
+I64 elementwise_backward_kernel(const ExecSpace& exec, const std::string& op, I64 n, const BroadcastIndex& it,
+                                const Grad& grad, const Bad& bad_target) {
+  constexpr I64 chunk = tuning::margin_chunk;
+  double unused = 0;
+  I64 bad = 0;
+  sum_and_count(
+      exec, "kloss::" + op + "::backward", (n + chunk - 1) / chunk,
+      KOKKOS_LAMBDA(const I64 c, double&, I64& b) {
+        const I64 begin = c * chunk, end = begin + chunk < n ? begin + chunk : n;
+        I64 nb = 0;
+        for (I64 i = begin; i < end; ++i) {
+          const I64 j = Direct ? i : it(i);
+          nb += bad_target(j);
+          grad(i, j);
+        }
+        b += nb;
+      },
+      unused, bad);
+  return bad;
+}
+
+template <class ExecSpace, class Grad, class Bad>
+I64 elementwise_backward(const ExecSpace& exec, const std::string& op, I64 n, const BroadcastIndex& it,
+                         const Grad& grad, const Bad& bad_target) {
+  return it.identity ? elementwise_backward_kernel<true>(exec, op, n, it, grad, bad_target)
+                     : elementwise_backward_kernel<false>(exec, op, n, it, grad, bad_target);
 }
 
 /// Checks that `target` broadcasts to `shape` (the output's, which is the
@@ -288,13 +340,16 @@ void hinge_embedding_loss(const ExecSpace& exec, const Tensor<const T, typename 
   auto x = input.data;
   auto t = target.data;
   const A m = static_cast<A>(margin);
-  auto elem = KOKKOS_LAMBDA(const I64 i, bool& ok)->A {
-    const A xi = to_acc(x(i)), ti = to_acc(t(it(i)));
-    ok = is_sign(ti);
-    return ti == A(1) ? xi : (ti == A(-1) ? relu(m - xi) : A(0));
+  // Invalid targets make the call throw, so their loss need not be exact:
+  // a select without a third branch keeps the loop vectorisable.
+  auto loss = KOKKOS_LAMBDA(const I64 i, const I64 j)->A {
+    const A xi = to_acc(x(i));
+    return pick(to_acc(t(j)) == A(1), xi, relu(m - xi));
   };
+  auto bad_target = KOKKOS_LAMBDA(const I64 j)->I64 { return is_sign(to_acc(t(j))) ? 0 : 1; };
   const I64 n = input.numel();
-  const I64 bad = elementwise_forward<ExecSpace, T>(exec, "hinge_embedding_loss", n, elem, output, reduction);
+  const I64 bad =
+      elementwise_forward<ExecSpace, T>(exec, "hinge_embedding_loss", n, it, loss, bad_target, output, reduction);
   if (bad) {
     const I64 pos = first_position(
         exec, "kloss::hinge_embedding_loss::first_bad", target.numel(),
@@ -326,20 +381,16 @@ void hinge_embedding_loss_backward(const ExecSpace& exec,
   const bool want = grad_input.present, none = reduction == Reduction::none;
   const I64 n = input.numel();
   const A m = static_cast<A>(margin), scale = static_cast<A>(reduction_scale(reduction, n));
-  double unused = 0;
-  I64 bad = 0;
-  sum_and_count(
-      exec, "kloss::hinge_embedding_loss::backward", n,
-      KOKKOS_LAMBDA(const I64 i, double&, I64& b) {
-        const A xi = to_acc(x(i)), ti = to_acc(t(it(i)));
-        b += is_sign(ti) ? 0 : 1;
-        if (!want) return;
-        const A g = none ? to_acc(go(i)) : to_acc(go(0)) * scale;
-        // d/dx x = 1 (t = 1); d/dx max(0, margin - x) = -1 where margin - x >= 0 (t = -1).
-        const A d = ti == A(1) ? A(1) : (ti == A(-1) ? -relu_mask(m - xi) : A(0));
-        gi(i) = static_cast<T>(g * d);
-      },
-      unused, bad);
+  T* gw = gi.data();
+  auto grad = KOKKOS_LAMBDA(const I64 i, const I64 j) {
+    if (!want) return;
+    const A g = none ? to_acc(go(i)) : to_acc(go(0)) * scale;
+    // d/dx x = 1 (t = 1); d/dx max(0, margin - x) = -1 where margin - x >= 0 (t = -1).
+    const A d = pick(to_acc(t(j)) == A(1), A(1), -relu_mask(m - to_acc(x(i))));
+    gw[i] = static_cast<T>(g * d);
+  };
+  auto bad_target = KOKKOS_LAMBDA(const I64 j)->I64 { return is_sign(to_acc(t(j))) ? 0 : 1; };
+  const I64 bad = elementwise_backward(exec, "hinge_embedding_loss", n, it, grad, bad_target);
   if (bad) {
     const I64 pos = first_position(
         exec, "kloss::hinge_embedding_loss::first_bad", target.numel(),
@@ -371,13 +422,12 @@ void margin_ranking_loss(const ExecSpace& exec, const Tensor<const T, typename E
   auto x2 = input2.data;
   auto t = target.data;
   const A m = static_cast<A>(margin);
-  auto elem = KOKKOS_LAMBDA(const I64 i, bool& ok)->A {
-    const A ti = to_acc(t(it(i)));
-    ok = is_sign(ti);
-    return ok ? relu(-ti * (to_acc(x1(i)) - to_acc(x2(i))) + m) : A(0);
+  auto loss = KOKKOS_LAMBDA(const I64 i, const I64 j)->A {
+    return relu(-to_acc(t(j)) * (to_acc(x1(i)) - to_acc(x2(i))) + m);
   };
-  const I64 bad =
-      elementwise_forward<ExecSpace, T>(exec, "margin_ranking_loss", input1.numel(), elem, output, reduction);
+  auto bad_target = KOKKOS_LAMBDA(const I64 j)->I64 { return is_sign(to_acc(t(j))) ? 0 : 1; };
+  const I64 bad = elementwise_forward<ExecSpace, T>(exec, "margin_ranking_loss", input1.numel(), it, loss, bad_target,
+                                                    output, reduction);
   if (bad) {
     const I64 pos = first_position(
         exec, "kloss::margin_ranking_loss::first_bad", target.numel(),
@@ -415,21 +465,16 @@ void margin_ranking_loss_backward(const ExecSpace& exec,
   const bool want1 = grad_input1.present, want2 = grad_input2.present, none = reduction == Reduction::none;
   const I64 n = input1.numel();
   const A m = static_cast<A>(margin), scale = static_cast<A>(reduction_scale(reduction, n));
-  double unused = 0;
-  I64 bad = 0;
-  sum_and_count(
-      exec, "kloss::margin_ranking_loss::backward", n,
-      KOKKOS_LAMBDA(const I64 i, double&, I64& b) {
-        const A ti = to_acc(t(it(i)));
-        const bool ok = is_sign(ti);
-        b += ok ? 0 : 1;
-        const A g = none ? to_acc(go(i)) : to_acc(go(0)) * scale;
-        // z = -t (x1 - x2) + margin; dz/dx1 = -t, dz/dx2 = t; max(0, z) passes where z >= 0.
-        const A active = ok ? g * relu_mask(-ti * (to_acc(x1(i)) - to_acc(x2(i))) + m) : A(0);
-        if (want1) g1(i) = static_cast<T>(-ti * active);
-        if (want2) g2(i) = static_cast<T>(ti * active);
-      },
-      unused, bad);
+  auto grad = KOKKOS_LAMBDA(const I64 i, const I64 j) {
+    const A ti = to_acc(t(j));
+    const A g = none ? to_acc(go(i)) : to_acc(go(0)) * scale;
+    // z = -t (x1 - x2) + margin; dz/dx1 = -t, dz/dx2 = t; max(0, z) passes where z >= 0.
+    const A active = g * relu_mask(-ti * (to_acc(x1(i)) - to_acc(x2(i))) + m);
+    if (want1) g1(i) = static_cast<T>(-ti * active);
+    if (want2) g2(i) = static_cast<T>(ti * active);
+  };
+  auto bad_target = KOKKOS_LAMBDA(const I64 j)->I64 { return is_sign(to_acc(t(j))) ? 0 : 1; };
+  const I64 bad = elementwise_backward(exec, "margin_ranking_loss", n, it, grad, bad_target);
   if (bad) {
     const I64 pos = first_position(
         exec, "kloss::margin_ranking_loss::first_bad", target.numel(),
@@ -679,14 +724,31 @@ void triplet_backward_kernel(const ExecSpace& exec,
         }
         const A fap = nrm.factor(d.dap, d.tap), fan = nrm.factor(d.dan, d.tan), fpn = nrm.factor(d.dpn, d.tpn);
         // d_ap = |a - p + eps|: d/da = u_ap, d/dp = -u_ap; likewise d_an (a, n) and d_pn (p, n).
-        for (I64 j = 0; j < D; ++j) {
+        auto terms = [&](I64 j, A& uap, A& uan, A& upn) {
           const A aj = to_acc(ar[j]), pj = to_acc(pr[j]), nj = to_acc(nr[j]);
-          const A uap = cap * nrm.grad(aj - pj + e, d.dap, fap);
-          const A uan = can * nrm.grad(aj - nj + e, d.dan, fan);
-          const A upn = swap ? cpn * nrm.grad(pj - nj + e, d.dpn, fpn) : A(0);
-          if (ga) ga[r * D + j] = static_cast<T>(uap + uan);
-          if (gp) gp[r * D + j] = static_cast<T>(upn - uap);
-          if (gn) gn[r * D + j] = static_cast<T>(-uan - upn);
+          uap = cap * nrm.grad(aj - pj + e, d.dap, fap);
+          uan = can * nrm.grad(aj - nj + e, d.dan, fan);
+          upn = swap ? cpn * nrm.grad(pj - nj + e, d.dpn, fpn) : A(0);
+        };
+        if (ga && gp && gn) {  // the usual case, without branches in the loop
+          T* gar = ga + r * D;
+          T* gpr = gp + r * D;
+          T* gnr = gn + r * D;
+          for (I64 j = 0; j < D; ++j) {
+            A uap, uan, upn;
+            terms(j, uap, uan, upn);
+            gar[j] = static_cast<T>(uap + uan);
+            gpr[j] = static_cast<T>(upn - uap);
+            gnr[j] = static_cast<T>(-uan - upn);
+          }
+        } else {
+          for (I64 j = 0; j < D; ++j) {
+            A uap, uan, upn;
+            terms(j, uap, uan, upn);
+            if (ga) ga[r * D + j] = static_cast<T>(uap + uan);
+            if (gp) gp[r * D + j] = static_cast<T>(upn - uap);
+            if (gn) gn[r * D + j] = static_cast<T>(-uan - upn);
+          }
         }
       });
 }
@@ -901,10 +963,20 @@ void cosine_embedding_loss_backward(const ExecSpace& exec,
         const A k = g * (tr == A(1) ? A(-1) : (tr == A(-1) ? relu_mask(c - m) : A(0)));
         // cos = s12 / sqrt(m1 m2): dcos/dx1 = x2 / den - cos x1 / m1, dcos/dx2 = x1 / den - cos x2 / m2.
         const A kd = k / den, k1 = k * c / m1, k2 = k * c / m2;
-        for (I64 j = 0; j < D; ++j) {
-          const A uj = to_acc(u[j]), vj = to_acc(v[j]);
-          if (g1) g1[r * D + j] = static_cast<T>(kd * vj - k1 * uj);
-          if (g2) g2[r * D + j] = static_cast<T>(kd * uj - k2 * vj);
+        if (g1 && g2) {  // the usual case, without branches in the loop
+          T* g1r = g1 + r * D;
+          T* g2r = g2 + r * D;
+          for (I64 j = 0; j < D; ++j) {
+            const A uj = to_acc(u[j]), vj = to_acc(v[j]);
+            g1r[j] = static_cast<T>(kd * vj - k1 * uj);
+            g2r[j] = static_cast<T>(kd * uj - k2 * vj);
+          }
+        } else {
+          for (I64 j = 0; j < D; ++j) {
+            const A uj = to_acc(u[j]), vj = to_acc(v[j]);
+            if (g1) g1[r * D + j] = static_cast<T>(kd * vj - k1 * uj);
+            if (g2) g2[r * D + j] = static_cast<T>(kd * uj - k2 * vj);
+          }
         }
       },
       unused, bad);
