@@ -22,8 +22,7 @@ inline constexpr std::int64_t margin_chunk = 4096;
 /// Row-wise margin losses: independent partial sums per row (lets GCC
 /// vectorise the row loop without -ffast-math). Chosen, not tuned: 8
 /// floats or doubles per partial vector (2026-11-22, 2-core EPYC, Serial;
-/// bench_margin at [65536, 256] float32 runs the row ops at 50-80 % of
-/// stream read bandwidth with it).
+/// no other value was measured).
 inline constexpr int margin_lanes = 8;
 /// multilabel_margin_loss keeps a per-row int32 flag array of C entries in
 /// team scratch; up to this many bytes it goes to level 0 (on-chip on GPUs),
