@@ -55,13 +55,18 @@ inline constexpr I64 no_position = std::numeric_limits<I64>::max();
 /// torch's clamp_min(z, 0): NaN propagates (a plain fmax would drop it).
 template <class A>
 KOKKOS_INLINE_FUNCTION A relu(A z) {
-  return z < A(0) ? A(0) : z;
+  // As a bitwise mask (+0 has all bits clear): GCC keeps a float select
+  // between a constant and a computed value as a branch in some loops
+  // (-ftrapping-math), which stopped margin_ranking_loss vectorising.
+  using Bits = std::conditional_t<sizeof(A) == 4, std::int32_t, std::int64_t>;
+  const Bits negative = -static_cast<Bits>(z < A(0));
+  return bit_cast<A>(static_cast<Bits>(bit_cast<Bits>(z) & ~negative));
 }
 /// The mask torch's clamp_min backward uses: the gradient passes where z >= 0
 /// (so also at exactly 0), not for NaN.
 template <class A>
 KOKKOS_INLINE_FUNCTION A relu_mask(A z) {
-  return z >= A(0) ? A(1) : A(0);
+  return static_cast<A>(z >= A(0));
 }
 template <class A>
 KOKKOS_INLINE_FUNCTION A sign(A z) {
