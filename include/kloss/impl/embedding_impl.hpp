@@ -463,6 +463,32 @@ void embedding(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::
       .throw_if_any("embedding", "input", concat("[0, ", V, ")"));
 }
 
+/// The source row and scale of each sorted position, laid out in sorted
+/// order, so the per-row sums read them contiguously instead of chasing
+/// perm -> bag -> scale once per feature chunk.
+template <class ExecSpace, class A, class Src, class Scale>
+void sorted_sources(const ExecSpace& exec, const std::string& op,
+                    const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& perm, const Src& src_of,
+                    const Scale& scale_of, Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& ksrc,
+                    Kokkos::View<A*, typename ExecSpace::memory_space>& kscale) {
+  using Mem = typename ExecSpace::memory_space;
+  const std::int64_t total = perm.extent(0);
+  ksrc = Kokkos::View<std::int64_t*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::ksrc"),
+                                          total);
+  kscale = Kokkos::View<A*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::kscale"), total);
+  auto ks = ksrc;
+  auto kc = kscale;
+  Kokkos::parallel_for(
+      "kloss::" + op + "::sorted_sources",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, total),
+      KOKKOS_LAMBDA(const std::int64_t k) {
+        const std::int64_t p = perm(k);
+        const std::int64_t src = src_of(p);
+        ks(k) = src;
+        kc(k) = src < 0 ? A(0) : scale_of(p);
+      });
+}
+
 /// The fast backward's kernel: position p adds scale(p) (/ count) *
 /// grad_output[src(p), :] into acc row row(p); atomically when Atomic.
 template <bool Atomic, class ExecSpace, class T, class AccView, class GView, class CountView, class RowOf, class Src,
@@ -539,7 +565,9 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
     // positions are skipped in the sum below.
     const RowSort<Mem> s = sort_by_row(exec, op, n, rows, row_of);
     auto start = s.start;
-    auto perm = s.perm;
+    Kokkos::View<std::int64_t*, Mem> ksrc;
+    Kokkos::View<A*, Mem> kscale;
+    sorted_sources<ExecSpace, A>(exec, op, s.perm, src_of, scale_of, ksrc, kscale);
     const std::int64_t per_team = tuning::embedding_rows_per_team;
     constexpr int C = tuning::embedding_chunk;
     Kokkos::parallel_for(
@@ -557,10 +585,9 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
               A acc[C];
               for (int j = 0; j < len; ++j) acc[j] = A(0);
               for (std::int64_t k = k0; k < k1; ++k) {
-                const std::int64_t p = perm(k);
-                const std::int64_t src = src_of(p);
+                const std::int64_t src = ksrc(k);
                 if (src < 0) continue;
-                const A sc = scale_of(p);
+                const A sc = kscale(k);
                 const T* gr = &g(src * D + d0);
                 for (int j = 0; j < len; ++j) acc[j] += sc * to_acc(gr[j]);
               }
@@ -683,7 +710,9 @@ std::int64_t sparse_rows(const ExecSpace& exec, const std::string& op,
   };
   const RowSort<Mem> s = sort_by_row(exec, op, n, V, row_of);
   auto start = s.start;
-  auto perm = s.perm;
+  Kokkos::View<std::int64_t*, Mem> ksrc;
+  Kokkos::View<A*, Mem> kscale;
+  sorted_sources<ExecSpace, A>(exec, op, s.perm, src_of, scale_of, ksrc, kscale);
   // Compact the touched rows: slot(r) = number of touched rows before r.
   Kokkos::View<std::int64_t*, Mem> slot("kloss::" + op + "::slot", V);
   std::int64_t touched = 0;
@@ -717,10 +746,9 @@ std::int64_t sparse_rows(const ExecSpace& exec, const std::string& op,
           A acc[C];
           for (int j = 0; j < len; ++j) acc[j] = A(0);
           for (std::int64_t k = k0; k < k1; ++k) {
-            const std::int64_t p = perm(k);
-            const std::int64_t src = src_of(p);
+            const std::int64_t src = ksrc(k);
             if (src < 0) continue;
-            const A sc = scale_of(p);
+            const A sc = kscale(k);
             const T* gr = &g(src * D + d0);
             for (int j = 0; j < len; ++j) acc[j] += sc * to_acc(gr[j]);
           }
@@ -848,6 +876,81 @@ Bags<I, typename ExecSpace::memory_space> check_bags(
   return bags;
 }
 
+/// embedding_bag's forward kernel: a team per bag; the index checks and
+/// the bag's non-padding count first, then each chunk of features
+/// accumulated over the bag's entries in registers (entry order).
+template <bool Max, bool Psw, class ExecSpace, class T, class I>
+BadIndex bag_forward_kernel(const ExecSpace& exec, const Bags<I, typename ExecSpace::memory_space>& bags,
+                            const Tensor<const I, typename ExecSpace::memory_space>& input,
+                            const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                            const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
+                            const Tensor<T, typename ExecSpace::memory_space>& output,
+                            const Tensor<I, typename ExecSpace::memory_space>& max_indices, std::int64_t pad,
+                            bool is_mean, int team_size) {
+  using A = acc_t<T>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  constexpr int C = tuning::embedding_chunk;
+  const std::int64_t V = weight.extent(0), D = weight.extent(1);
+  auto idx = input.data;
+  auto w = weight.data;
+  auto psw = per_sample_weights.data;
+  auto out = output.data;
+  auto mi = max_indices.data;
+  BadIndex bad;
+  Kokkos::parallel_reduce(
+      "kloss::embedding_bag::forward", make_team_policy(exec, bags.num_bags, team_size),
+      KOKKOS_LAMBDA(const Member& m, BadIndex& bi) {
+        const std::int64_t b = m.league_rank();
+        const std::int64_t e0 = bags.begin(b), e1 = bags.end(b);
+        std::int64_t count = 0;  // torch's bag_size: the non-padding entries
+        for (std::int64_t e = e0; e < e1; ++e) {
+          const std::int64_t r = static_cast<std::int64_t>(idx(e));
+          if (r < 0 || r >= V) Kokkos::single(Kokkos::PerTeam(m), [&]() { bi.note(e, r); });
+          else if (r != pad) ++count;
+        }
+        const A inv = (is_mean && count > 0) ? A(1) / static_cast<A>(count) : A(1);
+        for_each_chunk<C>(m, D, [&](const std::int64_t d0, const auto len) {
+          A acc[C];
+          for (int j = 0; j < len; ++j) acc[j] = A(0);
+          if constexpr (Max) {
+            std::int64_t arg[C];
+            for (int j = 0; j < len; ++j) arg[j] = -1;
+            bool first = true;
+            for (std::int64_t e = e0; e < e1; ++e) {
+              const std::int64_t r = static_cast<std::int64_t>(idx(e));
+              if (r < 0 || r >= V || r == pad) continue;
+              const T* row = &w(r * D + d0);
+              // torch keeps the first maximum (strict >).
+              for (int j = 0; j < len; ++j) {
+                const A v = to_acc(row[j]);
+                const bool take = first || v > acc[j];
+                acc[j] = take ? v : acc[j];
+                arg[j] = take ? r : arg[j];
+              }
+              first = false;
+            }
+            for (int j = 0; j < len; ++j) mi(b * D + d0 + j) = static_cast<I>(count == 0 ? std::int64_t(-1) : arg[j]);
+          } else {
+            for (std::int64_t e = e0; e < e1; ++e) {
+              const std::int64_t r = static_cast<std::int64_t>(idx(e));
+              if (r < 0 || r >= V || r == pad) continue;
+              const T* row = &w(r * D + d0);
+              if constexpr (Psw) {
+                const A sc = to_acc(psw(e));
+                for (int j = 0; j < len; ++j) acc[j] += sc * to_acc(row[j]);
+              } else {
+                for (int j = 0; j < len; ++j) acc[j] += to_acc(row[j]);
+              }
+            }
+          }
+          // Empty (or all-padding) bags give zeros.
+          for (int j = 0; j < len; ++j) out(b * D + d0 + j) = static_cast<T>(count == 0 ? A(0) : acc[j] * inv);
+        });
+      },
+      BadIndexReducer(bad));
+  return bad;
+}
+
 template <class ExecSpace, class T, class I>
 void embedding_bag(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::memory_space>& input,
                    const Tensor<const T, typename ExecSpace::memory_space>& weight,
@@ -855,8 +958,6 @@ void embedding_bag(const ExecSpace& exec, const Tensor<const I, typename ExecSpa
                    const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
                    const Tensor<T, typename ExecSpace::memory_space>& output,
                    const Tensor<I, typename ExecSpace::memory_space>& max_indices, const EmbeddingBagOptions& opts) {
-  using A = acc_t<T>;
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const std::string op = "embedding_bag";
   check_rank(op, "weight", weight, 2);
   const std::int64_t V = weight.extent(0), D = weight.extent(1);
@@ -874,61 +975,19 @@ void embedding_bag(const ExecSpace& exec, const Tensor<const I, typename ExecSpa
     if (B > 0) check_indices_only<ExecSpace, I>(exec, op, input, V);
     return;
   }
-  const bool is_mean = opts.mode == EmbeddingBagMode::mean;
-  const bool has_psw = per_sample_weights.present;
-  auto idx = input.data;
-  auto w = weight.data;
-  auto psw = per_sample_weights.data;
-  auto out = output.data;
-  auto mi = max_indices.data;
-  constexpr int C = tuning::embedding_chunk;
   BadIndex bad;
-  Kokkos::parallel_reduce(
-      "kloss::embedding_bag::forward", make_team_policy(exec, B, opts.team_size),
-      KOKKOS_LAMBDA(const Member& m, BadIndex& bi) {
-        const std::int64_t b = m.league_rank();
-        const std::int64_t e0 = bags.begin(b), e1 = bags.end(b);
-        // Index checks and torch's bag_size (non-padding entries) first.
-        std::int64_t count = 0;
-        for (std::int64_t e = e0; e < e1; ++e) {
-          const std::int64_t r = static_cast<std::int64_t>(idx(e));
-          if (r < 0 || r >= V) Kokkos::single(Kokkos::PerTeam(m), [&]() { bi.note(e, r); });
-          else if (r != pad) ++count;
-        }
-        const A inv = (is_mean && count > 0) ? A(1) / static_cast<A>(count) : A(1);
-        for_each_chunk<C>(m, D, [&](const std::int64_t d0, const auto len) {
-          A acc[C];
-          std::int64_t arg[C];
-          for (int j = 0; j < len; ++j) {
-            acc[j] = A(0);
-            arg[j] = -1;
-          }
-          bool first = true;
-          for (std::int64_t e = e0; e < e1; ++e) {
-            const std::int64_t r = static_cast<std::int64_t>(idx(e));
-            if (r < 0 || r >= V || r == pad) continue;
-            const T* row = &w(r * D + d0);
-            if (is_max) {
-              // torch keeps the first maximum (strict >).
-              for (int j = 0; j < len; ++j) {
-                const A v = to_acc(row[j]);
-                const bool take = first || v > acc[j];
-                acc[j] = take ? v : acc[j];
-                arg[j] = take ? r : arg[j];
-              }
-            } else {
-              const A sc = has_psw ? to_acc(psw(e)) : A(1);
-              for (int j = 0; j < len; ++j) acc[j] += sc * to_acc(row[j]);
-            }
-            first = false;
-          }
-          // Empty (or all-padding) bags give zeros; max_indices -1 there.
-          for (int j = 0; j < len; ++j) out(b * D + d0 + j) = static_cast<T>(count == 0 ? A(0) : acc[j] * inv);
-          if (is_max)
-            for (int j = 0; j < len; ++j) mi(b * D + d0 + j) = static_cast<I>(count == 0 ? std::int64_t(-1) : arg[j]);
-        });
-      },
-      BadIndexReducer(bad));
+  // One kernel per flavour: a mode or per-sample-weight test inside the
+  // feature loop costs the forward a factor 3 (measured, see tuning.hpp).
+  if (is_max)
+    bad = bag_forward_kernel<true, false, ExecSpace, T, I>(exec, bags, input, weight, per_sample_weights, output,
+                                                           max_indices, pad, false, opts.team_size);
+  else if (per_sample_weights.present)
+    bad = bag_forward_kernel<false, true, ExecSpace, T, I>(exec, bags, input, weight, per_sample_weights, output,
+                                                           max_indices, pad, false, opts.team_size);
+  else
+    bad = bag_forward_kernel<false, false, ExecSpace, T, I>(exec, bags, input, weight, per_sample_weights, output,
+                                                            max_indices, pad, opts.mode == EmbeddingBagMode::mean,
+                                                            opts.team_size);
   bad.throw_if_any(op, "input", concat("[0, ", V, ")"));
 }
 
