@@ -2,12 +2,11 @@
 // reference on random data with odd sizes for every mode and option, finite
 // differences, bitwise determinism, the sparse gradient, the runtime API and
 // every error path. Typed over the four dtypes; both index types.
-#include "test_utils.hpp"
-
-#include <kloss/embedding.hpp>
-
 #include <cstring>
+#include <kloss/embedding.hpp>
 #include <limits>
+
+#include "test_utils.hpp"
 
 using namespace kloss_test;
 using kloss::EmbeddingBagMode;
@@ -76,7 +75,8 @@ struct BagSpec {
   bool include_last_offset = false;
   std::int64_t num_bags() const {
     if (fixed >= 0) return fixed > 0 ? static_cast<std::int64_t>(idx.size()) / fixed : 0;
-    return include_last_offset ? static_cast<std::int64_t>(offsets.size()) - 1 : static_cast<std::int64_t>(offsets.size());
+    return include_last_offset ? static_cast<std::int64_t>(offsets.size()) - 1
+                               : static_cast<std::int64_t>(offsets.size());
   }
   std::int64_t begin(std::int64_t b) const { return fixed >= 0 ? b * fixed : offsets[b]; }
   std::int64_t end(std::int64_t b) const {
@@ -366,7 +366,8 @@ TEST(EmbeddingDeterminism, BitwiseEqualOverRunsTeamSizesAndDecompositions) {
       Kokkos::deep_copy(h, gw);
       std::vector<float> got(h.data(), h.data() + h.size());
       if (first.empty()) first = got;
-      EXPECT_EQ(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)), 0) << "rep " << rep << " team " << ts;
+      EXPECT_EQ(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)), 0)
+          << "rep " << rep << " team " << ts;
       EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
           << "not the ascending-position float sum, team " << ts;
     }
@@ -668,7 +669,8 @@ TEST(EmbeddingRuntime, RegistryRunsBothOpsWithDenseAndSparseGradients) {
   s.idx = idx;
   s.offsets = {0, 2, 5};
   s.include_last_offset = true;
-  const auto ref = ref_bag(s, 2, rounded<float>(w), V, D, EmbeddingBagMode::max, nullptr, -1, false, rounded<float>(go));
+  const auto ref =
+      ref_bag(s, 2, rounded<float>(w), V, D, EmbeddingBagMode::max, nullptr, -1, false, rounded<float>(go));
   expect_near_all(r.output.to_doubles(), ref.out, 1e-6, 0, "rt bag output");
   expect_near_all(r.grads.at("weight").to_doubles(), ref.grad_weight, 1e-6, 1e-7, "rt bag grad");
 }
@@ -757,8 +759,9 @@ TEST(EmbeddingBagErrors, OffsetsAreChecked) {
   // The backward checks them too.
   auto off = index_view<std::int64_t>("off", {0, 9});
   Kokkos::View<float**, Mem> go("go", 2, 2);
-  EXPECT_KLOSS_THROW(kloss::embedding_bag_backward(exec, go, in, w, off, none, mi, gw, none), kloss::InvalidArgument,
-                     "kloss::embedding_bag_backward: argument 'offsets' has offsets[1] = 9 beyond the input's 5 entries");
+  EXPECT_KLOSS_THROW(
+      kloss::embedding_bag_backward(exec, go, in, w, off, none, mi, gw, none), kloss::InvalidArgument,
+      "kloss::embedding_bag_backward: argument 'offsets' has offsets[1] = 9 beyond the input's 5 entries");
 }
 
 TEST(EmbeddingBagErrors, ArgumentsAndOptionsAreChecked) {

@@ -25,7 +25,6 @@
 #include <kloss/checks.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/tensor.hpp>
-
 #include <optional>
 #include <string>
 #include <string_view>
@@ -128,7 +127,6 @@ Kokkos::TeamPolicy<ExecSpace> make_team_policy(const ExecSpace& exec, std::int64
   }
 }
 
-
 /// Runs body(d0, len) over the embedding dimension [0, D) in chunks of C
 /// features spread across the team's threads and vector lanes; full chunks
 /// get len as a compile-time constant, so a chunk's loop over its features
@@ -140,8 +138,10 @@ KOKKOS_INLINE_FUNCTION void for_each_chunk(const Member& m, std::int64_t D, cons
   const std::int64_t full = D / C;
   const std::int64_t chunks = (D + C - 1) / C;
   Kokkos::parallel_for(Kokkos::TeamVectorRange(m, chunks), [&](const std::int64_t c) {
-    if (c < full) body(c * C, std::integral_constant<int, C>{});
-    else body(c * C, static_cast<int>(D - c * C));
+    if (c < full)
+      body(c * C, std::integral_constant<int, C>{});
+    else
+      body(c * C, static_cast<int>(D - c * C));
   });
 }
 
@@ -149,8 +149,8 @@ KOKKOS_INLINE_FUNCTION void for_each_chunk(const Member& m, std::int64_t D, cons
 inline std::int64_t normalize_padding_idx(std::string_view op, const std::optional<std::int64_t>& p, std::int64_t V) {
   if (!p) return -1;
   if (*p >= V || *p < -V)
-    fail<InvalidArgument>(op, "option 'padding_idx' must be within [-", V, ", ", V, ") (num_embeddings ", V,
-                          "), got ", *p);
+    fail<InvalidArgument>(op, "option 'padding_idx' must be within [-", V, ", ", V, ") (num_embeddings ", V, "), got ",
+                          *p);
   return *p < 0 ? *p + V : *p;
 }
 
@@ -160,8 +160,8 @@ template <class I, class Mem>
 struct Bags {
   Kokkos::View<const I*, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> offsets;
   std::int64_t num_bags = 0;
-  std::int64_t fixed = -1;  // bag size for 2-D input, -1 with offsets
-  std::int64_t n = 0;       // number of input entries
+  std::int64_t fixed = -1;   // bag size for 2-D input, -1 with offsets
+  std::int64_t n = 0;        // number of input entries
   bool last_is_end = false;  // include_last_offset
 
   KOKKOS_INLINE_FUNCTION std::int64_t begin(std::int64_t b) const {
@@ -361,13 +361,15 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
                             const EmbeddingBagOptions& opts);
 
 template <class ExecSpace, class T, class I>
-std::int64_t embedding_bag_backward_sparse(
-    const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-    const Tensor<const I, typename ExecSpace::memory_space>& input,
-    const Tensor<const I, typename ExecSpace::memory_space>& offsets,
-    const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights, std::int64_t num_weights,
-    const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
-    const Tensor<T, typename ExecSpace::memory_space>& grad_values, const EmbeddingBagOptions& opts);
+std::int64_t embedding_bag_backward_sparse(const ExecSpace& exec,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                                           const Tensor<const I, typename ExecSpace::memory_space>& input,
+                                           const Tensor<const I, typename ExecSpace::memory_space>& offsets,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
+                                           std::int64_t num_weights,
+                                           const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
+                                           const Tensor<T, typename ExecSpace::memory_space>& grad_values,
+                                           const EmbeddingBagOptions& opts);
 
 // ---------------------------------------------------------------------------
 // Definitions.
@@ -607,7 +609,8 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
   A* accp = nullptr;
   if constexpr (direct) {
     Kokkos::parallel_for(
-        "kloss::" + op + "::zero_grad", Range(exec, 0, rows * D), KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = T(0); });
+        "kloss::" + op + "::zero_grad", Range(exec, 0, rows * D),
+        KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = T(0); });
     accp = reinterpret_cast<A*>(gw.data());
   } else {
     accp = scratch.data();
@@ -869,8 +872,7 @@ Bags<I, typename ExecSpace::memory_space> check_bags(
       if (i > 0 && o < prev)
         fail<InvalidArgument>(op, "argument 'offsets' must be non-decreasing, got offsets[", i, "] = ", o,
                               " after offsets[", i - 1, "] = ", prev);
-      fail<InvalidArgument>(op, "argument 'offsets' has offsets[", i, "] = ", o, " beyond the input's ", n,
-                            " entries");
+      fail<InvalidArgument>(op, "argument 'offsets' has offsets[", i, "] = ", o, " beyond the input's ", n, " entries");
     }
   }
   return bags;
@@ -905,8 +907,10 @@ BadIndex bag_forward_kernel(const ExecSpace& exec, const Bags<I, typename ExecSp
         std::int64_t count = 0;  // torch's bag_size: the non-padding entries
         for (std::int64_t e = e0; e < e1; ++e) {
           const std::int64_t r = static_cast<std::int64_t>(idx(e));
-          if (r < 0 || r >= V) Kokkos::single(Kokkos::PerTeam(m), [&]() { bi.note(e, r); });
-          else if (r != pad) ++count;
+          if (r < 0 || r >= V)
+            Kokkos::single(Kokkos::PerTeam(m), [&]() { bi.note(e, r); });
+          else if (r != pad)
+            ++count;
         }
         const A inv = (is_mean && count > 0) ? A(1) / static_cast<A>(count) : A(1);
         for_each_chunk<C>(m, D, [&](const std::int64_t d0, const auto len) {
@@ -994,10 +998,10 @@ void embedding_bag(const ExecSpace& exec, const Tensor<const I, typename ExecSpa
 /// Per-position bag id (-1 for positions in no bag) and per-bag scale
 /// (1 / non-padding count for mean, 1 otherwise) of a backward call.
 template <class ExecSpace, class T, class I>
-void bag_of_positions(const ExecSpace& exec, const std::string& op, const Bags<I, typename ExecSpace::memory_space>& bags,
-                      const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t V,
-                      std::int64_t pad, bool mean,
-                      const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& bag_of,
+void bag_of_positions(const ExecSpace& exec, const std::string& op,
+                      const Bags<I, typename ExecSpace::memory_space>& bags,
+                      const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t V, std::int64_t pad,
+                      bool mean, const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& bag_of,
                       const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& bag_scale, int team_size) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
@@ -1017,9 +1021,8 @@ void bag_of_positions(const ExecSpace& exec, const std::string& op, const Bags<I
               if (r != pad && r >= 0 && r < V) ++c;
             },
             count);
-        Kokkos::single(Kokkos::PerTeam(m), [&]() {
-          bag_scale(b) = (mean && count > 0) ? A(1) / static_cast<A>(count) : A(1);
-        });
+        Kokkos::single(Kokkos::PerTeam(m),
+                       [&]() { bag_scale(b) = (mean && count > 0) ? A(1) / static_cast<A>(count) : A(1); });
       });
 }
 
@@ -1027,7 +1030,8 @@ void bag_of_positions(const ExecSpace& exec, const std::string& op, const Bags<I
 /// (0 for padding and positions in no bag). One lane per entry, a
 /// sequential dot product: deterministic.
 template <class ExecSpace, class T, class I>
-void per_sample_weights_grad(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+void per_sample_weights_grad(const ExecSpace& exec,
+                             const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
                              const Tensor<const I, typename ExecSpace::memory_space>& input,
                              const Tensor<const T, typename ExecSpace::memory_space>& weight,
                              const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& bag_of,
@@ -1098,9 +1102,7 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
   auto psw = per_sample_weights.data;
   if (!is_max) {
     auto src = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t { return bag_of(p); };
-    auto scale = KOKKOS_LAMBDA(const std::int64_t p)->A {
-      return has_psw ? to_acc(psw(p)) : bag_scale(bag_of(p));
-    };
+    auto scale = KOKKOS_LAMBDA(const std::int64_t p)->A { return has_psw ? to_acc(psw(p)) : bag_scale(bag_of(p)); };
     scatter_rows<ExecSpace, T, I>(exec, op, grad_output, input, grad_weight, 0, V, pad, opts.scale_grad_by_freq,
                                   opts.deterministic, opts.team_size, src, scale)
         .throw_if_any(op, "input", concat("[0, ", V, ")"));
@@ -1166,8 +1168,10 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
         "kloss::" + op + "::max_atomic", Range(exec, 0, B * D), KOKKOS_LAMBDA(const std::int64_t i) {
           const std::int64_t r = static_cast<std::int64_t>(mi(i));
           if (r < 0) return;
-          if (racy) Kokkos::atomic_add(&acc(r * D + i % D), to_acc(g(i)));
-          else acc(r * D + i % D) += to_acc(g(i));
+          if (racy)
+            Kokkos::atomic_add(&acc(r * D + i % D), to_acc(g(i)));
+          else
+            acc(r * D + i % D) += to_acc(g(i));
         });
   }
   if constexpr (!direct) {
@@ -1178,13 +1182,15 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
 }
 
 template <class ExecSpace, class T, class I>
-std::int64_t embedding_bag_backward_sparse(
-    const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-    const Tensor<const I, typename ExecSpace::memory_space>& input,
-    const Tensor<const I, typename ExecSpace::memory_space>& offsets,
-    const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights, std::int64_t num_weights,
-    const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
-    const Tensor<T, typename ExecSpace::memory_space>& grad_values, const EmbeddingBagOptions& opts) {
+std::int64_t embedding_bag_backward_sparse(const ExecSpace& exec,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                                           const Tensor<const I, typename ExecSpace::memory_space>& input,
+                                           const Tensor<const I, typename ExecSpace::memory_space>& offsets,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
+                                           std::int64_t num_weights,
+                                           const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
+                                           const Tensor<T, typename ExecSpace::memory_space>& grad_values,
+                                           const EmbeddingBagOptions& opts) {
   using Mem = typename ExecSpace::memory_space;
   using A = acc_t<T>;
   const std::string op = "embedding_bag_backward_sparse";
