@@ -818,3 +818,21 @@ TEST(EmbeddingBagErrors, ArgumentsAndOptionsAreChecked) {
   EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in, w, off, none, out, mi, o), kloss::InvalidArgument,
                      "kloss::embedding_bag: option 'padding_idx' must be within [-4, 4)");
 }
+
+// The segment sort of the deterministic backward only meets unsorted
+// segments on parallel backends (Serial places positions in order), so it
+// is tested directly: insertion sort up to 32 entries, heap sort above.
+TEST(EmbeddingInternals, SegmentSortSortsEveryLength) {
+  for (std::int64_t n : {0, 1, 2, 13, 32, 33, 41, 423}) {
+    const auto r = random_values(static_cast<std::size_t>(n) + 5, 0, 50, unsigned(n));
+    Kokkos::View<std::int64_t*, Kokkos::HostSpace> a("a", n + 5);
+    for (std::int64_t i = 0; i < n + 5; ++i) a(i) = static_cast<std::int64_t>(r[i]);
+    std::vector<std::int64_t> want(a.data() + 3, a.data() + 3 + n);
+    std::sort(want.begin(), want.end());
+    const std::int64_t before = a(2), after = a(n + 3);
+    kloss::impl::sort_segment(a, 3, n);
+    EXPECT_EQ(std::vector<std::int64_t>(a.data() + 3, a.data() + 3 + n), want) << "n " << n;
+    EXPECT_EQ(a(2), before);
+    EXPECT_EQ(a(n + 3), after);
+  }
+}
