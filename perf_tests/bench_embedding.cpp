@@ -6,11 +6,10 @@
 // index + the dense grad_weight written), the stream read bandwidth, and
 // PyTorch CPU's time for the same work in the same run (torch_ms) with
 // vs_torch = torch_ms / our ms (> 1: kloss faster).
-#include "perf_common.hpp"
-
+#include <chrono>
 #include <kloss/embedding.hpp>
 
-#include <chrono>
+#include "perf_common.hpp"
 
 using namespace kloss_perf;
 
@@ -98,7 +97,8 @@ void BM_embedding_bag_forward(benchmark::State& state) {
   auto idx = random_rows(bag_b * bag_l, bag_v, 3);
   Kokkos::View<std::int64_t*, Mem> off("off", bag_b);
   Kokkos::parallel_for(
-      "kloss::bench::offsets", Kokkos::RangePolicy<Exec>(0, bag_b), KOKKOS_LAMBDA(const std::int64_t b) { off(b) = b * bag_l; });
+      "kloss::bench::offsets", Kokkos::RangePolicy<Exec>(0, bag_b),
+      KOKKOS_LAMBDA(const std::int64_t b) { off(b) = b * bag_l; });
   Kokkos::View<float**, Mem> w("w", bag_v, bag_d), out("out", bag_b, bag_d);
   Kokkos::View<std::int64_t**, Mem> mi("mi", bag_b, bag_d);
   fill(w, 0.5f);
@@ -121,7 +121,8 @@ void BM_embedding_bag_backward(benchmark::State& state) {
   auto idx = random_rows(bag_b * bag_l, bag_v, 4);
   Kokkos::View<std::int64_t*, Mem> off("off", bag_b);
   Kokkos::parallel_for(
-      "kloss::bench::offsets", Kokkos::RangePolicy<Exec>(0, bag_b), KOKKOS_LAMBDA(const std::int64_t b) { off(b) = b * bag_l; });
+      "kloss::bench::offsets", Kokkos::RangePolicy<Exec>(0, bag_b),
+      KOKKOS_LAMBDA(const std::int64_t b) { off(b) = b * bag_l; });
   Kokkos::View<float**, Mem> w("w", bag_v, bag_d), out("out", bag_b, bag_d), go("go", bag_b, bag_d),
       gw("gw", bag_v, bag_d);
   Kokkos::View<std::int64_t**, Mem> mi("mi", bag_b, bag_d);

@@ -78,7 +78,8 @@ rt::Result run_embedding(const rt::Call& c) {
       os.extent[os.rank++] = D;
       auto out = device_zeros<T>(os, "kloss::rt::output");
       RtExec exec;
-      if (o.max_norm) embedding_renorm<RtExec, T, I>(exec, "embedding", in.ctensor(), w.tensor(), *o.max_norm, o.norm_type);
+      if (o.max_norm)
+        embedding_renorm<RtExec, T, I>(exec, "embedding", in.ctensor(), w.tensor(), *o.max_norm, o.norm_type);
       embedding<RtExec, T, I>(exec, in.ctensor(), w.ctensor(), out.tensor(), o);
       rt::Result r;
       r.output = to_host(out, c.dtype);
@@ -88,8 +89,8 @@ rt::Result run_embedding(const rt::Call& c) {
           const std::int64_t cap = in.shape.numel();
           auto gi = device_zeros<I>(Shape{cap}, "kloss::rt::grad_indices");
           auto gv = device_zeros<T>(Shape{cap, D}, "kloss::rt::grad_values");
-          const std::int64_t U = embedding_backward_sparse<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), V,
-                                                                         gi.tensor(), gv.tensor(), o);
+          const std::int64_t U =
+              embedding_backward_sparse<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), V, gi.tensor(), gv.tensor(), o);
           r.grads["weight"] = densify(gi, gv, U, V, D, c.dtype);
         } else {
           auto gw = device_zeros<T>(Shape{V, D}, "kloss::rt::grad_weight");
@@ -119,8 +120,10 @@ rt::Result run_embedding_bag(const rt::Call& c) {
       check_rank("embedding_bag", "weight", w.ctensor(), 2);
       const std::int64_t V = w.shape[0], D = w.shape[1];
       std::int64_t B = 0;
-      if (in.shape.rank == 2) B = in.shape[0];
-      else if (off.present) B = o.include_last_offset ? std::max<std::int64_t>(off.shape.numel() - 1, 0) : off.shape.numel();
+      if (in.shape.rank == 2)
+        B = in.shape[0];
+      else if (off.present)
+        B = o.include_last_offset ? std::max<std::int64_t>(off.shape.numel() - 1, 0) : off.shape.numel();
       auto out = device_zeros<T>(Shape{B, D}, "kloss::rt::output");
       auto mi = device_zeros<I>(Shape{B, D}, "kloss::rt::max_indices");
       RtExec exec;
@@ -142,9 +145,9 @@ rt::Result run_embedding_bag(const rt::Call& c) {
               exec, go.ctensor(), in.ctensor(), off.ctensor(), psw.ctensor(), V, gi.tensor(), gv.tensor(), o);
           r.grads["weight"] = densify(gi, gv, U, V, D, c.dtype);
           if (psw.present)  // the per-sample-weight gradient is dense either way
-            embedding_bag_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), w.ctensor(), off.ctensor(),
-                                                 psw.ctensor(), mi.ctensor(), device_zeros<T>(Shape{V, D}, "kloss::rt::gw").tensor(),
-                                                 gpsw.tensor(), o);
+            embedding_bag_backward<RtExec, T, I>(
+                exec, go.ctensor(), in.ctensor(), w.ctensor(), off.ctensor(), psw.ctensor(), mi.ctensor(),
+                device_zeros<T>(Shape{V, D}, "kloss::rt::gw").tensor(), gpsw.tensor(), o);
         } else {
           auto gw = device_zeros<T>(Shape{V, D}, "kloss::rt::grad_weight");
           embedding_bag_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), w.ctensor(), off.ctensor(),
@@ -162,15 +165,24 @@ rt::Result run_embedding_bag(const rt::Call& c) {
 }  // namespace
 
 void register_embedding(std::vector<OpInfo>& ops) {
-  ops.push_back({"embedding", "kloss/embedding.hpp", std::nullopt, {"input", "weight"}, {"weight"},
-                 embedding_options, "row gather weight[input]; backward scatter-add (atomic or deterministic)",
+  ops.push_back({"embedding",
+                 "kloss/embedding.hpp",
+                 std::nullopt,
+                 {"input", "weight"},
+                 {"weight"},
+                 embedding_options,
+                 "row gather weight[input]; backward scatter-add (atomic or deterministic)",
                  run_embedding});
 #ifdef KLOSS_HAVE_MPI
   ops.back().run_vocab_parallel = run_vocab_parallel_embedding;
 #endif
-  ops.push_back({"embedding_bag", "kloss/embedding.hpp", std::nullopt,
-                 {"input", "weight", "offsets?", "per_sample_weights?"}, {"weight", "per_sample_weights"},
-                 embedding_bag_options, "sum / mean / max of bags of embedding rows, optional per-sample weights",
+  ops.push_back({"embedding_bag",
+                 "kloss/embedding.hpp",
+                 std::nullopt,
+                 {"input", "weight", "offsets?", "per_sample_weights?"},
+                 {"weight", "per_sample_weights"},
+                 embedding_bag_options,
+                 "sum / mean / max of bags of embedding rows, optional per-sample weights",
                  run_embedding_bag});
 }
 

@@ -2,12 +2,11 @@
 // reference on random data with odd sizes for every mode and option, finite
 // differences, bitwise determinism, the sparse gradient, the runtime API and
 // every error path. Typed over the four dtypes; both index types.
-#include "test_utils.hpp"
-
-#include <kloss/embedding.hpp>
-
 #include <cstring>
+#include <kloss/embedding.hpp>
 #include <limits>
+
+#include "test_utils.hpp"
 
 using namespace kloss_test;
 using kloss::EmbeddingBagMode;
@@ -76,7 +75,8 @@ struct BagSpec {
   bool include_last_offset = false;
   std::int64_t num_bags() const {
     if (fixed >= 0) return fixed > 0 ? static_cast<std::int64_t>(idx.size()) / fixed : 0;
-    return include_last_offset ? static_cast<std::int64_t>(offsets.size()) - 1 : static_cast<std::int64_t>(offsets.size());
+    return include_last_offset ? static_cast<std::int64_t>(offsets.size()) - 1
+                               : static_cast<std::int64_t>(offsets.size());
   }
   std::int64_t begin(std::int64_t b) const { return fixed >= 0 ? b * fixed : offsets[b]; }
   std::int64_t end(std::int64_t b) const {
@@ -366,7 +366,8 @@ TEST(EmbeddingDeterminism, BitwiseEqualOverRunsTeamSizesAndDecompositions) {
       Kokkos::deep_copy(h, gw);
       std::vector<float> got(h.data(), h.data() + h.size());
       if (first.empty()) first = got;
-      EXPECT_EQ(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)), 0) << "rep " << rep << " team " << ts;
+      EXPECT_EQ(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)), 0)
+          << "rep " << rep << " team " << ts;
       EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
           << "not the ascending-position float sum, team " << ts;
     }
@@ -668,7 +669,8 @@ TEST(EmbeddingRuntime, RegistryRunsBothOpsWithDenseAndSparseGradients) {
   s.idx = idx;
   s.offsets = {0, 2, 5};
   s.include_last_offset = true;
-  const auto ref = ref_bag(s, 2, rounded<float>(w), V, D, EmbeddingBagMode::max, nullptr, -1, false, rounded<float>(go));
+  const auto ref =
+      ref_bag(s, 2, rounded<float>(w), V, D, EmbeddingBagMode::max, nullptr, -1, false, rounded<float>(go));
   expect_near_all(r.output.to_doubles(), ref.out, 1e-6, 0, "rt bag output");
   expect_near_all(r.grads.at("weight").to_doubles(), ref.grad_weight, 1e-6, 1e-7, "rt bag grad");
 }
@@ -757,8 +759,9 @@ TEST(EmbeddingBagErrors, OffsetsAreChecked) {
   // The backward checks them too.
   auto off = index_view<std::int64_t>("off", {0, 9});
   Kokkos::View<float**, Mem> go("go", 2, 2);
-  EXPECT_KLOSS_THROW(kloss::embedding_bag_backward(exec, go, in, w, off, none, mi, gw, none), kloss::InvalidArgument,
-                     "kloss::embedding_bag_backward: argument 'offsets' has offsets[1] = 9 beyond the input's 5 entries");
+  EXPECT_KLOSS_THROW(
+      kloss::embedding_bag_backward(exec, go, in, w, off, none, mi, gw, none), kloss::InvalidArgument,
+      "kloss::embedding_bag_backward: argument 'offsets' has offsets[1] = 9 beyond the input's 5 entries");
 }
 
 TEST(EmbeddingBagErrors, ArgumentsAndOptionsAreChecked) {
@@ -814,4 +817,22 @@ TEST(EmbeddingBagErrors, ArgumentsAndOptionsAreChecked) {
   o.padding_idx = 7;
   EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in, w, off, none, out, mi, o), kloss::InvalidArgument,
                      "kloss::embedding_bag: option 'padding_idx' must be within [-4, 4)");
+}
+
+// The segment sort of the deterministic backward only meets unsorted
+// segments on parallel backends (Serial places positions in order), so it
+// is tested directly: insertion sort up to 32 entries, heap sort above.
+TEST(EmbeddingInternals, SegmentSortSortsEveryLength) {
+  for (std::int64_t n : {0, 1, 2, 13, 32, 33, 41, 423}) {
+    const auto r = random_values(static_cast<std::size_t>(n) + 5, 0, 50, unsigned(n));
+    Kokkos::View<std::int64_t*, Kokkos::HostSpace> a("a", n + 5);
+    for (std::int64_t i = 0; i < n + 5; ++i) a(i) = static_cast<std::int64_t>(r[i]);
+    std::vector<std::int64_t> want(a.data() + 3, a.data() + 3 + n);
+    std::sort(want.begin(), want.end());
+    const std::int64_t before = a(2), after = a(n + 3);
+    kloss::impl::sort_segment(a, 3, n);
+    EXPECT_EQ(std::vector<std::int64_t>(a.data() + 3, a.data() + 3 + n), want) << "n " << n;
+    EXPECT_EQ(a(2), before);
+    EXPECT_EQ(a(n + 3), after);
+  }
 }

@@ -41,8 +41,7 @@ void embedding_renorm(const ExecSpace& exec, const InputView& input, const Weigh
 /// looked-up rows of `weight` are first renormalised in place (torch's
 /// behaviour; weight must then be a non-const view). padding_idx does not
 /// change the forward. Fences.
-template <class ExecSpace, class InputView, class WeightView, class OutputView,
-          class = impl::enable_exec_t<ExecSpace>>
+template <class ExecSpace, class InputView, class WeightView, class OutputView, class = impl::enable_exec_t<ExecSpace>>
 void embedding(const ExecSpace& exec, const InputView& input, const WeightView& weight, const OutputView& output,
                const EmbeddingOptions& opts = {}) {
   using T = impl::value_t<OutputView>;
@@ -50,7 +49,8 @@ void embedding(const ExecSpace& exec, const InputView& input, const WeightView& 
   using M = typename ExecSpace::memory_space;
   static_assert(is_scalar_v<T>, "kloss::embedding: weight must be float, double, float16 or bfloat16");
   static_assert(is_index_v<I>, "kloss::embedding: input must be int32 or int64");
-  static_assert(std::is_same_v<impl::value_t<WeightView>, T>, "kloss::embedding: weight and output must have the same type");
+  static_assert(std::is_same_v<impl::value_t<WeightView>, T>,
+                "kloss::embedding: weight and output must have the same type");
   auto w = as_tensor<M>(weight, "embedding", "weight");
   auto in = as_tensor<M>(input, "embedding", "input");
   if (opts.max_norm) {
@@ -193,50 +193,51 @@ std::int64_t embedding_bag_backward_sparse(const ExecSpace& exec, const GradOutp
   using I = impl::value_t<InputView>;
   using M = typename ExecSpace::memory_space;
   constexpr const char* op = "embedding_bag_backward_sparse";
-  static_assert(is_scalar_v<T> && std::is_same_v<impl::value_t<GradOutputView>, T> &&
-                    std::is_same_v<impl::value_t<PswView>, T>,
-                "kloss::embedding_bag_backward_sparse: every floating argument must have the same type");
+  static_assert(
+      is_scalar_v<T> && std::is_same_v<impl::value_t<GradOutputView>, T> && std::is_same_v<impl::value_t<PswView>, T>,
+      "kloss::embedding_bag_backward_sparse: every floating argument must have the same type");
   static_assert(is_index_v<I> && std::is_same_v<impl::value_t<OffsetsView>, I> &&
                     std::is_same_v<impl::value_t<GradIndicesView>, I>,
                 "kloss::embedding_bag_backward_sparse: input, offsets and grad_indices must have the same index type");
   return impl::embedding_bag_backward_sparse<ExecSpace, T, I>(
       exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
-      as_optional_tensor<M>(offsets, op, "offsets"), as_optional_tensor<M>(per_sample_weights, op, "per_sample_weights"),
-      num_weights, as_tensor<M>(grad_indices, op, "grad_indices"), as_tensor<M>(grad_values, op, "grad_values"), opts);
+      as_optional_tensor<M>(offsets, op, "offsets"),
+      as_optional_tensor<M>(per_sample_weights, op, "per_sample_weights"), num_weights,
+      as_tensor<M>(grad_indices, op, "grad_indices"), as_tensor<M>(grad_values, op, "grad_values"), opts);
 }
 
 }  // namespace kloss
 
 // Explicit instantiations: declared here, instantiated in src/embedding.cpp
 // with the same list (KLOSS_EMBEDDING_INSTANTIATE(, T, I)).
-#define KLOSS_EMBEDDING_INSTANTIATE(PREFIX, T, I)                                                                   \
-  PREFIX template kloss::impl::BadIndex kloss::impl::embedding_gather<KLOSS_EXEC, T, I>(                             \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, std::int64_t,     \
-      std::int64_t, int);                                                                                            \
-  PREFIX template kloss::impl::BadIndex kloss::impl::embedding_scatter<KLOSS_EXEC, T, I>(                            \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, std::int64_t,     \
-      std::int64_t, std::int64_t, bool, bool, int);                                                                  \
-  PREFIX template void kloss::impl::embedding_renorm<KLOSS_EXEC, T, I>(                                              \
-      const KLOSS_EXEC&, const std::string&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, double, double);       \
-  PREFIX template void kloss::impl::embedding<KLOSS_EXEC, T, I>(const KLOSS_EXEC&, const KLOSS_CTENSOR(I)&,          \
-                                                                const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&,     \
-                                                                const kloss::EmbeddingOptions&);                     \
-  PREFIX template void kloss::impl::embedding_backward<KLOSS_EXEC, T, I>(                                            \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&,                   \
-      const kloss::EmbeddingOptions&);                                                                               \
-  PREFIX template std::int64_t kloss::impl::embedding_backward_sparse<KLOSS_EXEC, T, I>(                             \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, std::int64_t, const KLOSS_TENSOR(I)&,     \
-      const KLOSS_TENSOR(T)&, const kloss::EmbeddingOptions&);                                                       \
-  PREFIX template void kloss::impl::embedding_bag<KLOSS_EXEC, T, I>(                                                 \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,                  \
-      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(I)&, const kloss::EmbeddingBagOptions&);   \
-  PREFIX template void kloss::impl::embedding_bag_backward<KLOSS_EXEC, T, I>(                                        \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&,                  \
-      const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&,             \
-      const KLOSS_TENSOR(T)&, const kloss::EmbeddingBagOptions&);                                                    \
-  PREFIX template std::int64_t kloss::impl::embedding_bag_backward_sparse<KLOSS_EXEC, T, I>(                         \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(I)&,                  \
-      const KLOSS_CTENSOR(T)&, std::int64_t, const KLOSS_TENSOR(I)&, const KLOSS_TENSOR(T)&,                         \
+#define KLOSS_EMBEDDING_INSTANTIATE(PREFIX, T, I)                                                                  \
+  PREFIX template kloss::impl::BadIndex kloss::impl::embedding_gather<KLOSS_EXEC, T, I>(                           \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, std::int64_t,   \
+      std::int64_t, int);                                                                                          \
+  PREFIX template kloss::impl::BadIndex kloss::impl::embedding_scatter<KLOSS_EXEC, T, I>(                          \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, std::int64_t,   \
+      std::int64_t, std::int64_t, bool, bool, int);                                                                \
+  PREFIX template void kloss::impl::embedding_renorm<KLOSS_EXEC, T, I>(                                            \
+      const KLOSS_EXEC&, const std::string&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, double, double);     \
+  PREFIX template void kloss::impl::embedding<KLOSS_EXEC, T, I>(const KLOSS_EXEC&, const KLOSS_CTENSOR(I)&,        \
+                                                                const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&,   \
+                                                                const kloss::EmbeddingOptions&);                   \
+  PREFIX template void kloss::impl::embedding_backward<KLOSS_EXEC, T, I>(                                          \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&,                 \
+      const kloss::EmbeddingOptions&);                                                                             \
+  PREFIX template std::int64_t kloss::impl::embedding_backward_sparse<KLOSS_EXEC, T, I>(                           \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, std::int64_t, const KLOSS_TENSOR(I)&,   \
+      const KLOSS_TENSOR(T)&, const kloss::EmbeddingOptions&);                                                     \
+  PREFIX template void kloss::impl::embedding_bag<KLOSS_EXEC, T, I>(                                               \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,                \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(I)&, const kloss::EmbeddingBagOptions&); \
+  PREFIX template void kloss::impl::embedding_bag_backward<KLOSS_EXEC, T, I>(                                      \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&,                \
+      const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&,           \
+      const KLOSS_TENSOR(T)&, const kloss::EmbeddingBagOptions&);                                                  \
+  PREFIX template std::int64_t kloss::impl::embedding_bag_backward_sparse<KLOSS_EXEC, T, I>(                       \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(I)&,                \
+      const KLOSS_CTENSOR(T)&, std::int64_t, const KLOSS_TENSOR(I)&, const KLOSS_TENSOR(T)&,                       \
       const kloss::EmbeddingBagOptions&);
 #define KLOSS_EMBEDDING_EXTERN(T, I) KLOSS_EMBEDDING_INSTANTIATE(extern, T, I)
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_EMBEDDING_EXTERN)

@@ -25,7 +25,6 @@
 #include <kloss/checks.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/tensor.hpp>
-
 #include <optional>
 #include <string>
 #include <string_view>
@@ -128,20 +127,30 @@ Kokkos::TeamPolicy<ExecSpace> make_team_policy(const ExecSpace& exec, std::int64
   }
 }
 
-/// Team scratch of `bytes` per team, at level 0 when small enough.
-template <class Policy>
-Policy with_scratch(Policy p, std::size_t bytes) {
-  const int level = bytes <= tuning::embedding_scratch0_bytes ? 0 : 1;
-  return p.set_scratch_size(level, Kokkos::PerTeam(bytes));
+/// Runs body(d0, len) over the embedding dimension [0, D) in chunks of C
+/// features spread across the team's threads and vector lanes; full chunks
+/// get len as a compile-time constant, so a chunk's loop over its features
+/// (accumulating in a local array, in registers) vectorises on CPUs. Each
+/// feature always belongs to one chunk, whatever the team size, so every
+/// per-feature sum keeps its order.
+template <int C, class Member, class Body>
+KOKKOS_INLINE_FUNCTION void for_each_chunk(const Member& m, std::int64_t D, const Body& body) {
+  const std::int64_t full = D / C;
+  const std::int64_t chunks = (D + C - 1) / C;
+  Kokkos::parallel_for(Kokkos::TeamVectorRange(m, chunks), [&](const std::int64_t c) {
+    if (c < full)
+      body(c * C, std::integral_constant<int, C>{});
+    else
+      body(c * C, static_cast<int>(D - c * C));
+  });
 }
-inline int scratch_level(std::size_t bytes) { return bytes <= tuning::embedding_scratch0_bytes ? 0 : 1; }
 
 /// torch's padding_idx normalisation: [-V, V) -> [0, V); None -> -1.
 inline std::int64_t normalize_padding_idx(std::string_view op, const std::optional<std::int64_t>& p, std::int64_t V) {
   if (!p) return -1;
   if (*p >= V || *p < -V)
-    fail<InvalidArgument>(op, "option 'padding_idx' must be within [-", V, ", ", V, ") (num_embeddings ", V,
-                          "), got ", *p);
+    fail<InvalidArgument>(op, "option 'padding_idx' must be within [-", V, ", ", V, ") (num_embeddings ", V, "), got ",
+                          *p);
   return *p < 0 ? *p + V : *p;
 }
 
@@ -151,8 +160,8 @@ template <class I, class Mem>
 struct Bags {
   Kokkos::View<const I*, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> offsets;
   std::int64_t num_bags = 0;
-  std::int64_t fixed = -1;  // bag size for 2-D input, -1 with offsets
-  std::int64_t n = 0;       // number of input entries
+  std::int64_t fixed = -1;   // bag size for 2-D input, -1 with offsets
+  std::int64_t n = 0;        // number of input entries
   bool last_is_end = false;  // include_last_offset
 
   KOKKOS_INLINE_FUNCTION std::int64_t begin(std::int64_t b) const {
@@ -352,13 +361,15 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
                             const EmbeddingBagOptions& opts);
 
 template <class ExecSpace, class T, class I>
-std::int64_t embedding_bag_backward_sparse(
-    const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-    const Tensor<const I, typename ExecSpace::memory_space>& input,
-    const Tensor<const I, typename ExecSpace::memory_space>& offsets,
-    const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights, std::int64_t num_weights,
-    const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
-    const Tensor<T, typename ExecSpace::memory_space>& grad_values, const EmbeddingBagOptions& opts);
+std::int64_t embedding_bag_backward_sparse(const ExecSpace& exec,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                                           const Tensor<const I, typename ExecSpace::memory_space>& input,
+                                           const Tensor<const I, typename ExecSpace::memory_space>& offsets,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
+                                           std::int64_t num_weights,
+                                           const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
+                                           const Tensor<T, typename ExecSpace::memory_space>& grad_values,
+                                           const EmbeddingBagOptions& opts);
 
 // ---------------------------------------------------------------------------
 // Definitions.
@@ -454,6 +465,32 @@ void embedding(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::
       .throw_if_any("embedding", "input", concat("[0, ", V, ")"));
 }
 
+/// The source row and scale of each sorted position, laid out in sorted
+/// order, so the per-row sums read them contiguously instead of chasing
+/// perm -> bag -> scale once per feature chunk.
+template <class ExecSpace, class A, class Src, class Scale>
+void sorted_sources(const ExecSpace& exec, const std::string& op,
+                    const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& perm, const Src& src_of,
+                    const Scale& scale_of, Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& ksrc,
+                    Kokkos::View<A*, typename ExecSpace::memory_space>& kscale) {
+  using Mem = typename ExecSpace::memory_space;
+  const std::int64_t total = perm.extent(0);
+  ksrc = Kokkos::View<std::int64_t*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::ksrc"),
+                                          total);
+  kscale = Kokkos::View<A*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::kscale"), total);
+  auto ks = ksrc;
+  auto kc = kscale;
+  Kokkos::parallel_for(
+      "kloss::" + op + "::sorted_sources",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, total),
+      KOKKOS_LAMBDA(const std::int64_t k) {
+        const std::int64_t p = perm(k);
+        const std::int64_t src = src_of(p);
+        ks(k) = src;
+        kc(k) = src < 0 ? A(0) : scale_of(p);
+      });
+}
+
 /// The fast backward's kernel: position p adds scale(p) (/ count) *
 /// grad_output[src(p), :] into acc row row(p); atomically when Atomic.
 template <bool Atomic, class ExecSpace, class T, class AccView, class GView, class CountView, class RowOf, class Src,
@@ -530,35 +567,34 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
     // positions are skipped in the sum below.
     const RowSort<Mem> s = sort_by_row(exec, op, n, rows, row_of);
     auto start = s.start;
-    auto perm = s.perm;
-    const std::size_t bytes = static_cast<std::size_t>(D) * sizeof(A);
-    const int level = scratch_level(bytes);
-    using Scratch = Kokkos::View<A*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    Kokkos::View<std::int64_t*, Mem> ksrc;
+    Kokkos::View<A*, Mem> kscale;
+    sorted_sources<ExecSpace, A>(exec, op, s.perm, src_of, scale_of, ksrc, kscale);
     const std::int64_t per_team = tuning::embedding_rows_per_team;
+    constexpr int C = tuning::embedding_chunk;
     Kokkos::parallel_for(
-        "kloss::" + op + "::backward_sorted",
-        with_scratch(make_team_policy(exec, (rows + per_team - 1) / per_team, team_size), bytes),
+        "kloss::" + op + "::backward_sorted", make_team_policy(exec, (rows + per_team - 1) / per_team, team_size),
         KOKKOS_LAMBDA(const Member& m) {
-          Scratch acc(m.team_scratch(level), D);
           const std::int64_t r0 = m.league_rank() * per_team;
           const std::int64_t r1 = r0 + per_team < rows ? r0 + per_team : rows;
           for (std::int64_t r = r0; r < r1; ++r) {
             const std::int64_t k0 = start(r), k1 = start(r + 1);
-            // d/dW[r] of sum_p <g[src p], W[idx p]> scale(p) = sum over the
-            // positions of r of scale(p) g[src p]; each d owned by one lane
-            // and summed in ascending position order.
-            Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) { acc(d) = A(0); });
-            for (std::int64_t k = k0; k < k1; ++k) {
-              const std::int64_t p = perm(k);
-              const std::int64_t src = src_of(p);
-              if (src < 0) continue;
-              const A sc = scale_of(p);
-              Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D),
-                                   [&](const std::int64_t d) { acc(d) += sc * to_acc(g(src * D + d)); });
-            }
             const A freq = (scale_grad_by_freq && k1 > k0) ? A(1) / static_cast<A>(k1 - k0) : A(1);
-            Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) {
-              gw(r * D + d) = static_cast<T>(scale_grad_by_freq ? acc(d) * freq : acc(d));
+            // d/dW[r] of sum_p scale(p) <g[src p], W[idx p]> = sum over the
+            // positions of r of scale(p) g[src p]: each feature a sequential
+            // sum in ascending position order.
+            for_each_chunk<C>(m, D, [&](const std::int64_t d0, const auto len) {
+              A acc[C];
+              for (int j = 0; j < len; ++j) acc[j] = A(0);
+              for (std::int64_t k = k0; k < k1; ++k) {
+                const std::int64_t src = ksrc(k);
+                if (src < 0) continue;
+                const A sc = kscale(k);
+                const T* gr = &g(src * D + d0);
+                for (int j = 0; j < len; ++j) acc[j] += sc * to_acc(gr[j]);
+              }
+              for (int j = 0; j < len; ++j)
+                gw(r * D + d0 + j) = static_cast<T>(scale_grad_by_freq ? acc[j] * freq : acc[j]);
             });
           }
         });
@@ -573,7 +609,8 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
   A* accp = nullptr;
   if constexpr (direct) {
     Kokkos::parallel_for(
-        "kloss::" + op + "::zero_grad", Range(exec, 0, rows * D), KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = T(0); });
+        "kloss::" + op + "::zero_grad", Range(exec, 0, rows * D),
+        KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = T(0); });
     accp = reinterpret_cast<A*>(gw.data());
   } else {
     accp = scratch.data();
@@ -676,7 +713,9 @@ std::int64_t sparse_rows(const ExecSpace& exec, const std::string& op,
   };
   const RowSort<Mem> s = sort_by_row(exec, op, n, V, row_of);
   auto start = s.start;
-  auto perm = s.perm;
+  Kokkos::View<std::int64_t*, Mem> ksrc;
+  Kokkos::View<A*, Mem> kscale;
+  sorted_sources<ExecSpace, A>(exec, op, s.perm, src_of, scale_of, ksrc, kscale);
   // Compact the touched rows: slot(r) = number of touched rows before r.
   Kokkos::View<std::int64_t*, Mem> slot("kloss::" + op + "::slot", V);
   std::int64_t touched = 0;
@@ -698,28 +737,27 @@ std::int64_t sparse_rows(const ExecSpace& exec, const std::string& op,
       });
   auto gi = grad_indices.data;
   auto gv = grad_values.data;
-  const std::size_t bytes = static_cast<std::size_t>(D) * sizeof(A);
-  const int level = scratch_level(bytes);
-  using Scratch = Kokkos::View<A*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  constexpr int C = tuning::embedding_chunk;
   Kokkos::parallel_for(
-      "kloss::" + op + "::sparse_rows", with_scratch(make_team_policy(exec, touched, team_size), bytes),
-      KOKKOS_LAMBDA(const Member& m) {
-        Scratch acc(m.team_scratch(level), D);
+      "kloss::" + op + "::sparse_rows", make_team_policy(exec, touched, team_size), KOKKOS_LAMBDA(const Member& m) {
         const std::int64_t u = m.league_rank();
         const std::int64_t r = rows_of(u);
         const std::int64_t k0 = start(r), k1 = start(r + 1);
-        Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) { acc(d) = A(0); });
-        for (std::int64_t k = k0; k < k1; ++k) {
-          const std::int64_t p = perm(k);
-          const std::int64_t src = src_of(p);
-          if (src < 0) continue;
-          const A sc = scale_of(p);
-          Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D),
-                               [&](const std::int64_t d) { acc(d) += sc * to_acc(g(src * D + d)); });
-        }
         const A freq = scale_grad_by_freq ? A(1) / static_cast<A>(k1 - k0) : A(1);
-        Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D),
-                             [&](const std::int64_t d) { gv(u * D + d) = static_cast<T>(acc(d) * freq); });
+        // The same per-feature order as the dense sorted backward.
+        for_each_chunk<C>(m, D, [&](const std::int64_t d0, const auto len) {
+          A acc[C];
+          for (int j = 0; j < len; ++j) acc[j] = A(0);
+          for (std::int64_t k = k0; k < k1; ++k) {
+            const std::int64_t src = ksrc(k);
+            if (src < 0) continue;
+            const A sc = kscale(k);
+            const T* gr = &g(src * D + d0);
+            for (int j = 0; j < len; ++j) acc[j] += sc * to_acc(gr[j]);
+          }
+          for (int j = 0; j < len; ++j)
+            gv(u * D + d0 + j) = static_cast<T>(scale_grad_by_freq ? acc[j] * freq : acc[j]);
+        });
         Kokkos::single(Kokkos::PerTeam(m), [&]() { gi(u) = static_cast<I>(r); });
       });
   exec.fence();
@@ -834,11 +872,87 @@ Bags<I, typename ExecSpace::memory_space> check_bags(
       if (i > 0 && o < prev)
         fail<InvalidArgument>(op, "argument 'offsets' must be non-decreasing, got offsets[", i, "] = ", o,
                               " after offsets[", i - 1, "] = ", prev);
-      fail<InvalidArgument>(op, "argument 'offsets' has offsets[", i, "] = ", o, " beyond the input's ", n,
-                            " entries");
+      fail<InvalidArgument>(op, "argument 'offsets' has offsets[", i, "] = ", o, " beyond the input's ", n, " entries");
     }
   }
   return bags;
+}
+
+/// embedding_bag's forward kernel: a team per bag; the index checks and
+/// the bag's non-padding count first, then each chunk of features
+/// accumulated over the bag's entries in registers (entry order).
+template <bool Max, bool Psw, class ExecSpace, class T, class I>
+BadIndex bag_forward_kernel(const ExecSpace& exec, const Bags<I, typename ExecSpace::memory_space>& bags,
+                            const Tensor<const I, typename ExecSpace::memory_space>& input,
+                            const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                            const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
+                            const Tensor<T, typename ExecSpace::memory_space>& output,
+                            const Tensor<I, typename ExecSpace::memory_space>& max_indices, std::int64_t pad,
+                            bool is_mean, int team_size) {
+  using A = acc_t<T>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  constexpr int C = tuning::embedding_chunk;
+  const std::int64_t V = weight.extent(0), D = weight.extent(1);
+  auto idx = input.data;
+  auto w = weight.data;
+  auto psw = per_sample_weights.data;
+  auto out = output.data;
+  auto mi = max_indices.data;
+  BadIndex bad;
+  Kokkos::parallel_reduce(
+      "kloss::embedding_bag::forward", make_team_policy(exec, bags.num_bags, team_size),
+      KOKKOS_LAMBDA(const Member& m, BadIndex& bi) {
+        const std::int64_t b = m.league_rank();
+        const std::int64_t e0 = bags.begin(b), e1 = bags.end(b);
+        std::int64_t count = 0;  // torch's bag_size: the non-padding entries
+        for (std::int64_t e = e0; e < e1; ++e) {
+          const std::int64_t r = static_cast<std::int64_t>(idx(e));
+          if (r < 0 || r >= V)
+            Kokkos::single(Kokkos::PerTeam(m), [&]() { bi.note(e, r); });
+          else if (r != pad)
+            ++count;
+        }
+        const A inv = (is_mean && count > 0) ? A(1) / static_cast<A>(count) : A(1);
+        for_each_chunk<C>(m, D, [&](const std::int64_t d0, const auto len) {
+          A acc[C];
+          for (int j = 0; j < len; ++j) acc[j] = A(0);
+          if constexpr (Max) {
+            std::int64_t arg[C];
+            for (int j = 0; j < len; ++j) arg[j] = -1;
+            bool first = true;
+            for (std::int64_t e = e0; e < e1; ++e) {
+              const std::int64_t r = static_cast<std::int64_t>(idx(e));
+              if (r < 0 || r >= V || r == pad) continue;
+              const T* row = &w(r * D + d0);
+              // torch keeps the first maximum (strict >).
+              for (int j = 0; j < len; ++j) {
+                const A v = to_acc(row[j]);
+                const bool take = first || v > acc[j];
+                acc[j] = take ? v : acc[j];
+                arg[j] = take ? r : arg[j];
+              }
+              first = false;
+            }
+            for (int j = 0; j < len; ++j) mi(b * D + d0 + j) = static_cast<I>(count == 0 ? std::int64_t(-1) : arg[j]);
+          } else {
+            for (std::int64_t e = e0; e < e1; ++e) {
+              const std::int64_t r = static_cast<std::int64_t>(idx(e));
+              if (r < 0 || r >= V || r == pad) continue;
+              const T* row = &w(r * D + d0);
+              if constexpr (Psw) {
+                const A sc = to_acc(psw(e));
+                for (int j = 0; j < len; ++j) acc[j] += sc * to_acc(row[j]);
+              } else {
+                for (int j = 0; j < len; ++j) acc[j] += to_acc(row[j]);
+              }
+            }
+          }
+          // Empty (or all-padding) bags give zeros.
+          for (int j = 0; j < len; ++j) out(b * D + d0 + j) = static_cast<T>(count == 0 ? A(0) : acc[j] * inv);
+        });
+      },
+      BadIndexReducer(bad));
+  return bad;
 }
 
 template <class ExecSpace, class T, class I>
@@ -848,8 +962,6 @@ void embedding_bag(const ExecSpace& exec, const Tensor<const I, typename ExecSpa
                    const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
                    const Tensor<T, typename ExecSpace::memory_space>& output,
                    const Tensor<I, typename ExecSpace::memory_space>& max_indices, const EmbeddingBagOptions& opts) {
-  using A = acc_t<T>;
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const std::string op = "embedding_bag";
   check_rank(op, "weight", weight, 2);
   const std::int64_t V = weight.extent(0), D = weight.extent(1);
@@ -867,70 +979,29 @@ void embedding_bag(const ExecSpace& exec, const Tensor<const I, typename ExecSpa
     if (B > 0) check_indices_only<ExecSpace, I>(exec, op, input, V);
     return;
   }
-  const bool is_mean = opts.mode == EmbeddingBagMode::mean;
-  const bool has_psw = per_sample_weights.present;
-  auto idx = input.data;
-  auto w = weight.data;
-  auto psw = per_sample_weights.data;
-  auto out = output.data;
-  auto mi = max_indices.data;
-  const std::size_t bytes = static_cast<std::size_t>(D) * (sizeof(A) + (is_max ? sizeof(std::int64_t) : 0)) + 64;
-  const int level = scratch_level(bytes);
-  using Scratch = Kokkos::View<A*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  using IScratch =
-      Kokkos::View<std::int64_t*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   BadIndex bad;
-  Kokkos::parallel_reduce(
-      "kloss::embedding_bag::forward", with_scratch(make_team_policy(exec, B, opts.team_size), bytes),
-      KOKKOS_LAMBDA(const Member& m, BadIndex& bi) {
-        IScratch arg(m.team_scratch(level), is_max ? D : 0);
-        Scratch acc(m.team_scratch(level), D);
-        const std::int64_t b = m.league_rank();
-        const std::int64_t e0 = bags.begin(b), e1 = bags.end(b);
-        Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) { acc(d) = A(0); });
-        std::int64_t count = 0;  // non-padding entries (torch's bag_size)
-        for (std::int64_t e = e0; e < e1; ++e) {
-          const std::int64_t r = static_cast<std::int64_t>(idx(e));
-          if (r < 0 || r >= V) {
-            Kokkos::single(Kokkos::PerTeam(m), [&]() { bi.note(e, r); });
-            continue;
-          }
-          if (r == pad) continue;
-          const bool first = count == 0;
-          ++count;
-          if (is_max) {
-            // torch keeps the first maximum (strict >).
-            Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) {
-              const A v = to_acc(w(r * D + d));
-              if (first || v > acc(d)) {
-                acc(d) = v;
-                arg(d) = r;
-              }
-            });
-          } else {
-            const A s = has_psw ? to_acc(psw(e)) : A(1);
-            Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D),
-                                 [&](const std::int64_t d) { acc(d) += s * to_acc(w(r * D + d)); });
-          }
-        }
-        // Empty (or all-padding) bags give zeros; max_indices -1 there.
-        const A inv = (is_mean && count > 0) ? A(1) / static_cast<A>(count) : A(1);
-        Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) {
-          out(b * D + d) = static_cast<T>(count == 0 ? A(0) : (is_mean ? acc(d) * inv : acc(d)));
-          if (is_max) mi(b * D + d) = static_cast<I>(count == 0 ? std::int64_t(-1) : arg(d));
-        });
-      },
-      BadIndexReducer(bad));
+  // One kernel per flavour: a mode or per-sample-weight test inside the
+  // feature loop costs the forward a factor 3 (measured, see tuning.hpp).
+  if (is_max)
+    bad = bag_forward_kernel<true, false, ExecSpace, T, I>(exec, bags, input, weight, per_sample_weights, output,
+                                                           max_indices, pad, false, opts.team_size);
+  else if (per_sample_weights.present)
+    bad = bag_forward_kernel<false, true, ExecSpace, T, I>(exec, bags, input, weight, per_sample_weights, output,
+                                                           max_indices, pad, false, opts.team_size);
+  else
+    bad = bag_forward_kernel<false, false, ExecSpace, T, I>(exec, bags, input, weight, per_sample_weights, output,
+                                                            max_indices, pad, opts.mode == EmbeddingBagMode::mean,
+                                                            opts.team_size);
   bad.throw_if_any(op, "input", concat("[0, ", V, ")"));
 }
 
 /// Per-position bag id (-1 for positions in no bag) and per-bag scale
 /// (1 / non-padding count for mean, 1 otherwise) of a backward call.
 template <class ExecSpace, class T, class I>
-void bag_of_positions(const ExecSpace& exec, const std::string& op, const Bags<I, typename ExecSpace::memory_space>& bags,
-                      const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t V,
-                      std::int64_t pad, bool mean,
-                      const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& bag_of,
+void bag_of_positions(const ExecSpace& exec, const std::string& op,
+                      const Bags<I, typename ExecSpace::memory_space>& bags,
+                      const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t V, std::int64_t pad,
+                      bool mean, const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& bag_of,
                       const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& bag_scale, int team_size) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
@@ -950,9 +1021,8 @@ void bag_of_positions(const ExecSpace& exec, const std::string& op, const Bags<I
               if (r != pad && r >= 0 && r < V) ++c;
             },
             count);
-        Kokkos::single(Kokkos::PerTeam(m), [&]() {
-          bag_scale(b) = (mean && count > 0) ? A(1) / static_cast<A>(count) : A(1);
-        });
+        Kokkos::single(Kokkos::PerTeam(m),
+                       [&]() { bag_scale(b) = (mean && count > 0) ? A(1) / static_cast<A>(count) : A(1); });
       });
 }
 
@@ -960,7 +1030,8 @@ void bag_of_positions(const ExecSpace& exec, const std::string& op, const Bags<I
 /// (0 for padding and positions in no bag). One lane per entry, a
 /// sequential dot product: deterministic.
 template <class ExecSpace, class T, class I>
-void per_sample_weights_grad(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+void per_sample_weights_grad(const ExecSpace& exec,
+                             const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
                              const Tensor<const I, typename ExecSpace::memory_space>& input,
                              const Tensor<const T, typename ExecSpace::memory_space>& weight,
                              const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& bag_of,
@@ -995,7 +1066,6 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
                             const EmbeddingBagOptions& opts) {
   using Mem = typename ExecSpace::memory_space;
   using A = acc_t<T>;
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
   const std::string op = "embedding_bag_backward";
   check_rank(op, "grad_weight", grad_weight, 2);
@@ -1016,11 +1086,15 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
     check_shape(op, "weight", weight, Shape{V, D});
   }
   ProfilingRegion region("kloss::" + op);
-  Kokkos::View<std::int64_t*, Mem> bag_of(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::bag_of"),
-                                          n);
-  Kokkos::View<A*, Mem> bag_scale("kloss::" + op + "::bag_scale", B);
-  bag_of_positions<ExecSpace, T, I>(exec, op, bags, input, V, pad, opts.mode == EmbeddingBagMode::mean, bag_of,
-                                    bag_scale, opts.team_size);
+  Kokkos::View<std::int64_t*, Mem> bag_of;
+  Kokkos::View<A*, Mem> bag_scale;
+  if (!is_max || grad_per_sample_weights.present) {
+    bag_of = Kokkos::View<std::int64_t*, Mem>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::bag_of"), n);
+    bag_scale = Kokkos::View<A*, Mem>("kloss::" + op + "::bag_scale", B);
+    bag_of_positions<ExecSpace, T, I>(exec, op, bags, input, V, pad, opts.mode == EmbeddingBagMode::mean, bag_of,
+                                      bag_scale, opts.team_size);
+  }
   if (grad_per_sample_weights.present)
     per_sample_weights_grad<ExecSpace, T, I>(exec, grad_output, input, weight, bag_of, pad, grad_per_sample_weights);
 
@@ -1028,9 +1102,7 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
   auto psw = per_sample_weights.data;
   if (!is_max) {
     auto src = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t { return bag_of(p); };
-    auto scale = KOKKOS_LAMBDA(const std::int64_t p)->A {
-      return has_psw ? to_acc(psw(p)) : bag_scale(bag_of(p));
-    };
+    auto scale = KOKKOS_LAMBDA(const std::int64_t p)->A { return has_psw ? to_acc(psw(p)) : bag_scale(bag_of(p)); };
     scatter_rows<ExecSpace, T, I>(exec, op, grad_output, input, grad_weight, 0, V, pad, opts.scale_grad_by_freq,
                                   opts.deterministic, opts.team_size, src, scale)
         .throw_if_any(op, "input", concat("[0, ", V, ")"));
@@ -1061,38 +1133,6 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
       },
       BadIndexReducer(bad_mi));
   bad_mi.throw_if_any(op, "max_indices", concat("[-1, ", V, ")"));
-  if (opts.deterministic) {
-    auto row_of = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t {
-      const std::int64_t r = static_cast<std::int64_t>(idx(p));
-      return r == pad ? -1 : r;
-    };
-    const RowSort<Mem> s = sort_by_row(exec, op, n, V, row_of);
-    auto start = s.start;
-    auto perm = s.perm;
-    const std::size_t bytes = static_cast<std::size_t>(D) * sizeof(A);
-    const int level = scratch_level(bytes);
-    using Scratch = Kokkos::View<A*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-    Kokkos::parallel_for(
-        "kloss::" + op + "::max_sorted", with_scratch(make_team_policy(exec, V, opts.team_size), bytes),
-        KOKKOS_LAMBDA(const Member& m) {
-          Scratch acc(m.team_scratch(level), D);
-          const std::int64_t r = m.league_rank();
-          const std::int64_t k0 = start(r), k1 = start(r + 1);
-          Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) { acc(d) = A(0); });
-          for (std::int64_t k = k0; k < k1; ++k) {
-            const std::int64_t b = bag_of(perm(k));
-            // Positions ascend within the segment, so a row met twice in a
-            // bag is met at consecutive k: count each (bag, row) once.
-            if (b < 0 || (k > k0 && bag_of(perm(k - 1)) == b)) continue;
-            Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) {
-              if (static_cast<std::int64_t>(mi(b * D + d)) == r) acc(d) += to_acc(g(b * D + d));
-            });
-          }
-          Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D),
-                               [&](const std::int64_t d) { gw(r * D + d) = static_cast<T>(acc(d)); });
-        });
-    return;
-  }
   constexpr bool direct = std::is_same_v<T, A>;
   Kokkos::View<A*, Mem> scratch;
   if constexpr (!direct) scratch = Kokkos::View<A*, Mem>("kloss::" + op + "::grad_acc", V * D);
@@ -1105,14 +1145,35 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
     accp = scratch.data();
   }
   Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> acc(accp, V * D);
-  const bool racy = concurrency(exec) > 1;  // one thread of execution: plain adds
-  Kokkos::parallel_for(
-      "kloss::" + op + "::max_atomic", Range(exec, 0, B * D), KOKKOS_LAMBDA(const std::int64_t i) {
-        const std::int64_t r = static_cast<std::int64_t>(mi(i));
-        if (r < 0) return;
-        if (racy) Kokkos::atomic_add(&acc(r * D + i % D), to_acc(g(i)));
-        else acc(r * D + i % D) += to_acc(g(i));
-      });
+  if (opts.deterministic) {
+    // Element (r, d) receives grad_output[b, d] from the bags b with
+    // max_indices[b, d] = r. One thread owns each chunk of features and
+    // walks the bags in ascending order: every element is a sequential sum
+    // in bag order, with no sort and no race, whatever the team size.
+    constexpr int C = tuning::embedding_chunk;
+    const std::int64_t chunks = (D + C - 1) / C;
+    Kokkos::parallel_for(
+        "kloss::" + op + "::max_by_feature", Range(exec, 0, chunks), KOKKOS_LAMBDA(const std::int64_t c) {
+          const std::int64_t d0 = c * C;
+          const std::int64_t d1 = d0 + C < D ? d0 + C : D;
+          for (std::int64_t b = 0; b < B; ++b)
+            for (std::int64_t d = d0; d < d1; ++d) {
+              const std::int64_t r = static_cast<std::int64_t>(mi(b * D + d));
+              if (r >= 0) acc(r * D + d) += to_acc(g(b * D + d));
+            }
+        });
+  } else {
+    const bool racy = concurrency(exec) > 1;  // one thread of execution: plain adds
+    Kokkos::parallel_for(
+        "kloss::" + op + "::max_atomic", Range(exec, 0, B * D), KOKKOS_LAMBDA(const std::int64_t i) {
+          const std::int64_t r = static_cast<std::int64_t>(mi(i));
+          if (r < 0) return;
+          if (racy)
+            Kokkos::atomic_add(&acc(r * D + i % D), to_acc(g(i)));
+          else
+            acc(r * D + i % D) += to_acc(g(i));
+        });
+  }
   if constexpr (!direct) {
     Kokkos::parallel_for(
         "kloss::" + op + "::grad_cast", Range(exec, 0, V * D),
@@ -1121,13 +1182,15 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
 }
 
 template <class ExecSpace, class T, class I>
-std::int64_t embedding_bag_backward_sparse(
-    const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-    const Tensor<const I, typename ExecSpace::memory_space>& input,
-    const Tensor<const I, typename ExecSpace::memory_space>& offsets,
-    const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights, std::int64_t num_weights,
-    const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
-    const Tensor<T, typename ExecSpace::memory_space>& grad_values, const EmbeddingBagOptions& opts) {
+std::int64_t embedding_bag_backward_sparse(const ExecSpace& exec,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
+                                           const Tensor<const I, typename ExecSpace::memory_space>& input,
+                                           const Tensor<const I, typename ExecSpace::memory_space>& offsets,
+                                           const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
+                                           std::int64_t num_weights,
+                                           const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
+                                           const Tensor<T, typename ExecSpace::memory_space>& grad_values,
+                                           const EmbeddingBagOptions& opts) {
   using Mem = typename ExecSpace::memory_space;
   using A = acc_t<T>;
   const std::string op = "embedding_bag_backward_sparse";
