@@ -1,14 +1,23 @@
 #pragma once
 /// \file kloss.hpp
-/// Umbrella header: every public kloss header.
+/// Umbrella header: every public kloss header (the MPI and HDF5 ones when
+/// kloss was built with them).
 #include <kloss/checks.hpp>
 #include <kloss/cross_entropy.hpp>
 #include <kloss/ctc.hpp>
+#include <kloss/embedding.hpp>
 #include <kloss/error.hpp>
 #include <kloss/fused_linear.hpp>
 #include <kloss/half.hpp>
+#include <kloss/margin.hpp>
 #include <kloss/pointwise.hpp>
 #include <kloss/registry.hpp>
 #include <kloss/runtime.hpp>
 #include <kloss/tensor.hpp>
 #include <kloss/types.hpp>
+#ifdef KLOSS_HAVE_MPI
+#include <kloss/mpi.hpp>
+#endif
+#ifdef KLOSS_HAVE_HDF5
+#include <kloss/golden.hpp>
+#endif
