@@ -386,9 +386,11 @@ TYPED_TEST(Pointwise, BinaryCrossEntropyAtZeroAndOneClampsTheLogAt100) {
   expect_near_all(to_doubles(out), {0, 0, 100, 100, std::log(2.0)}, tol<T>(), 0, "bce at 0 and 1");
   auto g = make_view<T*>("g", {1, 1, 1, 1, 1}, {5});
   kloss::binary_cross_entropy_backward(exec, g, x, y, Kokkos::View<T*, Mem>(), gx, {Reduction::none});
-  // (x - y) / max(x (1 - x), 1e-12): 0/eps, 0/eps, -1/eps, 1/eps, -0.5/0.25
-  // (1e12 overflows float16 to infinity, as torch's float16 would.)
-  expect_near_all(to_doubles(gx), rounded<T>({0, 0, -1e12, 1e12, -2}), tol<T>() * 2, 0, "bce grad at 0 and 1");
+  // (x - y) / max(x (1 - x), eps): 0/eps, 0/eps, -1/eps, 1/eps, -0.5/0.25, with
+  // torch's eps = 1e-12f (a float constant, also for double).
+  // (1/eps overflows float16 to infinity, as torch's float16 would.)
+  const double inv_eps = 1.0 / static_cast<double>(1e-12f);
+  expect_near_all(to_doubles(gx), rounded<T>({0, 0, -inv_eps, inv_eps, -2}), tol<T>() * 2, 0, "bce grad at 0 and 1");
 }
 
 // --- binary_cross_entropy_with_logits ----------------------------------------

@@ -634,8 +634,8 @@ struct HuberOp : Unchecked {
 /// x = input (a probability), y = target, w = weight (operand 2 if W):
 /// w ((y - 1) max(log1p(-x), -100) - y max(log x, -100))  (torch clamps the
 /// logs at -100 so that x = 0 or 1 give finite losses).
-/// d/dx = w (x - y) / max(x (1 - x), 1e-12)  (torch's backward, EPSILON
-/// 1e-12; no gradient for target). Domain: x and y in [0, 1] (NaN fails).
+/// d/dx = w (x - y) / max(x (1 - x), 1e-12f)  (torch's backward, EPSILON
+/// the float 1e-12f; no gradient for target). Domain: x and y in [0, 1] (NaN fails).
 template <bool W>
 struct BceOp {
   static constexpr int arity = 2 + (W ? 1 : 0);
@@ -655,8 +655,10 @@ struct BceOp {
   template <class A>
   KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g) const {
     const A x = v[0], y = v[1];
+    // torch's EPSILON is a float constant: 1e-12f (9.99999996e-13) in every dtype.
+    const A eps = static_cast<A>(1e-12f);
     A den = (A(1) - x) * x;
-    den = blend(den < A(1e-12), A(1e-12), den);
+    den = blend(den < eps, eps, den);
     const A d = (x - y) / den;
     if constexpr (W) g[0] = d * v[2];
     else g[0] = d;
