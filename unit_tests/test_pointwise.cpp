@@ -2,6 +2,13 @@
 // gradients, every error path. Typed over the four dtypes.
 #include "test_utils.hpp"
 
+#include <kloss/registry.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
 using namespace kloss_test;
 
 template <class T>
@@ -94,4 +101,647 @@ TEST(MseLossErrors, ShapesAndOutputsAreChecked) {
                      "must hold one element for reduction 'mean'");
   EXPECT_KLOSS_THROW(kloss::mse_loss(exec, x, x, s, {kloss::Reduction::batchmean}), kloss::InvalidArgument,
                      "'batchmean' is only valid for kl_div");
+}
+
+// ============================================================================
+// The other element-wise losses. Generic checks go through the runtime-typed
+// API (any shape, any broadcast): forward against a float64 reference of the
+// per-element formula, every gradient against central finite differences of
+// that reference, for every reduction. Hand-checked values and error
+// messages go through the typed public API.
+// ============================================================================
+
+namespace {
+
+using kloss::Reduction;
+using kloss::Shape;
+
+struct Arg {
+  std::string name;
+  std::vector<std::int64_t> shape;      // the buffer's shape
+  std::vector<double> values;           // rounded to the dtype by the caller
+  std::vector<std::int64_t> eff_shape = {};  // shape as broadcast (gaussian var), default: shape
+};
+
+std::int64_t numel(const std::vector<std::int64_t>& s) {
+  std::int64_t n = 1;
+  for (auto e : s) n *= e;
+  return n;
+}
+
+// Torch broadcasting in the reference.
+std::vector<std::int64_t> bshape(const std::vector<std::vector<std::int64_t>>& shapes) {
+  std::size_t r = 0;
+  for (const auto& s : shapes) r = std::max(r, s.size());
+  std::vector<std::int64_t> out(r, 1);
+  for (const auto& s : shapes)
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      auto& o = out[r - s.size() + i];
+      if (s[i] != 1) o = s[i];
+    }
+  return out;
+}
+std::int64_t bindex(std::int64_t flat, const std::vector<std::int64_t>& out, const std::vector<std::int64_t>& s) {
+  std::int64_t off = 0, stride = 1;
+  for (int i = static_cast<int>(out.size()) - 1; i >= 0; --i) {
+    const int j = i - static_cast<int>(out.size() - s.size());
+    const std::int64_t e = j >= 0 ? s[j] : 1;
+    const std::int64_t c = flat % out[i];
+    flat /= out[i];
+    if (e != 1) off += c * stride;
+    stride *= e;
+  }
+  return off;
+}
+
+using ElemFn = std::function<double(const std::vector<double>&)>;
+
+struct OpCase {
+  std::string op;
+  std::vector<Arg> args;
+  std::map<std::string, kloss::rt::OptionValue> options;  // besides reduction
+  std::vector<std::string> diff;
+  ElemFn elem;
+};
+
+double scale_of(Reduction r, std::int64_t n, const std::vector<std::int64_t>& input_shape) {
+  if (r == Reduction::mean) return 1.0 / n;
+  if (r == Reduction::batchmean) return input_shape.empty() ? 1.0 : 1.0 / input_shape[0];
+  return 1.0;
+}
+
+// d/dvals[k] of sum_i go_i * elem_i (none) or go_0 * scale * sum_i elem_i,
+// by central finite differences of each element's formula (linear in the
+// size, and free of the cancellation of differencing the whole sum).
+std::vector<double> fd_grad(const OpCase& c, const std::vector<std::vector<double>>& vals, std::size_t k, Reduction red,
+                            const std::vector<double>& go, double eps = 1e-6) {
+  std::vector<std::vector<std::int64_t>> effs;
+  for (const auto& a : c.args) effs.push_back(a.eff_shape.empty() ? a.shape : a.eff_shape);
+  const auto out = bshape(effs);
+  const std::int64_t n = numel(out);
+  const double sc = red == Reduction::none ? 1.0 : go[0] * scale_of(red, n, c.args[0].shape);
+  std::vector<double> g(vals[k].size(), 0.0);
+  std::vector<double> v(c.args.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < c.args.size(); ++j) v[j] = vals[j][bindex(i, out, effs[j])];
+    const double x = v[k];
+    v[k] = x + eps;
+    const double fp = c.elem(v);
+    v[k] = x - eps;
+    const double fm = c.elem(v);
+    g[bindex(i, out, effs[k])] += (red == Reduction::none ? go[i] : sc) * (fp - fm) / (2 * eps);
+  }
+  return g;
+}
+
+template <class T>
+void check_case(const OpCase& c, std::vector<Reduction> reds = {Reduction::none, Reduction::mean, Reduction::sum},
+                double rtol = kloss_test::tol<T>(), double atol_scale = 1.0) {
+  namespace rt = kloss::rt;
+  std::vector<std::vector<double>> vals;
+  std::vector<std::vector<std::int64_t>> effs;
+  for (const auto& a : c.args) {
+    vals.push_back(a.values);
+    effs.push_back(a.eff_shape.empty() ? a.shape : a.eff_shape);
+  }
+  const auto out = bshape(effs);
+  const std::int64_t n = numel(out);
+  for (Reduction red : reds) {
+    const std::string what = c.op + " reduction " + std::string(kloss::to_string(red));
+    rt::Call call;
+    call.op = c.op;
+    call.dtype = rt::dtype_of<T>();
+    for (const auto& a : c.args)
+      call.inputs[a.name] = rt::Buffer::from_doubles(call.dtype, Shape(a.shape), a.values);
+    for (const auto& [k, v] : c.options) call.options.set(k, v);
+    call.options.set("reduction", std::string(kloss::to_string(red)));
+    const bool none = red == Reduction::none;
+    const auto go = kloss_test::rounded<T>(kloss_test::random_values(none ? n : 1, 0.5, 1.5, 7));
+    call.grad_output = rt::Buffer::from_doubles(call.dtype, none ? Shape(out) : Shape{}, go);
+    const rt::Result res = rt::run(call);
+    // Forward against the reference.
+    std::vector<double> want;
+    std::vector<double> v(c.args.size());
+    double sum = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      for (std::size_t k = 0; k < c.args.size(); ++k) v[k] = vals[k][bindex(i, out, effs[k])];
+      const double e = c.elem(v);
+      if (none) want.push_back(e);
+      sum += e;
+    }
+    if (!none) want = {sum * scale_of(red, n, c.args[0].shape)};
+    double mag = 1e-3;
+    for (double w : want) mag = std::max(mag, std::isfinite(w) ? std::fabs(w) : 0.0);
+    EXPECT_EQ(res.output.shape(), none ? Shape(out) : Shape{}) << what;
+    kloss_test::expect_near_all(res.output.to_doubles(), want, rtol, rtol * atol_scale * (none ? 1.0 : mag),
+                                what + " forward");
+    // Every gradient against finite differences of the contracted reference.
+    ASSERT_EQ(res.grads.size(), c.diff.size()) << what;
+    for (const auto& name : c.diff) {
+      std::size_t k = 0;
+      while (c.args[k].name != name) ++k;
+      const auto fd = fd_grad(c, vals, k, red, go);
+      double gmag = 1e-3;
+      for (double g : fd) gmag = std::max(gmag, std::fabs(g));
+      ASSERT_TRUE(res.grads.count(name)) << what << " grad_" << name;
+      kloss_test::expect_near_all(res.grads.at(name).to_doubles(), fd, kloss_test::fd_tol<T>(),
+                                  kloss_test::fd_tol<T>() * gmag * atol_scale, what + " grad_" + name);
+    }
+  }
+}
+
+template <class T>
+std::vector<double> rv(std::size_t n, double lo, double hi, unsigned seed) {
+  return kloss_test::rounded<T>(kloss_test::random_values(n, lo, hi, seed));
+}
+
+double sl1(double d, double beta) {
+  const double z = std::fabs(d);
+  return z < beta ? 0.5 * z * z / beta : z - 0.5 * beta;
+}
+double huber(double d, double delta) {
+  const double z = std::fabs(d);
+  return z < delta ? 0.5 * z * z : delta * (z - 0.5 * delta);
+}
+double bce(double x, double y) {
+  return (y - 1) * std::max(std::log1p(-x), -100.0) - y * std::max(std::log(x), -100.0);
+}
+double bce_logits(double x, double y, double pw) {
+  const double lw = (pw - 1) * y + 1;
+  return (1 - y) * x + lw * (std::log1p(std::exp(-std::fabs(x))) + std::max(-x, 0.0));
+}
+double gauss(double x, double y, double var, double eps, bool full) {
+  const double s = std::max(var, eps);
+  return 0.5 * (std::log(s) + (x - y) * (x - y) / s) + (full ? 0.5 * std::log(2 * M_PI) : 0.0);
+}
+double poisson(double x, double y, bool log_input, bool full, double eps) {
+  double l = log_input ? std::exp(x) - y * x : x - y * std::log(x + eps);
+  if (full && y > 1) l += y * std::log(y) - y + 0.5 * std::log(2 * M_PI * y);
+  return l;
+}
+
+}  // namespace
+
+template <class T>
+class Pointwise : public ::testing::Test {};
+TYPED_TEST_SUITE(Pointwise, kloss_test::ScalarTypes);
+
+// --- l1 / smooth_l1 / huber ---------------------------------------------------
+
+TYPED_TEST(Pointwise, L1SmoothL1HuberMatchReferenceAndFiniteDifferences) {
+  using T = TypeParam;
+  for (std::size_t n : {1, 13, 41, 5000}) {
+    const auto x = rv<T>(n, -3, 3, 1), y = rv<T>(n, -3, 3, 2);
+    const std::vector<std::int64_t> s = {static_cast<std::int64_t>(n)};
+    check_case<T>({"l1_loss", {{"input", s, x}, {"target", s, y}}, {}, {"input", "target"},
+                   [](const std::vector<double>& v) { return std::fabs(v[0] - v[1]); }});
+    for (double beta : {1.0, 0.5}) {
+      check_case<T>({"smooth_l1_loss", {{"input", s, x}, {"target", s, y}}, {{"beta", beta}}, {"input", "target"},
+                     [beta](const std::vector<double>& v) { return sl1(v[0] - v[1], beta); }});
+    }
+    for (double delta : {1.0, 2.5}) {
+      check_case<T>({"huber_loss", {{"input", s, x}, {"target", s, y}}, {{"delta", delta}}, {"input", "target"},
+                     [delta](const std::vector<double>& v) { return huber(v[0] - v[1], delta); }});
+    }
+  }
+}
+
+TYPED_TEST(Pointwise, BinaryOpsBroadcastBothWays) {
+  using T = TypeParam;
+  // input [3, 1, 4] against target [5, 1]: output [3, 5, 4]; both gradients
+  // are summed over their broadcast dimensions.
+  const auto x = rv<T>(12, -2, 2, 3), y = rv<T>(5, -2, 2, 4);
+  const std::vector<Arg> args = {{"input", {3, 1, 4}, x}, {"target", {5, 1}, y}};
+  check_case<T>({"mse_loss", args, {}, {"input", "target"},
+                 [](const std::vector<double>& v) { return (v[0] - v[1]) * (v[0] - v[1]); }});
+  check_case<T>({"l1_loss", args, {}, {"input", "target"},
+                 [](const std::vector<double>& v) { return std::fabs(v[0] - v[1]); }});
+  check_case<T>({"smooth_l1_loss", args, {{"beta", 0.75}}, {"input", "target"},
+                 [](const std::vector<double>& v) { return sl1(v[0] - v[1], 0.75); }});
+  check_case<T>({"huber_loss", args, {{"delta", 0.75}}, {"input", "target"},
+                 [](const std::vector<double>& v) { return huber(v[0] - v[1], 0.75); }});
+  // rank-0 target
+  check_case<T>({"huber_loss", {{"input", {2, 3}, rv<T>(6, -2, 2, 5)}, {"target", {}, {0.25}}}, {}, {"input", "target"},
+                 [](const std::vector<double>& v) { return huber(v[0] - v[1], 1.0); }});
+}
+
+TYPED_TEST(Pointwise, SmoothL1AndHuberHandCheckedIncludingBetaZero) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  auto x = make_view<T*>("x", {-2, -1, -0.5, 0, 0.5, 1, 2}, {7});
+  auto y = make_view<T*>("y", {0, 0, 0, 0, 0, 0, 0}, {7});
+  auto g = make_view<T*>("g", {1, 1, 1, 1, 1, 1, 1}, {7});
+  Kokkos::View<T*, Mem> out("out", 7), gx("gx", 7), gy("gy", 7);
+  kloss::smooth_l1_loss(exec, x, y, out, {Reduction::none, 1.0});
+  expect_near_all(to_doubles(out), {1.5, 0.5, 0.125, 0, 0.125, 0.5, 1.5}, tol<T>(), 0, "smooth_l1 beta 1");
+  kloss::smooth_l1_loss_backward(exec, g, x, y, gx, gy, {Reduction::none, 1.0});
+  expect_near_all(to_doubles(gx), {-1, -1, -0.5, 0, 0.5, 1, 1}, tol<T>(), 0, "smooth_l1 beta 1 grad_input");
+  expect_near_all(to_doubles(gy), {1, 1, 0.5, 0, -0.5, -1, -1}, tol<T>(), 0, "smooth_l1 beta 1 grad_target");
+  // beta = 0 is L1, with torch's gradient -1 for both arguments where they are equal.
+  kloss::smooth_l1_loss(exec, x, y, out, {Reduction::none, 0.0});
+  expect_near_all(to_doubles(out), {2, 1, 0.5, 0, 0.5, 1, 2}, tol<T>(), 0, "smooth_l1 beta 0");
+  kloss::smooth_l1_loss_backward(exec, g, x, y, gx, gy, {Reduction::none, 0.0});
+  expect_near_all(to_doubles(gx), {-1, -1, -1, -1, 1, 1, 1}, tol<T>(), 0, "smooth_l1 beta 0 grad_input");
+  expect_near_all(to_doubles(gy), {1, 1, 1, -1, -1, -1, -1}, tol<T>(), 0, "smooth_l1 beta 0 grad_target");
+  kloss::huber_loss(exec, x, y, out, {Reduction::none, 0.5});
+  expect_near_all(to_doubles(out), {0.875, 0.375, 0.125, 0, 0.125, 0.375, 0.875}, tol<T>(), 0, "huber delta 0.5");
+  kloss::huber_loss_backward(exec, g, x, y, gx, gy, {Reduction::none, 0.5});
+  expect_near_all(to_doubles(gx), {-0.5, -0.5, -0.5, 0, 0.5, 0.5, 0.5}, tol<T>(), 0, "huber grad_input");
+  expect_near_all(to_doubles(gy), {0.5, 0.5, 0.5, 0, -0.5, -0.5, -0.5}, tol<T>(), 0, "huber grad_target");
+  kloss::l1_loss_backward(exec, g, x, y, gx, gy, {Reduction::none});
+  expect_near_all(to_doubles(gx), {-1, -1, -1, 0, 1, 1, 1}, tol<T>(), 0, "l1 grad_input (0 at equality)");
+  Kokkos::View<T, Mem> s("s");
+  kloss::l1_loss(exec, x, y, s);
+  expect_near_all(to_doubles(s), {7.0 / 7}, tol<T>(), 0, "l1 mean");
+}
+
+// --- binary_cross_entropy -----------------------------------------------------
+
+TYPED_TEST(Pointwise, BinaryCrossEntropyMatchesReference) {
+  using T = TypeParam;
+  for (std::size_t n : {1, 13, 41}) {
+    const std::vector<std::int64_t> s = {static_cast<std::int64_t>(n)};
+    const auto x = rv<T>(n, 0.05, 0.95, 11), y = rv<T>(n, 0, 1, 12);
+    check_case<T>({"binary_cross_entropy", {{"input", s, x}, {"target", s, y}}, {}, {"input"},
+                   [](const std::vector<double>& v) { return bce(v[0], v[1]); }});
+  }
+  // weight [4] broadcast over [3, 4]
+  const auto x = rv<T>(12, 0.05, 0.95, 13), y = rv<T>(12, 0, 1, 14), w = rv<T>(4, 0.5, 2, 15);
+  check_case<T>({"binary_cross_entropy", {{"input", {3, 4}, x}, {"target", {3, 4}, y}, {"weight", {4}, w}}, {}, {"input"},
+                 [](const std::vector<double>& v) { return v[2] * bce(v[0], v[1]); }});
+  // weight [3, 1]
+  check_case<T>({"binary_cross_entropy", {{"input", {3, 4}, x}, {"target", {3, 4}, y}, {"weight", {3, 1}, rv<T>(3, 0.5, 2, 16)}},
+                 {}, {"input"}, [](const std::vector<double>& v) { return v[2] * bce(v[0], v[1]); }});
+}
+
+TYPED_TEST(Pointwise, BinaryCrossEntropyAtZeroAndOneClampsTheLogAt100) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  auto x = make_view<T*>("x", {0, 1, 0, 1, 0.5}, {5});
+  auto y = make_view<T*>("y", {0, 1, 1, 0, 1}, {5});
+  Kokkos::View<T*, Mem> out("out", 5), gx("gx", 5);
+  kloss::binary_cross_entropy(exec, x, y, Kokkos::View<T*, Mem>(), out, {Reduction::none});
+  expect_near_all(to_doubles(out), {0, 0, 100, 100, std::log(2.0)}, tol<T>(), 0, "bce at 0 and 1");
+  auto g = make_view<T*>("g", {1, 1, 1, 1, 1}, {5});
+  kloss::binary_cross_entropy_backward(exec, g, x, y, Kokkos::View<T*, Mem>(), gx, {Reduction::none});
+  // (x - y) / max(x (1 - x), eps): 0/eps, 0/eps, -1/eps, 1/eps, -0.5/0.25, with
+  // torch's eps = 1e-12f (a float constant, also for double).
+  // (1/eps overflows float16 to infinity, as torch's float16 would.)
+  const double inv_eps = 1.0 / static_cast<double>(1e-12f);
+  expect_near_all(to_doubles(gx), rounded<T>({0, 0, -inv_eps, inv_eps, -2}), tol<T>() * 2, 0, "bce grad at 0 and 1");
+}
+
+// --- binary_cross_entropy_with_logits ----------------------------------------
+
+TYPED_TEST(Pointwise, BceWithLogitsMatchesReferenceWithWeightAndPosWeight) {
+  using T = TypeParam;
+  const auto x = rv<T>(15, -6, 6, 21), y = rv<T>(15, 0, 1, 22);
+  const auto w = rv<T>(5, 0.5, 2, 23), pw = rv<T>(5, 0.5, 3, 24);
+  const std::vector<std::int64_t> s = {3, 5};
+  check_case<T>({"binary_cross_entropy_with_logits", {{"input", s, x}, {"target", s, y}}, {}, {"input"},
+                 [](const std::vector<double>& v) { return bce_logits(v[0], v[1], 1.0); }});
+  check_case<T>({"binary_cross_entropy_with_logits", {{"input", s, x}, {"target", s, y}, {"weight", {5}, w}}, {}, {"input"},
+                 [](const std::vector<double>& v) { return v[2] * bce_logits(v[0], v[1], 1.0); }});
+  check_case<T>({"binary_cross_entropy_with_logits", {{"input", s, x}, {"target", s, y}, {"pos_weight", {5}, pw}}, {},
+                 {"input"}, [](const std::vector<double>& v) { return bce_logits(v[0], v[1], v[2]); }});
+  check_case<T>({"binary_cross_entropy_with_logits",
+                 {{"input", s, x}, {"target", s, y}, {"weight", {3, 1}, rv<T>(3, 0.5, 2, 25)}, {"pos_weight", {5}, pw}},
+                 {},
+                 {"input"},
+                 [](const std::vector<double>& v) { return v[2] * bce_logits(v[0], v[1], v[3]); }});
+}
+
+TYPED_TEST(Pointwise, BceWithLogitsIsStableForHugeLogits) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  // |x| = 1e4 (bfloat16 rounds it to 9984): loss = (1 - y) x + max(-x, 0).
+  const double big = rounded<T>({1e4})[0];
+  auto x = make_view<T*>("x", {big, -big, big, -big, 0}, {5});
+  auto y = make_view<T*>("y", {1, 0, 0, 1, 1}, {5});
+  Kokkos::View<T*, Mem> out("out", 5), gx("gx", 5);
+  Kokkos::View<T*, Mem> none;
+  kloss::binary_cross_entropy_with_logits(exec, x, y, none, none, out, {Reduction::none});
+  expect_near_all(to_doubles(out), {0, 0, big, big, std::log(2.0)}, tol<T>(), 0, "bce_with_logits at |x| = 1e4");
+  auto g = make_view<T*>("g", {1, 1, 1, 1, 1}, {5});
+  kloss::binary_cross_entropy_with_logits_backward(exec, g, x, y, none, none, gx, {Reduction::none});
+  expect_near_all(to_doubles(gx), {0, 0, 1, -1, -0.5}, tol<T>(), 0, "bce_with_logits grad at |x| = 1e4");
+  // pos_weight 3 on a positive target: 3 log(1 + e^-x).
+  auto pw = make_view<T*>("pw", {3, 3, 3, 3, 3}, {5});
+  kloss::binary_cross_entropy_with_logits(exec, x, y, none, pw, out, {Reduction::none});
+  expect_near_all(to_doubles(out), {0, 0, big, 3 * big, 3 * std::log(2.0)}, tol<T>(), 0, "with pos_weight");
+}
+
+// --- kl_div ---------------------------------------------------------------------
+
+TYPED_TEST(Pointwise, KlDivMatchesReferenceForBothTargetsAndBatchmean) {
+  using T = TypeParam;
+  const auto x = rv<T>(12, -3, 0, 31), p = rv<T>(12, 0, 1, 32), lp = rv<T>(12, -3, 0, 33);
+  const std::vector<Reduction> reds = {Reduction::none, Reduction::mean, Reduction::sum, Reduction::batchmean};
+  const std::vector<std::int64_t> s = {3, 4};
+  check_case<T>({"kl_div", {{"input", s, x}, {"target", s, p}}, {}, {"input"},
+                 [](const std::vector<double>& v) { return (v[1] == 0 ? 0 : v[1] * std::log(v[1])) - v[1] * v[0]; }},
+                reds);
+  check_case<T>({"kl_div", {{"input", s, x}, {"target", s, lp}}, {{"log_target", std::int64_t(1)}}, {"input"},
+                 [](const std::vector<double>& v) { return std::exp(v[1]) * (v[1] - v[0]); }},
+                reds);
+  // broadcast target [4]; batchmean divides by input.size(0) = 3
+  check_case<T>({"kl_div", {{"input", s, x}, {"target", {4}, rv<T>(4, 0, 1, 34)}}, {}, {"input"},
+                 [](const std::vector<double>& v) { return (v[1] == 0 ? 0 : v[1] * std::log(v[1])) - v[1] * v[0]; }},
+                reds);
+}
+
+TYPED_TEST(Pointwise, KlDivZeroTargetAndRankZeroBatchmean) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  auto x = make_view<T*>("x", {-1, -2}, {2});
+  auto y = make_view<T*>("y", {0, 0.5}, {2});
+  Kokkos::View<T*, Mem> out("out", 2);
+  kloss::kl_div(exec, x, y, out, {Reduction::none});
+  expect_near_all(to_doubles(out), {0, 0.5 * std::log(0.5) + 1}, tol<T>(), 0, "kl_div with a zero target");
+  Kokkos::View<T, Mem> x0("x0"), y0("y0"), s("s");
+  Kokkos::deep_copy(x0, T(-1.0f));
+  Kokkos::deep_copy(y0, T(0.5f));
+  kloss::kl_div(exec, x0, y0, s, {Reduction::batchmean});
+  expect_near_all(to_doubles(s), {0.5 * std::log(0.5) + 0.5}, tol<T>(), 0, "rank-0 batchmean is the sum");
+}
+
+// --- poisson_nll_loss -------------------------------------------------------------
+
+TYPED_TEST(Pointwise, PoissonNllMatchesReferenceForEveryOptionCombination) {
+  using T = TypeParam;
+  const std::vector<std::int64_t> s = {2, 7};
+  const auto xl = rv<T>(14, -2, 2, 41), xr = rv<T>(14, 0.1, 4, 42);
+  // targets: counts 0..5 (Stirling only above 1)
+  std::vector<double> y(14);
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<double>(i % 6);
+  for (bool full : {false, true}) {
+    const std::int64_t f = full;
+    check_case<T>({"poisson_nll_loss", {{"input", s, xl}, {"target", s, y}}, {{"full", f}}, {"input"},
+                   [full](const std::vector<double>& v) { return poisson(v[0], v[1], true, full, 1e-8); }});
+    check_case<T>({"poisson_nll_loss", {{"input", s, xr}, {"target", s, y}}, {{"log_input", std::int64_t(0)}, {"full", f}, {"eps", 0.01}},
+                   {"input"}, [full](const std::vector<double>& v) { return poisson(v[0], v[1], false, full, 0.01); }});
+  }
+  // broadcast target [7]
+  check_case<T>({"poisson_nll_loss", {{"input", s, xl}, {"target", {7}, std::vector<double>(y.begin(), y.begin() + 7)}},
+                 {{"full", std::int64_t(1)}}, {"input"},
+                 [](const std::vector<double>& v) { return poisson(v[0], v[1], true, true, 1e-8); }});
+}
+
+// --- gaussian_nll_loss ------------------------------------------------------------
+
+TYPED_TEST(Pointwise, GaussianNllMatchesReferenceForEveryVarShape) {
+  using T = TypeParam;
+  const auto x = rv<T>(12, -2, 2, 51), y = rv<T>(12, -2, 2, 52);
+  const std::vector<std::int64_t> s = {3, 4};
+  for (bool full : {false, true}) {
+    auto f = [full](const std::vector<double>& v) { return gauss(v[0], v[1], v[2], 1e-6, full); };
+    const std::map<std::string, kloss::rt::OptionValue> o = {{"full", std::int64_t(full)}};
+    // same shape
+    check_case<T>({"gaussian_nll_loss", {{"input", s, x}, {"target", s, y}, {"var", s, rv<T>(12, 0.5, 2, 53)}}, o,
+                   {"input", "var"}, f});
+    // one fewer dimension: [3] is unsqueezed to [3, 1]
+    check_case<T>({"gaussian_nll_loss",
+                   {{"input", s, x}, {"target", s, y}, {"var", {3}, rv<T>(3, 0.5, 2, 54), {3, 1}}}, o, {"input", "var"}, f});
+    // last dimension 1
+    check_case<T>({"gaussian_nll_loss", {{"input", s, x}, {"target", s, y}, {"var", {3, 1}, rv<T>(3, 0.5, 2, 55)}}, o,
+                   {"input", "var"}, f});
+  }
+  // target broadcast [4]; 1-D input with a rank-0 var (unsqueezed to [1])
+  check_case<T>({"gaussian_nll_loss", {{"input", s, x}, {"target", {4}, rv<T>(4, -2, 2, 56)}, {"var", s, rv<T>(12, 0.5, 2, 57)}},
+                 {}, {"input", "var"}, [](const std::vector<double>& v) { return gauss(v[0], v[1], v[2], 1e-6, false); }});
+  check_case<T>({"gaussian_nll_loss", {{"input", {5}, rv<T>(5, -2, 2, 58)}, {"target", {5}, rv<T>(5, -2, 2, 59)}, {"var", {}, {0.75}, {1}}},
+                 {}, {"input", "var"}, [](const std::vector<double>& v) { return gauss(v[0], v[1], v[2], 1e-6, false); }});
+}
+
+TYPED_TEST(Pointwise, GaussianNllClampsVarAtEpsAndKeepsItsGradient) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  // var 0 is clamped to eps = 0.25: loss (log 0.25 + 1 / 0.25) / 2; the var
+  // gradient is still (1/s - d^2/s^2) / 2 at s = eps (torch clamps under no_grad).
+  auto x = make_view<T*>("x", {1, 1}, {2});
+  auto y = make_view<T*>("y", {0, 0}, {2});
+  auto v = make_view<T*>("v", {0, 1}, {2});
+  auto g = make_view<T*>("g", {1, 1}, {2});
+  Kokkos::View<T*, Mem> out("out", 2), gx("gx", 2), gv("gv", 2);
+  kloss::GaussianNllLossOptions o;
+  o.reduction = Reduction::none;
+  o.eps = 0.25;
+  kloss::gaussian_nll_loss(exec, x, y, v, out, o);
+  expect_near_all(to_doubles(out), {0.5 * (std::log(0.25) + 4), 0.5}, tol<T>(), 0, "clamped forward");
+  kloss::gaussian_nll_loss_backward(exec, g, x, y, v, gx, gv, o);
+  expect_near_all(to_doubles(gx), {4, 1}, tol<T>(), 0, "grad_input at the clamped var");
+  expect_near_all(to_doubles(gv), {0.5 * (4 - 16), 0}, tol<T>(), 0, "grad_var at the clamped var");
+}
+
+// --- mse through the same generic check ------------------------------------------
+
+TYPED_TEST(Pointwise, MseMatchesReferenceAtOddSizes) {
+  using T = TypeParam;
+  for (std::size_t n : {1, 13, 41, 4097 + 13}) {
+    const std::vector<std::int64_t> s = {static_cast<std::int64_t>(n)};
+    check_case<T>({"mse_loss", {{"input", s, rv<T>(n, -2, 2, 61)}, {"target", s, rv<T>(n, -2, 2, 62)}}, {}, {"input", "target"},
+                   [](const std::vector<double>& v) { return (v[0] - v[1]) * (v[0] - v[1]); }});
+  }
+}
+
+TYPED_TEST(Pointwise, TranscendentalOpsMatchReferenceOverManyChunks) {
+  using T = TypeParam;
+  // More than one chunk (tuning::pointwise_chunk) and a ragged tail, so the
+  // lane-split reduction and the chunk join are exercised.
+  const std::size_t n = 2 * kloss::impl::tuning::pointwise_chunk + 37;
+  const std::vector<std::int64_t> s = {static_cast<std::int64_t>(n)};
+  const auto x = rv<T>(n, -8, 8, 71), y = rv<T>(n, 0, 1, 72);
+  check_case<T>({"binary_cross_entropy_with_logits", {{"input", s, x}, {"target", s, y}}, {}, {"input"},
+                 [](const std::vector<double>& v) { return bce_logits(v[0], v[1], 1.0); }},
+                {Reduction::mean, Reduction::none});
+  check_case<T>({"binary_cross_entropy", {{"input", s, rv<T>(n, 0.01, 0.99, 73)}, {"target", s, y}}, {}, {"input"},
+                 [](const std::vector<double>& v) { return bce(v[0], v[1]); }},
+                {Reduction::sum});
+}
+
+TEST(PointwiseMath, VectorisedExpAndLogAgreeWithLibm) {
+  using namespace kloss::impl;
+  double worst_f = 0, worst_d = 0;
+  for (double x = -100; x <= 88; x += 0.0137) {
+    // float: relative error over the normal range (results below 2^-126,
+    // x < -87.3, are subnormal and hold fewer bits: checked absolutely).
+    const double ef = std::exp(static_cast<double>(static_cast<float>(x)));
+    if (x > -87) worst_f = std::max(worst_f, std::fabs(vexp(static_cast<float>(x)) - ef) / ef);
+    else EXPECT_LE(std::fabs(vexp(static_cast<float>(x)) - ef), 1.5e-45) << x;
+    worst_d = std::max(worst_d, std::fabs(vexp(x) - std::exp(x)) / std::exp(x));
+  }
+  EXPECT_LT(worst_f, 3e-7);
+  EXPECT_LT(worst_d, 1e-15);
+  worst_f = worst_d = 0;
+  for (double x = 1e-30; x < 1e30; x *= 1.37) {
+    const double lf = std::log(static_cast<double>(static_cast<float>(x)));
+    worst_f = std::max(worst_f, std::fabs(vlog(static_cast<float>(x)) - lf) / std::max(std::fabs(lf), 1.0));
+    worst_d = std::max(worst_d, std::fabs(vlog(x) - std::log(x)) / std::max(std::fabs(std::log(x)), 1.0));
+  }
+  EXPECT_LT(worst_f, 3e-7);
+  EXPECT_LT(worst_d, 1e-15);
+  EXPECT_EQ(vexp(-1000.0), 0.0);
+  EXPECT_EQ(vexp(1000.0), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(vexp(-200.0f), 0.0f);
+  EXPECT_EQ(vexp(100.0f), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(vexp(-100.0f), std::exp(-100.0f));  // subnormal result
+  EXPECT_TRUE(std::isnan(vexp(std::nan(""))));
+  EXPECT_EQ(vlog(0.0), -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isnan(vlog(-1.0f)));
+  EXPECT_EQ(vlog(std::numeric_limits<float>::infinity()), std::numeric_limits<float>::infinity());
+  EXPECT_NEAR(vlog(1e-40f), std::log(1e-40), 1e-5);  // subnormal argument
+  EXPECT_NEAR(vlog(5e-320), std::log(5e-320), 1e-12);
+  EXPECT_DOUBLE_EQ(vlog1p(1e-20), 1e-20);
+  EXPECT_NEAR(vlog1p(1e-5f), std::log1p(1e-5), 1e-12);
+  EXPECT_EQ(vlog1p(-1.0), -std::numeric_limits<double>::infinity());
+}
+
+// --- errors -------------------------------------------------------------------------
+
+TEST(PointwiseErrors, OptionsAreChecked) {
+  using namespace kloss_test;
+  Exec exec;
+  Kokkos::View<float*, Mem> x("x", 3), y("y", 3);
+  Kokkos::View<float, Mem> s("s");
+  EXPECT_KLOSS_THROW(kloss::smooth_l1_loss(exec, x, y, s, {Reduction::mean, -1.0}), kloss::InvalidArgument,
+                     "kloss::smooth_l1_loss: option 'beta' must be non-negative, got -1");
+  EXPECT_KLOSS_THROW(kloss::huber_loss(exec, x, y, s, {Reduction::mean, 0.0}), kloss::InvalidArgument,
+                     "kloss::huber_loss: option 'delta' must be positive, got 0");
+  EXPECT_KLOSS_THROW(kloss::smooth_l1_loss_backward(exec, s, x, y, x, y, {Reduction::mean, -2.0}),
+                     kloss::InvalidArgument, "kloss::smooth_l1_loss_backward: option 'beta' must be non-negative");
+  EXPECT_KLOSS_THROW(kloss::huber_loss_backward(exec, s, x, y, x, y, {Reduction::mean, -1.0}), kloss::InvalidArgument,
+                     "kloss::huber_loss_backward: option 'delta' must be positive");
+  EXPECT_KLOSS_THROW(kloss::l1_loss(exec, x, y, s, {Reduction::batchmean}), kloss::InvalidArgument,
+                     "kloss::l1_loss: reduction 'batchmean' is only valid for kl_div");
+  kloss::PoissonNllLossOptions po;
+  po.reduction = Reduction::batchmean;
+  EXPECT_KLOSS_THROW(kloss::poisson_nll_loss(exec, x, y, s, po), kloss::InvalidArgument,
+                     "kloss::poisson_nll_loss: reduction 'batchmean' is only valid for kl_div");
+}
+
+TEST(PointwiseErrors, ShapesAreChecked) {
+  using namespace kloss_test;
+  Exec exec;
+  Kokkos::View<float*, Mem> x("x", 3), y4("y4", 4), none, w3("w3", 3);
+  Kokkos::View<float**, Mem> x23("x23", 2, 3), w23("w23", 2, 3);
+  Kokkos::View<float, Mem> s("s");
+  Kokkos::View<float*, Mem> out3("o3", 3);
+  EXPECT_KLOSS_THROW(kloss::l1_loss(exec, x, y4, s), kloss::DimensionMismatch,
+                     "kloss::l1_loss: arguments 'input' [3] and 'target' [4] do not broadcast");
+  EXPECT_KLOSS_THROW(kloss::kl_div(exec, x, x, s, {Reduction::none}), kloss::DimensionMismatch,
+                     "kloss::kl_div: argument 'output' must have shape [3], got []");
+  EXPECT_KLOSS_THROW(kloss::huber_loss_backward(exec, s, x, x, y4, none), kloss::DimensionMismatch,
+                     "kloss::huber_loss_backward: argument 'grad_input' must have shape [3], got [4]");
+  EXPECT_KLOSS_THROW(kloss::poisson_nll_loss_backward(exec, out3, x, x, x), kloss::DimensionMismatch,
+                     "kloss::poisson_nll_loss_backward: argument 'grad_output' must hold one element for reduction 'mean'");
+  // binary_cross_entropy: target must have input's shape (torch: ValueError).
+  EXPECT_KLOSS_THROW(kloss::binary_cross_entropy(exec, x23, x, none, s), kloss::DimensionMismatch,
+                     "kloss::binary_cross_entropy: arguments 'input' [2, 3] and 'target' [3] must have the same shape");
+  EXPECT_KLOSS_THROW(kloss::binary_cross_entropy(exec, x, x, w23, s), kloss::DimensionMismatch,
+                     "kloss::binary_cross_entropy: argument 'weight' [2, 3] must broadcast to the input's shape [3]");
+  EXPECT_KLOSS_THROW(kloss::binary_cross_entropy(exec, x, x, y4, s), kloss::DimensionMismatch,
+                     "kloss::binary_cross_entropy: arguments 'input' [3] and 'weight' [4] do not broadcast");
+  EXPECT_KLOSS_THROW(kloss::binary_cross_entropy_with_logits(exec, x, x, none, w23, s), kloss::DimensionMismatch,
+                     "kloss::binary_cross_entropy_with_logits: argument 'pos_weight' [2, 3] must broadcast to the input's shape [3]");
+  EXPECT_KLOSS_THROW(kloss::binary_cross_entropy_with_logits_backward(exec, s, x, y4, none, none, x),
+                     kloss::DimensionMismatch, "must have the same shape");
+  EXPECT_KLOSS_THROW(kloss::binary_cross_entropy_backward(exec, s, x, x, none, y4), kloss::DimensionMismatch,
+                     "kloss::binary_cross_entropy_backward: argument 'grad_input' must have shape [3], got [4]");
+  // gaussian_nll_loss: var's three allowed shapes, nothing else.
+  Kokkos::View<float*, Mem> v2("v2", 2);
+  Kokkos::View<float**, Mem> v21("v21", 2, 1), v13("v13", 1, 3);
+  EXPECT_NO_THROW(kloss::gaussian_nll_loss(exec, x23, x23, v2, s));
+  EXPECT_NO_THROW(kloss::gaussian_nll_loss(exec, x23, x23, v21, s));
+  EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x23, x23, w3, s), kloss::DimensionMismatch,
+                     "kloss::gaussian_nll_loss: argument 'var' [3] must have the input's shape [2, 3], that shape "
+                     "without its last dimension, or with its last dimension 1");
+  EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x23, x23, v13, s), kloss::DimensionMismatch,
+                     "kloss::gaussian_nll_loss: argument 'var' [1, 3]");
+  EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss_backward(exec, s, x23, x23, v2, x23, w3), kloss::DimensionMismatch,
+                     "kloss::gaussian_nll_loss_backward: argument 'grad_var' must have shape [2], got [3]");
+}
+
+TYPED_TEST(Pointwise, BinaryCrossEntropyRejectsValuesOutsideZeroOne) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  Kokkos::View<T*, Mem> none;
+  Kokkos::View<T, Mem> s("s");
+  Kokkos::View<T*, Mem> out("out", 5);
+  auto ok = make_view<T*>("ok", {0, 0.25, 0.5, 0.75, 1}, {5});
+  auto bad_in = make_view<T*>("bad_in", {0, 0.25, 1.5, 0.75, -1}, {5});
+  auto bad_tg = make_view<T*>("bad_tg", {0, 0.25, 0.5, -0.5, 1}, {5});
+  EXPECT_KLOSS_THROW(kloss::binary_cross_entropy(exec, bad_in, ok, none, s), kloss::InvalidArgument,
+                     "kloss::binary_cross_entropy: argument 'input' must hold values in [0, 1], got 1.5 at position 2");
+  EXPECT_KLOSS_THROW(kloss::binary_cross_entropy(exec, ok, bad_tg, none, out, {Reduction::none}), kloss::InvalidArgument,
+                     "kloss::binary_cross_entropy: argument 'target' must hold values in [0, 1], got -0.5 at position 3");
+  // Both bad at different places: the first position wins.
+  EXPECT_KLOSS_THROW(kloss::binary_cross_entropy(exec, bad_in, bad_tg, ok, s, {Reduction::sum}), kloss::InvalidArgument,
+                     "argument 'input' must hold values in [0, 1], got 1.5 at position 2");
+  auto nan_in = make_view<T*>("nan_in", {0.5, 0.5, std::nan(""), 0.5, 0.5}, {5});
+  EXPECT_KLOSS_THROW(kloss::binary_cross_entropy(exec, nan_in, ok, none, s), kloss::InvalidArgument,
+                     "argument 'input' must hold values in [0, 1], got nan at position 2");
+  // A violation deep inside a large input (not in the first chunk).
+  const std::size_t n = 3 * kloss::impl::tuning::pointwise_chunk + 5;
+  std::vector<double> big(n, 0.5);
+  big[n - 2] = 2;
+  auto bx = make_view<T*>("bx", big, {n});
+  auto by = make_view<T*>("by", std::vector<double>(n, 1.0), {n});
+  EXPECT_KLOSS_THROW(kloss::binary_cross_entropy(exec, bx, by, none, s), kloss::InvalidArgument,
+                     "got 2 at position " + std::to_string(n - 2));
+}
+
+TYPED_TEST(Pointwise, GaussianNllRejectsNegativeVar) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  Kokkos::View<T, Mem> s("s");
+  auto x = make_view<T**>("x", {1, 2, 3, 4, 5, 6}, {2, 3});
+  auto v = make_view<T*>("v", {1, -0.5}, {2});  // [2] broadcast as [2, 1]
+  EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x, x, v, s), kloss::InvalidArgument,
+                     "kloss::gaussian_nll_loss: argument 'var' must be non-negative, got -0.5 at position 1");
+  Kokkos::View<T**, Mem> out("out", 2, 3);
+  kloss::GaussianNllLossOptions o;
+  o.reduction = Reduction::none;
+  EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x, x, v, out, o), kloss::InvalidArgument,
+                     "argument 'var' must be non-negative, got -0.5 at position 1");
+}
+
+TEST(PointwiseErrors, RuntimeAdapterNamesInputsAndOptions) {
+  namespace rt = kloss::rt;
+  rt::Call c;
+  c.op = "gaussian_nll_loss";
+  c.inputs["input"] = rt::Buffer::from_doubles(rt::DType::float32, Shape{2}, {1, 2});
+  c.inputs["target"] = rt::Buffer::from_doubles(rt::DType::float32, Shape{2}, {1, 2});
+  EXPECT_KLOSS_THROW(rt::run(c), kloss::InvalidArgument, "kloss::gaussian_nll_loss: input 'var' is missing");
+  c.op = "huber_loss";
+  c.options.set("beta", 1.0);
+  EXPECT_KLOSS_THROW(rt::run(c), kloss::NotImplemented, "kloss::huber_loss: option 'beta' is not supported");
+}
+
+TEST(PointwiseRegistry, EveryElementwiseOpIsRegisteredWithItsOptions) {
+  const std::map<std::string, std::vector<std::string>> want = {
+      {"mse_loss", {"reduction"}},
+      {"l1_loss", {"reduction"}},
+      {"smooth_l1_loss", {"reduction", "beta"}},
+      {"huber_loss", {"reduction", "delta"}},
+      {"binary_cross_entropy", {"reduction"}},
+      {"binary_cross_entropy_with_logits", {"reduction"}},
+      {"kl_div", {"reduction", "log_target"}},
+      {"poisson_nll_loss", {"log_input", "full", "eps", "reduction"}},
+      {"gaussian_nll_loss", {"full", "eps", "reduction"}},
+  };
+  for (const auto& [name, opts] : want) {
+    const kloss::OpInfo* op = kloss::find_op(name);
+    ASSERT_NE(op, nullptr) << name;
+    std::vector<std::string> got;
+    for (const auto& o : op->options) got.emplace_back(o.name);
+    EXPECT_EQ(got, opts) << name;
+    EXPECT_EQ(op->header, "kloss/pointwise.hpp") << name;
+  }
 }

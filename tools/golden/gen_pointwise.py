@@ -1,0 +1,265 @@
+"""Golden cases of the element-wise losses (kloss/pointwise.hpp):
+mse_loss, l1_loss, smooth_l1_loss, huber_loss, binary_cross_entropy,
+binary_cross_entropy_with_logits, kl_div, poisson_nll_loss,
+gaussian_nll_loss - every op x dtype x reduction x option, with broadcast
+arguments and the edge cases (beta = 0, probabilities 0 and 1 in BCE,
+logits of magnitude 1e4, zero and log targets in kl_div, Stirling's term,
+clamped var). References from torch 1.13 in float64 on inputs rounded to the
+case dtype; gradients from autograd with a random grad_output.
+
+  cd tools/golden && /usr/bin/python3 -c "import gen_pointwise as g; g.main('../../data/golden')"
+"""
+import os
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+import h5py
+
+from golden_writer import DTYPES, SCHEMA, GoldenFile, rounded, tolerances
+
+warnings.simplefilter("ignore")  # torch warns about broadcasting and kl_div's 'mean'
+
+REDUCTIONS = ["none", "mean", "sum"]
+
+
+def rot(k, di):
+    """The reduction of the k-th variant for the di-th dtype: variants that
+    do not take every reduction rotate through them across dtypes, so each
+    op x option x broadcast meets every reduction and every dtype (pairwise
+    coverage keeps the file under 1 MB)."""
+    return REDUCTIONS[(k + di) % 3]
+
+
+def uniform(gen, shape, lo, hi):
+    return lo + (hi - lo) * torch.rand(shape, generator=gen, dtype=torch.float64)
+
+
+class CompactGoldenFile(GoldenFile):
+    """GoldenFile in HDF5's newest format for the installed library (1.10):
+    groups store their links in the object header, about 4x smaller for
+    hundreds of small cases. Same layout and schema."""
+
+    def __enter__(self):
+        self.f = h5py.File(self.path, "w", libver="latest")
+        self.f.attrs["schema"] = SCHEMA
+        self.cases = self.f.create_group("cases")
+        return self
+
+
+class Writer:
+    def __init__(self, g, gen):
+        self.g = g
+        self.gen = gen
+        self.count = 0
+
+    def case(self, name, op, dtype, inputs, diff, call, reduction, options=None, grads=True, atol_scale=1.0):
+        """inputs: name -> float64 tensor (rounded here); diff: differentiable
+        input names; call(**tensors) -> loss. atol: the dtype's, raised to
+        rtol x the largest magnitude of the case's results x atol_scale
+        (sums and cancellations, e.g. e^x - y x + Stirling, err relative to
+        the terms' scale, not to the element's value)."""
+        ins = {k: rounded(v, dtype) for k, v in inputs.items()}
+        leaves = {k: v.clone().requires_grad_(k in diff) for k, v in ins.items()}
+        out = call(**leaves)
+        expected_grads = None
+        go = None
+        if grads:
+            go = rounded(uniform(self.gen, out.shape, 0.5, 1.5), dtype)
+            gs = torch.autograd.grad(out, [leaves[k] for k in diff], go)
+            expected_grads = dict(zip(diff, gs))
+        rtol, atol = tolerances(dtype)
+        mags = [out.detach().abs()] + ([g.abs() for g in expected_grads.values()] if grads else [])
+        finite = [m[torch.isfinite(m)] for m in mags]
+        big = max([float(m.max()) if m.numel() else 0.0 for m in finite] + [1.0])
+        atol = max(atol, rtol * big * atol_scale)
+        self.g.add_case("%s_%s_%s" % (op, name, dtype), op, dtype, ins, out.detach(),
+                        grads=expected_grads, grad_output=go, reduction=reduction, options=options,
+                        rtol=rtol, atol=atol)
+        self.count += 1
+
+
+def main(out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "pointwise.h5")
+    gen = torch.Generator().manual_seed(20261122)
+    with CompactGoldenFile(path) as g:
+        w = Writer(g, gen)
+        for di, dtype in enumerate(DTYPES):
+            add_regression(w, gen, dtype, di)
+            add_bce(w, gen, dtype, di)
+            add_bce_logits(w, gen, dtype, di)
+            add_kl_div(w, gen, dtype, di)
+            add_poisson(w, gen, dtype, di)
+            add_gaussian(w, gen, dtype, di)
+    print("wrote %d cases to %s (%d bytes)" % (w.count, path, os.path.getsize(path)))
+
+
+def add_regression(w, gen, dtype, di):
+    """mse / l1 / smooth_l1 / huber: same shape, broadcast both ways, rank 0,
+    ties (input == target) and beta = 0."""
+    x = uniform(gen, (3, 5), -3, 3)
+    y = uniform(gen, (3, 5), -3, 3)
+    xb = uniform(gen, (3, 1, 4), -3, 3)
+    yb = uniform(gen, (5, 1), -3, 3)
+    ops = [("mse_loss", {}), ("l1_loss", {}), ("smooth_l1_loss", {"beta": 1.0}), ("smooth_l1_loss", {"beta": 0.5}),
+           ("smooth_l1_loss", {"beta": 0.0}), ("huber_loss", {"delta": 1.0}), ("huber_loss", {"delta": 2.5})]
+    for k, (op, opts) in enumerate(ops):
+        fn = getattr(F, op)
+        tag = "_".join("%s%g" % kv for kv in opts.items())
+        for red in REDUCTIONS:
+            call = lambda input, target, red=red: fn(input, target, reduction=red, **opts)
+            w.case("same_%s_%s" % (tag, red), op, dtype, {"input": x, "target": y}, ["input", "target"], call, red, opts)
+            if red == rot(k, di):
+                w.case("bcast_%s_%s" % (tag, red), op, dtype, {"input": xb, "target": yb}, ["input", "target"], call,
+                       red, opts)
+        # ties: input == target in places (gradient conventions at 0 and at +-beta)
+        xt = torch.tensor([[0.0, 1.0, -1.0, 0.5, 2.0], [0.25, -0.5, 3.0, 0.0, -2.0]], dtype=torch.float64)
+        yt = torch.tensor([[0.0, 0.0, 0.0, 0.5, 1.0], [0.25, 0.5, 0.0, 1.0, -1.0]], dtype=torch.float64)
+        call = lambda input, target: fn(input, target, reduction="none", **opts)
+        w.case("ties_%s" % tag, op, dtype, {"input": xt, "target": yt}, ["input", "target"], call, "none", opts)
+    # rank-0 input and target
+    for op in ("mse_loss", "huber_loss"):
+        fn = getattr(F, op)
+        w.case("rank0", op, dtype, {"input": torch.tensor(1.75, dtype=torch.float64),
+                                    "target": torch.tensor(-0.5, dtype=torch.float64)},
+               ["input", "target"], lambda input, target: fn(input, target, reduction="sum"), "sum")
+
+
+def add_bce(w, gen, dtype, di):
+    x = uniform(gen, (3, 5), 0.02, 0.98)
+    y = uniform(gen, (3, 5), 0, 1)
+    wc = uniform(gen, (5,), 0.5, 2)
+    wr = uniform(gen, (3, 1), 0.5, 2)
+    for red in REDUCTIONS:
+        w.case("plain_" + red, "binary_cross_entropy", dtype, {"input": x, "target": y}, ["input"],
+               lambda input, target, red=red: F.binary_cross_entropy(input, target, reduction=red), red)
+        for k, (wn, wt) in enumerate((("wclass", wc), ("wrow", wr))):
+            if k == 1 and red != rot(0, di):
+                continue
+            w.case("%s_%s" % (wn, red), "binary_cross_entropy", dtype, {"input": x, "target": y, "weight": wt},
+                   ["input"],
+                   lambda input, target, weight, red=red: F.binary_cross_entropy(input, target, weight,
+                                                                                 reduction=red), red)
+    # probabilities exactly 0 and 1: logs clamped at -100; gradient
+    # (x - y) / max(x (1 - x), 1e-12) is +-1e12 where x is 0 or 1 and y is
+    # not - beyond float16's range, so float16 checks the forward only.
+    xe = torch.tensor([0.0, 1.0, 0.0, 1.0, 0.5, 0.0, 1.0], dtype=torch.float64)
+    ye = torch.tensor([0.0, 1.0, 1.0, 0.0, 1.0, 0.5, 0.25], dtype=torch.float64)
+    for red in ("none", rot(1, di) if rot(1, di) != "none" else "sum"):
+        w.case("zero_one_" + red, "binary_cross_entropy", dtype, {"input": xe, "target": ye}, ["input"],
+               lambda input, target, red=red: F.binary_cross_entropy(input, target, reduction=red), red,
+               grads=dtype != "float16", atol_scale=0.0)  # gradients of 1e12 must not loosen the forward
+
+
+def add_bce_logits(w, gen, dtype, di):
+    x = uniform(gen, (3, 5), -6, 6)
+    y = uniform(gen, (3, 5), 0, 1)
+    wc = uniform(gen, (5,), 0.5, 2)
+    pw = uniform(gen, (5,), 0.5, 3)
+    wr = uniform(gen, (3, 1), 0.5, 2)
+    op = "binary_cross_entropy_with_logits"
+    for red in REDUCTIONS:
+        for k, (tag, extra) in enumerate((("plain", {}), ("weight", {"weight": wc}), ("posw", {"pos_weight": pw}),
+                                          ("both", {"weight": wr, "pos_weight": pw}))):
+            if k > 0 and red != rot(k, di):
+                continue
+            ins = dict({"input": x, "target": y}, **extra)
+            w.case("%s_%s" % (tag, red), op, dtype, ins, ["input"],
+                   lambda red=red, **t: F.binary_cross_entropy_with_logits(t["input"], t["target"], t.get("weight"),
+                                                                          reduction=red,
+                                                                          pos_weight=t.get("pos_weight")), red)
+    # |x| ~ 1e4: the stable form gives (1 - y) x + max(-x, 0) exactly.
+    xe = torch.tensor([[1e4, -1e4, 1e4, -1e4, 30.0], [-30.0, 9999.0, -9999.0, 0.0, 1e4]], dtype=torch.float64)
+    ye = torch.tensor([[1.0, 0.0, 0.0, 1.0, 0.25], [0.75, 0.5, 0.5, 1.0, 0.0]], dtype=torch.float64)
+    pe = torch.tensor([2.0, 0.5, 3.0, 1.0, 4.0], dtype=torch.float64)
+    for red in REDUCTIONS:
+        if red not in ("none", rot(2, di)):
+            continue
+        w.case("huge_" + red, op, dtype, {"input": xe, "target": ye}, ["input"],
+               lambda input, target, red=red: F.binary_cross_entropy_with_logits(input, target, reduction=red), red)
+        w.case("huge_posw_" + red, op, dtype, {"input": xe, "target": ye, "pos_weight": pe}, ["input"],
+               lambda input, target, pos_weight, red=red: F.binary_cross_entropy_with_logits(
+                   input, target, reduction=red, pos_weight=pos_weight), red)
+
+
+def add_kl_div(w, gen, dtype, di):
+    x = torch.log_softmax(uniform(gen, (3, 5), -2, 2), dim=1)
+    p = torch.softmax(uniform(gen, (3, 5), -2, 2), dim=1)
+    p[0, 1] = 0.0  # xlogy(0, 0) = 0
+    p[2, 4] = 0.0
+    lp = torch.log_softmax(uniform(gen, (3, 5), -2, 2), dim=1)
+    pb = torch.softmax(uniform(gen, (5,), -2, 2), dim=0)
+    for red in REDUCTIONS + ["batchmean"]:
+        for lt, tgt in ((False, p), (True, lp)):
+            w.case("lt%d_%s" % (lt, red), "kl_div", dtype, {"input": x, "target": tgt}, ["input"],
+                   lambda input, target, red=red, lt=lt: F.kl_div(input, target, reduction=red, log_target=lt), red,
+                   {"log_target": lt})
+        if red != (REDUCTIONS + ["batchmean"])[di]:
+            continue
+        w.case("bcast_" + red, "kl_div", dtype, {"input": x, "target": pb}, ["input"],
+               lambda input, target, red=red: F.kl_div(input, target, reduction=red), red)
+    w.case("rank0_batchmean", "kl_div", dtype, {"input": torch.tensor(-1.25, dtype=torch.float64),
+                                                 "target": torch.tensor(0.5, dtype=torch.float64)}, ["input"],
+           lambda input, target: F.kl_div(input, target, reduction="batchmean"), "batchmean")
+
+
+def add_poisson(w, gen, dtype, di):
+    xl = uniform(gen, (2, 7), -2, 2)
+    xr = uniform(gen, (2, 7), 0.1, 4)
+    y = torch.tensor([[0, 1, 2, 3, 5, 8, 13], [1.5, 0, 4, 2, 1, 6, 0.5]], dtype=torch.float64)
+    yb = torch.tensor([0, 1, 2, 3, 5, 8, 13], dtype=torch.float64)
+    for red in REDUCTIONS:
+        for log_input in (True, False):
+            for full in (False, True):
+                if red != "none" and red != rot(2 * log_input + full, di):
+                    continue
+                xs = xl if log_input else xr
+                opts = {"log_input": log_input, "full": full}
+                if not log_input:
+                    opts["eps"] = 0.01 if full else 1e-8
+                w.case("li%d_full%d_%s" % (log_input, full, red), "poisson_nll_loss", dtype,
+                       {"input": xs, "target": y}, ["input"],
+                       lambda input, target, red=red, o=dict(opts): F.poisson_nll_loss(input, target, reduction=red,
+                                                                                       **o), red, opts)
+        if red != rot(0, di):
+            continue
+        w.case("bcast_full_" + red, "poisson_nll_loss", dtype, {"input": xl, "target": yb}, ["input"],
+               lambda input, target, red=red: F.poisson_nll_loss(input, target, full=True, reduction=red), red,
+               {"full": True})
+
+
+def add_gaussian(w, gen, dtype, di):
+    x = uniform(gen, (3, 4), -2, 2)
+    y = uniform(gen, (3, 4), -2, 2)
+    yb = uniform(gen, (4,), -2, 2)
+    vs = uniform(gen, (3, 4), 0.25, 2)
+    v1 = uniform(gen, (3,), 0.25, 2)
+    v31 = uniform(gen, (3, 1), 0.25, 2)
+    op = "gaussian_nll_loss"
+    for red in REDUCTIONS:
+        for full in (False, True):
+            for k, (tag, var) in enumerate((("same", vs), ("fewer", v1), ("last1", v31))):
+                if red != rot(k + 3 * full, di):
+                    continue
+                w.case("%s_full%d_%s" % (tag, full, red), op, dtype, {"input": x, "target": y, "var": var},
+                       ["input", "var"],
+                       lambda input, target, var, red=red, full=full: F.gaussian_nll_loss(
+                           input, target, var, full=full, reduction=red), red, {"full": full})
+        if red != rot(1, di):
+            continue
+        w.case("bcast_target_" + red, op, dtype, {"input": x, "target": yb, "var": vs}, ["input", "var"],
+               lambda input, target, var, red=red: F.gaussian_nll_loss(input, target, var, reduction=red), red)
+        # var 0 and below eps: clamped forward, gradient still flows (torch
+        # clamps under no_grad). eps 0.01 keeps 1/eps^2 in range for 16-bit.
+        vz = torch.tensor([[0.0, 0.001, 0.5, 1.0], [0.005, 2.0, 0.0, 0.25], [1.5, 0.0, 0.02, 0.75]],
+                          dtype=torch.float64)
+        w.case("clamped_" + red, op, dtype, {"input": x * 0.1, "target": y * 0.1, "var": vz}, ["input", "var"],
+               lambda input, target, var, red=red: F.gaussian_nll_loss(input, target, var, eps=0.01, reduction=red),
+               red, {"eps": 0.01})
+
+
+if __name__ == "__main__":
+    import sys
+    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "data", "golden"))

@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""Times PyTorch CPU on the work perf_tests/bench_pointwise.cpp does, for its
+side-by-side numbers. Protocol of tools/torch_bench.py: `--threads N` first,
+prints "key milliseconds" lines (median of repeats): fwd (no_grad forward),
+fwdbwd (forward + backward w.r.t. input), bwd (their difference). Reduction
+'mean'; inputs in the same ranges as the C++ benchmark; only `input`
+requires grad. Silent (no output) when torch is absent.
+
+  torch_bench_pointwise.py --threads 1 kl_div --numel 16777216 --dtype float32
+  torch_bench_pointwise.py --threads 1 --best bce --numel 16777216
+  (--best re-runs itself with ATEN_CPU_CAPABILITY=avx512 and
+   GLIBC_TUNABLES=glibc.malloc.hugetlb=1, torch's fastest configuration
+   here; see /work/shared/PERF-NOTES.md)
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+if "--best" in sys.argv and "ATEN_CPU_CAPABILITY" not in os.environ:
+    env = dict(os.environ, ATEN_CPU_CAPABILITY="avx512", GLIBC_TUNABLES="glibc.malloc.hugetlb=1")
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    sys.exit(0)
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64,
+          "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+# op -> (input range, number of operands, call)
+OPS = {
+    "mse_loss": ((-2, 2), 2, lambda x, y, v: F.mse_loss(x, y)),
+    "l1_loss": ((-2, 2), 2, lambda x, y, v: F.l1_loss(x, y)),
+    "smooth_l1_loss": ((-2, 2), 2, lambda x, y, v: F.smooth_l1_loss(x, y)),
+    "huber_loss": ((-2, 2), 2, lambda x, y, v: F.huber_loss(x, y)),
+    "binary_cross_entropy": ((0.02, 0.98), 2, lambda x, y, v: F.binary_cross_entropy(x, y)),
+    "binary_cross_entropy_with_logits": ((-8, 8), 2, lambda x, y, v: F.binary_cross_entropy_with_logits(x, y)),
+    "kl_div": ((-4, 0), 2, lambda x, y, v: F.kl_div(x, y, reduction="mean")),
+    "poisson_nll_loss": ((-2, 2), 2, lambda x, y, v: F.poisson_nll_loss(x, y)),
+    "gaussian_nll_loss": ((-2, 2), 3, lambda x, y, v: F.gaussian_nll_loss(x, y, v)),
+}
+
+
+def median_ms(fn, repeats=7, warmup=2):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--best", action="store_true")
+    ap.add_argument("op")
+    ap.add_argument("--numel", type=int, default=16 << 20)
+    ap.add_argument("--dtype", default="float32")
+    a = ap.parse_args()
+    if a.op not in OPS:
+        return
+    torch.set_num_threads(a.threads)
+    import warnings
+    warnings.simplefilter("ignore")
+    dtype = DTYPES[a.dtype]
+    (lo, hi), nops, fn = OPS[a.op]
+    n = a.numel
+    g = torch.Generator().manual_seed(0)
+    x = (lo + (hi - lo) * torch.rand(n, generator=g, dtype=torch.float64)).to(dtype).requires_grad_(True)
+    y = torch.rand(n, generator=g, dtype=torch.float64).to(dtype)
+    v = (0.5 + torch.rand(n, generator=g, dtype=torch.float64)).to(dtype) if nops > 2 else None
+    out = {}
+    with torch.no_grad():
+        out["fwd"] = median_ms(lambda: fn(x, y, v))
+
+    def fb():
+        x.grad = None
+        fn(x, y, v).backward()
+    out["fwdbwd"] = median_ms(fb)
+    out["bwd"] = max(out["fwdbwd"] - out["fwd"], 0.0)
+    for k, val in out.items():
+        print(k, "%.6f" % val)
+
+
+if __name__ == "__main__":
+    main()
