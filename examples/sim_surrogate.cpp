@@ -1,0 +1,353 @@
+// Simulation-coupled training: a 2-D advection-diffusion solver, its grid
+// split in row strips over MPI ranks, advances in time; every few steps its
+// state trains online a small surrogate (an MLP on Kokkos Kernels gemms)
+// that predicts the next state of each cell from its 3x3 neighbourhood, with
+// a predicted mean and variance trained by kloss::gaussian_nll_loss. MSE
+// and Huber of the mean are reported alongside. Gradients are averaged over
+// the ranks with one allreduce (data-parallel).
+//
+//   mpirun -np 2 sim_surrogate [--nx 128] [--steps 1200] [--train-every 10]
+//                              [--iters 20] [--hidden 32] [--out DIR] [--short]
+//
+// Prints a line per training round and writes DIR/sim_surrogate.csv and
+// DIR/sim_surrogate.png (loss curves); exits non-zero if the surrogate did
+// not learn (final MSE not below 10 % of the first round's).
+#include <kloss/kloss.hpp>
+#include <mpi.h>
+
+#include <KokkosBlas3_gemm.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/plot_png.hpp"
+
+namespace {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+using Mem = Exec::memory_space;
+using V1 = Kokkos::View<double*, Mem>;
+using V2 = Kokkos::View<double**, Kokkos::LayoutRight, Mem>;
+
+void check_mpi(int rc, const char* what) {
+  if (rc != MPI_SUCCESS) {
+    std::fprintf(stderr, "sim_surrogate: MPI call %s failed\n", what);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+}
+
+struct Args {
+  int nx = 128, steps = 1200, train_every = 10, iters = 20, hidden = 32;
+  std::string out = "out";
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (s == "--nx") a.nx = std::stoi(next());
+    else if (s == "--steps") a.steps = std::stoi(next());
+    else if (s == "--train-every") a.train_every = std::stoi(next());
+    else if (s == "--iters") a.iters = std::stoi(next());
+    else if (s == "--hidden") a.hidden = std::stoi(next());
+    else if (s == "--out") a.out = next();
+    else if (s == "--short") {
+      a.nx = 48;
+      a.steps = 300;
+    }
+  }
+  return a;
+}
+
+/// The local strip: rows [y0, y0 + ny) of the global nx x nx periodic grid,
+/// stored with one halo row above and below: u(ny + 2, nx).
+struct Grid {
+  int nx, ny, y0;
+  V2 u, un;
+};
+
+void exchange_halos(Grid& g, MPI_Comm comm, int rank, int size) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), g.u);
+  const int up = (rank + size - 1) % size, down = (rank + 1) % size;
+  // first interior row -> up's bottom halo; last interior row -> down's top halo
+  check_mpi(MPI_Sendrecv(&h(1, 0), g.nx, MPI_DOUBLE, up, 0, &h(g.ny + 1, 0), g.nx, MPI_DOUBLE, down, 0, comm,
+                         MPI_STATUS_IGNORE),
+            "Sendrecv up");
+  check_mpi(MPI_Sendrecv(&h(g.ny, 0), g.nx, MPI_DOUBLE, down, 1, &h(0, 0), g.nx, MPI_DOUBLE, up, 1, comm,
+                         MPI_STATUS_IGNORE),
+            "Sendrecv down");
+  Kokkos::deep_copy(g.u, h);
+}
+
+/// One explicit step of u_t + c . grad u = nu lap u (upwind advection,
+/// central diffusion), periodic in x; halos carry the y neighbours.
+void step(Grid& g, double dt, double cx, double cy, double nu) {
+  const int nx = g.nx;
+  const double h = 1.0 / nx;
+  auto u = g.u;
+  auto un = g.un;
+  Kokkos::parallel_for(
+      "sim::step", Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>({1, 0}, {g.ny + 1, nx}),
+      KOKKOS_LAMBDA(const int i, const int j) {
+        const int jl = (j + nx - 1) % nx, jr = (j + 1) % nx;
+        const double c = u(i, j);
+        const double dudx = cx > 0 ? (c - u(i, jl)) / h : (u(i, jr) - c) / h;
+        const double dudy = cy > 0 ? (c - u(i - 1, j)) / h : (u(i + 1, j) - c) / h;
+        const double lap = (u(i, jl) + u(i, jr) + u(i - 1, j) + u(i + 1, j) - 4 * c) / (h * h);
+        un(i, j) = c - dt * (cx * dudx + cy * dudy) + dt * nu * lap;
+      });
+  Kokkos::deep_copy(Kokkos::subview(g.u, std::make_pair(1, g.ny + 1), Kokkos::ALL()),
+                    Kokkos::subview(g.un, std::make_pair(1, g.ny + 1), Kokkos::ALL()));
+}
+
+/// MLP 9 -> H (tanh) -> 2 (mean, log-variance), parameters in one flat view
+/// so that the gradient averaging is one allreduce.
+struct Mlp {
+  int h;
+  V1 params, grads, m, v;  // Adam moments
+  V2 w1, w2;               // views into params: [H, 9], [2, H]
+  V1 b1, b2;
+  V2 gw1, gw2;
+  V1 gb1, gb2;
+  explicit Mlp(int hidden) : h(hidden) {
+    const int n = h * 9 + h + 2 * h + 2;
+    params = V1("mlp::params", n);
+    grads = V1("mlp::grads", n);
+    m = V1("mlp::m", n);
+    v = V1("mlp::v", n);
+    auto bind = [&](V1 flat, V2& a, V1& b, V2& c, V1& d) {
+      double* p = flat.data();
+      a = V2(p, h, 9);
+      b = V1(p + h * 9, h);
+      c = V2(p + h * 10, 2, h);
+      d = V1(p + h * 12, 2);
+    };
+    bind(params, w1, b1, w2, b2);
+    bind(grads, gw1, gb1, gw2, gb2);
+    auto hp = Kokkos::create_mirror_view(params);
+    std::uint64_t s = 12345;
+    for (int i = 0; i < n; ++i) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      hp(i) = ((s >> 11) * (1.0 / 9007199254740992.0) - 0.5) * 0.6;
+    }
+    Kokkos::deep_copy(params, hp);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  int status = 0;
+  {
+    Kokkos::ScopeGuard guard(argc, argv);
+    const Args a = parse(argc, argv);
+    Exec exec;
+    Grid g;
+    g.nx = a.nx;
+    g.ny = a.nx / size + (rank < a.nx % size ? 1 : 0);
+    g.y0 = rank * (a.nx / size) + std::min(rank, a.nx % size);
+    g.u = V2("sim::u", g.ny + 2, g.nx);
+    g.un = V2("sim::un", g.ny + 2, g.nx);
+    {  // initial state: three Gaussian blobs
+      auto h = Kokkos::create_mirror_view(g.u);
+      for (int i = 1; i <= g.ny; ++i)
+        for (int j = 0; j < g.nx; ++j) {
+          const double x = (j + 0.5) / g.nx, y = (g.y0 + i - 1 + 0.5) / g.nx;
+          auto blob = [&](double cx, double cy, double w) {
+            const double dx = std::remainder(x - cx, 1.0), dy = std::remainder(y - cy, 1.0);
+            return std::exp(-(dx * dx + dy * dy) / (2 * w * w));
+          };
+          h(i, j) = blob(0.3, 0.3, 0.08) + 0.7 * blob(0.7, 0.6, 0.05) - 0.5 * blob(0.5, 0.8, 0.1);
+        }
+      Kokkos::deep_copy(g.u, h);
+    }
+    const double cx = 1.0, cy = 0.6, nu = 0.002, hgrid = 1.0 / a.nx;
+    const double dt = 0.2 * std::min(hgrid / (cx + cy), hgrid * hgrid / (4 * nu));
+
+    const int B = g.ny * g.nx;  // every local cell is one training sample
+    Mlp net(a.hidden);
+    V2 x("train::x", B, 9), hid("train::hidden", B, a.hidden), out("train::out", B, 2);
+    V1 mean("train::mean", B), var("train::var", B), target("train::target", B);
+    V1 gmean("train::gmean", B), gvar("train::gvar", B);
+    V2 dout("train::dout", B, 2), dhid("train::dhid", B, a.hidden);
+    Kokkos::View<double, Mem> gnll("train::gnll"), mse("train::mse"), huber("train::huber"), one("train::one");
+    Kokkos::deep_copy(one, 1.0);
+    double target_scale = 0;
+
+    std::vector<double> curve_step, curve_gnll, curve_mse, curve_huber;
+    const auto t_start = std::chrono::steady_clock::now();
+    double train_seconds = 0;
+    long samples_seen = 0;
+    int adam_t = 0;
+    if (rank == 0)
+      std::printf("sim_surrogate: %d x %d grid on %d rank(s), %s, surrogate 9-%d-2, %d steps, training every %d\n",
+                  a.nx, a.nx, size, Exec::name(), a.hidden, a.steps, a.train_every);
+
+    for (int s = 1; s <= a.steps; ++s) {
+      exchange_halos(g, comm, rank, size);
+      if (s % a.train_every == 0) {
+        // Samples: the 3x3 neighbourhood of u(t) -> the increment u(t+dt) - u(t).
+        auto u = g.u;
+        const int nx = g.nx;
+        Kokkos::parallel_for(
+            "train::gather", Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>({1, 0}, {g.ny + 1, nx}),
+            KOKKOS_LAMBDA(const int i, const int j) {
+              const int r = (i - 1) * nx + j;
+              int k = 0;
+              for (int di = -1; di <= 1; ++di)
+                for (int dj = -1; dj <= 1; ++dj) x(r, k++) = u(i + di, (j + dj + nx) % nx);
+            });
+        step(g, dt, cx, cy, nu);
+        auto un = g.u;
+        Kokkos::parallel_for(
+            "train::target", Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>({1, 0}, {g.ny + 1, nx}),
+            KOKKOS_LAMBDA(const int i, const int j) {
+              const int r = (i - 1) * nx + j;
+              target(r) = un(i, j) - x(r, 4);
+            });
+        if (target_scale == 0) {  // fix the scale of the increments once (first round), globally
+          double m2 = 0;
+          Kokkos::parallel_reduce(
+              "train::scale", Kokkos::RangePolicy<Exec>(0, B),
+              KOKKOS_LAMBDA(const int r, double& acc) { acc += target(r) * target(r); }, m2);
+          double tot = 0;
+          long n = B, ntot = 0;
+          check_mpi(MPI_Allreduce(&m2, &tot, 1, MPI_DOUBLE, MPI_SUM, comm), "Allreduce scale");
+          check_mpi(MPI_Allreduce(&n, &ntot, 1, MPI_LONG, MPI_SUM, comm), "Allreduce count");
+          target_scale = std::sqrt(tot / ntot) + 1e-30;
+        }
+        const double inv_scale = 1.0 / target_scale;
+        Kokkos::parallel_for(
+            "train::normalise", Kokkos::RangePolicy<Exec>(0, B), KOKKOS_LAMBDA(const int r) {
+              target(r) *= inv_scale;
+              for (int k = 0; k < 9; ++k)
+                if (k != 4) x(r, k) = (x(r, k) - x(r, 4)) * 10.0;  // neighbour differences, O(1)
+            });
+
+        const auto t0 = std::chrono::steady_clock::now();
+        double round_gnll = 0, round_mse = 0, round_huber = 0;
+        for (int it = 0; it < a.iters; ++it) {
+          // forward: hid = tanh(x W1^T + b1); out = hid W2^T + b2
+          KokkosBlas::gemm("N", "T", 1.0, x, net.w1, 0.0, hid);
+          auto b1 = net.b1;
+          auto b2 = net.b2;
+          Kokkos::parallel_for(
+              "train::tanh", Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>({0, 0}, {B, a.hidden}),
+              KOKKOS_LAMBDA(const int r, const int k) { hid(r, k) = kloss::impl::tanh(hid(r, k) + b1(k)); });
+          KokkosBlas::gemm("N", "T", 1.0, hid, net.w2, 0.0, out);
+          Kokkos::parallel_for(
+              "train::heads", Kokkos::RangePolicy<Exec>(0, B), KOKKOS_LAMBDA(const int r) {
+                mean(r) = out(r, 0) + b2(0);
+                const double ls = out(r, 1) + b2(1);
+                var(r) = kloss::impl::exp(ls < -12 ? -12 : (ls > 6 ? 6 : ls));  // log-variance head
+              });
+          kloss::gaussian_nll_loss(exec, mean, target, var, gnll);
+          kloss::mse_loss(exec, mean, target, mse);
+          kloss::huber_loss(exec, mean, target, huber);
+          // backward: d gnll / d mean, d var; the log-variance head: dvar * var
+          kloss::gaussian_nll_loss_backward(exec, one, mean, target, var, gmean, gvar);
+          Kokkos::parallel_for(
+              "train::dout", Kokkos::RangePolicy<Exec>(0, B), KOKKOS_LAMBDA(const int r) {
+                dout(r, 0) = gmean(r);
+                dout(r, 1) = gvar(r) * var(r);
+              });
+          // dW2 = dout^T hid; db2 = sum dout; dhid = dout W2 * (1 - hid^2);
+          // dW1 = dhid^T x; db1 = sum dhid
+          KokkosBlas::gemm("T", "N", 1.0, dout, hid, 0.0, net.gw2);
+          KokkosBlas::gemm("N", "N", 1.0, dout, net.w2, 0.0, dhid);
+          Kokkos::parallel_for(
+              "train::dtanh", Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>({0, 0}, {B, a.hidden}),
+              KOKKOS_LAMBDA(const int r, const int k) { dhid(r, k) *= 1 - hid(r, k) * hid(r, k); });
+          KokkosBlas::gemm("T", "N", 1.0, dhid, x, 0.0, net.gw1);
+          auto gb1 = net.gb1;
+          auto gb2 = net.gb2;
+          const int H = a.hidden;
+          Kokkos::parallel_for(
+              "train::bias_grads", Kokkos::RangePolicy<Exec>(0, H + 2), KOKKOS_LAMBDA(const int k) {
+                double acc = 0;
+                if (k < H)
+                  for (int r = 0; r < B; ++r) acc += dhid(r, k);
+                else
+                  for (int r = 0; r < B; ++r) acc += dout(r, k - H);
+                if (k < H) gb1(k) = acc;
+                else gb2(k - H) = acc;
+              });
+          // data-parallel: average the gradients over the ranks (one allreduce)
+          auto hg = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), net.grads);
+          check_mpi(MPI_Allreduce(MPI_IN_PLACE, hg.data(), static_cast<int>(hg.size()), MPI_DOUBLE, MPI_SUM, comm),
+                    "Allreduce grads");
+          Kokkos::deep_copy(net.grads, hg);
+          // Adam
+          ++adam_t;
+          const double lr = 3e-3, b1a = 0.9, b2a = 0.999, c1 = 1 - std::pow(b1a, adam_t),
+                       c2 = 1 - std::pow(b2a, adam_t), inv_p = 1.0 / size;
+          auto p = net.params;
+          auto gr = net.grads;
+          auto mm = net.m;
+          auto vv = net.v;
+          Kokkos::parallel_for(
+              "train::adam", Kokkos::RangePolicy<Exec>(0, p.extent(0)), KOKKOS_LAMBDA(const int i) {
+                const double gi = gr(i) * inv_p;
+                mm(i) = b1a * mm(i) + (1 - b1a) * gi;
+                vv(i) = b2a * vv(i) + (1 - b2a) * gi * gi;
+                p(i) -= lr * (mm(i) / c1) / (kloss::impl::sqrt(vv(i) / c2) + 1e-8);
+              });
+          double loc[3], glob[3];
+          Kokkos::deep_copy(loc[0], gnll);
+          Kokkos::deep_copy(loc[1], mse);
+          Kokkos::deep_copy(loc[2], huber);
+          check_mpi(MPI_Allreduce(loc, glob, 3, MPI_DOUBLE, MPI_SUM, comm), "Allreduce losses");
+          round_gnll = glob[0] / size;
+          round_mse = glob[1] / size;
+          round_huber = glob[2] / size;
+        }
+        const double dts = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        train_seconds += dts;
+        samples_seen += static_cast<long>(B) * a.iters;
+        curve_step.push_back(s);
+        curve_gnll.push_back(round_gnll);
+        curve_mse.push_back(round_mse);
+        curve_huber.push_back(round_huber);
+        if (rank == 0 && (curve_step.size() <= 3 || curve_step.size() % 10 == 0 || s + a.train_every > a.steps))
+          std::printf("step %5d  gaussian_nll %9.4f  mse %.3e  huber %.3e  %.2e samples/s per rank\n", s, round_gnll,
+                      round_mse, round_huber, static_cast<double>(B) * a.iters / dts);
+      } else {
+        step(g, dt, cx, cy, nu);
+      }
+    }
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    if (rank == 0) {
+      const double first = curve_mse.front(), last = curve_mse.back();
+      std::string dir = a.out;
+      std::ofstream csv(dir + "/sim_surrogate.csv");
+      csv << "step,gaussian_nll,mse,huber\n";
+      for (std::size_t i = 0; i < curve_step.size(); ++i)
+        csv << curve_step[i] << "," << curve_gnll[i] << "," << curve_mse[i] << "," << curve_huber[i] << "\n";
+      kloss_examples::plot_png(dir + "/sim_surrogate.png",
+                               {{"mse", curve_step, curve_mse, {200, 30, 30}},
+                                {"huber", curve_step, curve_huber, {30, 90, 200}}},
+                               true);
+      std::printf("sim_surrogate: %.1f s in all, %.1f s training (%.2e samples/s per rank)\n", wall, train_seconds,
+                  samples_seen / std::max(train_seconds, 1e-9));
+      std::printf("sim_surrogate: the surrogate's MSE fell from %.3e to %.3e, %.2f %% of the first round's: %s\n", first,
+                  last, 100 * last / first, last < 0.1 * first ? "it learned" : "it did NOT learn");
+      std::printf("sim_surrogate: wrote %s/sim_surrogate.csv and %s/sim_surrogate.png\n", dir.c_str(), dir.c_str());
+      status = last < 0.1 * first ? 0 : 3;
+    }
+  }
+  MPI_Bcast(&status, 1, MPI_INT, 0, comm);
+  MPI_Comm_free(&comm);
+  MPI_Finalize();
+  return status;
+}
