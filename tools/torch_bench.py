@@ -11,6 +11,7 @@ import argparse
 import statistics
 import sys
 import time
+from torch_bench_common import median_ms  # noqa: E402
 
 try:
     import torch
@@ -22,15 +23,6 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64,
           "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-def median_ms(fn, repeats=7, warmup=2):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def bench_binary(op, n, dtype, reduction="mean"):

@@ -17,17 +17,9 @@ import statistics
 import subprocess
 import sys
 import time
+from torch_bench_common import median_ms  # noqa: E402
 
 
-def median_ms(fn, repeats=7, warmup=2):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def main():

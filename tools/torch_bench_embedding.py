@@ -12,6 +12,7 @@ import argparse
 import statistics
 import sys
 import time
+from torch_bench_common import median_ms as _median_ms  # noqa: E402
 
 try:
     import torch
@@ -24,14 +25,7 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64,
 
 
 def median_ms(fn, repeats=5, warmup=1):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    return _median_ms(fn, repeats, warmup)
 
 
 def run(fwd_fn, w):

@@ -17,6 +17,7 @@ import os
 import statistics
 import sys
 import time
+from torch_bench_common import median_ms  # noqa: E402
 
 if "--best" in sys.argv and "ATEN_CPU_CAPABILITY" not in os.environ:
     env = dict(os.environ, ATEN_CPU_CAPABILITY="avx512", GLIBC_TUNABLES="glibc.malloc.hugetlb=1")
@@ -45,15 +46,6 @@ OPS = {
 }
 
 
-def median_ms(fn, repeats=7, warmup=2):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def main():
