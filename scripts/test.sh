@@ -17,7 +17,9 @@ cmake --build build/release -j"$jobs"
 (cd build/release && ctest --output-on-failure -j"$jobs")
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build of the unit tests"
-cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKLOSS_ENABLE_SANITIZERS=ON \
+# -O1 -g1: sanitizer builds of these template-heavy files compile several
+# times faster than at -O2 -g, with line numbers kept for the reports.
+cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DKLOSS_ENABLE_SANITIZERS=ON \
   -DKLOSS_ENABLE_PERF_TESTS=OFF -DKLOSS_ENABLE_EXAMPLES=OFF >/dev/null
 cmake --build build/asan -j"$jobs"
 # OpenMPI's own allocations are not ours to chase: leaks off, errors on.
@@ -25,7 +27,7 @@ cmake --build build/asan -j"$jobs"
   ctest --output-on-failure -j"$jobs" -L unit)
 
 echo "== libFuzzer run of the golden-file reader (clang, 60 s)"
-cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DKLOSS_ENABLE_FUZZERS=ON -DKLOSS_ENABLE_PERF_TESTS=OFF -DKLOSS_ENABLE_EXAMPLES=OFF >/dev/null
 cmake --build build/fuzz -j"$jobs" --target fuzz_golden_reader
 (cd build/fuzz && ctest --output-on-failure -L fuzz)
