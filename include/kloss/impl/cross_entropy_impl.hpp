@@ -379,14 +379,14 @@ struct CeProbPartials {
   A bad_val = 0;
 };
 
-template <class T, class A = acc_t<T>>
-KOKKOS_INLINE_FUNCTION CeProbPartials<A> ce_row_partials_prob(const T* x, const T* p, std::int64_t n,
+template <class T, class P = T, class A = acc_t<T>>
+KOKKOS_INLINE_FUNCTION CeProbPartials<A> ce_row_partials_prob(const T* x, const P* p, std::int64_t n,
                                                               std::int64_t stride, A eps, std::int64_t C, A softcap,
-                                                              const T* w) {
+                                                              const P* w) {
   CeProbPartials<A> r;
   CeRowConfig<A> cfg;
   cfg.softcap = softcap;
-  r.lse = ce_row_partials(x, n, stride, -1, cfg, w);
+  r.lse = ce_row_partials(x, n, stride, -1, cfg, static_cast<const T*>(nullptr));  // sum_mode 0: w unread
   const A epsc = eps / static_cast<A>(C);
   A q = 0, s = 0;
   for (std::int64_t c = 0; c < n; ++c) {
@@ -414,10 +414,10 @@ KOKKOS_INLINE_FUNCTION CeProbPartials<A> ce_row_partials_prob(const T* x, const 
 /// Backward of a probability-target row: dL/dz_c = scale ((q + 2 zl lse)
 /// softmax_c - w_c p'_c), times 1 - (z_c/softcap)^2 under the cap. g may be
 /// exactly x.
-template <class T, class A = acc_t<T>>
-KOKKOS_INLINE_FUNCTION void ce_backward_prob_from_lse(const T* x, const T* p, T* g, std::int64_t n,
+template <class T, class P = T, class A = acc_t<T>>
+KOKKOS_INLINE_FUNCTION void ce_backward_prob_from_lse(const T* x, const P* p, T* g, std::int64_t n,
                                                       std::int64_t stride, A lse, A q, A scale, A eps, std::int64_t C,
-                                                      A zl, A softcap, const T* w) {
+                                                      A zl, A softcap, const P* w) {
   const A a = scale * (q + A(2) * zl * lse);
   const A epsc = eps / static_cast<A>(C);
   for (std::int64_t c = 0; c < n; ++c) {
