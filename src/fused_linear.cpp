@@ -5,10 +5,7 @@
 #include <kloss/registry.hpp>
 
 #define KLOSS_FUSED_LINEAR_DEFINE(T, I) KLOSS_FUSED_LINEAR_INSTANTIATE(, T, I)
-KLOSS_FUSED_LINEAR_DEFINE(float, std::int32_t)
-KLOSS_FUSED_LINEAR_DEFINE(float, std::int64_t)
-KLOSS_FUSED_LINEAR_DEFINE(double, std::int32_t)
-KLOSS_FUSED_LINEAR_DEFINE(double, std::int64_t)
+KLOSS_FUSED_LINEAR_FOR_EACH(KLOSS_FUSED_LINEAR_DEFINE)
 
 #ifdef KLOSS_HAVE_MPI
 // The vocabulary-parallel adapter (src/mpi.cpp).
@@ -36,8 +33,7 @@ rt::Result run_fused_linear(const rt::Call& c) {
   o.z_loss = c.options.get_real(c.op, "z_loss", 0.0);
   o.softcap = c.options.get_real(c.op, "softcap", 0.0);
   auto tit = c.inputs.find("target");
-  if (tit != c.inputs.end() && rt::is_floating(tit->second.dtype()))
-    fail<NotImplemented>(c.op, "class-probability targets are not implemented for the fused op");
+  const bool prob = tit != c.inputs.end() && rt::is_floating(tit->second.dtype());
   auto go_ = [&](auto tag, auto itag) {
     using T = typename decltype(tag)::type;
     using I = typename decltype(itag)::type;
@@ -67,11 +63,9 @@ rt::Result run_fused_linear(const rt::Call& c) {
     }
     return r;
   };
-  if (c.dtype != rt::DType::float32 && c.dtype != rt::DType::float64)
-    fail<NotImplemented>(c.op, "dtype '", rt::to_string(c.dtype), "' is not implemented (float32 and float64 only)");
-  return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
-    if (c.dtype == rt::DType::float32) return go_(TypeTag<float>{}, itag);
-    return go_(TypeTag<double>{}, itag);
+  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+    if (prob) return go_(tag, tag);  // class probabilities: the target has the input's type
+    return dispatch_index(c.index_dtype, c.op, [&](auto itag) { return go_(tag, itag); });
   });
 }
 

@@ -33,8 +33,8 @@ VocabRange vocab_split(std::int64_t total, int rank, int size) {
 }
 
 bool vocab_parallel_allowed(std::string_view op, bool integer_target) {
-  if (op == "cross_entropy") return integer_target;
-  return op == "fused_linear_cross_entropy" || op == "embedding";
+  if (op == "cross_entropy" || op == "fused_linear_cross_entropy") return integer_target;
+  return op == "embedding";
 }
 
 // --- comparison ---------------------------------------------------------------
@@ -518,7 +518,6 @@ Kind arg_kind(const std::string& op, const std::string& arg) {
       {"multi_margin_loss", {"target"}},
       {"multilabel_margin_loss", {"target"}},
       {"ctc_loss", {"targets", "input_lengths", "target_lengths"}},
-      {"fused_linear_cross_entropy", {"target"}},
       {"embedding", {"input"}},
       {"embedding_bag", {"input", "offsets"}},
   };
@@ -545,7 +544,9 @@ Kind arg_kind(const std::string& op, const std::string& arg) {
                                               "embedding",
                                               "embedding_bag"};
   if (arg == "grad_output") return Kind::floating;
-  if (op == "cross_entropy" && arg == "target") return Kind::either;
+  // cross_entropy's target: class indices or probabilities; so for the fused
+  // op (probability targets [N, V] are kloss's extension of SCHEMA.md).
+  if ((op == "cross_entropy" || op == "fused_linear_cross_entropy") && arg == "target") return Kind::either;
   if (!known.count(op)) return Kind::either;
   auto it = index_args.find(op);
   if (it != index_args.end() && std::find(it->second.begin(), it->second.end(), arg) != it->second.end())
@@ -654,7 +655,7 @@ CaseSummary GoldenFile::summary(const std::string& name) const {
 bool GoldenFile::allows_vocab_parallel(const std::string& name) const {
   const Where w{path_, name};
   const CaseSummary s = summary(name);
-  if (s.op != "cross_entropy") return vocab_parallel_allowed(s.op, false);
+  if (s.op != "cross_entropy" && s.op != "fused_linear_cross_entropy") return vocab_parallel_allowed(s.op, false);
   Handle cases = open_group(file_.get(), "cases", w, "group '/cases'");
   Handle g = open_group(cases.get(), name, w, "group");
   Handle in = open_group(g.get(), "inputs", w, "group 'inputs'");
@@ -713,12 +714,14 @@ Case GoldenFile::read(const std::string& name, const int* rank_size) const {
   if (rank_size) {
     const std::string& op = c.call.op;
     bool int_target = false;
-    if (op == "cross_entropy") {
+    if (op == "cross_entropy" || op == "fused_linear_cross_entropy") {
       int_target = inspect(in.get(), "target", "dataset 'inputs/target'", w, Kind::either, limits_).integer;
     }
     if (!vocab_parallel_allowed(op, int_target))
       throw NotImplemented(impl::concat("kloss::golden: ", path_, ": case '", name, "': op '", op,
-                                        op == "cross_entropy" ? "' with class-probability targets" : "",
+                                        op == "cross_entropy" || op == "fused_linear_cross_entropy"
+                                            ? "' with class-probability targets"
+                                            : "",
                                         "' cannot run vocabulary-parallel (SCHEMA.md)"));
     const std::string ref = op == "cross_entropy" ? "input" : "weight";
     DatasetInfo r = inspect(in.get(), ref, "dataset 'inputs/" + ref + "'", w, Kind::floating, limits_);

@@ -1,11 +1,14 @@
 // fused_linear_cross_entropy: equals the unfused kloss composition (logits,
 // cross_entropy, cross_entropy_backward, the two products), finite
 // differences on small sizes, chunking (several chunks, odd remainders),
-// stored and recompute backwards, every error path.
+// stored and recompute backwards, class-probability targets, float16 and
+// bfloat16 (float gemms on chunk-wise converted copies), every error path.
 #include "test_utils.hpp"
 
 #include <kloss/cross_entropy.hpp>
 #include <kloss/fused_linear.hpp>
+
+#include <typeinfo>
 
 using namespace kloss_test;
 using kloss::Reduction;
@@ -16,10 +19,12 @@ struct FlProblem {
   std::int64_t N, D, V;
   std::vector<double> x, w, b, cw, go;
   std::vector<std::int64_t> t;
+  std::vector<double> p;  // class probabilities [N, V]; when given, used instead of t
 };
 
-FlProblem make_problem(std::int64_t N, std::int64_t D, std::int64_t V, bool bias, bool cw, unsigned seed) {
-  FlProblem P{N, D, V, {}, {}, {}, {}, {}, {}};
+FlProblem make_problem(std::int64_t N, std::int64_t D, std::int64_t V, bool bias, bool cw, unsigned seed,
+                       bool probs = false) {
+  FlProblem P{N, D, V, {}, {}, {}, {}, {}, {}, {}};
   P.x = random_values(static_cast<std::size_t>(N * D), -1, 1, seed);
   P.w = random_values(static_cast<std::size_t>(V * D), -1, 1, seed + 1);
   if (bias) P.b = random_values(static_cast<std::size_t>(V), -0.5, 0.5, seed + 2);
@@ -27,12 +32,37 @@ FlProblem make_problem(std::int64_t N, std::int64_t D, std::int64_t V, bool bias
   const auto u = random_values(static_cast<std::size_t>(N), 0, 1, seed + 4);
   for (double v : u) P.t.push_back(v < 0.2 ? -100 : static_cast<std::int64_t>((v - 0.2) / 0.8 * V) % V);
   P.go = random_values(static_cast<std::size_t>(N), 0.5, 1.5, seed + 5);
+  if (probs) {  // rows of a softmax-like distribution, one row all on one class, some zeros
+    P.p = random_values(static_cast<std::size_t>(N * V), 0, 1, seed + 6);
+    for (std::int64_t i = 0; i < N; ++i) {
+      double s = 0;
+      for (std::int64_t c = 0; c < V; ++c) {
+        double& q = P.p[i * V + c];
+        if (q < 0.3) q = 0;
+        if (i == 1) q = c == 2 ? 1 : 0;
+        s += q;
+      }
+      for (std::int64_t c = 0; c < V; ++c) P.p[i * V + c] /= s > 0 ? s : 1;
+    }
+  }
+  return P;
+}
+
+/// P with every floating input rounded to T (the reference then sees the
+/// values the T run sees).
+template <class T>
+FlProblem rounded_to(FlProblem P) {
+  for (auto* v : {&P.x, &P.w, &P.b, &P.cw, &P.go, &P.p})
+    for (double& e : *v) e = static_cast<double>(static_cast<float>(T(static_cast<float>(e))));
   return P;
 }
 
 struct Grads {
   std::vector<double> out, gx, gw, gb;
 };
+
+template <class T, class ZView, class TargetView>
+Grads unfused_with(const FlProblem& P, const kloss::CrossEntropyOptions& o, const ZView& zv, const TargetView& tv);
 
 /// The unfused kloss composition in T: logits = x w^T + b (in the test),
 /// kloss::cross_entropy + cross_entropy_backward, then the products.
@@ -48,7 +78,18 @@ Grads unfused(const FlProblem& P, const kloss::CrossEntropyOptions& o) {
       z[i * V + c] = s;
     }
   auto zv = make_view<T**>("z", z, {std::size_t(N), std::size_t(V)});
+  if (!P.p.empty()) {
+    auto pv = make_view<T**>("p", P.p, {std::size_t(N), std::size_t(V)});
+    return unfused_with<T>(P, o, zv, pv);
+  }
   auto tv = make_view<std::int64_t*>("t", std::vector<double>(P.t.begin(), P.t.end()), {std::size_t(N)});
+  return unfused_with<T>(P, o, zv, tv);
+}
+
+template <class T, class ZView, class TargetView>
+Grads unfused_with(const FlProblem& P, const kloss::CrossEntropyOptions& o, const ZView& zv, const TargetView& tv) {
+  Exec exec;
+  const auto N = P.N, D = P.D, V = P.V;
   Kokkos::View<T*, Mem> cw;
   if (!P.cw.empty()) cw = make_view<T*>("cw", P.cw, {P.cw.size()});
   Kokkos::View<T*, Mem> lse("lse", N);
@@ -98,13 +139,25 @@ kloss::CrossEntropyOptions ce_options(const kloss::FusedLinearCrossEntropyOption
 /// The fused op in T: stored mode (forward with gradients, then the
 /// scaling backward) for mean/sum; the recompute backward for every
 /// reduction.
+template <class T, class TargetView>
+std::pair<Grads, Grads> fused_with(const FlProblem& P, const kloss::FusedLinearCrossEntropyOptions& o,
+                                   const TargetView& t);
+
 template <class T>
 std::pair<Grads, Grads> fused(const FlProblem& P, const kloss::FusedLinearCrossEntropyOptions& o) {
+  if (!P.p.empty())
+    return fused_with<T>(P, o, make_view<T**>("p", P.p, {std::size_t(P.N), std::size_t(P.V)}));
+  return fused_with<T>(P, o,
+                       make_view<std::int64_t*>("t", std::vector<double>(P.t.begin(), P.t.end()), {std::size_t(P.N)}));
+}
+
+template <class T, class TargetView>
+std::pair<Grads, Grads> fused_with(const FlProblem& P, const kloss::FusedLinearCrossEntropyOptions& o,
+                                   const TargetView& t) {
   Exec exec;
   const auto N = P.N, D = P.D, V = P.V;
   auto x = make_view<T**>("x", P.x, {std::size_t(N), std::size_t(D)});
   auto w = make_view<T**>("w", P.w, {std::size_t(V), std::size_t(D)});
-  auto t = make_view<std::int64_t*>("t", std::vector<double>(P.t.begin(), P.t.end()), {std::size_t(N)});
   Kokkos::View<T*, Mem> b, cw;
   if (!P.b.empty()) b = make_view<T*>("b", P.b, {P.b.size()});
   if (!P.cw.empty()) cw = make_view<T*>("cw", P.cw, {P.cw.size()});
@@ -170,14 +223,17 @@ using FlTypes = ::testing::Types<float, double>;
 TYPED_TEST_SUITE(FusedLinearCE, FlTypes);
 
 TYPED_TEST(FusedLinearCE, EqualsTheUnfusedCompositionForEveryOption) {
-  for (int variant = 0; variant < 6; ++variant) {
+  // variants 6-8: class-probability targets (plain; smoothing + weights;
+  // z-loss + softcap + bias)
+  for (int variant = 0; variant < 9; ++variant) {
     for (auto red : {Reduction::mean, Reduction::sum, Reduction::none}) {
-      const FlProblem P = make_problem(13, 7, 41, variant % 2 == 0, variant >= 3, 7 + variant);
+      const bool probs = variant >= 6;
+      const FlProblem P = make_problem(13, 7, 41, variant % 2 == 0, variant >= 3 && variant != 8, 7 + variant, probs);
       kloss::FusedLinearCrossEntropyOptions o;
       o.reduction = red;
-      if (variant == 1 || variant == 4) o.label_smoothing = 0.1;
-      if (variant == 2 || variant == 5) o.z_loss = 1e-2;
-      if (variant == 5) o.softcap = 2.0;
+      if (variant == 1 || variant == 4 || variant == 7) o.label_smoothing = 0.1;
+      if (variant == 2 || variant == 5 || variant == 8) o.z_loss = 1e-2;
+      if (variant == 5 || variant == 8) o.softcap = 2.0;
       // 13 rows of 41 logits; a budget of 5 rows -> chunks 5, 5, 3
       o.memory_budget_bytes = 5 * 41 * static_cast<std::int64_t>(sizeof(TypeParam));
       compare<TypeParam>(P, o, "variant " + std::to_string(variant) + " " + std::string(kloss::to_string(red)));
@@ -213,6 +269,73 @@ TEST(FusedLinearCEFd, GradientsMatchFiniteDifferences) {
   expect_near_all(got, fd, 1e-6, 1e-7, "stored grads vs finite differences");
 }
 
+/// float16 / bfloat16: the float gemms on converted copies (several token
+/// chunks, W in blocks with a remainder) against the float64 composition
+/// of the same rounded inputs. Tolerances: the loss and grad_input are
+/// computed in float and rounded once to T (eps_T = 2^-8 bf16, 2^-11 f16);
+/// grad_weight / grad_bias are rounded once per token chunk (3 chunks).
+template <class T>
+void check_16bit(double eps_t) {
+  for (int variant = 0; variant < 4; ++variant) {
+    for (auto red : {Reduction::mean, Reduction::sum, Reduction::none}) {
+      const bool probs = variant == 3;
+      const FlProblem P = rounded_to<T>(make_problem(13, 7, 41, variant != 1, variant >= 2, 21 + variant, probs));
+      kloss::FusedLinearCrossEntropyOptions o;
+      o.reduction = red;
+      if (variant == 1 || variant == 3) o.label_smoothing = 0.1;
+      if (variant == 2) {
+        o.z_loss = 1e-2;
+        o.softcap = 2.0;
+      }
+      o.memory_budget_bytes = 5 * 41 * 4;  // float logits: chunks of 5, 5, 3 rows
+      o.convert_block_rows = 9;            // W blocks of 9, 9, 9, 9, 5 rows
+      const Grads U = unfused<double>(P, ce_options(o));
+      const auto [S, R] = fused<T>(P, o);
+      const std::string what = std::string(typeid(T).name()) + " variant " + std::to_string(variant) + " " +
+                               std::string(kloss::to_string(red));
+      double gscale = 0;  // gradient magnitudes, for the absolute part of the bound
+      for (double g : U.gw) gscale = std::max(gscale, std::fabs(g));
+      expect_near_all(S.out, U.out, 2 * eps_t, 1e-6, what + " output");
+      const Grads& G = red == Reduction::none ? R : S;
+      expect_near_all(G.gx, U.gx, 2 * eps_t, 4 * eps_t * gscale, what + " grad_input");
+      expect_near_all(G.gw, U.gw, 4 * eps_t, 4 * eps_t * gscale, what + " grad_weight");
+      if (!P.b.empty()) expect_near_all(G.gb, U.gb, 2 * eps_t, 2 * eps_t * gscale, what + " grad_bias");
+      if (red != Reduction::none) {
+        expect_near_all(R.gx, U.gx, 2 * eps_t, 4 * eps_t * gscale, what + " recomputed grad_input");
+        expect_near_all(R.gw, U.gw, 4 * eps_t, 4 * eps_t * gscale, what + " recomputed grad_weight");
+      }
+    }
+  }
+}
+
+TEST(FusedLinearCE16, BFloat16MatchesTheFloat64Composition) { check_16bit<kloss::bfloat16>(1.0 / 256); }
+TEST(FusedLinearCE16, Float16MatchesTheFloat64Composition) { check_16bit<kloss::float16>(1.0 / 2048); }
+
+TEST(FusedLinearCEFd, ProbabilityTargetGradientsMatchFiniteDifferences) {
+  const FlProblem P = make_problem(4, 3, 6, true, true, 5, true);
+  kloss::FusedLinearCrossEntropyOptions o;
+  o.label_smoothing = 0.2;
+  o.z_loss = 0.05;
+  o.softcap = 1.5;
+  o.memory_budget_bytes = 3 * 6 * 8;  // chunks of 3 and 1 rows
+  const auto [S, R] = fused<double>(P, o);
+  auto f = [&](const std::vector<double>& v) {
+    FlProblem Q = P;
+    std::copy(v.begin(), v.begin() + Q.x.size(), Q.x.begin());
+    std::copy(v.begin() + Q.x.size(), v.begin() + Q.x.size() + Q.w.size(), Q.w.begin());
+    std::copy(v.begin() + Q.x.size() + Q.w.size(), v.end(), Q.b.begin());
+    return P.go[0] * unfused<double>(Q, ce_options(o)).out[0];
+  };
+  std::vector<double> v = P.x;
+  v.insert(v.end(), P.w.begin(), P.w.end());
+  v.insert(v.end(), P.b.begin(), P.b.end());
+  const auto fd = finite_difference(f, v);
+  std::vector<double> got = S.gx;
+  got.insert(got.end(), S.gw.begin(), S.gw.end());
+  got.insert(got.end(), S.gb.begin(), S.gb.end());
+  expect_near_all(got, fd, 1e-6, 1e-7, "stored grads (probability targets) vs finite differences");
+}
+
 TEST(FusedLinearCEErrors, EveryBadInputThrows) {
   Exec exec;
   Kokkos::View<float**, Mem> x("x", 4, 3), w("w", 5, 3), w_bad("w", 5, 2), gx("gx", 4, 3), gw("gw", 5, 3);
@@ -238,4 +361,26 @@ TEST(FusedLinearCEErrors, EveryBadInputThrows) {
   o.reduction = Reduction::none;
   EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy_backward(exec, out, gx, gw, none, o), kloss::InvalidArgument,
                      "reduction 'none' needs per-row upstream gradients");
+  o = {};
+  o.convert_block_rows = -1;
+  EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, x, w, t, none, none, out, gx, gw, none, o),
+                     kloss::InvalidArgument, "option 'convert_block_rows' must be >= 0 (0 = default), got -1");
+  // class-probability targets: shape [N, V], no negative or NaN values
+  Kokkos::View<float**, Mem> p_bad_shape("p", 4, 4);
+  EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, x, w, p_bad_shape, none, none, out, gx, gw, none),
+                     kloss::DimensionMismatch, "argument 'target' must have shape [4, 5], got [4, 4]");
+  std::vector<double> pv(20, 0.2);
+  pv[13] = -0.5;
+  pv[17] = std::nan("");
+  auto p_bad = make_view<float**>("p", pv, {4, 5});
+  EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, x, w, p_bad, none, none, out, gx, gw, none),
+                     kloss::InvalidArgument,
+                     "argument 'target' (class probabilities) has 2 negative or NaN value(s) in rows [0, 4); first at "
+                     "position 13: -0.5");
+  Kokkos::View<kloss::bfloat16**, Mem> xb("x", 4, 3), wb("w", 5, 2), gxb("gx", 4, 3), gwb("gw", 5, 2);
+  Kokkos::View<kloss::bfloat16, Mem> outb("out");
+  Kokkos::View<kloss::bfloat16*, Mem> noneb;
+  EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, xb, wb, t, noneb, noneb, outb, gxb, gwb, noneb),
+                     kloss::DimensionMismatch,
+                     "kloss::fused_linear_cross_entropy: arguments 'input' [4, 3] and 'weight' [5, 2] must agree in D");
 }

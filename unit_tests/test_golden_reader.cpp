@@ -187,7 +187,8 @@ TEST(GoldenVocabSplit, RejectsBadRanks) {
 TEST(GoldenVocabSplit, SchemaSelectsTheVocabularyParallelOps) {
   EXPECT_TRUE(vocab_parallel_allowed("cross_entropy", true));
   EXPECT_FALSE(vocab_parallel_allowed("cross_entropy", false));
-  EXPECT_TRUE(vocab_parallel_allowed("fused_linear_cross_entropy", false));
+  EXPECT_TRUE(vocab_parallel_allowed("fused_linear_cross_entropy", true));
+  EXPECT_FALSE(vocab_parallel_allowed("fused_linear_cross_entropy", false));  // probabilities: kloss's extension
   EXPECT_TRUE(vocab_parallel_allowed("embedding", true));
   EXPECT_FALSE(vocab_parallel_allowed("embedding_bag", true));
   EXPECT_FALSE(vocab_parallel_allowed("nll_loss", true));

@@ -4,10 +4,13 @@
 /// with cross_entropy's options, forward and backward, without ever holding
 /// the [N, V] logits (chunks of rows through KokkosBlas::gemm, the chunk's
 /// logit gradient formed in place and multiplied back). Not in torch; its
-/// reference is that composition. float and double (the BLAS here has no
-/// 16-bit gemm); class-index targets.
+/// reference is that composition. float, double, bfloat16 and float16 (the
+/// 16-bit types through float gemms on chunk-wise converted copies, never a
+/// converted copy of the whole weight); class-index or class-probability
+/// targets.
 ///
-/// Shapes: input [N, D], weight [V, D], target [N] (int32/int64), bias [V]
+/// Shapes: input [N, D], weight [V, D], target [N] (int32/int64 class
+/// indices) or [N, V] (input-typed class probabilities), bias [V]
 /// or empty, ce_weight [V] (cross-entropy's class weight) or empty; output
 /// [N] (none) or one element; grad_input [N, D], grad_weight [V, D],
 /// grad_bias [V], each optional (empty view). Calls fence.
@@ -32,9 +35,10 @@ void fused_linear_cross_entropy(const ExecSpace& exec, const InputView& input, c
   using T = typename InputView::non_const_value_type;
   using I = typename TargetView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "kloss::fused_linear_cross_entropy: input must be float or double");
-  static_assert(is_index_v<I>, "kloss::fused_linear_cross_entropy: target must hold int32 or int64 class indices");
+  static_assert(is_scalar_v<T>, "kloss::fused_linear_cross_entropy: input must be float, double, float16 or bfloat16");
+  static_assert(is_index_v<I> || std::is_same_v<I, T>,
+                "kloss::fused_linear_cross_entropy: target must hold int32/int64 class indices or input-typed "
+                "probabilities");
   constexpr std::string_view op = "fused_linear_cross_entropy";
   impl::fused_linear_run<ExecSpace, T, I>(
       exec, op, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
@@ -81,8 +85,11 @@ void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutput
   using T = typename InputView::non_const_value_type;
   using I = typename TargetView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "kloss::fused_linear_cross_entropy_backward: input must be float or double");
+  static_assert(is_scalar_v<T>,
+                "kloss::fused_linear_cross_entropy_backward: input must be float, double, float16 or bfloat16");
+  static_assert(is_index_v<I> || std::is_same_v<I, T>,
+                "kloss::fused_linear_cross_entropy_backward: target must hold int32/int64 class indices or "
+                "input-typed probabilities");
   constexpr std::string_view op = "fused_linear_cross_entropy_backward";
   impl::ProfilingRegion region("kloss::fused_linear_cross_entropy_backward");
   impl::fused_linear_run<ExecSpace, T, I>(
@@ -101,9 +108,13 @@ void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutput
       const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,        \
       const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,            \
       const kloss::FusedLinearCrossEntropyOptions&);
+/// Every (T, target type) pair: class indices of both index types, and
+/// probabilities (target type T).
+#define KLOSS_FUSED_LINEAR_FOR_EACH(M) \
+  M(float, std::int32_t) M(float, std::int64_t) M(float, float) \
+  M(double, std::int32_t) M(double, std::int64_t) M(double, double) \
+  M(kloss::float16, std::int32_t) M(kloss::float16, std::int64_t) M(kloss::float16, kloss::float16) \
+  M(kloss::bfloat16, std::int32_t) M(kloss::bfloat16, std::int64_t) M(kloss::bfloat16, kloss::bfloat16)
 #define KLOSS_FUSED_LINEAR_EXTERN(T, I) KLOSS_FUSED_LINEAR_INSTANTIATE(extern, T, I)
-KLOSS_FUSED_LINEAR_EXTERN(float, std::int32_t)
-KLOSS_FUSED_LINEAR_EXTERN(float, std::int64_t)
-KLOSS_FUSED_LINEAR_EXTERN(double, std::int32_t)
-KLOSS_FUSED_LINEAR_EXTERN(double, std::int64_t)
+KLOSS_FUSED_LINEAR_FOR_EACH(KLOSS_FUSED_LINEAR_EXTERN)
 #undef KLOSS_FUSED_LINEAR_EXTERN

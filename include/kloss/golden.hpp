@@ -49,7 +49,8 @@ struct VocabRange {
 VocabRange vocab_split(std::int64_t total, int rank, int size);
 
 /// Whether SCHEMA.md allows a case vocabulary-parallel: cross_entropy with
-/// class-index (integer) targets, fused_linear_cross_entropy, embedding.
+/// class-index (integer) targets, fused_linear_cross_entropy (class-index
+/// targets; its probability targets are kloss's extension), embedding.
 /// `integer_target`: whether the case's inputs/target is an integer dataset.
 bool vocab_parallel_allowed(std::string_view op, bool integer_target);
 

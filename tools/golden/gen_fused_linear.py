@@ -2,9 +2,11 @@
 The op is in no torch release: the reference is the composition
 cross_entropy(input @ weight.T + bias, target, weight=ce_weight, ...) in
 float64 (with the kloss extensions z_loss / softcap composed as in
-gen_cross_entropy.py), gradients by autograd. float32 and float64 (the
-dtypes the fused op implements), both index dtypes, every reduction, every
-option; N not a multiple of any chunk.
+gen_cross_entropy.py), gradients by autograd. float32 and float64 with
+both index dtypes, float16 and bfloat16 with int64 indices, class-probability
+targets [N, V] (kloss's extension of the schema's fused op; these cases do
+not run vocabulary-parallel) in every dtype, every reduction, every option;
+N not a multiple of any chunk.
 
 Run:  cd tools/golden && /usr/bin/python3 -c "import gen_fused_linear as g; g.main('../../data/golden')"
 """
@@ -21,16 +23,19 @@ def main(out_dir):
     gen = torch.Generator().manual_seed(4321)
     path = os.path.join(out_dir, "fused_linear.h5")
     sets = [
-        # name, N, D, V, bias, ce_weight, ignore_frac, smoothing, z_loss, softcap
-        ("plain", 7, 5, 11, False, False, 0.0, 0.0, 0.0, 0.0),
-        ("bias_ignore", 9, 4, 13, True, False, 0.3, 0.0, 0.0, 0.0),
-        ("ce_weight_smooth", 6, 6, 9, True, True, 0.2, 0.1, 0.0, 0.0),
-        ("z_loss_softcap", 5, 3, 17, True, True, 0.2, 0.05, 1e-2, 2.5),
+        # name, N, D, V, bias, ce_weight, ignore_frac, smoothing, z_loss, softcap, probability targets
+        ("plain", 7, 5, 11, False, False, 0.0, 0.0, 0.0, 0.0, False),
+        ("bias_ignore", 9, 4, 13, True, False, 0.3, 0.0, 0.0, 0.0, False),
+        ("ce_weight_smooth", 6, 6, 9, True, True, 0.2, 0.1, 0.0, 0.0, False),
+        ("z_loss_softcap", 5, 3, 17, True, True, 0.2, 0.05, 1e-2, 2.5, False),
+        ("probs", 7, 5, 11, True, False, 0.0, 0.0, 0.0, 0.0, True),
+        ("probs_weight_smooth_zl_cap", 6, 4, 13, True, True, 0.0, 0.1, 1e-2, 2.5, True),
     ]
     with CompactGoldenFile(path) as g:
-        for (name, n, d, v, has_b, has_cw, ifrac, eps, zl, cap) in sets:
-            for dtype in ["float32", "float64"]:
-                for idt in ["int64", "int32"]:
+        for (name, n, d, v, has_b, has_cw, ifrac, eps, zl, cap, probs) in sets:
+            for dtype in ["float32", "float64", "float16", "bfloat16"]:
+                idts = ["int64"] if probs or dtype in ("float16", "bfloat16") else ["int64", "int32"]
+                for idt in idts:
                     for red in ["none", "mean", "sum"]:
                         x = rounded(torch.randn(n, d, generator=gen, dtype=torch.float64), dtype).requires_grad_(True)
                         w = rounded(torch.randn(v, d, generator=gen, dtype=torch.float64) * 0.7,
@@ -38,13 +43,20 @@ def main(out_dir):
                         b = (rounded(torch.randn(v, generator=gen, dtype=torch.float64) * 0.3,
                                      dtype).requires_grad_(True) if has_b else None)
                         cw = rounded(torch.rand(v, generator=gen, dtype=torch.float64) + 0.25, dtype) if has_cw else None
-                        t = torch.randint(0, v, (n,), generator=gen)
-                        if ifrac:
-                            mask = torch.rand(n, generator=gen) < ifrac
-                            mask[0] = True
-                            t[mask] = -100
+                        if probs:  # rows of a distribution with exact zeros, one one-hot row
+                            p = torch.rand(n, v, generator=gen, dtype=torch.float64)
+                            p[p < 0.3] = 0
+                            p[1] = 0
+                            p[1, 2] = 1
+                            t = rounded(p / p.sum(dim=1, keepdim=True), dtype)
+                        else:
+                            t = torch.randint(0, v, (n,), generator=gen)
+                            if ifrac:
+                                mask = torch.rand(n, generator=gen) < ifrac
+                                mask[0] = True
+                                t[mask] = -100
                         z = x @ w.T + (b if b is not None else 0)
-                        out = _ce_reference(z, t, cw, red, -100, eps, zl, cap, False)
+                        out = _ce_reference(z, t, cw, red, -100, eps, zl, cap, probs)
                         go = rounded(torch.rand(out.shape, generator=gen, dtype=torch.float64) + 0.5, dtype)
                         wrt = [x, w] + ([b] if b is not None else [])
                         gs = torch.autograd.grad(out, wrt, go)
@@ -65,7 +77,8 @@ def main(out_dir):
                         rtol, atol = tolerances(dtype)
                         if dtype == "float32":  # gemm accumulation order differs from torch's
                             rtol, atol = 1e-4, 1e-5
-                        g.add_case(f"flce_{name}_{dtype}_{idt}_{red}", "fused_linear_cross_entropy", dtype, inputs,
+                        tag = f"{dtype}_{red}" if probs else f"{dtype}_{idt}_{red}"
+                        g.add_case(f"flce_{name}_{tag}", "fused_linear_cross_entropy", dtype, inputs,
                                    out, grads=grads, grad_output=go, reduction=red, index_dtype=idt, options=opts,
                                    rtol=rtol, atol=atol)
     print(path, os.path.getsize(path), "bytes,", len(g.names), "cases")

@@ -35,6 +35,9 @@ struct FusedLinearCrossEntropyOptions {
   /// default (impl/tuning.hpp: fl_default_budget_bytes, and at most
   /// 1/fl_default_budget_divisor of the full N x V logits).
   std::int64_t memory_budget_bytes = 0;
+  /// float16 / bfloat16 only: rows of W converted to float per block (0 =
+  /// the default, impl/tuning.hpp: fl_convert_block_elements / D).
+  std::int64_t convert_block_rows = 0;
 };
 
 namespace impl {
@@ -56,14 +59,57 @@ std::int64_t fl_chunk_rows(std::string_view op, std::int64_t N, std::int64_t V, 
   return rows < N ? rows : (N > 0 ? N : 1);
 }
 
-/// The chunk loop. go: upstream gradient (device, [N] for none or 1
-/// element) or absent (then 1); gradients are computed when any grad view
-/// is present. output may be absent (the recompute backward).
-template <class ExecSpace, class T, class I>
+/// Rows of W converted per block on the 16-bit path: the float copy of a
+/// block (and of its grad_weight block) is about 2 MiB per D = 1024.
+inline std::int64_t fl_convert_block_rows(std::int64_t V, std::int64_t D, std::int64_t requested) {
+  std::int64_t bv = tuning::fl_convert_block_elements / (D > 0 ? D : 1);
+  if (bv < tuning::fl_min_convert_block_rows) bv = tuning::fl_min_convert_block_rows;
+  if (requested > 0) bv = requested;
+  return bv < V ? bv : (V > 0 ? V : 1);
+}
+
+/// Elementwise dst[i] = A(src[i]) or, with Accumulate, dst[i] = T(A(dst[i]) +
+/// src[i]) (the 16-bit path's conversions around the float gemms).
+template <class ExecSpace, class D, class S>
+void fl_convert(const ExecSpace& exec, D* dst, const S* src, std::int64_t n, bool accumulate) {
+  Kokkos::parallel_for(
+      "kloss::fused_linear_cross_entropy::convert",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t e) {
+        using A = acc_t<D>;
+        const A v = static_cast<A>(src[e]);
+        dst[e] = static_cast<D>(accumulate ? static_cast<A>(dst[e]) + v : v);
+      });
+}
+
+/// Copies columns [v0, v0 + bv) of the row-major b x V matrix z into the
+/// contiguous b x bv matrix blk (to_blk) or back.
+template <class ExecSpace, class A>
+void fl_copy_columns(const ExecSpace& exec, A* z, A* blk, std::int64_t b, std::int64_t V, std::int64_t v0,
+                     std::int64_t bv, bool to_blk) {
+  Kokkos::parallel_for(
+      "kloss::fused_linear_cross_entropy::copy_block",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, b * bv),
+      KOKKOS_LAMBDA(const std::int64_t e) {
+        const std::int64_t i = e / bv, c = e - i * bv;
+        if (to_blk) blk[e] = z[i * V + v0 + c];
+        else z[i * V + v0 + c] = blk[e];
+      });
+}
+
+/// The chunk loop. Tgt: an index type (class-index targets [N]) or T
+/// (class-probability targets [N, V]). go: upstream gradient (device, [N]
+/// for none or 1 element) or absent (then 1); gradients are computed when
+/// any grad view is present. output may be absent (the recompute backward).
+/// T = float16 / bfloat16: the gemms run in float on chunk-wise converted
+/// copies (X rows of the chunk, W in blocks of fl_convert_block_rows rows,
+/// never the whole weight); grad_weight is accumulated over the token
+/// chunks in T (each chunk's float contribution added and rounded once, as
+/// a 16-bit gemm with beta = 1 does), grad_bias in a float vector.
+template <class ExecSpace, class T, class Tgt>
 void fused_linear_run(const ExecSpace& exec, std::string_view op,
                       const Tensor<const T, typename ExecSpace::memory_space>& input,
                       const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                      const Tensor<const I, typename ExecSpace::memory_space>& target,
+                      const Tensor<const Tgt, typename ExecSpace::memory_space>& target,
                       const Tensor<const T, typename ExecSpace::memory_space>& bias,
                       const Tensor<const T, typename ExecSpace::memory_space>& ce_weight,
                       const Tensor<const T, typename ExecSpace::memory_space>& go,
@@ -72,12 +118,17 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
                       const Tensor<T, typename ExecSpace::memory_space>& grad_weight,
                       const Tensor<T, typename ExecSpace::memory_space>& grad_bias,
                       const FusedLinearCrossEntropyOptions& opts) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "kloss::fused_linear_cross_entropy: float and double only (the BLAS has no 16-bit gemm here)");
-  using A = T;
+  static_assert(is_scalar_v<T>, "kloss::fused_linear_cross_entropy: float, double, float16 or bfloat16");
+  constexpr bool prob = !is_index_v<Tgt>;
+  static_assert(!prob || std::is_same_v<Tgt, T>,
+                "kloss::fused_linear_cross_entropy: target must hold int32/int64 class indices or input-typed "
+                "probabilities");
+  using A = acc_t<T>;
+  constexpr bool conv = !std::is_same_v<T, A>;  // 16-bit: float gemms on converted copies
   using Mem = typename ExecSpace::memory_space;
   using Mat = Kokkos::View<A**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using CMat = Kokkos::View<const A**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
   // --- checks
   check_rank(op, "input", input, 2);
   check_rank(op, "weight", weight, 2);
@@ -85,7 +136,8 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
   if (weight.extent(1) != D)
     fail<DimensionMismatch>(op, "arguments 'input' ", input.shape.str(), " and 'weight' ", weight.shape.str(),
                             " must agree in D (input [N, D], weight [V, D])");
-  check_shape(op, "target", target, Shape{N});
+  if constexpr (prob) check_shape(op, "target", target, Shape{N, V});
+  else check_shape(op, "target", target, Shape{N});
   if (bias.present) check_shape(op, "bias", bias, Shape{V});
   if (ce_weight.present) check_shape(op, "ce_weight", ce_weight, Shape{V});
   ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
@@ -94,6 +146,8 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
   if (grad_input.present) check_shape(op, "grad_input", grad_input, input.shape);
   if (grad_weight.present) check_shape(op, "grad_weight", grad_weight, weight.shape);
   if (grad_bias.present) check_shape(op, "grad_bias", grad_bias, Shape{V});
+  require(opts.convert_block_rows >= 0, op, "option 'convert_block_rows' must be >= 0 (0 = default), got ",
+          opts.convert_block_rows);
   const std::int64_t B = fl_chunk_rows<A>(op, N, V, opts.memory_budget_bytes);
   ProfilingRegion region(concat("kloss::", op));
 
@@ -106,43 +160,84 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
   auto tv = target.data;
   auto cwv = ce_weight.data;
 
-  // --- O(N) pass: target check, mean divisor; sum of class weights (smoothing)
-  CeSums pre;
-  Kokkos::parallel_reduce(
-      "kloss::fused_linear_cross_entropy::targets",
-      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, N),
-      KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
-        const std::int64_t t = static_cast<std::int64_t>(tv(r));
-        if (t == ignore) return;
-        if (t < 0 || t >= V) acc.bad.note(r, t);
-        else acc.weight += has_cw ? static_cast<double>(cwv(t)) : 1.0;
-      },
-      CeSumsReducer<Kokkos::HostSpace>(pre));
-  pre.bad.throw_if_any(op, "target", concat("[0, ", V, ") (or ignore_index ", ignore, ")"));
-  const double total_weight = pre.weight;
+  // --- class weights in the accumulation type (a V-vector; 16-bit only)
+  Kokkos::View<A*, Mem> cw_acc;
+  const A* cwp = nullptr;  // class weights as A, for the class-index row code
+  if (has_cw) {
+    if constexpr (conv) {
+      cw_acc = Kokkos::View<A*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing,
+                                                        "kloss::fused_linear_cross_entropy::ce_weight_acc"),
+                                     V);
+      fl_convert(exec, cw_acc.data(), cwv.data(), V, false);
+      cwp = cw_acc.data();
+    } else {
+      cwp = cwv.data();
+    }
+  }
+  const T* cwt = has_cw ? cwv.data() : nullptr;  // as T, for the probability row code
+
+  // --- O(N) pass (class indices): target check, mean divisor; the sum of
+  // the class weights (smoothing). Probability targets: the mean divides by
+  // N (torch) and the probabilities are checked inside the row pass.
+  double total_weight = static_cast<double>(N);
   A w_all = static_cast<A>(V);
-  if (has_cw && eps != A(0)) {
-    A s = 0;
+  if constexpr (!prob) {
+    CeSums pre;
     Kokkos::parallel_reduce(
-        "kloss::fused_linear_cross_entropy::ce_weight_sum",
-        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, V),
-        KOKKOS_LAMBDA(const std::int64_t c, A& acc) { acc += cwv(c); }, s);
-    w_all = s;
+        "kloss::fused_linear_cross_entropy::targets", Range(exec, 0, N),
+        KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
+          const std::int64_t t = static_cast<std::int64_t>(tv(r));
+          if (t == ignore) return;
+          if (t < 0 || t >= V) acc.bad.note(r, t);
+          else acc.weight += cwp ? static_cast<double>(cwp[t]) : 1.0;
+        },
+        CeSumsReducer<Kokkos::HostSpace>(pre));
+    pre.bad.throw_if_any(op, "target", concat("[0, ", V, ") (or ignore_index ", ignore, ")"));
+    total_weight = pre.weight;
+    if (has_cw && eps != A(0)) {
+      A s = 0;
+      Kokkos::parallel_reduce(
+          "kloss::fused_linear_cross_entropy::ce_weight_sum", Range(exec, 0, V),
+          KOKKOS_LAMBDA(const std::int64_t c, A& acc) { acc += cwp[c]; }, s);
+      w_all = s;
+    }
   }
 
-  // --- scratch: one chunk of logits, allocated once per call
+  // --- scratch: one chunk of logits (and, 16-bit, the converted blocks),
+  // allocated once per call
   Kokkos::View<A**, Kokkos::LayoutRight, Mem> Z(Kokkos::view_alloc(Kokkos::WithoutInitializing,
                                                                    "kloss::fused_linear_cross_entropy::logits_chunk"),
                                                 B, V);
-  if (grad_weight.present) Kokkos::deep_copy(exec, grad_weight.data, A(0));
-  if (grad_bias.present) Kokkos::deep_copy(exec, grad_bias.data, A(0));
-  CMat X(input.data.data(), N, D), W(weight.data.data(), V, D);
-  Mat GX(grad_input.data.data(), grad_input.present ? N : 0, D), GW(grad_weight.data.data(), V, D);
-  auto bv = bias.data;
+  const std::int64_t Bv = conv ? fl_convert_block_rows(V, D, opts.convert_block_rows) : V;
+  Kokkos::View<A*, Mem> xf, dxf, wf, zb, dwb, gb_acc;
+  if constexpr (conv) {
+    auto alloc = [&](const std::string& label, std::int64_t n) {
+      return Kokkos::View<A*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n);
+    };
+    xf = alloc("kloss::fused_linear_cross_entropy::input_chunk", B * D);
+    if (Bv < V) zb = alloc("kloss::fused_linear_cross_entropy::logits_block", B * Bv);
+    wf = alloc("kloss::fused_linear_cross_entropy::weight_block", Bv * D);
+    if (grad_input.present) dxf = alloc("kloss::fused_linear_cross_entropy::grad_input_chunk", B * D);
+    if (grad_weight.present) dwb = alloc("kloss::fused_linear_cross_entropy::grad_weight_block", Bv * D);
+    if (grad_bias.present) {
+      gb_acc = alloc("kloss::fused_linear_cross_entropy::grad_bias_acc", V);
+      Kokkos::deep_copy(exec, gb_acc, A(0));
+    }
+  }
+  if (grad_weight.present) Kokkos::deep_copy(exec, grad_weight.data, T(0.0f));
+  if (grad_bias.present) Kokkos::deep_copy(exec, grad_bias.data, T(0.0f));
+  const T* xp = input.data.data();
+  const T* wp = weight.data.data();
+  T* gxp = grad_input.data.data();
+  T* gwp = grad_weight.data.data();
+  A* gbp = nullptr;  // grad_bias accumulates here (float for 16-bit T)
+  if constexpr (conv) gbp = gb_acc.data();
+  else gbp = grad_bias.data.data();
+  auto bv_ = bias.data;
   auto gov = go.data;
   auto ov = output.data;
-  auto gbv = grad_bias.data;
   const bool has_bias = bias.present, none = red == static_cast<int>(Reduction::none);
+  const bool mean = red == static_cast<int>(Reduction::mean);
   const bool write_out = output.present;
   double loss_sum = 0;
   CeRowConfig<A> cfg;
@@ -152,64 +247,121 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
   for (std::int64_t r0 = 0; r0 < N; r0 += B) {
     const std::int64_t b = r0 + B < N ? B : N - r0;
     Mat Zc(Z.data(), b, V);
-    CMat Xc(X.data() + r0 * D, b, D);
-    KokkosBlas::gemm("N", "T", A(1), Xc, W, A(0), Zc);  // Z = X_c W^T
+    // --- Z = X_c W^T
+    const A* xc = nullptr;  // the chunk's input rows as A
+    if constexpr (conv) {
+      fl_convert(exec, xf.data(), xp + r0 * D, b * D, false);
+      xc = xf.data();
+      for (std::int64_t v0 = 0; v0 < V; v0 += Bv) {
+        const std::int64_t bv = v0 + Bv < V ? Bv : V - v0;
+        fl_convert(exec, wf.data(), wp + v0 * D, bv * D, false);
+        const bool whole = bv == V;  // one block: the gemm writes the chunk itself
+        Mat Zb(whole ? Zc.data() : zb.data(), b, bv);
+        KokkosBlas::gemm("N", "T", A(1), CMat(xc, b, D), CMat(wf.data(), bv, D), A(0), Zb);
+        if (!whole) fl_copy_columns(exec, Zc.data(), zb.data(), b, V, v0, bv, false);
+      }
+    } else {
+      xc = xp + r0 * D;
+      KokkosBlas::gemm("N", "T", A(1), CMat(xc, b, D), CMat(wp, V, D), A(0), Zc);
+    }
     if (has_bias) {
       Kokkos::parallel_for(
-          "kloss::fused_linear_cross_entropy::bias",
-          Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, b * V),
-          KOKKOS_LAMBDA(const std::int64_t e) { Zc.data()[e] += bv(e % V); });
+          "kloss::fused_linear_cross_entropy::bias", Range(exec, 0, b * V),
+          KOKKOS_LAMBDA(const std::int64_t e) { Zc.data()[e] += static_cast<A>(bv_(e % V)); });
     }
-    double chunk_loss = 0;
+    // --- per row: loss, and dL/dZ over Z in place
+    CeSums chunk;
     Kokkos::parallel_reduce(
-        "kloss::fused_linear_cross_entropy::rows", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, b),
-        KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
+        "kloss::fused_linear_cross_entropy::rows", Range(exec, 0, b),
+        KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {
           const std::int64_t r = r0 + i;
-          A* z = &Zc(i, 0);
-          const std::int64_t t = static_cast<std::int64_t>(tv(r));
-          if (t == ignore) {
-            if (write_out && none) ov(r) = T(0);
-            if (want_grad)
-              for (std::int64_t c = 0; c < V; ++c) z[c] = A(0);
-            return;
-          }
-          const A wt = has_cw ? cwv(t) : A(1);
-          const CeRowPartials<A> p = ce_row_partials(z, V, 1, t, cfg, has_cw ? cwv.data() : nullptr);
-          const A l = ce_lse(p);
-          A loss = (A(1) - eps) * wt * (l - p.target_logit) + zl * l * l;
-          if (eps != A(0)) loss += eps / static_cast<A>(V) * (w_all * l - p.logit_sum);
-          if (write_out && none) ov(r) = static_cast<T>(loss);
-          acc += static_cast<double>(loss);
-          if (want_grad) {
-            A scale = has_go ? (none ? gov(r) : gov(0)) : A(1);
-            if (red == static_cast<int>(Reduction::mean)) scale = static_cast<A>(scale / total_weight);
-            const CeRowGrad<A> k = ce_row_grad(scale, wt, w_all, eps, V, zl, l, cap, has_cw);
-            ce_backward_from_lse(z, z, V, 1, t, l, k, has_cw ? cwv.data() : nullptr);  // in place over the chunk
+          A* z = Zc.data() + i * V;
+          A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
+          if constexpr (prob) {
+            const T* pr = tv.data() + r * V;
+            const CeProbPartials<A> p = ce_row_partials_prob(z, pr, V, 1, eps, V, cap, cwt);
+            if (p.bad_count > 0 && (acc.bad_prob == 0 || r * V + p.bad_pos < acc.bad_prob_pos)) {
+              acc.bad_prob_pos = r * V + p.bad_pos;
+              acc.bad_prob_val = static_cast<double>(p.bad_val);
+            }
+            acc.bad_prob += p.bad_count;
+            const A l = ce_lse(p.lse);
+            const A loss = p.q * l - p.s + zl * l * l;  // sum_c w_c p'_c (lse - z_c) + zl lse^2
+            if (write_out && none) ov(r) = static_cast<T>(loss);
+            acc.loss += static_cast<double>(loss);
+            if (want_grad) {
+              if (mean) scale = static_cast<A>(scale / total_weight);
+              ce_backward_prob_from_lse(z, pr, z, V, 1, l, p.q, scale, eps, V, zl, cap, cwt);
+            }
+          } else {
+            const std::int64_t t = static_cast<std::int64_t>(tv(r));
+            if (t == ignore) {
+              if (write_out && none) ov(r) = T(0.0f);
+              if (want_grad)
+                for (std::int64_t c = 0; c < V; ++c) z[c] = A(0);
+              return;
+            }
+            const A wt = cwp ? cwp[t] : A(1);
+            const CeRowPartials<A> p = ce_row_partials(z, V, 1, t, cfg, cwp);
+            const A l = ce_lse(p);
+            A loss = (A(1) - eps) * wt * (l - p.target_logit) + zl * l * l;
+            if (eps != A(0)) loss += eps / static_cast<A>(V) * (w_all * l - p.logit_sum);
+            if (write_out && none) ov(r) = static_cast<T>(loss);
+            acc.loss += static_cast<double>(loss);
+            if (want_grad) {
+              if (mean) scale = static_cast<A>(scale / total_weight);
+              const CeRowGrad<A> k = ce_row_grad(scale, wt, w_all, eps, V, zl, l, cap, cwp != nullptr);
+              ce_backward_from_lse(z, z, V, 1, t, l, k, cwp);  // in place over the chunk
+            }
           }
         },
-        chunk_loss);
-    loss_sum += chunk_loss;
+        CeSumsReducer<Kokkos::HostSpace>(chunk));
+    if (chunk.bad_prob > 0)
+      fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", chunk.bad_prob,
+                            " negative or NaN value(s) in rows [", r0, ", ", r0 + b, "); first at position ",
+                            chunk.bad_prob_pos, ": ", chunk.bad_prob_val);
+    loss_sum += chunk.loss;
     if (!want_grad) continue;
-    const CMat dZ(Zc.data(), b, V);
-    if (grad_input.present) {
-      Mat GXc(GX.data() + r0 * D, b, D);
-      KokkosBlas::gemm("N", "N", A(1), dZ, W, A(0), GXc);  // dX_c = dZ W
+    // --- grad_input_c = dZ W, grad_weight += dZ^T X_c, grad_bias += colsum(dZ)
+    if constexpr (conv) {
+      for (std::int64_t v0 = 0; v0 < V; v0 += Bv) {
+        const std::int64_t bv = v0 + Bv < V ? Bv : V - v0;
+        const bool whole = bv == V;
+        if (!whole) fl_copy_columns(exec, Zc.data(), zb.data(), b, V, v0, bv, true);
+        const CMat dZb(whole ? Zc.data() : zb.data(), b, bv);
+        if (grad_input.present) {
+          fl_convert(exec, wf.data(), wp + v0 * D, bv * D, false);
+          KokkosBlas::gemm("N", "N", A(1), dZb, CMat(wf.data(), bv, D), A(v0 == 0 ? 0 : 1), Mat(dxf.data(), b, D));
+        }
+        if (grad_weight.present) {
+          KokkosBlas::gemm("T", "N", A(1), dZb, CMat(xc, b, D), A(0), Mat(dwb.data(), bv, D));
+          fl_convert(exec, gwp + v0 * D, dwb.data(), bv * D, true);
+        }
+      }
+      if (grad_input.present) fl_convert(exec, gxp + r0 * D, dxf.data(), b * D, false);
+    } else {
+      const CMat dZ(Zc.data(), b, V);
+      if (grad_input.present)
+        KokkosBlas::gemm("N", "N", A(1), dZ, CMat(wp, V, D), A(0), Mat(gxp + r0 * D, b, D));  // dX_c = dZ W
+      if (grad_weight.present)
+        KokkosBlas::gemm("T", "N", A(1), dZ, CMat(xc, b, D), A(1), Mat(gwp, V, D));  // dW += dZ^T X_c
     }
-    if (grad_weight.present) KokkosBlas::gemm("T", "N", A(1), dZ, Xc, A(1), GW);  // dW += dZ^T X_c
     if (grad_bias.present) {
+      const A* dz = Zc.data();
       Kokkos::parallel_for(
-          "kloss::fused_linear_cross_entropy::grad_bias",
-          Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, V),
-          KOKKOS_LAMBDA(const std::int64_t c) {
+          "kloss::fused_linear_cross_entropy::grad_bias", Range(exec, 0, V), KOKKOS_LAMBDA(const std::int64_t c) {
             A s = 0;
-            for (std::int64_t i = 0; i < b; ++i) s += dZ(i, c);
-            gbv(c) += s;
+            for (std::int64_t i = 0; i < b; ++i) s += dz[i * V + c];
+            gbp[c] += s;
           });
     }
   }
+  if constexpr (conv) {
+    if (grad_bias.present) fl_convert(exec, grad_bias.data.data(), gb_acc.data(), V, false);
+  }
   if (write_out && !none) {
     double v = loss_sum;
-    if (red == static_cast<int>(Reduction::mean)) v = loss_sum / total_weight;  // NaN when all ignored, as torch
+    if (mean) v = loss_sum / total_weight;  // NaN when all ignored (or N = 0), as torch
     Kokkos::deep_copy(exec, output.data, static_cast<T>(v));
   }
   exec.fence();
@@ -226,7 +378,10 @@ void fused_linear_scale(const ExecSpace& exec, const Tensor<const T, typename Ex
   Kokkos::parallel_for(
       "kloss::fused_linear_cross_entropy_backward::scale",
       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, g.numel()),
-      KOKKOS_LAMBDA(const std::int64_t i) { gv(i) = gv(i) * s(0); });
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        using A = acc_t<T>;
+        gv(i) = static_cast<T>(static_cast<A>(gv(i)) * static_cast<A>(s(0)));
+      });
 }
 
 }  // namespace impl

@@ -49,6 +49,11 @@ inline constexpr std::int64_t ce_block_elements = std::int64_t(1) << 16;
 inline constexpr std::int64_t fl_default_budget_bytes = std::int64_t(256) << 20;
 inline constexpr std::int64_t fl_default_budget_divisor = 32;
 inline constexpr std::int64_t fl_min_chunk_rows = 64;
+/// 16-bit inputs: W is converted to float in blocks of
+/// fl_convert_block_elements / D rows (at least fl_min_convert_block_rows):
+/// 2 MiB of float per block, enough for the gemm to run at full rate.
+inline constexpr std::int64_t fl_convert_block_elements = std::int64_t(1) << 19;
+inline constexpr std::int64_t fl_min_convert_block_rows = 64;
 
 // --- ctc_loss (impl/ctc_impl.hpp) ---------------------------------------
 /// ctc_loss: extended-label states (and classes, in the gradient rows) per
