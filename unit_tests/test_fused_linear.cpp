@@ -164,6 +164,9 @@ std::pair<Grads, Grads> fused_with(const FlProblem& P, const kloss::FusedLinearC
   Kokkos::View<T**, Mem> gx("gx", N, D), gw("gw", V, D);
   Kokkos::View<T*, Mem> gb;  // no bias: no grad_bias (default-constructed = not given)
   if (!P.b.empty()) gb = Kokkos::View<T*, Mem>("gb", V);
+  Kokkos::deep_copy(gx, T(7.0f));  // the forward overwrites the gradients too
+  Kokkos::deep_copy(gw, T(7.0f));
+  Kokkos::deep_copy(gb, T(7.0f));
   Grads stored, recomputed;
   const bool none = o.reduction == Reduction::none;
   Kokkos::View<T*, Mem> out("out", none ? N : 1);
@@ -269,6 +272,17 @@ TEST(FusedLinearCEFd, GradientsMatchFiniteDifferences) {
   expect_near_all(got, fd, 1e-6, 1e-7, "stored grads vs finite differences");
 }
 
+TYPED_TEST(FusedLinearCE, LargeChunksRunTheGradWeightGemmInRowBlocks) {
+  // B = 1030 rows in one chunk -> dW += dZ^T X_c in blocks of 256, 256, 88
+  // rows of grad_weight (impl::fl_grad_weight_block_rows)
+  ASSERT_EQ(kloss::impl::fl_grad_weight_block_rows(600, 1030), 256);
+  const FlProblem P = make_problem(1030, 3, 600, true, false, 77);
+  kloss::FusedLinearCrossEntropyOptions o;
+  o.reduction = Reduction::sum;
+  o.memory_budget_bytes = 1030 * 600 * static_cast<std::int64_t>(sizeof(TypeParam));
+  compare<TypeParam>(P, o, "one chunk of 1030 rows");
+}
+
 /// float16 / bfloat16: the float gemms on converted copies (several token
 /// chunks, W in blocks with a remainder) against the float64 composition
 /// of the same rounded inputs. Tolerances: the loss and grad_input are
@@ -334,6 +348,26 @@ TEST(FusedLinearCEFd, ProbabilityTargetGradientsMatchFiniteDifferences) {
   got.insert(got.end(), S.gw.begin(), S.gw.end());
   got.insert(got.end(), S.gb.begin(), S.gb.end());
   expect_near_all(got, fd, 1e-6, 1e-7, "stored grads (probability targets) vs finite differences");
+}
+
+TEST(FusedLinearCEEdge, EmptyBatchGivesZeroGradientsAndTorchsReductions) {
+  Exec exec;
+  Kokkos::View<float**, Mem> x("x", 0, 3), w("w", 5, 3), gx("gx", 0, 3), gw("gw", 5, 3);
+  Kokkos::View<std::int64_t*, Mem> t("t", 0);
+  Kokkos::View<float*, Mem> none, b("b", 5), gb("gb", 5);
+  Kokkos::View<float, Mem> out("out");
+  Kokkos::deep_copy(gw, 7.0f);
+  Kokkos::deep_copy(gb, 7.0f);
+  kloss::fused_linear_cross_entropy(exec, x, w, t, b, none, out, gx, gw, gb);
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
+  EXPECT_TRUE(std::isnan(h())) << "mean over no rows is NaN, as torch";
+  for (double v : to_doubles(gw)) EXPECT_EQ(v, 0.0);
+  for (double v : to_doubles(gb)) EXPECT_EQ(v, 0.0);
+  kloss::FusedLinearCrossEntropyOptions o;
+  o.reduction = Reduction::sum;
+  kloss::fused_linear_cross_entropy(exec, x, w, t, b, none, out, gx, gw, gb, o);
+  Kokkos::deep_copy(h, out);
+  EXPECT_EQ(h(), 0.0f);
 }
 
 TEST(FusedLinearCEErrors, EveryBadInputThrows) {

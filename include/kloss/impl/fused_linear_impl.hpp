@@ -81,19 +81,14 @@ void fl_convert(const ExecSpace& exec, D* dst, const S* src, std::int64_t n, boo
       });
 }
 
-/// Copies columns [v0, v0 + bv) of the row-major b x V matrix z into the
-/// contiguous b x bv matrix blk (to_blk) or back.
-template <class ExecSpace, class A>
-void fl_copy_columns(const ExecSpace& exec, A* z, A* blk, std::int64_t b, std::int64_t V, std::int64_t v0,
-                     std::int64_t bv, bool to_blk) {
-  Kokkos::parallel_for(
-      "kloss::fused_linear_cross_entropy::copy_block",
-      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, b * bv),
-      KOKKOS_LAMBDA(const std::int64_t e) {
-        const std::int64_t i = e / bv, c = e - i * bv;
-        if (to_blk) blk[e] = z[i * V + v0 + c];
-        else z[i * V + v0 + c] = blk[e];
-      });
+/// Rows of grad_weight per dW += dZ^T X_c gemm: OpenBLAS packs the whole
+/// B x (columns of dZ) operand of one call into its workspace, so one call
+/// over all V columns would allocate about a second logits chunk; blocks of
+/// fl_grad_weight_block_elements / B rows keep that workspace near 1 MiB.
+inline std::int64_t fl_grad_weight_block_rows(std::int64_t V, std::int64_t B) {
+  std::int64_t bw = tuning::fl_grad_weight_block_elements / (B > 0 ? B : 1);
+  if (bw < tuning::fl_min_grad_weight_block_rows) bw = tuning::fl_min_grad_weight_block_rows;
+  return bw < V ? bw : (V > 0 ? V : 1);
 }
 
 /// The chunk loop. Tgt: an index type (class-index targets [N]) or T
@@ -209,13 +204,12 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
                                                                    "kloss::fused_linear_cross_entropy::logits_chunk"),
                                                 B, V);
   const std::int64_t Bv = conv ? fl_convert_block_rows(V, D, opts.convert_block_rows) : V;
-  Kokkos::View<A*, Mem> xf, dxf, wf, zb, dwb, gb_acc;
+  Kokkos::View<A*, Mem> xf, dxf, wf, dwb, gb_acc;
   if constexpr (conv) {
     auto alloc = [&](const std::string& label, std::int64_t n) {
       return Kokkos::View<A*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n);
     };
     xf = alloc("kloss::fused_linear_cross_entropy::input_chunk", B * D);
-    if (Bv < V) zb = alloc("kloss::fused_linear_cross_entropy::logits_block", B * Bv);
     wf = alloc("kloss::fused_linear_cross_entropy::weight_block", Bv * D);
     if (grad_input.present) dxf = alloc("kloss::fused_linear_cross_entropy::grad_input_chunk", B * D);
     if (grad_weight.present) dwb = alloc("kloss::fused_linear_cross_entropy::grad_weight_block", Bv * D);
@@ -224,7 +218,9 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
       Kokkos::deep_copy(exec, gb_acc, A(0));
     }
   }
-  if (grad_weight.present) Kokkos::deep_copy(exec, grad_weight.data, T(0.0f));
+  // grad_weight: the first chunk's products overwrite it (beta = 0), which
+  // saves a pass over V x D; zeroed here only when there is no chunk.
+  if (grad_weight.present && N == 0) Kokkos::deep_copy(exec, grad_weight.data, T(0.0f));
   if (grad_bias.present) Kokkos::deep_copy(exec, grad_bias.data, T(0.0f));
   const T* xp = input.data.data();
   const T* wp = weight.data.data();
@@ -255,10 +251,10 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
       for (std::int64_t v0 = 0; v0 < V; v0 += Bv) {
         const std::int64_t bv = v0 + Bv < V ? Bv : V - v0;
         fl_convert(exec, wf.data(), wp + v0 * D, bv * D, false);
-        const bool whole = bv == V;  // one block: the gemm writes the chunk itself
-        Mat Zb(whole ? Zc.data() : zb.data(), b, bv);
-        KokkosBlas::gemm("N", "T", A(1), CMat(xc, b, D), CMat(wf.data(), bv, D), A(0), Zb);
-        if (!whole) fl_copy_columns(exec, Zc.data(), zb.data(), b, V, v0, bv, false);
+        // columns [v0, v0 + bv) of the chunk: a LayoutRight subview with row
+        // stride V, which the BLAS takes as its leading dimension
+        KokkosBlas::gemm("N", "T", A(1), CMat(xc, b, D), CMat(wf.data(), bv, D), A(0),
+                         Kokkos::subview(Zc, Kokkos::ALL(), std::make_pair(v0, v0 + bv)));
       }
     } else {
       xc = xp + r0 * D;
@@ -326,16 +322,14 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
     if constexpr (conv) {
       for (std::int64_t v0 = 0; v0 < V; v0 += Bv) {
         const std::int64_t bv = v0 + Bv < V ? Bv : V - v0;
-        const bool whole = bv == V;
-        if (!whole) fl_copy_columns(exec, Zc.data(), zb.data(), b, V, v0, bv, true);
-        const CMat dZb(whole ? Zc.data() : zb.data(), b, bv);
+        const auto dZb = Kokkos::subview(CMat(Zc.data(), b, V), Kokkos::ALL(), std::make_pair(v0, v0 + bv));
         if (grad_input.present) {
           fl_convert(exec, wf.data(), wp + v0 * D, bv * D, false);
           KokkosBlas::gemm("N", "N", A(1), dZb, CMat(wf.data(), bv, D), A(v0 == 0 ? 0 : 1), Mat(dxf.data(), b, D));
         }
         if (grad_weight.present) {
           KokkosBlas::gemm("T", "N", A(1), dZb, CMat(xc, b, D), A(0), Mat(dwb.data(), bv, D));
-          fl_convert(exec, gwp + v0 * D, dwb.data(), bv * D, true);
+          fl_convert(exec, gwp + v0 * D, dwb.data(), bv * D, r0 != 0);
         }
       }
       if (grad_input.present) fl_convert(exec, gxp + r0 * D, dxf.data(), b * D, false);
@@ -343,8 +337,14 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
       const CMat dZ(Zc.data(), b, V);
       if (grad_input.present)
         KokkosBlas::gemm("N", "N", A(1), dZ, CMat(wp, V, D), A(0), Mat(gxp + r0 * D, b, D));  // dX_c = dZ W
-      if (grad_weight.present)
-        KokkosBlas::gemm("T", "N", A(1), dZ, CMat(xc, b, D), A(1), Mat(gwp, V, D));  // dW += dZ^T X_c
+      if (grad_weight.present) {  // dW += dZ^T X_c, in row blocks of dW (see fl_grad_weight_block_rows)
+        const std::int64_t Bw = fl_grad_weight_block_rows(V, b);
+        for (std::int64_t v0 = 0; v0 < V; v0 += Bw) {
+          const std::int64_t bw = v0 + Bw < V ? Bw : V - v0;
+          KokkosBlas::gemm("T", "N", A(1), Kokkos::subview(dZ, Kokkos::ALL(), std::make_pair(v0, v0 + bw)),
+                           CMat(xc, b, D), A(r0 == 0 ? 0 : 1), Mat(gwp + v0 * D, bw, D));
+        }
+      }
     }
     if (grad_bias.present) {
       const A* dz = Zc.data();

@@ -42,18 +42,28 @@ inline constexpr int ce_team_size_device = 64;
 inline constexpr std::int64_t ce_block_elements = std::int64_t(1) << 16;
 
 // --- fused_linear_cross_entropy (impl/fused_linear_impl.hpp) ---------------
-/// Default logits-chunk scratch: at most 256 MiB and at most 1/32 of the
-/// full N x V logits (the issue's bound on extra memory is 5 %), but never
-/// fewer than 64 rows (gemm efficiency: OpenBLAS sgemm keeps ~90 GFLOP/s at
-/// 64+ rows for D >= 1024). Chosen 2026-11-22, not tuned.
+/// Default logits-chunk scratch: 1/25 (4 %) of the full N x V logits, at
+/// most 256 MiB, never fewer than 64 rows. The issue bounds the extra
+/// memory at 5 % of the logits; the rest of it is OpenBLAS' workspace and
+/// the small vectors (measured 2026-11-22, bench_fused_linear: 4.9 % at
+/// (4096, 2048, 32000), 4.3 % at (2048, 1024, 128256)). Time falls as the
+/// chunk grows (OpenBLAS packs all of W for every chunk's two W gemms, an
+/// overhead of about 1 / (2 B) of the gemm work): the table in
+/// docs/fused_linear.md gives the trade-off.
 inline constexpr std::int64_t fl_default_budget_bytes = std::int64_t(256) << 20;
-inline constexpr std::int64_t fl_default_budget_divisor = 32;
+inline constexpr std::int64_t fl_default_budget_divisor = 25;
 inline constexpr std::int64_t fl_min_chunk_rows = 64;
 /// 16-bit inputs: W is converted to float in blocks of
 /// fl_convert_block_elements / D rows (at least fl_min_convert_block_rows):
 /// 2 MiB of float per block, enough for the gemm to run at full rate.
 inline constexpr std::int64_t fl_convert_block_elements = std::int64_t(1) << 19;
 inline constexpr std::int64_t fl_min_convert_block_rows = 64;
+/// dW += dZ^T X_c runs in blocks of fl_grad_weight_block_elements / B rows
+/// of dW (at least fl_min_grad_weight_block_rows): OpenBLAS packs a call's
+/// whole B x rows operand into its workspace (measured: one call over V =
+/// 128256 at B = 256 grew the resident set by 103 MB; blocked, ~1 MB).
+inline constexpr std::int64_t fl_grad_weight_block_elements = std::int64_t(1) << 18;
+inline constexpr std::int64_t fl_min_grad_weight_block_rows = 256;
 
 // --- ctc_loss (impl/ctc_impl.hpp) ---------------------------------------
 /// ctc_loss: extended-label states (and classes, in the gradient rows) per
