@@ -19,7 +19,7 @@
 /// targets) is found first in an O(N) pass that also checks the targets.
 #include <kloss/impl/cross_entropy_impl.hpp>
 
-#include <KokkosBlas3_gemm.hpp>
+#include <kloss/impl/kokkos_kernels_compat.hpp>
 
 namespace kloss {
 
@@ -253,12 +253,12 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
         fl_convert(exec, wf.data(), wp + v0 * D, bv * D, false);
         // columns [v0, v0 + bv) of the chunk: a LayoutRight subview with row
         // stride V, which the BLAS takes as its leading dimension
-        KokkosBlas::gemm("N", "T", A(1), CMat(xc, b, D), CMat(wf.data(), bv, D), A(0),
+        impl::gemm(exec, "N", "T", A(1), CMat(xc, b, D), CMat(wf.data(), bv, D), A(0),
                          Kokkos::subview(Zc, Kokkos::ALL(), std::make_pair(v0, v0 + bv)));
       }
     } else {
       xc = xp + r0 * D;
-      KokkosBlas::gemm("N", "T", A(1), CMat(xc, b, D), CMat(wp, V, D), A(0), Zc);
+      impl::gemm(exec, "N", "T", A(1), CMat(xc, b, D), CMat(wp, V, D), A(0), Zc);
     }
     if (has_bias) {
       Kokkos::parallel_for(
@@ -325,10 +325,10 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
         const auto dZb = Kokkos::subview(CMat(Zc.data(), b, V), Kokkos::ALL(), std::make_pair(v0, v0 + bv));
         if (grad_input.present) {
           fl_convert(exec, wf.data(), wp + v0 * D, bv * D, false);
-          KokkosBlas::gemm("N", "N", A(1), dZb, CMat(wf.data(), bv, D), A(v0 == 0 ? 0 : 1), Mat(dxf.data(), b, D));
+          impl::gemm(exec, "N", "N", A(1), dZb, CMat(wf.data(), bv, D), A(v0 == 0 ? 0 : 1), Mat(dxf.data(), b, D));
         }
         if (grad_weight.present) {
-          KokkosBlas::gemm("T", "N", A(1), dZb, CMat(xc, b, D), A(0), Mat(dwb.data(), bv, D));
+          impl::gemm(exec, "T", "N", A(1), dZb, CMat(xc, b, D), A(0), Mat(dwb.data(), bv, D));
           fl_convert(exec, gwp + v0 * D, dwb.data(), bv * D, r0 != 0);
         }
       }
@@ -336,12 +336,12 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
     } else {
       const CMat dZ(Zc.data(), b, V);
       if (grad_input.present)
-        KokkosBlas::gemm("N", "N", A(1), dZ, CMat(wp, V, D), A(0), Mat(gxp + r0 * D, b, D));  // dX_c = dZ W
+        impl::gemm(exec, "N", "N", A(1), dZ, CMat(wp, V, D), A(0), Mat(gxp + r0 * D, b, D));  // dX_c = dZ W
       if (grad_weight.present) {  // dW += dZ^T X_c, in row blocks of dW (see fl_grad_weight_block_rows)
         const std::int64_t Bw = fl_grad_weight_block_rows(V, b);
         for (std::int64_t v0 = 0; v0 < V; v0 += Bw) {
           const std::int64_t bw = v0 + Bw < V ? Bw : V - v0;
-          KokkosBlas::gemm("T", "N", A(1), Kokkos::subview(dZ, Kokkos::ALL(), std::make_pair(v0, v0 + bw)),
+          impl::gemm(exec, "T", "N", A(1), Kokkos::subview(dZ, Kokkos::ALL(), std::make_pair(v0, v0 + bw)),
                            CMat(xc, b, D), A(r0 == 0 ? 0 : 1), Mat(gwp + v0 * D, bw, D));
         }
       }

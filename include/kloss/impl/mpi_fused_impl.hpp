@@ -14,7 +14,8 @@
 /// or ones), so the backward needs no second pass over the weight.
 #include <kloss/impl/mpi_impl.hpp>
 
-#include <KokkosBlas3_gemm.hpp>
+#include <kloss/impl/fused_linear_impl.hpp>
+#include <kloss/impl/kokkos_kernels_compat.hpp>
 
 namespace kloss::mpi::impl {
 
@@ -191,8 +192,14 @@ void vocab_parallel_fused_linear_cross_entropy(
       else Kokkos::deep_copy(exec, gi, T(0));
     }
     if (grad_weight.present && v > 0 && d > 0) {
-      M2 gw(grad_weight.data.data(), v, d);
-      KokkosBlas::gemm("T", "N", T(1), gz, xc, T(1), gw);
+      // in row blocks of grad_weight: one call over all v columns makes
+      // OpenBLAS hold a copy of the whole chunk (kloss::impl::fl_grad_weight_block_rows)
+      const std::int64_t bw = kloss::impl::fl_grad_weight_block_rows(v, nc);
+      for (std::int64_t v0 = 0; v0 < v; v0 += bw) {
+        const std::int64_t nb = v0 + bw < v ? bw : v - v0;
+        KokkosBlas::gemm("T", "N", T(1), Kokkos::subview(gz, Kokkos::ALL(), std::make_pair(v0, v0 + nb)), xc, T(1),
+                         M2(grad_weight.data.data() + v0 * d, nb, d));
+      }
     }
     Kokkos::fence();
     if (grad_bias.present) {
