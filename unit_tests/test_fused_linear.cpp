@@ -218,6 +218,28 @@ void compare(const FlProblem& P, const kloss::FusedLinearCrossEntropyOptions& o,
   if (!P.b.empty()) expect_near_all(R.gb, U.gb, t * 10, t * 10, what + " recomputed grad_bias");
 }
 
+/// The stored gradients of the fused op (double, bias given) against
+/// central differences of go * loss of the unfused forward.
+void expect_fd_gradients(const FlProblem& P, const kloss::FusedLinearCrossEntropyOptions& o, const std::string& what) {
+  const auto [S, R] = fused<double>(P, o);
+  // f(x, w, b) = go * loss via the unfused forward in double
+  auto f = [&](const std::vector<double>& v) {
+    FlProblem Q = P;
+    std::copy(v.begin(), v.begin() + Q.x.size(), Q.x.begin());
+    std::copy(v.begin() + Q.x.size(), v.begin() + Q.x.size() + Q.w.size(), Q.w.begin());
+    std::copy(v.begin() + Q.x.size() + Q.w.size(), v.end(), Q.b.begin());
+    return P.go[0] * unfused<double>(Q, ce_options(o)).out[0];
+  };
+  std::vector<double> v = P.x;
+  v.insert(v.end(), P.w.begin(), P.w.end());
+  v.insert(v.end(), P.b.begin(), P.b.end());
+  const auto fd = finite_difference(f, v);
+  std::vector<double> got = S.gx;
+  got.insert(got.end(), S.gw.begin(), S.gw.end());
+  got.insert(got.end(), S.gb.begin(), S.gb.end());
+  expect_near_all(got, fd, 1e-6, 1e-7, what + ": stored grads vs finite differences");
+}
+
 }  // namespace
 
 template <class T>
@@ -253,23 +275,7 @@ TEST(FusedLinearCEFd, GradientsMatchFiniteDifferences) {
   o.z_loss = 0.05;
   o.softcap = 1.5;
   o.memory_budget_bytes = 2 * 6 * 8;
-  const auto [S, R] = fused<double>(P, o);
-  // f(x, w, b) = go * loss via the unfused forward in double
-  auto f = [&](const std::vector<double>& v) {
-    FlProblem Q = P;
-    std::copy(v.begin(), v.begin() + Q.x.size(), Q.x.begin());
-    std::copy(v.begin() + Q.x.size(), v.begin() + Q.x.size() + Q.w.size(), Q.w.begin());
-    std::copy(v.begin() + Q.x.size() + Q.w.size(), v.end(), Q.b.begin());
-    return P.go[0] * unfused<double>(Q, ce_options(o)).out[0];
-  };
-  std::vector<double> v = P.x;
-  v.insert(v.end(), P.w.begin(), P.w.end());
-  v.insert(v.end(), P.b.begin(), P.b.end());
-  const auto fd = finite_difference(f, v);
-  std::vector<double> got = S.gx;
-  got.insert(got.end(), S.gw.begin(), S.gw.end());
-  got.insert(got.end(), S.gb.begin(), S.gb.end());
-  expect_near_all(got, fd, 1e-6, 1e-7, "stored grads vs finite differences");
+  expect_fd_gradients(P, o, "class indices");
 }
 
 TYPED_TEST(FusedLinearCE, LargeChunksRunTheGradWeightGemmInRowBlocks) {
@@ -332,22 +338,7 @@ TEST(FusedLinearCEFd, ProbabilityTargetGradientsMatchFiniteDifferences) {
   o.z_loss = 0.05;
   o.softcap = 1.5;
   o.memory_budget_bytes = 3 * 6 * 8;  // chunks of 3 and 1 rows
-  const auto [S, R] = fused<double>(P, o);
-  auto f = [&](const std::vector<double>& v) {
-    FlProblem Q = P;
-    std::copy(v.begin(), v.begin() + Q.x.size(), Q.x.begin());
-    std::copy(v.begin() + Q.x.size(), v.begin() + Q.x.size() + Q.w.size(), Q.w.begin());
-    std::copy(v.begin() + Q.x.size() + Q.w.size(), v.end(), Q.b.begin());
-    return P.go[0] * unfused<double>(Q, ce_options(o)).out[0];
-  };
-  std::vector<double> v = P.x;
-  v.insert(v.end(), P.w.begin(), P.w.end());
-  v.insert(v.end(), P.b.begin(), P.b.end());
-  const auto fd = finite_difference(f, v);
-  std::vector<double> got = S.gx;
-  got.insert(got.end(), S.gw.begin(), S.gw.end());
-  got.insert(got.end(), S.gb.begin(), S.gb.end());
-  expect_near_all(got, fd, 1e-6, 1e-7, "stored grads (probability targets) vs finite differences");
+  expect_fd_gradients(P, o, "probability targets");
 }
 
 TEST(FusedLinearCEEdge, EmptyBatchGivesZeroGradientsAndTorchsReductions) {
