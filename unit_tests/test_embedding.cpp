@@ -836,3 +836,104 @@ TEST(EmbeddingInternals, SegmentSortSortsEveryLength) {
     EXPECT_EQ(a(n + 3), after);
   }
 }
+
+namespace {
+
+/// Runs embedding_bag's forward kernel with C features per chunk over
+/// offsets-bags; returns (output, max_indices) on the host.
+template <int C, bool Max, bool Psw, class T>
+std::pair<std::vector<T>, std::vector<std::int64_t>> bag_forward_with_chunk(
+    const Kokkos::View<std::int64_t*, Mem>& idx, const Kokkos::View<std::int64_t*, Mem>& off,
+    const Kokkos::View<T**, Mem>& w, const Kokkos::View<T*, Mem>& psw, std::int64_t pad, bool mean) {
+  const std::int64_t B = off.extent(0), D = w.extent(1);
+  kloss::impl::Bags<std::int64_t, Mem> bags;
+  bags.offsets = off;
+  bags.num_bags = B;
+  bags.n = idx.extent(0);
+  Kokkos::View<T**, Mem> out("out", B, D);
+  Kokkos::View<std::int64_t**, Mem> mi("mi", B, D);
+  const auto bad = kloss::impl::bag_forward_kernel<Max, Psw, Exec, T, std::int64_t, C>(
+      Exec(), bags, kloss::as_tensor<Mem>(Kokkos::View<const std::int64_t*, Mem>(idx), "t", "input"),
+      kloss::as_tensor<Mem>(Kokkos::View<const T**, Mem>(w), "t", "weight"),
+      kloss::as_tensor<Mem>(Kokkos::View<const T*, Mem>(psw), "t", "psw"), kloss::as_tensor<Mem>(out, "t", "out"),
+      kloss::as_tensor<Mem>(mi, "t", "mi"), pad, mean, 0);
+  EXPECT_EQ(bad.count, 0);
+  auto ho = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
+  auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), mi);
+  return {std::vector<T>(ho.data(), ho.data() + B * D), std::vector<std::int64_t>(hm.data(), hm.data() + B * D)};
+}
+
+template <class T>
+void check_chunk_widths_agree() {
+  // Bags of 0, 1, 3, 0, 20, 41 entries (empty ones in the middle and at
+  // both ends of the run), row 2 is padding in the padded runs.
+  const std::vector<std::int64_t> sizes{0, 1, 3, 0, 20, 41, 0};
+  std::vector<std::int64_t> offsets;
+  std::int64_t n = 0;
+  for (auto s : sizes) {
+    offsets.push_back(n);
+    n += s;
+  }
+  const std::int64_t V = 9;
+  auto rows = random_indices(static_cast<std::size_t>(n), V, 7);
+  rows[1] = 2;  // the single-entry bag is all padding when pad = 2
+  const auto idx = index_view<std::int64_t>("idx", rows);
+  const auto off = index_view<std::int64_t>("off", offsets);
+  for (std::int64_t D : {1, 13, 16, 64, 65, 130}) {
+    Kokkos::View<T**, Mem> w("w", V, D);
+    Kokkos::View<T*, Mem> psw("psw", n);
+    {
+      auto hw = Kokkos::create_mirror_view(w);
+      const auto r = random_values(static_cast<std::size_t>(V * D), -2, 2, unsigned(D));
+      for (std::int64_t i = 0; i < V * D; ++i) hw.data()[i] = static_cast<T>(r[i]);
+      Kokkos::deep_copy(w, hw);
+      auto hp = Kokkos::create_mirror_view(psw);
+      const auto q = random_values(static_cast<std::size_t>(n), -1, 1, unsigned(D) + 1);
+      for (std::int64_t i = 0; i < n; ++i) hp(i) = static_cast<T>(q[i]);
+      Kokkos::deep_copy(psw, hp);
+    }
+    auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), w);
+    auto hp = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), psw);
+    for (std::int64_t pad : {std::int64_t(-1), std::int64_t(2)}) {
+      for (bool mean : {false, true}) {
+        const auto a = bag_forward_with_chunk<1, false, false, T>(idx, off, w, psw, pad, mean);
+        EXPECT_EQ(a, (bag_forward_with_chunk<16, false, false, T>(idx, off, w, psw, pad, mean))) << D;
+        EXPECT_EQ(a, (bag_forward_with_chunk<64, false, false, T>(idx, off, w, psw, pad, mean))) << D;
+        // The scalar kernel against a host sum in the same (entry) order.
+        using A = kloss::acc_t<T>;
+        for (std::size_t b = 0; b < sizes.size(); ++b) {
+          std::int64_t count = 0;
+          for (std::int64_t e = offsets[b]; e < offsets[b] + sizes[b]; ++e) count += rows[e] != pad;
+          for (std::int64_t d = 0; d < D; ++d) {
+            A s = 0;
+            for (std::int64_t e = offsets[b]; e < offsets[b] + sizes[b]; ++e)
+              if (rows[e] != pad) s += static_cast<A>(hw(rows[e], d));
+            const A want = count == 0 ? A(0) : (mean ? s * (A(1) / static_cast<A>(count)) : s);
+            ASSERT_EQ(a.first[b * D + d], static_cast<T>(want)) << "D " << D << " bag " << b << " d " << d;
+          }
+        }
+      }
+      const auto p = bag_forward_with_chunk<1, false, true, T>(idx, off, w, psw, pad, false);
+      EXPECT_EQ(p, (bag_forward_with_chunk<16, false, true, T>(idx, off, w, psw, pad, false))) << D;
+      EXPECT_EQ(p, (bag_forward_with_chunk<64, false, true, T>(idx, off, w, psw, pad, false))) << D;
+      // Bag 4 (20 entries), feature 0, with per-sample weights.
+      kloss::acc_t<T> s = 0;
+      for (std::int64_t e = offsets[4]; e < offsets[5]; ++e)
+        if (rows[e] != pad) s += static_cast<kloss::acc_t<T>>(hp(e)) * static_cast<kloss::acc_t<T>>(hw(rows[e], 0));
+      // (FMA contraction may differ between the two loops: near, not equal.)
+      EXPECT_NEAR(double(p.first[4 * D]), double(s), 1e-5 * 41) << D;
+      const auto m = bag_forward_with_chunk<1, true, false, T>(idx, off, w, psw, pad, false);
+      EXPECT_EQ(m, (bag_forward_with_chunk<16, true, false, T>(idx, off, w, psw, pad, false))) << D;
+      EXPECT_EQ(m, (bag_forward_with_chunk<64, true, false, T>(idx, off, w, psw, pad, false))) << D;
+      EXPECT_EQ(m.second[0], -1) << D;  // empty bag
+      EXPECT_EQ(m.first[0], T(0)) << D;
+    }
+  }
+}
+
+}  // namespace
+
+TEST(EmbeddingInternals, BagForwardChunkWidthsGiveTheSameBits) {
+  check_chunk_widths_agree<float>();
+  check_chunk_widths_agree<double>();
+}

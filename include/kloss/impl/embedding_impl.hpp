@@ -881,7 +881,12 @@ Bags<I, typename ExecSpace::memory_space> check_bags(
 /// embedding_bag's forward kernel: a team per bag; the index checks and
 /// the bag's non-padding count first, then each chunk of features
 /// accumulated over the bag's entries in registers (entry order).
-template <bool Max, bool Psw, class ExecSpace, class T, class I>
+/// C: features per chunk (tuning::embedding_chunk_host on host spaces,
+/// tuning::embedding_chunk elsewhere); any C gives the same bits.
+template <bool Max, bool Psw, class ExecSpace, class T, class I,
+          int C = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible
+                      ? tuning::embedding_chunk_host
+                      : tuning::embedding_chunk>
 BadIndex bag_forward_kernel(const ExecSpace& exec, const Bags<I, typename ExecSpace::memory_space>& bags,
                             const Tensor<const I, typename ExecSpace::memory_space>& input,
                             const Tensor<const T, typename ExecSpace::memory_space>& weight,
@@ -891,7 +896,6 @@ BadIndex bag_forward_kernel(const ExecSpace& exec, const Bags<I, typename ExecSp
                             bool is_mean, int team_size) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  constexpr int C = tuning::embedding_chunk;
   const std::int64_t V = weight.extent(0), D = weight.extent(1);
   auto idx = input.data;
   auto w = weight.data;
