@@ -267,7 +267,7 @@ RowSort<typename ExecSpace::memory_space> sort_by_row(const ExecSpace& exec, con
   Kokkos::parallel_for(
       "kloss::" + op + "::row_histogram", Range(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t p) {
         const std::int64_t r = row_of(p);
-        if (r >= 0) Kokkos::atomic_increment(&start(r));
+        if (r >= 0) Kokkos::atomic_add(&start(r), std::int64_t(1));  // atomic_increment: deprecated in Kokkos 4
       });
   std::int64_t total = 0;
   Kokkos::parallel_scan(
@@ -622,7 +622,7 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
     Kokkos::parallel_for(
         "kloss::" + op + "::count_rows", Range(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t p) {
           const std::int64_t r = row_of(p);
-          if (r >= 0) Kokkos::atomic_increment(&counts(r));
+          if (r >= 0) Kokkos::atomic_add(&counts(r), std::int64_t(1));
         });
   }
   // One thread of execution (Serial, or a 1-thread host space) has no
