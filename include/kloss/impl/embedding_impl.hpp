@@ -896,7 +896,9 @@ BadIndex bag_forward_kernel(const ExecSpace& exec, const Bags<I, typename ExecSp
                             bool is_mean, int team_size) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  constexpr bool host = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
   const std::int64_t V = weight.extent(0), D = weight.extent(1);
+  const std::int64_t row_bytes = D * static_cast<std::int64_t>(sizeof(T));
   auto idx = input.data;
   auto w = weight.data;
   auto psw = per_sample_weights.data;
@@ -915,6 +917,20 @@ BadIndex bag_forward_kernel(const ExecSpace& exec, const Bags<I, typename ExecSp
             Kokkos::single(Kokkos::PerTeam(m), [&]() { bi.note(e, r); });
           else if (r != pad)
             ++count;
+        }
+        if constexpr (host) {
+          // A host thread runs the bags in order: ask now for the rows of a
+          // bag a little ahead (every cache line of each), so that their
+          // misses overlap the sums in between instead of stalling.
+          const std::int64_t nb = b + tuning::embedding_prefetch_bags_ahead;
+          const bool next = nb < bags.num_bags;
+          const std::int64_t f0 = next ? bags.begin(nb) : e1, f1 = next ? bags.end(nb) : e1;
+          for (std::int64_t e = f0; e < f1; ++e) {
+            const std::int64_t r = static_cast<std::int64_t>(idx(e));
+            if (r < 0 || r >= V) continue;
+            const char* row = reinterpret_cast<const char*>(&w(r * D));
+            for (std::int64_t byte = 0; byte < row_bytes; byte += 64) prefetch(row + byte);
+          }
         }
         const A inv = (is_mean && count > 0) ? A(1) / static_cast<A>(count) : A(1);
         for_each_chunk<C>(m, D, [&](const std::int64_t d0, const auto len) {

@@ -73,6 +73,19 @@ KOKKOS_INLINE_FUNCTION To bit_cast(const From& from) {
 
 /// The execution space's concurrency; a static member in 3.x, an instance
 /// member in 4.x.
+/// A hint that the cache line holding p is read soon (into all cache
+/// levels). Kokkos has no prefetch; host compilers have a builtin, device
+/// code gets a no-op (GPUs hide latency by occupancy instead).
+KOKKOS_FORCEINLINE_FUNCTION void prefetch(const void* p) {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
+  (void)p;
+#elif defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 0, 3);
+#else
+  (void)p;
+#endif
+}
+
 template <class ExecSpace>
 inline int concurrency(const ExecSpace& exec) {
 #if KLOSS_KOKKOS4

@@ -102,6 +102,10 @@ inline constexpr int embedding_chunk = 16;
 /// of 20, best of 5: 16 -> ~1000 ms, 32 -> ~450 ms, 64 -> ~370 ms. The
 /// per-feature sums keep entry order, so results do not depend on it.
 inline constexpr int embedding_chunk_host = 64;
+/// embedding_bag forward on host spaces: while summing bag b, prefetch the
+/// rows of bag b + embedding_prefetch_bags_ahead (random rows of a large
+/// table: DRAM latency, not bandwidth, bounds the gather).
+inline constexpr std::int64_t embedding_prefetch_bags_ahead = 2;
 
 // --- margin family (impl/margin_impl.hpp) -----------------------------------
 /// Element-wise margin losses (hinge_embedding, margin_ranking): elements
