@@ -68,7 +68,6 @@ Grads unfused_with(const FlProblem& P, const kloss::CrossEntropyOptions& o, cons
 /// kloss::cross_entropy + cross_entropy_backward, then the products.
 template <class T>
 Grads unfused(const FlProblem& P, const kloss::CrossEntropyOptions& o) {
-  Exec exec;
   const auto N = P.N, D = P.D, V = P.V;
   std::vector<double> z(static_cast<std::size_t>(N * V));
   for (std::int64_t i = 0; i < N; ++i)
