@@ -601,6 +601,124 @@ TEST(PointwiseMath, VectorisedExpAndLogAgreeWithLibm) {
   EXPECT_EQ(vlog1p(-1.0), -std::numeric_limits<double>::infinity());
 }
 
+TEST(PointwiseMath, FastCoresAgreeWithLibmOnTheirRange) {
+  using namespace kloss::impl;
+  double worst_f = 0, worst_d = 0;
+  for (double x = -87.3; x <= 88; x += 0.0137) {
+    const double ef = std::exp(static_cast<double>(static_cast<float>(x)));
+    worst_f = std::max(worst_f, std::fabs(vexp_core(static_cast<float>(x)) - ef) / ef);
+    worst_d = std::max(worst_d, std::fabs(vexp_core(x) - std::exp(x)) / std::exp(x));
+  }
+  for (double x = -708; x <= 709; x += 0.731)
+    worst_d = std::max(worst_d, std::fabs(vexp_core(x) - std::exp(x)) / std::exp(x));
+  EXPECT_LT(worst_f, 3e-7);
+  EXPECT_LT(worst_d, 1e-15);
+  worst_f = worst_d = 0;
+  // The whole normal range, both sides of sqrt(2)'s mantissa cut.
+  for (double x = 1.2e-38; x < 3.4e38; x *= 1.0137) {
+    const double lf = std::log(static_cast<double>(static_cast<float>(x)));
+    worst_f = std::max(worst_f, std::fabs(vlog_core(static_cast<float>(x)) - lf) / std::max(std::fabs(lf), 1.0));
+  }
+  for (double x = 2.3e-308; x < 1.7e308; x *= 1.0371)
+    worst_d = std::max(worst_d, std::fabs(vlog_core(x) - std::log(x)) / std::max(std::fabs(std::log(x)), 1.0));
+  EXPECT_LT(worst_f, 2e-7);
+  EXPECT_LT(worst_d, 5e-16);
+  // log1p on [-1, 1], relative to libm: 2 ulp in float, 4 in double.
+  worst_f = worst_d = 0;
+  CheckedFastMath m;
+  for (double z = -0.999999; z <= 1.0; z += 1.0 / 4093) {
+    const float zf = static_cast<float>(z);
+    const double lf = std::log1p(static_cast<double>(zf));
+    worst_f = std::max(worst_f, std::fabs(m.log1p(zf) - lf) / std::fabs(lf));
+    worst_d = std::max(worst_d, std::fabs(m.log1p(z) - std::log1p(z)) / std::fabs(std::log1p(z)));
+  }
+  for (double z = 1e-30; z < 1e-3; z *= 1.37) {
+    worst_f = std::max(worst_f, std::fabs(m.log1p(static_cast<float>(z)) - std::log1p(static_cast<double>(static_cast<float>(z)))) /
+                                    std::log1p(static_cast<double>(static_cast<float>(z))));
+    worst_d = std::max(worst_d, std::fabs(m.log1p(-z) - std::log1p(-z)) / std::fabs(std::log1p(-z)));
+  }
+  EXPECT_LT(worst_f, 2.4e-7);
+  EXPECT_LT(worst_d, 9e-16);
+  EXPECT_EQ(m.outside, 0);  // none of the above is outside the cores' range
+}
+
+TEST(PointwiseMath, CheckedFastMathCountsWhatItDoesNotCover) {
+  using namespace kloss::impl;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  auto count = [](auto f) {
+    CheckedFastMath m;
+    f(m);
+    return m.outside;
+  };
+  // Covered: the normal range, and log(+0) = -inf exactly.
+  EXPECT_EQ(count([](CheckedFastMath& m) { EXPECT_EQ(m.log(0.0f), -std::numeric_limits<float>::infinity()); }), 0);
+  EXPECT_EQ(count([](CheckedFastMath& m) { EXPECT_EQ(m.log(0.0), -std::numeric_limits<double>::infinity()); }), 0);
+  EXPECT_EQ(count([](CheckedFastMath& m) { m.exp(-87.0f), m.exp(88.0f), m.exp(-708.0), m.exp(709.0), m.log(1.2e-38f); }), 0);
+  EXPECT_EQ(count([](CheckedFastMath& m) { EXPECT_EQ(m.log1p(-1.0f), -std::numeric_limits<float>::infinity()); }), 0);
+  // Not covered: each counts once.
+  for (float x : {-88.0f, 89.0f, inf, -inf, nan})
+    EXPECT_EQ(count([x](CheckedFastMath& m) { m.exp(x); }), 1) << x;
+  for (double x : {-709.0, 710.0, static_cast<double>(nan)})
+    EXPECT_EQ(count([x](CheckedFastMath& m) { m.exp(x); }), 1) << x;
+  for (float x : {-0.0f, -1.0f, 1e-40f, inf, nan})
+    EXPECT_EQ(count([x](CheckedFastMath& m) { m.log(x); }), 1) << x;
+  for (double x : {-0.0, -1.0, 5e-320, static_cast<double>(inf)})
+    EXPECT_EQ(count([x](CheckedFastMath& m) { m.log(x); }), 1) << x;
+  for (float z : {1.5f, nan}) EXPECT_GE(count([z](CheckedFastMath& m) { m.log1p(z); }), 1) << z;
+  EXPECT_EQ(count([](CheckedFastMath& m) { m.log1p(-2.0f); }), 1);  // 1 + z < 0: log's count
+}
+
+namespace {
+/// The forward of `op` through the runtime API, as doubles.
+std::vector<double> run_forward(const std::string& op, const std::vector<std::pair<std::string, std::vector<double>>>& args,
+                                Reduction red) {
+  namespace rt = kloss::rt;
+  rt::Call call;
+  call.op = op;
+  call.dtype = rt::dtype_of<float>();
+  for (const auto& [name, v] : args)
+    call.inputs[name] = rt::Buffer::from_doubles(call.dtype, Shape{static_cast<std::int64_t>(v.size())}, v);
+  call.options.set("reduction", std::string(kloss::to_string(red)));
+  return rt::run(call).output.to_doubles();
+}
+}  // namespace
+
+// A chunk holding one argument outside the fast cores' range (exp of -100 or
+// 1e4, log of a subnormal) is recomputed exactly; the chunks around it stay
+// on the fast path. The cores alone would give garbage there (2^k wraps in
+// the exponent bits; a subnormal's exponent field is 0).
+TEST(PointwiseMath, ChunksWithArgumentsOutsideTheFastRangeAreExact) {
+  const std::size_t chunk = kloss::impl::tuning::pointwise_chunk, n = 3 * chunk + 37;
+  const auto y = rv<float>(n, 0, 1, 81);
+  auto x = rv<float>(n, -8, 8, 82);
+  x[5] = -100;                // e^-100 is below the float normal range
+  x[chunk + 7] = 1e4f;        // same, from the other side of |x|
+  x[3 * chunk + 3] = -1e4f;   // in the ragged tail
+  auto p = rv<float>(n, 0.01, 0.99, 83);
+  p[chunk + 9] = static_cast<float>(1e-40);  // subnormal: log is -92.1, above torch's -100 clamp
+  p[2 * chunk] = 0;                          // log(0) = -inf -> -100, on the fast path
+  p[2 * chunk + 1] = 1;                      // log1p(-1) = -inf -> -100
+  std::vector<double> want_l(n), want_b(n);
+  double sum_l = 0, sum_b = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    sum_l += want_l[i] = bce_logits(x[i], y[i], 1.0);
+    sum_b += want_b[i] = bce(p[i], y[i]);
+  }
+  EXPECT_NEAR(want_l[5], 0.0 + (1 - y[5]) * -100 + 100, 1e-12);
+  kloss_test::expect_near_all(run_forward("binary_cross_entropy_with_logits", {{"input", x}, {"target", y}}, Reduction::none),
+                              want_l, 2e-6, 1e-6, "bce_with_logits none");
+  kloss_test::expect_near_all(run_forward("binary_cross_entropy_with_logits", {{"input", x}, {"target", y}}, Reduction::sum),
+                              {sum_l}, 1e-6, 0, "bce_with_logits sum");
+  kloss_test::expect_near_all(run_forward("binary_cross_entropy", {{"input", p}, {"target", y}}, Reduction::none), want_b,
+                              2e-6, 1e-6, "bce none");
+  kloss_test::expect_near_all(run_forward("binary_cross_entropy", {{"input", p}, {"target", y}}, Reduction::mean),
+                              {sum_b / n}, 1e-6, 0, "bce mean");
+  // The backward of bce_with_logits (sigmoid through e^-|x|) at the same points.
+  check_case<float>({"binary_cross_entropy_with_logits", {{"input", {static_cast<std::int64_t>(n)}, x}, {"target", {static_cast<std::int64_t>(n)}, y}},
+                     {}, {"input"}, [](const std::vector<double>& v) { return bce_logits(v[0], v[1], 1.0); }},
+                    {Reduction::none, Reduction::mean});
+}
+
 // --- errors -------------------------------------------------------------------------
 
 TEST(PointwiseErrors, OptionsAreChecked) {

@@ -22,6 +22,7 @@
 /// cross-entropy run the very same code over a class slice or a gemm chunk.
 #include <kloss/checks.hpp>
 #include <kloss/impl/tuning.hpp>
+#include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
 
 #include <cfloat>
@@ -66,29 +67,13 @@ namespace impl {
 /// exponent bits through the round-to-nearest "magic" 1.5 * 2^23 (whose low
 /// mantissa bits hold k). exp(-inf) = 0, results below 2^-126 flush to 0,
 /// x > 88 gives +inf, NaN stays NaN.
-/// The polynomial core: exp(xc) for xc in [ln 2^-126, 88] (or NaN).
-KOKKOS_FORCEINLINE_FUNCTION float ce_exp_core(float xc) {
-  const float t = xc * 1.44269504088896341f + 12582912.0f;  // 1.5 * 2^23: rounds xc/ln2 to an integer
-  const float k = t - 12582912.0f;
-  float r = xc - k * 0.693359375f;  // ln2 high part (exact in 9 bits)
-  r = r - k * -2.12194440e-4f;      // ln2 - high part
-  float p = 1.9875691500E-4f;
-  p = p * r + 1.3981999507E-3f;
-  p = p * r + 8.3334519073E-3f;
-  p = p * r + 4.1665795894E-2f;
-  p = p * r + 1.6666665459E-1f;
-  p = p * r + 5.0000001201E-1f;
-  p = p * r * r + r + 1.0f;
-  // low mantissa bits of t hold k (two's complement); (k + 127) << 23 is 2^k.
-  const std::uint32_t bits = (bit_cast<std::uint32_t>(t) + 127u) << 23;
-  return p * bit_cast<float>(bits);
-}
+/// The polynomial core is vexp_core (impl/vmath.hpp).
 KOKKOS_FORCEINLINE_FUNCTION float ce_exp(float x) {
   constexpr float lo = -87.3365447505531f;  // ln(2^-126)
   constexpr float hi = 88.0f;
   float xc = x < lo ? lo : x;
   xc = xc > hi ? hi : xc;
-  const float res = ce_exp_core(xc);
+  const float res = vexp_core(xc);
   return x < lo ? 0.0f : (x > hi ? __builtin_huge_valf() : res);
 }
 /// exp(x) for x <= 0 (or NaN) where a result below 2^-126 may come out as
@@ -96,7 +81,7 @@ KOKKOS_FORCEINLINE_FUNCTION float ce_exp(float x) {
 /// C * 1.2e-38 added to a sum >= 1). Fewer operations than ce_exp.
 KOKKOS_FORCEINLINE_FUNCTION float ce_exp_nonpos(float x) {
   constexpr float lo = -87.3365447505531f;
-  return ce_exp_core(x < lo ? lo : x);
+  return vexp_core(x < lo ? lo : x);
 }
 KOKKOS_FORCEINLINE_FUNCTION double ce_exp_nonpos(double x) { return exp(x); }
 /// -|d| by setting the sign bit (one instruction when vectorised).

@@ -25,6 +25,7 @@
 /// edge case; Cephes (S. Moshier) for the exp / log range reductions.
 #include <kloss/checks.hpp>
 #include <kloss/impl/tuning.hpp>
+#include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
 
 #include <array>
@@ -32,166 +33,6 @@
 #include <string>
 
 namespace kloss::impl {
-
-// --- vectorisable exp / log --------------------------------------------------
-// Branch-free (selects only) so that GCC/Clang vectorise the loops that call
-// them; about 1 ulp in float, a few ulp in double. Subnormal results and
-// arguments, 0, infinities and NaN behave as libm's.
-
-/// c ? a : b, computed with integer masks. A plain `?:` whose arm is the
-/// only use of a value lets GCC sink that value's computation into a branch;
-/// if the computation holds a division (which may trap under the default
-/// -ftrapping-math) the branch stays and the loop does not vectorise
-/// (measured: 12-37 ns per element instead of about 1). Bitwise blends are
-/// never turned into branches.
-template <class A>
-KOKKOS_FORCEINLINE_FUNCTION A blend(bool c, A a, A b) {
-  using U = std::conditional_t<sizeof(A) == 4, std::uint32_t, std::uint64_t>;
-  const U m = U(0) - static_cast<U>(c);
-  return bit_cast<A>(static_cast<U>((bit_cast<U>(a) & m) | (bit_cast<U>(b) & ~m)));
-}
-
-/// e^x in float: x = k ln2 + r, |r| <= ln2/2 (Cody-Waite split of ln2),
-/// Cephes' degree-7 minimax for e^r, 2^k applied in two halves so that
-/// subnormal results come out right.
-KOKKOS_FORCEINLINE_FUNCTION float vexp(float x) {
-  const bool nan = !(x == x);
-  float xc = x < -104.0f ? -104.0f : x;
-  xc = xc > 89.0f ? 89.0f : xc;
-  xc = nan ? 0.0f : xc;
-  const float k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest (2^23 + 2^22 trick)
-  const float r = (xc - k * 0.693359375f) - k * (-2.12194440e-4f);
-  const float z = r * r;
-  const float p =
-      ((((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r +
-         1.6666665459e-1f) *
-            r +
-        5.0000001201e-1f) *
-           z +
-       r) +
-      1.0f;
-  const std::int32_t ki = static_cast<std::int32_t>(k);
-  const std::int32_t k1 = ki >> 1, k2 = ki - k1;
-  const float s1 = bit_cast<float>(static_cast<std::uint32_t>(k1 + 127) << 23);
-  const float s2 = bit_cast<float>(static_cast<std::uint32_t>(k2 + 127) << 23);
-  const float res = p * s1 * s2;
-  return blend(nan, x, res);
-}
-
-/// e^x in double: as the float version with a degree-13 Taylor polynomial
-/// (truncation below 5e-18 on |r| <= ln2/2).
-KOKKOS_FORCEINLINE_FUNCTION double vexp(double x) {
-  const bool nan = !(x == x);
-  double xc = x < -746.0 ? -746.0 : x;
-  xc = xc > 710.0 ? 710.0 : xc;
-  xc = nan ? 0.0 : xc;
-  const double k = (xc * 1.4426950408889634074 + 6755399441055744.0) - 6755399441055744.0;
-  const double r = (xc - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
-  double p = 1.0 / 6227020800.0;  // 1/13!
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
-  const std::int64_t ki = static_cast<std::int64_t>(k);
-  const std::int64_t k1 = ki >> 1, k2 = ki - k1;
-  const double s1 = bit_cast<double>(static_cast<std::uint64_t>(k1 + 1023) << 52);
-  const double s2 = bit_cast<double>(static_cast<std::uint64_t>(k2 + 1023) << 52);
-  const double res = p * s1 * s2;
-  return blend(nan, x, res);
-}
-
-/// log(x) in float: x = 2^e m, m in [sqrt(1/2), sqrt(2)); log m = f - f^2/2
-/// + f^3 P(f), f = m - 1, with Cephes' logf minimax polynomial (no
-/// division, about 1 ulp). Classification is done on the bits, in integers:
-/// a float comparison in a conditional path may not be speculated under
-/// -ftrapping-math (it can raise 'invalid' on NaN) and blocks vectorisation.
-KOKKOS_FORCEINLINE_FUNCTION float vlog(float x) {
-  const std::uint32_t ux = bit_cast<std::uint32_t>(x);
-  const bool sub = ux < 0x00800000u;  // +0 and positive subnormals: scale by 2^23
-  const float xs = blend(sub, x * 8388608.0f, x);
-  const std::uint32_t bits = bit_cast<std::uint32_t>(xs);
-  const bool big = (bits & 0x007fffffu) > 0x003504f3u;  // mantissa above sqrt(2)
-  const std::int32_t e = static_cast<std::int32_t>((bits >> 23) & 0xffu) - 127 + (big ? 1 : 0) - (sub ? 23 : 0);
-  // m in [sqrt(1/2), sqrt(2)): exponent 0, or -1 when the mantissa is big.
-  const float m = bit_cast<float>((bits & 0x007fffffu) | (big ? 0x3f000000u : 0x3f800000u));
-  const float f = m - 1.0f;
-  const float z = f * f;
-  float p = 7.0376836292e-2f;
-  p = p * f - 1.1514610310e-1f;
-  p = p * f + 1.1676998740e-1f;
-  p = p * f - 1.2420140846e-1f;
-  p = p * f + 1.4249322787e-1f;
-  p = p * f - 1.6668057665e-1f;
-  p = p * f + 2.0000714765e-1f;
-  p = p * f - 2.4999993993e-1f;
-  p = p * f + 3.3333331174e-1f;
-  const float ef = static_cast<float>(e);
-  const float y = p * f * z + ef * (-2.12194440e-4f) - 0.5f * z;
-  const float res = (f + y) + ef * 0.693359375f;
-  // Special arguments: log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf,
-  // NaN stays NaN.
-  const std::uint32_t ax = ux & 0x7fffffffu;
-  std::uint32_t special = ax == 0u ? 0xff800000u : 0x7fc00000u;
-  special = ux == 0x7f800000u ? ux : special;
-  special = ax > 0x7f800000u ? (ux | 0x00400000u) : special;
-  const bool ok = (ux - 1u) < 0x7f7fffffu;  // finite and > 0
-  return blend(ok, res, bit_cast<float>(special));
-}
-
-/// log(x) in double: as the float version's reduction, log m = 2 atanh(s),
-/// s = (m - 1) / (m + 1), |s| <= 0.172, series to s^21 (truncation 1e-18).
-KOKKOS_FORCEINLINE_FUNCTION double vlog(double x) {
-  const std::uint64_t ux = bit_cast<std::uint64_t>(x);
-  const bool sub = ux < 0x0010000000000000ull;
-  const double xs = blend(sub, x * 4503599627370496.0, x);  // 2^52
-  const std::uint64_t bits = bit_cast<std::uint64_t>(xs);
-  const bool big = (bits & 0x000fffffffffffffull) > 0x0006a09e667f3bccull;  // mantissa above sqrt(2)
-  const std::int64_t e =
-      static_cast<std::int64_t>((bits >> 52) & 0x7ffu) - 1023 + (big ? 1 : 0) - (sub ? 52 : 0);
-  const double m =
-      bit_cast<double>((bits & 0x000fffffffffffffull) | (big ? 0x3fe0000000000000ull : 0x3ff0000000000000ull));
-  const double s = (m - 1.0) / (m + 1.0);
-  const double z = s * s;
-  double p = 1.0 / 21;
-  p = p * z + 1.0 / 19;
-  p = p * z + 1.0 / 17;
-  p = p * z + 1.0 / 15;
-  p = p * z + 1.0 / 13;
-  p = p * z + 1.0 / 11;
-  p = p * z + 1.0 / 9;
-  p = p * z + 1.0 / 7;
-  p = p * z + 1.0 / 5;
-  p = p * z + 1.0 / 3;
-  const double lm = 2.0 * s + 2.0 * s * (p * z);
-  const double ef = static_cast<double>(e);
-  const double res = ef * 6.93147180369123816490e-01 + (lm + ef * 1.90821492927058770002e-10);
-  const std::uint64_t ax = ux & 0x7fffffffffffffffull;
-  std::uint64_t special = ax == 0u ? 0xfff0000000000000ull : 0x7ff8000000000000ull;
-  special = ux == 0x7ff0000000000000ull ? ux : special;
-  special = ax > 0x7ff0000000000000ull ? (ux | 0x0008000000000000ull) : special;
-  const bool ok = (ux - 1u) < 0x7fefffffffffffffull;
-  return blend(ok, res, bit_cast<double>(special));
-}
-
-/// log(1 + z) accurate for small z: with u = 1 + z rounded,
-/// log1p(z) = log(u) * z / (u - 1) (Goldberg 1991, Theorem 4).
-template <class A>
-KOKKOS_FORCEINLINE_FUNCTION A vlog1p(A z) {
-  const A u = A(1) + z;
-  const A um1 = u - A(1);
-  const A r = vlog(u) * (z / (um1 == A(0) ? A(1) : um1));
-  const A res = blend(um1 == A(0), z, r);
-  return blend(u == infinity<A>(), u, res);
-}
 
 // --- operand access ----------------------------------------------------------
 
@@ -330,6 +171,23 @@ void throw_first_bad(std::string_view op_name, const Op& op, const Operands<T, N
 
 // --- the forward and backward drivers ----------------------------------------
 
+/// Runs body(math) (a chunk's loop, returning its count of out-of-domain
+/// elements) with CheckedFastMath when Fast (host spaces: long chunks), and
+/// again with ExactMath if any exp/log argument fell outside the cores'
+/// range - the rerun overwrites what the first run wrote or summed, so the
+/// chunk's results are the exact flavour's. Device spaces (one element per
+/// work item) use ExactMath directly: no divergent rerun.
+template <bool Fast, class Body>
+KOKKOS_FORCEINLINE_FUNCTION int with_math(Body& body) {
+  if constexpr (Fast) {
+    CheckedFastMath fm;
+    const int nbad = body(fm);
+    if (fm.outside == 0) return nbad;
+  }
+  ExactMath em;
+  return body(em);
+}
+
 /// Forward of an N-ary element-wise loss: out = reduce(op.loss(operands)),
 /// reduce = identity for none, sum * scale otherwise (scale = 1/numel for
 /// mean, 1/input.size(0) for kl_div's batchmean, 1 for sum). Asynchronous for
@@ -346,6 +204,8 @@ void pointwise_forward(const ExecSpace& exec, const std::string& op_name, const 
   using Policy = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
   constexpr std::int64_t chunk = pointwise_chunk<ExecSpace>();
   constexpr int lanes = tuning::pointwise_lanes;
+  constexpr bool fast = chunk > 1;
+  constexpr int block = fast ? tuning::pointwise_sum_block : 1;
   const Operands<T, N> in(operands, shapes, out_shape);
   const std::int64_t n = out_shape.numel();
   const std::int64_t nchunks = (n + chunk - 1) / chunk;
@@ -381,13 +241,17 @@ void pointwise_forward(const ExecSpace& exec, const std::string& op_name, const 
           "kloss::" + op_name + "::forward", Policy(exec, 0, nchunks), KOKKOS_LAMBDA(const std::int64_t c) {
             const std::int64_t begin = c * chunk;
             const std::int64_t end = begin + chunk < n ? begin + chunk : n;
-            int nbad = 0;
-            for (std::int64_t i = begin; i < end; ++i) {
-              A v[N];
-              in.template load<Flat>(i, v);
-              o[i] = static_cast<T>(op.loss(v));
-              if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
-            }
+            auto body = [&](auto& math) {
+              int nbad = 0;
+              for (std::int64_t i = begin; i < end; ++i) {
+                A v[N];
+                in.template load<Flat>(i, v);
+                o[i] = static_cast<T>(op.loss(v, math));
+                if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
+              }
+              return nbad;
+            };
+            const int nbad = with_math<fast>(body);
             if (Op::checked && nbad > 0) note_bad(begin, end);
           });
       return;
@@ -398,25 +262,32 @@ void pointwise_forward(const ExecSpace& exec, const std::string& op_name, const 
         KOKKOS_LAMBDA(const std::int64_t c, double& acc) {
           const std::int64_t begin = c * chunk;
           const std::int64_t end = begin + chunk < n ? begin + chunk : n;
-          double part[lanes] = {};
-          int nbad = 0;
-          std::int64_t i = begin;
-          for (; i + lanes <= end; i += lanes) {
-            for (int l = 0; l < lanes; ++l) {
-              A v[N];
-              in.template load<Flat>(i + l, v);
-              part[l] += static_cast<double>(op.loss(v));
-              if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
-            }
-          }
-          for (; i < end; ++i) {
-            A v[N];
-            in.template load<Flat>(i, v);
-            part[0] += static_cast<double>(op.loss(v));
-            if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
-          }
           double s = 0;
-          for (int l = 0; l < lanes; ++l) s += part[l];
+          auto body = [&](auto& math) {
+            // Losses of a block go through a small buffer: the op's loop
+            // vectorises as the none path's does, and the summation loop
+            // stays simple (lanes independent double partial sums).
+            double part[lanes] = {};
+            int nbad = 0;
+            for (std::int64_t b0 = begin; b0 < end; b0 += block) {
+              const int len = static_cast<int>(b0 + block < end ? block : end - b0);
+              alignas(64) A val[block];
+              for (int j = 0; j < len; ++j) {
+                A v[N];
+                in.template load<Flat>(b0 + j, v);
+                val[j] = op.loss(v, math);
+                if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
+              }
+              int j = 0;
+              for (; j + lanes <= len; j += lanes)
+                for (int l = 0; l < lanes; ++l) part[l] += static_cast<double>(val[j + l]);
+              for (; j < len; ++j) part[0] += static_cast<double>(val[j]);
+            }
+            s = 0;
+            for (int l = 0; l < lanes; ++l) s += part[l];
+            return nbad;
+          };
+          const int nbad = with_math<fast>(body);
           acc += s;
           if (Op::checked && nbad > 0) note_bad(begin, end);
         },
@@ -450,6 +321,7 @@ void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const
   using Mem = typename ExecSpace::memory_space;
   using Policy = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
   constexpr std::int64_t chunk = pointwise_chunk<ExecSpace>();
+  constexpr bool fast = chunk > 1;
   const Operands<T, N> in(operands, shapes, out_shape);
   const std::int64_t n = out_shape.numel();
   const std::int64_t nchunks = (n + chunk - 1) / chunk;
@@ -476,14 +348,18 @@ void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const
             const std::int64_t begin = c * chunk;
             const std::int64_t end = begin + chunk < n ? begin + chunk : n;
             const A g0 = PerElem ? A(0) : to_acc(go[0]) * sc;
-            for (std::int64_t i = begin; i < end; ++i) {
-              A v[N], d[N];
-              in.template load<true>(i, v);
-              op.grad(v, d);
-              const A g = PerElem ? to_acc(go[i]) : g0;
-              for (int k = 0; k < N; ++k)
-                if ((Mask >> k) & 1u) gp[k][i] = static_cast<T>(g * d[k]);
-            }
+            auto body = [&](auto& math) {
+              for (std::int64_t i = begin; i < end; ++i) {
+                A v[N], d[N];
+                in.template load<true>(i, v);
+                op.grad(v, d, math);
+                const A g = PerElem ? to_acc(go[i]) : g0;
+                for (int k = 0; k < N; ++k)
+                  if ((Mask >> k) & 1u) gp[k][i] = static_cast<T>(g * d[k]);
+              }
+              return 0;
+            };
+            with_math<fast>(body);
           });
     };
     auto with_mask = [&](auto per_elem_tag) {
@@ -515,8 +391,9 @@ void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const
   Kokkos::parallel_for(
       "kloss::" + op_name + "::backward_broadcast", Policy(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t i) {
         A v[N], d[N];
+        ExactMath math;
         in.template load<false>(i, v);
-        op.grad(v, d);
+        op.grad(v, d, math);
         const A g = per_elem ? to_acc(go[i]) : to_acc(go[0]) * sc;
         for (int k = 0; k < N; ++k) {
           if (!((want >> k) & 1u)) continue;
@@ -543,13 +420,13 @@ void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const
 struct MseOp : Unchecked {
   static constexpr int arity = 2;
   static constexpr unsigned differentiable = 0b11;
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A d = v[0] - v[1];
     return d * d;
   }
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
     const A d = A(2) * (v[0] - v[1]);
     g[0] = d;
     g[1] = -d;
@@ -561,13 +438,13 @@ struct MseOp : Unchecked {
 struct L1Op : Unchecked {
   static constexpr int arity = 2;
   static constexpr unsigned differentiable = 0b11;
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A d = v[0] - v[1];
     return d < A(0) ? -d : d;
   }
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
     const A d = v[0] - v[1];
     const A s = d > A(0) ? A(1) : (d < A(0) ? A(-1) : A(0));
     g[0] = s;
@@ -583,8 +460,8 @@ struct SmoothL1Op : Unchecked {
   static constexpr int arity = 2;
   static constexpr unsigned differentiable = 0b11;
   double beta = 1.0;
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A b = static_cast<A>(beta);
     const A d = v[0] - v[1];
     const A z = d < A(0) ? -d : d;
@@ -597,8 +474,8 @@ struct SmoothL1Op : Unchecked {
     const A q = x / b;
     return blend(x <= -b, A(-1), blend(x >= b, A(1), q));
   }
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
     g[0] = dloss(v[0] - v[1]);
     g[1] = dloss(v[1] - v[0]);
   }
@@ -611,8 +488,8 @@ struct HuberOp : Unchecked {
   static constexpr int arity = 2;
   static constexpr unsigned differentiable = 0b11;
   double delta = 1.0;
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A dl = static_cast<A>(delta);
     const A d = v[0] - v[1];
     const A z = d < A(0) ? -d : d;
@@ -624,8 +501,8 @@ struct HuberOp : Unchecked {
     const A dl = static_cast<A>(delta);
     return x <= -dl ? -dl : (x >= dl ? dl : x);
   }
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
     g[0] = dloss(v[0] - v[1]);
     g[1] = dloss(v[1] - v[0]);
   }
@@ -642,18 +519,18 @@ struct BceOp {
   static constexpr unsigned differentiable = 0b1;
   static constexpr bool checked = true;
   static constexpr const char* requirement = "hold values in [0, 1]";
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
-    A l1mx = vlog1p(-x), lx = vlog(x);
+    A l1mx = m.log1p(-x), lx = m.log(x);
     l1mx = blend(l1mx < A(-100), A(-100), l1mx);
     lx = blend(lx < A(-100), A(-100), lx);
     const A l = (y - A(1)) * l1mx - y * lx;
     if constexpr (W) return l * v[2];
     else return l;
   }
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
     // torch's EPSILON is a float constant: 1e-12f (9.99999996e-13) in every dtype.
     const A eps = static_cast<A>(1e-12f);
@@ -672,13 +549,13 @@ struct BceOp {
 };
 
 /// Stable log(1 + e^-|x|) and sigmoid(x) from one exp.
-template <class A>
-KOKKOS_FORCEINLINE_FUNCTION A softplus_neg_abs(A x) {
-  return vlog1p(vexp(x < A(0) ? x : -x));
+template <class A, class M>
+KOKKOS_FORCEINLINE_FUNCTION A softplus_neg_abs(A x, M& m) {
+  return m.log1p(m.exp(x < A(0) ? x : -x));
 }
-template <class A>
-KOKKOS_FORCEINLINE_FUNCTION A sigmoid(A x) {
-  const A e = vexp(x < A(0) ? x : -x);  // e^-|x|, never overflows
+template <class A, class M>
+KOKKOS_FORCEINLINE_FUNCTION A sigmoid(A x, M& m) {
+  const A e = m.exp(x < A(0) ? x : -x);  // e^-|x|, never overflows
   const A r = A(1) / (A(1) + e);
   return blend(x >= A(0), r, e * r);
 }
@@ -694,26 +571,26 @@ struct BceLogitsOp : Unchecked {
   static constexpr int arity = 2 + (W ? 1 : 0) + (P ? 1 : 0);
   static constexpr unsigned differentiable = 0b1;
   static constexpr int iw = 2, ip = W ? 3 : 2;
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
     const A mx = blend(-x < A(0), A(0), -x);  // max(-x, 0), NaN propagates
-    const A sp = softplus_neg_abs(x) + mx;
+    const A sp = softplus_neg_abs(x, m) + mx;
     A l;
     if constexpr (P) l = (A(1) - y) * x + ((v[ip] - A(1)) * y + A(1)) * sp;
     else l = (A(1) - y) * x + sp;
     if constexpr (W) l = l * v[iw];
     return l;
   }
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
     A d;
     if constexpr (P) {
       const A t = v[ip] * y;
-      d = (t + A(1) - y) * sigmoid(x) - t;
+      d = (t + A(1) - y) * sigmoid(x, m) - t;
     } else {
-      d = sigmoid(x) - y;
+      d = sigmoid(x, m) - y;
     }
     if constexpr (W) d = d * v[iw];
     g[0] = d;
@@ -728,20 +605,20 @@ template <bool LogTarget>
 struct KlDivOp : Unchecked {
   static constexpr int arity = 2;
   static constexpr unsigned differentiable = 0b1;
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
     if constexpr (LogTarget) {
-      return vexp(y) * (y - x);
+      return m.exp(y) * (y - x);
     } else {
-      const A t = y * vlog(y);
+      const A t = y * m.log(y);
       const A ylogy = blend(y == A(0), A(0), t);
       return ylogy - y * x;
     }
   }
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g) const {
-    if constexpr (LogTarget) g[0] = -vexp(v[1]);
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
+    if constexpr (LogTarget) g[0] = -m.exp(v[1]);
     else g[0] = -v[1];
   }
 };
@@ -756,24 +633,24 @@ struct PoissonNllOp : Unchecked {
   static constexpr int arity = 2;
   static constexpr unsigned differentiable = 0b1;
   double eps = 1e-8;
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
     A l;
-    if constexpr (LogInput) l = vexp(x) - y * x;
-    else l = x - y * vlog(x + static_cast<A>(eps));
+    if constexpr (LogInput) l = m.exp(x) - y * x;
+    else l = x - y * m.log(x + static_cast<A>(eps));
     if constexpr (Full) {
-      const A ly = vlog(y);
+      const A ly = m.log(y);
       // 0.5 log(2 pi y) = 0.5 (log(2 pi) + log y)
       const A st = y * ly - y + A(0.5) * (A(1.8378770664093454836) + ly);
       l = l + blend(y <= A(1), A(0), st);
     }
     return l;
   }
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
-    if constexpr (LogInput) g[0] = vexp(x) - y;
+    if constexpr (LogInput) g[0] = m.exp(x) - y;
     else g[0] = A(1) - y / (x + static_cast<A>(eps));
   }
 };
@@ -790,17 +667,17 @@ struct GaussianNllOp {
   static constexpr bool checked = true;
   static constexpr const char* requirement = "be non-negative";
   double eps = 1e-6;
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A e = static_cast<A>(eps);
     const A s = blend(v[2] < e, e, v[2]);
     const A d = v[0] - v[1];
-    A l = A(0.5) * (vlog(s) + d * d / s);
+    A l = A(0.5) * (m.log(s) + d * d / s);
     if constexpr (Full) l = l + A(0.91893853320467274178);  // log(2 pi) / 2
     return l;
   }
-  template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g) const {
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
     const A e = static_cast<A>(eps);
     const A s = blend(v[2] < e, e, v[2]);
     const A d = v[0] - v[1];

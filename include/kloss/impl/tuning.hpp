@@ -22,6 +22,10 @@ namespace kloss::impl::tuning {
 /// overhead (one Kokkos reduction join, one tail) below 1 %.
 inline constexpr std::int64_t pointwise_chunk = 4096;
 inline constexpr int pointwise_lanes = 16;
+/// Losses buffered per block before they are summed (host spaces; a float
+/// buffer of 256 is 1 KiB of L1). binary_cross_entropy float forward, 16M
+/// elements, Zen 4: 0.81 ns/element at 64, 0.72 at 256, 0.71 at 1024.
+inline constexpr int pointwise_sum_block = 256;
 
 // --- cross_entropy / nll_loss (impl/cross_entropy_impl.hpp) ---------------
 /// Independent lanes of the online log-sum-exp row loop: 16 floats = one
