@@ -32,6 +32,7 @@
 /// [N, 2, W], gamma [N, W], per-sequence loss [N].
 #include <kloss/checks.hpp>
 #include <kloss/impl/tuning.hpp>
+#include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
 
 #include <algorithm>
@@ -40,57 +41,22 @@
 namespace kloss::impl {
 namespace ctc {
 
-/// exp and log for float that GCC/Clang vectorise (pure arithmetic, no libm
-/// call; Cody-Waite reduction and the Cephes expf/logf polynomials, about
-/// 1-2 ulp). double uses Kokkos' (libm) functions.
+/// exp and log for float that GCC/Clang vectorise: vmath.hpp's cores
+/// (about 1 ulp) with ctc's own range handling. double uses Kokkos' (libm)
+/// functions.
 KOKKOS_INLINE_FUNCTION float fast_exp(float x) {
   // NaN compares false, so it is clamped to a finite value here and restored
-  // below; the float->int conversion therefore never sees NaN or overflow.
+  // below.
   float xc = x >= -87.0f ? x : -87.0f;
   xc = xc <= 88.0f ? xc : 88.0f;
-  // n = round(x / ln 2) by the 1.5 * 2^23 trick (exact for |n| < 2^22).
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  const float z = r * r;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * z + r + 1.0f;
-  const float scale = bit_cast<float>(static_cast<std::int32_t>((static_cast<std::int32_t>(n) + 127) << 23));
-  float res = p * scale;
+  float res = vexp_core(xc);
   res = x < -87.0f ? 0.0f : res;  // flush results below the normal range (< 1.7e-38) to 0; exp(-inf) = 0
   res = x > 88.0f ? infinity<float>() : res;
   return x != x ? x : res;
 }
 
 /// log(x) for positive normal x (the only arguments ctc passes: sums >= 1).
-KOKKOS_INLINE_FUNCTION float fast_log(float x) {
-  const std::int32_t bits = bit_cast<std::int32_t>(x);
-  // x = m 2^e with m in [0.5, 1).
-  float e = static_cast<float>(((bits >> 23) & 0xff) - 126);
-  float m = bit_cast<float>(static_cast<std::int32_t>((bits & 0x007fffff) | 0x3f000000));
-  const bool small = m < 0.707106781186547524f;
-  e = small ? e - 1.0f : e;
-  const float f = small ? m + m - 1.0f : m - 1.0f;
-  const float z = f * f;
-  float y = 7.0376836292e-2f;
-  y = y * f - 1.1514610310e-1f;
-  y = y * f + 1.1676998740e-1f;
-  y = y * f - 1.2420140846e-1f;
-  y = y * f + 1.4249322787e-1f;
-  y = y * f - 1.6668057665e-1f;
-  y = y * f + 2.0000714765e-1f;
-  y = y * f - 2.4999993993e-1f;
-  y = y * f + 3.3333331174e-1f;
-  y = y * f * z;
-  y += -2.12194440e-4f * e;
-  y += -0.5f * z;
-  return f + y + 0.693359375f * e;
-}
+KOKKOS_INLINE_FUNCTION float fast_log(float x) { return vlog_core(x); }
 
 template <class A>
 KOKKOS_INLINE_FUNCTION A exp_(A x) {

@@ -38,6 +38,65 @@ KOKKOS_FORCEINLINE_FUNCTION A blend(bool c, A a, A b) {
   return bit_cast<A>(static_cast<U>((bit_cast<U>(a) & m) | (bit_cast<U>(b) & ~m)));
 }
 
+/// The polynomials, shared by the exact and the core flavours.
+/// e^r for |r| <= ln2/2, float: Cephes' expf minimax (degree 7).
+KOKKOS_FORCEINLINE_FUNCTION float expf_poly(float r) {
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  return p * r * r + r + 1.0f;
+}
+/// e^r for |r| <= ln2/2, double: Taylor to degree 13 (truncation 5e-18).
+KOKKOS_FORCEINLINE_FUNCTION double exp_poly(double r) {
+  double p = 1.0 / 6227020800.0;  // 1/13!
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  return p * r + 1.0;
+}
+/// P(f) of log(1 + f) = f - f^2/2 + f^3 P(f), f in [sqrt(1/2) - 1,
+/// sqrt(2) - 1]: Cephes' logf minimax.
+KOKKOS_FORCEINLINE_FUNCTION float logf_poly(float f) {
+  float p = 7.0376836292e-2f;
+  p = p * f - 1.1514610310e-1f;
+  p = p * f + 1.1676998740e-1f;
+  p = p * f - 1.2420140846e-1f;
+  p = p * f + 1.4249322787e-1f;
+  p = p * f - 1.6668057665e-1f;
+  p = p * f + 2.0000714765e-1f;
+  p = p * f - 2.4999993993e-1f;
+  return p * f + 3.3333331174e-1f;
+}
+/// log(m) for m in [sqrt(1/2), sqrt(2)), double: 2 atanh(s), s = (m - 1) /
+/// (m + 1), |s| <= 0.172, series to s^21 (truncation 1e-18).
+KOKKOS_FORCEINLINE_FUNCTION double log_mantissa(double m) {
+  const double s = (m - 1.0) / (m + 1.0);
+  const double z = s * s;
+  double p = 1.0 / 21;
+  p = p * z + 1.0 / 19;
+  p = p * z + 1.0 / 17;
+  p = p * z + 1.0 / 15;
+  p = p * z + 1.0 / 13;
+  p = p * z + 1.0 / 11;
+  p = p * z + 1.0 / 9;
+  p = p * z + 1.0 / 7;
+  p = p * z + 1.0 / 5;
+  p = p * z + 1.0 / 3;
+  return 2.0 * s + 2.0 * s * (p * z);
+}
+
 /// e^x in float: x = k ln2 + r, |r| <= ln2/2 (Cody-Waite split of ln2),
 /// Cephes' degree-7 minimax for e^r, 2^k applied in two halves so that
 /// subnormal results come out right.
@@ -48,15 +107,7 @@ KOKKOS_FORCEINLINE_FUNCTION float vexp(float x) {
   xc = nan ? 0.0f : xc;
   const float k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest (2^23 + 2^22 trick)
   const float r = (xc - k * 0.693359375f) - k * (-2.12194440e-4f);
-  const float z = r * r;
-  const float p =
-      ((((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r +
-         1.6666665459e-1f) *
-            r +
-        5.0000001201e-1f) *
-           z +
-       r) +
-      1.0f;
+  const float p = expf_poly(r);
   const std::int32_t ki = static_cast<std::int32_t>(k);
   const std::int32_t k1 = ki >> 1, k2 = ki - k1;
   const float s1 = bit_cast<float>(static_cast<std::uint32_t>(k1 + 127) << 23);
@@ -74,20 +125,7 @@ KOKKOS_FORCEINLINE_FUNCTION double vexp(double x) {
   xc = nan ? 0.0 : xc;
   const double k = (xc * 1.4426950408889634074 + 6755399441055744.0) - 6755399441055744.0;
   const double r = (xc - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
-  double p = 1.0 / 6227020800.0;  // 1/13!
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
+  const double p = exp_poly(r);
   const std::int64_t ki = static_cast<std::int64_t>(k);
   const std::int64_t k1 = ki >> 1, k2 = ki - k1;
   const double s1 = bit_cast<double>(static_cast<std::uint64_t>(k1 + 1023) << 52);
@@ -112,17 +150,8 @@ KOKKOS_FORCEINLINE_FUNCTION float vlog(float x) {
   const float m = bit_cast<float>((bits & 0x007fffffu) | (big ? 0x3f000000u : 0x3f800000u));
   const float f = m - 1.0f;
   const float z = f * f;
-  float p = 7.0376836292e-2f;
-  p = p * f - 1.1514610310e-1f;
-  p = p * f + 1.1676998740e-1f;
-  p = p * f - 1.2420140846e-1f;
-  p = p * f + 1.4249322787e-1f;
-  p = p * f - 1.6668057665e-1f;
-  p = p * f + 2.0000714765e-1f;
-  p = p * f - 2.4999993993e-1f;
-  p = p * f + 3.3333331174e-1f;
   const float ef = static_cast<float>(e);
-  const float y = p * f * z + ef * (-2.12194440e-4f) - 0.5f * z;
+  const float y = logf_poly(f) * f * z + ef * (-2.12194440e-4f) - 0.5f * z;
   const float res = (f + y) + ef * 0.693359375f;
   // Special arguments: log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf,
   // NaN stays NaN.
@@ -146,19 +175,7 @@ KOKKOS_FORCEINLINE_FUNCTION double vlog(double x) {
       static_cast<std::int64_t>((bits >> 52) & 0x7ffu) - 1023 + (big ? 1 : 0) - (sub ? 52 : 0);
   const double m =
       bit_cast<double>((bits & 0x000fffffffffffffull) | (big ? 0x3fe0000000000000ull : 0x3ff0000000000000ull));
-  const double s = (m - 1.0) / (m + 1.0);
-  const double z = s * s;
-  double p = 1.0 / 21;
-  p = p * z + 1.0 / 19;
-  p = p * z + 1.0 / 17;
-  p = p * z + 1.0 / 15;
-  p = p * z + 1.0 / 13;
-  p = p * z + 1.0 / 11;
-  p = p * z + 1.0 / 9;
-  p = p * z + 1.0 / 7;
-  p = p * z + 1.0 / 5;
-  p = p * z + 1.0 / 3;
-  const double lm = 2.0 * s + 2.0 * s * (p * z);
+  const double lm = log_mantissa(m);
   const double ef = static_cast<double>(e);
   const double res = ef * 6.93147180369123816490e-01 + (lm + ef * 1.90821492927058770002e-10);
   const std::uint64_t ax = ux & 0x7fffffffffffffffull;
@@ -190,13 +207,7 @@ KOKKOS_FORCEINLINE_FUNCTION float vexp_core(float xc) {
   const float k = t - 12582912.0f;
   float r = xc - k * 0.693359375f;  // ln2 high part (exact in 9 bits)
   r = r - k * -2.12194440e-4f;      // ln2 - high part
-  float p = 1.9875691500E-4f;
-  p = p * r + 1.3981999507E-3f;
-  p = p * r + 8.3334519073E-3f;
-  p = p * r + 4.1665795894E-2f;
-  p = p * r + 1.6666665459E-1f;
-  p = p * r + 5.0000001201E-1f;
-  p = p * r * r + r + 1.0f;
+  const float p = expf_poly(r);
   // low mantissa bits of t hold k (two's complement); (k + 127) << 23 is 2^k.
   const std::uint32_t bits = (bit_cast<std::uint32_t>(t) + 127u) << 23;
   return p * bit_cast<float>(bits);
@@ -207,20 +218,7 @@ KOKKOS_FORCEINLINE_FUNCTION double vexp_core(double xc) {
   const double t = xc * 1.4426950408889634074 + 6755399441055744.0;
   const double k = t - 6755399441055744.0;
   const double r = (xc - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
-  double p = 1.0 / 6227020800.0;  // 1/13!
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
+  const double p = exp_poly(r);
   const std::uint64_t bits = (bit_cast<std::uint64_t>(t) + 1023u) << 52;
   return p * bit_cast<double>(bits);
 }
@@ -235,17 +233,8 @@ KOKKOS_FORCEINLINE_FUNCTION float vlog_core(float x) {
   const float m = bit_cast<float>(ux - (tmp & 0xff800000u));
   const float f = m - 1.0f;
   const float z = f * f;
-  float p = 7.0376836292e-2f;
-  p = p * f - 1.1514610310e-1f;
-  p = p * f + 1.1676998740e-1f;
-  p = p * f - 1.2420140846e-1f;
-  p = p * f + 1.4249322787e-1f;
-  p = p * f - 1.6668057665e-1f;
-  p = p * f + 2.0000714765e-1f;
-  p = p * f - 2.4999993993e-1f;
-  p = p * f + 3.3333331174e-1f;
   const float ef = static_cast<float>(e);
-  const float y = p * f * z + ef * (-2.12194440e-4f) - 0.5f * z;
+  const float y = logf_poly(f) * f * z + ef * (-2.12194440e-4f) - 0.5f * z;
   return (f + y) + ef * 0.693359375f;
 }
 /// log(x) in double for positive normal finite x: the same reduction,
@@ -255,19 +244,7 @@ KOKKOS_FORCEINLINE_FUNCTION double vlog_core(double x) {
   const std::uint64_t tmp = ux - 0x3fe6a09e667f3bcdull;
   const std::int64_t e = static_cast<std::int64_t>(tmp) >> 52;
   const double m = bit_cast<double>(ux - (tmp & 0xfff0000000000000ull));
-  const double s = (m - 1.0) / (m + 1.0);
-  const double z = s * s;
-  double p = 1.0 / 21;
-  p = p * z + 1.0 / 19;
-  p = p * z + 1.0 / 17;
-  p = p * z + 1.0 / 15;
-  p = p * z + 1.0 / 13;
-  p = p * z + 1.0 / 11;
-  p = p * z + 1.0 / 9;
-  p = p * z + 1.0 / 7;
-  p = p * z + 1.0 / 5;
-  p = p * z + 1.0 / 3;
-  const double lm = 2.0 * s + 2.0 * s * (p * z);
+  const double lm = log_mantissa(m);
   const double ef = static_cast<double>(e);
   return ef * 6.93147180369123816490e-01 + (lm + ef * 1.90821492927058770002e-10);
 }
