@@ -26,6 +26,7 @@
 #include <kloss/tensor.hpp>
 
 #include <cfloat>
+#include <cstring>
 
 namespace kloss {
 
@@ -153,8 +154,7 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_pass(const T* x, std::int64_t n, 
     s[l] = 0;
     zs[l] = 0;
   }
-  auto step = [&](int l, std::int64_t c) {
-    A v = static_cast<A>(x[Contig ? c : c * stride]);
+  auto step = [&](int l, std::int64_t c, A v) {
     if (Cap) v = ce_cap(v, cap);
     const A d = v - m[l];
     const A e = ce_exp_nonpos(ce_negabs(d));  // exp(-|d|): rescale factor or new term
@@ -166,9 +166,23 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_pass(const T* x, std::int64_t n, 
   };
   std::int64_t i = 0;
   for (; i + L <= n; i += L) {
-    for (int l = 0; l < L; ++l) step(l, i + l);
+    if constexpr (Contig && !std::is_same_v<std::remove_cv_t<T>, A>) {
+      // 16-bit logits: copy the block's bits (one vector load) and widen
+      // them before the steps. Converting element by element inside the
+      // step, GCC assembled each vector from 16 scalar loads of the struct:
+      // bf16 row pass 1.96 ms vs float 1.14 at (128, 32000); now 1.12.
+      std::uint16_t raw[L];
+      static_assert(sizeof(T) == sizeof(std::uint16_t), "16-bit storage types only");
+      std::memcpy(raw, x + i, sizeof(raw));
+      A v[L];
+      for (int l = 0; l < L; ++l) v[l] = static_cast<A>(T::from_bits(raw[l]));
+      for (int l = 0; l < L; ++l) step(l, i + l, v[l]);
+    } else {
+      for (int l = 0; l < L; ++l) step(l, i + l, static_cast<A>(x[Contig ? i + l : (i + l) * stride]));
+    }
   }
-  for (int l = 0; l < L && i < n; ++l, ++i) step(l, i);  // tail: fewer than L elements
+  for (int l = 0; l < L && i < n; ++l, ++i)  // tail: fewer than L elements
+    step(l, i, static_cast<A>(x[Contig ? i : i * stride]));
   A mx = m[0];
   for (int l = 1; l < L; ++l) mx = m[l] > mx ? m[l] : mx;
   A sum = 0, zsum = 0;
