@@ -2,6 +2,7 @@
 // runtime-typed buffers and options, the registry, error messages.
 #include "test_utils.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -47,6 +48,78 @@ TEST(Half, KnownValuesAndRoundToNearestEven) {
   EXPECT_EQ(kloss::bfloat16(from_bits(0x3f818000u)).bits, 0x3f82);  // tie -> even (up)
   EXPECT_EQ(kloss::bfloat16(from_bits(0x3f808001u)).bits, 0x3f81);
   EXPECT_TRUE(std::isnan(static_cast<float>(kloss::bfloat16(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+/// float -> float16 by definition: the nearest multiple of the binade's
+/// spacing (2^-24 below 2^-14), ties to even (nearbyint under the default
+/// rounding mode), infinity from 65520 up; NaN stays NaN.
+static float half_reference(float f) {
+  if (std::isnan(f)) return f;
+  const double a = std::fabs(static_cast<double>(f));
+  if (a >= 65520.0) return std::copysign(std::numeric_limits<float>::infinity(), f);
+  const int e = a == 0 ? -14 : std::max(-14, std::ilogb(a));
+  const double ulp = std::ldexp(1.0, e - 10);
+  return static_cast<float>(std::copysign(std::nearbyint(a / ulp) * ulp, static_cast<double>(f)));
+}
+
+TEST(Half, FloatToHalfRoundsLikeTheDefinition) {
+  // Every float16 value's neighbourhood (the value, the midpoints to its
+  // neighbours and one float ulp either side of those), then a stride
+  // through all 2^32 float patterns.
+  std::vector<std::uint32_t> probes;
+  for (std::uint32_t b = 0; b < 0x7c00u; ++b) {
+    const float lo = kloss::float16::from_bits(static_cast<std::uint16_t>(b));
+    const float hi = kloss::float16::from_bits(static_cast<std::uint16_t>(b + 1));
+    const float mid = static_cast<float>((static_cast<double>(lo) + hi) / 2);
+    for (float v : {lo, mid})
+      for (int d = -2; d <= 2; ++d) probes.push_back(static_cast<std::uint32_t>(static_cast<std::int64_t>(
+                                        kloss::impl::bit_cast<std::uint32_t>(v)) + d));
+  }
+  for (std::uint64_t u = 0; u < (1ull << 32); u += 65521) probes.push_back(static_cast<std::uint32_t>(u));
+  int bad = 0;
+  for (std::uint32_t u : probes) {
+    for (std::uint32_t s : {0u, 0x80000000u}) {
+      const float f = from_bits(u ^ s);
+      const float got = kloss::float16(f);
+      const float want = half_reference(f);
+      const bool ok = std::isnan(want) ? std::isnan(got)
+                                       : (got == want && std::signbit(got) == std::signbit(want));
+      if (!ok && ++bad <= 5) ADD_FAILURE() << "float16(" << f << " bits " << std::hex << (u ^ s) << ") = " << got
+                                           << ", want " << want;
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_GT(probes.size(), 300000u);
+}
+
+TEST(Half, BfloatRoundsLikeTheDefinition) {
+  // bfloat16 is float with the low 16 bits rounded off (ties to even).
+  int bad = 0;
+  for (std::uint64_t u = 0; u < (1ull << 32); u += 4093) {
+    const float f = from_bits(static_cast<std::uint32_t>(u));
+    const float got = kloss::bfloat16(f);
+    if (std::isnan(f)) {
+      bad += !std::isnan(got);
+      continue;
+    }
+    const std::uint32_t lo = static_cast<std::uint32_t>(u) & 0xffff0000u;  // toward zero
+    const float down = from_bits(lo), up = from_bits(lo + 0x10000u);  // |up| > |down|; may be inf
+    if (std::isinf(down)) continue;  // f = +-inf: checked below
+    // the spacing past the largest finite bfloat16 is that binade's, 2^(e-7)
+    const double span = std::isinf(up) ? std::ldexp(1.0, std::ilogb(down) - 7)
+                                       : std::fabs(static_cast<double>(up) - down);
+    const double rest = std::fabs(static_cast<double>(f) - down);
+    const bool even = ((lo >> 16) & 1u) == 0;
+    const float want = rest * 2 < span || (rest * 2 == span && even) ? down : up;
+    if (!(got == want && std::signbit(got) == std::signbit(want)) && ++bad <= 5)
+      ADD_FAILURE() << "bfloat16 bits " << std::hex << u << " -> " << got << ", want " << want;
+  }
+  EXPECT_EQ(bad, 0);
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(kloss::bfloat16(inf).bits, 0x7f80);
+  EXPECT_EQ(kloss::bfloat16(-inf).bits, 0xff80);
+  EXPECT_EQ(kloss::bfloat16(from_bits(0x7f7f8000u)).bits, 0x7f80);  // tie at the top, odd: rounds to inf
+  EXPECT_EQ(kloss::bfloat16(from_bits(0x7f7e8000u)).bits, 0x7f7e);  // tie, even: stays
 }
 
 TEST(Half, ViewsOfHalfAreRealTwoByteBuffers) {
