@@ -285,20 +285,25 @@ KOKKOS_INLINE_FUNCTION CeRowGrad<A> ce_row_grad(A scale, A w_t, A w_all, A eps, 
 }
 
 namespace detail {
+/// dL/dx of one logit v (see CeRowGrad); w_c read only when WB.
+template <bool Cap, bool WB, class A>
+KOKKOS_FORCEINLINE_FUNCTION A ce_bwd_elem(A v, A lse, A a, A b, A cap, A w_c) {
+  const A z = Cap ? ce_cap(v, cap) : v;
+  A gz = a * ce_exp(z - lse) - (WB ? b * w_c : b);
+  if (Cap) {
+    const A q = z / cap;
+    gz = gz * (A(1) - q * q);  // d(cap tanh(x/cap))/dx = 1 - tanh^2
+  }
+  return gz;
+}
 template <bool Contig, bool Cap, bool WB, class T, class G, class A>
 KOKKOS_INLINE_FUNCTION void ce_bwd_pass(const T* x, G* g, std::int64_t n, std::int64_t stride, A lse,
                                         const CeRowGrad<A>& k, const T* w) {
   const A a = k.a, b = k.b, cap = k.softcap;
   for (std::int64_t c = 0; c < n; ++c) {
     const std::int64_t o = Contig ? c : c * stride;
-    const A v = static_cast<A>(x[o]);
-    const A z = Cap ? ce_cap(v, cap) : v;
-    A gz = a * ce_exp(z - lse) - (WB ? b * static_cast<A>(w[c]) : b);
-    if (Cap) {
-      const A q = z / cap;
-      gz = gz * (A(1) - q * q);  // d(cap tanh(x/cap))/dx = 1 - tanh^2
-    }
-    g[o] = static_cast<G>(gz);
+    g[o] = static_cast<G>(
+        ce_bwd_elem<Cap, WB>(static_cast<A>(x[o]), lse, a, b, cap, WB ? static_cast<A>(w[c]) : A(0)));
   }
 }
 // In place (g == x): one pointer, so the loop has no aliasing to check.
@@ -308,14 +313,8 @@ KOKKOS_INLINE_FUNCTION void ce_bwd_inplace(T* x, std::int64_t n, std::int64_t st
   const A a = k.a, b = k.b, cap = k.softcap;
   for (std::int64_t c = 0; c < n; ++c) {
     const std::int64_t o = Contig ? c : c * stride;
-    const A v = static_cast<A>(x[o]);
-    const A z = Cap ? ce_cap(v, cap) : v;
-    A gz = a * ce_exp(z - lse) - (WB ? b * static_cast<A>(w[c]) : b);
-    if (Cap) {
-      const A q = z / cap;
-      gz = gz * (A(1) - q * q);
-    }
-    x[o] = static_cast<T>(gz);
+    x[o] = static_cast<T>(
+        ce_bwd_elem<Cap, WB>(static_cast<A>(x[o]), lse, a, b, cap, WB ? static_cast<A>(w[c]) : A(0)));
   }
 }
 template <class T, class A>
