@@ -174,9 +174,18 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_pass(const T* x, std::int64_t n, 
       std::uint16_t raw[L];
       static_assert(sizeof(T) == sizeof(std::uint16_t), "16-bit storage types only");
       std::memcpy(raw, x + i, sizeof(raw));
-      A v[L];
-      for (int l = 0; l < L; ++l) v[l] = static_cast<A>(T::from_bits(raw[l]));
-      for (int l = 0; l < L; ++l) step(l, i + l, v[l]);
+      if constexpr (std::is_same_v<std::remove_cv_t<T>, bfloat16>) {
+        // widening is a shift: as a loop of its own it vectorises at the
+        // steps' width (row pass 0.28 ns per logit; inside the steps 0.46)
+        A v[L];
+        for (int l = 0; l < L; ++l) v[l] = static_cast<A>(T::from_bits(raw[l]));
+        for (int l = 0; l < L; ++l) step(l, i + l, v[l]);
+      } else {
+        // float16: a loop of its own vectorised at half the steps' width
+        // and its results reached the steps through memory (1.5 ns per
+        // logit); inside the steps 0.68
+        for (int l = 0; l < L; ++l) step(l, i + l, static_cast<A>(T::from_bits(raw[l])));
+      }
     } else {
       for (int l = 0; l < L; ++l) step(l, i + l, static_cast<A>(x[Contig ? i + l : (i + l) * stride]));
     }
