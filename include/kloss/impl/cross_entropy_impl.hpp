@@ -294,11 +294,12 @@ KOKKOS_INLINE_FUNCTION CeRowGrad<A> ce_row_grad(A scale, A w_t, A w_all, A eps, 
 }
 
 namespace detail {
-/// dL/dx of one logit v (see CeRowGrad); w_c read only when WB.
+/// dL/dx of one logit v (see CeRowGrad); w_c read only when WB; ct: the
+/// target's term (k.ct at the target, 0 elsewhere: x - 0 is folded away).
 template <bool Cap, bool WB, class A>
-KOKKOS_FORCEINLINE_FUNCTION A ce_bwd_elem(A v, A lse, A a, A b, A cap, A w_c) {
+KOKKOS_FORCEINLINE_FUNCTION A ce_bwd_elem(A v, A lse, A a, A b, A cap, A w_c, A ct = A(0)) {
   const A z = Cap ? ce_cap(v, cap) : v;
-  A gz = a * ce_exp(z - lse) - (WB ? b * w_c : b);
+  A gz = a * ce_exp(z - lse) - (WB ? b * w_c : b) - ct;
   if (Cap) {
     const A q = z / cap;
     gz = gz * (A(1) - q * q);  // d(cap tanh(x/cap))/dx = 1 - tanh^2
@@ -325,17 +326,6 @@ KOKKOS_INLINE_FUNCTION void ce_bwd_inplace(T* x, std::int64_t n, std::int64_t st
     x[o] = static_cast<T>(
         ce_bwd_elem<Cap, WB>(static_cast<A>(x[o]), lse, a, b, cap, WB ? static_cast<A>(w[c]) : A(0)));
   }
-}
-template <class T, class A>
-KOKKOS_INLINE_FUNCTION A ce_grad_at(A v, A lse, const CeRowGrad<A>& k, A w_c, bool is_target) {
-  const bool cap = k.softcap != A(0);
-  const A z = cap ? ce_cap(v, k.softcap) : v;
-  A gz = k.a * ce_exp(z - lse) - k.b * (k.weighted_b ? w_c : A(1)) - (is_target ? k.ct : A(0));
-  if (cap) {
-    const A q = z / k.softcap;
-    gz = gz * (A(1) - q * q);
-  }
-  return gz;
 }
 }  // namespace detail
 
@@ -369,7 +359,9 @@ KOKKOS_INLINE_FUNCTION void ce_backward_from_lse(const T* x, T* g, std::int64_t 
 #undef KLOSS_CE_BWD
   if (has_t) {
     const A wt = wb ? static_cast<A>(w[target_local]) : A(1);
-    g[target_local * stride] = static_cast<T>(detail::ce_grad_at<T>(xt, lse, k, wt, true));
+    g[target_local * stride] =
+        static_cast<T>(cap ? detail::ce_bwd_elem<true, true>(xt, lse, k.a, k.b, k.softcap, wt, k.ct)
+                           : detail::ce_bwd_elem<false, true>(xt, lse, k.a, k.b, k.softcap, wt, k.ct));
   }
 }
 
