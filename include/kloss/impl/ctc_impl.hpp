@@ -236,8 +236,7 @@ struct Kernel {
 
   /// States per work item: a vectorisable chunk on host spaces, one per
   /// thread elsewhere.
-  static constexpr int chunk =
-      Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible ? tuning::ctc_host_chunk : 1;
+  static constexpr int chunk = is_host_space_v<ExecSpace> ? tuning::ctc_host_chunk : 1;
 
   typename Tensor<const T, Mem>::view_type lp;
   typename Tensor<const I, Mem>::view_type targets;

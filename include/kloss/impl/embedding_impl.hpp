@@ -127,6 +127,13 @@ Kokkos::TeamPolicy<ExecSpace> make_team_policy(const ExecSpace& exec, std::int64
   }
 }
 
+/// A compile-time chunk length that converts to int in device code too
+/// (std::integral_constant's conversion is a host function under nvcc).
+template <int C>
+struct FixedLen {
+  KOKKOS_INLINE_FUNCTION constexpr operator int() const { return C; }
+};
+
 /// Runs body(d0, len) over the embedding dimension [0, D) in chunks of C
 /// features spread across the team's threads and vector lanes; full chunks
 /// get len as a compile-time constant, so a chunk's loop over its features
@@ -139,7 +146,7 @@ KOKKOS_INLINE_FUNCTION void for_each_chunk(const Member& m, std::int64_t D, cons
   const std::int64_t chunks = (D + C - 1) / C;
   Kokkos::parallel_for(Kokkos::TeamVectorRange(m, chunks), [&](const std::int64_t c) {
     if (c < full)
-      body(c * C, std::integral_constant<int, C>{});
+      body(c * C, FixedLen<C>{});
     else
       body(c * C, static_cast<int>(D - c * C));
   });
@@ -884,9 +891,7 @@ Bags<I, typename ExecSpace::memory_space> check_bags(
 /// C: features per chunk (tuning::embedding_chunk_host on host spaces,
 /// tuning::embedding_chunk elsewhere); any C gives the same bits.
 template <bool Max, bool Psw, class ExecSpace, class T, class I,
-          int C = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible
-                      ? tuning::embedding_chunk_host
-                      : tuning::embedding_chunk>
+          int C = is_host_space_v<ExecSpace> ? tuning::embedding_chunk_host : tuning::embedding_chunk>
 BadIndex bag_forward_kernel(const ExecSpace& exec, const Bags<I, typename ExecSpace::memory_space>& bags,
                             const Tensor<const I, typename ExecSpace::memory_space>& input,
                             const Tensor<const T, typename ExecSpace::memory_space>& weight,
@@ -896,7 +901,7 @@ BadIndex bag_forward_kernel(const ExecSpace& exec, const Bags<I, typename ExecSp
                             bool is_mean, int team_size) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  constexpr bool host = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+  constexpr bool host = is_host_space_v<ExecSpace>;
   const std::int64_t V = weight.extent(0), D = weight.extent(1);
   const std::int64_t row_bytes = D * static_cast<std::int64_t>(sizeof(T));
   auto idx = input.data;
@@ -918,7 +923,7 @@ BadIndex bag_forward_kernel(const ExecSpace& exec, const Bags<I, typename ExecSp
           else if (r != pad)
             ++count;
         }
-        if constexpr (host) {
+        if (host) {
           // A host thread runs the bags in order: ask now for the rows of a
           // bag a little ahead (every cache line of each), so that their
           // misses overlap the sums in between instead of stalling.
@@ -936,7 +941,7 @@ BadIndex bag_forward_kernel(const ExecSpace& exec, const Bags<I, typename ExecSp
         for_each_chunk<C>(m, D, [&](const std::int64_t d0, const auto len) {
           A acc[C];
           for (int j = 0; j < len; ++j) acc[j] = A(0);
-          if constexpr (Max) {
+          if (Max) {
             std::int64_t arg[C];
             for (int j = 0; j < len; ++j) arg[j] = -1;
             bool first = true;
@@ -959,7 +964,7 @@ BadIndex bag_forward_kernel(const ExecSpace& exec, const Bags<I, typename ExecSp
               const std::int64_t r = static_cast<std::int64_t>(idx(e));
               if (r < 0 || r >= V || r == pad) continue;
               const T* row = &w(r * D + d0);
-              if constexpr (Psw) {
+              if (Psw) {
                 const A sc = to_acc(psw(e));
                 for (int j = 0; j < len; ++j) acc[j] += sc * to_acc(row[j]);
               } else {

@@ -266,14 +266,16 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
           KOKKOS_LAMBDA(const std::int64_t e) { Zc.data()[e] += static_cast<A>(bv_(e % V)); });
     }
     // --- per row: loss, and dL/dZ over Z in place
+    // (two kernels, not an `if constexpr` inside one: nvcc's extended
+    // lambdas cannot first-capture a variable in a constexpr-if branch)
     CeSums chunk;
-    Kokkos::parallel_reduce(
-        "kloss::fused_linear_cross_entropy::rows", Range(exec, 0, b),
-        KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {
-          const std::int64_t r = r0 + i;
-          A* z = Zc.data() + i * V;
-          A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
-          if constexpr (prob) {
+    if constexpr (prob) {
+      Kokkos::parallel_reduce(
+          "kloss::fused_linear_cross_entropy::rows", Range(exec, 0, b),
+          KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {
+            const std::int64_t r = r0 + i;
+            A* z = Zc.data() + i * V;
+            A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
             const T* pr = tv.data() + r * V;
             const CeProbPartials<A> p = ce_row_partials_prob(z, pr, V, 1, eps, V, cap, cwt);
             if (p.bad_count > 0 && (acc.bad_prob == 0 || r * V + p.bad_pos < acc.bad_prob_pos)) {
@@ -289,7 +291,15 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
               if (mean) scale = static_cast<A>(scale / total_weight);
               ce_backward_prob_from_lse(z, pr, z, V, 1, l, p.q, scale, eps, V, zl, cap, cwt);
             }
-          } else {
+          },
+          CeSumsReducer<Kokkos::HostSpace>(chunk));
+    } else {
+      Kokkos::parallel_reduce(
+          "kloss::fused_linear_cross_entropy::rows", Range(exec, 0, b),
+          KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {
+            const std::int64_t r = r0 + i;
+            A* z = Zc.data() + i * V;
+            A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
             const std::int64_t t = static_cast<std::int64_t>(tv(r));
             if (t == ignore) {
               if (write_out && none) ov(r) = T(0.0f);
@@ -309,9 +319,9 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
               const CeRowGrad<A> k = ce_row_grad(scale, wt, w_all, eps, V, zl, l, cap, cwp != nullptr);
               ce_backward_from_lse(z, z, V, 1, t, l, k, cwp);  // in place over the chunk
             }
-          }
-        },
-        CeSumsReducer<Kokkos::HostSpace>(chunk));
+          },
+          CeSumsReducer<Kokkos::HostSpace>(chunk));
+    }
     if (chunk.bad_prob > 0)
       fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", chunk.bad_prob,
                             " negative or NaN value(s) in rows [", r0, ", ", r0 + b, "); first at position ",

@@ -211,7 +211,8 @@ KOKKOS_INLINE_FUNCTION bool is_sign(A t) {
 }
 
 /// Element-wise margin loss drivers (hinge, margin_ranking). n elements in
-/// chunks of tuning::margin_chunk per work item; element i reads its target
+/// chunks of tuning::margin_chunk per work item on host spaces, one per work
+/// item on devices (consecutive threads read consecutive elements); element i reads its target
 /// at j = it(i) (j = i when the target is not broadcast: a separate
 /// instantiation keeps the index arithmetic out of that loop). loss(i, j)
 /// is element i's loss, grad(i, j) writes its gradients, bad(j) is 1 for an
@@ -221,7 +222,7 @@ template <bool Direct, bool None, class ExecSpace, class T, class Loss, class Ba
 I64 elementwise_forward_kernel(const ExecSpace& exec, const std::string& op, I64 n, const BroadcastIndex& it,
                                const Loss& loss, const Bad& bad_target,
                                const Tensor<T, typename ExecSpace::memory_space>& out, double& sum) {
-  constexpr I64 chunk = tuning::margin_chunk;
+  constexpr I64 chunk = is_host_space_v<ExecSpace> ? tuning::margin_chunk : 1;
   constexpr int L = tuning::margin_lanes;
   T* o = out.data.data();
   I64 bad = 0;
@@ -235,7 +236,7 @@ I64 elementwise_forward_kernel(const ExecSpace& exec, const std::string& op, I64
           const I64 j = Direct ? i : it(i);
           const auto v = loss(i, j);
           nb += bad_target(j);
-          if constexpr (None) o[i] = static_cast<T>(v);
+          if (None) o[i] = static_cast<T>(v);
           part[l] += static_cast<double>(v);
         };
         I64 i = begin;
@@ -274,7 +275,7 @@ I64 elementwise_forward(const ExecSpace& exec, const std::string& op, I64 n, con
 template <bool Direct, class ExecSpace, class Grad, class Bad>
 I64 elementwise_backward_kernel(const ExecSpace& exec, const std::string& op, I64 n, const BroadcastIndex& it,
                                 const Grad& grad, const Bad& bad_target) {
-  constexpr I64 chunk = tuning::margin_chunk;
+  constexpr I64 chunk = is_host_space_v<ExecSpace> ? tuning::margin_chunk : 1;
   double unused = 0;
   I64 bad = 0;
   sum_and_count(

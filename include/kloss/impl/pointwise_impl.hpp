@@ -96,9 +96,7 @@ struct Operands {
 /// spaces, whose threads must read consecutive elements (coalescing).
 template <class ExecSpace>
 constexpr std::int64_t pointwise_chunk() {
-  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename ExecSpace::memory_space>::accessible
-             ? tuning::pointwise_chunk
-             : 1;
+  return is_host_space_v<ExecSpace> ? tuning::pointwise_chunk : 1;
 }
 
 /// Sum over i in [0, n) of f(i), in double, written to `result` (a device
@@ -188,6 +186,111 @@ KOKKOS_FORCEINLINE_FUNCTION int with_math(Body& body) {
   return body(em);
 }
 
+/// The forward kernel of an element-wise loss, one work item per chunk of
+/// `chunk` elements (NoneTag: writes each loss; SumTag: sums them). Flat:
+/// every operand has the output's shape (plain indexing).
+template <class ExecSpace, class T, class Op, int N, bool Flat>
+struct PointwiseForward {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  struct NoneTag {};
+  struct SumTag {};
+  static constexpr std::int64_t chunk = pointwise_chunk<ExecSpace>();
+  static constexpr int lanes = tuning::pointwise_lanes;
+  static constexpr bool fast = chunk > 1;
+  static constexpr int block = fast ? tuning::pointwise_sum_block : 1;
+
+  Op op;
+  Operands<T, N> in;
+  T* o = nullptr;  // NoneTag's output
+  std::int64_t n = 0;
+  Kokkos::View<std::int64_t, Mem> first_bad;  // checked ops: first out-of-domain position
+
+  /// A chunk met a violation (rare): records its first position.
+  KOKKOS_INLINE_FUNCTION void note_bad(std::int64_t begin, std::int64_t end) const {
+    for (std::int64_t i = begin; i < end; ++i) {
+      A v[N];
+      in.template load<false>(i, v);
+      if (op.bad(v) >= 0) {
+        Kokkos::atomic_fetch_min(&first_bad(), i);
+        return;
+      }
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(NoneTag, const std::int64_t c) const {
+    const std::int64_t begin = c * chunk;
+    const std::int64_t end = begin + chunk < n ? begin + chunk : n;
+    auto body = [&](auto& math) {
+      int nbad = 0;
+      for (std::int64_t i = begin; i < end; ++i) {
+        A v[N];
+        in.template load<Flat>(i, v);
+        o[i] = static_cast<T>(op.loss(v, math));
+        if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
+      }
+      return nbad;
+    };
+    const int nbad = with_math<fast>(body);
+    if (Op::checked && nbad > 0) note_bad(begin, end);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(SumTag, const std::int64_t c, double& acc) const {
+    const std::int64_t begin = c * chunk;
+    const std::int64_t end = begin + chunk < n ? begin + chunk : n;
+    double s = 0;
+    auto body = [&](auto& math) {
+      // Losses of a block go through a small buffer: the op's loop
+      // vectorises as the none path's does, and the summation loop stays
+      // simple (lanes independent double partial sums).
+      double part[lanes] = {};
+      int nbad = 0;
+      for (std::int64_t b0 = begin; b0 < end; b0 += block) {
+        const int len = static_cast<int>(b0 + block < end ? block : end - b0);
+        alignas(64) A val[block];
+        for (int j = 0; j < len; ++j) {
+          A v[N];
+          in.template load<Flat>(b0 + j, v);
+          val[j] = op.loss(v, math);
+          if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
+        }
+        int j = 0;
+        for (; j + lanes <= len; j += lanes)
+          for (int l = 0; l < lanes; ++l) part[l] += static_cast<double>(val[j + l]);
+        for (; j < len; ++j) part[0] += static_cast<double>(val[j]);
+      }
+      s = 0;
+      for (int l = 0; l < lanes; ++l) s += part[l];
+      return nbad;
+    };
+    const int nbad = with_math<fast>(body);
+    acc += s;
+    if (Op::checked && nbad > 0) note_bad(begin, end);
+  }
+};
+
+template <bool Flat, class ExecSpace, class T, class Op, int N>
+void pointwise_forward_launch(const ExecSpace& exec, const std::string& op_name, const Op& op,
+                              const Operands<T, N>& in, const Tensor<T, typename ExecSpace::memory_space>& out,
+                              std::int64_t n, Reduction reduction, double scale,
+                              const Kokkos::View<std::int64_t, typename ExecSpace::memory_space>& first_bad) {
+  using K = PointwiseForward<ExecSpace, T, Op, N, Flat>;
+  const K k{op, in, out.data.data(), n, first_bad};
+  const std::int64_t nchunks = (n + K::chunk - 1) / K::chunk;
+  if (reduction == Reduction::none) {
+    Kokkos::parallel_for("kloss::" + op_name + "::forward",
+                         Kokkos::RangePolicy<ExecSpace, typename K::NoneTag, Kokkos::IndexType<std::int64_t>>(
+                             exec, 0, nchunks),
+                         k);
+    return;
+  }
+  Kokkos::View<double, typename ExecSpace::memory_space> sum("kloss::" + op_name + "::sum");
+  Kokkos::parallel_reduce(
+      "kloss::" + op_name + "::forward_sum",
+      Kokkos::RangePolicy<ExecSpace, typename K::SumTag, Kokkos::IndexType<std::int64_t>>(exec, 0, nchunks), k, sum);
+  write_scaled_scalar(exec, "kloss::" + op_name + "::forward_scale", sum, scale, out);
+}
+
 /// Forward of an N-ary element-wise loss: out = reduce(op.loss(operands)),
 /// reduce = identity for none, sum * scale otherwise (scale = 1/numel for
 /// mean, 1/input.size(0) for kl_div's batchmean, 1 for sum). Asynchronous for
@@ -199,16 +302,9 @@ void pointwise_forward(const ExecSpace& exec, const std::string& op_name, const 
                        const std::array<Shape, N>& shapes, const std::array<const char*, N>& names,
                        const Shape& out_shape, const Tensor<T, typename ExecSpace::memory_space>& out,
                        Reduction reduction, double scale) {
-  using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
-  using Policy = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
-  constexpr std::int64_t chunk = pointwise_chunk<ExecSpace>();
-  constexpr int lanes = tuning::pointwise_lanes;
-  constexpr bool fast = chunk > 1;
-  constexpr int block = fast ? tuning::pointwise_sum_block : 1;
   const Operands<T, N> in(operands, shapes, out_shape);
   const std::int64_t n = out_shape.numel();
-  const std::int64_t nchunks = (n + chunk - 1) / chunk;
 
   // First out-of-domain output position (checked ops only); n = none.
   Kokkos::View<std::int64_t, Mem> first_bad;
@@ -216,86 +312,8 @@ void pointwise_forward(const ExecSpace& exec, const std::string& op_name, const 
     first_bad = Kokkos::View<std::int64_t, Mem>(Kokkos::ViewAllocateWithoutInitializing("kloss::" + op_name + "::first_bad"));
     Kokkos::deep_copy(exec, first_bad, n);
   }
-  // Called on a chunk that met a violation (rare): its first position.
-  auto note_bad = KOKKOS_LAMBDA(const std::int64_t begin, const std::int64_t end) {
-    if constexpr (Op::checked) {
-      for (std::int64_t i = begin; i < end; ++i) {
-        A v[N];
-        in.template load<false>(i, v);
-        if (op.bad(v) >= 0) {
-          Kokkos::atomic_fetch_min(&first_bad(), i);
-          return;
-        }
-      }
-    } else {
-      (void)begin;
-      (void)end;
-    }
-  };
-
-  auto run = [&](auto flat_tag) {
-    constexpr bool Flat = decltype(flat_tag)::value;
-    if (reduction == Reduction::none) {
-      T* o = out.data.data();
-      Kokkos::parallel_for(
-          "kloss::" + op_name + "::forward", Policy(exec, 0, nchunks), KOKKOS_LAMBDA(const std::int64_t c) {
-            const std::int64_t begin = c * chunk;
-            const std::int64_t end = begin + chunk < n ? begin + chunk : n;
-            auto body = [&](auto& math) {
-              int nbad = 0;
-              for (std::int64_t i = begin; i < end; ++i) {
-                A v[N];
-                in.template load<Flat>(i, v);
-                o[i] = static_cast<T>(op.loss(v, math));
-                if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
-              }
-              return nbad;
-            };
-            const int nbad = with_math<fast>(body);
-            if (Op::checked && nbad > 0) note_bad(begin, end);
-          });
-      return;
-    }
-    Kokkos::View<double, Mem> sum("kloss::" + op_name + "::sum");
-    Kokkos::parallel_reduce(
-        "kloss::" + op_name + "::forward_sum", Policy(exec, 0, nchunks),
-        KOKKOS_LAMBDA(const std::int64_t c, double& acc) {
-          const std::int64_t begin = c * chunk;
-          const std::int64_t end = begin + chunk < n ? begin + chunk : n;
-          double s = 0;
-          auto body = [&](auto& math) {
-            // Losses of a block go through a small buffer: the op's loop
-            // vectorises as the none path's does, and the summation loop
-            // stays simple (lanes independent double partial sums).
-            double part[lanes] = {};
-            int nbad = 0;
-            for (std::int64_t b0 = begin; b0 < end; b0 += block) {
-              const int len = static_cast<int>(b0 + block < end ? block : end - b0);
-              alignas(64) A val[block];
-              for (int j = 0; j < len; ++j) {
-                A v[N];
-                in.template load<Flat>(b0 + j, v);
-                val[j] = op.loss(v, math);
-                if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
-              }
-              int j = 0;
-              for (; j + lanes <= len; j += lanes)
-                for (int l = 0; l < lanes; ++l) part[l] += static_cast<double>(val[j + l]);
-              for (; j < len; ++j) part[0] += static_cast<double>(val[j]);
-            }
-            s = 0;
-            for (int l = 0; l < lanes; ++l) s += part[l];
-            return nbad;
-          };
-          const int nbad = with_math<fast>(body);
-          acc += s;
-          if (Op::checked && nbad > 0) note_bad(begin, end);
-        },
-        sum);
-    write_scaled_scalar(exec, "kloss::" + op_name + "::forward_scale", sum, scale, out);
-  };
-  if (in.flat) run(std::true_type{});
-  else run(std::false_type{});
+  if (in.flat) pointwise_forward_launch<true>(exec, op_name, op, in, out, n, reduction, scale, first_bad);
+  else pointwise_forward_launch<false>(exec, op_name, op, in, out, n, reduction, scale, first_bad);
 
   if constexpr (Op::checked) {
     std::int64_t first = n;
@@ -303,6 +321,52 @@ void pointwise_forward(const ExecSpace& exec, const std::string& op_name, const 
     exec.fence();
     if (first < n) throw_first_bad<ExecSpace, T, Op, N>(op_name, op, in, names, first);
   }
+}
+
+/// The flat backward kernel: one work item per chunk; Mask says which
+/// operands' gradients are written, PerElem whether the upstream gradient is
+/// per element (reduction none) or one scalar.
+template <class ExecSpace, class T, class Op, int N, bool PerElem, unsigned Mask>
+struct PointwiseBackwardFlat {
+  using A = acc_t<T>;
+  static constexpr std::int64_t chunk = pointwise_chunk<ExecSpace>();
+  static constexpr bool fast = chunk > 1;
+  Op op;
+  Operands<T, N> in;
+  const T* go = nullptr;
+  A sc = 0;
+  T* gp[N] = {};
+  std::int64_t n = 0;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t c) const {
+    const std::int64_t begin = c * chunk;
+    const std::int64_t end = begin + chunk < n ? begin + chunk : n;
+    const A g0 = PerElem ? A(0) : to_acc(go[0]) * sc;
+    auto body = [&](auto& math) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        A v[N], d[N];
+        in.template load<true>(i, v);
+        op.grad(v, d, math);
+        const A g = PerElem ? to_acc(go[i]) : g0;
+        for (int k = 0; k < N; ++k)
+          if ((Mask >> k) & 1u) gp[k][i] = static_cast<T>(g * d[k]);
+      }
+      return 0;
+    };
+    with_math<fast>(body);
+  }
+};
+
+template <bool PerElem, unsigned Mask, class ExecSpace, class T, class Op, int N>
+void pointwise_backward_flat(const ExecSpace& exec, const std::string& op_name, const Op& op,
+                             const Operands<T, N>& in, const T* go, acc_t<T> sc, T* const (&gp)[N], std::int64_t n) {
+  using K = PointwiseBackwardFlat<ExecSpace, T, Op, N, PerElem, Mask>;
+  K k{op, in, go, sc, {}, n};
+  for (int j = 0; j < N; ++j) k.gp[j] = gp[j];
+  Kokkos::parallel_for("kloss::" + op_name + "::backward",
+                       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0,
+                                                                                        (n + K::chunk - 1) / K::chunk),
+                       k);
 }
 
 /// Backward of an N-ary element-wise loss: grads[k] = g * op.grad(...)[k]
@@ -320,11 +384,8 @@ void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   using Policy = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
-  constexpr std::int64_t chunk = pointwise_chunk<ExecSpace>();
-  constexpr bool fast = chunk > 1;
   const Operands<T, N> in(operands, shapes, out_shape);
   const std::int64_t n = out_shape.numel();
-  const std::int64_t nchunks = (n + chunk - 1) / chunk;
   const T* go = grad_output.data.data();
   const A sc = static_cast<A>(scale);
   unsigned want = 0;
@@ -340,37 +401,16 @@ void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const
   if (in.flat) {
     // Flat: one vectorised loop per chunk; which gradients are written and
     // where the upstream gradient comes from are compile-time.
-    auto run = [&](auto per_elem_tag, auto mask_tag) {
-      constexpr bool PerElem = decltype(per_elem_tag)::value;
-      constexpr unsigned Mask = decltype(mask_tag)::value;
-      Kokkos::parallel_for(
-          "kloss::" + op_name + "::backward", Policy(exec, 0, nchunks), KOKKOS_LAMBDA(const std::int64_t c) {
-            const std::int64_t begin = c * chunk;
-            const std::int64_t end = begin + chunk < n ? begin + chunk : n;
-            const A g0 = PerElem ? A(0) : to_acc(go[0]) * sc;
-            auto body = [&](auto& math) {
-              for (std::int64_t i = begin; i < end; ++i) {
-                A v[N], d[N];
-                in.template load<true>(i, v);
-                op.grad(v, d, math);
-                const A g = PerElem ? to_acc(go[i]) : g0;
-                for (int k = 0; k < N; ++k)
-                  if ((Mask >> k) & 1u) gp[k][i] = static_cast<T>(g * d[k]);
-              }
-              return 0;
-            };
-            with_math<fast>(body);
-          });
-    };
     auto with_mask = [&](auto per_elem_tag) {
+      constexpr bool PerElem = decltype(per_elem_tag)::value;
       // The differentiable subsets that occur: {input}, {other}, {input, other}.
       constexpr unsigned D = Op::differentiable;
       constexpr unsigned lo = D & (~D + 1u);  // lowest differentiable operand
       constexpr unsigned hi = D & ~lo;
-      if (want == lo) run(per_elem_tag, std::integral_constant<unsigned, lo>{});
+      if (want == lo) pointwise_backward_flat<PerElem, lo>(exec, op_name, op, in, go, sc, gp, n);
       else if constexpr (hi != 0) {
-        if (want == hi) run(per_elem_tag, std::integral_constant<unsigned, hi>{});
-        else run(per_elem_tag, std::integral_constant<unsigned, D>{});
+        if (want == hi) pointwise_backward_flat<PerElem, hi>(exec, op_name, op, in, go, sc, gp, n);
+        else pointwise_backward_flat<PerElem, D>(exec, op_name, op, in, go, sc, gp, n);
       }
     };
     if (reduction == Reduction::none) with_mask(std::true_type{});
@@ -390,7 +430,7 @@ void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const
   }
   Kokkos::parallel_for(
       "kloss::" + op_name + "::backward_broadcast", Policy(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t i) {
-        A v[N], d[N];
+        A v[N], d[N] = {};  // an op writes only its differentiable operands' d
         ExactMath math;
         in.template load<false>(i, v);
         op.grad(v, d, math);

@@ -2,8 +2,45 @@
 /// \file impl/tuning.hpp
 /// Every tuning constant of kloss's kernels, each with where and when it was
 /// measured. Change them here, nowhere else.
+///
+/// Every kernel picks its launch shape with one question, is_host_space_v:
+/// host spaces (Serial, OpenMP, Threads, HPX) give a thread a whole row or a
+/// long chunk and vectorise a lane loop; every other space (CUDA, HIP, SYCL,
+/// OpenMPTarget) is a device, whose threads must read consecutive elements.
+/// The answer depends on the execution space, not on which memory it can
+/// reach: a GPU with unified memory (GH200, MI300A, CUDA UVM) still wants
+/// device shapes.
+#include <Kokkos_Core.hpp>
+
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+
+namespace kloss::impl {
+
+template <class ExecSpace>
+struct is_host_space : std::false_type {};
+#if defined(KOKKOS_ENABLE_SERIAL)
+template <>
+struct is_host_space<Kokkos::Serial> : std::true_type {};
+#endif
+#if defined(KOKKOS_ENABLE_OPENMP)
+template <>
+struct is_host_space<Kokkos::OpenMP> : std::true_type {};
+#endif
+#if defined(KOKKOS_ENABLE_THREADS)
+template <>
+struct is_host_space<Kokkos::Threads> : std::true_type {};
+#endif
+#if defined(KOKKOS_ENABLE_HPX)
+template <>
+struct is_host_space<Kokkos::Experimental::HPX> : std::true_type {};
+#endif
+/// True for host execution spaces; false for device ones.
+template <class ExecSpace>
+inline constexpr bool is_host_space_v = is_host_space<std::remove_cv_t<ExecSpace>>::value;
+
+}  // namespace kloss::impl
 
 namespace kloss::impl::tuning {
 
@@ -36,10 +73,15 @@ inline constexpr int pointwise_sum_block = 256;
 /// variant (block max, then one exp per element) was slower under GCC.
 inline constexpr int ce_lanes = 16;
 /// Threads per team: host spaces give each thread whole rows (team of 1);
-/// device spaces start from a warp-multiple team. Chosen, not measured on a
-/// device (none here).
+/// on devices a team thread is a warp of vector lanes, one row at a time.
+/// Chosen, not measured on a device (none here).
 inline constexpr int ce_team_size_host = 1;
-inline constexpr int ce_team_size_device = 64;
+inline constexpr int ce_team_size_device = 8;
+/// Interleaved class slices per row on devices: one per lane of a warp, so
+/// a warp reads 32 consecutive logits per load (host spaces: 1, the whole
+/// row). With ce_team_size_device rows a team is 8 warps (256 threads).
+/// Chosen, not measured on a device (none here).
+inline constexpr int ce_row_slices_device = 32;
 /// Elements (rows x C) per team: small vocabularies pack many rows into one
 /// team so the league is not dominated by launch overhead; at C >= 64K a team
 /// is one row. Chosen (2026-11-22), insensitive on Serial.
