@@ -316,6 +316,29 @@ TYPED_TEST(CrossEntropy, GradientsWithEveryExtensionAtOnceMatchFiniteDifferences
   }
 }
 
+// The device mapping forced on the host: each row's classes split over S
+// interleaved slices (classes j, j + S, ...) whose partials are merged, and
+// the backward written slice by slice. S > C leaves slices empty; S = 7
+// does not divide any C; K-dimensional input puts the classes at stride 4.
+TYPED_TEST(CrossEntropy, RowsSplitOverSlicesMatchTheReference) {
+  for (int S : {2, 7, 32}) {
+    for (std::int64_t C : {1, 5, 40}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        kloss::CrossEntropyOptions o;
+        o.tuning.row_slices = S;
+        o.reduction = variant == 0 ? Reduction::mean : (variant == 1 ? Reduction::sum : Reduction::none);
+        o.label_smoothing = variant == 1 ? 0.1 : 0.0;
+        o.z_loss = variant == 2 ? 0.02 : 0.0;
+        o.softcap = variant == 2 ? 2.0 : 0.0;
+        Problem P = random_problem(7, C, variant == 2 ? 4 : 1, variant != 0, 50 + 3 * S + static_cast<unsigned>(C));
+        check_against_reference<TypeParam, std::int64_t>(P, o,
+                                                         "row_slices " + std::to_string(S) + " C=" +
+                                                             std::to_string(C) + " variant " + std::to_string(variant));
+      }
+    }
+  }
+}
+
 TYPED_TEST(CrossEntropy, KDimensionalInput) {
   // input [3, 7, 2, 5]: the class axis has stride 10.
   Problem P = random_problem(3, 7, 10, true, 5);

@@ -301,7 +301,8 @@ struct RecordLayout {
 /// family's kloss::impl::ce_row_partials (max, sum-exp, target logit,
 /// weighted logit sum; one read of the row) plus the target's class weight
 /// and the owner / ignorer counters. The launch is cross_entropy's
-/// (ce_launch: a block of rows per team, one row per thread). Asynchronous.
+/// (ce_launch / ce_policy: a block of rows per team, a row per team thread,
+/// its classes over the thread's vector lanes on devices). Asynchronous.
 template <class ExecSpace, class T, class I>
 void ce_slice_partials(const ExecSpace& exec, const T* logits, std::int64_t rows, std::int64_t cols,
                        std::int64_t begin, const Tensor<const I, typename ExecSpace::memory_space>& target,
@@ -323,8 +324,9 @@ void ce_slice_partials(const ExecSpace& exec, const T* logits, std::int64_t rows
   cfg.softcap = static_cast<A>(softcap);
   cfg.sum_mode = lay.zsum < 0 ? 0 : (weighted ? 2 : 1);
   const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
+  const int S = launch.row_slices;
   Kokkos::parallel_for(
-      "kloss::vocab_parallel::row_partials", Policy(exec, league, launch.team_size),
+      "kloss::vocab_parallel::row_partials", ki::ce_policy(exec, league, launch),
       KOKKOS_LAMBDA(const Member& team) {
         const std::int64_t r0 = team.league_rank() * rpt;
         const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
@@ -332,16 +334,19 @@ void ce_slice_partials(const ExecSpace& exec, const T* logits, std::int64_t rows
           const std::int64_t t = static_cast<std::int64_t>(tg(row_offset + i));
           const bool ignored = t == ignore_index;
           const bool owns = !ignored && t >= begin && t < begin + cols;
-          const ki::CeRowPartials<A> p =
-              ki::ce_row_partials(logits + i * cols, cols, 1, owns ? t - begin : -1, cfg, weighted ? w.data() : nullptr);
-          A* r = &rec((row_offset + i) * k);
-          r[RecordLayout::max] = p.max;
-          r[RecordLayout::sumexp] = p.sumexp;
-          r[RecordLayout::target] = p.target_logit;
-          r[RecordLayout::owners] = owns ? A(1) : A(0);
-          r[RecordLayout::ignorers] = ignored ? A(1) : A(0);
-          if (f_wt >= 0) r[f_wt] = owns ? to_acc(w(t - begin)) : A(0);
-          if (f_zsum >= 0) r[f_zsum] = p.logit_sum;
+          const ki::CeRowPartials<A> p = ki::ce_row_partials_lanes(team, S, logits + i * cols, cols, std::int64_t(1),
+                                                                   owns ? t - begin : std::int64_t(-1), cfg,
+                                                                   weighted ? w.data() : nullptr);
+          Kokkos::single(Kokkos::PerThread(team), [&]() {
+            A* r = &rec((row_offset + i) * k);
+            r[RecordLayout::max] = p.max;
+            r[RecordLayout::sumexp] = p.sumexp;
+            r[RecordLayout::target] = p.target_logit;
+            r[RecordLayout::owners] = owns ? A(1) : A(0);
+            r[RecordLayout::ignorers] = ignored ? A(1) : A(0);
+            if (f_wt >= 0) r[f_wt] = owns ? to_acc(w(t - begin)) : A(0);
+            if (f_zsum >= 0) r[f_zsum] = p.logit_sum;
+          });
         });
       });
 }
@@ -497,8 +502,9 @@ void ce_backward_rows(const ExecSpace& exec, const T* logits, std::int64_t rows,
   const A cap = static_cast<A>(params.softcap);
   const std::int64_t C = params.total;
   const bool mean = params.reduction == Reduction::mean;
+  const int S = launch.row_slices;
   Kokkos::parallel_for(
-      "kloss::vocab_parallel::backward_rows", Policy(exec, league, launch.team_size),
+      "kloss::vocab_parallel::backward_rows", ki::ce_policy(exec, league, launch),
       KOKKOS_LAMBDA(const Member& team) {
         const std::int64_t r0 = team.league_rank() * rpt;
         const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
@@ -507,7 +513,7 @@ void ce_backward_rows(const ExecSpace& exec, const T* logits, std::int64_t rows,
           const std::int64_t t = static_cast<std::int64_t>(tg(i));
           T* gr = grad + j * cols;
           if (t == ignore_index) {
-            for (std::int64_t c = 0; c < cols; ++c) gr[c] = static_cast<T>(A(0));
+            ki::ce_zero_row_lanes(team, S, gr, cols, std::int64_t(1));
             return;
           }
           double scale = static_cast<double>(to_acc(per_row_g ? g(i) : g(0)));
@@ -515,7 +521,8 @@ void ce_backward_rows(const ExecSpace& exec, const T* logits, std::int64_t rows,
           const std::int64_t tl = t >= begin && t < begin + cols ? t - begin : -1;
           const ki::CeRowGrad<A> kc =
               ki::ce_row_grad(static_cast<A>(scale), wt(i), totals(2), eps, C, zl, lse(i), cap, weighted);
-          ki::ce_backward_from_lse(logits + j * cols, gr, cols, 1, tl, lse(i), kc, weighted ? w.data() : nullptr);
+          ki::ce_backward_lanes(team, S, logits + j * cols, gr, cols, std::int64_t(1), tl, lse(i), kc,
+                                weighted ? w.data() : nullptr);
         });
       });
 }
