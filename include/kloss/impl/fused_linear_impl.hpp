@@ -269,10 +269,12 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
     // (two kernels, not an `if constexpr` inside one: nvcc's extended
     // lambdas cannot first-capture a variable in a constexpr-if branch)
     CeSums chunk;
+    auto rows = [&](const auto& row) {
+      Kokkos::parallel_reduce("kloss::fused_linear_cross_entropy::rows", Range(exec, 0, b), row,
+                              CeSumsReducer<Kokkos::HostSpace>(chunk));
+    };
     if constexpr (prob) {
-      Kokkos::parallel_reduce(
-          "kloss::fused_linear_cross_entropy::rows", Range(exec, 0, b),
-          KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {
+      rows(KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {
             const std::int64_t r = r0 + i;
             A* z = Zc.data() + i * V;
             A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
@@ -291,12 +293,9 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
               if (mean) scale = static_cast<A>(scale / total_weight);
               ce_backward_prob_from_lse(z, pr, z, V, 1, l, p.q, scale, eps, V, zl, cap, cwt);
             }
-          },
-          CeSumsReducer<Kokkos::HostSpace>(chunk));
+          });
     } else {
-      Kokkos::parallel_reduce(
-          "kloss::fused_linear_cross_entropy::rows", Range(exec, 0, b),
-          KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {
+      rows(KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {
             const std::int64_t r = r0 + i;
             A* z = Zc.data() + i * V;
             A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
@@ -319,8 +318,7 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
               const CeRowGrad<A> k = ce_row_grad(scale, wt, w_all, eps, V, zl, l, cap, cwp != nullptr);
               ce_backward_from_lse(z, z, V, 1, t, l, k, cwp);  // in place over the chunk
             }
-          },
-          CeSumsReducer<Kokkos::HostSpace>(chunk));
+          });
     }
     if (chunk.bad_prob > 0)
       fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", chunk.bad_prob,
