@@ -330,6 +330,20 @@ TEST(VocabParallelCE, TinyVocabularyAndOddShapes) {
   }
 }
 
+// The device mapping of the row engine forced on the host: each local row's
+// classes over S interleaved slices (S = 7 divides no shard; S = 32 leaves
+// slices of the small shards empty).
+TEST(VocabParallelCE, RowsSplitOverSlicesMatchTheReference) {
+  for (int S : {7, 32}) {
+    Opts o = with(Reduction::none, 0.1, 1e-3, 4.0);
+    o.tuning.row_slices = S;
+    check_against_reference<float, std::int64_t>(9, 45, true, o, true, 61);
+    Opts m = with(Reduction::mean, 0, 0, 0, 2);
+    m.tuning.row_slices = S;
+    check_against_reference<double, std::int32_t>(9, 45, false, m, false, 62);
+  }
+}
+
 TEST(VocabParallelCE, HostStagedPathGivesTheSameBits) {
   Communicator direct(MPI_COMM_WORLD);
   kloss::mpi::CommunicatorOptions co;
