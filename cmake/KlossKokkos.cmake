@@ -31,7 +31,11 @@ else()
 endif()
 
 if(NOT TARGET Kokkos::kokkoskernels)
-  find_package(KokkosKernels REQUIRED)
+  # The Kokkos Kernels installed beside the Kokkos found above comes first:
+  # a Kokkos_ROOT pointing at a CUDA build must not pair it with the
+  # system's (Debian's Serial) Kokkos Kernels.
+  get_filename_component(_kloss_kokkos_cmake_dir "${Kokkos_DIR}" DIRECTORY)
+  find_package(KokkosKernels REQUIRED HINTS "${_kloss_kokkos_cmake_dir}/KokkosKernels")
   if(TARGET trilinos_kokkoskernels AND NOT TARGET Kokkos::kokkoskernels)
     add_library(Kokkos::kokkoskernels INTERFACE IMPORTED)
     set_target_properties(Kokkos::kokkoskernels PROPERTIES

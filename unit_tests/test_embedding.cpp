@@ -13,6 +13,12 @@ using kloss::EmbeddingBagMode;
 
 namespace {
 
+/// A team kernel that does nothing: asks a policy for its largest team
+/// (a device functor: nvcc allows no extended lambda in a test body).
+struct EmptyTeamFunctor {
+  KOKKOS_INLINE_FUNCTION void operator()(const Kokkos::TeamPolicy<Exec>::member_type&) const {}
+};
+
 /// Calls f with a value of each index type.
 template <class F>
 void for_each_index_type(F&& f) {
@@ -353,7 +359,7 @@ TEST(EmbeddingDeterminism, BitwiseEqualOverRunsTeamSizesAndDecompositions) {
   o.deterministic = true;
   Kokkos::TeamPolicy<Exec> probe(1, Kokkos::AUTO);
   std::vector<int> team_sizes = {0, 1};
-  const int tmax = probe.team_size_max([](const Kokkos::TeamPolicy<Exec>::member_type&) {}, Kokkos::ParallelForTag());
+  const int tmax = probe.team_size_max(EmptyTeamFunctor{}, Kokkos::ParallelForTag());
   if (tmax >= 2) team_sizes.push_back(2);
   if (tmax >= 7) team_sizes.push_back(7);
   std::vector<float> first;
