@@ -42,7 +42,6 @@ struct Case {
     for (auto& l : labels) s = std::max<std::int64_t>(s, static_cast<std::int64_t>(l.size()));
     return S >= 0 ? S : s;
   }
-  double at(std::int64_t t, std::int64_t b, std::int64_t c) const { return lp[static_cast<std::size_t>((t * N + b) * C + c)]; }
 };
 
 /// Log-softmax rows of random logits: realistic log_probs.
