@@ -231,7 +231,6 @@ int main(int argc, char** argv) {
     c_floor.push_back(tok.entropy);
     const bool tty = isatty(1);
     const auto t0 = std::chrono::steady_clock::now();
-    double last_train = first_held;
     for (int s = 1; s <= a.steps; ++s) {
       // this rank's pairs: consecutive positions of its shard, wrapping
       const std::int64_t start = (static_cast<std::int64_t>(s - 1) * local_pairs) % std::max<std::int64_t>(shard_pairs - local_pairs, 1);
@@ -257,7 +256,6 @@ int main(int argc, char** argv) {
       adam_bias.step(bias, gbias, a.lr, s);
       float l = 0;
       Kokkos::deep_copy(l, loss);
-      last_train = l;
       const bool report = s % std::max(1, a.steps / 10) == 0 || s == a.steps;
       double held = NAN;
       if (report) held = held_out_loss();
@@ -303,7 +301,6 @@ int main(int argc, char** argv) {
                   100 * gap / gap0, ok ? "approaching the floor" : "NOT approaching the floor");
       std::printf("lm_head_vocab_parallel: wrote %s/lm_head.csv and %s/lm_head.png\n", a.out.c_str(), a.out.c_str());
       status = ok ? 0 : 3;
-      (void)last_train;
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lm_head_vocab_parallel (rank %d): %s\n", wrank, e.what());
