@@ -459,7 +459,7 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_partials_lanes(const Member& mem,
       Kokkos::ThreadVectorRange(mem, S),
       [&](const int j, CeRowPartials<A>& q) {
         const CeRowPartials<A> s = ce_row_partials(x + j * inner, ce_slice_len(C, j, S), S * inner,
-                                                   t < 0 ? -1 : ce_slice_target(t, j, S), cfg, w ? w + j : w, S);
+                                                   ce_slice_target(t, j, S), cfg, w ? w + j : w, S);
         q = ce_merge_partials(q, s);
       },
       CePartialsReducer<A>(p));
@@ -605,11 +605,20 @@ struct CeSumsReducer {
 
 /// Team size and rows per team for `rows` rows of C classes on ExecSpace,
 /// unless overridden.
+/// How a kernel maps a row: split over a thread's vector lanes (the row
+/// engine, launched with ce_policy) or walked by one thread (the kernels
+/// that give a thread a whole row: a device team is then
+/// ce_team_size_device_whole_rows single-lane threads).
+enum class CeRowMapping { lanes, whole_row };
+
 template <class ExecSpace>
-CrossEntropyTuning ce_launch(std::int64_t rows, std::int64_t C, const CrossEntropyTuning& over) {
+CrossEntropyTuning ce_launch(std::int64_t rows, std::int64_t C, const CrossEntropyTuning& over,
+                             CeRowMapping mapping = CeRowMapping::lanes) {
   constexpr bool host = is_host_space_v<ExecSpace>;
   CrossEntropyTuning t;
-  t.team_size = over.team_size > 0 ? over.team_size : (host ? tuning::ce_team_size_host : tuning::ce_team_size_device);
+  const int device_team =
+      mapping == CeRowMapping::lanes ? tuning::ce_team_size_device : tuning::ce_team_size_device_whole_rows;
+  t.team_size = over.team_size > 0 ? over.team_size : (host ? tuning::ce_team_size_host : device_team);
   t.row_slices = over.row_slices > 0 ? over.row_slices : (host ? 1 : tuning::ce_row_slices_device);
   std::int64_t rpt = tuning::ce_block_elements / (C > 0 ? C : 1);
   if (rpt < t.team_size) rpt = t.team_size;
@@ -622,10 +631,9 @@ CrossEntropyTuning ce_launch(std::int64_t rows, std::int64_t C, const CrossEntro
 /// The team policy of a row kernel: team_size threads, each with
 /// min(row_slices, max vector length) vector lanes on devices (a power of
 /// two); one lane on hosts, whose threads walk any slices in turn.
-template <class ExecSpace, class... Props>
-Kokkos::TeamPolicy<ExecSpace, Props...> ce_policy(const ExecSpace& exec, std::int64_t league,
-                                                   const CrossEntropyTuning& t) {
-  using Policy = Kokkos::TeamPolicy<ExecSpace, Props...>;
+template <class ExecSpace>
+Kokkos::TeamPolicy<ExecSpace> ce_policy(const ExecSpace& exec, std::int64_t league, const CrossEntropyTuning& t) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
   if constexpr (is_host_space_v<ExecSpace>) {
     return Policy(exec, static_cast<int>(league), t.team_size);
   } else {
@@ -959,7 +967,7 @@ void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename Ex
     fail<DimensionMismatch>(op, "argument 'lse' must hold one value per row (", geo.rows, "), got shape ",
                             lse.shape.str());
   ProfilingRegion region("kloss::cross_entropy");
-  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
+  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning, CeRowMapping::whole_row);
   const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
   const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
   const A cap = static_cast<A>(opts.softcap);
@@ -1033,7 +1041,7 @@ void cross_entropy_prob_backward(const ExecSpace& exec,
   check_present(op, "grad_input", grad_input);
   check_shape(op, "grad_input", grad_input, input.shape);
   ProfilingRegion region("kloss::cross_entropy_backward");
-  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
+  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning, CeRowMapping::whole_row);
   const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
   const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
   const A cap = static_cast<A>(opts.softcap);
@@ -1139,7 +1147,7 @@ void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   check_present(op, "grad_input", grad_input);
   check_shape(op, "grad_input", grad_input, input.shape);
   ProfilingRegion region("kloss::nll_loss_backward");
-  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
+  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning, CeRowMapping::whole_row);
   const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
   const std::int64_t ignore = opts.ignore_index;
   const int red = static_cast<int>(opts.reduction);

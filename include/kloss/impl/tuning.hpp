@@ -82,6 +82,10 @@ inline constexpr int ce_team_size_device = 8;
 /// row). With ce_team_size_device rows a team is 8 warps (256 threads).
 /// Chosen, not measured on a device (none here).
 inline constexpr int ce_row_slices_device = 32;
+/// Kernels that still give a device thread a whole row (probability
+/// targets, nll_loss's backward): single-lane teams of this many threads.
+/// Chosen, not measured on a device.
+inline constexpr int ce_team_size_device_whole_rows = 64;
 /// Elements (rows x C) per team: small vocabularies pack many rows into one
 /// team so the league is not dominated by launch overhead; at C >= 64K a team
 /// is one row. Chosen (2026-11-22), insensitive on Serial.
