@@ -1,0 +1,155 @@
+!> A Fortran simulation that trains a surrogate of itself through kloss_f.
+!>
+!> The solver: the 1-D heat equation u_t = kappa u_xx + q on a periodic grid
+!> of n cells, explicit Euler in time,
+!>   u'(i) = u(i) + r (u(i-1) - 2 u(i) + u(i+1)) + dt q(i)
+!> with r = kappa dt / dx^2 = 0.25 (stable for r <= 1/2), from a random
+!> initial state (a few sine modes plus noise), with random heat sources q
+!> drawn anew every step (they keep the field rough, so that the stencil's
+!> three weights can be told apart from the data).
+!>
+!> The surrogate: a linear model that predicts each cell's diffusion update
+!> (the next value without the sources, which are known inputs) from its
+!> stencil, p(i) = w1 u(i-1) + w2 u(i) + w3 u(i+1) + b. Every
+!> `train_every` steps the solver's current state and its next state are a
+!> batch; kloss's mse_loss (through the Fortran module kloss_f) gives the
+!> loss and d loss / d p, the chain rule gives d loss / d (w, b), and Adam
+!> updates them. The exact update is a linear model too, (r, 1 - 2r, r, 0),
+!> so the loss can fall by orders of magnitude and the weights should
+!> approach the stencil.
+!>
+!>   heat_surrogate [--steps S] [--factor F]
+!>
+!> Prints a line per 20 training rounds, the learned weights against the
+!> stencil, and "loss fell by a factor of X (required F)"; exits non-zero
+!> if it fell by less than F (default 1000) or a weight is off the stencil
+!> by more than 0.01.
+program heat_surrogate
+  use, intrinsic :: iso_fortran_env, only: real64, output_unit
+  use kloss_f
+  implicit none
+  integer, parameter :: dp = real64
+  integer, parameter :: n = 256          ! grid cells
+  integer, parameter :: train_every = 5  ! solver steps between training rounds
+  integer, parameter :: iters = 10       ! Adam steps per round
+  real(dp), parameter :: r = 0.25_dp, lr = 0.01_dp, beta1 = 0.9_dp, beta2 = 0.999_dp, adam_eps = 1e-12_dp
+  real(dp), parameter :: pi = acos(-1.0_dp)
+  real(dp) :: u(n), unext(n), feats(4, n), pred(n), dpred(n)
+  real(dp) :: w(4), grad(4), m(4), v(4), exact(4)
+  real(dp) :: loss_value, first_loss, last_loss, required, noise(n), err_w
+  integer :: steps, step, it, t_adam, rounds, ierr, i, k
+  character(len=32) :: arg
+  type(kloss_loss) :: mse
+
+  steps = 2000
+  required = 1000
+  i = 1
+  do while (i <= command_argument_count())
+    call get_command_argument(i, arg)
+    select case (trim(arg))
+    case ('--steps')
+      i = i + 1
+      call get_command_argument(i, arg)
+      read (arg, *) steps
+    case ('--factor')
+      i = i + 1
+      call get_command_argument(i, arg)
+      read (arg, *) required
+    case default
+      print '(a)', 'usage: heat_surrogate [--steps S] [--factor F]'
+      stop 2
+    end select
+    i = i + 1
+  end do
+
+  ! A reproducible random initial state: three sine modes plus noise.
+  call random_seed(put=[(12345 + 7*k, k=1, 64)])
+  call random_number(noise)
+  do i = 1, n
+    u(i) = sin(2*pi*(i - 1)/n) + 0.5_dp*sin(6*pi*(i - 1)/n) + 0.25_dp*cos(14*pi*(i - 1)/n)
+  end do
+  u = u + (noise - 0.5_dp)
+
+  call kloss_initialize(ierr)
+  call check(ierr, 'kloss_initialize')
+  call kloss_create(mse, 'mse_loss', ierr, dtype=KLOSS_FLOAT64, reduction='mean')
+  call check(ierr, 'kloss_create')
+
+  exact = [r, 1 - 2*r, r, 0.0_dp]
+  w = 0
+  m = 0
+  v = 0
+  t_adam = 0
+  rounds = 0
+  first_loss = -1
+  last_loss = -1
+  print '(a, i0, a, i0, a, i0, a)', 'heat_surrogate: ', n, ' cells, ', steps, ' steps, a training round every ', &
+    train_every, ' steps (mse_loss through kloss_f)'
+
+  do step = 1, steps
+    unext = u + r*(cshift(u, -1) - 2*u + cshift(u, 1))  ! diffusion: what the surrogate learns
+    if (mod(step, train_every) == 0) then
+      ! The batch: each cell's stencil (u(i-1), u(i), u(i+1), 1) -> u'(i).
+      feats(1, :) = cshift(u, -1)
+      feats(2, :) = u
+      feats(3, :) = cshift(u, 1)
+      feats(4, :) = 1
+      call mse%set_input('target', unext, ierr)
+      call check(ierr, 'set target')
+      do it = 1, iters
+        pred = matmul(w, feats)
+        call mse%set_input('input', pred, ierr)
+        call check(ierr, 'set input')
+        call mse%backward(ierr)                  ! d loss / d pred, upstream gradient 1
+        call check(ierr, 'backward')
+        call mse%get_output(loss_value, ierr)
+        call check(ierr, 'get_output')
+        call mse%get_grad('input', dpred, ierr)
+        call check(ierr, 'get_grad')
+        grad = matmul(feats, dpred)              ! d loss / d w = feats^T d loss / d pred
+        t_adam = t_adam + 1
+        m = beta1*m + (1 - beta1)*grad
+        v = beta2*v + (1 - beta2)*grad**2
+        w = w - lr*(m/(1 - beta1**t_adam))/(sqrt(v/(1 - beta2**t_adam)) + adam_eps)
+        if (first_loss < 0) first_loss = loss_value
+      end do
+      last_loss = loss_value
+      rounds = rounds + 1
+      if (rounds == 1 .or. mod(rounds, 20) == 0) &
+        print '(a, i5, a, i6, a, es10.3)', 'round ', rounds, '  step ', step, '  mse ', loss_value
+    end if
+    call random_number(noise)
+    u = unext + 0.2_dp*(noise - 0.5_dp)                 ! the sources, dt q
+  end do
+
+  call mse%destroy()
+  call kloss_finalize(ierr)
+  call check(ierr, 'kloss_finalize')
+
+  print '(a, 4f9.5)', 'learned (w1, w2, w3, b): ', w
+  print '(a, 4f9.5)', 'stencil (r, 1-2r, r, 0): ', exact
+  err_w = maxval(abs(w - exact))
+  print '(a, es10.3)', 'largest weight error: ', err_w
+  print '(a, es10.3, a, es10.3)', 'first mse ', first_loss, ', last mse ', last_loss
+  if (rounds == 0 .or. last_loss <= 0) then
+    print '(a, es10.3, a)', 'loss fell to zero (required a factor of ', required, ')'
+  else
+    print '(a, es10.3, a, es10.3, a)', 'loss fell by a factor of ', first_loss/last_loss, ' (required ', required, ')'
+  end if
+  flush (output_unit)
+  if (rounds == 0) error stop 'heat_surrogate: no training round (more --steps)'
+  if (last_loss > 0 .and. first_loss/last_loss < required) error stop 'heat_surrogate: the surrogate did not learn'
+  if (err_w > 0.01_dp) error stop 'heat_surrogate: the weights did not approach the stencil'
+
+contains
+
+  subroutine check(status, what)
+    integer, intent(in) :: status
+    character(len=*), intent(in) :: what
+    if (status /= KLOSS_OK) then
+      print '(a)', 'heat_surrogate: '//what//': '//kloss_status_name(status)//': '//kloss_error_message()
+      error stop 1
+    end if
+  end subroutine check
+
+end program heat_surrogate

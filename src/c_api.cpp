@@ -1,0 +1,460 @@
+// The C API (include/kloss/c_api.h) over the runtime-typed registry: a loss
+// object is an rt::Call being filled in (op, dtypes, options, inputs) plus
+// the rt::Result of its last run. Every entry point runs its body inside
+// guarded(), which turns any exception into a status code and a
+// thread-local message, so none crosses into C or Fortran.
+#include <kloss/c_api.h>
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <cstring>
+#include <kloss/checks.hpp>
+#include <kloss/error.hpp>
+#include <kloss/registry.hpp>
+#include <kloss/runtime.hpp>
+#include <new>
+#include <string>
+
+struct kloss_loss {
+  const kloss::OpInfo* info = nullptr;
+  kloss::rt::Call call;
+  std::optional<kloss::rt::Result> result;
+  bool has_grads = false;
+  bool changed = true;  // inputs or options set since the last run
+};
+
+namespace {
+
+using kloss::fail;
+using kloss::rt::DType;
+
+thread_local std::string last_error;
+
+// A call made in the wrong order (a gradient before any backward).
+class InvalidState : public kloss::Error {
+ public:
+  using kloss::Error::Error;
+};
+bool kokkos_owned = false;      // kloss_initialize() initialised Kokkos
+bool kokkos_finalized = false;  // and kloss_finalize() finalised it
+
+// Runs `body`, mapping each kloss exception class to its status code.
+template <class F>
+int guarded(F&& body) {
+  try {
+    body();
+    last_error.clear();
+    return KLOSS_OK;
+  } catch (const InvalidState& e) {
+    last_error = e.what();
+    return KLOSS_ERROR_INVALID_STATE;
+  } catch (const kloss::InvalidArgument& e) {
+    last_error = e.what();
+    return KLOSS_ERROR_INVALID_ARGUMENT;
+  } catch (const kloss::DimensionMismatch& e) {
+    last_error = e.what();
+    return KLOSS_ERROR_DIMENSION_MISMATCH;
+  } catch (const kloss::IndexOutOfRange& e) {
+    last_error = e.what();
+    return KLOSS_ERROR_INDEX_OUT_OF_RANGE;
+  } catch (const kloss::NotImplemented& e) {
+    last_error = e.what();
+    return KLOSS_ERROR_NOT_IMPLEMENTED;
+  } catch (const kloss::MpiError& e) {
+    last_error = e.what();
+    return KLOSS_ERROR_MPI;
+  } catch (const kloss::Hdf5Error& e) {
+    last_error = e.what();
+    return KLOSS_ERROR_HDF5;
+  } catch (const std::bad_alloc&) {
+    last_error = "kloss: out of memory";
+    return KLOSS_ERROR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    last_error = std::string("kloss: internal error: ") + e.what();
+    return KLOSS_ERROR_INTERNAL;
+  } catch (...) {
+    last_error = "kloss: internal error: unknown exception";
+    return KLOSS_ERROR_INTERNAL;
+  }
+}
+
+// The status of a failure that is not an exception of kloss's own.
+int failure(int status, std::string message) {
+  last_error = std::move(message);
+  return status;
+}
+
+// Checks shared by the entry points: non-null pointers and Kokkos ready.
+// Returns KLOSS_OK or the failing status (with its message set).
+int precheck(const char* fn, const void* loss, bool need_kokkos = true) {
+  if (!loss) return failure(KLOSS_ERROR_NULL_POINTER, std::string("kloss::") + fn + ": argument 'loss' is NULL");
+  if (need_kokkos && !Kokkos::is_initialized())
+    return failure(KLOSS_ERROR_NOT_INITIALIZED,
+                   std::string("kloss::") + fn + ": Kokkos is not initialised (call kloss_initialize first)");
+  return KLOSS_OK;
+}
+
+int null_arg(const char* fn, const char* arg) {
+  return failure(KLOSS_ERROR_NULL_POINTER, std::string("kloss::") + fn + ": argument '" + arg + "' is NULL");
+}
+
+// The runtime dtype of a C dtype value (which may be any int from C or
+// Fortran); throws InvalidArgument for a value outside the enum.
+DType to_dtype(int d, const char* fn, const char* arg) {
+  switch (d) {
+    case KLOSS_FLOAT32:
+      return DType::float32;
+    case KLOSS_FLOAT64:
+      return DType::float64;
+    case KLOSS_FLOAT16:
+      return DType::float16;
+    case KLOSS_BFLOAT16:
+      return DType::bfloat16;
+    case KLOSS_INT32:
+      return DType::int32;
+    case KLOSS_INT64:
+      return DType::int64;
+  }
+  fail<kloss::InvalidArgument>(fn, "argument '", arg, "' is ", d, ", not a kloss_dtype (0-5)");
+}
+
+// The op's input names without the '?' that marks optional ones.
+bool is_input_of(const kloss::OpInfo& info, std::string_view name) {
+  for (auto n : info.inputs) {
+    if (!n.empty() && n.back() == '?') n.remove_suffix(1);
+    if (n == name) return true;
+  }
+  return false;
+}
+
+std::string input_list(const kloss::OpInfo& info) {
+  std::string s;
+  for (auto n : info.inputs) {
+    if (!n.empty() && n.back() == '?') n.remove_suffix(1);
+    s += (s.empty() ? "" : ", ") + std::string(n);
+  }
+  return s;
+}
+
+// Throws DimensionMismatch unless a caller's buffer holds exactly `want`
+// elements.
+void check_numel(const std::string& fn, const char* arg, std::int64_t got, const kloss::Shape& shape) {
+  if (got != shape.numel())
+    fail<kloss::DimensionMismatch>(fn, "argument '", arg, "' holds ", got, " elements, the ", "result ", shape.str(),
+                                   " has ", shape.numel());
+}
+
+// Throws InvalidArgument unless a caller's result buffer has the loss's
+// dtype.
+void check_result_dtype(const kloss_loss& loss, int dtype, const char* arg) {
+  const DType dt = to_dtype(dtype, loss.call.op.c_str(), "dtype");
+  if (dt != loss.call.dtype)
+    fail<kloss::InvalidArgument>(loss.call.op, "argument '", arg, "' has dtype ", kloss::rt::to_string(dt),
+                                 "; this loss computes in ", kloss::rt::to_string(loss.call.dtype));
+}
+
+void copy_out(const kloss::rt::Buffer& b, void* dst) {
+  if (b.numel() > 0) std::memcpy(dst, b.data(), static_cast<std::size_t>(b.numel()) * kloss::rt::dtype_size(b.dtype()));
+}
+
+// The shape of the forward output: a scalar for a reduced loss, otherwise
+// the last run's if nothing changed since, otherwise a forward's.
+kloss::Shape output_shape(kloss_loss& loss) {
+  bool has_reduction = false;
+  for (const auto& o : loss.info->options) has_reduction = has_reduction || o.name == "reduction";
+  if (has_reduction) {
+    const auto& v = loss.call.options.values();
+    auto it = v.find("reduction");
+    const std::string* r = it == v.end() ? nullptr : std::get_if<std::string>(&it->second);
+    if (it == v.end() || (r && *r != "none")) return kloss::Shape{};
+  }
+  if (loss.result && !loss.changed) return loss.result->output.shape();
+  loss.call.grad_output.reset();
+  return kloss::rt::run(loss.call).output.shape();
+}
+
+// Runs the call of `loss` (with or without a grad_output) and keeps its
+// result.
+void run_call(kloss_loss* loss, bool with_grads) {
+  loss->result.reset();
+  loss->has_grads = false;
+  loss->result = kloss::rt::run(loss->call);
+  loss->has_grads = with_grads;
+  loss->changed = false;
+}
+
+template <class V>
+int set_option(const char* fn, kloss_loss* loss, const char* name, V value) {
+  if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
+  if (!name) return null_arg(fn, "name");
+  return guarded([&] {
+    bool known = false;
+    std::string names;
+    for (const auto& o : loss->info->options) {
+      known = known || o.name == name;
+      names += (names.empty() ? "" : ", ") + std::string(o.name);
+    }
+    if (!known)
+      fail<kloss::NotImplemented>(loss->call.op, "option '", name,
+                                  "' is not an option of this op (its options: ", names.empty() ? "none" : names, ")");
+    loss->call.options.set(name, kloss::rt::OptionValue(std::move(value)));
+    loss->changed = true;
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+int kloss_initialize(void) {
+  if (Kokkos::is_initialized()) return failure(KLOSS_OK, "");
+  if (kokkos_finalized)
+    return failure(KLOSS_ERROR_INVALID_STATE,
+                   "kloss_initialize: Kokkos was finalised by kloss_finalize and cannot be initialised again");
+  return guarded([] {
+    int argc = 0;
+    char* argv[] = {nullptr};
+    Kokkos::initialize(argc, argv);
+    kokkos_owned = true;
+  });
+}
+
+int kloss_finalize(void) {
+  return guarded([] {
+    if (kokkos_owned && Kokkos::is_initialized()) {
+      Kokkos::finalize();
+      kokkos_owned = false;
+      kokkos_finalized = true;
+    }
+  });
+}
+
+int kloss_is_initialized(void) { return Kokkos::is_initialized() ? 1 : 0; }
+
+const char* kloss_last_error(void) { return last_error.c_str(); }
+
+const char* kloss_status_name(int status) {
+  switch (status) {
+    case KLOSS_OK:
+      return "KLOSS_OK";
+    case KLOSS_ERROR_INVALID_ARGUMENT:
+      return "KLOSS_ERROR_INVALID_ARGUMENT";
+    case KLOSS_ERROR_DIMENSION_MISMATCH:
+      return "KLOSS_ERROR_DIMENSION_MISMATCH";
+    case KLOSS_ERROR_INDEX_OUT_OF_RANGE:
+      return "KLOSS_ERROR_INDEX_OUT_OF_RANGE";
+    case KLOSS_ERROR_NOT_IMPLEMENTED:
+      return "KLOSS_ERROR_NOT_IMPLEMENTED";
+    case KLOSS_ERROR_MPI:
+      return "KLOSS_ERROR_MPI";
+    case KLOSS_ERROR_HDF5:
+      return "KLOSS_ERROR_HDF5";
+    case KLOSS_ERROR_NOT_INITIALIZED:
+      return "KLOSS_ERROR_NOT_INITIALIZED";
+    case KLOSS_ERROR_NULL_POINTER:
+      return "KLOSS_ERROR_NULL_POINTER";
+    case KLOSS_ERROR_INVALID_STATE:
+      return "KLOSS_ERROR_INVALID_STATE";
+    case KLOSS_ERROR_OUT_OF_MEMORY:
+      return "KLOSS_ERROR_OUT_OF_MEMORY";
+    case KLOSS_ERROR_INTERNAL:
+      return "KLOSS_ERROR_INTERNAL";
+  }
+  return "unknown status";
+}
+
+int kloss_loss_create(kloss_loss** loss, const char* op, kloss_dtype dtype, kloss_dtype index_dtype) {
+  if (!loss) return null_arg("kloss_loss_create", "loss");
+  *loss = nullptr;
+  if (!op) return null_arg("kloss_loss_create", "op");
+  if (int s = precheck("kloss_loss_create", loss); s != KLOSS_OK) return s;
+  return guarded([&] {
+    const kloss::OpInfo* info = kloss::find_op(op);
+    if (!info) fail<kloss::NotImplemented>(op, "no such op in kloss (kloss-ops lists them)");
+    const DType dt = to_dtype(dtype, op, "dtype");
+    const DType it = to_dtype(index_dtype, op, "index_dtype");
+    if (!kloss::rt::is_floating(dt))
+      fail<kloss::InvalidArgument>(op, "argument 'dtype' must be a floating dtype, got ", kloss::rt::to_string(dt));
+    if (kloss::rt::is_floating(it))
+      fail<kloss::InvalidArgument>(op, "argument 'index_dtype' must be KLOSS_INT32 or KLOSS_INT64, got ",
+                                   kloss::rt::to_string(it));
+    auto l = std::make_unique<kloss_loss>();
+    l->info = info;
+    l->call.op = std::string(info->name);
+    l->call.dtype = dt;
+    l->call.index_dtype = it;
+    *loss = l.release();
+  });
+}
+
+int kloss_loss_destroy(kloss_loss* loss) {
+  delete loss;
+  return KLOSS_OK;
+}
+
+int kloss_loss_set_option_int(kloss_loss* loss, const char* name, int64_t value) {
+  return set_option("kloss_loss_set_option_int", loss, name, static_cast<std::int64_t>(value));
+}
+
+int kloss_loss_set_option_real(kloss_loss* loss, const char* name, double value) {
+  return set_option("kloss_loss_set_option_real", loss, name, value);
+}
+
+int kloss_loss_set_option_string(kloss_loss* loss, const char* name, const char* value) {
+  if (!value) return null_arg("kloss_loss_set_option_string", "value");
+  return set_option("kloss_loss_set_option_string", loss, name, std::string(value));
+}
+
+int kloss_loss_set_input(kloss_loss* loss, const char* name, kloss_dtype dtype, const void* data, int ndim,
+                         const int64_t* shape) {
+  constexpr const char* fn = "kloss_loss_set_input";
+  if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
+  if (!name) return null_arg(fn, "name");
+  if (ndim > 0 && !shape) return null_arg(fn, "shape");
+  return guarded([&] {
+    const std::string& op = loss->call.op;
+    if (!is_input_of(*loss->info, name))
+      fail<kloss::NotImplemented>(op, "input '", name,
+                                  "' is not an argument of this op (its inputs: ", input_list(*loss->info), ")");
+    const DType dt = to_dtype(dtype, op.c_str(), "dtype");
+    if (dt != loss->call.dtype && dt != loss->call.index_dtype)
+      fail<kloss::InvalidArgument>(op, "input '", name, "' has dtype ", kloss::rt::to_string(dt), "; this loss takes ",
+                                   kloss::rt::to_string(loss->call.dtype), " (floating inputs) or ",
+                                   kloss::rt::to_string(loss->call.index_dtype), " (integer inputs)");
+    if (ndim < 0 || ndim > KLOSS_MAX_RANK)
+      fail<kloss::DimensionMismatch>(op, "input '", name, "' has rank ", ndim, ", not in 0..", KLOSS_MAX_RANK);
+    std::vector<std::int64_t> ext(shape, shape + ndim);
+    bool empty = false;
+    for (int i = 0; i < ndim; ++i) {
+      if (ext[i] < 0) fail<kloss::DimensionMismatch>(op, "input '", name, "' has extent ", ext[i], " in dimension ", i);
+      empty = empty || ext[i] == 0;
+    }
+    // Byte counts must fit int64: refuse extents whose product overflows.
+    std::int64_t count = 1;
+    for (int i = 0; i < ndim && !empty; ++i) {
+      if (count > (INT64_MAX / 8) / ext[i])
+        fail<kloss::DimensionMismatch>(op, "input '", name, "' has too many elements (extents ",
+                                       kloss::Shape(std::vector<std::int64_t>(ext.begin(), ext.begin() + i + 1)).str(),
+                                       "...)");
+      count *= ext[i];
+    }
+    const kloss::Shape sh(ext);
+    if (sh.numel() > 0 && !data)
+      fail<kloss::InvalidArgument>(op, "input '", name, "': data is NULL for shape ", sh.str());
+    kloss::rt::Buffer b(dt, sh);
+    if (sh.numel() > 0) std::memcpy(b.data(), data, static_cast<std::size_t>(sh.numel()) * kloss::rt::dtype_size(dt));
+    loss->call.inputs[name] = std::move(b);
+    loss->changed = true;
+  });
+}
+
+int kloss_loss_clear_input(kloss_loss* loss, const char* name) {
+  if (int s = precheck("kloss_loss_clear_input", loss, false); s != KLOSS_OK) return s;
+  if (!name) return null_arg("kloss_loss_clear_input", "name");
+  loss->call.inputs.erase(name);
+  loss->changed = true;
+  last_error.clear();
+  return KLOSS_OK;
+}
+
+int kloss_loss_forward(kloss_loss* loss, kloss_dtype dtype, void* output, int64_t output_numel) {
+  constexpr const char* fn = "kloss_loss_forward";
+  if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
+  if (!output && output_numel != 0) return null_arg(fn, "output");
+  return guarded([&] {
+    check_result_dtype(*loss, dtype, "output");
+    loss->call.grad_output.reset();
+    run_call(loss, false);
+    const auto& out = loss->result->output;
+    if (output) {
+      check_numel(loss->call.op, "output", output_numel, out.shape());
+      copy_out(out, output);
+    }
+  });
+}
+
+int kloss_loss_backward(kloss_loss* loss, kloss_dtype dtype, const void* grad_output, int64_t grad_output_numel) {
+  constexpr const char* fn = "kloss_loss_backward";
+  if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
+  return guarded([&] {
+    const std::string& op = loss->call.op;
+    check_result_dtype(*loss, dtype, "grad_output");
+    const kloss::Shape shape = output_shape(*loss);
+    kloss::rt::Buffer go(loss->call.dtype, shape);
+    if (grad_output) {
+      if (grad_output_numel != shape.numel())
+        fail<kloss::DimensionMismatch>(op, "argument 'grad_output' holds ", grad_output_numel, " elements, the output ",
+                                       shape.str(), " has ", shape.numel());
+      if (shape.numel() > 0)
+        std::memcpy(go.data(), grad_output,
+                    static_cast<std::size_t>(shape.numel()) * kloss::rt::dtype_size(go.dtype()));
+    } else {
+      go = kloss::rt::Buffer::from_doubles(loss->call.dtype, shape,
+                                           std::vector<double>(static_cast<std::size_t>(shape.numel()), 1.0));
+    }
+    loss->call.grad_output = std::move(go);
+    try {
+      run_call(loss, true);
+    } catch (...) {
+      loss->call.grad_output.reset();
+      throw;
+    }
+    loss->call.grad_output.reset();
+  });
+}
+
+int kloss_loss_output_shape(const kloss_loss* loss, int* ndim, int64_t* shape) {
+  constexpr const char* fn = "kloss_loss_output_shape";
+  if (int s = precheck(fn, loss, false); s != KLOSS_OK) return s;
+  if (!ndim) return null_arg(fn, "ndim");
+  if (!shape) return null_arg(fn, "shape");
+  if (!loss->result)
+    return failure(KLOSS_ERROR_INVALID_STATE,
+                   "kloss::" + loss->call.op + ": no output yet (call kloss_loss_forward first)");
+  const auto& s = loss->result->output.shape();
+  *ndim = s.rank;
+  for (int i = 0; i < s.rank; ++i) shape[i] = s.extent[i];
+  last_error.clear();
+  return KLOSS_OK;
+}
+
+int kloss_loss_get_output(const kloss_loss* loss, kloss_dtype dtype, void* output, int64_t output_numel) {
+  constexpr const char* fn = "kloss_loss_get_output";
+  if (int s = precheck(fn, loss, false); s != KLOSS_OK) return s;
+  if (!output && output_numel != 0) return null_arg(fn, "output");
+  if (!loss->result)
+    return failure(KLOSS_ERROR_INVALID_STATE,
+                   "kloss::" + loss->call.op + ": no output yet (call kloss_loss_forward first)");
+  return guarded([&] {
+    check_result_dtype(*loss, dtype, "output");
+    check_numel(loss->call.op, "output", output_numel, loss->result->output.shape());
+    copy_out(loss->result->output, output);
+  });
+}
+
+int kloss_loss_get_grad(const kloss_loss* loss, const char* name, kloss_dtype dtype, void* grad, int64_t grad_numel) {
+  constexpr const char* fn = "kloss_loss_get_grad";
+  if (int s = precheck(fn, loss, false); s != KLOSS_OK) return s;
+  if (!name) return null_arg(fn, "name");
+  if (!grad && grad_numel != 0) return null_arg(fn, "grad");
+  return guarded([&] {
+    const std::string& op = loss->call.op;
+    check_result_dtype(*loss, dtype, "grad");
+    bool differentiable = false;
+    for (auto d : loss->info->differentiable) differentiable = differentiable || d == name;
+    if (!differentiable) {
+      std::string names;
+      for (auto d : loss->info->differentiable) names += (names.empty() ? "" : ", ") + std::string(d);
+      fail<kloss::NotImplemented>(op, "input '", name, "' has no gradient (this op's gradients: ", names, ")");
+    }
+    if (!loss->result || !loss->has_grads)
+      throw InvalidState("kloss::" + op + ": no gradients yet (call kloss_loss_backward first)");
+    auto it = loss->result->grads.find(name);
+    if (it == loss->result->grads.end())
+      fail<kloss::InvalidArgument>(op, "input '", name, "' was not given, so it has no gradient");
+    check_numel(op, "grad", grad_numel, it->second.shape());
+    copy_out(it->second, grad);
+  });
+}
+
+}  // extern "C"
