@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs what kloss needs on Debian 12, only what is missing: compilers,
-# CMake, Kokkos + Kokkos Kernels (Debian's Trilinos packages), OpenBLAS,
-# OpenMPI, parallel HDF5, GoogleTest, Google Benchmark, clang (fuzzing).
+# Installs what kloss needs on Debian 12, only what is missing: compilers
+# (C, C++, gfortran for the Fortran module), CMake, Kokkos + Kokkos Kernels
+# (Debian's Trilinos packages), OpenBLAS, OpenMPI, parallel HDF5,
+# GoogleTest, Google Benchmark, clang (fuzzing), python3-matplotlib (the
+# examples' figures).
 # PyTorch is not needed to build or test; tools/ generators use
 # /usr/bin/python3 with python3-torch + python3-h5py (install by hand).
 set -euo pipefail
-pkgs=(build-essential cmake git pkg-config
+pkgs=(build-essential gfortran cmake git pkg-config python3-matplotlib
       libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
       libopenblas0-pthread libopenblas-pthread-dev
       libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools

@@ -1,5 +1,5 @@
 # Installs the built kloss into a scratch prefix, configures and builds the
-# downstream project against it, and runs it.
+# downstream project against it, and runs its programs.
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${KLOSS_BINARY_DIR} --prefix ${WORK_DIR}/prefix
@@ -17,7 +17,21 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/build RESULT_VARIAB
 if(rc)
   message(FATAL_ERROR "build of the downstream project failed")
 endif()
-execute_process(COMMAND ${WORK_DIR}/build/downstream RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "the downstream program failed")
+# The C++ program always; the C and Fortran ones when kloss was built with
+# them (KLOSS_WITH_C_API, KLOSS_WITH_FORTRAN), and then they must exist.
+set(_programs downstream)
+if(KLOSS_WITH_C_API)
+  list(APPEND _programs downstream_c)
 endif()
+if(KLOSS_WITH_FORTRAN)
+  list(APPEND _programs downstream_fortran)
+endif()
+foreach(p IN LISTS _programs)
+  if(NOT EXISTS ${WORK_DIR}/build/${p})
+    message(FATAL_ERROR "the downstream program ${p} was not built")
+  endif()
+  execute_process(COMMAND ${WORK_DIR}/build/${p} RESULT_VARIABLE rc)
+  if(rc)
+    message(FATAL_ERROR "the downstream program ${p} failed")
+  endif()
+endforeach()
