@@ -8,19 +8,23 @@
 //
 //   mpirun -np 2 lm_head_vocab_parallel [--data FILE] [--steps 300] [--batch 1024]
 //                                       [--dim 64] [--lr 0.01] [--out DIR] [--short]
+//                                       [--progress auto|bar|lines] [--log-every N]
+//                                       [--log-all-ranks]
 //
 // Each rank reads its own contiguous shard of the token stream with parallel
 // HDF5 (MPI-IO hyperslab); every step each rank contributes batch/P
 // (token, next token) pairs from its shard and one allgather forms the
 // batch that all ranks (which hold different vocabulary rows) share.
-// Prints a progress bar and the loss against the entropy floor; writes
-// DIR/lm_head.csv and DIR/lm_head.png. Exits non-zero if the held-out loss
+// Prints its progress (examples/common/progress.hpp: a bar on a terminal, a
+// line every N steps in a log) with the loss against the entropy floor;
+// writes DIR/lm_head.csv and, through examples/plot.py, DIR/lm_head.png
+// (training and held-out loss with the floor as a line). Exits non-zero if
+// the held-out loss
 // did not come within 1 nat of the floor (within 60 % of the initial gap
 // with --short).
 #include <hdf5.h>
 #include <kloss/kloss.hpp>
 #include <mpi.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -29,7 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "common/plot_png.hpp"
+#include "common/plot.hpp"
+#include "common/progress.hpp"
 
 namespace {
 
@@ -42,6 +47,7 @@ struct Args {
   double lr = 0.01;
   bool short_run = false;
   std::string out = "out";
+  kloss_examples::LogOptions log;
 };
 
 Args parse(int argc, char** argv) {
@@ -49,6 +55,7 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a.log.parse(argc, argv, i)) continue;
     if (s == "--data") a.data = next();
     else if (s == "--steps") a.steps = std::stoi(next());
     else if (s == "--batch") a.batch = std::stoi(next());
@@ -229,7 +236,7 @@ int main(int argc, char** argv) {
     c_train.push_back(first_held);
     c_held.push_back(first_held);
     c_floor.push_back(tok.entropy);
-    const bool tty = isatty(1);
+    kloss_examples::Progress progress(a.steps, a.log, rank);
     const auto t0 = std::chrono::steady_clock::now();
     for (int s = 1; s <= a.steps; ++s) {
       // this rank's pairs: consecutive positions of its shard, wrapping
@@ -263,17 +270,18 @@ int main(int argc, char** argv) {
       c_train.push_back(l);
       c_held.push_back(held);
       c_floor.push_back(tok.entropy);
-      if (rank == 0 && (tty || report)) {
-        const int w = 30, fill = s * w / a.steps;
+      {
         const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::printf("%s[%s%s] %4d/%d  loss %.4f  %s  floor %.4f  gap %.4f  %.0f tokens/s%s", tty ? "\r" : "",
-                    std::string(fill, '#').c_str(), std::string(w - fill, '.').c_str(), s, a.steps, l,
-                    report ? ("held-out " + std::to_string(held).substr(0, 6)).c_str() : "                ",
-                    tok.entropy, (report ? held : l) - tok.entropy, s * static_cast<double>(N) / el,
-                    (report || !tty) ? "\n" : "");
-        std::fflush(stdout);
+        // On a bar, a step without a held-out value pads over the last one's.
+        const std::string held_text = report ? "  held-out " + std::to_string(held).substr(0, 6)
+                                             : std::string(progress.bar() ? 16 : 0, ' ');
+        char text[160];
+        std::snprintf(text, sizeof text, "loss %.4f%s  floor %.4f  gap %.4f  %.0f tokens/s", l, held_text.c_str(),
+                      tok.entropy, (report ? held : l) - tok.entropy, s * static_cast<double>(N) / el);
+        progress.step(s, text, report);
       }
     }
+    progress.finish();
     const double final_held = c_held.back();
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (rank == 0) {
@@ -282,24 +290,19 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < c_step.size(); ++i)
         csv << c_step[i] << "," << c_train[i] << "," << (std::isnan(c_held[i]) ? std::string() : std::to_string(c_held[i]))
             << "," << c_floor[i] << "\n";
-      std::vector<double> hs, hv;
-      for (std::size_t i = 0; i < c_step.size(); ++i)
-        if (!std::isnan(c_held[i])) {
-          hs.push_back(c_step[i]);
-          hv.push_back(c_held[i]);
-        }
-      kloss_examples::plot_png(a.out + "/lm_head.png",
-                               {{"train", c_step, c_train, {200, 30, 30}},
-                                {"held-out", hs, hv, {30, 90, 200}},
-                                {"floor", c_step, c_floor, {0, 0, 0}}},
-                               false);
+      csv.close();
+      const bool png = kloss_examples::plot(
+          "lm_head", a.out + "/lm_head.csv", a.out + "/lm_head.png",
+          "vocabulary " + std::to_string(tok.vocab) + " over " + std::to_string(size) + " MPI ranks, dim " +
+              std::to_string(D) + ", " + std::to_string(N) + " tokens per step");
       const double gap0 = first_held - tok.entropy, gap = final_held - tok.entropy;
       const bool ok = a.short_run ? gap < 0.6 * gap0 : gap < 1.0;
       std::printf("lm_head_vocab_parallel: %.1f s, %.0f tokens/s; held-out loss %.4f -> %.4f nats/token, floor %.4f: "
                   "%.3f nats above it (%.1f %% of the starting gap) - %s\n",
                   secs, a.steps * static_cast<double>(N) / secs, first_held, final_held, tok.entropy, gap,
                   100 * gap / gap0, ok ? "approaching the floor" : "NOT approaching the floor");
-      std::printf("lm_head_vocab_parallel: wrote %s/lm_head.csv and %s/lm_head.png\n", a.out.c_str(), a.out.c_str());
+      std::printf("lm_head_vocab_parallel: wrote %s/lm_head.csv%s\n", a.out.c_str(),
+                  png ? (" and " + a.out + "/lm_head.png").c_str() : "");
       status = ok ? 0 : 3;
     }
   } catch (const std::exception& e) {

@@ -8,9 +8,13 @@
 //
 //   mpirun -np 2 sim_surrogate [--nx 128] [--steps 1200] [--train-every 10]
 //                              [--iters 20] [--hidden 32] [--out DIR] [--short]
+//                              [--progress auto|bar|lines] [--log-every N]
+//                              [--log-all-ranks]
 //
-// Prints a line per training round and writes DIR/sim_surrogate.csv and
-// DIR/sim_surrogate.png (loss curves); exits non-zero if the surrogate did
+// Reports the training rounds (examples/common/progress.hpp: a bar on a
+// terminal, a line every N rounds in a log), writes DIR/sim_surrogate.csv
+// and, through examples/plot.py, DIR/sim_surrogate.png (the losses per
+// round, MSE and Huber on a log scale); exits non-zero if the surrogate did
 // not learn (final MSE not below 10 % of the first round's).
 #include <kloss/kloss.hpp>
 #include <mpi.h>
@@ -24,7 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "common/plot_png.hpp"
+#include "common/plot.hpp"
+#include "common/progress.hpp"
 
 namespace {
 
@@ -43,6 +48,7 @@ void check_mpi(int rc, const char* what) {
 struct Args {
   int nx = 128, steps = 1200, train_every = 10, iters = 20, hidden = 32;
   std::string out = "out";
+  kloss_examples::LogOptions log;
 };
 
 Args parse(int argc, char** argv) {
@@ -50,6 +56,7 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a.log.parse(argc, argv, i)) continue;
     if (s == "--nx") a.nx = std::stoi(next());
     else if (s == "--steps") a.steps = std::stoi(next());
     else if (s == "--train-every") a.train_every = std::stoi(next());
@@ -194,6 +201,7 @@ int main(int argc, char** argv) {
       std::printf("sim_surrogate: %d x %d grid on %d rank(s), %s, surrogate 9-%d-2, %d steps, training every %d\n",
                   a.nx, a.nx, size, Exec::name(), a.hidden, a.steps, a.train_every);
 
+    kloss_examples::Progress progress(a.steps / a.train_every, a.log, rank);  // one step per training round
     for (int s = 1; s <= a.steps; ++s) {
       exchange_halos(g, comm, rank, size);
       if (s % a.train_every == 0) {
@@ -319,13 +327,15 @@ int main(int argc, char** argv) {
         curve_gnll.push_back(round_gnll);
         curve_mse.push_back(round_mse);
         curve_huber.push_back(round_huber);
-        if (rank == 0 && (curve_step.size() <= 3 || curve_step.size() % 10 == 0 || s + a.train_every > a.steps))
-          std::printf("step %5d  gaussian_nll %9.4f  mse %.3e  huber %.3e  %.2e samples/s per rank\n", s, round_gnll,
-                      round_mse, round_huber, static_cast<double>(B) * a.iters / dts);
+        char text[160];
+        std::snprintf(text, sizeof text, "sim step %5d  gaussian_nll %9.4f  mse %.3e  huber %.3e  %.2e samples/s per rank",
+                      s, round_gnll, round_mse, round_huber, static_cast<double>(B) * a.iters / dts);
+        progress.step(static_cast<int>(curve_step.size()), text);
       } else {
         step(g, dt, cx, cy, nu);
       }
     }
+    progress.finish();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     if (rank == 0) {
       const double first = curve_mse.front(), last = curve_mse.back();
@@ -334,15 +344,18 @@ int main(int argc, char** argv) {
       csv << "step,gaussian_nll,mse,huber\n";
       for (std::size_t i = 0; i < curve_step.size(); ++i)
         csv << curve_step[i] << "," << curve_gnll[i] << "," << curve_mse[i] << "," << curve_huber[i] << "\n";
-      kloss_examples::plot_png(dir + "/sim_surrogate.png",
-                               {{"mse", curve_step, curve_mse, {200, 30, 30}},
-                                {"huber", curve_step, curve_huber, {30, 90, 200}}},
-                               true);
+      csv.close();
+      const bool png = kloss_examples::plot(
+          "sim_surrogate", dir + "/sim_surrogate.csv", dir + "/sim_surrogate.png",
+          std::to_string(a.nx) + " x " + std::to_string(a.nx) + " grid on " + std::to_string(size) +
+              " MPI ranks, MLP 9-" + std::to_string(a.hidden) + "-2, a training round every " +
+              std::to_string(a.train_every) + " steps");
       std::printf("sim_surrogate: %.1f s in all, %.1f s training (%.2e samples/s per rank)\n", wall, train_seconds,
                   samples_seen / std::max(train_seconds, 1e-9));
       std::printf("sim_surrogate: the surrogate's MSE fell from %.3e to %.3e, %.2f %% of the first round's: %s\n", first,
                   last, 100 * last / first, last < 0.1 * first ? "it learned" : "it did NOT learn");
-      std::printf("sim_surrogate: wrote %s/sim_surrogate.csv and %s/sim_surrogate.png\n", dir.c_str(), dir.c_str());
+      std::printf("sim_surrogate: wrote %s/sim_surrogate.csv%s\n", dir.c_str(),
+                  png ? (" and " + dir + "/sim_surrogate.png").c_str() : "");
       status = last < 0.1 * first ? 0 : 3;
     }
   }

@@ -16,8 +16,8 @@
 // statistics: it includes waiting for the slowest rank), the speed-up and
 // parallel efficiency against p = 1, and the bytes this rank handed to MPI
 // per step - O(N) and independent of C for the cross-entropy.
-// Writes a CSV and, through examples/plot_scaling.py (matplotlib, run with
-// /usr/bin/python3), a PNG of time, speed-up, efficiency and MPI time.
+// Writes a CSV and, through examples/plot.py (matplotlib), a PNG of time,
+// speed-up (with the ideal line), efficiency and MPI time.
 #include <kloss/mpi.hpp>
 
 #include <Kokkos_Random.hpp>
@@ -30,6 +30,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "common/plot.hpp"
 
 namespace {
 
@@ -217,9 +219,7 @@ int main(int argc, char** argv) {
       }
       csv.close();
       std::printf("wrote %s\n", a.csv.c_str());
-      const std::string cmd = "/usr/bin/python3 " KLOSS_SOURCE_DIR "/examples/plot_scaling.py " + a.csv + " " + a.png;
-      if (std::system(cmd.c_str()) == 0) std::printf("wrote %s\n", a.png.c_str());
-      else std::printf("(no PNG: %s failed - needs matplotlib)\n", cmd.c_str());
+      if (kloss_examples::plot("scaling", a.csv, a.png)) std::printf("wrote %s\n", a.png.c_str());
     }
   }
   MPI_Finalize();
