@@ -263,7 +263,7 @@ const char* kloss_status_name(int status) {
   return "unknown status";
 }
 
-int kloss_loss_create(kloss_loss** loss, const char* op, kloss_dtype dtype, kloss_dtype index_dtype) {
+int kloss_loss_create(kloss_loss** loss, const char* op, int dtype, int index_dtype) {
   if (!loss) return null_arg("kloss_loss_create", "loss");
   *loss = nullptr;
   if (!op) return null_arg("kloss_loss_create", "op");
@@ -305,7 +305,7 @@ int kloss_loss_set_option_string(kloss_loss* loss, const char* name, const char*
   return set_option("kloss_loss_set_option_string", loss, name, std::string(value));
 }
 
-int kloss_loss_set_input(kloss_loss* loss, const char* name, kloss_dtype dtype, const void* data, int ndim,
+int kloss_loss_set_input(kloss_loss* loss, const char* name, int dtype, const void* data, int ndim,
                          const int64_t* shape) {
   constexpr const char* fn = "kloss_loss_set_input";
   if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
@@ -357,7 +357,7 @@ int kloss_loss_clear_input(kloss_loss* loss, const char* name) {
   return KLOSS_OK;
 }
 
-int kloss_loss_forward(kloss_loss* loss, kloss_dtype dtype, void* output, int64_t output_numel) {
+int kloss_loss_forward(kloss_loss* loss, int dtype, void* output, int64_t output_numel) {
   constexpr const char* fn = "kloss_loss_forward";
   if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
   if (!output && output_numel != 0) return null_arg(fn, "output");
@@ -373,7 +373,7 @@ int kloss_loss_forward(kloss_loss* loss, kloss_dtype dtype, void* output, int64_
   });
 }
 
-int kloss_loss_backward(kloss_loss* loss, kloss_dtype dtype, const void* grad_output, int64_t grad_output_numel) {
+int kloss_loss_backward(kloss_loss* loss, int dtype, const void* grad_output, int64_t grad_output_numel) {
   constexpr const char* fn = "kloss_loss_backward";
   if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
   return guarded([&] {
@@ -418,7 +418,7 @@ int kloss_loss_output_shape(const kloss_loss* loss, int* ndim, int64_t* shape) {
   return KLOSS_OK;
 }
 
-int kloss_loss_get_output(const kloss_loss* loss, kloss_dtype dtype, void* output, int64_t output_numel) {
+int kloss_loss_get_output(const kloss_loss* loss, int dtype, void* output, int64_t output_numel) {
   constexpr const char* fn = "kloss_loss_get_output";
   if (int s = precheck(fn, loss, false); s != KLOSS_OK) return s;
   if (!output && output_numel != 0) return null_arg(fn, "output");
@@ -432,7 +432,7 @@ int kloss_loss_get_output(const kloss_loss* loss, kloss_dtype dtype, void* outpu
   });
 }
 
-int kloss_loss_get_grad(const kloss_loss* loss, const char* name, kloss_dtype dtype, void* grad, int64_t grad_numel) {
+int kloss_loss_get_grad(const kloss_loss* loss, const char* name, int dtype, void* grad, int64_t grad_numel) {
   constexpr const char* fn = "kloss_loss_get_grad";
   if (int s = precheck(fn, loss, false); s != KLOSS_OK) return s;
   if (!name) return null_arg(fn, "name");

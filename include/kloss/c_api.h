@@ -53,7 +53,9 @@ typedef enum kloss_status {
 } kloss_status;
 
 /* Element types of buffers. float16 and bfloat16 are 2-byte storage
- * (IEEE binary16 and the upper half of a binary32). */
+ * (IEEE binary16 and the upper half of a binary32). Functions take them as
+ * `int dtype`: a value outside the enum, as C or Fortran may pass, is
+ * KLOSS_ERROR_INVALID_ARGUMENT. */
 typedef enum kloss_dtype {
   KLOSS_FLOAT32 = 0,
   KLOSS_FLOAT64 = 1,
@@ -92,7 +94,7 @@ KLOSS_C_EXPORT const char* kloss_status_name(int status);
  * "cross_entropy") computing in the floating `dtype`, with integer targets
  * and indices of `index_dtype` (KLOSS_INT32 or KLOSS_INT64). Options take
  * torch's defaults until set. *loss is NULL on failure. */
-KLOSS_C_EXPORT int kloss_loss_create(kloss_loss** loss, const char* op, kloss_dtype dtype, kloss_dtype index_dtype);
+KLOSS_C_EXPORT int kloss_loss_create(kloss_loss** loss, const char* op, int dtype, int index_dtype);
 /* Frees a loss; NULL is allowed. Needs no initialised Kokkos and leaves
  * kloss_last_error() as it was (so an error can be read after cleaning
  * up). */
@@ -111,8 +113,8 @@ KLOSS_C_EXPORT int kloss_loss_set_option_string(kloss_loss* loss, const char* na
  * scalar). `dtype` must be the loss's dtype for floating inputs and its
  * index dtype for integer ones; `data` may be NULL only when the shape has
  * no elements. Replaces an input of the same name. */
-KLOSS_C_EXPORT int kloss_loss_set_input(kloss_loss* loss, const char* name, kloss_dtype dtype, const void* data,
-                                        int ndim, const int64_t* shape);
+KLOSS_C_EXPORT int kloss_loss_set_input(kloss_loss* loss, const char* name, int dtype, const void* data, int ndim,
+                                        const int64_t* shape);
 /* Removes an input (an optional one, such as "weight"). */
 KLOSS_C_EXPORT int kloss_loss_clear_input(kloss_loss* loss, const char* name);
 
@@ -121,25 +123,24 @@ KLOSS_C_EXPORT int kloss_loss_clear_input(kloss_loss* loss, const char* name);
  * elements: exactly the output's element count (1 for reduction "mean" or
  * "sum"). `output` may be NULL (with output_numel 0) to only compute;
  * kloss_loss_output_shape then says how much to allocate. Fences. */
-KLOSS_C_EXPORT int kloss_loss_forward(kloss_loss* loss, kloss_dtype dtype, void* output, int64_t output_numel);
+KLOSS_C_EXPORT int kloss_loss_forward(kloss_loss* loss, int dtype, void* output, int64_t output_numel);
 /* Runs the forward and the backward: `grad_output` (of `dtype`, the
  * loss's dtype; the output's shape, `grad_output_numel` elements) is the
  * upstream gradient; NULL means ones (for a reduced loss: d loss / d
  * input). The gradients are then read with kloss_loss_get_grad, the loss
  * value with kloss_loss_get_output. Fences. */
-KLOSS_C_EXPORT int kloss_loss_backward(kloss_loss* loss, kloss_dtype dtype, const void* grad_output,
-                                       int64_t grad_output_numel);
+KLOSS_C_EXPORT int kloss_loss_backward(kloss_loss* loss, int dtype, const void* grad_output, int64_t grad_output_numel);
 /* The shape of the output of the last forward or backward:
  * *ndim and shape[0..*ndim) (shape holds KLOSS_MAX_RANK elements). */
 KLOSS_C_EXPORT int kloss_loss_output_shape(const kloss_loss* loss, int* ndim, int64_t* shape);
 /* Copies the loss value of the last forward or backward (as
  * kloss_loss_forward writes it). */
-KLOSS_C_EXPORT int kloss_loss_get_output(const kloss_loss* loss, kloss_dtype dtype, void* output, int64_t output_numel);
+KLOSS_C_EXPORT int kloss_loss_get_output(const kloss_loss* loss, int dtype, void* output, int64_t output_numel);
 /* Copies the gradient with respect to input `name` from the last backward
  * into `grad` of `dtype` (the loss's dtype), with the input's shape:
  * `grad_numel` must be its element count. KLOSS_ERROR_NOT_IMPLEMENTED if the op has no gradient for
  * that input, KLOSS_ERROR_INVALID_STATE before any backward. */
-KLOSS_C_EXPORT int kloss_loss_get_grad(const kloss_loss* loss, const char* name, kloss_dtype dtype, void* grad,
+KLOSS_C_EXPORT int kloss_loss_get_grad(const kloss_loss* loss, const char* name, int dtype, void* grad,
                                        int64_t grad_numel);
 
 #ifdef __cplusplus
