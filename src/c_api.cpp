@@ -12,8 +12,12 @@
 #include <kloss/error.hpp>
 #include <kloss/registry.hpp>
 #include <kloss/runtime.hpp>
+#include <memory>
 #include <new>
+#include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 struct kloss_loss {
   const kloss::OpInfo* info = nullptr;
@@ -35,6 +39,7 @@ class InvalidState : public kloss::Error {
  public:
   using kloss::Error::Error;
 };
+
 bool kokkos_owned = false;      // kloss_initialize() initialised Kokkos
 bool kokkos_finalized = false;  // and kloss_finalize() finalised it
 
