@@ -549,6 +549,39 @@ TYPED_TEST(NllLoss, HandCheckedForwardAndBackward) {
   expect_near_all(to_doubles(gx), {0, 0, -2, -2, 0, 0, 0, 0, 0, 0, -2, 0}, tol<T>(), 0, "grad, sum, unweighted");
 }
 
+// The device mapping of nll_loss_backward (class slices on vector lanes)
+// forced on the host: every element is 0 but the target's, -w_t * scale.
+TYPED_TEST(NllLoss, BackwardRowsSplitOverSlices) {
+  using T = TypeParam;
+  Exec exec;
+  const std::int64_t N = 9;
+  for (std::int64_t C : {1, 5, 40}) {
+    std::vector<std::int64_t> tgt(N);
+    for (std::int64_t r = 0; r < N; ++r) tgt[r] = r == 3 ? -100 : (r * 7 + 2) % C;
+    const auto wh = rounded<T>(random_values(static_cast<std::size_t>(C), 0.5, 2, 13));
+    auto x = make_view<T**>("x", rounded<T>(random_values(static_cast<std::size_t>(N * C), -3, 0, 12)),
+                            {std::size_t(N), std::size_t(C)});
+    auto t = make_view<std::int64_t*>("t", std::vector<double>(tgt.begin(), tgt.end()), {std::size_t(N)});
+    auto w = make_view<T*>("w", wh, {std::size_t(C)});
+    Kokkos::View<T*, Mem> go("go", N);
+    Kokkos::View<double, Mem> tw("tw");
+    Kokkos::View<T**, Mem> gx("gx", N, C);
+    const auto goh = rounded<T>(random_values(static_cast<std::size_t>(N), -2, 2, 14));
+    Kokkos::deep_copy(go, make_view<T*>("goh", goh, {std::size_t(N)}));
+    for (int S : {2, 7, 32}) {
+      kloss::NllLossOptions o;
+      o.reduction = Reduction::none;
+      o.tuning.row_slices = S;
+      Kokkos::deep_copy(gx, T(5.0f));
+      kloss::nll_loss_backward(exec, go, x, t, w, tw, gx, o);
+      std::vector<double> want(static_cast<std::size_t>(N * C), 0.0);
+      for (std::int64_t r = 0; r < N; ++r)
+        if (tgt[r] >= 0) want[r * C + tgt[r]] = -wh[tgt[r]] * goh[r];
+      expect_near_all(to_doubles(gx), want, tol<T>(), 0, "S " + std::to_string(S) + " C " + std::to_string(C));
+    }
+  }
+}
+
 TYPED_TEST(NllLoss, KDimensionalInt32AndAllIgnored) {
   using T = TypeParam;
   Exec exec;

@@ -1147,7 +1147,7 @@ void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   check_present(op, "grad_input", grad_input);
   check_shape(op, "grad_input", grad_input, input.shape);
   ProfilingRegion region("kloss::nll_loss_backward");
-  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning, CeRowMapping::whole_row);
+  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
   const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
   const std::int64_t ignore = opts.ignore_index;
   const int red = static_cast<int>(opts.reduction);
@@ -1158,11 +1158,11 @@ void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   auto twv = total_weight.data;
   auto gv = grad_input.data;
   const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  using Member = typename Policy::member_type;
+  const int S = launch.row_slices;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   CeSums sums;
   Kokkos::parallel_reduce(
-      "kloss::nll_loss_backward::grad", Policy(exec, league, launch.team_size),
+      "kloss::nll_loss_backward::grad", ce_policy(exec, league, launch),
       KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
         const std::int64_t r0 = mem.league_rank() * rpt;
         const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
@@ -1172,17 +1172,25 @@ void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
             [&](const std::int64_t r, CeSums& acc) {
               const std::int64_t nidx = r / inner, m = r - nidx * inner;
               T* g = gv.data() + nidx * C * inner + m;
-              for (std::int64_t c = 0; c < C; ++c) g[c * inner] = static_cast<T>(A(0));
               const std::int64_t t = static_cast<std::int64_t>(tv(r));
-              if (t == ignore) return;
-              if (t < 0 || t >= C) {
+              // The row's one nonzero: d(-w_t x_t)/dx_t at class t (none
+              // for an ignored or invalid target).
+              std::int64_t hot = -1;
+              A val = 0;
+              if (t != ignore && (t < 0 || t >= C)) {
                 acc.bad.note(r, t);
-                return;
+              } else if (t != ignore) {
+                A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
+                if (red == static_cast<int>(Reduction::mean))
+                  scale = static_cast<A>(static_cast<double>(scale) / twv(0));
+                const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
+                hot = t;
+                val = -wt * scale;
               }
-              A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
-              if (red == static_cast<int>(Reduction::mean)) scale = static_cast<A>(static_cast<double>(scale) / twv(0));
-              const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
-              g[t * inner] = static_cast<T>(-wt * scale);  // d(-w_t x_t)/dx_t
+              // Class slices on the vector lanes (lane j writes j, j + S, ...).
+              Kokkos::parallel_for(Kokkos::ThreadVectorRange(mem, S), [&](const int j) {
+                for (std::int64_t c = j; c < C; c += S) g[c * inner] = static_cast<T>(c == hot ? val : A(0));
+              });
             },
             CeSumsReducer<Kokkos::HostSpace>(local));
         Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });

@@ -130,6 +130,10 @@ inline constexpr int ctc_host_chunk = 64;
 /// is little work. Measured 2026-11-22, 2-core EPYC, Serial, (50257, 768):
 /// 1 vs 8 vs 32 rows per team within noise for D = 768; 8 kept for D = 64.
 inline constexpr std::int64_t embedding_rows_per_team = 8;
+/// Host embedding backward (owner computes): the narrowest feature block a
+/// work item gets before the rows are cut instead (4 AVX-512 registers of
+/// floats, so the per-position add stays a full vector loop). Chosen.
+inline constexpr std::int64_t embedding_owner_min_features = 64;
 /// Vector lanes per team thread (the embedding dimension runs across
 /// them); 0 = Kokkos::AUTO (1 on CPU backends, the backend's choice on
 /// GPUs). Not measured on a GPU.
