@@ -339,6 +339,32 @@ TYPED_TEST(CrossEntropy, RowsSplitOverSlicesMatchTheReference) {
   }
 }
 
+// A row cut into K contiguous class segments run by different teams (the
+// few-rows shape), alone and with the lane slices inside each segment;
+// K > C leaves empty segments.
+TYPED_TEST(CrossEntropy, RowsSplitOverTeamsMatchTheReference) {
+  for (int K : {2, 3, 7, 50}) {
+    for (int S : {1, 4}) {
+      for (std::int64_t C : {1, 5, 40}) {
+        for (int variant = 0; variant < 3; ++variant) {
+          kloss::CrossEntropyOptions o;
+          o.tuning.row_splits = K;
+          o.tuning.row_slices = S;
+          o.reduction = variant == 0 ? Reduction::mean : (variant == 1 ? Reduction::sum : Reduction::none);
+          o.label_smoothing = variant == 1 ? 0.1 : 0.0;
+          o.z_loss = variant == 2 ? 0.02 : 0.0;
+          o.softcap = variant == 2 ? 2.0 : 0.0;
+          Problem P = random_problem(5, C, variant == 2 ? 4 : 1, variant != 0, 90 + 5 * K + S + static_cast<unsigned>(C));
+          check_against_reference<TypeParam, std::int64_t>(P, o,
+                                                           "row_splits " + std::to_string(K) + " row_slices " +
+                                                               std::to_string(S) + " C=" + std::to_string(C) +
+                                                               " variant " + std::to_string(variant));
+        }
+      }
+    }
+  }
+}
+
 TYPED_TEST(CrossEntropy, KDimensionalInput) {
   // input [3, 7, 2, 5]: the class axis has stride 10.
   Problem P = random_problem(3, 7, 10, true, 5);

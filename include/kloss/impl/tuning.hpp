@@ -82,8 +82,14 @@ inline constexpr int ce_team_size_device = 8;
 /// row). With ce_team_size_device rows a team is 8 warps (256 threads).
 /// Chosen, not measured on a device (none here).
 inline constexpr int ce_row_slices_device = 32;
+/// With fewer rows than workers (host threads; device warps, concurrency
+/// / 32), cross_entropy splits each row into contiguous class segments run
+/// by different teams (a second kernel merges the forward's partials); a
+/// segment keeps at least this many classes, so the merge and the extra
+/// launch stay small against the segment's read. Chosen, not measured.
+inline constexpr std::int64_t ce_split_min_classes = 8192;
 /// Kernels that still give a device thread a whole row (probability
-/// targets, nll_loss's backward): single-lane teams of this many threads.
+/// targets): single-lane teams of this many threads.
 /// Chosen, not measured on a device.
 inline constexpr int ce_team_size_device_whole_rows = 64;
 /// Elements (rows x C) per team: small vocabularies pack many rows into one
