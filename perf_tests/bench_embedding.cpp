@@ -1,7 +1,8 @@
 // embedding at 262144 indices into a (50257, 768) table and embedding_bag
 // (sum / mean / max) with a (1,000,000, 64) table and 65536 bags of 20,
-// forward and backward (atomic and deterministic), float32, uniform random
-// indices. Counters: GB/s of the bytes that must move (forward: rows
+// forward and backward (the default scatter: owner-computes on a host,
+// atomic adds on a device; the deterministic sort; atomic adds forced),
+// float32, uniform random indices. Counters: GB/s of the bytes that must move (forward: rows
 // gathered + output written; backward: upstream rows read per scattered
 // index + the dense grad_weight written), the stream read bandwidth, and
 // PyTorch CPU's time for the same work in the same run (torch_ms) with
@@ -34,6 +35,15 @@ Kokkos::View<std::int64_t*, Mem> random_rows(std::int64_t n, std::int64_t v, std
 template <class V>
 void fill(const V& v, float x) {
   Kokkos::deep_copy(v, typename V::non_const_value_type(x));
+}
+
+/// Backward flavour of a benchmark argument: 0 the default scatter, 1 the
+/// deterministic sort, 2 atomic adds forced (the device scatter).
+template <class Opts>
+std::string set_flavour(Opts& o, std::int64_t arg) {
+  o.deterministic = arg == 1;
+  o.scatter_items = arg == 2 ? -1 : 0;
+  return arg == 1 ? "deterministic" : arg == 2 ? "atomic" : "default";
 }
 
 /// Sets the counters; `seconds` is the summed time of the timed region.
@@ -79,7 +89,7 @@ void BM_embedding_backward(benchmark::State& state) {
   Kokkos::View<float**, Mem> go("go", emb_n, emb_d), gw("gw", emb_v, emb_d);
   fill(go, 0.25f);
   kloss::EmbeddingOptions o;
-  o.deterministic = state.range(0) != 0;
+  const std::string label = set_flavour(o, state.range(0));
   double secs = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -87,7 +97,7 @@ void BM_embedding_backward(benchmark::State& state) {
     exec.fence();
     secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  state.SetLabel(o.deterministic ? "deterministic" : "atomic");
+  state.SetLabel(label);
   finish(state, (double(emb_n) + double(emb_v)) * emb_d * sizeof(float), secs, torch_embedding(), "bwd");
 }
 
@@ -131,7 +141,7 @@ void BM_embedding_bag_backward(benchmark::State& state) {
   fill(go, 0.25f);
   kloss::EmbeddingBagOptions o;
   o.mode = mode;
-  o.deterministic = state.range(1) != 0;
+  const std::string label = set_flavour(o, state.range(1));
   kloss::embedding_bag(exec, idx, w, off, none, out, mi, o);  // max_indices for max mode
   double secs = 0;
   for (auto _ : state) {
@@ -140,7 +150,7 @@ void BM_embedding_bag_backward(benchmark::State& state) {
     exec.fence();
     secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  state.SetLabel(std::string(kloss::to_string(mode)) + (o.deterministic ? " deterministic" : " atomic"));
+  state.SetLabel(std::string(kloss::to_string(mode)) + " " + label);
   const double scattered = mode == kloss::EmbeddingBagMode::max ? double(bag_b) : double(bag_b) * bag_l;
   finish(state, (scattered + double(bag_v)) * bag_d * sizeof(float), secs, torch_bag(mode), "bwd");
 }
@@ -148,13 +158,15 @@ void BM_embedding_bag_backward(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_embedding_forward)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_embedding_backward)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_embedding_backward)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_embedding_bag_forward)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_embedding_bag_backward)
     ->Args({0, 0})
     ->Args({0, 1})
+    ->Args({0, 2})
     ->Args({1, 0})
     ->Args({1, 1})
+    ->Args({1, 2})
     ->Args({2, 0})
     ->Args({2, 1})
     ->Unit(benchmark::kMillisecond)

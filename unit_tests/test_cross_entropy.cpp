@@ -339,6 +339,32 @@ TYPED_TEST(CrossEntropy, RowsSplitOverSlicesMatchTheReference) {
   }
 }
 
+// A row cut into K contiguous class segments run by different teams (the
+// few-rows shape), alone and with the lane slices inside each segment;
+// K > C leaves empty segments.
+TYPED_TEST(CrossEntropy, RowsSplitOverTeamsMatchTheReference) {
+  for (int K : {2, 3, 7, 50}) {
+    for (int S : {1, 4}) {
+      for (std::int64_t C : {1, 5, 40}) {
+        for (int variant = 0; variant < 3; ++variant) {
+          kloss::CrossEntropyOptions o;
+          o.tuning.row_splits = K;
+          o.tuning.row_slices = S;
+          o.reduction = variant == 0 ? Reduction::mean : (variant == 1 ? Reduction::sum : Reduction::none);
+          o.label_smoothing = variant == 1 ? 0.1 : 0.0;
+          o.z_loss = variant == 2 ? 0.02 : 0.0;
+          o.softcap = variant == 2 ? 2.0 : 0.0;
+          Problem P = random_problem(5, C, variant == 2 ? 4 : 1, variant != 0, 90 + 5 * K + S + static_cast<unsigned>(C));
+          check_against_reference<TypeParam, std::int64_t>(P, o,
+                                                           "row_splits " + std::to_string(K) + " row_slices " +
+                                                               std::to_string(S) + " C=" + std::to_string(C) +
+                                                               " variant " + std::to_string(variant));
+        }
+      }
+    }
+  }
+}
+
 TYPED_TEST(CrossEntropy, KDimensionalInput) {
   // input [3, 7, 2, 5]: the class axis has stride 10.
   Problem P = random_problem(3, 7, 10, true, 5);
@@ -547,6 +573,39 @@ TYPED_TEST(NllLoss, HandCheckedForwardAndBackward) {
                   "grad = -w_t * 2 / 7");
   kloss::nll_loss_backward(exec, go, x, t, Kokkos::View<T*, Mem>(), tw, gx, {-100, Reduction::sum});
   expect_near_all(to_doubles(gx), {0, 0, -2, -2, 0, 0, 0, 0, 0, 0, -2, 0}, tol<T>(), 0, "grad, sum, unweighted");
+}
+
+// The device mapping of nll_loss_backward (class slices on vector lanes)
+// forced on the host: every element is 0 but the target's, -w_t * scale.
+TYPED_TEST(NllLoss, BackwardRowsSplitOverSlices) {
+  using T = TypeParam;
+  Exec exec;
+  const std::int64_t N = 9;
+  for (std::int64_t C : {1, 5, 40}) {
+    std::vector<std::int64_t> tgt(N);
+    for (std::int64_t r = 0; r < N; ++r) tgt[r] = r == 3 ? -100 : (r * 7 + 2) % C;
+    const auto wh = rounded<T>(random_values(static_cast<std::size_t>(C), 0.5, 2, 13));
+    auto x = make_view<T**>("x", rounded<T>(random_values(static_cast<std::size_t>(N * C), -3, 0, 12)),
+                            {std::size_t(N), std::size_t(C)});
+    auto t = make_view<std::int64_t*>("t", std::vector<double>(tgt.begin(), tgt.end()), {std::size_t(N)});
+    auto w = make_view<T*>("w", wh, {std::size_t(C)});
+    Kokkos::View<T*, Mem> go("go", N);
+    Kokkos::View<double, Mem> tw("tw");
+    Kokkos::View<T**, Mem> gx("gx", N, C);
+    const auto goh = rounded<T>(random_values(static_cast<std::size_t>(N), -2, 2, 14));
+    Kokkos::deep_copy(go, make_view<T*>("goh", goh, {std::size_t(N)}));
+    for (int S : {2, 7, 32}) {
+      kloss::NllLossOptions o;
+      o.reduction = Reduction::none;
+      o.tuning.row_slices = S;
+      Kokkos::deep_copy(gx, T(5.0f));
+      kloss::nll_loss_backward(exec, go, x, t, w, tw, gx, o);
+      std::vector<double> want(static_cast<std::size_t>(N * C), 0.0);
+      for (std::int64_t r = 0; r < N; ++r)
+        if (tgt[r] >= 0) want[r * C + tgt[r]] = -wh[tgt[r]] * goh[r];
+      expect_near_all(to_doubles(gx), want, tol<T>(), 0, "S " + std::to_string(S) + " C " + std::to_string(C));
+    }
+  }
 }
 
 TYPED_TEST(NllLoss, KDimensionalInt32AndAllIgnored) {

@@ -228,7 +228,7 @@ TYPED_TEST(Embedding, MatchesReferenceForOddSizesAndEveryOption) {
   for_each_index_type([&](auto itag) {
     using I = decltype(itag);
     for (std::int64_t n : {0, 1, 13, 41, 423}) {
-      for (std::int64_t D : {1, 5, 41}) {
+      for (std::int64_t D : {1, 5, 41, 130}) {
         const std::int64_t V = 17;
         const auto idx = random_indices(n, V, unsigned(n + D));
         const auto w = rounded<T>(random_values(V * D, -1, 1, 7));
@@ -240,16 +240,21 @@ TYPED_TEST(Embedding, MatchesReferenceForOddSizesAndEveryOption) {
         kloss::embedding(exec, in, wv, out);
         for (std::int64_t pad : {std::int64_t(-100), std::int64_t(3), std::int64_t(-2)}) {
           for (bool freq : {false, true}) {
-            for (bool det : {false, true}) {
+            // Backward flavours: 0 automatic, 1 deterministic, 2 atomic
+            // adds (the device scatter), 3 and 4 owner-computes over 3 and 7
+            // work items (row and feature blocks; the host scatter).
+            for (int flavour = 0; flavour < 5; ++flavour) {
               kloss::EmbeddingOptions o;
               if (pad != -100) o.padding_idx = pad;
               o.scale_grad_by_freq = freq;
-              o.deterministic = det;
+              o.deterministic = flavour == 1;
+              o.scatter_items = flavour == 2 ? -1 : flavour == 3 ? 3 : flavour == 4 ? 7 : 0;
+              Kokkos::deep_copy(gw, T(7.0f));  // the backward overwrites every element
               kloss::embedding_backward(exec, gv, in, gw, o);
               const auto ref = ref_embedding(idx, w, V, D, go, pad == -100 ? -1 : (pad + V) % V, freq);
               const std::string what = "n " + std::to_string(n) + " D " + std::to_string(D) + " pad " +
-                                       std::to_string(pad) + " freq " + std::to_string(freq) + " det " +
-                                       std::to_string(det);
+                                       std::to_string(pad) + " freq " + std::to_string(freq) + " flavour " +
+                                       std::to_string(flavour);
               expect_near_all(to_doubles(out), ref.out, 0, 0, "output " + what);
               expect_near_all(to_doubles(gw), ref.grad_weight, tol<T>() * 4, tol<T>() * 4, "grad_weight " + what);
             }
@@ -390,6 +395,48 @@ TEST(EmbeddingDeterminism, BitwiseEqualOverRunsTeamSizesAndDecompositions) {
     EXPECT_EQ(std::memcmp(&hv(u, 0), &first[rows[u] * D], D * sizeof(float)), 0) << "sparse row " << rows[u];
 }
 
+// The host scatter (owner computes) cuts grad_weight into row and feature
+// blocks; each element must still be the float sum over its row's positions
+// in ascending order, bit for bit, for any cut (1 item: the single-thread
+// loop; 2..8: row blocks, feature blocks, both, and blocks of unequal size).
+TEST(EmbeddingOwnerScatter, PositionOrderSumForEveryCut) {
+  Exec exec;
+  const std::int64_t V = 37, D = 200, n = 3000;
+  const auto idx = random_indices(n, V, 23);
+  const auto go = random_values(n * D, -1, 1, 24);
+  auto in = index_view<std::int32_t>("in", idx);
+  auto g = make_view<float**>("go", go, {std::size_t(n), std::size_t(D)});
+  const auto gh = to_doubles(g);
+  std::vector<float> want(V * D, 0.0f);
+  for (std::int64_t p = 0; p < n; ++p)
+    for (std::int64_t d = 0; d < D; ++d) want[idx[p] * D + d] += static_cast<float>(gh[p * D + d]);
+  for (int items : {1, 2, 3, 4, 5, 8}) {
+    const auto cut = kloss::impl::owner_blocks(items, D);
+    EXPECT_GE(cut.rows * cut.cols, items) << items;
+    kloss::EmbeddingOptions o;
+    o.scatter_items = items;
+    Kokkos::View<float**, Mem> gw("gw", V, D);
+    Kokkos::deep_copy(gw, 3.0f);
+    kloss::embedding_backward(exec, g, in, gw, o);
+    auto h = Kokkos::create_mirror_view(gw);
+    Kokkos::deep_copy(h, gw);
+    EXPECT_EQ(std::memcmp(h.data(), want.data(), want.size() * sizeof(float)), 0)
+        << items << " items cut " << cut.rows << " x " << cut.cols;
+  }
+  // Feature blocks start on 16-element boundaries and cover [0, D).
+  for (std::int64_t Dx : {1, 15, 16, 17, 64, 200, 1000}) {
+    for (std::int64_t cols : {1, 2, 3, 7}) {
+      EXPECT_EQ(kloss::impl::owner_col_begin(Dx, cols, 0), 0);
+      EXPECT_EQ(kloss::impl::owner_col_begin(Dx, cols, cols), Dx);
+      for (std::int64_t j = 1; j < cols; ++j) {
+        const std::int64_t d = kloss::impl::owner_col_begin(Dx, cols, j);
+        EXPECT_TRUE(d == Dx || d % 16 == 0) << Dx << " " << cols << " " << j;
+        EXPECT_LE(kloss::impl::owner_col_begin(Dx, cols, j - 1), d);
+      }
+    }
+  }
+}
+
 // --- embedding_bag ------------------------------------------------------------
 
 TYPED_TEST(EmbeddingBag, HandCheckedModesWithEmptyBagAndPadding) {
@@ -457,7 +504,7 @@ TYPED_TEST(EmbeddingBag, MatchesReferenceForEveryModeLayoutAndOption) {
   for_each_index_type([&](auto itag) {
     using I = decltype(itag);
     const std::int64_t V = 23;
-    for (std::int64_t D : {1, 6, 41}) {
+    for (std::int64_t D : {1, 6, 41, 130}) {
       const auto w = rounded<T>(random_values(V * D, -1, 1, unsigned(D)));
       for (int layout = 0; layout < 4; ++layout) {
         BagSpec s;
@@ -486,11 +533,13 @@ TYPED_TEST(EmbeddingBag, MatchesReferenceForEveryModeLayoutAndOption) {
             // 3 per_sample_weights (sum only).
             if (variant == 3 && mode != EmbeddingBagMode::sum) continue;
             if (variant == 2 && mode == EmbeddingBagMode::max) continue;
-            for (bool det : {false, true}) {
+            // Backward flavours as in Embedding.MatchesReferenceForOddSizesAndEveryOption.
+            for (int flavour = 0; flavour < 5; ++flavour) {
               kloss::EmbeddingBagOptions o;
               o.mode = mode;
               o.include_last_offset = s.include_last_offset;
-              o.deterministic = det;
+              o.deterministic = flavour == 1;
+              o.scatter_items = flavour == 2 ? -1 : flavour == 3 ? 3 : flavour == 4 ? 7 : 0;
               std::int64_t pad = -1;
               if (variant == 1) {
                 o.padding_idx = -V + (s.idx.empty() ? 0 : s.idx[1]);
@@ -504,7 +553,7 @@ TYPED_TEST(EmbeddingBag, MatchesReferenceForEveryModeLayoutAndOption) {
               const auto got = run_bag<T, I>(s2, w, V, D, psw, go, o);
               const std::string what = "D " + std::to_string(D) + " layout " + std::to_string(layout) + " mode " +
                                        std::string(kloss::to_string(mode)) + " variant " + std::to_string(variant) +
-                                       " det " + std::to_string(det);
+                                       " flavour " + std::to_string(flavour);
               expect_near_all(got.out, ref.out, tol<T>() * 4, tol<T>() * 4, "output " + what);
               expect_near_all(got.grad_weight, ref.grad_weight, tol<T>() * 8, tol<T>() * 8, "grad_weight " + what);
               if (mode == EmbeddingBagMode::max) {

@@ -216,7 +216,7 @@ std::int64_t embedding_bag_backward_sparse(const ExecSpace& exec, const GradOutp
       std::int64_t, int);                                                                                          \
   PREFIX template kloss::impl::BadIndex kloss::impl::embedding_scatter<KLOSS_EXEC, T, I>(                          \
       const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, std::int64_t,   \
-      std::int64_t, std::int64_t, bool, bool, int);                                                                \
+      std::int64_t, std::int64_t, bool, bool, int, int);                                                           \
   PREFIX template void kloss::impl::embedding_renorm<KLOSS_EXEC, T, I>(                                            \
       const KLOSS_EXEC&, const std::string&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, double, double);     \
   PREFIX template void kloss::impl::embedding<KLOSS_EXEC, T, I>(const KLOSS_EXEC&, const KLOSS_CTENSOR(I)&,        \

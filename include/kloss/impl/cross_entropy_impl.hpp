@@ -39,6 +39,12 @@ struct CrossEntropyTuning {
   /// lanes: 1 on host spaces (a thread walks its row alone), a warp's lanes
   /// on devices. Forcing it above 1 on a host runs the device mapping.
   int row_slices = 0;
+  /// Teams per row (index-target cross_entropy and its backward): each row
+  /// cut into this many contiguous class segments, the forward's segment
+  /// partials merged by a second kernel. 0 = automatic: 1 unless there are
+  /// fewer rows than workers (host threads, device warps), then enough to
+  /// occupy them with segments of at least tuning::ce_split_min_classes.
+  int row_splits = 0;
 };
 
 /// Options of cross_entropy, torch's keywords and defaults, plus two
@@ -628,6 +634,36 @@ CrossEntropyTuning ce_launch(std::int64_t rows, std::int64_t C, const CrossEntro
   return t;
 }
 
+/// Teams per row (CrossEntropyTuning::row_splits) for `rows` rows of C
+/// classes on exec.
+template <class ExecSpace>
+std::int64_t ce_row_splits(const ExecSpace& exec, std::int64_t rows, std::int64_t C, const CrossEntropyTuning& over) {
+  if (over.row_splits > 0) return over.row_splits;
+  if (rows <= 0) return 1;
+  const std::int64_t workers = is_host_space_v<ExecSpace> ? concurrency(exec) : concurrency(exec) / 32;
+  if (rows >= workers) return 1;
+  std::int64_t k = (workers + rows - 1) / rows;
+  const std::int64_t kmax = C / tuning::ce_split_min_classes;
+  if (k > kmax) k = kmax;
+  return k < 1 ? 1 : k;
+}
+
+/// Classes [c0, c1) of segment k of K of a row of C classes (contiguous).
+KOKKOS_FORCEINLINE_FUNCTION std::int64_t ce_segment_begin(std::int64_t C, std::int64_t k, std::int64_t K) {
+  return C * k / K;
+}
+
+/// The loss of a non-ignored row with class-index target from its merged
+/// partials p and lse l:
+///   (1-eps) w_t (lse - z_t) + eps/C sum_c w_c (lse - z_c) + zl lse^2.
+template <class A>
+KOKKOS_INLINE_FUNCTION A ce_index_row_loss(const CeRowPartials<A>& p, A l, A wt, A eps, A zl, std::int64_t C,
+                                           A w_all) {
+  A loss = (A(1) - eps) * wt * (l - p.target_logit) + zl * l * l;
+  if (eps != A(0)) loss += eps / static_cast<A>(C) * (w_all * l - p.logit_sum);
+  return loss;
+}
+
 /// The team policy of a row kernel: team_size threads, each with
 /// min(row_slices, max vector length) vector lanes on devices (a power of
 /// two); one lane on hosts, whose threads walk any slices in turn.
@@ -816,6 +852,58 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
   const int S = launch.row_slices;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   CeSums sums;
+  const std::int64_t K = ce_row_splits(exec, rows, C, opts.tuning);
+  if (K > 1) {
+    // Few rows: segment k of row r is work item r * K + k (a team thread
+    // with its vector lanes); its partials go to `parts`, merged per row by
+    // a second kernel.
+    Kokkos::View<CeRowPartials<A>*, typename ExecSpace::memory_space> parts(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::cross_entropy::segment_partials"), rows * K);
+    const std::int64_t items = rows * K, ipt = launch.team_size;
+    Kokkos::parallel_for(
+        "kloss::cross_entropy::segments", ce_policy(exec, (items + ipt - 1) / ipt, launch),
+        KOKKOS_LAMBDA(const Member& mem) {
+          const std::int64_t i0 = mem.league_rank() * ipt;
+          const std::int64_t i1 = i0 + ipt < items ? i0 + ipt : items;
+          Kokkos::parallel_for(Kokkos::TeamThreadRange(mem, i0, i1), [&](const std::int64_t it) {
+            const std::int64_t r = it / K, k = it - r * K;
+            const std::int64_t c0 = ce_segment_begin(C, k, K), c1 = ce_segment_begin(C, k + 1, K);
+            const std::int64_t nidx = r / inner, m = r - nidx * inner;
+            const T* x = xv.data() + nidx * C * inner + m + c0 * inner;
+            const std::int64_t t = static_cast<std::int64_t>(tv(r));
+            CeRowPartials<A> p = ce_empty_partials<A>();
+            if (t != ignore && t >= 0 && t < C) {
+              const std::int64_t tl = t >= c0 && t < c1 ? t - c0 : -1;
+              p = ce_row_partials_lanes(mem, S, x, c1 - c0, inner, tl, cfg, has_w ? wv.data() + c0 : nullptr);
+            }
+            Kokkos::single(Kokkos::PerThread(mem), [&]() { parts(it) = p; });
+          });
+        });
+    Kokkos::parallel_reduce(
+        "kloss::cross_entropy::merge_segments",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, rows),
+        KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
+          const std::int64_t t = static_cast<std::int64_t>(tv(r));
+          A loss = 0, l = 0;
+          if (t == ignore) {
+          } else if (t < 0 || t >= C) {
+            acc.bad.note(r, t);
+          } else {
+            CeRowPartials<A> p = parts(r * K);
+            for (std::int64_t k = 1; k < K; ++k) p = ce_merge_partials(p, parts(r * K + k));
+            const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
+            l = ce_lse(p);
+            loss = ce_index_row_loss(p, l, wt, eps, zl, C, w_all);
+            acc.weight += static_cast<double>(wt);
+          }
+          if (save_lse) lv(r) = l;
+          if (none) ov(r) = static_cast<T>(loss);
+          acc.loss += static_cast<double>(loss);
+        },
+        CeSumsReducer<Kokkos::HostSpace>(sums));
+    ce_finish<ExecSpace, T>(exec, op, sums, opts.reduction, rows, true, output, total_weight, C, ignore);
+    return;
+  }
   Kokkos::parallel_reduce(
       "kloss::cross_entropy::forward", ce_policy(exec, league, launch),
       KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
@@ -838,9 +926,7 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
                 const CeRowPartials<A> p =
                     ce_row_partials_lanes(mem, S, x, C, inner, t, cfg, has_w ? wv.data() : nullptr);
                 l = ce_lse(p);
-                // (1-eps) w_t (lse - z_t) + eps/C sum_c w_c (lse - z_c) + zl lse^2
-                loss = (A(1) - eps) * wt * (l - p.target_logit) + zl * l * l;
-                if (eps != A(0)) loss += eps / static_cast<A>(C) * (w_all * l - p.logit_sum);
+                loss = ce_index_row_loss(p, l, wt, eps, zl, C, w_all);
                 acc.weight += static_cast<double>(wt);
               }
               Kokkos::single(Kokkos::PerThread(mem), [&]() {
@@ -911,35 +997,43 @@ void cross_entropy_backward(const ExecSpace& exec, const Tensor<const T, typenam
   auto lv = lse.data;
   auto twv = total_weight.data;
   auto gv = grad_input.data;
-  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
   const int S = launch.row_slices;
+  // Work item it = r * K + k: classes [c0, c1) (segment k of K) of row r;
+  // K = 1 but for few rows (ce_row_splits).
+  const std::int64_t K = ce_row_splits(exec, rows, C, opts.tuning);
+  const std::int64_t items = rows * K;
+  const std::int64_t league = items == 0 ? 0 : (items + rpt - 1) / rpt;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   CeSums sums;
   Kokkos::parallel_reduce(
       "kloss::cross_entropy_backward::grad", ce_policy(exec, league, launch),
       KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
-        const std::int64_t r0 = mem.league_rank() * rpt;
-        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
+        const std::int64_t i0 = mem.league_rank() * rpt;
+        const std::int64_t i1 = i0 + rpt < items ? i0 + rpt : items;
         CeSums local;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(mem, r0, r1),
-            [&](const std::int64_t r, CeSums& acc) {
+            Kokkos::TeamThreadRange(mem, i0, i1),
+            [&](const std::int64_t it, CeSums& acc) {
+              const std::int64_t r = K == 1 ? it : it / K, k = it - r * K;
+              const std::int64_t c0 = K == 1 ? 0 : ce_segment_begin(C, k, K);
+              const std::int64_t c1 = K == 1 ? C : ce_segment_begin(C, k + 1, K);
               const std::int64_t nidx = r / inner, m = r - nidx * inner;
-              const std::int64_t off = nidx * C * inner + m;
+              const std::int64_t off = nidx * C * inner + m + c0 * inner;
               const T* x = xv.data() + off;
               T* g = gv.data() + off;
               const std::int64_t t = static_cast<std::int64_t>(tv(r));
               if (t == ignore || t < 0 || t >= C) {
-                if (t != ignore) acc.bad.note(r, t);
-                ce_zero_row_lanes(mem, S, g, C, inner);
+                if (t != ignore && k == 0) acc.bad.note(r, t);
+                ce_zero_row_lanes(mem, S, g, c1 - c0, inner);
                 return;
               }
               // upstream factor: grad_output[r] (none), grad_output / total weight (mean), grad_output (sum)
               A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
               if (red == static_cast<int>(Reduction::mean)) scale = static_cast<A>(static_cast<double>(scale) / twv(0));
               const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
-              const CeRowGrad<A> k = ce_row_grad(scale, wt, w_all, eps, C, zl, lv(r), cap, has_w);
-              ce_backward_lanes(mem, S, x, g, C, inner, t, lv(r), k, has_w ? wv.data() : nullptr);
+              const CeRowGrad<A> coef = ce_row_grad(scale, wt, w_all, eps, C, zl, lv(r), cap, has_w);
+              const std::int64_t tl = t >= c0 && t < c1 ? t - c0 : -1;
+              ce_backward_lanes(mem, S, x, g, c1 - c0, inner, tl, lv(r), coef, has_w ? wv.data() + c0 : nullptr);
             },
             CeSumsReducer<Kokkos::HostSpace>(local));
         Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
@@ -1147,7 +1241,7 @@ void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   check_present(op, "grad_input", grad_input);
   check_shape(op, "grad_input", grad_input, input.shape);
   ProfilingRegion region("kloss::nll_loss_backward");
-  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning, CeRowMapping::whole_row);
+  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
   const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
   const std::int64_t ignore = opts.ignore_index;
   const int red = static_cast<int>(opts.reduction);
@@ -1158,11 +1252,11 @@ void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   auto twv = total_weight.data;
   auto gv = grad_input.data;
   const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  using Member = typename Policy::member_type;
+  const int S = launch.row_slices;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   CeSums sums;
   Kokkos::parallel_reduce(
-      "kloss::nll_loss_backward::grad", Policy(exec, league, launch.team_size),
+      "kloss::nll_loss_backward::grad", ce_policy(exec, league, launch),
       KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
         const std::int64_t r0 = mem.league_rank() * rpt;
         const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
@@ -1172,17 +1266,25 @@ void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
             [&](const std::int64_t r, CeSums& acc) {
               const std::int64_t nidx = r / inner, m = r - nidx * inner;
               T* g = gv.data() + nidx * C * inner + m;
-              for (std::int64_t c = 0; c < C; ++c) g[c * inner] = static_cast<T>(A(0));
               const std::int64_t t = static_cast<std::int64_t>(tv(r));
-              if (t == ignore) return;
-              if (t < 0 || t >= C) {
+              // The row's one nonzero: d(-w_t x_t)/dx_t at class t (none
+              // for an ignored or invalid target).
+              std::int64_t hot = -1;
+              A val = 0;
+              if (t != ignore && (t < 0 || t >= C)) {
                 acc.bad.note(r, t);
-                return;
+              } else if (t != ignore) {
+                A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
+                if (red == static_cast<int>(Reduction::mean))
+                  scale = static_cast<A>(static_cast<double>(scale) / twv(0));
+                const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
+                hot = t;
+                val = -wt * scale;
               }
-              A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
-              if (red == static_cast<int>(Reduction::mean)) scale = static_cast<A>(static_cast<double>(scale) / twv(0));
-              const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
-              g[t * inner] = static_cast<T>(-wt * scale);  // d(-w_t x_t)/dx_t
+              // Class slices on the vector lanes (lane j writes j, j + S, ...).
+              Kokkos::parallel_for(Kokkos::ThreadVectorRange(mem, S), [&](const int j) {
+                for (std::int64_t c = j; c < C; c += S) g[c * inner] = static_cast<T>(c == hot ? val : A(0));
+              });
             },
             CeSumsReducer<Kokkos::HostSpace>(local));
         Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });

@@ -12,8 +12,15 @@
 ///  - max_norm: torch's embedding_renorm_: every distinct looked-up row whose
 ///    norm exceeds max_norm is scaled by max_norm / (norm + 1e-7), in place;
 ///    a per-row claim flag makes each distinct row renormalised once.
-///  - backward, fast: atomic adds of each position's scaled upstream row into
-///    grad_weight (float/double) or into a float scratch (16-bit).
+///  - backward, fast: each position's scaled upstream row is added into
+///    grad_weight (float/double) or into a float scratch (16-bit). Device
+///    spaces use atomic adds. Host spaces use owner-computes: grad_weight is
+///    cut into row blocks x feature blocks, one per thread, and each thread
+///    adds the positions of its rows into its features with plain vectorised
+///    adds (float atomics on a CPU are compare-and-swap loops that bounce
+///    cache lines between cores and get slower with threads). Each element
+///    is then a sum in position order, so host results do not depend on the
+///    thread count either.
 ///  - backward, deterministic: a counting sort of the positions by row
 ///    (histogram, exclusive scan, placement, then each row's segment sorted
 ///    by position so the order is independent of the placement race); one
@@ -51,6 +58,12 @@ struct EmbeddingOptions {
   bool deterministic = false;
   /// kloss tuning override: threads per team (0 = Kokkos::AUTO).
   int team_size = 0;
+  /// kloss tuning override of the non-deterministic backward's scatter:
+  /// 0 = automatic (atomic adds on device spaces; owner-computes with one
+  /// work item per thread on host spaces), -1 = atomic adds, k > 0 =
+  /// owner-computes over k work items (see scatter_owner_kernel;
+  /// embedding_bag's max mode cuts by features whatever k is).
+  int scatter_items = 0;
 };
 
 /// embedding_bag's reduction of each bag.
@@ -83,6 +96,8 @@ struct EmbeddingBagOptions {
   std::optional<std::int64_t> padding_idx;
   bool deterministic = false;
   int team_size = 0;
+  /// As EmbeddingOptions::scatter_items.
+  int scatter_items = 0;
 };
 
 }  // namespace kloss
@@ -322,7 +337,7 @@ BadIndex embedding_scatter(const ExecSpace& exec, const Tensor<const T, typename
                            const Tensor<const I, typename ExecSpace::memory_space>& input,
                            const Tensor<T, typename ExecSpace::memory_space>& grad_weight, std::int64_t row_begin,
                            std::int64_t num_embeddings, std::int64_t padding_idx, bool scale_grad_by_freq,
-                           bool deterministic, int team_size);
+                           bool deterministic, int team_size, int scatter_items);
 
 template <class ExecSpace, class T, class I>
 void embedding_renorm(const ExecSpace& exec, const std::string& op,
@@ -498,14 +513,13 @@ void sorted_sources(const ExecSpace& exec, const std::string& op,
       });
 }
 
-/// The fast backward's kernel: position p adds scale(p) (/ count) *
-/// grad_output[src(p), :] into acc row row(p); atomically when Atomic.
-template <bool Atomic, class ExecSpace, class T, class AccView, class GView, class CountView, class RowOf, class Src,
-          class Scale>
+/// The device backward's kernel: position p atomically adds scale(p)
+/// (/ count) * grad_output[src(p), :] into acc row row(p).
+template <class ExecSpace, class AccView, class GView, class CountView, class RowOf, class Src, class Scale>
 void scatter_add_kernel(const ExecSpace& exec, const std::string& op, std::int64_t n, std::int64_t D, int team_size,
                         const AccView& acc, const GView& g, const CountView& counts, bool scale_grad_by_freq,
                         const RowOf& row_of, const Src& src_of, const Scale& scale_of) {
-  using A = acc_t<T>;
+  using A = typename AccView::non_const_value_type;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const std::int64_t per_team = tuning::embedding_rows_per_team;
   Kokkos::parallel_for(
@@ -521,13 +535,82 @@ void scatter_add_kernel(const ExecSpace& exec, const std::string& op, std::int64
           if (scale_grad_by_freq) sc /= static_cast<A>(counts(r));
           A* dst = &acc(r * D);
           const auto* gsrc = &g(src * D);
-          Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D), [&](const std::int64_t d) {
-            if constexpr (Atomic) {
-              Kokkos::atomic_add(dst + d, sc * to_acc(gsrc[d]));
-            } else {
-              dst[d] += sc * to_acc(gsrc[d]);
-            }
-          });
+          Kokkos::parallel_for(Kokkos::TeamVectorRange(m, D),
+                               [&](const std::int64_t d) { Kokkos::atomic_add(dst + d, sc * to_acc(gsrc[d])); });
+        }
+      });
+}
+
+/// The cut of an owner-computes scatter: row blocks x feature blocks.
+struct OwnerBlocks {
+  std::int64_t rows = 1, cols = 1;
+};
+
+/// `items` work items over a rows x D gradient: feature blocks first (no
+/// block narrower than tuning::embedding_owner_min_features, so the inner
+/// loop stays vectorised), the rest of the items as row blocks.
+inline OwnerBlocks owner_blocks(int items, std::int64_t D) {
+  OwnerBlocks b;
+  const std::int64_t k = items > 0 ? items : 1;
+  const std::int64_t wide = D / tuning::embedding_owner_min_features;
+  b.cols = wide < 1 ? 1 : (wide < k ? wide : k);
+  b.rows = (k + b.cols - 1) / b.cols;
+  return b;
+}
+
+/// Feature j's first element in a cut of D into `cols` blocks; boundaries
+/// are multiples of 16 elements (a 64-byte line of floats), so two items
+/// never write into one cache line of a row.
+KOKKOS_INLINE_FUNCTION std::int64_t owner_col_begin(std::int64_t D, std::int64_t cols, std::int64_t j) {
+  const std::int64_t units = (D + 15) / 16;
+  const std::int64_t d = 16 * (units * j / cols);
+  return d < D ? d : D;
+}
+
+/// The host backward's kernel (owner computes): work item (i, j) owns rows
+/// [rows * i / R, rows * (i + 1) / R) and features block j; it reads every
+/// position and adds scale(p) (/ count) * grad_output[src(p), block j] of
+/// the positions of its rows, in position order, with plain adds. No two
+/// items write the same cache line, so there are no atomics and no sharing;
+/// each element's sum is the same for any cut. Every item reads the n
+/// indices: n * R index reads against n * D adds.
+template <class ExecSpace, class T, class AccView, class GView, class CountView, class RowOf, class Src, class Scale>
+void scatter_owner_kernel(const ExecSpace& exec, const std::string& op, std::int64_t n, std::int64_t rows,
+                          std::int64_t D, int items, const AccView& acc, const GView& g, const CountView& counts,
+                          bool scale_grad_by_freq, const RowOf& row_of, const Src& src_of, const Scale& scale_of) {
+  using A = acc_t<T>;
+  const OwnerBlocks b = owner_blocks(items, D);
+  const std::int64_t R = b.rows, J = b.cols;
+  if (scale_grad_by_freq) {
+    // Counts by the same row blocks (plain increments, no atomics).
+    Kokkos::parallel_for(
+        "kloss::" + op + "::count_rows_owner",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, R),
+        KOKKOS_LAMBDA(const std::int64_t i) {
+          const std::int64_t r0 = rows * i / R, r1 = rows * (i + 1) / R;
+          for (std::int64_t p = 0; p < n; ++p) {
+            const std::int64_t r = row_of(p);
+            if (r >= r0 && r < r1) counts(r) += 1;
+          }
+        });
+  }
+  Kokkos::parallel_for(
+      "kloss::" + op + "::backward_owner",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, R * J),
+      KOKKOS_LAMBDA(const std::int64_t item) {
+        const std::int64_t i = item / J, j = item % J;
+        const std::int64_t r0 = rows * i / R, r1 = rows * (i + 1) / R;
+        const std::int64_t d0 = owner_col_begin(D, J, j), d1 = owner_col_begin(D, J, j + 1);
+        for (std::int64_t p = 0; p < n; ++p) {
+          const std::int64_t r = row_of(p);
+          if (r < r0 || r >= r1) continue;
+          const std::int64_t src = src_of(p);
+          if (src < 0) continue;
+          A sc = scale_of(p);
+          if (scale_grad_by_freq) sc /= static_cast<A>(counts(r));
+          A* dst = &acc(r * D);
+          const auto* gsrc = &g(src * D);
+          for (std::int64_t d = d0; d < d1; ++d) dst[d] += sc * to_acc(gsrc[d]);
         }
       });
 }
@@ -541,7 +624,8 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
                       const Tensor<const I, typename ExecSpace::memory_space>& input,
                       const Tensor<T, typename ExecSpace::memory_space>& grad_weight, std::int64_t row_begin,
                       std::int64_t num_embeddings, std::int64_t padding_idx, bool scale_grad_by_freq,
-                      bool deterministic, int team_size, const Src& src_of, const Scale& scale_of) {
+                      bool deterministic, int team_size, int scatter_items, const Src& src_of,
+                      const Scale& scale_of) {
   using Mem = typename ExecSpace::memory_space;
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
@@ -624,22 +708,22 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
   }
   Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> acc(accp, rows * D);
   Kokkos::View<std::int64_t*, Mem> counts;
-  if (scale_grad_by_freq) {
-    counts = Kokkos::View<std::int64_t*, Mem>("kloss::" + op + "::counts", rows);
-    Kokkos::parallel_for(
-        "kloss::" + op + "::count_rows", Range(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t p) {
-          const std::int64_t r = row_of(p);
-          if (r >= 0) Kokkos::atomic_add(&counts(r), std::int64_t(1));
-        });
+  if (scale_grad_by_freq) counts = Kokkos::View<std::int64_t*, Mem>("kloss::" + op + "::counts", rows);
+  const bool owner = scatter_items > 0 || (scatter_items == 0 && is_host_space_v<ExecSpace>);
+  if (owner) {
+    const int items = scatter_items > 0 ? scatter_items : concurrency(exec);
+    scatter_owner_kernel<ExecSpace, T>(exec, op, n, rows, D, items, acc, g, counts, scale_grad_by_freq, row_of,
+                                       src_of, scale_of);
+  } else {
+    if (scale_grad_by_freq) {
+      Kokkos::parallel_for(
+          "kloss::" + op + "::count_rows", Range(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t p) {
+            const std::int64_t r = row_of(p);
+            if (r >= 0) Kokkos::atomic_add(&counts(r), std::int64_t(1));
+          });
+    }
+    scatter_add_kernel(exec, op, n, D, team_size, acc, g, counts, scale_grad_by_freq, row_of, src_of, scale_of);
   }
-  // One thread of execution (Serial, or a 1-thread host space) has no
-  // races: plain adds, which the compiler vectorises, instead of atomics.
-  if (concurrency(exec) > 1)
-    scatter_add_kernel<true, ExecSpace, T>(exec, op, n, D, team_size, acc, g, counts, scale_grad_by_freq, row_of,
-                                           src_of, scale_of);
-  else
-    scatter_add_kernel<false, ExecSpace, T>(exec, op, n, D, team_size, acc, g, counts, scale_grad_by_freq, row_of,
-                                            src_of, scale_of);
   if constexpr (!direct) {
     Kokkos::parallel_for(
         "kloss::" + op + "::grad_cast", Range(exec, 0, rows * D),
@@ -653,13 +737,13 @@ BadIndex embedding_scatter(const ExecSpace& exec, const Tensor<const T, typename
                            const Tensor<const I, typename ExecSpace::memory_space>& input,
                            const Tensor<T, typename ExecSpace::memory_space>& grad_weight, std::int64_t row_begin,
                            std::int64_t num_embeddings, std::int64_t padding_idx, bool scale_grad_by_freq,
-                           bool deterministic, int team_size) {
+                           bool deterministic, int team_size, int scatter_items) {
   using A = acc_t<T>;
   auto src = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t { return p; };
   auto one = KOKKOS_LAMBDA(const std::int64_t)->A { return A(1); };
   return scatter_rows<ExecSpace, T, I>(exec, "embedding_backward", grad_output, input, grad_weight, row_begin,
-                                       num_embeddings, padding_idx, scale_grad_by_freq, deterministic, team_size, src,
-                                       one);
+                                       num_embeddings, padding_idx, scale_grad_by_freq, deterministic, team_size,
+                                       scatter_items, src, one);
 }
 
 /// Shape checks of embedding_backward: grad_output = input shape + [D].
@@ -684,7 +768,7 @@ void embedding_backward(const ExecSpace& exec, const Tensor<const T, typename Ex
   check_embedding_grad_output(op, grad_output, input, D);
   ProfilingRegion region("kloss::" + op);
   embedding_scatter<ExecSpace, T, I>(exec, grad_output, input, grad_weight, 0, V, pad, opts.scale_grad_by_freq,
-                                     opts.deterministic, opts.team_size)
+                                     opts.deterministic, opts.team_size, opts.scatter_items)
       .throw_if_any(op, "input", concat("[0, ", V, ")"));
 }
 
@@ -1129,7 +1213,7 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
     auto src = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t { return bag_of(p); };
     auto scale = KOKKOS_LAMBDA(const std::int64_t p)->A { return has_psw ? to_acc(psw(p)) : bag_scale(bag_of(p)); };
     scatter_rows<ExecSpace, T, I>(exec, op, grad_output, input, grad_weight, 0, V, pad, opts.scale_grad_by_freq,
-                                  opts.deterministic, opts.team_size, src, scale)
+                                  opts.deterministic, opts.team_size, opts.scatter_items, src, scale)
         .throw_if_any(op, "input", concat("[0, ", V, ")"));
     return;
   }
@@ -1170,11 +1254,15 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
     accp = scratch.data();
   }
   Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> acc(accp, V * D);
-  if (opts.deterministic) {
-    // Element (r, d) receives grad_output[b, d] from the bags b with
-    // max_indices[b, d] = r. One thread owns each chunk of features and
-    // walks the bags in ascending order: every element is a sequential sum
-    // in bag order, with no sort and no race, whatever the team size.
+  // Deterministic, and the host default (owner computes, as scatter_rows):
+  // element (r, d) receives grad_output[b, d] from the bags b with
+  // max_indices[b, d] = r. One thread owns each chunk of features and walks
+  // the bags in ascending order: every element is a sequential sum in bag
+  // order, with no sort, no race and no atomics, whatever the thread count.
+  // Device spaces (or scatter_items = -1) add atomically, one element each.
+  const bool by_feature =
+      opts.deterministic || opts.scatter_items > 0 || (opts.scatter_items == 0 && is_host_space_v<ExecSpace>);
+  if (by_feature) {
     constexpr int C = tuning::embedding_chunk;
     const std::int64_t chunks = (D + C - 1) / C;
     Kokkos::parallel_for(
@@ -1188,15 +1276,10 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
             }
         });
   } else {
-    const bool racy = concurrency(exec) > 1;  // one thread of execution: plain adds
     Kokkos::parallel_for(
         "kloss::" + op + "::max_atomic", Range(exec, 0, B * D), KOKKOS_LAMBDA(const std::int64_t i) {
           const std::int64_t r = static_cast<std::int64_t>(mi(i));
-          if (r < 0) return;
-          if (racy)
-            Kokkos::atomic_add(&acc(r * D + i % D), to_acc(g(i)));
-          else
-            acc(r * D + i % D) += to_acc(g(i));
+          if (r >= 0) Kokkos::atomic_add(&acc(r * D + i % D), to_acc(g(i)));
         });
   }
   if constexpr (!direct) {

@@ -825,7 +825,7 @@ void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& 
   // are skipped by the scatter.
   const kloss::impl::BadIndex bad = kloss::impl::embedding_scatter<ExecSpace, T, I>(
       exec, grad_output, input, grad_weight, range.begin, range.total, pad, opts.scale_grad_by_freq,
-      opts.deterministic, opts.team_size);
+      opts.deterministic, opts.team_size, opts.scatter_items);
   bad.throw_if_any(op, "input", kloss::impl::concat("[0, ", range.total, ") (the whole table)"));
 }
 

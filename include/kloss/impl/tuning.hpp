@@ -82,8 +82,14 @@ inline constexpr int ce_team_size_device = 8;
 /// row). With ce_team_size_device rows a team is 8 warps (256 threads).
 /// Chosen, not measured on a device (none here).
 inline constexpr int ce_row_slices_device = 32;
+/// With fewer rows than workers (host threads; device warps, concurrency
+/// / 32), cross_entropy splits each row into contiguous class segments run
+/// by different teams (a second kernel merges the forward's partials); a
+/// segment keeps at least this many classes, so the merge and the extra
+/// launch stay small against the segment's read. Chosen, not measured.
+inline constexpr std::int64_t ce_split_min_classes = 8192;
 /// Kernels that still give a device thread a whole row (probability
-/// targets, nll_loss's backward): single-lane teams of this many threads.
+/// targets): single-lane teams of this many threads.
 /// Chosen, not measured on a device.
 inline constexpr int ce_team_size_device_whole_rows = 64;
 /// Elements (rows x C) per team: small vocabularies pack many rows into one
@@ -130,6 +136,10 @@ inline constexpr int ctc_host_chunk = 64;
 /// is little work. Measured 2026-11-22, 2-core EPYC, Serial, (50257, 768):
 /// 1 vs 8 vs 32 rows per team within noise for D = 768; 8 kept for D = 64.
 inline constexpr std::int64_t embedding_rows_per_team = 8;
+/// Host embedding backward (owner computes): the narrowest feature block a
+/// work item gets before the rows are cut instead (4 AVX-512 registers of
+/// floats, so the per-position add stays a full vector loop). Chosen.
+inline constexpr std::int64_t embedding_owner_min_features = 64;
 /// Vector lanes per team thread (the embedding dimension runs across
 /// them); 0 = Kokkos::AUTO (1 on CPU backends, the backend's choice on
 /// GPUs). Not measured on a GPU.
