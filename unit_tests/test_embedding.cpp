@@ -411,7 +411,7 @@ TEST(EmbeddingOwnerScatter, PositionOrderSumForEveryCut) {
   for (std::int64_t p = 0; p < n; ++p)
     for (std::int64_t d = 0; d < D; ++d) want[idx[p] * D + d] += static_cast<float>(gh[p * D + d]);
   for (int items : {1, 2, 3, 4, 5, 8}) {
-    const auto cut = kloss::impl::owner_blocks(items, D);
+    const auto cut = kloss::impl::owner_blocks(items, V, D);
     EXPECT_GE(cut.rows * cut.cols, items) << items;
     kloss::EmbeddingOptions o;
     o.scatter_items = items;

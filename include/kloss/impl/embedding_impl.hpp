@@ -546,12 +546,18 @@ struct OwnerBlocks {
   std::int64_t rows = 1, cols = 1;
 };
 
-/// `items` work items over a rows x D gradient: feature blocks first (no
-/// block narrower than tuning::embedding_owner_min_features, so the inner
-/// loop stays vectorised), the rest of the items as row blocks.
-inline OwnerBlocks owner_blocks(int items, std::int64_t D) {
+/// `items` work items over a rows x D gradient: row blocks alone while each
+/// keeps at least tuning::embedding_owner_min_rows rows (an item then reads
+/// whole upstream rows, each by one thread); for smaller tables, feature
+/// blocks (none narrower than tuning::embedding_owner_min_features, so the
+/// inner loop stays vectorised) and the rest of the items as row blocks.
+inline OwnerBlocks owner_blocks(int items, std::int64_t rows, std::int64_t D) {
   OwnerBlocks b;
   const std::int64_t k = items > 0 ? items : 1;
+  if (rows >= k * tuning::embedding_owner_min_rows) {
+    b.rows = k;
+    return b;
+  }
   const std::int64_t wide = D / tuning::embedding_owner_min_features;
   b.cols = wide < 1 ? 1 : (wide < k ? wide : k);
   b.rows = (k + b.cols - 1) / b.cols;
@@ -579,7 +585,7 @@ void scatter_owner_kernel(const ExecSpace& exec, const std::string& op, std::int
                           std::int64_t D, int items, const AccView& acc, const GView& g, const CountView& counts,
                           bool scale_grad_by_freq, const RowOf& row_of, const Src& src_of, const Scale& scale_of) {
   using A = acc_t<T>;
-  const OwnerBlocks b = owner_blocks(items, D);
+  const OwnerBlocks b = owner_blocks(items, rows, D);
   const std::int64_t R = b.rows, J = b.cols;
   if (scale_grad_by_freq) {
     // Counts by the same row blocks (plain increments, no atomics).
