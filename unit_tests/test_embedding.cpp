@@ -346,6 +346,18 @@ TYPED_TEST(Embedding, SparseGradientEqualsDenseRows) {
   }
 }
 
+namespace {
+/// The dense float gradient of an embedding backward with every element a
+/// float sum over its row's positions in ascending order (no scaling).
+std::vector<float> position_order_sums(const std::vector<std::int64_t>& idx, const std::vector<double>& grad_output,
+                                       std::int64_t V, std::int64_t D) {
+  std::vector<float> sums(V * D, 0.0f);
+  for (std::size_t p = 0; p < idx.size(); ++p)
+    for (std::int64_t d = 0; d < D; ++d) sums[idx[p] * D + d] += static_cast<float>(grad_output[p * D + d]);
+  return sums;
+}
+}  // namespace
+
 TEST(EmbeddingDeterminism, BitwiseEqualOverRunsTeamSizesAndDecompositions) {
   Exec exec;
   // Many repeats of few rows: the sums are long and order-sensitive.
@@ -354,12 +366,9 @@ TEST(EmbeddingDeterminism, BitwiseEqualOverRunsTeamSizesAndDecompositions) {
   const auto go = random_values(n * D, -1, 1, 22);
   auto in = index_view<std::int64_t>("in", idx);
   auto g = make_view<float**>("go", go, {std::size_t(n), std::size_t(D)});
-  auto gh = to_doubles(g);
   // The defined order: each element a float sum over its row's positions in
-  // ascending order, then * 1/count.
-  std::vector<float> want(V * D, 0.0f);
-  for (std::int64_t p = 0; p < n; ++p)
-    for (std::int64_t d = 0; d < D; ++d) want[idx[p] * D + d] += static_cast<float>(gh[p * D + d]);
+  // ascending order.
+  const std::vector<float> want = position_order_sums(idx, to_doubles(g), V, D);
   kloss::EmbeddingOptions o;
   o.deterministic = true;
   Kokkos::TeamPolicy<Exec> probe(1, Kokkos::AUTO);
@@ -406,10 +415,7 @@ TEST(EmbeddingOwnerScatter, PositionOrderSumForEveryCut) {
   const auto go = random_values(n * D, -1, 1, 24);
   auto in = index_view<std::int32_t>("in", idx);
   auto g = make_view<float**>("go", go, {std::size_t(n), std::size_t(D)});
-  const auto gh = to_doubles(g);
-  std::vector<float> want(V * D, 0.0f);
-  for (std::int64_t p = 0; p < n; ++p)
-    for (std::int64_t d = 0; d < D; ++d) want[idx[p] * D + d] += static_cast<float>(gh[p * D + d]);
+  const std::vector<float> want = position_order_sums(idx, to_doubles(g), V, D);
   for (int items : {1, 2, 3, 4, 5, 8}) {
     const auto cut = kloss::impl::owner_blocks(items, V, D);
     EXPECT_GE(cut.rows * cut.cols, items) << items;
