@@ -541,6 +541,14 @@ void scatter_add_kernel(const ExecSpace& exec, const std::string& op, std::int64
       });
 }
 
+/// Whether the non-deterministic backward scatters by owner computes (plain
+/// adds, see scatter_owner_kernel) rather than atomic adds: the host default,
+/// or forced by EmbeddingOptions::scatter_items (> 0 owner, -1 atomic).
+template <class ExecSpace>
+bool owner_scatter(int scatter_items) {
+  return scatter_items > 0 || (scatter_items == 0 && is_host_space_v<ExecSpace>);
+}
+
 /// The cut of an owner-computes scatter: row blocks x feature blocks.
 struct OwnerBlocks {
   std::int64_t rows = 1, cols = 1;
@@ -715,8 +723,7 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
   Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> acc(accp, rows * D);
   Kokkos::View<std::int64_t*, Mem> counts;
   if (scale_grad_by_freq) counts = Kokkos::View<std::int64_t*, Mem>("kloss::" + op + "::counts", rows);
-  const bool owner = scatter_items > 0 || (scatter_items == 0 && is_host_space_v<ExecSpace>);
-  if (owner) {
+  if (owner_scatter<ExecSpace>(scatter_items)) {
     const int items = scatter_items > 0 ? scatter_items : concurrency(exec);
     scatter_owner_kernel<ExecSpace, T>(exec, op, n, rows, D, items, acc, g, counts, scale_grad_by_freq, row_of,
                                        src_of, scale_of);
@@ -1266,9 +1273,7 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
   // the bags in ascending order: every element is a sequential sum in bag
   // order, with no sort, no race and no atomics, whatever the thread count.
   // Device spaces (or scatter_items = -1) add atomically, one element each.
-  const bool by_feature =
-      opts.deterministic || opts.scatter_items > 0 || (opts.scatter_items == 0 && is_host_space_v<ExecSpace>);
-  if (by_feature) {
+  if (opts.deterministic || owner_scatter<ExecSpace>(opts.scatter_items)) {
     constexpr int C = tuning::embedding_chunk;
     const std::int64_t chunks = (D + C - 1) / C;
     Kokkos::parallel_for(
