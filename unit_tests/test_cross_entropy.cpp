@@ -1,7 +1,8 @@
 // cross_entropy and nll_loss: hand-checked values, random odd sizes against
-// a float64 reference written here, finite-difference gradients (z_loss and
+// the float64 reference (reference.hpp), finite-difference gradients (z_loss and
 // softcap included), in-place backward, K-dimensional input, probability
 // targets, extreme logits, every error path, the runtime-typed API.
+#include "reference.hpp"
 #include "test_utils.hpp"
 
 #include <kloss/cross_entropy.hpp>
@@ -15,94 +16,18 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-/// A problem: input [N, C, inner...] flattened (inner = prod(d)), targets
-/// (class indices, one per row, row r = n * inner + m) or probabilities
-/// (input-shaped), optional weight [C].
-struct Problem {
-  std::int64_t N = 0, C = 0, inner = 1;
-  std::vector<std::size_t> shape;  // torch shape of input
-  std::vector<double> x;
-  std::vector<std::int64_t> t;     // class indices
-  std::vector<double> p;           // probabilities (when probs)
-  std::vector<double> w;           // empty: no weight
-  bool probs = false;
-  std::int64_t rows() const { return N * inner; }
-  std::vector<std::size_t> row_shape() const {
-    std::vector<std::size_t> s{shape[0]};
-    for (std::size_t i = 2; i < shape.size(); ++i) s.push_back(shape[i]);
-    return s;
-  }
-  double& at(std::vector<double>& v, std::int64_t r, std::int64_t c) const {
-    const std::int64_t n = r / inner, m = r % inner;
-    return v[static_cast<std::size_t>(n * C * inner + c * inner + m)];
-  }
-};
-
-/// float64 reference of torch's cross_entropy (label smoothing as torch
-/// 1.13 computes it) plus the z_loss / softcap extensions: per-row losses,
-/// the reduced value, and the reduction's denominator.
-struct RefResult {
-  std::vector<double> rows;
-  double reduced = 0, denom = 0;
-};
+/// A problem (reference.hpp): input [N, C, inner...] flattened, class
+/// indices or probabilities, optional weight [C].
+using Problem = kloss_ref::CeProblem;
+using RefResult = kloss_ref::CeResult;
 
 RefResult ref_cross_entropy(const Problem& P, const std::vector<double>& x, const kloss::CrossEntropyOptions& o) {
-  RefResult R;
-  R.rows.assign(static_cast<std::size_t>(P.rows()), 0.0);
-  const double eps = o.label_smoothing;
-  double wall = 0;
-  for (std::int64_t c = 0; c < P.C; ++c) wall += P.w.empty() ? 1.0 : P.w[c];
-  double sum = 0;
-  auto& xm = const_cast<std::vector<double>&>(x);
-  for (std::int64_t r = 0; r < P.rows(); ++r) {
-    std::vector<double> z(static_cast<std::size_t>(P.C));
-    double mx = -kInf;
-    for (std::int64_t c = 0; c < P.C; ++c) {
-      const double v = P.at(xm, r, c);
-      z[c] = o.softcap > 0 ? o.softcap * std::tanh(v / o.softcap) : v;
-      mx = std::max(mx, z[c]);
-    }
-    double s = 0;
-    for (double zc : z) s += std::exp(zc - mx);
-    const double lse = mx + std::log(s);
-    double loss = 0;
-    if (P.probs) {
-      auto& pm = const_cast<std::vector<double>&>(P.p);
-      for (std::int64_t c = 0; c < P.C; ++c) {
-        const double wp = (P.w.empty() ? 1.0 : P.w[c]) * ((1 - eps) * P.at(pm, r, c) + eps / P.C);
-        if (wp != 0) loss += wp * (lse - z[c]);
-      }
-      loss += o.z_loss * lse * lse;
-      R.denom += 1;
-    } else {
-      const std::int64_t t = P.t[r];
-      if (t == o.ignore_index) continue;
-      const double wt = P.w.empty() ? 1.0 : P.w[t];
-      loss = (1 - eps) * wt * (lse - z[t]) + o.z_loss * lse * lse;
-      if (eps > 0) {
-        double sm = 0;
-        for (std::int64_t c = 0; c < P.C; ++c) sm += (P.w.empty() ? 1.0 : P.w[c]) * (lse - z[c]);
-        loss += eps / P.C * sm;
-      }
-      R.denom += wt;
-    }
-    R.rows[r] = loss;
-    sum += loss;
-  }
-  (void)wall;
-  R.reduced = o.reduction == Reduction::mean ? sum / R.denom : sum;
-  return R;
+  return kloss_ref::cross_entropy(P, x, o);
 }
 
-/// The reference loss contracted with an upstream gradient (what the
-/// backward differentiates).
 double ref_contracted(const Problem& P, const std::vector<double>& x, const kloss::CrossEntropyOptions& o,
                       const std::vector<double>& go) {
-  const RefResult R = ref_cross_entropy(P, x, o);
-  if (o.reduction != Reduction::none) return go[0] * R.reduced;
-  double s = 0;
-  for (std::size_t i = 0; i < R.rows.size(); ++i) s += go[i] * R.rows[i];
-  return s;
+  return kloss_ref::cross_entropy_contracted(P, x, o, go);
 }
 
 struct KlossResult {

@@ -5,6 +5,7 @@
 // unbatched), the runtime-typed API, and every error path.
 #include <kloss/ctc.hpp>
 
+#include "reference.hpp"
 #include "test_utils.hpp"
 
 #include <algorithm>
@@ -66,51 +67,11 @@ std::vector<std::int64_t> random_labels(std::size_t n, std::int64_t C, std::int6
   return l;
 }
 
-// --- serial float64 reference, straight from Graves et al. (log space) ------
-double lse(double a, double b) {
-  if (a == -inf) return b;
-  if (b == -inf) return a;
-  const double m = std::max(a, b);
-  return m + std::log(std::exp(a - m) + std::exp(b - m));
-}
-
-/// -log p(labels | lp) of sequence b, over its first Tb frames.
-double ref_nll(const Case& c, const std::vector<double>& lp, std::int64_t b) {
-  const auto& l = c.labels[static_cast<std::size_t>(b)];
-  const std::int64_t Tb = c.il[static_cast<std::size_t>(b)], L = static_cast<std::int64_t>(l.size()), W = 2 * L + 1;
-  if (Tb == 0) return L == 0 ? 0 : inf;
-  auto y = [&](std::int64_t t, std::int64_t cls) { return lp[static_cast<std::size_t>((t * c.N + b) * c.C + cls)]; };
-  auto ext = [&](std::int64_t s) { return s % 2 == 0 ? c.opts.blank : l[static_cast<std::size_t>(s / 2)]; };
-  std::vector<double> a(static_cast<std::size_t>(W), -inf), n(a);
-  a[0] = y(0, ext(0));
-  if (W > 1) a[1] = y(0, ext(1));
-  for (std::int64_t t = 1; t < Tb; ++t) {
-    for (std::int64_t s = 0; s < W; ++s) {
-      double v = a[s];
-      if (s >= 1) v = lse(v, a[s - 1]);
-      if (s >= 2 && ext(s) != ext(s - 2)) v = lse(v, a[s - 2]);
-      n[s] = v == -inf ? -inf : v + y(t, ext(s));
-    }
-    a.swap(n);
-  }
-  const double ll = L == 0 ? a[0] : lse(a[W - 1], a[W - 2]);
-  return -ll;
-}
+// --- the float64 reference (reference.hpp: Graves et al., log space) -------
 
 /// The reduced (or per-sequence) reference output of the case on `lp`.
 std::vector<double> ref_forward(const Case& c, const std::vector<double>& lp) {
-  std::vector<double> per(static_cast<std::size_t>(c.N));
-  for (std::int64_t b = 0; b < c.N; ++b) {
-    double v = ref_nll(c, lp, b);
-    if (c.opts.zero_infinity && v == inf) v = 0;
-    per[b] = v;
-  }
-  if (c.opts.reduction == Reduction::none) return per;
-  double s = 0;
-  for (std::int64_t b = 0; b < c.N; ++b)
-    s += c.opts.reduction == Reduction::mean ? per[b] / std::max<std::int64_t>(c.labels[b].size(), 1) : per[b];
-  if (c.opts.reduction == Reduction::mean) s = c.N > 0 ? s / c.N : std::nan("");
-  return {s};
+  return kloss_ref::ctc_forward(c.N, c.C, lp, c.labels, c.il, c.opts.blank, c.opts.reduction, c.opts.zero_infinity);
 }
 
 /// sum_i gout_i * out_i: the scalar whose gradient the backward returns.

@@ -6,6 +6,7 @@
 #include <kloss/embedding.hpp>
 #include <limits>
 
+#include "reference.hpp"
 #include "test_utils.hpp"
 
 using namespace kloss_test;
@@ -51,90 +52,12 @@ std::vector<std::int64_t> random_indices(std::size_t n, std::int64_t V, unsigned
   return out;
 }
 
-// --- float64 serial reference ----------------------------------------------
-
-struct RefEmbedding {
-  std::vector<double> out, grad_weight;
-};
-
-/// embedding forward and dense backward (no max_norm).
-RefEmbedding ref_embedding(const std::vector<std::int64_t>& idx, const std::vector<double>& w, std::int64_t V,
-                           std::int64_t D, const std::vector<double>& go, std::int64_t pad, bool freq) {
-  RefEmbedding r;
-  const std::size_t n = idx.size();
-  r.out.resize(n * D);
-  r.grad_weight.assign(V * D, 0.0);
-  std::vector<double> count(V, 0.0);
-  for (auto i : idx) count[i] += 1;
-  for (std::size_t p = 0; p < n; ++p)
-    for (std::int64_t d = 0; d < D; ++d) {
-      r.out[p * D + d] = w[idx[p] * D + d];
-      if (idx[p] != pad) r.grad_weight[idx[p] * D + d] += go[p * D + d] / (freq ? count[idx[p]] : 1.0);
-    }
-  return r;
-}
-
-struct BagSpec {
-  std::vector<std::int64_t> idx;
-  std::vector<std::int64_t> offsets;  // empty for 2-D
-  std::int64_t fixed = -1;            // bag size for 2-D input
-  bool include_last_offset = false;
-  std::int64_t num_bags() const {
-    if (fixed >= 0) return fixed > 0 ? static_cast<std::int64_t>(idx.size()) / fixed : 0;
-    return include_last_offset ? static_cast<std::int64_t>(offsets.size()) - 1
-                               : static_cast<std::int64_t>(offsets.size());
-  }
-  std::int64_t begin(std::int64_t b) const { return fixed >= 0 ? b * fixed : offsets[b]; }
-  std::int64_t end(std::int64_t b) const {
-    if (fixed >= 0) return (b + 1) * fixed;
-    if (include_last_offset || b + 1 < static_cast<std::int64_t>(offsets.size())) return offsets[b + 1];
-    return static_cast<std::int64_t>(idx.size());
-  }
-};
-
-struct RefBag {
-  std::vector<double> out, grad_weight, grad_psw;
-  std::vector<std::int64_t> max_indices;
-};
-
-RefBag ref_bag(const BagSpec& s, std::int64_t B, const std::vector<double>& w, std::int64_t V, std::int64_t D,
-               EmbeddingBagMode mode, const std::vector<double>* psw, std::int64_t pad, bool freq,
-               const std::vector<double>& go) {
-  RefBag r;
-  r.out.assign(B * D, 0.0);
-  r.max_indices.assign(B * D, -1);
-  r.grad_weight.assign(V * D, 0.0);
-  r.grad_psw.assign(s.idx.size(), 0.0);
-  std::vector<double> count(V, 0.0);
-  for (auto i : s.idx) count[i] += 1;
-  for (std::int64_t b = 0; b < B; ++b) {
-    std::int64_t c = 0;
-    for (std::int64_t e = s.begin(b); e < s.end(b); ++e) c += s.idx[e] != pad;
-    for (std::int64_t e = s.begin(b); e < s.end(b); ++e) {
-      const std::int64_t row = s.idx[e];
-      if (row == pad) continue;
-      const double pw = psw ? (*psw)[e] : 1.0;
-      for (std::int64_t d = 0; d < D; ++d) {
-        const double v = w[row * D + d];
-        if (mode == EmbeddingBagMode::max) {
-          if (r.max_indices[b * D + d] < 0 || v > r.out[b * D + d]) {
-            r.out[b * D + d] = v;
-            r.max_indices[b * D + d] = row;
-          }
-        } else {
-          r.out[b * D + d] += pw * v / (mode == EmbeddingBagMode::mean ? c : 1);
-          r.grad_weight[row * D + d] +=
-              pw * go[b * D + d] / (mode == EmbeddingBagMode::mean ? c : 1) / (freq ? count[row] : 1.0);
-          r.grad_psw[e] += go[b * D + d] * v;
-        }
-      }
-    }
-    if (mode == EmbeddingBagMode::max)
-      for (std::int64_t d = 0; d < D; ++d)
-        if (r.max_indices[b * D + d] >= 0) r.grad_weight[r.max_indices[b * D + d] * D + d] += go[b * D + d];
-  }
-  return r;
-}
+// --- the float64 serial reference (reference.hpp) -----------------------------
+using kloss_ref::BagSpec;
+using kloss_ref::ref_bag;
+using kloss_ref::ref_embedding;
+using kloss_ref::RefBag;
+using kloss_ref::RefEmbedding;
 
 /// Runs kloss's embedding_bag forward + backward on the spec.
 template <class T, class I>

@@ -1,38 +1,32 @@
 // Margin and embedding losses: hand-checked values for every reduction,
 // finite-difference gradients of every differentiable input, odd sizes
-// against a float64 reference written here, unbatched forms, every error
+// against the float64 references, unbatched forms, every error
 // path with its message. Typed over the four dtypes (and int32/int64 where
-// targets are class indices). torch's own values: data/golden/margin.h5.
+// targets are class indices). The float64 references are reference.hpp's;
+// torch's own values: data/golden/margin.h5.
 #include <algorithm>
 #include <kloss/margin.hpp>
 #include <limits>
 
+#include "reference.hpp"
 #include "test_utils.hpp"
 
 using namespace kloss_test;
 using kloss::Reduction;
-using Vec = std::vector<double>;
+using kloss_ref::contract;
+using kloss_ref::cosine_ref;
+using kloss_ref::hinge_ref;
+using kloss_ref::multi_margin_ref;
+using kloss_ref::multilabel_margin_ref;
+using kloss_ref::ranking_ref;
+using kloss_ref::reduce;
+using kloss_ref::soft_margin_ref;
+using kloss_ref::triplet_ref;
+using kloss_ref::Vec;
 
 namespace {
 
 const Reduction all_reductions[] = {Reduction::none, Reduction::mean, Reduction::sum};
-
-/// torch's reduction of per-element / per-row losses.
-Vec reduce(const Vec& losses, Reduction r) {
-  if (r == Reduction::none) return losses;
-  double s = 0;
-  for (double v : losses) s += v;
-  if (r == Reduction::mean) s = losses.empty() ? std::numeric_limits<double>::quiet_NaN() : s / losses.size();
-  return {s};
-}
-
-/// sum_i go_i * reduce(losses)_i: the scalar whose gradient the backward gives.
-double contract(const Vec& losses, const Vec& go, Reduction r) {
-  const Vec red = reduce(losses, r);
-  double s = 0;
-  for (std::size_t i = 0; i < red.size(); ++i) s += go[i] * red[i];
-  return s;
-}
 
 /// Finite differences of contract(loss_fn(inputs)) w.r.t. inputs[k].
 Vec fd_of(const std::function<Vec(const std::vector<Vec>&)>& loss_fn, std::vector<Vec> inputs, std::size_t k,
@@ -74,108 +68,6 @@ Vec signs(std::size_t n, unsigned seed) {
   Vec v = random_values(n, -1, 1, seed);
   for (auto& x : v) x = x < 0 ? -1.0 : 1.0;
   return v;
-}
-
-// --- float64 references (torch 1.13's formulas) ------------------------------
-
-Vec hinge_ref(const Vec& x, const Vec& t, double margin) {
-  Vec l(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) l[i] = t[i] == 1 ? x[i] : std::max(0.0, margin - x[i]);
-  return l;
-}
-
-Vec ranking_ref(const Vec& x1, const Vec& x2, const Vec& t, double margin) {
-  Vec l(x1.size());
-  for (std::size_t i = 0; i < x1.size(); ++i) l[i] = std::max(0.0, -t[i] * (x1[i] - x2[i]) + margin);
-  return l;
-}
-
-double pnorm(const Vec& x, const Vec& y, std::size_t off, std::size_t D, double p, double eps) {
-  double s = 0;
-  for (std::size_t j = 0; j < D; ++j) {
-    const double d = std::fabs(x[off + j] - y[off + j] + eps);
-    if (p == 0)
-      s += d != 0;
-    else if (std::isinf(p))
-      s = std::max(s, d);
-    else
-      s += std::pow(d, p);
-  }
-  return (p == 0 || std::isinf(p)) ? s : std::pow(s, 1 / p);
-}
-
-Vec triplet_ref(const Vec& a, const Vec& p, const Vec& n, std::size_t N, std::size_t D, double margin, double pn,
-                double eps, bool swap) {
-  Vec l(N);
-  for (std::size_t r = 0; r < N; ++r) {
-    const double dap = pnorm(a, p, r * D, D, pn, eps);
-    double dan = pnorm(a, n, r * D, D, pn, eps);
-    if (swap) dan = std::min(dan, pnorm(p, n, r * D, D, pn, eps));
-    l[r] = std::max(0.0, margin + dap - dan);
-  }
-  return l;
-}
-
-Vec cosine_ref(const Vec& x1, const Vec& x2, const Vec& t, std::size_t D, double margin) {
-  Vec l(t.size());
-  for (std::size_t r = 0; r < t.size(); ++r) {
-    double s12 = 0, s11 = 0, s22 = 0;
-    for (std::size_t j = 0; j < D; ++j) {
-      s12 += x1[r * D + j] * x2[r * D + j];
-      s11 += x1[r * D + j] * x1[r * D + j];
-      s22 += x2[r * D + j] * x2[r * D + j];
-    }
-    const double c = s12 / std::sqrt((s11 + 1e-12) * (s22 + 1e-12));
-    l[r] = t[r] == 1 ? 1 - c : std::max(0.0, c - margin);
-  }
-  return l;
-}
-
-Vec multi_margin_ref(const Vec& x, const Vec& y, const Vec& w, std::size_t C, int p, double margin) {
-  Vec l(y.size());
-  for (std::size_t r = 0; r < y.size(); ++r) {
-    const auto t = static_cast<std::size_t>(y[r]);
-    double s = 0;
-    for (std::size_t d = 0; d < C; ++d) {
-      const double z = margin - x[r * C + t] + x[r * C + d];
-      if (d != t && z > 0) s += (p == 1 ? z : z * z) * (w.empty() ? 1.0 : w[t]);
-    }
-    l[r] = s / C;
-  }
-  return l;
-}
-
-Vec multilabel_margin_ref(const Vec& x, const Vec& y, std::size_t C) {
-  const std::size_t N = C ? x.size() / C : 0;
-  Vec l(N);
-  for (std::size_t r = 0; r < N; ++r) {
-    std::vector<int> is_target(C, 0);
-    std::size_t K = 0;
-    while (K < C && y[r * C + K] >= 0) is_target[static_cast<std::size_t>(y[r * C + K++])] = 1;
-    double s = 0;
-    for (std::size_t k = 0; k < K; ++k)
-      for (std::size_t d = 0; d < C; ++d) {
-        const double z = 1 - x[r * C + static_cast<std::size_t>(y[r * C + k])] + x[r * C + d];
-        if (!is_target[d] && z > 0) s += z;
-      }
-    l[r] = s / C;
-  }
-  return l;
-}
-
-Vec soft_margin_ref(const Vec& x, const Vec& t, const Vec& w, std::size_t C) {
-  const std::size_t N = x.size() / C;
-  Vec l(N);
-  auto logsig = [](double v) { return std::min(v, 0.0) - std::log1p(std::exp(-std::fabs(v))); };
-  for (std::size_t r = 0; r < N; ++r) {
-    double s = 0;
-    for (std::size_t c = 0; c < C; ++c) {
-      const double xc = x[r * C + c], tc = t[r * C + c];
-      s += -(tc * logsig(xc) + (1 - tc) * logsig(-xc)) * (w.empty() ? 1.0 : w[c]);
-    }
-    l[r] = s / C;
-  }
-  return l;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Element-wise losses: hand-checked values, broadcasting, finite-difference
 // gradients, every error path. Typed over the four dtypes.
+#include "reference.hpp"
 #include "test_utils.hpp"
 
 #include <kloss/registry.hpp>
@@ -123,36 +124,10 @@ struct Arg {
   std::vector<std::int64_t> eff_shape = {};  // shape as broadcast (gaussian var), default: shape
 };
 
-std::int64_t numel(const std::vector<std::int64_t>& s) {
-  std::int64_t n = 1;
-  for (auto e : s) n *= e;
-  return n;
-}
-
-// Torch broadcasting in the reference.
-std::vector<std::int64_t> bshape(const std::vector<std::vector<std::int64_t>>& shapes) {
-  std::size_t r = 0;
-  for (const auto& s : shapes) r = std::max(r, s.size());
-  std::vector<std::int64_t> out(r, 1);
-  for (const auto& s : shapes)
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      auto& o = out[r - s.size() + i];
-      if (s[i] != 1) o = s[i];
-    }
-  return out;
-}
-std::int64_t bindex(std::int64_t flat, const std::vector<std::int64_t>& out, const std::vector<std::int64_t>& s) {
-  std::int64_t off = 0, stride = 1;
-  for (int i = static_cast<int>(out.size()) - 1; i >= 0; --i) {
-    const int j = i - static_cast<int>(out.size() - s.size());
-    const std::int64_t e = j >= 0 ? s[j] : 1;
-    const std::int64_t c = flat % out[i];
-    flat /= out[i];
-    if (e != 1) off += c * stride;
-    stride *= e;
-  }
-  return off;
-}
+// Torch broadcasting and the element-wise formulas: reference.hpp.
+using kloss_ref::bindex;
+using kloss_ref::bshape;
+using kloss_ref::numel;
 
 using ElemFn = std::function<double(const std::vector<double>&)>;
 
@@ -255,30 +230,12 @@ std::vector<double> rv(std::size_t n, double lo, double hi, unsigned seed) {
   return kloss_test::rounded<T>(kloss_test::random_values(n, lo, hi, seed));
 }
 
-double sl1(double d, double beta) {
-  const double z = std::fabs(d);
-  return z < beta ? 0.5 * z * z / beta : z - 0.5 * beta;
-}
-double huber(double d, double delta) {
-  const double z = std::fabs(d);
-  return z < delta ? 0.5 * z * z : delta * (z - 0.5 * delta);
-}
-double bce(double x, double y) {
-  return (y - 1) * std::max(std::log1p(-x), -100.0) - y * std::max(std::log(x), -100.0);
-}
-double bce_logits(double x, double y, double pw) {
-  const double lw = (pw - 1) * y + 1;
-  return (1 - y) * x + lw * (std::log1p(std::exp(-std::fabs(x))) + std::max(-x, 0.0));
-}
-double gauss(double x, double y, double var, double eps, bool full) {
-  const double s = std::max(var, eps);
-  return 0.5 * (std::log(s) + (x - y) * (x - y) / s) + (full ? 0.5 * std::log(2 * M_PI) : 0.0);
-}
-double poisson(double x, double y, bool log_input, bool full, double eps) {
-  double l = log_input ? std::exp(x) - y * x : x - y * std::log(x + eps);
-  if (full && y > 1) l += y * std::log(y) - y + 0.5 * std::log(2 * M_PI * y);
-  return l;
-}
+double sl1(double d, double beta) { return kloss_ref::smooth_l1(d, beta); }
+using kloss_ref::bce;
+using kloss_ref::bce_logits;
+using kloss_ref::gauss;
+using kloss_ref::huber;
+using kloss_ref::poisson;
 
 }  // namespace
 

@@ -1,0 +1,1040 @@
+#pragma once
+// Float64 references of every kloss op, forward and backward, written
+// straight from torch 1.13's documented formulas (torch.nn.functional and
+// aten/src/ATen/native/Loss*.cpp), sharing nothing with kloss's kernels.
+// Every op's unit test and test_hostile compare kloss against these.
+//
+// Conventions: tensors are flat row-major std::vector<double> plus an
+// extent list; a backward takes per-row (or per-element) upstream factors
+// `g` - grad_output already scaled by the reduction (see upstream()) - and
+// returns the gradient of each differentiable input. Where torch's gradient
+// is ambiguous (a hinge exactly at its kink, tied maxima) the reference
+// writes `any` and comparisons skip that element.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <kloss/embedding.hpp>
+#include <kloss/types.hpp>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace kloss_ref {
+
+using kloss::Reduction;
+using Vec = std::vector<double>;
+using Ext = std::vector<std::int64_t>;
+
+inline constexpr double inf = std::numeric_limits<double>::infinity();
+inline const double nan = std::numeric_limits<double>::quiet_NaN();
+/// A gradient element torch leaves ambiguous: any value matches.
+inline constexpr double any = -std::numeric_limits<double>::max();
+
+inline std::int64_t numel(const Ext& s) {
+  std::int64_t n = 1;
+  for (auto e : s) n *= e;
+  return n;
+}
+
+// --- reductions ----------------------------------------------------------------
+
+/// torch's reduction of per-element / per-row losses (mean of nothing: NaN).
+inline Vec reduce(const Vec& losses, Reduction r) {
+  if (r == Reduction::none) return losses;
+  double s = 0;
+  for (double v : losses) s += v;
+  if (r == Reduction::mean) s = losses.empty() ? nan : s / static_cast<double>(losses.size());
+  return {s};
+}
+
+/// sum_i go_i * reduce(losses)_i: the scalar whose gradient a backward gives.
+inline double contract(const Vec& losses, const Vec& go, Reduction r) {
+  const Vec red = reduce(losses, r);
+  double s = 0;
+  for (std::size_t i = 0; i < red.size(); ++i) s += go[i] * red[i];
+  return s;
+}
+
+/// Per-row upstream factors of `n` rows: go itself (none), go[0] (sum) or
+/// go[0] / divisor (mean; divisor defaults to n).
+inline Vec upstream(const Vec& go, Reduction r, std::size_t n, double divisor = -1) {
+  if (r == Reduction::none) return go;
+  const double d = r == Reduction::mean ? (divisor >= 0 ? divisor : static_cast<double>(n)) : 1.0;
+  return Vec(n, go.empty() ? 0.0 : go[0] / d);
+}
+
+// --- broadcasting (torch's rules) -------------------------------------------------
+
+/// The broadcast shape of `shapes` (assumed compatible).
+inline Ext bshape(const std::vector<Ext>& shapes) {
+  std::size_t r = 0;
+  for (const auto& s : shapes) r = std::max(r, s.size());
+  Ext out(r, 1);
+  for (const auto& s : shapes)
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      auto& o = out[r - s.size() + i];
+      if (s[i] != 1) o = s[i];
+    }
+  return out;
+}
+
+/// Do the shapes broadcast together?
+inline bool broadcastable(const Ext& a, const Ext& b) {
+  for (std::size_t i = 1; i <= std::min(a.size(), b.size()); ++i) {
+    const auto x = a[a.size() - i], y = b[b.size() - i];
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
+}
+
+/// The flat index into an operand of shape `s` of element `flat` of the
+/// broadcast shape `out`.
+inline std::int64_t bindex(std::int64_t flat, const Ext& out, const Ext& s) {
+  std::int64_t off = 0, stride = 1;
+  for (int i = static_cast<int>(out.size()) - 1; i >= 0; --i) {
+    const int j = i - static_cast<int>(out.size() - s.size());
+    const std::int64_t e = j >= 0 ? s[j] : 1;
+    const std::int64_t c = flat % out[i];
+    flat /= out[i];
+    if (e != 1) off += c * stride;
+    stride *= e;
+  }
+  return off;
+}
+
+/// `v` of shape `from` broadcast to shape `to`.
+inline Vec expand(const Vec& v, const Ext& from, const Ext& to) {
+  Vec out(static_cast<std::size_t>(numel(to)));
+  for (std::int64_t i = 0; i < numel(to); ++i) out[i] = v[bindex(i, to, from)];
+  return out;
+}
+
+// --- element-wise losses ----------------------------------------------------------
+
+inline double sgn(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }
+inline double sigmoid(double x) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); }
+
+/// smooth_l1 of d = input - target.
+inline double smooth_l1(double d, double beta) {
+  const double z = std::fabs(d);
+  return z < beta ? 0.5 * z * z / beta : z - 0.5 * beta;
+}
+/// Its derivative in d as torch's smooth_l1_loss_backward writes it.
+inline double smooth_l1_grad(double d, double beta) {
+  if (d <= -beta) return -1;
+  if (d >= beta) return 1;
+  return d / beta;
+}
+inline double huber(double d, double delta) {
+  const double z = std::fabs(d);
+  return z < delta ? 0.5 * z * z : delta * (z - 0.5 * delta);
+}
+inline double huber_grad(double d, double delta) {
+  if (d <= -delta) return -delta;
+  if (d >= delta) return delta;
+  return d;
+}
+/// binary_cross_entropy of probability x and target y, logs clamped at -100.
+inline double bce(double x, double y) {
+  return (y - 1) * std::max(std::log1p(-x), -100.0) - y * std::max(std::log(x), -100.0);
+}
+/// torch's binary_cross_entropy_backward: (x - y) / max((1 - x) x, 1e-12).
+inline double bce_grad(double x, double y) { return (x - y) / std::max((1 - x) * x, static_cast<double>(1e-12f)); }
+/// binary_cross_entropy_with_logits with pos_weight pw (1 for none).
+inline double bce_logits(double x, double y, double pw) {
+  const double lw = (pw - 1) * y + 1;
+  return (1 - y) * x + lw * (std::log1p(std::exp(-std::fabs(x))) + std::max(-x, 0.0));
+}
+inline double bce_logits_grad(double x, double y, double pw) {
+  const double t = pw * y;
+  return (t + 1 - y) * sigmoid(x) - t;
+}
+/// gaussian_nll_loss with var clamped at eps.
+inline double gauss(double x, double y, double var, double eps, bool full) {
+  const double s = std::max(var, eps);
+  return 0.5 * (std::log(s) + (x - y) * (x - y) / s) + (full ? 0.5 * std::log(2 * M_PI) : 0.0);
+}
+inline double poisson(double x, double y, bool log_input, bool full, double eps) {
+  double l = log_input ? std::exp(x) - y * x : x - y * std::log(x + eps);
+  if (full && y > 1) l += y * std::log(y) - y + 0.5 * std::log(2 * M_PI * y);
+  return l;
+}
+inline double kl_div(double x, double y, bool log_target) {
+  if (log_target) return std::exp(y) * (y - x);
+  return (y == 0 ? 0.0 : y * std::log(y)) - y * x;  // xlogy(y, y) - y x
+}
+
+/// The element-wise ops and their operand lists:
+///  mse, l1, smooth_l1, huber, kl_div, poisson: (input, target)
+///  bce: (input, target[, weight]); bce_logits: (input, target[, weight][, pos_weight])
+///  gaussian: (input, target, var)
+enum class Pw { mse, l1, smooth_l1, huber, bce, bce_logits, kl_div, poisson, gaussian };
+
+struct PwOptions {
+  double beta = 1.0, delta = 1.0;
+  bool log_target = false;
+  bool log_input = true, full = false;
+  double eps = 1e-8;                        // poisson's; gaussian's is set by the caller (torch default 1e-6)
+  bool weight = false, pos_weight = false;  // bce / bce_logits operands present
+};
+
+/// One element's loss from its operand values v.
+inline double pw_loss(Pw op, const PwOptions& o, const Vec& v) {
+  switch (op) {
+    case Pw::mse:
+      return (v[0] - v[1]) * (v[0] - v[1]);
+    case Pw::l1:
+      return std::fabs(v[0] - v[1]);
+    case Pw::smooth_l1:
+      return smooth_l1(v[0] - v[1], o.beta);
+    case Pw::huber:
+      return huber(v[0] - v[1], o.delta);
+    case Pw::bce:
+      return bce(v[0], v[1]) * (o.weight ? v[2] : 1.0);
+    case Pw::bce_logits: {
+      const double w = o.weight ? v[2] : 1.0, pw = o.pos_weight ? v[o.weight ? 3 : 2] : 1.0;
+      return bce_logits(v[0], v[1], pw) * w;
+    }
+    case Pw::kl_div:
+      return kl_div(v[0], v[1], o.log_target);
+    case Pw::poisson:
+      return poisson(v[0], v[1], o.log_input, o.full, o.eps);
+    case Pw::gaussian:
+      return gauss(v[0], v[1], v[2], o.eps, o.full);
+  }
+  return nan;
+}
+
+/// d loss / d v[k] of one element (k differentiable), as torch's backward.
+/// (torch differentiates smooth_l1 and huber w.r.t. target by the input's
+/// formula with the two swapped: at input == target with beta = 0 both
+/// gradients are -1.)
+inline double pw_grad(Pw op, const PwOptions& o, const Vec& v, std::size_t k) {
+  const double d = v[0] - v[1], s = k == 0 ? 1.0 : -1.0;
+  switch (op) {
+    case Pw::mse:
+      return s * 2 * d;
+    case Pw::l1:
+      return s * sgn(d);
+    case Pw::smooth_l1:
+      return smooth_l1_grad(s * d, o.beta);
+    case Pw::huber:
+      return huber_grad(s * d, o.delta);
+    case Pw::bce:
+      return bce_grad(v[0], v[1]) * (o.weight ? v[2] : 1.0);
+    case Pw::bce_logits: {
+      const double w = o.weight ? v[2] : 1.0, pw = o.pos_weight ? v[o.weight ? 3 : 2] : 1.0;
+      return bce_logits_grad(v[0], v[1], pw) * w;
+    }
+    case Pw::kl_div:
+      return o.log_target ? -std::exp(v[1]) : -v[1];
+    case Pw::poisson:
+      return o.log_input ? std::exp(v[0]) - v[1] : 1 - v[1] / (v[0] + o.eps);
+    case Pw::gaussian: {
+      const double var = std::max(v[2], o.eps);
+      if (k == 0) return d / var;
+      return 0.5 * (1 / var - d * d / (var * var));  // k == 2: var
+    }
+  }
+  return nan;
+}
+
+struct PwResult {
+  Ext shape;               // the none-reduction output shape
+  Vec out;                 // reduced as asked
+  std::vector<Vec> grads;  // per operand (empty where not asked)
+};
+
+/// An element-wise loss over broadcast operands: `shapes` as broadcast
+/// (gaussian's var with its appended 1), `go` the grad_output (null: no
+/// backward), `diff` the operands whose gradients are wanted (each summed
+/// over the dimensions it was broadcast along). Mean divides by the
+/// broadcast element count; kl_div's batchmean by input.size(0).
+inline PwResult pointwise(Pw op, const PwOptions& o, const std::vector<Ext>& shapes, const std::vector<Vec>& vals,
+                          Reduction r, const Vec* go, const std::vector<std::size_t>& diff) {
+  PwResult R;
+  R.shape = bshape(shapes);
+  const std::int64_t n = numel(R.shape);
+  Vec losses(static_cast<std::size_t>(n));
+  Vec v(vals.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::size_t k = 0; k < vals.size(); ++k) v[k] = vals[k][bindex(i, R.shape, shapes[k])];
+    losses[i] = pw_loss(op, o, v);
+  }
+  double scale = 1.0;
+  if (r == Reduction::batchmean) {
+    const double b = shapes[0].empty() ? 1.0 : static_cast<double>(shapes[0][0]);
+    double s = 0;
+    for (double l : losses) s += l;
+    R.out = {s / b};
+    scale = 1 / b;
+  } else {
+    R.out = reduce(losses, r);
+    if (r == Reduction::mean) scale = 1.0 / static_cast<double>(n);
+  }
+  if (!go) return R;
+  R.grads.assign(vals.size(), Vec());
+  for (auto k : diff) R.grads[k].assign(vals[k].size(), 0.0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::size_t k = 0; k < vals.size(); ++k) v[k] = vals[k][bindex(i, R.shape, shapes[k])];
+    const double g = r == Reduction::none ? (*go)[i] : (*go)[0] * scale;
+    for (auto k : diff) R.grads[k][bindex(i, R.shape, shapes[k])] += g * pw_grad(op, o, v, k);
+  }
+  return R;
+}
+
+// --- cross_entropy and nll_loss ----------------------------------------------------
+
+/// A cross-entropy problem: input [N, C, inner...] flattened (inner =
+/// prod(d)), class-index targets (one per row, row r = n * inner + m) or
+/// class probabilities (input-shaped), optional weight [C].
+struct CeProblem {
+  std::int64_t N = 0, C = 0, inner = 1;
+  std::vector<std::size_t> shape;  // torch shape of input
+  Vec x;
+  std::vector<std::int64_t> t;  // class indices
+  Vec p;                        // probabilities (when probs)
+  Vec w;                        // empty: no weight
+  bool probs = false;
+  std::int64_t rows() const { return N * inner; }
+  std::vector<std::size_t> row_shape() const {
+    std::vector<std::size_t> s{shape[0]};
+    for (std::size_t i = 2; i < shape.size(); ++i) s.push_back(shape[i]);
+    return s;
+  }
+  std::size_t at(std::int64_t r, std::int64_t c) const {
+    const std::int64_t n = r / inner, m = r % inner;
+    return static_cast<std::size_t>(n * C * inner + c * inner + m);
+  }
+  double& at(Vec& v, std::int64_t r, std::int64_t c) const { return v[at(r, c)]; }
+  double wt(std::int64_t c) const { return w.empty() ? 1.0 : w[static_cast<std::size_t>(c)]; }
+};
+
+/// Per-row losses, the reduced value and the mean's denominator.
+struct CeResult {
+  Vec rows;
+  double reduced = 0, denom = 0;
+};
+
+/// The options a cross-entropy reference reads (fields as
+/// kloss::CrossEntropyOptions').
+struct CeOptions {
+  std::int64_t ignore_index = -100;
+  Reduction reduction = Reduction::mean;
+  double label_smoothing = 0.0, z_loss = 0.0, softcap = 0.0;
+  CeOptions() = default;
+  template <class O>
+  CeOptions(const O& o)  // NOLINT: from kloss's options structs
+      : ignore_index(o.ignore_index),
+        reduction(o.reduction),
+        label_smoothing(o.label_smoothing),
+        z_loss(o.z_loss),
+        softcap(o.softcap) {}
+};
+
+namespace detail {
+/// Row r's (capped) logits, log-sum-exp and softmax.
+struct CeRow {
+  Vec z, s;
+  double lse = 0;
+};
+inline CeRow ce_row(const CeProblem& P, const Vec& x, std::int64_t r, double softcap) {
+  CeRow R;
+  R.z.resize(static_cast<std::size_t>(P.C));
+  double mx = -inf;
+  for (std::int64_t c = 0; c < P.C; ++c) {
+    const double v = x[P.at(r, c)];
+    R.z[c] = softcap > 0 ? softcap * std::tanh(v / softcap) : v;
+    mx = std::max(mx, R.z[c]);
+  }
+  double s = 0;
+  for (double zc : R.z) s += std::exp(zc - mx);
+  R.lse = mx + std::log(s);
+  R.s.resize(R.z.size());
+  for (std::size_t c = 0; c < R.z.size(); ++c) R.s[c] = std::exp(R.z[c] - R.lse);
+  return R;
+}
+}  // namespace detail
+
+/// torch's cross_entropy (label smoothing as torch 1.13 computes it) plus
+/// kloss's z_loss and softcap extensions.
+inline CeResult cross_entropy(const CeProblem& P, const Vec& x, const CeOptions& o) {
+  CeResult R;
+  R.rows.assign(static_cast<std::size_t>(P.rows()), 0.0);
+  const double eps = o.label_smoothing;
+  double sum = 0;
+  for (std::int64_t r = 0; r < P.rows(); ++r) {
+    double loss = 0;
+    if (!P.probs && P.t[r] == o.ignore_index) continue;
+    const auto row = detail::ce_row(P, x, r, o.softcap);
+    const auto& z = row.z;
+    const double lse = row.lse;
+    if (P.probs) {
+      for (std::int64_t c = 0; c < P.C; ++c) {
+        const double wp = P.wt(c) * ((1 - eps) * P.p[P.at(r, c)] + eps / P.C);
+        if (wp != 0) loss += wp * (lse - z[c]);
+      }
+      loss += o.z_loss * lse * lse;
+      R.denom += 1;
+    } else {
+      const std::int64_t t = P.t[r];
+      const double wt = P.wt(t);
+      loss = (1 - eps) * wt * (lse - z[t]) + o.z_loss * lse * lse;
+      if (eps > 0) {
+        double sm = 0;
+        for (std::int64_t c = 0; c < P.C; ++c) sm += P.wt(c) * (lse - z[c]);
+        loss += eps / P.C * sm;
+      }
+      R.denom += wt;
+    }
+    R.rows[r] = loss;
+    sum += loss;
+  }
+  R.reduced = o.reduction == Reduction::mean ? sum / R.denom : sum;
+  return R;
+}
+
+/// The reference loss contracted with an upstream gradient.
+inline double cross_entropy_contracted(const CeProblem& P, const Vec& x, const CeOptions& o, const Vec& go) {
+  const CeResult R = cross_entropy(P, x, o);
+  if (o.reduction != Reduction::none) return go[0] * R.reduced;
+  double s = 0;
+  for (std::size_t i = 0; i < R.rows.size(); ++i) s += go[i] * R.rows[i];
+  return s;
+}
+
+/// d loss / d input of cross_entropy for grad_output `go`. Row r's loss
+/// (1 - eps) w_t (lse - z_t) + eps / C sum_c w_c (lse - z_c) + zl lse^2 has
+/// d/dz_c = (1 - eps) w_t (s_c - [c = t]) + eps / C (W s_c - w_c) + 2 zl lse
+/// s_c (W = sum_c w_c); with probabilities q_c = (1 - eps) p_c + eps / C:
+/// s_c sum_k w_k q_k - w_c q_c + 2 zl lse s_c; softcap multiplies by
+/// 1 - tanh^2(x / cap). Mean divides by the summed target weights (rows
+/// for probabilities); ignored rows get 0.
+inline Vec cross_entropy_grad(const CeProblem& P, const Vec& x, const CeOptions& o, const Vec& go) {
+  Vec g(x.size(), 0.0);
+  const CeResult R = cross_entropy(P, x, o);
+  const Vec up = upstream(go, o.reduction, static_cast<std::size_t>(P.rows()), R.denom);
+  const double eps = o.label_smoothing;
+  double W = 0;
+  for (std::int64_t c = 0; c < P.C; ++c) W += P.wt(c);
+  for (std::int64_t r = 0; r < P.rows(); ++r) {
+    if (!P.probs && P.t[r] == o.ignore_index) continue;
+    const auto row = detail::ce_row(P, x, r, o.softcap);
+    Vec dz(static_cast<std::size_t>(P.C));
+    if (P.probs) {
+      double Q = 0;
+      for (std::int64_t c = 0; c < P.C; ++c) Q += P.wt(c) * ((1 - eps) * P.p[P.at(r, c)] + eps / P.C);
+      for (std::int64_t c = 0; c < P.C; ++c) dz[c] = row.s[c] * Q - P.wt(c) * ((1 - eps) * P.p[P.at(r, c)] + eps / P.C);
+    } else {
+      const std::int64_t t = P.t[r];
+      for (std::int64_t c = 0; c < P.C; ++c)
+        dz[c] = (1 - eps) * P.wt(t) * (row.s[c] - (c == t ? 1.0 : 0.0)) + eps / P.C * (W * row.s[c] - P.wt(c));
+    }
+    for (std::int64_t c = 0; c < P.C; ++c) {
+      double d = dz[c] + 2 * o.z_loss * row.lse * row.s[c];
+      if (o.softcap > 0) {
+        const double th = std::tanh(x[P.at(r, c)] / o.softcap);
+        d *= 1 - th * th;
+      }
+      g[P.at(r, c)] = up[r] * d;
+    }
+  }
+  return g;
+}
+
+/// nll_loss: row loss -w_t input[r, t]; mean divides by the summed weights
+/// of the non-ignored targets.
+inline CeResult nll(const CeProblem& P, const Vec& x, std::int64_t ignore_index, Reduction r) {
+  CeResult R;
+  R.rows.assign(static_cast<std::size_t>(P.rows()), 0.0);
+  double sum = 0;
+  for (std::int64_t i = 0; i < P.rows(); ++i) {
+    const std::int64_t t = P.t[i];
+    if (t == ignore_index) continue;
+    R.rows[i] = -P.wt(t) * x[P.at(i, t)];
+    R.denom += P.wt(t);
+    sum += R.rows[i];
+  }
+  R.reduced = r == Reduction::mean ? sum / R.denom : sum;
+  return R;
+}
+
+inline Vec nll_grad(const CeProblem& P, std::int64_t ignore_index, Reduction r, const Vec& go) {
+  Vec g(static_cast<std::size_t>(P.rows() * P.C), 0.0);
+  double denom = 0;
+  for (std::int64_t i = 0; i < P.rows(); ++i)
+    if (P.t[i] != ignore_index) denom += P.wt(P.t[i]);
+  const Vec up = upstream(go, r, static_cast<std::size_t>(P.rows()), denom);
+  for (std::int64_t i = 0; i < P.rows(); ++i) {
+    const std::int64_t t = P.t[i];
+    if (t != ignore_index) g[P.at(i, t)] = -P.wt(t) * up[i];
+  }
+  return g;
+}
+
+// --- margin losses -----------------------------------------------------------------
+
+/// True when a hinge argument sits exactly on its kink (torch's gradient
+/// there is a convention, not a derivative).
+inline bool at_kink(double z) { return z == 0; }
+
+inline Vec hinge_ref(const Vec& x, const Vec& t, double margin) {
+  Vec l(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) l[i] = t[i] == 1 ? x[i] : std::max(0.0, margin - x[i]);
+  return l;
+}
+/// t (the input's shape, values 1 / -1), g per element.
+inline Vec hinge_grad(const Vec& x, const Vec& t, double margin, const Vec& g) {
+  Vec d(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (t[i] == 1)
+      d[i] = g[i];
+    else
+      d[i] = at_kink(margin - x[i]) ? any : (margin - x[i] > 0 ? -g[i] : 0.0);
+  }
+  return d;
+}
+
+inline Vec ranking_ref(const Vec& x1, const Vec& x2, const Vec& t, double margin) {
+  Vec l(x1.size());
+  for (std::size_t i = 0; i < x1.size(); ++i) l[i] = std::max(0.0, -t[i] * (x1[i] - x2[i]) + margin);
+  return l;
+}
+inline std::pair<Vec, Vec> ranking_grad(const Vec& x1, const Vec& x2, const Vec& t, double margin, const Vec& g) {
+  Vec d1(x1.size()), d2(x1.size());
+  for (std::size_t i = 0; i < x1.size(); ++i) {
+    const double z = -t[i] * (x1[i] - x2[i]) + margin;
+    if (at_kink(z))
+      d1[i] = d2[i] = any;
+    else
+      d1[i] = z > 0 ? -t[i] * g[i] : 0.0, d2[i] = z > 0 ? t[i] * g[i] : 0.0;
+  }
+  return {d1, d2};
+}
+
+/// ||x_r - y_r + eps||_p over row r of length D (torch's pairwise_distance).
+inline double pnorm(const Vec& x, const Vec& y, std::size_t off, std::size_t D, double p, double eps) {
+  double s = 0;
+  for (std::size_t j = 0; j < D; ++j) {
+    const double d = std::fabs(x[off + j] - y[off + j] + eps);
+    if (p == 0)
+      s += d != 0;
+    else if (std::isinf(p))
+      s = std::max(s, d);
+    else
+      s += std::pow(d, p);
+  }
+  return (p == 0 || std::isinf(p)) ? s : std::pow(s, 1 / p);
+}
+
+/// d pnorm / d x (= -d pnorm / d y) of row r, added times `f` into gx and
+/// subtracted from gy; ties of the inf-norm's maximum make the row `any`.
+inline void pnorm_grad(const Vec& x, const Vec& y, std::size_t off, std::size_t D, double p, double eps, double f,
+                       Vec& gx, Vec& gy) {
+  const double n = pnorm(x, y, off, D, p, eps);
+  if (f == 0 || p == 0 || n == 0) return;  // torch's norm backward: 0 at a zero norm
+  std::size_t nmax = 0;
+  for (std::size_t j = 0; j < D; ++j) nmax += std::fabs(x[off + j] - y[off + j] + eps) == n;
+  for (std::size_t j = 0; j < D; ++j) {
+    const double u = x[off + j] - y[off + j] + eps;
+    double d;
+    if (std::isinf(p)) {
+      if (nmax > 1 && std::fabs(u) == n) {
+        gx[off + j] = gy[off + j] = any;
+        continue;
+      }
+      d = std::fabs(u) == n ? sgn(u) : 0.0;
+    } else if (p == 1) {
+      d = sgn(u);
+    } else {
+      d = sgn(u) * std::pow(std::fabs(u), p - 1) / std::pow(n, p - 1);
+    }
+    if (gx[off + j] != any) gx[off + j] += f * d;
+    if (gy[off + j] != any) gy[off + j] -= f * d;
+  }
+}
+
+inline Vec triplet_ref(const Vec& a, const Vec& p, const Vec& n, std::size_t N, std::size_t D, double margin, double pn,
+                       double eps, bool swap) {
+  Vec l(N);
+  for (std::size_t r = 0; r < N; ++r) {
+    const double dap = pnorm(a, p, r * D, D, pn, eps);
+    double dan = pnorm(a, n, r * D, D, pn, eps);
+    if (swap) dan = std::min(dan, pnorm(p, n, r * D, D, pn, eps));
+    l[r] = std::max(0.0, margin + dap - dan);
+  }
+  return l;
+}
+/// Gradients of anchor, positive, negative; under swap a tie of the two
+/// negative distances splits the gradient in halves (torch's minimum).
+inline std::array<Vec, 3> triplet_grad(const Vec& a, const Vec& p, const Vec& n, std::size_t N, std::size_t D,
+                                       double margin, double pn, double eps, bool swap, const Vec& g) {
+  std::array<Vec, 3> d{Vec(a.size(), 0.0), Vec(a.size(), 0.0), Vec(a.size(), 0.0)};
+  for (std::size_t r = 0; r < N; ++r) {
+    const double dap = pnorm(a, p, r * D, D, pn, eps), d_an = pnorm(a, n, r * D, D, pn, eps);
+    const double d_pn = swap ? pnorm(p, n, r * D, D, pn, eps) : inf;
+    const double dan = std::min(d_an, d_pn);
+    const double z = margin + dap - dan;
+    if (at_kink(z)) {
+      for (auto& v : d)
+        for (std::size_t j = 0; j < D; ++j) v[r * D + j] = any;
+      continue;
+    }
+    if (z <= 0) continue;
+    const double f_an = d_an < d_pn ? 1.0 : d_an == d_pn ? 0.5 : 0.0;
+    pnorm_grad(a, p, r * D, D, pn, eps, g[r], d[0], d[1]);
+    pnorm_grad(a, n, r * D, D, pn, eps, -g[r] * f_an, d[0], d[2]);
+    if (swap) pnorm_grad(p, n, r * D, D, pn, eps, -g[r] * (1 - f_an), d[1], d[2]);
+  }
+  return d;
+}
+
+inline constexpr double cosine_eps = 1e-12;
+inline Vec cosine_ref(const Vec& x1, const Vec& x2, const Vec& t, std::size_t D, double margin) {
+  Vec l(t.size());
+  for (std::size_t r = 0; r < t.size(); ++r) {
+    double s12 = 0, s11 = 0, s22 = 0;
+    for (std::size_t j = 0; j < D; ++j) {
+      s12 += x1[r * D + j] * x2[r * D + j];
+      s11 += x1[r * D + j] * x1[r * D + j];
+      s22 += x2[r * D + j] * x2[r * D + j];
+    }
+    const double c = s12 / std::sqrt((s11 + cosine_eps) * (s22 + cosine_eps));
+    l[r] = t[r] == 1 ? 1 - c : std::max(0.0, c - margin);
+  }
+  return l;
+}
+/// cos = s12 / sqrt(m1 m2), m_i = |x_i|^2 + eps: d cos / d x1 = x2 /
+/// sqrt(m1 m2) - cos x1 / m1 (and symmetrically).
+inline std::pair<Vec, Vec> cosine_grad(const Vec& x1, const Vec& x2, const Vec& t, std::size_t D, double margin,
+                                       const Vec& g) {
+  Vec d1(x1.size(), 0.0), d2(x2.size(), 0.0);
+  for (std::size_t r = 0; r < t.size(); ++r) {
+    double s12 = 0, s11 = 0, s22 = 0;
+    for (std::size_t j = 0; j < D; ++j) {
+      s12 += x1[r * D + j] * x2[r * D + j];
+      s11 += x1[r * D + j] * x1[r * D + j];
+      s22 += x2[r * D + j] * x2[r * D + j];
+    }
+    const double m1 = s11 + cosine_eps, m2 = s22 + cosine_eps, den = std::sqrt(m1 * m2), c = s12 / den;
+    double f;
+    if (t[r] == 1)
+      f = -g[r];
+    else if (at_kink(c - margin))
+      f = any;
+    else
+      f = c - margin > 0 ? g[r] : 0.0;
+    for (std::size_t j = 0; j < D; ++j) {
+      if (f == any) {
+        d1[r * D + j] = d2[r * D + j] = any;
+        continue;
+      }
+      d1[r * D + j] = f * (x2[r * D + j] / den - c * x1[r * D + j] / m1);
+      d2[r * D + j] = f * (x1[r * D + j] / den - c * x2[r * D + j] / m2);
+    }
+  }
+  return {d1, d2};
+}
+
+inline Vec multi_margin_ref(const Vec& x, const Vec& y, const Vec& w, std::size_t C, int p, double margin) {
+  Vec l(y.size());
+  for (std::size_t r = 0; r < y.size(); ++r) {
+    const auto t = static_cast<std::size_t>(y[r]);
+    double s = 0;
+    for (std::size_t d = 0; d < C; ++d) {
+      const double z = margin - x[r * C + t] + x[r * C + d];
+      if (d != t && z > 0) s += (p == 1 ? z : z * z) * (w.empty() ? 1.0 : w[t]);
+    }
+    l[r] = s / C;
+  }
+  return l;
+}
+inline Vec multi_margin_grad(const Vec& x, const Vec& y, const Vec& w, std::size_t C, int p, double margin,
+                             const Vec& g) {
+  Vec d(x.size(), 0.0);
+  for (std::size_t r = 0; r < y.size(); ++r) {
+    const auto t = static_cast<std::size_t>(y[r]);
+    const double wt = w.empty() ? 1.0 : w[t];
+    bool tie = false;
+    for (std::size_t k = 0; k < C; ++k) {
+      const double z = margin - x[r * C + t] + x[r * C + k];
+      if (k == t) continue;
+      if (at_kink(z)) {
+        tie = true;
+        d[r * C + k] = any;
+      } else if (z > 0) {
+        const double v = g[r] * wt * (p == 1 ? 1.0 : 2 * z) / C;
+        d[r * C + k] += v;
+        d[r * C + t] -= v;
+      }
+    }
+    if (tie) d[r * C + t] = any;
+  }
+  return d;
+}
+
+/// Rows of C entries; each row's targets are its entries before the first
+/// -1.
+inline Vec multilabel_margin_ref(const Vec& x, const Vec& y, std::size_t C) {
+  const std::size_t N = C ? x.size() / C : 0;
+  Vec l(N);
+  for (std::size_t r = 0; r < N; ++r) {
+    std::vector<int> is_target(C, 0);
+    std::size_t K = 0;
+    while (K < C && y[r * C + K] >= 0) is_target[static_cast<std::size_t>(y[r * C + K++])] = 1;
+    double s = 0;
+    for (std::size_t k = 0; k < K; ++k)
+      for (std::size_t d = 0; d < C; ++d) {
+        const double z = 1 - x[r * C + static_cast<std::size_t>(y[r * C + k])] + x[r * C + d];
+        if (!is_target[d] && z > 0) s += z;
+      }
+    l[r] = s / C;
+  }
+  return l;
+}
+inline Vec multilabel_margin_grad(const Vec& x, const Vec& y, std::size_t C, const Vec& g) {
+  const std::size_t N = C ? x.size() / C : 0;
+  Vec d(x.size(), 0.0);
+  for (std::size_t r = 0; r < N; ++r) {
+    std::vector<int> is_target(C, 0);
+    std::size_t K = 0;
+    while (K < C && y[r * C + K] >= 0) is_target[static_cast<std::size_t>(y[r * C + K++])] = 1;
+    bool tie = false;
+    for (std::size_t k = 0; k < K; ++k) {
+      const auto yk = static_cast<std::size_t>(y[r * C + k]);
+      for (std::size_t c = 0; c < C; ++c) {
+        if (is_target[c]) continue;
+        const double z = 1 - x[r * C + yk] + x[r * C + c];
+        if (at_kink(z)) tie = true;
+        if (z > 0) {
+          d[r * C + c] += g[r] / C;
+          d[r * C + yk] -= g[r] / C;
+        }
+      }
+    }
+    if (tie)
+      for (std::size_t c = 0; c < C; ++c) d[r * C + c] = any;
+  }
+  return d;
+}
+
+/// w: empty, [C] or the input's shape; N rows (default: x.size() / C).
+/// With C = 0 every row's loss is 0 / 0 (torch's sum over no classes / C).
+inline Vec soft_margin_ref(const Vec& x, const Vec& t, const Vec& w, std::size_t C, std::size_t N = SIZE_MAX) {
+  if (N == SIZE_MAX) N = C ? x.size() / C : 0;
+  Vec l(N);
+  auto logsig = [](double v) { return std::min(v, 0.0) - std::log1p(std::exp(-std::fabs(v))); };
+  for (std::size_t r = 0; r < N; ++r) {
+    double s = 0;
+    for (std::size_t c = 0; c < C; ++c) {
+      const double xc = x[r * C + c], tc = t[r * C + c];
+      const double wc = w.empty() ? 1.0 : w.size() == x.size() ? w[r * C + c] : w[c];
+      s += -(tc * logsig(xc) + (1 - tc) * logsig(-xc)) * wc;
+    }
+    l[r] = s / static_cast<double>(C);
+  }
+  return l;
+}
+inline Vec soft_margin_grad(const Vec& x, const Vec& t, const Vec& w, std::size_t C, const Vec& g) {
+  const std::size_t N = C ? x.size() / C : 0;
+  Vec d(x.size(), 0.0);
+  for (std::size_t r = 0; r < N; ++r)
+    for (std::size_t c = 0; c < C; ++c) {
+      const double wc = w.empty() ? 1.0 : w.size() == x.size() ? w[r * C + c] : w[c];
+      d[r * C + c] = g[r] * wc * (sigmoid(x[r * C + c]) - t[r * C + c]) / C;
+    }
+  return d;
+}
+
+// --- ctc_loss ----------------------------------------------------------------------
+
+/// log(e^a + e^b), exact at -inf.
+inline double log_add(double a, double b) {
+  if (a == -inf) return b;
+  if (b == -inf) return a;
+  const double m = std::max(a, b);
+  return m + std::log(std::exp(a - m) + std::exp(b - m));
+}
+
+/// The forward (alpha) and backward (beta) variables of one sequence in
+/// log space (Graves et al. 2006), over its first Tb frames; both include
+/// the emission of their own frame. lp is [T, N, C], sequence b.
+struct CtcLattice {
+  std::int64_t Tb = 0, W = 1;
+  std::vector<Vec> alpha, beta;  // [Tb][W]
+  double nll = 0;                // -log p(labels)
+};
+
+inline CtcLattice ctc_lattice(std::int64_t N, std::int64_t C, const Vec& lp, const std::vector<std::int64_t>& l,
+                              std::int64_t Tb, std::int64_t blank, std::int64_t b) {
+  CtcLattice L;
+  const std::int64_t S = static_cast<std::int64_t>(l.size());
+  L.Tb = Tb;
+  L.W = 2 * S + 1;
+  if (Tb == 0) {
+    L.nll = S == 0 ? 0 : inf;
+    return L;
+  }
+  auto y = [&](std::int64_t t, std::int64_t cls) { return lp[static_cast<std::size_t>((t * N + b) * C + cls)]; };
+  auto ext = [&](std::int64_t s) { return s % 2 == 0 ? blank : l[static_cast<std::size_t>(s / 2)]; };
+  const std::int64_t W = L.W;
+  L.alpha.assign(static_cast<std::size_t>(Tb), Vec(static_cast<std::size_t>(W), -inf));
+  L.beta = L.alpha;
+  L.alpha[0][0] = y(0, ext(0));
+  if (W > 1) L.alpha[0][1] = y(0, ext(1));
+  for (std::int64_t t = 1; t < Tb; ++t)
+    for (std::int64_t s = 0; s < W; ++s) {
+      const auto& a = L.alpha[t - 1];
+      double v = a[s];
+      if (s >= 1) v = log_add(v, a[s - 1]);
+      if (s >= 2 && ext(s) != ext(s - 2)) v = log_add(v, a[s - 2]);
+      L.alpha[t][s] = v == -inf ? -inf : v + y(t, ext(s));
+    }
+  L.beta[Tb - 1][W - 1] = y(Tb - 1, ext(W - 1));
+  if (W > 1) L.beta[Tb - 1][W - 2] = y(Tb - 1, ext(W - 2));
+  for (std::int64_t t = Tb - 2; t >= 0; --t)
+    for (std::int64_t s = 0; s < W; ++s) {
+      const auto& bn = L.beta[t + 1];
+      double v = bn[s];
+      if (s + 1 < W) v = log_add(v, bn[s + 1]);
+      if (s + 2 < W && ext(s) != ext(s + 2)) v = log_add(v, bn[s + 2]);
+      L.beta[t][s] = v == -inf ? -inf : v + y(t, ext(s));
+    }
+  const auto& last = L.alpha[Tb - 1];
+  L.nll = -(W == 1 ? last[0] : log_add(last[W - 1], last[W - 2]));
+  return L;
+}
+
+/// -log p(labels | lp) of sequence b of a [T, N, C] lp over its first Tb
+/// frames (0 for Tb = 0 and an empty target, +inf for Tb = 0 otherwise).
+inline double ctc_nll(std::int64_t N, std::int64_t C, const Vec& lp, const std::vector<std::int64_t>& labels,
+                      std::int64_t Tb, std::int64_t blank, std::int64_t b) {
+  return ctc_lattice(N, C, lp, labels, Tb, blank, b).nll;
+}
+
+/// The reduced (or per-sequence) ctc_loss: mean divides each loss by
+/// max(target_length, 1), then averages over the batch.
+inline Vec ctc_forward(std::int64_t N, std::int64_t C, const Vec& lp,
+                       const std::vector<std::vector<std::int64_t>>& labels, const std::vector<std::int64_t>& il,
+                       std::int64_t blank, Reduction r, bool zero_infinity) {
+  Vec per(static_cast<std::size_t>(N));
+  for (std::int64_t b = 0; b < N; ++b) {
+    double v = ctc_nll(N, C, lp, labels[b], il[b], blank, b);
+    if (zero_infinity && v == inf) v = 0;
+    per[b] = v;
+  }
+  if (r == Reduction::none) return per;
+  double s = 0;
+  for (std::int64_t b = 0; b < N; ++b)
+    s +=
+        r == Reduction::mean ? per[b] / std::max<std::int64_t>(static_cast<std::int64_t>(labels[b].size()), 1) : per[b];
+  if (r == Reduction::mean) s = N > 0 ? s / N : nan;
+  return {s};
+}
+
+/// d loss / d log_probs [T, N, C]. On frame t < Tb of sequence b the
+/// partial derivative is -exp(log sum_{s: l'_s = c} alpha_t(s) beta_t(s) -
+/// lp_t(c) + nll) times the sequence's upstream factor; torch's value
+/// (plain = false) adds exp(lp_t(c)) times that factor (the gradient
+/// through a log_softmax). Infeasible sequences get NaN on frames < Tb, or
+/// 0 everywhere with zero_infinity; frames >= Tb get 0.
+inline Vec ctc_grad(std::int64_t T, std::int64_t N, std::int64_t C, const Vec& lp,
+                    const std::vector<std::vector<std::int64_t>>& labels, const std::vector<std::int64_t>& il,
+                    std::int64_t blank, Reduction r, bool zero_infinity, bool plain, const Vec& go) {
+  Vec g(static_cast<std::size_t>(T * N * C), 0.0);
+  for (std::int64_t b = 0; b < N; ++b) {
+    const auto& l = labels[b];
+    double f;
+    if (r == Reduction::none)
+      f = go[b];
+    else if (r == Reduction::sum)
+      f = go[0];
+    else
+      f = go[0] / std::max<std::int64_t>(static_cast<std::int64_t>(l.size()), 1) / N;
+    const CtcLattice L = ctc_lattice(N, C, lp, l, il[b], blank, b);
+    if (L.nll == inf && zero_infinity) continue;
+    auto ext = [&](std::int64_t s) { return s % 2 == 0 ? blank : l[static_cast<std::size_t>(s / 2)]; };
+    for (std::int64_t t = 0; t < L.Tb; ++t)
+      for (std::int64_t c = 0; c < C; ++c) {
+        const double y = lp[static_cast<std::size_t>((t * N + b) * C + c)];
+        double v;
+        if (L.nll == inf) {
+          v = nan;
+        } else {
+          double lcab = -inf;
+          for (std::int64_t s = 0; s < L.W; ++s)
+            if (ext(s) == c) lcab = log_add(lcab, L.alpha[t][s] + L.beta[t][s]);
+          v = -std::exp(lcab - y + L.nll) * f;
+          if (!plain) v += std::exp(y) * f;
+        }
+        g[static_cast<std::size_t>((t * N + b) * C + c)] = v;
+      }
+  }
+  return g;
+}
+
+// --- embedding and embedding_bag ------------------------------------------------------
+
+/// torch's embedding_renorm_: each distinct row of w [V, D] that idx looks
+/// up and whose norm_type-norm exceeds max_norm is scaled by max_norm /
+/// (norm + 1e-7).
+inline void renorm(Vec& w, std::int64_t V, std::int64_t D, const std::vector<std::int64_t>& idx, double max_norm,
+                   double norm_type) {
+  std::vector<char> seen(static_cast<std::size_t>(V), 0);
+  for (auto i : idx) {
+    if (seen[i]) continue;
+    seen[i] = 1;
+    double n = 0;
+    for (std::int64_t d = 0; d < D; ++d) {
+      const double a = std::fabs(w[i * D + d]);
+      if (std::isinf(norm_type))
+        n = std::max(n, a);
+      else
+        n += std::pow(a, norm_type);
+    }
+    if (!std::isinf(norm_type)) n = std::pow(n, 1 / norm_type);
+    if (n > max_norm)
+      for (std::int64_t d = 0; d < D; ++d) w[i * D + d] *= max_norm / (n + 1e-7);
+  }
+}
+
+struct RefEmbedding {
+  Vec out, grad_weight;
+};
+
+/// embedding forward and dense backward: pad is the normalised padding
+/// index (-1 for none), freq scale_grad_by_freq.
+inline RefEmbedding ref_embedding(const std::vector<std::int64_t>& idx, const Vec& w, std::int64_t V, std::int64_t D,
+                                  const Vec& go, std::int64_t pad, bool freq) {
+  RefEmbedding r;
+  const std::size_t n = idx.size();
+  r.out.resize(n * D);
+  r.grad_weight.assign(V * D, 0.0);
+  Vec count(V, 0.0);
+  for (auto i : idx) count[i] += 1;
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::int64_t d = 0; d < D; ++d) {
+      r.out[p * D + d] = w[idx[p] * D + d];
+      if (!go.empty() && idx[p] != pad) r.grad_weight[idx[p] * D + d] += go[p * D + d] / (freq ? count[idx[p]] : 1.0);
+    }
+  return r;
+}
+
+/// The bags of an embedding_bag call: a 2-D input of `fixed`-sized bags, or
+/// a 1-D input with offsets (include_last_offset: the last one ends the
+/// last bag).
+struct BagSpec {
+  std::vector<std::int64_t> idx;
+  std::vector<std::int64_t> offsets;  // empty for 2-D
+  std::int64_t fixed = -1;            // bag size for 2-D input
+  std::int64_t rows = -1;             // bag count for 2-D input (needed when fixed = 0)
+  bool include_last_offset = false;
+  std::int64_t num_bags() const {
+    if (fixed >= 0) return rows >= 0 ? rows : fixed > 0 ? static_cast<std::int64_t>(idx.size()) / fixed : 0;
+    return include_last_offset ? static_cast<std::int64_t>(offsets.size()) - 1
+                               : static_cast<std::int64_t>(offsets.size());
+  }
+  std::int64_t begin(std::int64_t b) const { return fixed >= 0 ? b * fixed : offsets[b]; }
+  std::int64_t end(std::int64_t b) const {
+    if (fixed >= 0) return (b + 1) * fixed;
+    if (include_last_offset || b + 1 < static_cast<std::int64_t>(offsets.size())) return offsets[b + 1];
+    return static_cast<std::int64_t>(idx.size());
+  }
+};
+
+struct RefBag {
+  Vec out, grad_weight, grad_psw;
+  std::vector<std::int64_t> max_indices;  // -1 for an empty bag
+};
+
+/// embedding_bag forward and backward (go empty: forward only). Entries
+/// equal to pad are left out of sums, means and counts; max keeps the
+/// first maximal row, as torch.
+inline RefBag ref_bag(const BagSpec& s, std::int64_t B, const Vec& w, std::int64_t V, std::int64_t D,
+                      kloss::EmbeddingBagMode mode, const Vec* psw, std::int64_t pad, bool freq, const Vec& go) {
+  using kloss::EmbeddingBagMode;
+  RefBag r;
+  r.out.assign(B * D, 0.0);
+  r.max_indices.assign(B * D, -1);
+  r.grad_weight.assign(V * D, 0.0);
+  r.grad_psw.assign(s.idx.size(), 0.0);
+  const bool bwd = !go.empty();
+  Vec count(V, 0.0);
+  for (auto i : s.idx) count[i] += 1;
+  for (std::int64_t b = 0; b < B; ++b) {
+    std::int64_t c = 0;
+    for (std::int64_t e = s.begin(b); e < s.end(b); ++e) c += s.idx[e] != pad;
+    for (std::int64_t e = s.begin(b); e < s.end(b); ++e) {
+      const std::int64_t row = s.idx[e];
+      if (row == pad) continue;
+      const double pw = psw ? (*psw)[e] : 1.0;
+      for (std::int64_t d = 0; d < D; ++d) {
+        const double v = w[row * D + d];
+        if (mode == EmbeddingBagMode::max) {
+          if (r.max_indices[b * D + d] < 0 || v > r.out[b * D + d]) {
+            r.out[b * D + d] = v;
+            r.max_indices[b * D + d] = row;
+          }
+        } else {
+          r.out[b * D + d] += pw * v / (mode == EmbeddingBagMode::mean ? c : 1);
+          if (bwd) {
+            r.grad_weight[row * D + d] +=
+                pw * go[b * D + d] / (mode == EmbeddingBagMode::mean ? c : 1) / (freq ? count[row] : 1.0);
+            r.grad_psw[e] += go[b * D + d] * v;
+          }
+        }
+      }
+    }
+    if (mode == EmbeddingBagMode::max && bwd)
+      for (std::int64_t d = 0; d < D; ++d)
+        if (r.max_indices[b * D + d] >= 0) r.grad_weight[r.max_indices[b * D + d] * D + d] += go[b * D + d];
+  }
+  return r;
+}
+
+// --- fused_linear_cross_entropy --------------------------------------------------------
+
+struct FusedResult {
+  Vec out, grad_input, grad_weight, grad_bias;
+};
+
+/// cross_entropy(input @ weight^T + bias, target): input [N, D], weight
+/// [V, D], bias [V] or empty; `P` holds the target (indices or [N, V]
+/// probabilities) and ce_weight as its weight, its x is filled here; go
+/// null: forward only.
+inline FusedResult fused_linear(const Vec& x, const Vec& W, const Vec& bias, std::int64_t N, std::int64_t D,
+                                std::int64_t V, CeProblem P, const CeOptions& o, const Vec* go) {
+  P.N = N;
+  P.C = V;
+  P.inner = 1;
+  P.shape = {static_cast<std::size_t>(N), static_cast<std::size_t>(V)};
+  P.x.assign(static_cast<std::size_t>(N * V), 0.0);
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t v = 0; v < V; ++v) {
+      double s = bias.empty() ? 0.0 : bias[v];
+      for (std::int64_t d = 0; d < D; ++d) s += x[n * D + d] * W[v * D + d];
+      P.x[n * V + v] = s;
+    }
+  FusedResult R;
+  const CeResult ce = cross_entropy(P, P.x, o);
+  R.out = o.reduction == Reduction::none ? ce.rows : Vec{ce.reduced};
+  if (!go) return R;
+  const Vec gz = cross_entropy_grad(P, P.x, o, *go);
+  R.grad_input.assign(static_cast<std::size_t>(N * D), 0.0);
+  R.grad_weight.assign(static_cast<std::size_t>(V * D), 0.0);
+  R.grad_bias.assign(static_cast<std::size_t>(V), 0.0);
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t v = 0; v < V; ++v) {
+      const double g = gz[n * V + v];
+      R.grad_bias[v] += g;
+      for (std::int64_t d = 0; d < D; ++d) {
+        R.grad_input[n * D + d] += g * W[v * D + d];
+        R.grad_weight[v * D + d] += g * x[n * D + d];
+      }
+    }
+  return R;
+}
+
+}  // namespace kloss_ref
