@@ -133,6 +133,15 @@ std::size_t dtype_size(DType d) {
 bool is_floating(DType d) { return d != DType::int32 && d != DType::int64; }
 
 // --- buffers ----------------------------------------------------------------
+
+std::int64_t integral_value(double v, DType d, std::size_t position) {
+  const double lo = d == DType::int32 ? -2147483648.0 : -0x1p63, hi = d == DType::int32 ? 2147483647.0 : 0x1p63;
+  // hi is exclusive for int64 (2^63 is not an int64), inclusive for int32.
+  const bool in_range = v >= lo && (d == DType::int32 ? v <= hi : v < hi);
+  if (!(in_range && std::floor(v) == v))
+    throw InvalidArgument(impl::concat("kloss::rt: value ", v, " at position ", position, " is not an ", to_string(d)));
+  return static_cast<std::int64_t>(v);
+}
 Buffer::Buffer(DType dtype, const Shape& shape)
     : dtype_(dtype), shape_(shape), bytes_((static_cast<std::size_t>(shape.numel()) * dtype_size(dtype) + 7) / 8, 0) {}
 
@@ -152,8 +161,12 @@ Buffer Buffer::from_doubles(DType dtype, const Shape& shape, const std::vector<d
       case DType::float64: b.data_as<double>()[i] = v[i]; break;
       case DType::float16: b.data_as<float16>()[i] = float16(v[i]); break;
       case DType::bfloat16: b.data_as<bfloat16>()[i] = bfloat16(v[i]); break;
-      case DType::int32: b.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(v[i]); break;
-      case DType::int64: b.data_as<std::int64_t>()[i] = static_cast<std::int64_t>(v[i]); break;
+      case DType::int32:
+        b.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(integral_value(v[i], dtype, i));
+        break;
+      case DType::int64:
+        b.data_as<std::int64_t>()[i] = integral_value(v[i], dtype, i);
+        break;
     }
   }
   return b;
@@ -202,7 +215,7 @@ std::vector<std::int64_t> Buffer::to_int64() const {
     for (std::size_t i = 0; i < n; ++i) v[i] = data_as<std::int64_t>()[i];
   } else {
     auto d = to_doubles();
-    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::int64_t>(d[i]);
+    for (std::size_t i = 0; i < n; ++i) v[i] = integral_value(d[i], DType::int64, i);
   }
   return v;
 }

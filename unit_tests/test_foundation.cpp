@@ -3,6 +3,7 @@
 #include "test_utils.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -176,6 +177,44 @@ TEST(Runtime, OptionsAreTypedAndUnusedOnesRefused) {
                      "kloss::triplet_margin_loss: option 'softcap' is not supported");
   o.set("reduction", std::string("avg"));
   EXPECT_KLOSS_THROW(o.get_reduction("mse_loss"), kloss::InvalidArgument, "reduction must be 'none', 'mean' or 'sum'");
+}
+
+// An integer input in a buffer of another dtype must hold integers the
+// op's index type represents: a fraction or an int64 beyond int32 used to
+// be truncated into another, valid-looking index.
+TEST(Runtime, IndexBuffersOfAnotherDtypeMustHoldExactIndices) {
+  namespace rt = kloss::rt;
+  rt::Call c;
+  c.op = "nll_loss";
+  c.dtype = rt::DType::float64;
+  c.index_dtype = rt::DType::int32;
+  c.inputs["input"] = rt::Buffer::from_doubles(c.dtype, {2, 3}, {-1, -2, -3, -1, -2, -3});
+  c.inputs["target"] = rt::Buffer::from_doubles(rt::DType::float64, {2}, {1, 2});
+  EXPECT_DOUBLE_EQ(rt::run(c).output.to_doubles()[0], 2.5);  // integral floats convert
+  c.inputs["target"] = rt::Buffer::from_doubles(rt::DType::float64, {2}, {1, 1.5});
+  EXPECT_KLOSS_THROW(rt::run(c), kloss::InvalidArgument,
+                     "kloss::nll_loss: input 'target' (float64) holds 1.5 at position 1, which is not an int32 index");
+  c.inputs["target"] = rt::Buffer::from_doubles(rt::DType::float64, {2}, {2147483648.0, 0});
+  EXPECT_KLOSS_THROW(rt::run(c), kloss::InvalidArgument, "holds 2147483648 at position 0, which is not an int32 index");
+  c.inputs["target"] = rt::Buffer::from_doubles(rt::DType::float64, {2}, {std::nan(""), 0});
+  EXPECT_KLOSS_THROW(rt::run(c), kloss::InvalidArgument, "input 'target' (float64) holds nan at position 0");
+  c.inputs["target"] = rt::Buffer::from_int64(rt::DType::int64, {2}, {1, (std::int64_t{1} << 33) + 1});
+  EXPECT_KLOSS_THROW(rt::run(c), kloss::IndexOutOfRange,
+                     "kloss::nll_loss: input 'target' (int64) holds 8589934593 at position 1, outside int32");
+}
+
+TEST(Runtime, BuffersConvertOnlyIntegersToIntegers) {
+  namespace rt = kloss::rt;
+  const auto f = rt::Buffer::from_doubles(rt::DType::float64, {3}, {1, -2, 1e300});
+  EXPECT_KLOSS_THROW(f.to_int64(), kloss::InvalidArgument, "kloss::rt: value 1.0000000000000001e+300 at position 2");
+  EXPECT_KLOSS_THROW(rt::Buffer::from_doubles(rt::DType::int32, {1}, {0.5}), kloss::InvalidArgument,
+                     "value 0.5 at position 0 is not an int32");
+  EXPECT_KLOSS_THROW(rt::Buffer::from_doubles(rt::DType::int32, {1}, {2147483648.0}), kloss::InvalidArgument,
+                     "is not an int32");
+  EXPECT_KLOSS_THROW(rt::Buffer::from_doubles(rt::DType::int64, {1}, {0x1p63}), kloss::InvalidArgument,
+                     "is not an int64");
+  EXPECT_EQ(rt::Buffer::from_doubles(rt::DType::int64, {1}, {-0x1p63}).to_int64()[0], INT64_MIN);
+  EXPECT_EQ(rt::Buffer::from_doubles(rt::DType::float64, {2}, {-3, 7}).to_int64(), (std::vector<std::int64_t>{-3, 7}));
 }
 
 TEST(Registry, NamesAreUniqueAndRunnable) {

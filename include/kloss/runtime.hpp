@@ -27,6 +27,9 @@ std::string_view to_string(DType d);
 DType parse_dtype(std::string_view s);
 std::size_t dtype_size(DType d);
 bool is_floating(DType d);
+/// `v` as an integer of dtype d (int32 or int64); throws InvalidArgument,
+/// naming `position`, if v is not an integer d can hold.
+std::int64_t integral_value(double v, DType d, std::size_t position);
 
 template <class T>
 constexpr DType dtype_of() {
@@ -48,11 +51,14 @@ class Buffer {
   Buffer() = default;
   /// Zero-filled buffer of `shape`.
   Buffer(DType dtype, const Shape& shape);
-  /// Rounds `values` (row-major, numel of `shape`) to `dtype`.
+  /// Rounds `values` (row-major, numel of `shape`) to `dtype`; an integer
+  /// dtype takes only integers it can hold (else InvalidArgument).
   static Buffer from_doubles(DType dtype, const Shape& shape, const std::vector<double>& values);
   static Buffer from_int64(DType dtype, const Shape& shape, const std::vector<std::int64_t>& values);
 
   std::vector<double> to_doubles() const;
+  /// The values as integers; throws InvalidArgument for a floating value
+  /// that is not an integer an int64 holds (a fraction, NaN, +-inf, huge).
   std::vector<std::int64_t> to_int64() const;
 
   DType dtype() const { return dtype_; }

@@ -6,6 +6,8 @@
 #include <kloss/checks.hpp>
 #include <kloss/runtime.hpp>
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -86,6 +88,31 @@ DeviceTensor<T> to_device(const rt::Buffer& buf, const std::string& label) {
   return d;
 }
 
+/// An integer input held in a buffer of another dtype must hold values T
+/// represents exactly: a fraction, or an int64 beyond int32, would
+/// otherwise silently become another index.
+template <class T>
+void check_index_buffer(std::string_view op, const std::string& name, const rt::Buffer& b) {
+  if (b.dtype() == rt::dtype_of<T>()) return;
+  const auto n = static_cast<std::size_t>(b.numel());
+  const std::vector<double> v = rt::is_floating(b.dtype()) ? b.to_doubles() : std::vector<double>{};
+  const std::vector<std::int64_t> w = rt::is_floating(b.dtype()) ? std::vector<std::int64_t>{} : b.to_int64();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!v.empty()) {
+      // [min, -min): -min = 2^31 or 2^63, exact in double (the comparisons
+      // are false for NaN)
+      const double lo = static_cast<double>(std::numeric_limits<T>::min());
+      const bool ok = std::floor(v[i]) == v[i] && v[i] >= lo && v[i] < -lo;
+      if (!ok)
+        fail<InvalidArgument>(op, "input '", name, "' (", rt::to_string(b.dtype()), ") holds ", v[i], " at position ",
+                              i, ", which is not an ", dtype_name<T>(), " index");
+    } else if (w[i] < std::numeric_limits<T>::min() || w[i] > std::numeric_limits<T>::max()) {
+      fail<IndexOutOfRange>(op, "input '", name, "' (", rt::to_string(b.dtype()), ") holds ", w[i], " at position ", i,
+                            ", outside ", dtype_name<T>());
+    }
+  }
+}
+
 /// The named input of a call copied to the device as T; absent optional
 /// inputs give a tensor with present == false; absent required ones throw.
 template <class T>
@@ -95,6 +122,7 @@ DeviceTensor<T> input(const rt::Call& c, const std::string& name, bool required 
     if (required) fail<InvalidArgument>(c.op, "input '", name, "' is missing");
     return {};
   }
+  if constexpr (std::is_integral_v<T>) check_index_buffer<T>(c.op, name, it->second);
   return to_device<T>(it->second, "kloss::rt::" + name);
 }
 
