@@ -44,9 +44,13 @@ rt::Result run_ctc_loss(const rt::Call& c) {
         return r;
       }
       // Save alpha for the backward: [N, T, 2 max(target_lengths) + 1]
-      // (the forward checks the lengths before it checks this shape).
+      // (the forward checks the lengths before it checks this shape). A
+      // valid target length is at most the number of labels the targets
+      // hold: bounding it there keeps a hostile length from sizing this
+      // buffer (the forward then refuses the length itself).
       std::int64_t max_tl = 0;
       for (auto v : c.inputs.at("target_lengths").to_int64()) max_tl = std::max(max_tl, v);
+      max_tl = std::min(max_tl, tg.shape.numel());
       const std::int64_t T_ = lp.shape.rank >= 1 ? lp.shape[0] : 0;
       const std::int64_t N = lp.shape.rank == 3 ? lp.shape[1] : 1;
       auto la = device_zeros<A>(Shape{N, T_, 2 * max_tl + 1}, "kloss::rt::log_alpha");

@@ -560,3 +560,23 @@ TEST(CtcLossErrors, RuntimeApiRejectsBadOptions) {
   call.options.set("margin", 1.0);
   EXPECT_KLOSS_THROW(rt::run(call), kloss::NotImplemented, "option 'margin' is not supported");
 }
+
+// A target length far beyond what the targets hold is refused, naming the
+// argument, before the runtime API sizes the saved alpha from it (it used
+// to allocate N x T x (2 length + 1) values first: 32 GiB for 2^31 - 1).
+TEST(CtcLossErrors, RuntimeApiRefusesAHugeTargetLengthBeforeAllocating) {
+  namespace rt = kloss::rt;
+  for (const std::int64_t len : {std::int64_t{2147483647}, std::int64_t{1} << 40}) {
+    rt::Call call;
+    call.op = "ctc_loss";
+    call.dtype = rt::DType::float32;
+    call.index_dtype = len > 2147483647 ? rt::DType::int64 : rt::DType::int32;
+    call.inputs["log_probs"] = rt::Buffer::from_doubles(rt::DType::float32, {3, 1, 2}, std::vector<double>(6, -0.7));
+    call.inputs["targets"] = rt::Buffer::from_int64(call.index_dtype, {1, 2}, {1, 1});
+    call.inputs["input_lengths"] = rt::Buffer::from_int64(call.index_dtype, {1}, {3});
+    call.inputs["target_lengths"] = rt::Buffer::from_int64(call.index_dtype, {1}, {len});
+    call.grad_output = rt::Buffer::from_doubles(rt::DType::float32, {}, {1.0});
+    EXPECT_KLOSS_THROW(rt::run(call), kloss::InvalidArgument,
+                       "kloss::ctc_loss: argument 'target_lengths' must hold values in [0, 2]");
+  }
+}
