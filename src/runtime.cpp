@@ -5,6 +5,7 @@
 #include <kloss/runtime.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace kloss {
@@ -25,12 +26,36 @@ Reduction parse_reduction(std::string_view s, std::string_view op) {
   if (s == "mean") return Reduction::mean;
   if (s == "sum") return Reduction::sum;
   if (s == "batchmean") return Reduction::batchmean;
-  fail<InvalidArgument>(op, "reduction must be 'none', 'mean' or 'sum', got '", s, "'");
+  fail<InvalidArgument>(op, "option 'reduction' must be 'none', 'mean' or 'sum', got '", s, "'");
 }
 
 void check_reduction(std::string_view op, Reduction r, bool allow_batchmean) {
   if (r == Reduction::batchmean && !allow_batchmean)
-    fail<InvalidArgument>(op, "reduction 'batchmean' is only valid for kl_div");
+    fail<InvalidArgument>(op, "option 'reduction' = 'batchmean' is only valid for kl_div");
+}
+
+void check_disjoint(std::string_view op, std::initializer_list<Span> outputs, std::initializer_list<Span> inputs,
+                    std::pair<std::string_view, std::string_view> in_place) {
+  auto overlap = [](const Span& a, const Span& b) {
+    if (a.bytes == 0 || b.bytes == 0) return false;
+    const auto a0 = reinterpret_cast<std::uintptr_t>(a.data), b0 = reinterpret_cast<std::uintptr_t>(b.data);
+    return a0 < b0 + b.bytes && b0 < a0 + a.bytes;
+  };
+  for (auto o = outputs.begin(); o != outputs.end(); ++o) {
+    for (auto p = o + 1; p != outputs.end(); ++p)
+      if (overlap(*o, *p))
+        fail<InvalidArgument>(op, "arguments '", o->name, "' and '", p->name,
+                              "' share memory: outputs must not overlap each other");
+    for (const Span& i : inputs) {
+      if (!overlap(*o, i)) continue;
+      if (o->name == in_place.first && i.name == in_place.second && o->data == i.data && o->bytes == i.bytes) continue;
+      fail<InvalidArgument>(op, "argument '", o->name, "' shares memory with argument '", i.name,
+                            "': an output must not overlap an input",
+                            in_place.first.empty() ? ""
+                                                   : impl::concat(" (only '", in_place.first, "' may be exactly '",
+                                                                  in_place.second, "')"));
+    }
+  }
 }
 
 // --- shapes -----------------------------------------------------------------

@@ -383,6 +383,38 @@ TYPED_TEST(CrossEntropy, AllIgnoredMeanIsNaNWithZeroGradients) {
   expect_near_all(to_doubles(gx), std::vector<double>(6, 0.0), 0, 0, "grads");
 }
 
+// The backward may write its gradient exactly over the logits (documented);
+// any other overlap of an output with an input, or of two outputs, is
+// refused naming both.
+TEST(CrossEntropyErrors, OnlyTheExactInPlaceGradientMayShareMemory) {
+  Exec exec;
+  using U = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  Kokkos::View<float*, Mem> buf("buf", 13);
+  Kokkos::View<float**, Mem, U> x(buf.data(), 3, 4), shifted(buf.data() + 1, 3, 4);
+  auto t = make_view<std::int64_t*>("t", {0, 3, 1}, {3});
+  Kokkos::View<float*, Mem> lse("lse", 3), out3("out3", 3);
+  Kokkos::View<double, Mem> tw("tw");
+  Kokkos::View<float, Mem> out("out"), go("go");
+  Kokkos::deep_copy(go, 1.0f);
+  kloss::cross_entropy(exec, x, t, Kokkos::View<float*, Mem>(), out, lse, tw);
+  EXPECT_KLOSS_THROW(kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<float*, Mem>(), lse, tw, shifted),
+                     kloss::InvalidArgument,
+                     "kloss::cross_entropy_backward: argument 'grad_input' shares memory with argument 'input': an "
+                     "output must not overlap an input (only 'grad_input' may be exactly 'input')");
+  Kokkos::View<float*, Mem> big("big", 12);
+  Kokkos::deep_copy(Kokkos::subview(big, std::make_pair(0, 3)), lse);
+  EXPECT_KLOSS_THROW(kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<float*, Mem>(),
+                                                   Kokkos::View<float*, Mem, U>(big.data(), 3), tw,
+                                                   Kokkos::View<float**, Mem, U>(big.data(), 3, 4)),
+                     kloss::InvalidArgument, "argument 'grad_input' shares memory with argument 'lse'");
+  Kokkos::View<float*, Mem, U> lse_over_out(out3.data(), 3);
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t, Kokkos::View<float*, Mem>(), out3, lse_over_out, tw,
+                                          kloss::CrossEntropyOptions{-100, Reduction::none}),
+                     kloss::InvalidArgument, "kloss::cross_entropy: arguments 'output' and 'lse' share memory");
+  kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<float*, Mem>(), lse, tw, x);  // in place: allowed
+  exec.fence();
+}
+
 TEST(CrossEntropyEdges, EmptyBatchAndSingleSampleInput) {
   Exec exec;
   Kokkos::View<float**, Mem> x0("x0", 0, 5);

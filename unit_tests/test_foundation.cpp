@@ -176,7 +176,8 @@ TEST(Runtime, OptionsAreTypedAndUnusedOnesRefused) {
   EXPECT_KLOSS_THROW(o.check_all_used("triplet_margin_loss"), kloss::NotImplemented,
                      "kloss::triplet_margin_loss: option 'softcap' is not supported");
   o.set("reduction", std::string("avg"));
-  EXPECT_KLOSS_THROW(o.get_reduction("mse_loss"), kloss::InvalidArgument, "reduction must be 'none', 'mean' or 'sum'");
+  EXPECT_KLOSS_THROW(o.get_reduction("mse_loss"), kloss::InvalidArgument,
+                     "option 'reduction' must be 'none', 'mean' or 'sum'");
 }
 
 // An integer input in a buffer of another dtype must hold integers the

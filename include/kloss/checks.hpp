@@ -6,9 +6,11 @@
 #include <kloss/error.hpp>
 #include <kloss/tensor.hpp>
 
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace kloss {
 namespace impl {
@@ -79,6 +81,28 @@ void check_output(std::string_view op, std::string_view arg, const Tensor<T, M>&
 
 /// Rejects `batchmean` for every op but kl_div.
 void check_reduction(std::string_view op, Reduction r, bool allow_batchmean = false);
+
+/// The bytes an argument spans, for the overlap check below.
+struct Span {
+  std::string_view name;
+  const void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
+/// The span of a tensor (empty for an absent or empty one).
+template <class T, class M>
+Span span(std::string_view name, const Tensor<T, M>& t) {
+  if (!t.present) return {name};
+  return {name, t.data.data(), static_cast<std::size_t>(t.numel()) * sizeof(T)};
+}
+
+/// Outputs must share no byte with each other or with an input: a shared
+/// byte makes the result depend on the order in which kernels read and
+/// write. Throws InvalidArgument naming both arguments. `in_place` is the
+/// one (output, input) pair the op documents as an allowed in-place use:
+/// the two may coincide exactly (same address, same size), nothing else.
+void check_disjoint(std::string_view op, std::initializer_list<Span> outputs, std::initializer_list<Span> inputs,
+                    std::pair<std::string_view, std::string_view> in_place = {});
 
 namespace impl {
 

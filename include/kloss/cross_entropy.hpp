@@ -77,7 +77,8 @@ void cross_entropy(const ExecSpace& exec, const InputView& input, const TargetVi
 /// grad_input per element.
 /// In place: grad_input may be the very same view (same data pointer) as
 /// input - the gradient then overwrites the logits and no N x C memory is
-/// needed; any other overlap of the two is undefined. Fences (it re-checks
+/// needed; any other overlap of an output with an input (or of two
+/// outputs) throws InvalidArgument, as for every op. Fences (it re-checks
 /// the targets in the same pass).
 template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class LseView,
           class TotalWeightView, class GradInputView,

@@ -820,6 +820,8 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
                             lse.shape.str());
   if (total_weight.present && total_weight.numel() != 1)
     fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ", total_weight.shape.str());
+  check_disjoint(op, {span("output", output), span("lse", lse), span("total_weight", total_weight)},
+                 {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::cross_entropy");
 
   const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
@@ -971,6 +973,10 @@ void cross_entropy_backward(const ExecSpace& exec, const Tensor<const T, typenam
   }
   check_present(op, "grad_input", grad_input);
   check_shape(op, "grad_input", grad_input, input.shape);
+  check_disjoint(op, {span("grad_input", grad_input)},
+                 {span("grad_output", grad_output), span("input", input), span("target", target),
+                  span("weight", weight), span("lse", lse), span("total_weight", total_weight)},
+                 {"grad_input", "input"});
   ProfilingRegion region("kloss::cross_entropy_backward");
 
   const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
@@ -1060,6 +1066,8 @@ void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename Ex
   if (lse.present && lse.numel() != geo.rows)
     fail<DimensionMismatch>(op, "argument 'lse' must hold one value per row (", geo.rows, "), got shape ",
                             lse.shape.str());
+  check_disjoint(op, {span("output", output), span("lse", lse)},
+                 {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::cross_entropy");
   const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning, CeRowMapping::whole_row);
   const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
@@ -1134,6 +1142,10 @@ void cross_entropy_prob_backward(const ExecSpace& exec,
                             lse.shape.str());
   check_present(op, "grad_input", grad_input);
   check_shape(op, "grad_input", grad_input, input.shape);
+  check_disjoint(op, {span("grad_input", grad_input)},
+                 {span("grad_output", grad_output), span("input", input), span("target", target),
+                  span("weight", weight), span("lse", lse)},
+                 {"grad_input", "input"});
   ProfilingRegion region("kloss::cross_entropy_backward");
   const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning, CeRowMapping::whole_row);
   const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
@@ -1187,6 +1199,8 @@ void nll_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
   check_output(op, "output", output, opts.reduction, geo.row_shape);
   if (total_weight.present && total_weight.numel() != 1)
     fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ", total_weight.shape.str());
+  check_disjoint(op, {span("output", output), span("total_weight", total_weight)},
+                 {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::nll_loss");
   const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, ignore = opts.ignore_index;
   const bool none = opts.reduction == Reduction::none, has_w = weight.present;
@@ -1240,6 +1254,9 @@ void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   }
   check_present(op, "grad_input", grad_input);
   check_shape(op, "grad_input", grad_input, input.shape);
+  check_disjoint(op, {span("grad_input", grad_input)},
+                 {span("grad_output", grad_output), span("input", input), span("target", target),
+                  span("weight", weight), span("total_weight", total_weight)});
   ProfilingRegion region("kloss::nll_loss_backward");
   const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
   const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;

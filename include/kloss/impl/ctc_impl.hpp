@@ -468,6 +468,9 @@ void ctc_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
   check_present(op, "output", output);
   check_output(op, "output", output, reduction, p.batched ? Shape{p.N} : Shape{});
   if (log_alpha.present) check_shape(op, "log_alpha", log_alpha, Shape{p.N, p.T, p.W});
+  check_disjoint(op, {span("output", output), span("log_alpha", log_alpha)},
+                 {span("log_probs", log_probs), span("targets", targets), span("input_lengths", input_lengths),
+                  span("target_lengths", target_lengths)});
   ProfilingRegion region("kloss::ctc_loss");
 
   auto k = ctc::make_kernel<ExecSpace, T, I>(exec, p, log_probs, targets, blank, op, true);
@@ -543,6 +546,10 @@ void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   check_present(op, "grad_log_probs", grad_log_probs);
   check_shape(op, "grad_log_probs", grad_log_probs, log_probs.shape);
   if (log_alpha.present) check_shape(op, "log_alpha", log_alpha, Shape{p.N, p.T, p.W});
+  check_disjoint(
+      op, {span("grad_log_probs", grad_log_probs)},
+      {span("grad_output", grad_output), span("log_probs", log_probs), span("targets", targets),
+       span("input_lengths", input_lengths), span("target_lengths", target_lengths), span("log_alpha", log_alpha)});
   ProfilingRegion region("kloss::ctc_loss_backward");
 
   const bool have_alpha = log_alpha.present;

@@ -443,6 +443,7 @@ void embedding_renorm(const ExecSpace& exec, const std::string& op,
   using A = acc_t<T>;
   check_rank(op, "weight", weight, 2);
   const std::int64_t V = weight.extent(0), D = weight.extent(1), n = input.numel();
+  check_disjoint(op, {span("weight", weight)}, {span("input", input)});
   ProfilingRegion region("kloss::" + op + "::renorm");
   // A claim flag per row: the first position that looks a row up
   // renormalises it, the others leave it alone (no two threads on one row).
@@ -482,6 +483,7 @@ void embedding(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::
           max_rank - 1, " is supported");
   out_shape.extent[out_shape.rank++] = D;
   check_shape("embedding", "output", output, out_shape);
+  check_disjoint("embedding", {span("output", output)}, {span("input", input), span("weight", weight)});
   ProfilingRegion region("kloss::embedding");
   embedding_gather<ExecSpace, T, I>(exec, input, weight, output, 0, V, opts.team_size)
       .throw_if_any("embedding", "input", concat("[0, ", V, ")"));
@@ -1207,6 +1209,10 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
     check_present(op, "weight", weight);
     check_shape(op, "weight", weight, Shape{V, D});
   }
+  check_disjoint(
+      op, {span("grad_weight", grad_weight), span("grad_per_sample_weights", grad_per_sample_weights)},
+      {span("grad_output", grad_output), span("input", input), span("weight", weight), span("offsets", offsets),
+       span("per_sample_weights", per_sample_weights), span("max_indices", max_indices)});
   ProfilingRegion region("kloss::" + op);
   Kokkos::View<std::int64_t*, Mem> bag_of;
   Kokkos::View<A*, Mem> bag_scale;

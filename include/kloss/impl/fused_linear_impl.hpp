@@ -144,6 +144,11 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
   require(opts.convert_block_rows >= 0, op, "option 'convert_block_rows' must be >= 0 (0 = default), got ",
           opts.convert_block_rows);
   const std::int64_t B = fl_chunk_rows<A>(op, N, V, opts.memory_budget_bytes);
+  check_disjoint(op,
+                 {span("output", output), span("grad_input", grad_input), span("grad_weight", grad_weight),
+                  span("grad_bias", grad_bias)},
+                 {span("input", input), span("weight", weight), span("target", target), span("bias", bias),
+                  span("ce_weight", ce_weight), span("grad_output", go)});
   ProfilingRegion region(concat("kloss::", op));
 
   const std::int64_t ignore = opts.ignore_index;

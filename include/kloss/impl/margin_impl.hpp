@@ -771,6 +771,8 @@ void triplet_margin_loss(const ExecSpace& exec, const Tensor<const T, typename E
   constexpr std::string_view op = "triplet_margin_loss";
   check_triplet(op, anchor, positive, negative, p, reduction);
   check_output(op, "output", output, reduction, leading_shape(anchor.shape));
+  check_disjoint(op, {span("output", output)},
+                 {span("anchor", anchor), span("positive", positive), span("negative", negative)});
   ProfilingRegion region("kloss::triplet_margin_loss");
   switch (norm_kind(p)) {
     case NormKind::zero:
@@ -808,6 +810,11 @@ void triplet_margin_loss_backward(const ExecSpace& exec,
   if (grad_anchor.present) check_shape(op, "grad_anchor", grad_anchor, anchor.shape);
   if (grad_positive.present) check_shape(op, "grad_positive", grad_positive, positive.shape);
   if (grad_negative.present) check_shape(op, "grad_negative", grad_negative, negative.shape);
+  check_disjoint(
+      op,
+      {span("grad_anchor", grad_anchor), span("grad_positive", grad_positive), span("grad_negative", grad_negative)},
+      {span("grad_output", grad_output), span("anchor", anchor), span("positive", positive),
+       span("negative", negative)});
   ProfilingRegion region("kloss::triplet_margin_loss_backward");
 #define KLOSS_TRIPLET_BWD(KIND)                                                                              \
   return triplet_backward_kernel<NormKind::KIND>(exec, grad_output, anchor, positive, negative, grad_anchor, \
@@ -892,6 +899,8 @@ void cosine_embedding_loss(const ExecSpace& exec, const Tensor<const T, typename
   constexpr std::string_view op = "cosine_embedding_loss";
   const Shape out_shape = check_cosine(op, input1, input2, target, reduction);
   check_output(op, "output", output, reduction, out_shape);
+  check_disjoint(op, {span("output", output)},
+                 {span("input1", input1), span("input2", input2), span("target", target)});
   ProfilingRegion region("kloss::cosine_embedding_loss");
   const I64 D = last_extent(input1.shape), N = target.numel();
   const T* x1 = input1.data.data();
@@ -941,6 +950,9 @@ void cosine_embedding_loss_backward(const ExecSpace& exec,
   check_output(op, "grad_output", grad_output, reduction, out_shape);
   if (grad_input1.present) check_shape(op, "grad_input1", grad_input1, input1.shape);
   if (grad_input2.present) check_shape(op, "grad_input2", grad_input2, input2.shape);
+  check_disjoint(
+      op, {span("grad_input1", grad_input1), span("grad_input2", grad_input2)},
+      {span("grad_output", grad_output), span("input1", input1), span("input2", input2), span("target", target)});
   ProfilingRegion region("kloss::cosine_embedding_loss_backward");
   const I64 D = last_extent(input1.shape), N = target.numel();
   const T* x1 = input1.data.data();
@@ -1038,6 +1050,7 @@ void multi_margin_loss(const ExecSpace& exec, const Tensor<const T, typename Exe
   constexpr std::string_view op = "multi_margin_loss";
   const Shape out_shape = check_multi_margin(op, input, target, weight, p, reduction);
   check_output(op, "output", output, reduction, out_shape);
+  check_disjoint(op, {span("output", output)}, {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::multi_margin_loss");
   const auto rows = margin_rows(op, input);
   const I64 N = rows.first, C = rows.second;
@@ -1108,6 +1121,9 @@ void multi_margin_loss_backward(const ExecSpace& exec,
   const Shape out_shape = check_multi_margin(op, input, target, weight, p, reduction);
   check_output(op, "grad_output", grad_output, reduction, out_shape);
   if (grad_input.present) check_shape(op, "grad_input", grad_input, input.shape);
+  check_disjoint(
+      op, {span("grad_input", grad_input)},
+      {span("grad_output", grad_output), span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::multi_margin_loss_backward");
   const auto rows = margin_rows(op, input);
   const I64 N = rows.first, C = rows.second;
@@ -1248,6 +1264,7 @@ void multilabel_margin_loss(const ExecSpace& exec, const Tensor<const T, typenam
   constexpr std::string_view op = "multilabel_margin_loss";
   const Shape out_shape = check_multilabel_margin(op, input, target, reduction);
   check_output(op, "output", output, reduction, out_shape);
+  check_disjoint(op, {span("output", output)}, {span("input", input), span("target", target)});
   ProfilingRegion region("kloss::multilabel_margin_loss");
   const auto rows = margin_rows(op, input);
   const I64 N = rows.first, C = rows.second;
@@ -1322,6 +1339,8 @@ void multilabel_margin_loss_backward(const ExecSpace& exec,
   const Shape out_shape = check_multilabel_margin(op, input, target, reduction);
   check_output(op, "grad_output", grad_output, reduction, out_shape);
   if (grad_input.present) check_shape(op, "grad_input", grad_input, input.shape);
+  check_disjoint(op, {span("grad_input", grad_input)},
+                 {span("grad_output", grad_output), span("input", input), span("target", target)});
   ProfilingRegion region("kloss::multilabel_margin_loss_backward");
   const auto rows = margin_rows(op, input);
   const I64 N = rows.first, C = rows.second;
@@ -1419,6 +1438,7 @@ void multilabel_soft_margin_loss(const ExecSpace& exec, const Tensor<const T, ty
   constexpr std::string_view op = "multilabel_soft_margin_loss";
   const int wmode = check_soft_margin(op, input, target, weight, reduction);
   check_output(op, "output", output, reduction, leading_shape(input.shape));
+  check_disjoint(op, {span("output", output)}, {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::multilabel_soft_margin_loss");
   constexpr int L = tuning::margin_lanes;
   const I64 C = last_extent(input.shape), N = leading_shape(input.shape).numel();
@@ -1479,6 +1499,9 @@ void multilabel_soft_margin_loss_backward(const ExecSpace& exec,
   const int wmode = check_soft_margin(op, input, target, weight, reduction);
   check_output(op, "grad_output", grad_output, reduction, leading_shape(input.shape));
   if (grad_input.present) check_shape(op, "grad_input", grad_input, input.shape);
+  check_disjoint(
+      op, {span("grad_input", grad_input)},
+      {span("grad_output", grad_output), span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::multilabel_soft_margin_loss_backward");
   if (!grad_input.present) return;
   const I64 C = last_extent(input.shape), N = leading_shape(input.shape).numel();

@@ -811,6 +811,7 @@ void binary_loss(const ExecSpace& exec, const char* name, const Op& op, KLOSS_PW
                  KLOSS_PW_T(T) output, Reduction reduction) {
   const Shape shape = check_binary(name, input, target, reduction);
   check_output(name, "output", output, reduction, shape);
+  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target)});
   ProfilingRegion region(std::string("kloss::") + name);
   pointwise_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
                                          {"input", "target"}, shape, output, reduction,
@@ -826,6 +827,8 @@ void binary_loss_backward(const ExecSpace& exec, const char* name, const Op& op,
   check_output(bname, "grad_output", grad_output, reduction, shape);
   if (grad_input.present) check_shape(bname, "grad_input", grad_input, input.shape);
   if (grad_target.present) check_shape(bname, "grad_target", grad_target, target.shape);
+  check_disjoint(bname, {span("grad_input", grad_input), span("grad_target", grad_target)},
+                 {span("grad_output", grad_output), span("input", input), span("target", target)});
   ProfilingRegion region("kloss::" + bname);
   pointwise_backward<ExecSpace, T, Op, 2>(exec, name, op, grad_output, {input, target}, {input.shape, target.shape},
                                           shape, {grad_input, grad_target}, reduction,
@@ -904,6 +907,8 @@ void binary_cross_entropy(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_
   const Shape shape = check_bce(name, input, target, weight, Tensor<const T, typename ExecSpace::memory_space>{},
                                 reduction);
   check_output(name, "output", output, reduction, shape);
+  check_disjoint(name, {span("output", output)},
+                 {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::binary_cross_entropy");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   if (weight.present)
@@ -924,6 +929,9 @@ void binary_cross_entropy_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_ou
                                 reduction);
   check_output(name, "grad_output", grad_output, reduction, shape);
   if (grad_input.present) check_shape(name, "grad_input", grad_input, input.shape);
+  check_disjoint(
+      name, {span("grad_input", grad_input)},
+      {span("grad_output", grad_output), span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::binary_cross_entropy_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   if (weight.present)
@@ -970,6 +978,9 @@ void binary_cross_entropy_with_logits(const ExecSpace& exec, KLOSS_PW_CT(T) inpu
   constexpr const char* name = "binary_cross_entropy_with_logits";
   const Shape shape = check_bce(name, input, target, weight, pos_weight, reduction);
   check_output(name, "output", output, reduction, shape);
+  check_disjoint(
+      name, {span("output", output)},
+      {span("input", input), span("target", target), span("weight", weight), span("pos_weight", pos_weight)});
   ProfilingRegion region("kloss::binary_cross_entropy_with_logits");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   with_bce_logits_op(weight.present, pos_weight.present, [&](auto op) {
@@ -991,6 +1002,9 @@ void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, KLOSS_PW_C
   const Shape shape = check_bce(name, input, target, weight, pos_weight, reduction);
   check_output(name, "grad_output", grad_output, reduction, shape);
   if (grad_input.present) check_shape(name, "grad_input", grad_input, input.shape);
+  check_disjoint(name, {span("grad_input", grad_input)},
+                 {span("grad_output", grad_output), span("input", input), span("target", target),
+                  span("weight", weight), span("pos_weight", pos_weight)});
   ProfilingRegion region("kloss::binary_cross_entropy_with_logits_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   with_bce_logits_op(weight.present, pos_weight.present, [&](auto op) {
@@ -1010,6 +1024,7 @@ void kl_div(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, 
   constexpr const char* name = "kl_div";
   const Shape shape = check_binary(name, input, target, reduction, true);
   check_output(name, "output", output, reduction, shape);
+  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target)});
   ProfilingRegion region("kloss::kl_div");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   auto run = [&](auto op) {
@@ -1026,6 +1041,8 @@ void kl_div_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW
   const Shape shape = check_binary(name, input, target, reduction, true);
   check_output(name, "grad_output", grad_output, reduction, shape);
   if (grad_input.present) check_shape(name, "grad_input", grad_input, input.shape);
+  check_disjoint(name, {span("grad_input", grad_input)},
+                 {span("grad_output", grad_output), span("input", input), span("target", target)});
   ProfilingRegion region("kloss::kl_div_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   auto run = [&](auto op) {
@@ -1056,6 +1073,7 @@ void poisson_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T
   constexpr const char* name = "poisson_nll_loss";
   const Shape shape = check_binary(name, input, target, reduction);
   check_output(name, "output", output, reduction, shape);
+  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target)});
   ProfilingRegion region("kloss::poisson_nll_loss");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   with_poisson_op(log_input, full, eps, [&](auto op) {
@@ -1071,6 +1089,8 @@ void poisson_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output
   const Shape shape = check_binary(name, input, target, reduction);
   check_output(name, "grad_output", grad_output, reduction, shape);
   if (grad_input.present) check_shape(name, "grad_input", grad_input, input.shape);
+  check_disjoint(name, {span("grad_input", grad_input)},
+                 {span("grad_output", grad_output), span("input", input), span("target", target)});
   ProfilingRegion region("kloss::poisson_nll_loss_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   // The Stirling term does not depend on input: `full` changes no gradient.
@@ -1122,6 +1142,8 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_outpu
   check_output(name, "grad_output", grad_output, reduction, sh[0]);
   if (grad_input.present) check_shape(name, "grad_input", grad_input, input.shape);
   if (grad_var.present) check_shape(name, "grad_var", grad_var, var.shape);
+  check_disjoint(name, {span("grad_input", grad_input), span("grad_var", grad_var)},
+                 {span("grad_output", grad_output), span("input", input), span("target", target), span("var", var)});
   ProfilingRegion region("kloss::gaussian_nll_loss_backward");
   const double scale = reduction_scale(reduction, sh[0].numel(), input.shape);
   // The constant of `full` has no gradient.
