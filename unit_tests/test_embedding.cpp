@@ -705,7 +705,8 @@ TEST(EmbeddingErrors, ShapesOptionsAndWritability) {
                      "kloss::embedding: argument 'weight' must be writable with max_norm");
   Kokkos::View<float**, Mem> go_bad("go", 3, 5);
   EXPECT_KLOSS_THROW(kloss::embedding_backward(exec, go_bad, in, gw), kloss::DimensionMismatch,
-                     "kloss::embedding_backward: argument 'grad_output' must have shape [3, 2], got [3, 5]");
+                     "kloss::embedding_backward: argument 'grad_output' must have shape [3, 2] (the shape of 'input' "
+                     "and the D = 2 of 'grad_weight'), got [3, 5]");
   Kokkos::View<float*, Mem> w1("w1", 4);
   Kokkos::View<float**, Mem> o1("o1", 3, 1);
   EXPECT_KLOSS_THROW(kloss::embedding(exec, in, w1, o1), kloss::DimensionMismatch,

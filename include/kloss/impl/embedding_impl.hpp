@@ -761,15 +761,29 @@ BadIndex embedding_scatter(const ExecSpace& exec, const Tensor<const T, typename
                                        scatter_items, src, one);
 }
 
-/// Shape checks of embedding_backward: grad_output = input shape + [D].
+/// embedding_bag's grad_output: [B, D], D the last extent of the gradient
+/// argument `d_from`.
+template <class T, class M>
+void check_bag_grad_output(std::string_view op, const Tensor<const T, M>& grad_output, std::int64_t B, std::int64_t D,
+                           std::string_view d_from) {
+  if (grad_output.shape != Shape{B, D})
+    fail<DimensionMismatch>(op, "argument 'grad_output' must have shape ", Shape{B, D}.str(), " (", B,
+                            " bags and the D = ", D, " of '", d_from, "'), got ", grad_output.shape.str());
+}
+
+/// Shape checks of embedding_backward: grad_output = input shape + [D],
+/// D the last extent of the gradient argument `d_from`.
 template <class T, class I, class M>
 void check_embedding_grad_output(std::string_view op, const Tensor<const T, M>& grad_output,
-                                 const Tensor<const I, M>& input, std::int64_t D) {
+                                 const Tensor<const I, M>& input, std::int64_t D, std::string_view d_from) {
   Shape s = input.shape;
   require(s.rank < max_rank, op, "argument 'input' has rank ", input.rank(), "; at most ", max_rank - 1,
           " is supported");
   s.extent[s.rank++] = D;
-  check_shape(op, "grad_output", grad_output, s);
+  if (grad_output.shape != s)
+    fail<DimensionMismatch>(op, "argument 'grad_output' must have shape ", s.str(),
+                            " (the shape of 'input' and the D = ", D, " of '", d_from, "'), got ",
+                            grad_output.shape.str());
 }
 
 template <class ExecSpace, class T, class I>
@@ -780,7 +794,8 @@ void embedding_backward(const ExecSpace& exec, const Tensor<const T, typename Ex
   check_rank(op, "grad_weight", grad_weight, 2);
   const std::int64_t V = grad_weight.extent(0), D = grad_weight.extent(1);
   const std::int64_t pad = normalize_padding_idx(op, opts.padding_idx, V);
-  check_embedding_grad_output(op, grad_output, input, D);
+  check_embedding_grad_output(op, grad_output, input, D, "grad_weight");
+  check_disjoint(op, {span("grad_weight", grad_weight)}, {span("grad_output", grad_output), span("input", input)});
   ProfilingRegion region("kloss::" + op);
   embedding_scatter<ExecSpace, T, I>(exec, grad_output, input, grad_weight, 0, V, pad, opts.scale_grad_by_freq,
                                      opts.deterministic, opts.team_size, opts.scatter_items)
@@ -885,7 +900,9 @@ std::int64_t embedding_backward_sparse(const ExecSpace& exec,
   check_rank(op, "grad_values", grad_values, 2);
   const std::int64_t D = grad_values.extent(1);
   const std::int64_t pad = normalize_padding_idx(op, opts.padding_idx, num_weights);
-  check_embedding_grad_output(op, grad_output, input, D);
+  check_embedding_grad_output(op, grad_output, input, D, "grad_values");
+  check_disjoint(op, {span("grad_indices", grad_indices), span("grad_values", grad_values)},
+                 {span("grad_output", grad_output), span("input", input)});
   ProfilingRegion region("kloss::" + op);
   auto src = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t { return p; };
   auto one = KOKKOS_LAMBDA(const std::int64_t)->A { return A(1); };
@@ -1197,7 +1214,7 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
   const std::int64_t pad = normalize_padding_idx(op, opts.padding_idx, V);
   const auto bags = check_bags<ExecSpace, T, I>(exec, op, input, offsets, per_sample_weights, opts);
   const std::int64_t B = bags.num_bags, n = input.numel();
-  check_shape(op, "grad_output", grad_output, Shape{B, D});
+  check_bag_grad_output(op, grad_output, B, D, "grad_weight");
   const bool is_max = opts.mode == EmbeddingBagMode::max;
   if (is_max) {
     check_present(op, "max_indices", max_indices);
@@ -1328,7 +1345,10 @@ std::int64_t embedding_bag_backward_sparse(const ExecSpace& exec,
   const std::int64_t pad = normalize_padding_idx(op, opts.padding_idx, V);
   const auto bags = check_bags<ExecSpace, T, I>(exec, op, input, offsets, per_sample_weights, opts);
   const std::int64_t B = bags.num_bags, n = input.numel();
-  check_shape(op, "grad_output", grad_output, Shape{B, D});
+  check_bag_grad_output(op, grad_output, B, D, "grad_values");
+  check_disjoint(op, {span("grad_indices", grad_indices), span("grad_values", grad_values)},
+                 {span("grad_output", grad_output), span("input", input), span("offsets", offsets),
+                  span("per_sample_weights", per_sample_weights)});
   ProfilingRegion region("kloss::" + op);
   Kokkos::View<std::int64_t*, Mem> bag_of(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::bag_of"),
                                           n);

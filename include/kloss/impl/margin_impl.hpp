@@ -638,8 +638,8 @@ void check_triplet(std::string_view op, const Tensor<const T, M>& anchor, const 
                    const Tensor<const T, M>& negative, double p, Reduction reduction) {
   check_reduction(op, reduction);
   if (anchor.rank() != positive.rank() || positive.rank() != negative.rank())
-    fail<DimensionMismatch>(op, "all inputs should have the same number of dimensions, got ", anchor.rank(), "D, ",
-                            positive.rank(), "D and ", negative.rank(), "D inputs");
+    fail<DimensionMismatch>(op, "arguments 'anchor' ", anchor.shape.str(), ", 'positive' ", positive.shape.str(),
+                            " and 'negative' ", negative.shape.str(), " must have the same number of dimensions");
   check_same_shape(op, "anchor", anchor, "positive", positive);
   check_same_shape(op, "anchor", anchor, "negative", negative);
   if (std::isnan(p) || p == -std::numeric_limits<double>::infinity())
@@ -876,9 +876,8 @@ Shape check_cosine(std::string_view op, const Tensor<const T, M>& input1, const 
                             target.shape.str());
   const int want = target.rank() + 1;
   if (input1.rank() != want || input2.rank() != want)
-    fail<DimensionMismatch>(op, target.rank(), "D target tensor expects ", want,
-                            "D input tensors, but found inputs with sizes ", input1.shape.str(), " and ",
-                            input2.shape.str());
+    fail<DimensionMismatch>(op, "arguments 'input1' ", input1.shape.str(), " and 'input2' ", input2.shape.str(),
+                            " must have rank ", want, " for a ", target.rank(), "-D 'target' ", target.shape.str());
   check_same_shape(op, "input1", input1, "input2", input2);
   if (target.rank() == 1 && target.extent(0) != input1.extent(0))
     fail<DimensionMismatch>(op, "argument 'target' ", target.shape.str(), " must have one entry per row of 'input1' ",

@@ -817,7 +817,7 @@ void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& 
   constexpr std::string_view op = "vocab_parallel_embedding_backward";
   check_embedding_arguments<T, I>(op, range, input, Tensor<const T, typename ExecSpace::memory_space>(grad_weight),
                                   opts);
-  kloss::impl::check_embedding_grad_output(op, grad_output, input, grad_weight.extent(1));
+  kloss::impl::check_embedding_grad_output(op, grad_output, input, grad_weight.extent(1), "grad_weight");
   ProfilingRegion region("kloss::vocab_parallel_embedding_backward");
   const std::int64_t pad = kloss::impl::normalize_padding_idx(op, opts.padding_idx, range.total);
   // Indices are the same on every rank, so a row's count
