@@ -719,6 +719,57 @@ TEST(EmbeddingErrors, ShapesOptionsAndWritability) {
                      "needed");
 }
 
+// An output over the weight, or the gradient over the upstream gradient,
+// is refused naming both (it used to be computed).
+TEST(EmbeddingBagErrors, OutputsSharingMemoryAreRefused) {
+  Exec exec;
+  using U = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  Kokkos::View<float**, Mem> w("w", 4, 2), big("big", 4, 2);
+  Kokkos::View<float**, Mem, U> go(big.data(), 2, 2);
+  auto in = index_view<std::int64_t>("in", {0, 1, 2, 3});
+  auto off = index_view<std::int64_t>("off", {0, 2});
+  Kokkos::View<std::int64_t**, Mem> mi("mi", 2, 2);
+  kloss::EmbeddingBagOptions o;
+  o.mode = EmbeddingBagMode::sum;
+  EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in, w, off, Kokkos::View<float*, Mem>(),
+                                          Kokkos::View<float**, Mem, U>(w.data() + 2, 2, 2), mi, o),
+                     kloss::InvalidArgument,
+                     "kloss::embedding_bag: argument 'output' shares memory with argument 'weight'");
+  Kokkos::View<float**, Mem> gw("gw", 4, 2);
+  EXPECT_KLOSS_THROW(kloss::embedding_bag_backward(exec, go, in, w, off, Kokkos::View<float*, Mem>(), mi, big,
+                                                   Kokkos::View<float*, Mem>(), o),
+                     kloss::InvalidArgument,
+                     "kloss::embedding_bag_backward: argument 'grad_weight' shares memory with argument 'grad_output'");
+  kloss::embedding_bag_backward(exec, go, in, w, off, Kokkos::View<float*, Mem>(), mi, gw, Kokkos::View<float*, Mem>(),
+                                o);
+}
+
+// Entries in no bag (no offsets at all, or after the last offset with
+// include_last_offset) are range-checked too, as torch does; they used to
+// pass unchecked.
+TEST(EmbeddingBagErrors, IndicesInNoBagAreChecked) {
+  Exec exec;
+  Kokkos::View<float**, Mem> w("w", 4, 2);
+  kloss::EmbeddingBagOptions o;
+  o.mode = EmbeddingBagMode::sum;
+  {
+    auto in = index_view<std::int64_t>("in", {1, 9});
+    Kokkos::View<std::int64_t*, Mem> off("off", 0);
+    Kokkos::View<float**, Mem> out("out", 0, 2);
+    EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in, w, off, Kokkos::View<float*, Mem>(), out,
+                                            Kokkos::View<std::int64_t**, Mem>(), o),
+                       kloss::IndexOutOfRange,
+                       "kloss::embedding_bag: argument 'input' has 1 value(s) outside [0, 4); first at position 1: 9");
+  }
+  o.include_last_offset = true;
+  auto in = index_view<std::int64_t>("in", {1, 2, -7});
+  auto off = index_view<std::int64_t>("off", {0, 2});
+  Kokkos::View<float**, Mem> out("out", 1, 2);
+  EXPECT_KLOSS_THROW(
+      kloss::embedding_bag(exec, in, w, off, Kokkos::View<float*, Mem>(), out, Kokkos::View<std::int64_t**, Mem>(), o),
+      kloss::IndexOutOfRange, "argument 'input' has 1 value(s) outside [0, 4); first at position 2: -7");
+}
+
 TEST(EmbeddingBagErrors, OffsetsAreChecked) {
   Exec exec;
   Kokkos::View<float**, Mem> w("w", 4, 2), gw("gw", 4, 2);

@@ -143,6 +143,25 @@ TYPED_TEST(Margin, HingeTargetBroadcastsOverRows) {
   expect_near_all(to_doubles(out), {0.5, 0, -1, 0}, tol<T>(), 0, "none");
 }
 
+// Targets that meet no input element (an empty input) must still be 1 or
+// -1: a call is refused for its arguments, whatever its output reads.
+TEST(MarginErrors, HingeAndRankingCheckTheTargetsOfAnEmptyInput) {
+  Exec exec;
+  Kokkos::View<float**, Mem> x("x", 0, 3), gx("gx", 0, 3);
+  auto t = make_view<float*>("t", {1, 0, -1}, {3});
+  Kokkos::View<float, Mem> s("s"), go("go");
+  EXPECT_KLOSS_THROW(kloss::hinge_embedding_loss(exec, x, t, s), kloss::InvalidArgument,
+                     "kloss::hinge_embedding_loss: argument 'target' must hold only 1 or -1, found 1 other value(s); "
+                     "first at position 1: 0");
+  EXPECT_KLOSS_THROW(kloss::hinge_embedding_loss_backward(exec, go, x, t, gx), kloss::InvalidArgument,
+                     "kloss::hinge_embedding_loss_backward: argument 'target' must hold only 1 or -1");
+  Kokkos::View<float**, Mem> x2("x2", 0, 3), g2("g2", 0, 3);
+  EXPECT_KLOSS_THROW(kloss::margin_ranking_loss(exec, x, x2, t, s), kloss::InvalidArgument,
+                     "kloss::margin_ranking_loss: argument 'target' must hold only 1 or -1");
+  EXPECT_KLOSS_THROW(kloss::margin_ranking_loss_backward(exec, go, x, x2, t, gx, g2), kloss::InvalidArgument,
+                     "kloss::margin_ranking_loss_backward: argument 'target' must hold only 1 or -1");
+}
+
 TEST(MarginErrors, Hinge) {
   Exec exec;
   auto x = make_view<float*>("x", {1, 2, 3}, {3});
@@ -232,13 +251,13 @@ TEST(MarginErrors, MarginRanking) {
   auto x4 = make_view<double*>("x4", {1, 2, 3, 4}, {4});
   auto bad = make_view<double*>("t", {1, 0, 2}, {3});
   Kokkos::View<double, Mem> s("s");
-  Kokkos::View<double*, Mem> g("g", 3);
+  Kokkos::View<double*, Mem> g("g", 3), g2("g2", 3);
   EXPECT_KLOSS_THROW(kloss::margin_ranking_loss(exec, x, x4, x, s), kloss::DimensionMismatch,
                      "kloss::margin_ranking_loss: arguments 'input1' [3] and 'input2' [4] must have the same shape");
   EXPECT_KLOSS_THROW(kloss::margin_ranking_loss(exec, x, x, bad, s), kloss::InvalidArgument,
                      "kloss::margin_ranking_loss: argument 'target' must hold only 1 or -1, found 2 other value(s); "
                      "first at position 1: 0");
-  EXPECT_KLOSS_THROW(kloss::margin_ranking_loss_backward(exec, s, x, x, bad, g, g), kloss::InvalidArgument,
+  EXPECT_KLOSS_THROW(kloss::margin_ranking_loss_backward(exec, s, x, x, bad, g, g2), kloss::InvalidArgument,
                      "kloss::margin_ranking_loss_backward: argument 'target' must hold only 1 or -1");
   EXPECT_KLOSS_THROW(kloss::margin_ranking_loss(exec, x, x, x4, s), kloss::DimensionMismatch, "do not broadcast");
 }

@@ -807,6 +807,12 @@ TYPED_TEST(Pointwise, GaussianNllRejectsNegativeVar) {
   o.reduction = Reduction::none;
   EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x, x, v, out, o), kloss::InvalidArgument,
                      "argument 'var' must be non-negative, got -0.5 at position 1");
+  // An empty output reads no var element; the negative one is refused all
+  // the same (as torch), where it used to pass.
+  Kokkos::View<T**, Mem> x0("x0", 2, 0), out0("out0", 2, 0);
+  auto v1 = make_view<T**>("v1", {1, -0.5}, {2, 1});
+  EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x0, x0, v1, out0, o), kloss::InvalidArgument,
+                     "kloss::gaussian_nll_loss: argument 'var' must be non-negative, got -0.5 at position 1");
 }
 
 TEST(PointwiseErrors, RuntimeAdapterNamesInputsAndOptions) {

@@ -913,15 +913,16 @@ std::int64_t embedding_backward_sparse(const ExecSpace& exec,
 // ---------------------------------------------------------------------------
 // embedding_bag
 
-/// Only the index-range check of `input` (fences, throws).
+/// Only the index-range check of input[begin, n) (fences, throws).
 template <class ExecSpace, class I>
 void check_indices_only(const ExecSpace& exec, const std::string& op,
-                        const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t V) {
+                        const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t V,
+                        std::int64_t begin = 0) {
   auto idx = input.data;
   BadIndex bad;
   Kokkos::parallel_reduce(
       "kloss::" + op + "::check_indices",
-      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, input.numel()),
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, begin, input.numel()),
       KOKKOS_LAMBDA(const std::int64_t p, BadIndex& b) {
         const std::int64_t r = static_cast<std::int64_t>(idx(p));
         if (r < 0 || r >= V) b.note(p, r);
@@ -1115,9 +1116,22 @@ void embedding_bag(const ExecSpace& exec, const Tensor<const I, typename ExecSpa
     check_present(op, "max_indices", max_indices);
     check_shape(op, "max_indices", max_indices, Shape{B, D});
   }
+  check_disjoint(op, {span("output", output), span("max_indices", max_indices)},
+                 {span("input", input), span("weight", weight), span("offsets", offsets),
+                  span("per_sample_weights", per_sample_weights)});
   ProfilingRegion region("kloss::" + op);
+  // Entries in no bag (no offsets at all; or, with include_last_offset,
+  // after the last offset) are read by no kernel below, yet torch refuses
+  // them out of range too: they are checked on their own.
+  std::int64_t covered = input.numel();
+  if (B > 0 && bags.last_is_end && input.rank() == 1 && D > 0) {
+    I h;
+    Kokkos::deep_copy(Kokkos::View<I, Kokkos::HostSpace>(&h),
+                      Kokkos::subview(offsets.data, static_cast<std::size_t>(B)));
+    covered = static_cast<std::int64_t>(h);
+  }
   if (B == 0 || D == 0) {
-    if (B > 0) check_indices_only<ExecSpace, I>(exec, op, input, V);
+    check_indices_only<ExecSpace, I>(exec, op, input, V);
     return;
   }
   BadIndex bad;
@@ -1134,6 +1148,7 @@ void embedding_bag(const ExecSpace& exec, const Tensor<const I, typename ExecSpa
                                                             max_indices, pad, opts.mode == EmbeddingBagMode::mean,
                                                             opts.team_size);
   bad.throw_if_any(op, "input", concat("[0, ", V, ")"));
+  if (covered < input.numel()) check_indices_only<ExecSpace, I>(exec, op, input, V, covered);
 }
 
 /// Per-position bag id (-1 for positions in no bag) and per-bag scale

@@ -321,6 +321,25 @@ inline Shape leading_shape(const Shape& s) {
 }
 inline I64 last_extent(const Shape& s) { return s.rank > 0 ? s.extent[s.rank - 1] : 1; }
 
+/// The ±1 check of a target whose broadcast meets no input element (an
+/// empty input): the call is refused for its arguments, whatever the
+/// output reads. Error path of an empty call only; fences.
+template <class ExecSpace, class T>
+void check_signs_alone(const ExecSpace& exec, std::string_view op,
+                       const Tensor<const T, typename ExecSpace::memory_space>& target) {
+  auto t = target.data;
+  double ignored = 0;
+  I64 bad = 0;
+  sum_and_count(
+      exec, concat("kloss::", op, "::check_target"), target.numel(),
+      KOKKOS_LAMBDA(const I64 j, double&, I64& b) { b += is_sign(to_acc(t(j))) ? 0 : 1; }, ignored, bad);
+  if (bad == 0) return;
+  const I64 pos = first_position(
+      exec, concat("kloss::", op, "::first_bad"), target.numel(),
+      KOKKOS_LAMBDA(const I64 j) { return is_sign(to_acc(t(j))) ? no_position : j; });
+  throw_bad_sign(op, target, bad, pos);
+}
+
 /// The p-norm flavours of pairwise_distance (torch's at::norm special cases).
 enum class NormKind { zero, one, two, inf, general };
 
@@ -341,7 +360,9 @@ void hinge_embedding_loss(const ExecSpace& exec, const Tensor<const T, typename 
   check_reduction(op, reduction);
   check_target_broadcasts(op, target, "input", input.shape);
   check_output(op, "output", output, reduction, input.shape);
+  check_disjoint(op, {span("output", output)}, {span("input", input), span("target", target)});
   ProfilingRegion region("kloss::hinge_embedding_loss");
+  if (input.numel() == 0) check_signs_alone(exec, op, target);
   const BroadcastIndex it(input.shape, target.shape);
   auto x = input.data;
   auto t = target.data;
@@ -378,7 +399,10 @@ void hinge_embedding_loss_backward(const ExecSpace& exec,
   check_target_broadcasts(op, target, "input", input.shape);
   check_output(op, "grad_output", grad_output, reduction, input.shape);
   if (grad_input.present) check_shape(op, "grad_input", grad_input, input.shape);
+  check_disjoint(op, {span("grad_input", grad_input)},
+                 {span("grad_output", grad_output), span("input", input), span("target", target)});
   ProfilingRegion region("kloss::hinge_embedding_loss_backward");
+  if (input.numel() == 0) check_signs_alone(exec, op, target);
   const BroadcastIndex it(input.shape, target.shape);
   auto x = input.data;
   auto t = target.data;
@@ -422,7 +446,10 @@ void margin_ranking_loss(const ExecSpace& exec, const Tensor<const T, typename E
   check_same_shape(op, "input1", input1, "input2", input2);
   check_target_broadcasts(op, target, "input1", input1.shape);
   check_output(op, "output", output, reduction, input1.shape);
+  check_disjoint(op, {span("output", output)},
+                 {span("input1", input1), span("input2", input2), span("target", target)});
   ProfilingRegion region("kloss::margin_ranking_loss");
+  if (input1.numel() == 0) check_signs_alone(exec, op, target);
   const BroadcastIndex it(input1.shape, target.shape);
   auto x1 = input1.data;
   auto x2 = input2.data;
@@ -460,7 +487,11 @@ void margin_ranking_loss_backward(const ExecSpace& exec,
   check_output(op, "grad_output", grad_output, reduction, input1.shape);
   if (grad_input1.present) check_shape(op, "grad_input1", grad_input1, input1.shape);
   if (grad_input2.present) check_shape(op, "grad_input2", grad_input2, input2.shape);
+  check_disjoint(
+      op, {span("grad_input1", grad_input1), span("grad_input2", grad_input2)},
+      {span("grad_output", grad_output), span("input1", input1), span("input2", input2), span("target", target)});
   ProfilingRegion region("kloss::margin_ranking_loss_backward");
+  if (input1.numel() == 0) check_signs_alone(exec, op, target);
   const BroadcastIndex it(input1.shape, target.shape);
   auto x1 = input1.data;
   auto x2 = input2.data;

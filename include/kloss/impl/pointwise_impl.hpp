@@ -1116,13 +1116,36 @@ std::array<Shape, 2> check_gaussian(std::string_view op, const Tensor<const T, M
   return {broadcast_shapes(it, vs, op, "input", "var"), vs};
 }
 
+/// var's sign check when the output is empty and the kernel reads no var
+/// element: torch refuses a negative var whatever it broadcasts against.
+/// Fences (an empty call only).
+template <class ExecSpace, class T>
+void check_var_alone(const ExecSpace& exec, std::string_view op, KLOSS_PW_CT(T) var) {
+  auto v = var.data;
+  std::int64_t first = 0;  // Min's identity (no negative element) is the largest int64
+  Kokkos::parallel_reduce(
+      concat("kloss::", op, "::check_var"),
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, var.numel()),
+      KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& f) {
+        if (to_acc(v(i)) < acc_t<T>(0) && i < f) f = i;
+      },
+      Kokkos::Min<std::int64_t>(first));
+  if (first >= var.numel()) return;
+  auto h =
+      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Kokkos::subview(v, std::make_pair(first, first + 1)));
+  fail<InvalidArgument>(op, "argument 'var' must ", GaussianNllOp<false>::requirement, ", got ",
+                        static_cast<double>(to_acc(h(0))), " at position ", first);
+}
+
 template <class ExecSpace, class T>
 void gaussian_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) var,
                        KLOSS_PW_T(T) output, Reduction reduction, bool full, double eps) {
   constexpr const char* name = "gaussian_nll_loss";
   const auto sh = check_gaussian(name, input, target, var, reduction);
   check_output(name, "output", output, reduction, sh[0]);
+  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target), span("var", var)});
   ProfilingRegion region("kloss::gaussian_nll_loss");
+  if (sh[0].numel() == 0) check_var_alone<ExecSpace, T>(exec, name, var);
   const double scale = reduction_scale(reduction, sh[0].numel(), input.shape);
   auto run = [&](auto op) {
     op.eps = eps;
