@@ -3,7 +3,8 @@
 #  1. Release build: unit tests, MPI tests under mpirun (1-4 ranks),
 #     golden validation (serial and --vocab-parallel), examples (shortened),
 #     the downstream find_package test.
-#  2. AddressSanitizer + UBSan build of the unit tests, run.
+#  2. AddressSanitizer + UBSan build of the unit tests, run (test_hostile
+#     among them: its fixed seed and call count are printed with the tally).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-debian.sh
