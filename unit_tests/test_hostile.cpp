@@ -19,7 +19,7 @@
 namespace {
 
 constexpr std::uint64_t default_seed = 20250117;
-constexpr std::uint64_t default_calls = 6000;
+constexpr std::uint64_t default_calls = 300000;
 
 std::uint64_t env_u64(const char* name, std::uint64_t dflt) {
   const char* v = std::getenv(name);
