@@ -630,6 +630,27 @@ TEST(MarginErrors, MultiMargin) {
       "argument 'input' must be a non-empty vector or matrix with optional 0-dim batch size, got [2, 4, 1]");
   Kokkos::View<float**, Mem> x0("x0", 2, 0);
   EXPECT_KLOSS_THROW(kloss::multi_margin_loss(exec, x0, yok, w, s), kloss::DimensionMismatch, "got [2, 0]");
+  // The bad value is reported exactly: it was read back through float
+  // (123456789 printed as 123456792; INT64_MAX cast back from 2^63, which
+  // is undefined).
+  Kokkos::View<std::int64_t*, Mem> ybig("ybig", 2);
+  auto hb = Kokkos::create_mirror_view(ybig);
+  hb(0) = 123456789;
+  hb(1) = INT64_MAX;
+  Kokkos::deep_copy(ybig, hb);
+  EXPECT_KLOSS_THROW(kloss::multi_margin_loss(exec, x, ybig, w, s), kloss::IndexOutOfRange,
+                     "argument 'target' has 2 value(s) outside [0, 4); first at position 0: 123456789");
+  hb(0) = 0;
+  Kokkos::deep_copy(ybig, hb);
+  EXPECT_KLOSS_THROW(kloss::multi_margin_loss_backward(exec, s, x, ybig, w, gx), kloss::IndexOutOfRange,
+                     "first at position 1: 9223372036854775807");
+  Kokkos::View<std::int64_t**, Mem> ylab("ylab", 2, 4);
+  auto hl = Kokkos::create_mirror_view(ylab);
+  Kokkos::deep_copy(hl, -1);
+  hl(1, 0) = INT64_MAX - 1;
+  Kokkos::deep_copy(ylab, hl);
+  EXPECT_KLOSS_THROW(kloss::multilabel_margin_loss(exec, x, ylab, s), kloss::IndexOutOfRange,
+                     "first at position 4: 9223372036854775806");
 }
 
 // ============================================================================

@@ -133,6 +133,15 @@ double read_element(const Tensor<const T, M>& t, I64 pos) {
   return static_cast<double>(static_cast<acc_t<T>>(h()));
 }
 
+/// One element of an integer device tensor, copied to the host exactly
+/// (error path only; read_element would round it through float).
+template <class I, class M>
+I64 read_index(const Tensor<const I, M>& t, I64 pos) {
+  Kokkos::View<I, Kokkos::HostSpace> h("kloss::margin::read_index");
+  Kokkos::deep_copy(h, Kokkos::subview(t.data, pos));
+  return static_cast<I64>(h());
+}
+
 /// Throws for floating targets outside {1, -1}: `bad` of them, the first at
 /// `pos`.
 template <class T, class M>
@@ -1130,7 +1139,7 @@ void multi_margin_loss(const ExecSpace& exec, const Tensor<const T, typename Exe
           const I64 y = static_cast<I64>(t(r));
           return (y < 0 || y >= C) ? r : no_position;
         });
-    e.value = static_cast<I64>(read_element(target, e.position));
+    e.value = read_index(target, e.position);
     e.throw_if_any(op, "target", concat("[0, ", C, ")"));
   }
   if (!none)
@@ -1213,7 +1222,7 @@ void multi_margin_loss_backward(const ExecSpace& exec,
           const I64 y = static_cast<I64>(t(r));
           return (y < 0 || y >= C) ? r : no_position;
         });
-    e.value = static_cast<I64>(read_element(target, e.position));
+    e.value = read_index(target, e.position);
     e.throw_if_any(op, "target", concat("[0, ", C, ")"));
   }
 }
@@ -1345,7 +1354,7 @@ void multilabel_margin_loss(const ExecSpace& exec, const Tensor<const T, typenam
           }
           return no_position;
         });
-    e.value = static_cast<I64>(read_element(target, e.position));
+    e.value = read_index(target, e.position);
     e.throw_if_any(op, "target", concat("[-1, ", C, ") before the row's first -1"));
   }
   if (!none)
@@ -1427,7 +1436,7 @@ void multilabel_margin_loss_backward(const ExecSpace& exec,
           }
           return no_position;
         });
-    e.value = static_cast<I64>(read_element(target, e.position));
+    e.value = read_index(target, e.position);
     e.throw_if_any(op, "target", concat("[-1, ", C, ") before the row's first -1"));
   }
 }
