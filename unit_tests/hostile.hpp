@@ -534,7 +534,7 @@ inline void gen_cross_entropy(Rng& r, Draft& d) {
     if (t->ivalues.empty()) return;
     const I64 ignore = int_opt(c, "ignore_index", -100);
     I64 v = r.coin() ? C + static_cast<I64>(r.below(3)) : hostile_index(r, c);
-    if (v == ignore) v = C;
+    if (v == ignore) v = std::max(C, ignore) + 1;  // (ignore_index may be C or more)
     t->ivalues[r.below(t->ivalues.size())] = v;
     c.set_bad("target " + std::to_string(v) + " outside [0, C)", {"target"});
   });
@@ -1155,7 +1155,7 @@ inline void gen_fused(Rng& r, Draft& d) {
     if (t->ivalues.empty()) return;
     const I64 ignore = int_opt(c, "ignore_index", -100);
     I64 v = r.coin() ? V : hostile_index(r, c);
-    if (v == ignore) v = V;
+    if (v == ignore) v = std::max(V, ignore) + 1;
     t->ivalues[r.below(t->ivalues.size())] = v;
     c.set_bad("target " + std::to_string(v) + " outside [0, V)", {"target"});
   });
@@ -2875,9 +2875,8 @@ inline Outcome via_c_api(const Case& c, const Expected* E, Rng& r, std::string& 
     int fdt = odt;
     kloss_loss* l = loss;
     switch (brk) {
-      case CBreak::forward_numel:
-        n += r.coin() ? 1 : -1;
-        if (n < 0) n = 2;
+      case CBreak::forward_numel:  // one too many, one too few, negative
+        n = r.pick(std::vector<I64>{n + 1, n > 0 ? n - 1 : n + 2, -1 - static_cast<I64>(r.below(3)), INT64_MIN});
         expect(KLOSS_ERROR_DIMENSION_MISMATCH, "", {"output"}, "output of " + std::to_string(n) + " elements");
         break;
       case CBreak::forward_null_output:
@@ -2916,9 +2915,9 @@ inline Outcome via_c_api(const Case& c, const Expected* E, Rng& r, std::string& 
   std::vector<unsigned char> gob = c_bytes(c, c.grad_output, gdt);
   I64 gon = c.grad_output.numel();
   if (brk == CBreak::backward_numel) {
-    gon += 1;
     gob.resize(gob.size() + rt::dtype_size(c.dtype));
-    expect(KLOSS_ERROR_DIMENSION_MISMATCH, "", {"grad_output"}, "grad_output of one element too many");
+    gon = r.coin() ? gon + 1 : -1 - static_cast<I64>(r.below(3));
+    expect(KLOSS_ERROR_DIMENSION_MISMATCH, "", {"grad_output"}, "grad_output of " + std::to_string(gon) + " elements");
   }
   st = kloss_loss_backward(loss, odt, gob.data(), gon);
   if (st != KLOSS_OK) {
@@ -2958,9 +2957,10 @@ inline Outcome via_c_api(const Case& c, const Expected* E, Rng& r, std::string& 
   for (const auto& [name, want] : E->grads) {
     I64 gn = c.find(name)->numel();
     const bool wrong = brk == CBreak::grad_numel;
-    if (wrong) expect(KLOSS_ERROR_DIMENSION_MISMATCH, "", {"grad"}, "a gradient buffer of one element too many");
+    const I64 asked = !wrong ? gn : r.coin() ? gn + 1 : -gn - 1;
+    if (wrong) expect(KLOSS_ERROR_DIMENSION_MISMATCH, "", {"grad"}, "a gradient buffer of " + std::to_string(asked));
     HostGuarded g(static_cast<std::size_t>(gn + 1) * rt::dtype_size(c.dtype));
-    st = kloss_loss_get_grad(loss, name.c_str(), odt, g.data(), gn + (wrong ? 1 : 0));
+    st = kloss_loss_get_grad(loss, name.c_str(), odt, g.data(), asked);
     if (!g.intact()) return Outcome::bad("C API get_grad wrote outside its buffer");
     if (st != KLOSS_OK) {
       failed(st);
