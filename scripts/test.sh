@@ -5,6 +5,8 @@
 #     the downstream find_package test.
 #  2. AddressSanitizer + UBSan build of the unit tests, run (test_hostile
 #     among them: its fixed seed and call count are printed with the tally).
+#  3. libFuzzer runs of the golden-file reader and of hostile runtime-API
+#     calls (clang, ASan + UBSan, 60 s each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-debian.sh
@@ -27,8 +29,10 @@ cmake --build build/asan -j"$jobs"
 (cd build/asan && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j"$jobs" -L unit)
 
-echo "== libFuzzer run of the golden-file reader (clang, 60 s)"
+echo "== libFuzzer runs of the golden-file reader and of the runtime API (clang, 60 s each)"
+# kloss itself is built with ASan + UBSan here, so that the runtime-API
+# fuzzer's calls into its kernels are checked too.
 cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DKLOSS_ENABLE_FUZZERS=ON -DKLOSS_ENABLE_PERF_TESTS=OFF -DKLOSS_ENABLE_EXAMPLES=OFF >/dev/null
-cmake --build build/fuzz -j"$jobs" --target fuzz_golden_reader
-(cd build/fuzz && ctest --output-on-failure -L fuzz)
+  -DKLOSS_ENABLE_FUZZERS=ON -DKLOSS_ENABLE_SANITIZERS=ON -DKLOSS_ENABLE_PERF_TESTS=OFF -DKLOSS_ENABLE_EXAMPLES=OFF >/dev/null
+cmake --build build/fuzz -j"$jobs" --target fuzz_golden_reader fuzz_runtime_api
+(cd build/fuzz && UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -L fuzz)
