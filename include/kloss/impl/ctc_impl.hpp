@@ -31,6 +31,7 @@
 /// backward unless the caller passes the forward's log_alpha), beta
 /// [N, 2, W], gamma [N, W], per-sequence loss [N].
 #include <kloss/checks.hpp>
+#include <kloss/impl/reduce.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
@@ -507,8 +508,8 @@ void ctc_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
     auto seq = k.seq;
     const std::int64_t N = p.N;
     Kokkos::View<double, Mem> sum("kloss::ctc_loss::sum");
-    Kokkos::parallel_reduce(
-        "kloss::ctc_loss::reduce", Kokkos::RangePolicy<ExecSpace>(exec, 0, N),
+    fixed_order_sum(
+        exec, "kloss::ctc_loss::reduce", N,
         KOKKOS_LAMBDA(const std::int64_t b, double& acc) {
           const double l = static_cast<double>(loss(b));
           const std::int64_t tl = seq(b).target_length;

@@ -106,8 +106,11 @@ void sum_and_count(const ExecSpace& exec, const std::string& label, I64 n, const
   sum = 0;
   bad = 0;
   if (n <= 0) return;
-  Kokkos::parallel_reduce(
-      label, Range<ExecSpace>(exec, 0, n), KOKKOS_LAMBDA(const I64 i, double& s, I64& b) { f(i, s, b); }, sum, bad);
+  SumCount sc;
+  fixed_order_reduce(
+      exec, label, n, KOKKOS_LAMBDA(const I64 i, SumCount& a) { f(i, a.sum, a.count); }, PlusReducer<SumCount>(sc));
+  sum = sc.sum;
+  bad = sc.count;
 }
 
 /// The lowest position pos(u) over units u in [0, n) (pos returns
@@ -680,8 +683,8 @@ void triplet_forward_kernel(const ExecSpace& exec, const Tensor<const T, typenam
     return;
   }
   DeviceScalar<ExecSpace> sum("kloss::triplet_margin_loss::sum");
-  Kokkos::parallel_reduce(
-      "kloss::triplet_margin_loss::forward_sum", Range<ExecSpace>(exec, 0, N),
+  fixed_order_sum(
+      exec, "kloss::triplet_margin_loss::forward_sum", N,
       KOKKOS_LAMBDA(const I64 r, double& s) { s += static_cast<double>(row_loss(r)); }, sum);
   write_device_scalar(exec, "kloss::triplet_margin_loss::forward_scale", sum, reduction_scale(reduction, N), output);
 }
@@ -1257,12 +1260,13 @@ void multilabel_margin_loss(const ExecSpace& exec, const Tensor<const T, typenam
   const bool none = reduction == Reduction::none;
   int level = 0;
   const auto policy = multilabel_policy(exec, N, C, level);
-  double sum = 0;
-  I64 bad = 0;
+  SumCount sc;
   if (N > 0)
-    Kokkos::parallel_reduce(
+    fixed_order_team_reduce(
         "kloss::multilabel_margin_loss::forward", policy,
-        KOKKOS_LAMBDA(const Member& mb, double& s, I64& b) {
+        KOKKOS_LAMBDA(const Member& mb, SumCount& a) {
+          double& s = a.sum;
+          I64& b = a.count;
           const I64 r = mb.league_rank();
           Table mult(mb.team_scratch(level), C);
           I64 nb = 0;
@@ -1285,7 +1289,9 @@ void multilabel_margin_loss(const ExecSpace& exec, const Tensor<const T, typenam
             b += nb;
           });
         },
-        sum, bad);
+        PlusReducer<SumCount>(sc));
+  const double sum = sc.sum;
+  const I64 bad = sc.count;
   if (bad) {
     BadIndex e;
     e.count = bad;
@@ -1458,8 +1464,8 @@ void multilabel_soft_margin_loss(const ExecSpace& exec, const Tensor<const T, ty
     return;
   }
   DeviceScalar<ExecSpace> sum("kloss::multilabel_soft_margin_loss::sum");
-  Kokkos::parallel_reduce(
-      "kloss::multilabel_soft_margin_loss::forward_sum", Range<ExecSpace>(exec, 0, N),
+  fixed_order_sum(
+      exec, "kloss::multilabel_soft_margin_loss::forward_sum", N,
       KOKKOS_LAMBDA(const I64 r, double& s) { s += static_cast<double>(row_loss(r)); }, sum);
   write_device_scalar(exec, "kloss::multilabel_soft_margin_loss::forward_scale", sum, reduction_scale(reduction, N),
                       output);
