@@ -22,6 +22,7 @@ std::vector<std::pair<std::string, Exec>> instances() {
   if constexpr (std::is_same_v<Exec, Kokkos::OpenMP>) {
     v.emplace_back("OpenMP(1)", Kokkos::OpenMP(1));
     v.emplace_back("OpenMP(" + std::to_string(Kokkos::OpenMP().concurrency()) + ")", Kokkos::OpenMP());
+    EXPECT_EQ(v[0].second.impl_thread_pool_size(), 1);
     return v;
   }
 #endif
