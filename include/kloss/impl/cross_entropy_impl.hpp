@@ -265,10 +265,11 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_merge_partials(const CeRowPartials<A>
 }
 
 /// log-sum-exp of a row from its (merged) partials; -inf when every logit
-/// is -inf.
+/// is -inf; NaN when the sum is NaN (a NaN logit, or +inf - +inf: torch's
+/// log_softmax gives NaN there too).
 template <class A>
 KOKKOS_INLINE_FUNCTION A ce_lse(const CeRowPartials<A>& p) {
-  return p.sumexp > A(0) ? p.max + log(p.sumexp) : -infinity<A>();
+  return p.sumexp == A(0) ? -infinity<A>() : p.max + log(p.sumexp);
 }
 
 /// Coefficients of one row's logit gradient, class-index target t:
