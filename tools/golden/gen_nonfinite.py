@@ -19,8 +19,8 @@ What is covered, per family:
   * ctc_loss: -inf log-probs (impossible labels), NaN and +inf inside and
     past an input length.
   * embedding / embedding_bag: NaN / inf rows of the table, every mode (max
-    mode with NaN first and later in a bag), max_norm over inf rows,
-    per_sample_weights with NaN.
+    mode with NaN first and later in a bag), max_norm (norm_type 2, 1, inf)
+    over inf and NaN rows, per_sample_weights with NaN.
   * fused_linear_cross_entropy: inf in the input rows and in the weight.
 
 Where torch's value is an artefact of how it composes the op and kloss gives
@@ -567,6 +567,7 @@ def gen_ctc(G):
 def gen_embedding(G):
     V, D = 7, 5
     w = G.randn(V, D)
+    w[1, 0] = 3.0  # above max_norm in every norm, but for the NaN beside it
     w[1, 2] = NAN
     w[3, 0] = INF
     w[4, 4] = -INF
@@ -587,6 +588,11 @@ def gen_embedding(G):
         G.case("embedding", "max_norm", "embedding", dtype,
                lambda input, weight: F.embedding(input, weight.clone(), max_norm=1.0),
                {"weight": w}, {"input": idx}, diff=("weight",), index_dtype="int64", options={"max_norm": 1.0})
+        for tag, p in (("p1", 1.0), ("pinf", INF)):  # torch's norms keep a NaN (its max too)
+            G.case("embedding", "max_norm_" + tag, "embedding", dtype,
+                   lambda input, weight, p=p: F.embedding(input, weight.clone(), max_norm=1.0, norm_type=p),
+                   {"weight": w}, {"input": idx}, diff=("weight",), index_dtype="int64",
+                   options={"max_norm": 1.0, "norm_type": p})
         for mode in ("sum", "mean", "max"):
             G.case("embedding", "bag_" + mode, "embedding_bag", dtype,
                    lambda input, weight, offsets, mode=mode: F.embedding_bag(input, weight, offsets, mode=mode),

@@ -218,8 +218,14 @@ KOKKOS_INLINE_FUNCTION acc_t<T> row_norm(const W& w, std::int64_t r, std::int64_
     return s;
   }
   if (isinf(p)) {
+    // torch's amax / amin of |x| keep a NaN (fmax / fmin would skip it, and
+    // a row holding NaN would be renormalised where torch leaves it)
     A m = D > 0 ? fabs(to_acc(x[0])) : A(0);
-    for (std::int64_t d = 1; d < D; ++d) m = p > 0 ? fmax(m, fabs(to_acc(x[d]))) : fmin(m, fabs(to_acc(x[d])));
+    for (std::int64_t d = 1; d < D; ++d) {
+      const A v = fabs(to_acc(x[d]));
+      const bool take = v != v || (p > 0 ? v > m : v < m);
+      m = m != m ? m : (take ? v : m);
+    }
     return m;
   }
   if (p == 0) {
