@@ -590,26 +590,15 @@ struct CeSums {
     }
     bad_prob += o.bad_prob;
   }
+  KOKKOS_INLINE_FUNCTION CeSums& operator+=(const CeSums& o) {
+    join(o);
+    return *this;
+  }
 };
 
-/// A Kokkos reducer over CeSums (works with Kokkos 3.4's volatile joins
-/// and 4.x's plain ones).
+/// A Kokkos reducer over CeSums.
 template <class Space>
-struct CeSumsReducer {
-  using reducer = CeSumsReducer;
-  using value_type = CeSums;
-  using result_view_type = Kokkos::View<value_type, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  value_type* ptr;
-  KOKKOS_INLINE_FUNCTION explicit CeSumsReducer(value_type& v) : ptr(&v) {}
-  KOKKOS_INLINE_FUNCTION void join(value_type& d, const value_type& s) const { d.join(s); }
-  KOKKOS_INLINE_FUNCTION void join(volatile value_type& d, const volatile value_type& s) const {
-    const_cast<value_type&>(d).join(const_cast<const value_type&>(s));
-  }
-  KOKKOS_INLINE_FUNCTION void init(value_type& v) const { v = value_type(); }
-  KOKKOS_INLINE_FUNCTION value_type& reference() const { return *ptr; }
-  result_view_type view() const { return result_view_type(ptr); }
-  KOKKOS_INLINE_FUNCTION bool references_scalar() const { return true; }
-};
+using CeSumsReducer = PlusReducer<CeSums, Space>;
 
 /// Team size and rows per team for `rows` rows of C classes on ExecSpace,
 /// unless overridden.

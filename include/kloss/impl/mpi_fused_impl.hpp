@@ -132,15 +132,7 @@ void vocab_parallel_fused_linear_cross_entropy(
     Kokkos::View<T*, Mem> zbuf("kloss::vocab_parallel_fused_linear::logits", static_cast<std::size_t>(chunk * v));
     if (grad_weight.present) Kokkos::deep_copy(exec, grad_weight.data, T(0));
     if (grad_bias.present) Kokkos::deep_copy(exec, grad_bias.data, T(0));
-    CeParams p;
-    p.total = range.total;
-    p.ranks = comm.size();
-    p.label_smoothing = opts.label_smoothing;
-    p.z_loss = opts.z_loss;
-    p.softcap = opts.softcap;
-    p.reduction = opts.reduction;
-    p.weighted = weighted;
-    p.weight_sum = sums[0];
+    const CeParams p = ce_params(range, comm, opts, weighted, sums[0]);
     // Upstream gradient: the caller's, or ones (the gradient of the reduced
     // loss / of the sum of the per-row losses).
     Kokkos::View<T*, Mem> ones;

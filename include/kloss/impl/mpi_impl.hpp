@@ -444,6 +444,23 @@ struct CeParams {
   double weight_sum = 0;  ///< sum of all class weights (C without weights)
 };
 
+/// The CeParams of a call from its options (any struct with reduction,
+/// label_smoothing, z_loss and softcap).
+template <class Options>
+CeParams ce_params(const ClassRange& range, const Communicator& comm, const Options& opts, bool weighted,
+                   double weight_sum) {
+  CeParams p;
+  p.total = range.total;
+  p.ranks = comm.size();
+  p.label_smoothing = opts.label_smoothing;
+  p.z_loss = opts.z_loss;
+  p.softcap = opts.softcap;
+  p.reduction = opts.reduction;
+  p.weighted = weighted;
+  p.weight_sum = weight_sum;
+  return p;
+}
+
 /// Per-row global LSE and loss from the reduced records of rows
 /// [row_offset, row_offset + rows), as cross_entropy forms them:
 ///   loss_i = (1-eps) w_t (lse - z_t) + eps/C sum_c w_c (lse - z_c) + zl lse^2.
@@ -667,15 +684,8 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
                                      comm.row_merge_op(std::is_same_v<A, double>));
     return r;
   });
-  CeParams p;
-  p.total = range.total;
-  p.ranks = comm.size();
-  p.label_smoothing = opts.label_smoothing;
-  p.z_loss = opts.z_loss;
-  p.softcap = opts.softcap;
-  p.reduction = opts.reduction;
-  p.weighted = weight.present;
-  p.weight_sum = need_wsum ? sums[0] : static_cast<double>(range.total);
+  const CeParams p =
+      ce_params(range, comm, opts, weight.present, need_wsum ? sums[0] : static_cast<double>(range.total));
   Kokkos::View<A*, Mem> sv(saved.data.data(), saved.data.extent(0));
   const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, n, 0, n, p, sv, output);
   if (s.bad > 0) {
