@@ -25,6 +25,7 @@ struct kloss_loss {
   std::optional<kloss::rt::Result> result;
   bool has_grads = false;
   bool changed = true;  // inputs or options set since the last run
+  int memory = KLOSS_MEMORY_HOST;  // where the caller's buffers live
 };
 
 namespace {
@@ -158,8 +159,32 @@ void check_result_dtype(const kloss_loss& loss, int dtype, const char* arg) {
                                  "; this loss computes in ", kloss::rt::to_string(loss.call.dtype));
 }
 
-void copy_out(const kloss::rt::Buffer& b, void* dst) {
-  if (b.numel() > 0) std::memcpy(dst, b.data(), static_cast<std::size_t>(b.numel()) * kloss::rt::dtype_size(b.dtype()));
+using HostBytes = Kokkos::View<unsigned char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+using DeviceBytes =
+    Kokkos::View<unsigned char*, Kokkos::DefaultExecutionSpace::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+// Copies n bytes from a caller's buffer (host or Kokkos' default memory, as
+// `memory` says) into kloss's host staging.
+void copy_in(void* host_dst, const void* src, std::size_t n, int memory) {
+  if (n == 0) return;
+  if (memory == KLOSS_MEMORY_HOST) {
+    std::memcpy(host_dst, src, n);
+  } else {
+    Kokkos::deep_copy(HostBytes(static_cast<unsigned char*>(host_dst), n),
+                      DeviceBytes(static_cast<unsigned char*>(const_cast<void*>(src)), n));
+  }
+}
+
+// Copies a result buffer to a caller's buffer (host or default memory).
+void copy_out(const kloss::rt::Buffer& b, void* dst, int memory) {
+  const std::size_t n = static_cast<std::size_t>(b.numel()) * kloss::rt::dtype_size(b.dtype());
+  if (n == 0) return;
+  if (memory == KLOSS_MEMORY_HOST) {
+    std::memcpy(dst, b.data(), n);
+  } else {
+    Kokkos::deep_copy(DeviceBytes(static_cast<unsigned char*>(dst), n),
+                      HostBytes(static_cast<unsigned char*>(const_cast<void*>(b.data())), n));
+  }
 }
 
 // The shape of the forward output: a scalar for a reduced loss, otherwise
@@ -347,10 +372,27 @@ int kloss_loss_set_input(kloss_loss* loss, const char* name, int dtype, const vo
     if (sh.numel() > 0 && !data)
       fail<kloss::InvalidArgument>(op, "input '", name, "': data is NULL for shape ", sh.str());
     kloss::rt::Buffer b(dt, sh);
-    if (sh.numel() > 0) std::memcpy(b.data(), data, static_cast<std::size_t>(sh.numel()) * kloss::rt::dtype_size(dt));
+    copy_in(b.data(), data, static_cast<std::size_t>(sh.numel()) * kloss::rt::dtype_size(dt), loss->memory);
     loss->call.inputs[name] = std::move(b);
     loss->changed = true;
   });
+}
+
+int kloss_loss_set_memory(kloss_loss* loss, int memory) {
+  if (int s = precheck("kloss_loss_set_memory", loss, false); s != KLOSS_OK) return s;
+  if (memory != KLOSS_MEMORY_HOST && memory != KLOSS_MEMORY_DEVICE)
+    return failure(KLOSS_ERROR_INVALID_ARGUMENT, "kloss::" + loss->call.op +
+                                                     ": argument 'memory' must be KLOSS_MEMORY_HOST (0) or "
+                                                     "KLOSS_MEMORY_DEVICE (1), got " +
+                                                     std::to_string(memory));
+  loss->memory = memory;
+  last_error.clear();
+  return KLOSS_OK;
+}
+
+int kloss_device_memory_is_host(void) {
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible ? 1
+                                                                                                                : 0;
 }
 
 int kloss_loss_clear_input(kloss_loss* loss, const char* name) {
@@ -373,7 +415,7 @@ int kloss_loss_forward(kloss_loss* loss, int dtype, void* output, int64_t output
     const auto& out = loss->result->output;
     if (output) {
       check_numel(loss->call.op, "output", output_numel, out.shape());
-      copy_out(out, output);
+      copy_out(out, output, loss->memory);
     }
   });
 }
@@ -390,9 +432,8 @@ int kloss_loss_backward(kloss_loss* loss, int dtype, const void* grad_output, in
       if (grad_output_numel != shape.numel())
         fail<kloss::DimensionMismatch>(op, "argument 'grad_output' holds ", grad_output_numel, " elements, the output ",
                                        shape.str(), " has ", shape.numel());
-      if (shape.numel() > 0)
-        std::memcpy(go.data(), grad_output,
-                    static_cast<std::size_t>(shape.numel()) * kloss::rt::dtype_size(go.dtype()));
+      copy_in(go.data(), grad_output, static_cast<std::size_t>(shape.numel()) * kloss::rt::dtype_size(go.dtype()),
+              loss->memory);
     } else {
       go = kloss::rt::Buffer::from_doubles(loss->call.dtype, shape,
                                            std::vector<double>(static_cast<std::size_t>(shape.numel()), 1.0));
@@ -433,7 +474,7 @@ int kloss_loss_get_output(const kloss_loss* loss, int dtype, void* output, int64
   return guarded([&] {
     check_result_dtype(*loss, dtype, "output");
     check_numel(loss->call.op, "output", output_numel, loss->result->output.shape());
-    copy_out(loss->result->output, output);
+    copy_out(loss->result->output, output, loss->memory);
   });
 }
 
@@ -458,7 +499,7 @@ int kloss_loss_get_grad(const kloss_loss* loss, const char* name, int dtype, voi
     if (it == loss->result->grads.end())
       fail<kloss::InvalidArgument>(op, "input '", name, "' was not given, so it has no gradient");
     check_numel(op, "grad", grad_numel, it->second.shape());
-    copy_out(it->second, grad);
+    copy_out(it->second, grad, loss->memory);
   });
 }
 

@@ -48,6 +48,12 @@ module kloss_f
   integer, parameter, public :: KLOSS_INT32 = 4
   integer, parameter, public :: KLOSS_INT64 = 5
 
+  ! Where a loss's arrays live (kloss_memory in c_api.h): host memory, or
+  ! the memory of Kokkos' default execution space (device arrays of CUDA
+  ! Fortran, or OpenACC's `host_data use_device`, in a GPU build).
+  integer, parameter, public :: KLOSS_MEMORY_HOST = 0
+  integer, parameter, public :: KLOSS_MEMORY_DEVICE = 1
+
   !> One loss: an op with its dtypes, options and inputs, and the results of
   !> its last forward or backward. Copies share the same C object: destroy
   !> exactly one of them.
@@ -61,6 +67,9 @@ module kloss_f
     generic :: set_input => set_input_r4, set_input_r8, set_input_i4, set_input_i8
     !> clear_input(name, ierr): removes an optional input.
     procedure :: clear_input => loss_clear_input
+    !> set_memory(memory, ierr): where the arrays given from now on live
+    !> (KLOSS_MEMORY_HOST, the default, or KLOSS_MEMORY_DEVICE).
+    procedure :: set_memory => loss_set_memory
     procedure, private :: set_option_int, set_option_real, set_option_logical, set_option_string
     !> set_option(name, value, ierr): any option by torch's keyword.
     generic :: set_option => set_option_int, set_option_real, set_option_logical, set_option_string
@@ -143,6 +152,11 @@ module kloss_f
       import :: c_int, c_ptr, c_char
       type(c_ptr), value :: loss
       character(kind=c_char), intent(in) :: name(*)
+    end function
+    integer(c_int) function c_set_memory(loss, memory) bind(c, name='kloss_loss_set_memory')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: loss
+      integer(c_int), value :: memory
     end function
     integer(c_int) function c_forward(loss, dtype, output, n) bind(c, name='kloss_loss_forward')
       import :: c_int, c_ptr, c_int64_t
@@ -331,6 +345,13 @@ contains
     integer, intent(out), optional :: ierr
     call finish(c_clear_input(self%handle, cstr(name)), ierr)
   end subroutine loss_clear_input
+
+  subroutine loss_set_memory(self, memory, ierr)
+    class(kloss_loss), intent(inout) :: self
+    integer, intent(in) :: memory
+    integer, intent(out), optional :: ierr
+    call finish(c_set_memory(self%handle, int(memory, c_int)), ierr)
+  end subroutine loss_set_memory
 
   subroutine set_option_int(self, name, value, ierr)
     class(kloss_loss), intent(inout) :: self

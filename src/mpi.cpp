@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -159,6 +161,17 @@ void check_mpi(int rc, std::string_view op, std::string_view call) {
   int len = 0;
   MPI_Error_string(rc, text, &len);
   fail<MpiError>(op, call, " failed (error ", rc, "): ", std::string(text, static_cast<std::size_t>(len)));
+}
+
+void abort_job(const Communicator& comm, std::string_view op, const char* what) noexcept {
+  std::fprintf(stderr,
+               "kloss::%.*s: rank %d of %d failed after the ranks agreed on the call: %s\n"
+               "kloss::%.*s: the other ranks wait in a collective it cannot join; calling MPI_Abort (exit code %d)\n",
+               static_cast<int>(op.size()), op.data(), comm.rank(), comm.size(), what, static_cast<int>(op.size()),
+               op.data(), abort_exit_code);
+  std::fflush(stderr);
+  MPI_Abort(comm.get(), abort_exit_code);
+  std::abort();  // MPI_Abort does not return; if it did, the process must still end
 }
 
 int error_kind_of(const Error& e) {

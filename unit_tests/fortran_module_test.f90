@@ -59,6 +59,10 @@ program fortran_module_test
   call expect_error(KLOSS_ERROR_NOT_IMPLEMENTED, "'beta'", 'an option mse_loss lacks')
   call loss%get_grad('nothing', g, ierr)
   call expect_error(KLOSS_ERROR_NOT_IMPLEMENTED, "'nothing'", 'get_grad of no input')
+  call loss%set_memory(7, ierr)
+  call expect_error(KLOSS_ERROR_INVALID_ARGUMENT, "'memory'", 'set_memory of an unknown kind')
+  call loss%set_memory(KLOSS_MEMORY_HOST, ierr)
+  call check(ierr == KLOSS_OK, 'set_memory(KLOSS_MEMORY_HOST)')
   call loss%destroy()
   call check(.not. loss%is_created(), 'destroyed')
 

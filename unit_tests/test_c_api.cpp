@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <kloss/registry.hpp>
+#include <Kokkos_Core.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -83,6 +84,53 @@ TEST(CApi, MseSumValueAndGradients) {
   ASSERT_EQ(kloss_loss_backward(l, KLOSS_FLOAT64, nullptr, 0), KLOSS_OK) << kloss_last_error();
   ASSERT_EQ(kloss_loss_get_grad(l, "input", KLOSS_FLOAT64, gi.data(), 4), KLOSS_OK);
   EXPECT_EQ(gi, (std::vector<double>{2, 0, -4, 0}));
+}
+
+// The same mse_loss with every buffer in Kokkos' default memory space
+// (device memory in a GPU build) after kloss_loss_set_memory.
+TEST(CApi, DeviceMemoryBuffers) {
+  using DevMem = Kokkos::DefaultExecutionSpace::memory_space;
+  Loss l("mse_loss", KLOSS_FLOAT64);
+  ASSERT_EQ(kloss_loss_set_memory(l, KLOSS_MEMORY_DEVICE), KLOSS_OK) << kloss_last_error();
+  const int host_accessible = Kokkos::SpaceAccessibility<Kokkos::HostSpace, DevMem>::accessible ? 1 : 0;
+  EXPECT_EQ(kloss_device_memory_is_host(), host_accessible);
+  ASSERT_EQ(kloss_loss_set_option_string(l, "reduction", "sum"), KLOSS_OK);
+  auto device = [](const std::vector<double>& v) {
+    Kokkos::View<double*, DevMem> d("kloss_test::device_buffer", v.size());
+    Kokkos::deep_copy(d, Kokkos::View<const double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                             v.data(), v.size()));
+    return d;
+  };
+  auto host = [](const Kokkos::View<double*, DevMem>& d) {
+    std::vector<double> v(d.size());
+    Kokkos::deep_copy(Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(v.data(), v.size()),
+                      d);
+    return v;
+  };
+  const int64_t shape[2] = {2, 2};
+  const auto x = device({1, 2, 3, 4}), t = device({0, 2, 5, 4}), go = device({0.5});
+  ASSERT_EQ(kloss_loss_set_input(l, "input", KLOSS_FLOAT64, x.data(), 2, shape), KLOSS_OK) << kloss_last_error();
+  ASSERT_EQ(kloss_loss_set_input(l, "target", KLOSS_FLOAT64, t.data(), 2, shape), KLOSS_OK) << kloss_last_error();
+  Kokkos::View<double*, DevMem> out("kloss_test::out", 1), gi("kloss_test::gi", 4), gt("kloss_test::gt", 4);
+  ASSERT_EQ(kloss_loss_forward(l, KLOSS_FLOAT64, out.data(), 1), KLOSS_OK) << kloss_last_error();
+  EXPECT_EQ(host(out), (std::vector<double>{5}));
+  ASSERT_EQ(kloss_loss_backward(l, KLOSS_FLOAT64, go.data(), 1), KLOSS_OK) << kloss_last_error();
+  ASSERT_EQ(kloss_loss_get_grad(l, "input", KLOSS_FLOAT64, gi.data(), 4), KLOSS_OK);
+  ASSERT_EQ(kloss_loss_get_grad(l, "target", KLOSS_FLOAT64, gt.data(), 4), KLOSS_OK);
+  EXPECT_EQ(host(gi), (std::vector<double>{1, 0, -2, 0}));
+  EXPECT_EQ(host(gt), (std::vector<double>{-1, 0, 2, 0}));
+  Kokkos::deep_copy(out, 0.0);
+  ASSERT_EQ(kloss_loss_get_output(l, KLOSS_FLOAT64, out.data(), 1), KLOSS_OK);
+  EXPECT_EQ(host(out), (std::vector<double>{5}));
+
+  // Back to host buffers on the same loss.
+  ASSERT_EQ(kloss_loss_set_memory(l, KLOSS_MEMORY_HOST), KLOSS_OK);
+  double h = 0;
+  ASSERT_EQ(kloss_loss_get_output(l, KLOSS_FLOAT64, &h, 1), KLOSS_OK);
+  EXPECT_EQ(h, 5.0);
+  expect_error(kloss_loss_set_memory(l, 2), KLOSS_ERROR_INVALID_ARGUMENT, {"mse_loss", "'memory'", "got 2"});
+  expect_error(kloss_loss_set_memory(nullptr, KLOSS_MEMORY_HOST), KLOSS_ERROR_NULL_POINTER,
+               {"kloss_loss_set_memory", "'loss'"});
 }
 
 // reduction none: the output has the input's shape, which

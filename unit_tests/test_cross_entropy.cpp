@@ -415,6 +415,116 @@ TEST(CrossEntropyErrors, OnlyTheExactInPlaceGradientMayShareMemory) {
   exec.fence();
 }
 
+// --- non-finite logits: torch's propagation, row by row --------------------------
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+TYPED_TEST(CrossEntropy, NonFiniteLogitsPoisonOnlyTheirRow) {
+  using T = TypeParam;
+  Exec exec;
+  // row 0: NaN away from the target -> NaN (torch's log_softmax reads every
+  //        logit), NaN gradient for the whole row;
+  // row 1: -inf away from the target -> log 3, gradient 0 at the -inf;
+  // row 2: -inf at the target -> +inf, finite gradient (softmax - onehot);
+  // row 3: +inf away from the target -> NaN (inf - inf in log_softmax);
+  // row 4: every logit -inf -> NaN;  row 5: finite, log 4.
+  auto x = make_view<T**>("x",
+                          {0, kNaN, 0, 0, 0, -kInf, 0, 0, 0, 0, -kInf, 0, 0, kInf, 0, 0, -kInf, -kInf, -kInf, -kInf,
+                           0, 0, 0, 0},
+                          {6, 4});
+  auto t = make_view<std::int64_t*>("t", {0, 0, 2, 0, 1, 3}, {6});
+  Kokkos::View<T*, Mem> out("out", 6), w;
+  Kokkos::View<kloss::acc_t<T>*, Mem> lse("lse", 6);
+  Kokkos::View<double, Mem> tw("tw");
+  kloss::cross_entropy(exec, x, t, w, out, lse, tw, {-100, Reduction::none});
+  const double l3 = std::log(3.0), l4 = std::log(4.0), t3 = tol<T>() * 4;
+  expect_near_all(to_doubles(out), {kNaN, l3, kInf, kNaN, kNaN, l4}, t3, t3, "row losses");
+  auto go = make_view<T*>("go", std::vector<double>(6, 1.0), {6});
+  Kokkos::View<T**, Mem> gx("gx", 6, 4);
+  kloss::cross_entropy_backward(exec, go, x, t, w, lse, tw, gx, {-100, Reduction::none});
+  const double q = 1.0 / 3;
+  expect_near_all(to_doubles(gx),
+                  {kNaN, kNaN, kNaN, kNaN, q - 1, 0, q, q, q, q, -1, q, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN,
+                   0.25, 0.25, 0.25, -0.75},
+                  t3, t3, "row gradients");
+  EXPECT_EQ(to_doubles(gx)[5], 0.0) << "the -inf logit's gradient is exactly 0";
+  // mean and sum see the NaN rows
+  Kokkos::View<T, Mem> mean("mean");
+  kloss::cross_entropy(exec, x, t, w, mean, lse, tw);
+  EXPECT_TRUE(std::isnan(to_doubles(mean)[0]));
+}
+
+TYPED_TEST(CrossEntropy, MinusInfinityAtTheTargetGivesInfinityAndItsMean) {
+  using T = TypeParam;
+  Exec exec;
+  auto x = make_view<T**>("x", {0, 0, -kInf, 1, 2, 3}, {2, 3});
+  auto t = make_view<std::int32_t*>("t", {2, 0}, {2});
+  Kokkos::View<T, Mem> mean("mean");
+  Kokkos::View<kloss::acc_t<T>*, Mem> lse("lse", 2);
+  Kokkos::View<double, Mem> tw("tw");
+  kloss::cross_entropy(exec, x, t, Kokkos::View<T*, Mem>(), mean, lse, tw);
+  EXPECT_EQ(to_doubles(mean)[0], kInf);
+  Kokkos::View<T, Mem> go("go");
+  Kokkos::deep_copy(go, T(1.0f));
+  Kokkos::View<T**, Mem> gx("gx", 2, 3);
+  kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<T*, Mem>(), lse, tw, gx);
+  const double e = std::exp(1.0) + std::exp(2.0) + std::exp(3.0), t3 = tol<T>() * 4;
+  // mean over 2 rows: (softmax - onehot) / 2, finite at the -inf target
+  expect_near_all(to_doubles(gx),
+                  {0.25, 0.25, -0.5, (std::exp(1.0) / e - 1) / 2, std::exp(2.0) / e / 2, std::exp(3.0) / e / 2}, t3,
+                  t3, "gradients");
+}
+
+TYPED_TEST(CrossEntropy, IgnoredRowsHoldingNaNDoNotPoisonTheMean) {
+  using T = TypeParam;
+  Exec exec;
+  // row 1 is ignored and holds NaN, +inf and -inf: never read. The mean is
+  // over rows 0 and 2 (log 4 and log 3); row 1's gradient is 0 (torch's is
+  // NaN: its log_softmax backward multiplies the zero upstream by exp(NaN)).
+  auto x = make_view<T**>("x", {0, 0, 0, 0, kNaN, kInf, -kInf, 0, 0, -kInf, 0, 0}, {3, 4});
+  auto t = make_view<std::int64_t*>("t", {1, -100, 0}, {3});
+  Kokkos::View<T, Mem> mean("mean"), go("go");
+  Kokkos::View<kloss::acc_t<T>*, Mem> lse("lse", 3);
+  Kokkos::View<double, Mem> tw("tw");
+  kloss::cross_entropy(exec, x, t, Kokkos::View<T*, Mem>(), mean, lse, tw);
+  const double l3 = std::log(3.0), l4 = std::log(4.0), t3 = tol<T>() * 4;
+  expect_near_all(to_doubles(mean), {(l4 + l3) / 2}, t3, t3, "mean");
+  expect_near_all(to_doubles(tw), {2.0}, 0, 0, "total_weight");
+  Kokkos::deep_copy(go, T(1.0f));
+  Kokkos::View<T**, Mem> gx("gx", 3, 4);
+  kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<T*, Mem>(), lse, tw, gx);
+  const double q = 1.0 / 3;
+  expect_near_all(to_doubles(gx), {0.125, -0.375, 0.125, 0.125, 0, 0, 0, 0, (q - 1) / 2, 0, q / 2, q / 2}, t3, t3,
+                  "gradients");
+  // label smoothing: the ignored row still adds nothing; row 2's -inf logit
+  // makes its smoothing term, hence the mean, +inf, with a finite gradient
+  // (-eps/C at the -inf class).
+  kloss::CrossEntropyOptions ls;
+  ls.label_smoothing = 0.2;
+  kloss::cross_entropy(exec, x, t, Kokkos::View<T*, Mem>(), mean, lse, tw, ls);
+  EXPECT_EQ(to_doubles(mean)[0], kInf);
+  kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<T*, Mem>(), lse, tw, gx, ls);
+  const double s = 0.2 / 4;  // eps / C
+  expect_near_all(to_doubles(gx),
+                  {(0.25 - s) / 2, (0.25 - 0.8 - s) / 2, (0.25 - s) / 2, (0.25 - s) / 2, 0, 0, 0, 0,
+                   (q - 0.8 - s) / 2, -s / 2, (q - s) / 2, (q - s) / 2},
+                  t3, t3, "smoothed gradients");
+}
+
+TYPED_TEST(CrossEntropy, ProbabilityTargetOfZeroAtMinusInfinityAddsNothing) {
+  using T = TypeParam;
+  Exec exec;
+  // p = [0.5, 0, 0.25, 0.25] with logit -inf at the zero: loss log 3 - 0
+  // (kloss takes 0 * -inf as 0; torch's -(p * log_softmax).sum() gives NaN).
+  // A -inf logit with positive probability gives +inf.
+  auto x = make_view<T**>("x", {0, -kInf, 0, 0, 0, -kInf, 0, 0}, {2, 4});
+  auto p = make_view<T**>("p", {0.5, 0, 0.25, 0.25, 0.5, 0.25, 0.25, 0}, {2, 4});
+  Kokkos::View<T*, Mem> out("out", 2);
+  kloss::cross_entropy(exec, x, p, Kokkos::View<T*, Mem>(), out, Kokkos::View<kloss::acc_t<T>*, Mem>(),
+                       Kokkos::View<double, Mem>(), {-100, Reduction::none});
+  const double t3 = tol<T>() * 4;
+  expect_near_all(to_doubles(out), {std::log(3.0), kInf}, t3, t3, "losses");
+}
+
 TEST(CrossEntropyEdges, EmptyBatchAndSingleSampleInput) {
   Exec exec;
   Kokkos::View<float**, Mem> x0("x0", 0, 5);
@@ -578,6 +688,31 @@ TYPED_TEST(NllLoss, KDimensionalInt32AndAllIgnored) {
   Kokkos::View<T, Mem> mean("mean");
   kloss::nll_loss(exec, x, ti, Kokkos::View<T*, Mem>(), mean, Kokkos::View<double, Mem>());
   EXPECT_TRUE(std::isnan(to_doubles(mean)[0]));
+}
+
+TYPED_TEST(NllLoss, NonFiniteLogProbabilitiesAreReadOnlyAtTheTarget) {
+  using T = TypeParam;
+  Exec exec;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  // rows: NaN at the target -> NaN; NaN elsewhere -> -x_t (never read);
+  // -inf at the target -> +inf; ignored row of NaN -> 0, no weight.
+  auto x = make_view<T**>("x", {nan, -1, -2, -1, nan, -2, -1, -2, -kInf, nan, nan, nan}, {4, 3});
+  auto t = make_view<std::int64_t*>("t", {0, 0, 2, -100}, {4});
+  Kokkos::View<T*, Mem> out("out", 4), w;
+  Kokkos::View<double, Mem> tw("tw");
+  kloss::nll_loss(exec, x, t, w, out, tw, {-100, Reduction::none});
+  expect_near_all(to_doubles(out), {nan, 1, kInf, 0}, 0, 0, "row losses");
+  auto go = make_view<T*>("go", {1, 1, 1, 1}, {4});
+  Kokkos::View<T**, Mem> gx("gx", 4, 3);
+  kloss::nll_loss_backward(exec, go, x, t, w, tw, gx, {-100, Reduction::none});
+  expect_near_all(to_doubles(gx), {-1, 0, 0, -1, 0, 0, 0, 0, -1, 0, 0, 0}, 0, 0,
+                  "gradients: -1 at the target whatever its value, 0 elsewhere");
+  // the mean over rows 1 and 2 only: +inf; over row 1 alone (rows 0, 2
+  // ignored too): 1
+  Kokkos::View<T, Mem> mean("mean");
+  auto t1 = make_view<std::int64_t*>("t1", {-100, 0, -100, -100}, {4});
+  kloss::nll_loss(exec, x, t1, w, mean, tw);
+  expect_near_all(to_doubles(mean), {1}, 0, 0, "mean over the one non-ignored row");
 }
 
 TEST(NllLossErrors, BadTargetsAndShapes) {

@@ -364,6 +364,43 @@ TEST(CtcLoss, InfeasibleGivesInfAndNaNGradientOrZerosWithZeroInfinity) {
   }
 }
 
+TEST(CtcLoss, NaNOnAPathGivesNaNLossAndGradientEvenWithZeroInfinity) {
+  // Sequence 0 reads a NaN blank at frame 2: its loss is NaN (torch's sums
+  // of exps carry it) and so is its whole gradient on frames < T_0, also
+  // under zero_infinity (which zeroes +inf only). Sequence 1's NaN lies past
+  // its input length: never read. Sequence 2's NaN is at a class its target
+  // lacks: the loss is untouched, only that entry's exp(y) g term is NaN.
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  Case c = random_case(5, 4, {2, 2, 1}, 21);
+  c.labels = {{1, 2}, {2, 3}, {1}};
+  c.il = {5, 3, 5};
+  c.opts.reduction = Reduction::none;
+  auto at = [&](std::int64_t t, std::int64_t b, std::int64_t k) { return static_cast<std::size_t>((t * 3 + b) * 4 + k); };
+  const std::vector<double> clean = c.lp;
+  c.lp[at(2, 0, 0)] = nan;
+  c.lp[at(4, 1, 2)] = nan;
+  c.lp[at(1, 2, 3)] = nan;
+  const std::vector<double> go = {1.0, 1.0, 1.0};
+  for (bool zi : {false, true}) {
+    c.opts.zero_infinity = zi;
+    for (bool f32 : {false, true}) {
+      auto got = f32 ? run<float, std::int64_t>(c, &go) : run<double, std::int64_t>(c, &go);
+      Case ref = c;
+      ref.lp = clean;
+      const auto want = ref_forward(ref, clean);
+      EXPECT_TRUE(std::isnan(got.out[0])) << "zi " << zi << " f32 " << f32;
+      EXPECT_NEAR(got.out[1], want[1], 1e-4 * (1 + std::fabs(want[1])));
+      EXPECT_NEAR(got.out[2], want[2], 1e-4 * (1 + std::fabs(want[2])));
+      for (std::int64_t t = 0; t < 5; ++t)
+        for (std::int64_t k = 0; k < 4; ++k) {
+          EXPECT_TRUE(std::isnan(got.grad[at(t, 0, k)])) << "t " << t << " k " << k;
+          EXPECT_TRUE(std::isfinite(got.grad[at(t, 1, k)])) << "t " << t << " k " << k;
+          EXPECT_EQ(std::isnan(got.grad[at(t, 2, k)]), t == 1 && k == 3) << "t " << t << " k " << k;
+        }
+    }
+  }
+}
+
 TEST(CtcLoss, FramesPastTheInputLengthGetZeroGradient) {
   Case c = random_case(9, 3, {2, 2, 1}, 12);
   c.il = {9, 5, 2};

@@ -237,6 +237,26 @@ TYPED_TEST(Embedding, MaxNormRenormalisesOnlyLookedUpRowsInPlace) {
   }
 }
 
+TYPED_TEST(Embedding, MaxNormOfNonFiniteRowsAsTorch) {
+  using T = TypeParam;
+  Exec exec;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  // Row 0 [3, NaN]: its norm is NaN in every norm (the max of p = inf too),
+  // NaN > max_norm is false, so it stays. Row 1 [inf, 1]: norm inf, scale
+  // max_norm / (inf + 1e-7) = 0: [inf * 0, 0] = [NaN, 0].
+  for (double p : {2.0, 1.0, inf}) {
+    auto w = make_view<T**>("w", {3, nan, inf, 1}, {2, 2});
+    auto in = index_view<std::int64_t>("in", {0, 1});
+    Kokkos::View<T**, Mem> out("out", 2, 2);
+    kloss::EmbeddingOptions o;
+    o.max_norm = 1.0;
+    o.norm_type = p;
+    kloss::embedding(exec, in, w, out, o);
+    expect_near_all(to_doubles(w), {3, nan, nan, 0}, 0, 0, "weight, p " + std::to_string(p));
+    expect_near_all(to_doubles(out), {3, nan, nan, 0}, 0, 0, "output, p " + std::to_string(p));
+  }
+}
+
 TYPED_TEST(Embedding, SparseGradientEqualsDenseRows) {
   using T = TypeParam;
   Exec exec;
@@ -404,6 +424,32 @@ TYPED_TEST(EmbeddingBag, HandCheckedModesWithEmptyBagAndPadding) {
       expect_near_all(to_doubles(gw), {0, 0, 0, 2, 0, 6, 1, 0, 5, 0}, tol<T>(), 0, "max grad");
     }
   });
+}
+
+TYPED_TEST(EmbeddingBag, MaxModeKeepsANaNOnlyWhenItComesFirst) {
+  using T = TypeParam;
+  Exec exec;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  // torch's strict `>`: per feature, a NaN that opens the bag stays (nothing
+  // compares greater), a later NaN never wins. Rows [NaN, 1], [2, NaN],
+  // [inf, -inf], [0, 0]; bags {0, 1}, {1, 0}, {3, 2}.
+  auto w = make_view<T**>("w", {nan, 1, 2, nan, inf, -inf, 0, 0}, {4, 2});
+  auto in = index_view<std::int64_t>("in", {0, 1, 1, 0, 3, 2});
+  auto off = index_view<std::int64_t>("off", {0, 2, 4});
+  Kokkos::View<T**, Mem> out("out", 3, 2), gw("gw", 4, 2);
+  Kokkos::View<std::int64_t**, Mem> mi("mi", 3, 2);
+  Kokkos::View<T*, Mem> none;
+  kloss::EmbeddingBagOptions o;
+  o.mode = EmbeddingBagMode::max;
+  kloss::embedding_bag(exec, in, w, off, none, out, mi, o);
+  expect_near_all(to_doubles(out), {nan, 1, 2, nan, inf, 0}, 0, 0, "max");
+  EXPECT_EQ(to_int64(mi), (std::vector<std::int64_t>{0, 0, 1, 1, 2, 3}));
+  auto go = make_view<T**>("go", {1, 2, 3, 4, 5, 6}, {3, 2});
+  for (bool det : {false, true}) {
+    o.deterministic = det;
+    kloss::embedding_bag_backward(exec, go, in, w, off, none, mi, gw, none, o);
+    expect_near_all(to_doubles(gw), {1, 2, 3, 4, 5, 0, 0, 6}, 0, 0, "max grad: finite whatever the table holds");
+  }
 }
 
 TYPED_TEST(EmbeddingBag, PerSampleWeightsForwardAndBothGradients) {

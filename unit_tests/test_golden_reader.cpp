@@ -230,6 +230,30 @@ TEST(GoldenCompare, NaNOnlyMatchesNaNAndInfOnlyTheSameInf) {
   EXPECT_FALSE(compare("output", Shape{1}, {1e308}, exp_of(Shape{1}, {inf}), 1e9, 1e9).ok);
 }
 
+TEST(GoldenCompare, EveryPairOfNonFiniteAndFiniteValues) {
+  // Each (got, expected) pair over {NaN, +inf, -inf, 1}: passes only for the
+  // same kind (and, for finite values, within tolerance), however loose the
+  // tolerance; the worst mismatch named is the non-finite one; the error
+  // statistics see only finite pairs.
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const double vals[] = {nan, inf, -inf, 1.0};
+  auto kind = [](double v) { return std::isnan(v) ? 0 : (v == std::numeric_limits<double>::infinity() ? 1 : (std::isinf(v) ? 2 : 3)); };
+  for (double e : vals)
+    for (double g : vals) {
+      const auto r = compare("output", Shape{1}, {g}, exp_of(Shape{1}, {e}), 1e6, 1e6);
+      EXPECT_EQ(r.ok, kind(g) == kind(e)) << "got " << g << ", expected " << e;
+      EXPECT_EQ(r.max_abs_err, 0.0) << "got " << g << ", expected " << e;
+    }
+  // -0 and +0 are the same value; a finite value next to a NaN mismatch is
+  // still measured.
+  EXPECT_TRUE(compare("output", Shape{1}, {-0.0}, exp_of(Shape{1}, {0.0}), 0, 0).ok);
+  auto m = compare("output", Shape{3}, {1.5, nan, 2.0}, exp_of(Shape{3}, {1.0, 3.0, 2.0}), 1, 1);
+  EXPECT_FALSE(m.ok);
+  EXPECT_EQ(m.mismatches, 1);
+  EXPECT_EQ(m.max_abs_err, 0.5);
+  EXPECT_NE(m.reason.find("worst at [1]: got nan, expected 3"), std::string::npos) << m.reason;
+}
+
 TEST(GoldenCompare, ShapeDifferenceIsAMismatch) {
   auto r = compare("output", Shape{2, 1}, {1, 2}, exp_of(Shape{2}, {1, 2}), 0, 0);
   EXPECT_FALSE(r.ok);

@@ -544,6 +544,33 @@ TYPED_TEST(MultiMargin, HandCheckedTorchDocExampleForEveryReductionAndP) {
   expect_near_all(to_doubles(gx), {0.25, 0.25, 0.25, -0.75, 0, 0, 0, 0}, t, t, "grad_input");
 }
 
+TYPED_TEST(MultiMargin, NonFiniteTermsFollowTorchsStrictlyPositiveTest) {
+  using T = typename TypeParam::S;
+  using I = typename TypeParam::Idx;
+  Exec exec;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  // torch's kernel adds a term only `if (z > 0)`: a NaN term counts 0.
+  // row 0: NaN away from the target -> (1 - 0.5 + 0) / 3;  row 1: NaN at the
+  // target -> 0;  row 2: -inf at the target -> +inf;  row 3: -inf away -> 1/3.
+  auto x = make_view<T**>("x", {0.5, nan, 0, nan, 0, 0, -inf, 0, 0, 0, 0, -inf}, {4, 3});
+  auto y = make_view<I*>("y", {0, 0, 0, 1}, {4});
+  Kokkos::View<T*, Mem> none("none", 4), w;
+  kloss::multi_margin_loss(exec, x, y, w, none, {1, 1.0, Reduction::none});
+  const double t = tol<T>() * 4, q = 1.0 / 3;
+  expect_near_all(to_doubles(none), {0.5 / 3, 0, inf, q}, t, t, "losses");
+  auto g = make_view<T*>("g", {1, 1, 1, 1}, {4});
+  Kokkos::View<T**, Mem> gx("gx", 4, 3);
+  kloss::multi_margin_loss_backward(exec, g, x, y, w, gx, {1, 1.0, Reduction::none});
+  expect_near_all(to_doubles(gx), {-q, 0, q, 0, 0, 0, -2 * q, q, q, q, -q, 0}, t, t, "grad_input");
+  // torch weighs each counted term: a row with none stays 0 under a NaN w[y]
+  auto x1 = make_view<T**>("x1", {inf, 0, 0}, {1, 3});
+  auto y1 = make_view<I*>("y1", {0}, {1});
+  auto wn = make_view<T*>("wn", {nan, 1, 1}, {3});
+  Kokkos::View<T*, Mem> one("one", 1);
+  kloss::multi_margin_loss(exec, x1, y1, wn, one, {1, 1.0, Reduction::none});
+  expect_near_all(to_doubles(one), {0}, 0, 0, "no term, no weight");
+}
+
 TYPED_TEST(MultiMargin, GradientsMatchFiniteDifferences) {
   using T = typename TypeParam::S;
   using I = typename TypeParam::Idx;
@@ -687,6 +714,25 @@ TYPED_TEST(MultiMargin, MultilabelHandCheckedTorchDocExample) {
   expect_near_all(to_doubles(s), {0.85}, t, t, "[C] input -> []");
 }
 
+TYPED_TEST(MultiMargin, MultilabelNaNTermsCountAsZero) {
+  using T = typename TypeParam::S;
+  using I = typename TypeParam::Idx;
+  Exec exec;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  // torch's docs example with x[1] = NaN: its terms (z > 0 fails) drop out,
+  // (0.6 + 1.3) / 4; row 1: -inf at its target -> +inf.
+  auto x = make_view<T**>("x", {0.1, nan, 0.4, 0.8, -inf, 0, 0, 0}, {2, 4});
+  auto y = make_view<I**>("y", {3, 0, -1, 1, 0, -1, 0, 0}, {2, 4});
+  Kokkos::View<T*, Mem> none("none", 2);
+  kloss::multilabel_margin_loss(exec, x, y, none, {Reduction::none});
+  const double t = tol<T>() * 4;
+  expect_near_all(to_doubles(none), {0.475, inf}, t, t, "losses");
+  auto g = make_view<T*>("g", {1, 1}, {2});
+  Kokkos::View<T**, Mem> gx("gx", 2, 4);
+  kloss::multilabel_margin_loss_backward(exec, g, x, y, gx, {Reduction::none});
+  expect_near_all(to_doubles(gx), {-0.25, 0, 0.5, -0.25, -0.75, 0.25, 0.25, 0.25}, t, t, "grad_input");
+}
+
 TYPED_TEST(MultiMargin, MultilabelGradientsMatchFiniteDifferences) {
   using T = typename TypeParam::S;
   using I = typename TypeParam::Idx;
@@ -782,6 +828,43 @@ TYPED_TEST(Margin, SoftMarginHandCheckedForEveryReduction) {
   auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
   expect_near_all(to_doubles(gx), {(0.5 - 1) / 2, sig(2) / 2, (sig(-1) - 1) / 2, (sig(1) - 1) / 2}, tol<T>() * 2,
                   tol<T>(), "grad_input");
+}
+
+TYPED_TEST(Margin, SoftMarginNonFiniteInputs) {
+  using T = TypeParam;
+  Exec exec;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  // x = NaN: NaN loss and gradient. x = +inf with t = 1: NaN loss (torch's
+  // 0 * log sigmoid(-inf)), gradient sigmoid(inf) - 1 = 0. x = -inf, t = 1:
+  // +inf, gradient -1. Each over C = 1.
+  auto x = make_view<T**>("x", {nan, inf, -inf}, {3, 1});
+  auto y = make_view<T**>("y", {0, 1, 1}, {3, 1});
+  Kokkos::View<T*, Mem> none("none", 3), w;
+  kloss::multilabel_soft_margin_loss(exec, x, y, w, none, {Reduction::none});
+  expect_near_all(to_doubles(none), {nan, nan, inf}, 0, 0, "losses");
+  auto g = make_view<T*>("g", {1, 1, 1}, {3});
+  Kokkos::View<T**, Mem> gx("gx", 3, 1);
+  kloss::multilabel_soft_margin_loss_backward(exec, g, x, y, w, gx, {Reduction::none});
+  expect_near_all(to_doubles(gx), {nan, 0, -1}, 0, 0, "grad_input");
+}
+
+TYPED_TEST(Margin, TripletNaNReachesEveryNorm) {
+  using T = TypeParam;
+  Exec exec;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  // A NaN anchor element makes both distances NaN for every p (torch's norms,
+  // the max of p = inf included), with and without swap; row 1 is finite.
+  auto a = make_view<T**>("a", {nan, 0, 0, 0}, {2, 2});
+  auto p = make_view<T**>("p", {0, 0, 0, 1}, {2, 2});
+  auto n = make_view<T**>("n", {1, 1, 3, 0}, {2, 2});
+  Kokkos::View<T*, Mem> none("none", 2);
+  for (double pn : {1.0, 2.0, 3.0, std::numeric_limits<double>::infinity()})
+    for (bool swap : {false, true}) {
+      kloss::triplet_margin_loss(exec, a, p, n, none, {1.0, pn, 0.0, swap, Reduction::none});
+      const auto v = to_doubles(none);
+      EXPECT_TRUE(std::isnan(v[0])) << "p " << pn << " swap " << swap;
+      EXPECT_TRUE(std::isfinite(v[1])) << "p " << pn << " swap " << swap;
+    }
 }
 
 TYPED_TEST(Margin, SoftMarginGradientsMatchFiniteDifferencesWithWeights) {

@@ -470,6 +470,26 @@ TYPED_TEST(Pointwise, PoissonNllMatchesReferenceForEveryOptionCombination) {
                  [](const std::vector<double>& v) { return poisson(v[0], v[1], true, true, 1e-8); }});
 }
 
+TYPED_TEST(Pointwise, PoissonNllNonFiniteInputsGiveTorchsValues) {
+  using T = TypeParam;
+  Exec exec;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  // e^x - y x and its gradient e^x - y at: (inf, inf): inf - inf = NaN, both;
+  // (inf, 0): 0 * inf = NaN, gradient inf; (-inf, 2): +inf, gradient -2;
+  // (-inf, 0): NaN, gradient 0; (0.5, 1) finite.
+  auto x = make_view<T*>("x", {inf, inf, -inf, -inf, 0.5}, {5});
+  auto y = make_view<T*>("y", {inf, 0, 2, 0, 1}, {5});
+  Kokkos::View<T*, Mem> out("out", 5), gx("gx", 5);
+  kloss::PoissonNllLossOptions o;
+  o.reduction = Reduction::none;
+  kloss::poisson_nll_loss(exec, x, y, out, o);
+  const double x5 = static_cast<double>(static_cast<kloss::acc_t<T>>(T(0.5f))), t = tol<T>() * 4;
+  expect_near_all(to_doubles(out), {nan, nan, inf, nan, std::exp(x5) - x5}, t, t, "losses");
+  auto go = make_view<T*>("go", {1, 1, 1, 1, 1}, {5});
+  kloss::poisson_nll_loss_backward(exec, go, x, y, gx, o);
+  expect_near_all(to_doubles(gx), {nan, inf, -2, 0, std::exp(x5) - 1}, t, t, "gradients");
+}
+
 // --- gaussian_nll_loss ------------------------------------------------------------
 
 TYPED_TEST(Pointwise, GaussianNllMatchesReferenceForEveryVarShape) {

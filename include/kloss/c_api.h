@@ -12,7 +12,9 @@
  *    On an error, kloss_last_error() gives a message naming the op, the
  *    argument, what was expected and what was found; no C++ exception ever
  *    crosses this interface.
- *  - Buffers are contiguous, row-major (C order), in host memory. A Fortran
+ *  - Buffers are contiguous, row-major (C order), in host memory, or in the
+ *    memory of Kokkos' default execution space (GPU memory in a CUDA or HIP
+ *    build) after kloss_loss_set_memory(loss, KLOSS_MEMORY_DEVICE). A Fortran
  *    array x(C, N) is the row-major [N, C] buffer: the module reverses the
  *    extents. Input buffers are copied when set, so the caller may reuse or
  *    free them at once.
@@ -20,8 +22,8 @@
  *  - A loss object is not thread-safe; distinct objects may be used from
  *    distinct threads.
  *  - Each call copies its inputs to Kokkos' default memory space and the
- *    results back, and fences: this is for coupling codes and validation,
- *    not for a GPU hot loop (use the C++ API there).
+ *    results back (through host staging), and fences: this is for coupling
+ *    codes and validation, not for a GPU hot loop (use the C++ API there).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -64,6 +66,13 @@ typedef enum kloss_dtype {
   KLOSS_INT32 = 4,
   KLOSS_INT64 = 5
 } kloss_dtype;
+
+/* Where a loss's caller buffers live (kloss_loss_set_memory). */
+typedef enum kloss_memory {
+  KLOSS_MEMORY_HOST = 0,  /* host memory: the default */
+  KLOSS_MEMORY_DEVICE = 1 /* the memory of Kokkos' default execution space: device memory (cudaMalloc, OpenACC
+                             or CUDA Fortran device arrays) in a CUDA or HIP build, host memory otherwise */
+} kloss_memory;
 
 /* The largest rank of a buffer. */
 #define KLOSS_MAX_RANK 8
@@ -115,6 +124,17 @@ KLOSS_C_EXPORT int kloss_loss_set_option_string(kloss_loss* loss, const char* na
  * no elements. Replaces an input of the same name. */
 KLOSS_C_EXPORT int kloss_loss_set_input(kloss_loss* loss, const char* name, int dtype, const void* data, int ndim,
                                         const int64_t* shape);
+/* Sets where the buffers given to this loss from now on live: those of
+ * kloss_loss_set_input, kloss_loss_forward, kloss_loss_backward,
+ * kloss_loss_get_output and kloss_loss_get_grad. `memory` is a
+ * kloss_memory value (KLOSS_ERROR_INVALID_ARGUMENT otherwise). A pointer
+ * of the other kind is not detected: a host pointer given as device memory
+ * in a CUDA build makes the copy fail (KLOSS_ERROR_INTERNAL) or worse. */
+KLOSS_C_EXPORT int kloss_loss_set_memory(kloss_loss* loss, int memory);
+/* 1 when Kokkos' default execution space uses host-accessible memory
+ * (KLOSS_MEMORY_DEVICE then takes host pointers too), else 0. */
+KLOSS_C_EXPORT int kloss_device_memory_is_host(void);
+
 /* Removes an input (an optional one, such as "weight"). */
 KLOSS_C_EXPORT int kloss_loss_clear_input(kloss_loss* loss, const char* name);
 

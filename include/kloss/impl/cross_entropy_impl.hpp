@@ -21,6 +21,7 @@
 /// vocabulary-parallel (MPI) cross-entropy and the fused linear
 /// cross-entropy run the very same code over a class slice or a gemm chunk.
 #include <kloss/checks.hpp>
+#include <kloss/impl/reduce.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
@@ -264,10 +265,11 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_merge_partials(const CeRowPartials<A>
 }
 
 /// log-sum-exp of a row from its (merged) partials; -inf when every logit
-/// is -inf.
+/// is -inf; NaN when the sum is NaN (a NaN logit, or +inf - +inf: torch's
+/// log_softmax gives NaN there too).
 template <class A>
 KOKKOS_INLINE_FUNCTION A ce_lse(const CeRowPartials<A>& p) {
-  return p.sumexp > A(0) ? p.max + log(p.sumexp) : -infinity<A>();
+  return p.sumexp == A(0) ? -infinity<A>() : p.max + log(p.sumexp);
 }
 
 /// Coefficients of one row's logit gradient, class-index target t:
@@ -588,26 +590,15 @@ struct CeSums {
     }
     bad_prob += o.bad_prob;
   }
+  KOKKOS_INLINE_FUNCTION CeSums& operator+=(const CeSums& o) {
+    join(o);
+    return *this;
+  }
 };
 
-/// A Kokkos reducer over CeSums (works with Kokkos 3.4's volatile joins
-/// and 4.x's plain ones).
+/// A Kokkos reducer over CeSums.
 template <class Space>
-struct CeSumsReducer {
-  using reducer = CeSumsReducer;
-  using value_type = CeSums;
-  using result_view_type = Kokkos::View<value_type, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  value_type* ptr;
-  KOKKOS_INLINE_FUNCTION explicit CeSumsReducer(value_type& v) : ptr(&v) {}
-  KOKKOS_INLINE_FUNCTION void join(value_type& d, const value_type& s) const { d.join(s); }
-  KOKKOS_INLINE_FUNCTION void join(volatile value_type& d, const volatile value_type& s) const {
-    const_cast<value_type&>(d).join(const_cast<const value_type&>(s));
-  }
-  KOKKOS_INLINE_FUNCTION void init(value_type& v) const { v = value_type(); }
-  KOKKOS_INLINE_FUNCTION value_type& reference() const { return *ptr; }
-  result_view_type view() const { return result_view_type(ptr); }
-  KOKKOS_INLINE_FUNCTION bool references_scalar() const { return true; }
-};
+using CeSumsReducer = PlusReducer<CeSums, Space>;
 
 /// Team size and rows per team for `rows` rows of C classes on ExecSpace,
 /// unless overridden.
@@ -640,7 +631,7 @@ template <class ExecSpace>
 std::int64_t ce_row_splits(const ExecSpace& exec, std::int64_t rows, std::int64_t C, const CrossEntropyTuning& over) {
   if (over.row_splits > 0) return over.row_splits;
   if (rows <= 0) return 1;
-  const std::int64_t workers = is_host_space_v<ExecSpace> ? concurrency(exec) : concurrency(exec) / 32;
+  const std::int64_t workers = is_host_space_v<ExecSpace> ? tuning::ce_split_host_workers : concurrency(exec) / 32;
   if (rows >= workers) return 1;
   std::int64_t k = (workers + rows - 1) / rows;
   const std::int64_t kmax = C / tuning::ce_split_min_classes;
@@ -836,9 +827,9 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
   if (has_w && eps != A(0)) {
     A s = 0;
     auto wv = weight.data;
-    Kokkos::parallel_reduce(
-        "kloss::cross_entropy::weight_sum", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, C),
-        KOKKOS_LAMBDA(const std::int64_t c, A& acc) { acc += static_cast<A>(wv(c)); }, s);
+    fixed_order_reduce(
+        exec, "kloss::cross_entropy::weight_sum", C,
+        KOKKOS_LAMBDA(const std::int64_t c, A& acc) { acc += static_cast<A>(wv(c)); }, Kokkos::Sum<A>(s));
     w_all = s;
   }
   CeRowConfig<A> cfg;
@@ -881,9 +872,8 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
             Kokkos::single(Kokkos::PerThread(mem), [&]() { parts(it) = p; });
           });
         });
-    Kokkos::parallel_reduce(
-        "kloss::cross_entropy::merge_segments",
-        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, rows),
+    fixed_order_reduce(
+        exec, "kloss::cross_entropy::merge_segments", rows,
         KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
           const std::int64_t t = static_cast<std::int64_t>(tv(r));
           A loss = 0, l = 0;
@@ -906,7 +896,7 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
     ce_finish<ExecSpace, T>(exec, op, sums, opts.reduction, rows, true, output, total_weight, C, ignore);
     return;
   }
-  Kokkos::parallel_reduce(
+  fixed_order_team_reduce(
       "kloss::cross_entropy::forward", ce_policy(exec, league, launch),
       KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
         const std::int64_t r0 = mem.league_rank() * rpt;
@@ -990,10 +980,9 @@ void cross_entropy_backward(const ExecSpace& exec, const Tensor<const T, typenam
   if (has_w && eps != A(0)) {
     A s = 0;
     auto wv = weight.data;
-    Kokkos::parallel_reduce(
-        "kloss::cross_entropy_backward::weight_sum",
-        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, C),
-        KOKKOS_LAMBDA(const std::int64_t c, A& acc) { acc += static_cast<A>(wv(c)); }, s);
+    fixed_order_reduce(
+        exec, "kloss::cross_entropy_backward::weight_sum", C,
+        KOKKOS_LAMBDA(const std::int64_t c, A& acc) { acc += static_cast<A>(wv(c)); }, Kokkos::Sum<A>(s));
     w_all = s;
   }
   auto xv = input.data;
@@ -1084,7 +1073,7 @@ void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename Ex
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = typename Policy::member_type;
   CeSums sums;
-  Kokkos::parallel_reduce(
+  fixed_order_team_reduce(
       "kloss::cross_entropy::forward_prob", Policy(exec, league, launch.team_size),
       KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
         const std::int64_t r0 = mem.league_rank() * rpt;
@@ -1210,8 +1199,8 @@ void nll_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
   auto ov = output.data;
   CeSums sums;
   // One gathered element per row: a flat range over rows is the whole kernel.
-  Kokkos::parallel_reduce(
-      "kloss::nll_loss::forward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, rows),
+  fixed_order_reduce(
+      exec, "kloss::nll_loss::forward", rows,
       KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
         const std::int64_t t = static_cast<std::int64_t>(tv(r));
         A loss = 0;

@@ -31,6 +31,7 @@
 /// backward unless the caller passes the forward's log_alpha), beta
 /// [N, 2, W], gamma [N, W], per-sequence loss [N].
 #include <kloss/checks.hpp>
+#include <kloss/impl/reduce.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
@@ -55,8 +56,12 @@ KOKKOS_INLINE_FUNCTION float fast_exp(float x) {
   return x != x ? x : res;
 }
 
-/// log(x) for positive normal x (the only arguments ctc passes: sums >= 1).
-KOKKOS_INLINE_FUNCTION float fast_log(float x) { return vlog_core(x); }
+/// log(x) for positive normal x (the only arguments ctc passes: sums >= 1)
+/// or NaN, which stays NaN (a NaN log-prob reaches the sums).
+KOKKOS_INLINE_FUNCTION float fast_log(float x) {
+  const float r = vlog_core(x);
+  return x != x ? x : r;
+}
 
 template <class A>
 KOKKOS_INLINE_FUNCTION A exp_(A x) {
@@ -70,9 +75,11 @@ KOKKOS_INLINE_FUNCTION A log_(A x) {
 }
 
 /// log(e^a + e^b + e^c), -inf when all three are -inf (torch: "cannot do
-/// neginf - neginf"). The largest term m contributes exactly 1 to the sum,
-/// so only the other two need an exp: with hi = max(a, b), lo = min(a, b),
-/// m = max(hi, c), the others are lo and min(hi, c).
+/// neginf - neginf"), NaN when any is NaN (as torch's sum of exps). The
+/// largest term m contributes exactly 1 to the sum, so only the other two
+/// need an exp: with hi = max(a, b), lo = min(a, b), m = max(hi, c), the
+/// others are lo and min(hi, c). The selects move a NaN into m, lo or mid:
+/// r carries it, and where m = -inf, lo + mid does (-inf when neither is NaN).
 template <class A>
 KOKKOS_INLINE_FUNCTION A lse3(A a, A b, A c) {
   const A hi = a > b ? a : b;
@@ -80,14 +87,14 @@ KOKKOS_INLINE_FUNCTION A lse3(A a, A b, A c) {
   const A m = hi > c ? hi : c;
   const A mid = hi > c ? c : hi;
   const A r = m + log_(A(1) + exp_(lo - m) + exp_(mid - m));
-  return m == -infinity<A>() ? m : r;
+  return m == -infinity<A>() ? lo + mid : r;
 }
 template <class A>
 KOKKOS_INLINE_FUNCTION A lse2(A a, A b) {
   const A m = a > b ? a : b;
   const A o = a > b ? b : a;
   const A r = m + log_(A(1) + exp_(o - m));
-  return m == -infinity<A>() ? m : r;
+  return m == -infinity<A>() ? o : r;
 }
 
 // The inner loops over states / classes, as functions with restrict-qualified
@@ -510,8 +517,8 @@ void ctc_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
     auto seq = k.seq;
     const std::int64_t N = p.N;
     Kokkos::View<double, Mem> sum("kloss::ctc_loss::sum");
-    Kokkos::parallel_reduce(
-        "kloss::ctc_loss::reduce", Kokkos::RangePolicy<ExecSpace>(exec, 0, N),
+    fixed_order_sum(
+        exec, "kloss::ctc_loss::reduce", N,
         KOKKOS_LAMBDA(const std::int64_t b, double& acc) {
           const double l = static_cast<double>(loss(b));
           const std::int64_t tl = seq(b).target_length;
@@ -595,10 +602,12 @@ void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
         // sum -> grad_output; mean -> grad_output / N / max(target_length, 1).
         A g = to_acc(go(none ? b : 0));
         if (mean) g = g / static_cast<A>(N) / static_cast<A>(Lb > 1 ? Lb : 1);
-        if (bad || ll == ninf) {
+        if (bad || ll == ninf || ll != ll) {
           // Infeasible: zero_infinity zeroes the whole gradient; otherwise
           // torch's formula meets -inf + inf and gives NaN on frames < T_b.
-          const T fillv = bad || !zero_infinity ? static_cast<T>(quiet_nan<A>()) : T(0.0f);
+          // A NaN loss (a NaN log-prob on a path) gives NaN there too,
+          // zero_infinity or not (torch tests loss == inf).
+          const T fillv = bad || !zero_infinity || ll != ll ? static_cast<T>(quiet_nan<A>()) : T(0.0f);
           Kokkos::parallel_for(Kokkos::TeamThreadRange(m, Tb * C),
                                [&](const std::int64_t i) { row(i / C)[i % C] = fillv; });
           return;

@@ -58,11 +58,13 @@ struct EmbeddingOptions {
   bool deterministic = false;
   /// kloss tuning override: threads per team (0 = Kokkos::AUTO).
   int team_size = 0;
-  /// kloss tuning override of the non-deterministic backward's scatter:
-  /// 0 = automatic (atomic adds on device spaces; owner-computes with one
-  /// work item per thread on host spaces), -1 = atomic adds, k > 0 =
-  /// owner-computes over k work items (see scatter_owner_kernel;
-  /// embedding_bag's max mode cuts by features whatever k is).
+  /// kloss tuning override of the backward's scatter (without
+  /// `deterministic`): 0 = automatic (owner computes with one work item per
+  /// thread on host spaces, the sorted backward on device spaces; both
+  /// bitwise reproducible), -1 = atomic adds (fastest on devices, NOT
+  /// reproducible: opt-in), k > 0 = owner computes over k work items (see
+  /// scatter_owner_kernel; embedding_bag's max mode cuts by features
+  /// whatever k is).
   int scatter_items = 0;
 };
 
@@ -216,8 +218,14 @@ KOKKOS_INLINE_FUNCTION acc_t<T> row_norm(const W& w, std::int64_t r, std::int64_
     return s;
   }
   if (isinf(p)) {
+    // torch's amax / amin of |x| keep a NaN (fmax / fmin would skip it, and
+    // a row holding NaN would be renormalised where torch leaves it)
     A m = D > 0 ? fabs(to_acc(x[0])) : A(0);
-    for (std::int64_t d = 1; d < D; ++d) m = p > 0 ? fmax(m, fabs(to_acc(x[d]))) : fmin(m, fabs(to_acc(x[d])));
+    for (std::int64_t d = 1; d < D; ++d) {
+      const A v = fabs(to_acc(x[d]));
+      const bool take = v != v || (p > 0 ? v > m : v < m);
+      m = m != m ? m : (take ? v : m);
+    }
     return m;
   }
   if (p == 0) {
@@ -543,12 +551,23 @@ void scatter_add_kernel(const ExecSpace& exec, const std::string& op, std::int64
       });
 }
 
-/// Whether the non-deterministic backward scatters by owner computes (plain
-/// adds, see scatter_owner_kernel) rather than atomic adds: the host default,
-/// or forced by EmbeddingOptions::scatter_items (> 0 owner, -1 atomic).
+/// How a backward adds the upstream rows into the gradient rows.
+enum class ScatterKind {
+  owner,   ///< owner computes: plain adds by the owner of each block (scatter_owner_kernel)
+  sorted,  ///< positions sorted by row, each row summed in position order
+  atomic   ///< atomic adds: fastest on devices, not bitwise reproducible
+};
+
+/// The scatter of a backward: sorted with `deterministic`; else as
+/// EmbeddingOptions::scatter_items says (> 0 owner, -1 atomic, 0 owner on
+/// host spaces and sorted on device spaces). All but atomic are bitwise
+/// reproducible for any thread count.
 template <class ExecSpace>
-bool owner_scatter(int scatter_items) {
-  return scatter_items > 0 || (scatter_items == 0 && is_host_space_v<ExecSpace>);
+ScatterKind scatter_kind(bool deterministic, int scatter_items) {
+  if (deterministic) return ScatterKind::sorted;
+  if (scatter_items > 0) return ScatterKind::owner;
+  if (scatter_items < 0) return ScatterKind::atomic;
+  return is_host_space_v<ExecSpace> ? ScatterKind::owner : ScatterKind::sorted;
 }
 
 /// The cut of an owner-computes scatter: row blocks x feature blocks.
@@ -668,7 +687,8 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
     return (r == padding_idx || local < 0 || local >= rows) ? -1 : local;
   };
 
-  if (deterministic) {
+  const ScatterKind kind = scatter_kind<ExecSpace>(deterministic, scatter_items);
+  if (kind == ScatterKind::sorted) {
     // Rows counted over every position (torch's counts for
     // scale_grad_by_freq include positions outside any bag); src < 0
     // positions are skipped in the sum below.
@@ -725,7 +745,7 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
   Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> acc(accp, rows * D);
   Kokkos::View<std::int64_t*, Mem> counts;
   if (scale_grad_by_freq) counts = Kokkos::View<std::int64_t*, Mem>("kloss::" + op + "::counts", rows);
-  if (owner_scatter<ExecSpace>(scatter_items)) {
+  if (kind == ScatterKind::owner) {
     const int items = scatter_items > 0 ? scatter_items : concurrency(exec);
     scatter_owner_kernel<ExecSpace, T>(exec, op, n, rows, D, items, acc, g, counts, scale_grad_by_freq, row_of,
                                        src_of, scale_of);
@@ -1305,13 +1325,13 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
     accp = scratch.data();
   }
   Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> acc(accp, V * D);
-  // Deterministic, and the host default (owner computes, as scatter_rows):
-  // element (r, d) receives grad_output[b, d] from the bags b with
-  // max_indices[b, d] = r. One thread owns each chunk of features and walks
-  // the bags in ascending order: every element is a sequential sum in bag
-  // order, with no sort, no race and no atomics, whatever the thread count.
-  // Device spaces (or scatter_items = -1) add atomically, one element each.
-  if (opts.deterministic || owner_scatter<ExecSpace>(opts.scatter_items)) {
+  // Owner computes, the default: element (r, d) receives grad_output[b, d]
+  // from the bags b with max_indices[b, d] = r. One thread owns each chunk
+  // of features and walks the bags in ascending order: every element is a
+  // sequential sum in bag order, with no sort, no race and no atomics,
+  // whatever the thread count. scatter_items = -1 adds atomically, one
+  // element per thread (more parallel on a device, not reproducible).
+  if (scatter_kind<ExecSpace>(opts.deterministic, opts.scatter_items) != ScatterKind::atomic) {
     constexpr int C = tuning::embedding_chunk;
     const std::int64_t chunks = (D + C - 1) / C;
     Kokkos::parallel_for(

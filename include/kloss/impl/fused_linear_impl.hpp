@@ -183,8 +183,8 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
   A w_all = static_cast<A>(V);
   if constexpr (!prob) {
     CeSums pre;
-    Kokkos::parallel_reduce(
-        "kloss::fused_linear_cross_entropy::targets", Range(exec, 0, N),
+    fixed_order_reduce(
+        exec, "kloss::fused_linear_cross_entropy::targets", N,
         KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
           const std::int64_t t = static_cast<std::int64_t>(tv(r));
           if (t == ignore) return;
@@ -196,9 +196,9 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
     total_weight = pre.weight;
     if (has_cw && eps != A(0)) {
       A s = 0;
-      Kokkos::parallel_reduce(
-          "kloss::fused_linear_cross_entropy::ce_weight_sum", Range(exec, 0, V),
-          KOKKOS_LAMBDA(const std::int64_t c, A& acc) { acc += cwp[c]; }, s);
+      fixed_order_reduce(
+          exec, "kloss::fused_linear_cross_entropy::ce_weight_sum", V,
+          KOKKOS_LAMBDA(const std::int64_t c, A& acc) { acc += cwp[c]; }, Kokkos::Sum<A>(s));
       w_all = s;
     }
   }
@@ -275,8 +275,8 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
     // lambdas cannot first-capture a variable in a constexpr-if branch)
     CeSums chunk;
     auto rows = [&](const auto& row) {
-      Kokkos::parallel_reduce("kloss::fused_linear_cross_entropy::rows", Range(exec, 0, b), row,
-                              CeSumsReducer<Kokkos::HostSpace>(chunk));
+      fixed_order_reduce(exec, "kloss::fused_linear_cross_entropy::rows", b, row,
+                         CeSumsReducer<Kokkos::HostSpace>(chunk));
     };
     if constexpr (prob) {
       rows(KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {

@@ -62,6 +62,15 @@ KOKKOS_INLINE_FUNCTION A relu(A z) {
   const Bits negative = -static_cast<Bits>(z < A(0));
   return bit_cast<A>(static_cast<Bits>(bit_cast<Bits>(z) & ~negative));
 }
+/// z if z > 0, else 0: the `if (z > 0)` of torch's multi_margin and
+/// multilabel_margin kernels, under which a NaN term counts as 0 (unlike
+/// clamp_min). A bitwise mask, as relu.
+template <class A>
+KOKKOS_INLINE_FUNCTION A positive_part(A z) {
+  using Bits = std::conditional_t<sizeof(A) == 4, std::int32_t, std::int64_t>;
+  const Bits keep = -static_cast<Bits>(z > A(0));
+  return bit_cast<A>(static_cast<Bits>(bit_cast<Bits>(z) & keep));
+}
 /// The mask torch's clamp_min backward uses: the gradient passes where z >= 0
 /// (so also at exactly 0), not for NaN.
 template <class A>
@@ -106,8 +115,11 @@ void sum_and_count(const ExecSpace& exec, const std::string& label, I64 n, const
   sum = 0;
   bad = 0;
   if (n <= 0) return;
-  Kokkos::parallel_reduce(
-      label, Range<ExecSpace>(exec, 0, n), KOKKOS_LAMBDA(const I64 i, double& s, I64& b) { f(i, s, b); }, sum, bad);
+  SumCount sc;
+  fixed_order_reduce(
+      exec, label, n, KOKKOS_LAMBDA(const I64 i, SumCount& a) { f(i, a.sum, a.count); }, PlusReducer<SumCount>(sc));
+  sum = sc.sum;
+  bad = sc.count;
 }
 
 /// The lowest position pos(u) over units u in [0, n) (pos returns
@@ -601,6 +613,12 @@ struct TripletDists {
   A tap = 1, tan = 1, tpn = 1;
 };
 
+/// torch.min(a, b) as the swap uses it: NaN if either is NaN.
+template <class A>
+KOKKOS_INLINE_FUNCTION A triplet_min(A a, A b) {
+  return (a < b || a != a) ? a : b;
+}
+
 template <NormKind K, class T, class A = acc_t<T>>
 KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists(const NormAcc<K, A>& nrm, const T* a, const T* p, const T* n,
                                                          I64 D, A eps, bool swap) {
@@ -610,8 +628,9 @@ KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists(const NormAcc<K, A>& nr
     // Running max and tie count per lane, merged at the end.
     A m1[L], m2[L], m3[L], c1[L], c2[L], c3[L];
     for (int l = 0; l < L; ++l) m1[l] = m2[l] = m3[l] = A(-1), c1[l] = c2[l] = c3[l] = A(0);
+    // A NaN |d| takes the max and keeps it (torch's max propagates NaN).
     auto upd = [](A& m, A& c, A v) {
-      if (v > m)
+      if (v > m || v != v)
         m = v, c = A(1);
       else if (v == m)
         c += A(1);
@@ -623,20 +642,18 @@ KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists(const NormAcc<K, A>& nr
       upd(m2[l], c2[l], fabs(aj - nj + eps));
       if (swap) upd(m3[l], c3[l], fabs(pj - nj + eps));
     }
+    auto upd_lane = [](A& M, A& C, A m, A c) {
+      if (M != M) return;  // NaN stays
+      if (m > M || m != m)
+        M = m, C = c;
+      else if (m == M)
+        C += c;
+    };
     A M1 = A(-1), M2 = A(-1), M3 = A(-1), C1 = 0, C2 = 0, C3 = 0;
     for (int l = 0; l < L; ++l) {
-      if (m1[l] > M1)
-        M1 = m1[l], C1 = c1[l];
-      else if (m1[l] == M1)
-        C1 += c1[l];
-      if (m2[l] > M2)
-        M2 = m2[l], C2 = c2[l];
-      else if (m2[l] == M2)
-        C2 += c2[l];
-      if (m3[l] > M3)
-        M3 = m3[l], C3 = c3[l];
-      else if (m3[l] == M3)
-        C3 += c3[l];
+      upd_lane(M1, C1, m1[l], c1[l]);
+      upd_lane(M2, C2, m2[l], c2[l]);
+      upd_lane(M3, C3, m3[l], c3[l]);
     }
     // The norm of an empty row is 0.
     r.dap = D > 0 ? M1 : A(0), r.dan = D > 0 ? M2 : A(0), r.dpn = D > 0 ? M3 : A(0);
@@ -709,7 +726,7 @@ void triplet_forward_kernel(const ExecSpace& exec, const Tensor<const T, typenam
   const T* ng = negative.data.data();
   auto row_loss = KOKKOS_LAMBDA(const I64 r)->A {
     const TripletDists<A> d = triplet_row_dists<K, T>(nrm, a + r * D, ps + r * D, ng + r * D, D, e, swap);
-    const A dneg = swap ? (d.dpn < d.dan ? d.dpn : d.dan) : d.dan;
+    const A dneg = swap ? triplet_min(d.dpn, d.dan) : d.dan;
     return relu(m + d.dap - dneg);
   };
   if (reduction == Reduction::none) {
@@ -720,8 +737,8 @@ void triplet_forward_kernel(const ExecSpace& exec, const Tensor<const T, typenam
     return;
   }
   DeviceScalar<ExecSpace> sum("kloss::triplet_margin_loss::sum");
-  Kokkos::parallel_reduce(
-      "kloss::triplet_margin_loss::forward_sum", Range<ExecSpace>(exec, 0, N),
+  fixed_order_sum(
+      exec, "kloss::triplet_margin_loss::forward_sum", N,
       KOKKOS_LAMBDA(const I64 r, double& s) { s += static_cast<double>(row_loss(r)); }, sum);
   write_device_scalar(exec, "kloss::triplet_margin_loss::forward_scale", sum, reduction_scale(reduction, N), output);
 }
@@ -757,7 +774,7 @@ void triplet_backward_kernel(const ExecSpace& exec,
         const TripletDists<A> d = triplet_row_dists<K, T>(nrm, ar, pr, nr, D, e, swap);
         const A g = none ? to_acc(go(r)) : to_acc(go(0)) * scale;
         // loss = max(0, z), z = margin + d_ap - d_neg: dz/dd_ap = 1, dz/dd_neg = -1.
-        const A dneg = swap ? (d.dpn < d.dan ? d.dpn : d.dan) : d.dan;
+        const A dneg = swap ? triplet_min(d.dpn, d.dan) : d.dan;
         const A cap = g * relu_mask(m + d.dap - dneg);
         // d_neg = min(d_an, d_pn): torch's minimum backward gives the whole
         // gradient to the smaller one, half to each on a tie.
@@ -1116,15 +1133,17 @@ void multi_margin_loss(const ExecSpace& exec, const Tensor<const T, typename Exe
           I64 d = 0;
           for (; d + L <= C; d += L)
             for (int l = 0; l < L; ++l) {
-              const A z = relu(m - xy + to_acc(xr[d + l]));
+              const A z = positive_part(m - xy + to_acc(xr[d + l]));
               part[l] += (d + l == y) ? A(0) : (squared ? z * z : z);
             }
           for (; d < C; ++d) {
-            const A z = relu(m - xy + to_acc(xr[d]));
+            const A z = positive_part(m - xy + to_acc(xr[d]));
             part[0] += d == y ? A(0) : (squared ? z * z : z);
           }
           for (int l = 0; l < L; ++l) loss += part[l];
-          if (w) loss *= to_acc(w[y]);
+          // torch weighs each positive term: no term, no weight (a NaN or
+          // infinite w[y] leaves a zero row 0)
+          if (w && loss != A(0)) loss *= to_acc(w[y]);
           loss /= static_cast<A>(C);
         }
         if (none) o(r) = static_cast<T>(loss);
@@ -1313,12 +1332,13 @@ void multilabel_margin_loss(const ExecSpace& exec, const Tensor<const T, typenam
   const bool none = reduction == Reduction::none;
   int level = 0;
   const auto policy = multilabel_policy(exec, N, C, level);
-  double sum = 0;
-  I64 bad = 0;
+  SumCount sc;
   if (N > 0)
-    Kokkos::parallel_reduce(
+    fixed_order_team_reduce(
         "kloss::multilabel_margin_loss::forward", policy,
-        KOKKOS_LAMBDA(const Member& mb, double& s, I64& b) {
+        KOKKOS_LAMBDA(const Member& mb, SumCount& a) {
+          double& s = a.sum;
+          I64& b = a.count;
           const I64 r = mb.league_rank();
           Table mult(mb.team_scratch(level), C);
           I64 nb = 0;
@@ -1330,7 +1350,7 @@ void multilabel_margin_loss(const ExecSpace& exec, const Tensor<const T, typenam
               [&](const I64 k, A& acc) {
                 const A xt = to_acc(xr[static_cast<I64>(tg[r * C + k])]);
                 A part = 0;
-                for (I64 d = 0; d < C; ++d) part += mult(d) == 0 ? relu(A(1) - xt + to_acc(xr[d])) : A(0);
+                for (I64 d = 0; d < C; ++d) part += mult(d) == 0 ? positive_part(A(1) - xt + to_acc(xr[d])) : A(0);
                 acc += part;
               },
               loss);
@@ -1341,7 +1361,9 @@ void multilabel_margin_loss(const ExecSpace& exec, const Tensor<const T, typenam
             b += nb;
           });
         },
-        sum, bad);
+        PlusReducer<SumCount>(sc));
+  const double sum = sc.sum;
+  const I64 bad = sc.count;
   if (bad) {
     BadIndex e;
     e.count = bad;
@@ -1517,8 +1539,8 @@ void multilabel_soft_margin_loss(const ExecSpace& exec, const Tensor<const T, ty
     return;
   }
   DeviceScalar<ExecSpace> sum("kloss::multilabel_soft_margin_loss::sum");
-  Kokkos::parallel_reduce(
-      "kloss::multilabel_soft_margin_loss::forward_sum", Range<ExecSpace>(exec, 0, N),
+  fixed_order_sum(
+      exec, "kloss::multilabel_soft_margin_loss::forward_sum", N,
       KOKKOS_LAMBDA(const I64 r, double& s) { s += static_cast<double>(row_loss(r)); }, sum);
   write_device_scalar(exec, "kloss::multilabel_soft_margin_loss::forward_scale", sum, reduction_scale(reduction, N),
                       output);
@@ -1560,7 +1582,8 @@ void multilabel_soft_margin_loss_backward(const ExecSpace& exec,
         // d l_c / d x = sigmoid(x) - t (from -t log s(x) - (1 - t) log s(-x)).
         auto grad = [&](I64 c) {
           const A xc = to_acc(xr[c]), e = exp_neg(fabs(xc));
-          const A sig = (xc >= A(0) ? A(1) : e) / (A(1) + e);
+          // exp_neg clamps a NaN (float): sigmoid(NaN) is NaN, as torch's
+          const A sig = pick(xc == xc, (xc >= A(0) ? A(1) : e) / (A(1) + e), xc);
           return g * (sig - to_acc(yr[c]));
         };
         // Two loops: no branch on the weight inside (it blocks vectorisation).

@@ -79,6 +79,8 @@ void vocab_parallel_fused_linear_cross_entropy(
     require(opts.z_loss >= 0, op, "z_loss must be non-negative, got ", opts.z_loss);
     require(opts.softcap >= 0, op, "softcap must be non-negative (0 = off), got ", opts.softcap);
     require(opts.chunk_bytes > 0, op, "chunk_bytes must be positive, got ", opts.chunk_bytes);
+    require(!grad_input.present || n * d <= std::int64_t(INT32_MAX), op,
+            "grad_input of more than 2^31 - 1 elements is not supported, got ", n * d);
     // The totals a mean gradient needs before the first chunk: sum_c w_c
     // and the sum of the target weights (each row counted by its owner).
     auto cw = ce_weight.data;
@@ -86,13 +88,11 @@ void vocab_parallel_fused_linear_cross_entropy(
     const std::int64_t b = range.begin, e = range.end(), ig = opts.ignore_index;
     double wsum = static_cast<double>(range.count), tsum = 0;
     if (weighted)
-      Kokkos::parallel_reduce(
-          "kloss::vocab_parallel_fused_linear::weight_sum",
-          Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, range.count),
+      kloss::impl::fixed_order_sum(
+          exec, "kloss::vocab_parallel_fused_linear::weight_sum", range.count,
           KOKKOS_LAMBDA(const std::int64_t c, double& acc) { acc += static_cast<double>(cw(c)); }, wsum);
-    Kokkos::parallel_reduce(
-        "kloss::vocab_parallel_fused_linear::target_weight_sum",
-        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+    kloss::impl::fixed_order_sum(
+        exec, "kloss::vocab_parallel_fused_linear::target_weight_sum", n,
         KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
           const std::int64_t t = static_cast<std::int64_t>(tg(i));
           if (t != ig && t >= b && t < e) acc += weighted ? static_cast<double>(cw(t - b)) : 1.0;
@@ -104,122 +104,129 @@ void vocab_parallel_fused_linear_cross_entropy(
   const std::int64_t v = range.count;
   const RecordLayout lay(weighted, smoothing);
   const bool want_grads = grad_input.present || grad_weight.present || grad_bias.present;
-  Kokkos::View<A*, Mem> rec("kloss::vocab_parallel_fused_linear::records", static_cast<std::size_t>(n * lay.k));
-  Kokkos::View<A*, Mem> saved("kloss::vocab_parallel_fused_linear::saved", static_cast<std::size_t>(saved_extent(n)));
-  // totals for the backward rows: sum of target weights, (valid rows: unused), sum_c w_c
-  {
-    const A tw = static_cast<A>(sums[1]), ws = static_cast<A>(sums[0]);
-    auto sv = saved;
-    Kokkos::parallel_for(
-        "kloss::vocab_parallel_fused_linear::totals", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
-        KOKKOS_LAMBDA(const int) {
-          sv(2 * n) = tw;
-          sv(2 * n + 1) = A(0);
-          sv(2 * n + 2) = ws;
-        });
-  }
-  std::int64_t chunk = opts.chunk_bytes / static_cast<std::int64_t>(sizeof(A) * (v > 0 ? v : 1));
-  if (chunk < 1) chunk = 1;
-  if (chunk > n) chunk = n > 0 ? n : 1;
-  Kokkos::View<T*, Mem> zbuf("kloss::vocab_parallel_fused_linear::logits", static_cast<std::size_t>(chunk * v));
-  if (grad_weight.present) Kokkos::deep_copy(exec, grad_weight.data, T(0));
-  if (grad_bias.present) Kokkos::deep_copy(exec, grad_bias.data, T(0));
-  CeParams p;
-  p.total = range.total;
-  p.ranks = comm.size();
-  p.label_smoothing = opts.label_smoothing;
-  p.z_loss = opts.z_loss;
-  p.softcap = opts.softcap;
-  p.reduction = opts.reduction;
-  p.weighted = weighted;
-  p.weight_sum = sums[0];
-  // Upstream gradient: the caller's, or ones (the gradient of the reduced
-  // loss / of the sum of the per-row losses).
-  Kokkos::View<T*, Mem> ones;
-  if (!grad_output.present) {
-    ones = Kokkos::View<T*, Mem>("kloss::vocab_parallel_fused_linear::ones", 1);
-    Kokkos::deep_copy(exec, ones, T(1));
-  }
-  const bool per_row_g = grad_output.present && opts.reduction == Reduction::none;
-  Kokkos::View<const T*, Mem> g = grad_output.present ? Kokkos::View<const T*, Mem>(grad_output.data.data(), grad_output.numel())
-                                                      : Kokkos::View<const T*, Mem>(ones);
-  Kokkos::View<const A*, Mem> lse(saved.data(), n), wt(saved.data() + n, n), totals(saved.data() + 2 * n, 3);
-  auto bv = bias.data;
-  VpSums total;
-  CM2 x2(input.data.data(), n, d), w2(weight.data.data(), v, d);
-  for (std::int64_t n0 = 0; n0 < n; n0 += chunk) {
-    const std::int64_t nc = n0 + chunk < n ? chunk : n - n0;
-    M2 z(zbuf.data(), nc, v);
-    CM2 xc(input.data.data() + n0 * d, nc, d);
-    // Kokkos Kernels 3.x's gemm takes no execution space instance: it runs
-    // on the default one, so order it with `exec` by fences.
-    exec.fence();
-    if (v > 0 && d > 0) {
-      KokkosBlas::gemm("N", "T", T(1), xc, w2, T(0), z);
-      Kokkos::fence();
-    } else {
-      Kokkos::deep_copy(exec, z, T(0));
-    }
-    if (bias.present)
-      Kokkos::parallel_for(
-          "kloss::vocab_parallel_fused_linear::bias",
-          Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {nc, v}),
-          KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t c) { z(i, c) += bv(c); });
-    ce_slice_partials<ExecSpace, T, I>(exec, zbuf.data(), nc, v, range.begin, target, ce_weight, opts.ignore_index,
-                                       opts.softcap, lay, rec, n0);
+  // The chunk loop and the grad_input allreduce: a failure on one rank ends
+  // the job (after_agreement); a bad target row, which every rank sees in
+  // the same chunk's records, leaves the loop on every rank and throws below.
+  struct Outcome {
+    VpSums total, bad;
+  };
+  const Outcome outcome = after_agreement(comm, op, [&] {
+    Outcome result;
+    Kokkos::View<A*, Mem> rec("kloss::vocab_parallel_fused_linear::records", static_cast<std::size_t>(n * lay.k));
+    Kokkos::View<A*, Mem> saved("kloss::vocab_parallel_fused_linear::saved", static_cast<std::size_t>(saved_extent(n)));
+    // totals for the backward rows: sum of target weights, (valid rows: unused), sum_c w_c
     {
-      RowType rt(lay.k, mpi_type<A>(), op);
-      Kokkos::View<A*, Mem> part(rec.data() + n0 * lay.k, static_cast<std::size_t>(nc * lay.k));
-      allreduce_in_place<ExecSpace, A>(exec, comm, op, part, rt.get(), static_cast<int>(nc),
-                                       comm.row_merge_op(std::is_same_v<A, double>));
-    }
-    const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, nc, n0, n, p, saved, output);
-    if (s.bad > 0) {
-      Kokkos::View<I, Kokkos::HostSpace> tv("kloss::vocab_parallel_fused_linear::bad_target");
-      Kokkos::deep_copy(tv, Kokkos::subview(target.data, s.bad_row));
-      throw_bad_row(op, s, static_cast<std::int64_t>(tv()), range);
-    }
-    total += s;
-    if (!want_grads) continue;
-    // G = d loss / d Z for the chunk, over the logits (in place).
-    ce_backward_rows<ExecSpace, T, I>(exec, zbuf.data(), nc, v, range.begin, n0, target, ce_weight, opts.ignore_index,
-                                      p, totals, per_row_g, g, lse, wt, zbuf.data());
-    CM2 gz(zbuf.data(), nc, v);
-    exec.fence();
-    if (grad_input.present) {
-      M2 gi(grad_input.data.data() + n0 * d, nc, d);
-      if (v > 0 && d > 0) KokkosBlas::gemm("N", "N", T(1), gz, w2, T(0), gi);
-      else Kokkos::deep_copy(exec, gi, T(0));
-    }
-    if (grad_weight.present && v > 0 && d > 0) {
-      // in row blocks of grad_weight: one call over all v columns makes
-      // OpenBLAS hold a copy of the whole chunk (kloss::impl::fl_grad_weight_block_rows)
-      const std::int64_t bw = kloss::impl::fl_grad_weight_block_rows(v, nc);
-      for (std::int64_t v0 = 0; v0 < v; v0 += bw) {
-        const std::int64_t nb = v0 + bw < v ? bw : v - v0;
-        KokkosBlas::gemm("T", "N", T(1), Kokkos::subview(gz, Kokkos::ALL(), std::make_pair(v0, v0 + nb)), xc, T(1),
-                         M2(grad_weight.data.data() + v0 * d, nb, d));
-      }
-    }
-    Kokkos::fence();
-    if (grad_bias.present) {
-      auto gb = grad_bias.data;
+      const A tw = static_cast<A>(sums[1]), ws = static_cast<A>(sums[0]);
+      auto sv = saved;
       Kokkos::parallel_for(
-          "kloss::vocab_parallel_fused_linear::grad_bias", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, v),
-          KOKKOS_LAMBDA(const std::int64_t c) {
-            A acc = 0;
-            for (std::int64_t i = 0; i < nc; ++i) acc += to_acc(gz(i, c));
-            gb(c) = static_cast<T>(to_acc(gb(c)) + acc);
+          "kloss::vocab_parallel_fused_linear::totals", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
+          KOKKOS_LAMBDA(const int) {
+            sv(2 * n) = tw;
+            sv(2 * n + 1) = A(0);
+            sv(2 * n + 2) = ws;
           });
     }
+    std::int64_t chunk = opts.chunk_bytes / static_cast<std::int64_t>(sizeof(A) * (v > 0 ? v : 1));
+    if (chunk < 1) chunk = 1;
+    if (chunk > n) chunk = n > 0 ? n : 1;
+    Kokkos::View<T*, Mem> zbuf("kloss::vocab_parallel_fused_linear::logits", static_cast<std::size_t>(chunk * v));
+    if (grad_weight.present) Kokkos::deep_copy(exec, grad_weight.data, T(0));
+    if (grad_bias.present) Kokkos::deep_copy(exec, grad_bias.data, T(0));
+    const CeParams p = ce_params(range, comm, opts, weighted, sums[0]);
+    // Upstream gradient: the caller's, or ones (the gradient of the reduced
+    // loss / of the sum of the per-row losses).
+    Kokkos::View<T*, Mem> ones;
+    if (!grad_output.present) {
+      ones = Kokkos::View<T*, Mem>("kloss::vocab_parallel_fused_linear::ones", 1);
+      Kokkos::deep_copy(exec, ones, T(1));
+    }
+    const bool per_row_g = grad_output.present && opts.reduction == Reduction::none;
+    Kokkos::View<const T*, Mem> g = grad_output.present
+                                        ? Kokkos::View<const T*, Mem>(grad_output.data.data(), grad_output.numel())
+                                        : Kokkos::View<const T*, Mem>(ones);
+    Kokkos::View<const A*, Mem> lse(saved.data(), n), wt(saved.data() + n, n), totals(saved.data() + 2 * n, 3);
+    auto bv = bias.data;
+    CM2 x2(input.data.data(), n, d), w2(weight.data.data(), v, d);
+    for (std::int64_t n0 = 0; n0 < n; n0 += chunk) {
+      const std::int64_t nc = n0 + chunk < n ? chunk : n - n0;
+      M2 z(zbuf.data(), nc, v);
+      CM2 xc(input.data.data() + n0 * d, nc, d);
+      // Kokkos Kernels 3.x's gemm takes no execution space instance: it runs
+      // on the default one, so order it with `exec` by fences.
+      exec.fence();
+      if (v > 0 && d > 0) {
+        KokkosBlas::gemm("N", "T", T(1), xc, w2, T(0), z);
+        Kokkos::fence();
+      } else {
+        Kokkos::deep_copy(exec, z, T(0));
+      }
+      if (bias.present)
+        Kokkos::parallel_for(
+            "kloss::vocab_parallel_fused_linear::bias",
+            Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {nc, v}),
+            KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t c) { z(i, c) += bv(c); });
+      ce_slice_partials<ExecSpace, T, I>(exec, zbuf.data(), nc, v, range.begin, target, ce_weight, opts.ignore_index,
+                                         opts.softcap, lay, rec, n0);
+      {
+        RowType rt(lay.k, mpi_type<A>(), op);
+        Kokkos::View<A*, Mem> part(rec.data() + n0 * lay.k, static_cast<std::size_t>(nc * lay.k));
+        allreduce_in_place<ExecSpace, A>(exec, comm, op, part, rt.get(), static_cast<int>(nc),
+                                         comm.row_merge_op(std::is_same_v<A, double>));
+      }
+      const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, nc, n0, n, p, saved, output);
+      if (s.bad > 0) {
+        result.bad = s;
+        return result;
+      }
+      result.total += s;
+      if (!want_grads) continue;
+      // G = d loss / d Z for the chunk, over the logits (in place).
+      ce_backward_rows<ExecSpace, T, I>(exec, zbuf.data(), nc, v, range.begin, n0, target, ce_weight, opts.ignore_index,
+                                        p, totals, per_row_g, g, lse, wt, zbuf.data());
+      CM2 gz(zbuf.data(), nc, v);
+      exec.fence();
+      if (grad_input.present) {
+        M2 gi(grad_input.data.data() + n0 * d, nc, d);
+        if (v > 0 && d > 0) KokkosBlas::gemm("N", "N", T(1), gz, w2, T(0), gi);
+        else Kokkos::deep_copy(exec, gi, T(0));
+      }
+      if (grad_weight.present && v > 0 && d > 0) {
+        // in row blocks of grad_weight: one call over all v columns makes
+        // OpenBLAS hold a copy of the whole chunk (kloss::impl::fl_grad_weight_block_rows)
+        const std::int64_t bw = kloss::impl::fl_grad_weight_block_rows(v, nc);
+        for (std::int64_t v0 = 0; v0 < v; v0 += bw) {
+          const std::int64_t nb = v0 + bw < v ? bw : v - v0;
+          KokkosBlas::gemm("T", "N", T(1), Kokkos::subview(gz, Kokkos::ALL(), std::make_pair(v0, v0 + nb)), xc, T(1),
+                           M2(grad_weight.data.data() + v0 * d, nb, d));
+        }
+      }
+      Kokkos::fence();
+      if (grad_bias.present) {
+        auto gb = grad_bias.data;
+        Kokkos::parallel_for(
+            "kloss::vocab_parallel_fused_linear::grad_bias",
+            Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, v),
+            KOKKOS_LAMBDA(const std::int64_t c) {
+              A acc = 0;
+              for (std::int64_t i = 0; i < nc; ++i) acc += to_acc(gz(i, c));
+              gb(c) = static_cast<T>(to_acc(gb(c)) + acc);
+            });
+      }
+    }
+    // grad_input: each rank holds the part from its classes; the sum over
+    // ranks is the gradient (one allreduce of N x D).
+    if (grad_input.present && n * d > 0) {
+      Kokkos::View<T*, Mem> gi(grad_input.data.data(), static_cast<std::size_t>(n * d));
+      allreduce_in_place<ExecSpace, T>(exec, comm, op, gi, mpi_type<T>(), static_cast<int>(n * d), MPI_SUM);
+    }
+    return result;
+  });
+  if (outcome.bad.bad > 0) {
+    Kokkos::View<I, Kokkos::HostSpace> tv("kloss::vocab_parallel_fused_linear::bad_target");
+    Kokkos::deep_copy(tv, Kokkos::subview(target.data, outcome.bad.bad_row));
+    throw_bad_row(op, outcome.bad, static_cast<std::int64_t>(tv()), range);
   }
-  // grad_input: each rank holds the part from its classes; the sum over
-  // ranks is the gradient (one allreduce of N x D).
-  if (grad_input.present && n * d > 0) {
-    require(n * d <= std::int64_t(INT32_MAX), op, "grad_input of more than 2^31 - 1 elements is not supported");
-    Kokkos::View<T*, Mem> gi(grad_input.data.data(), static_cast<std::size_t>(n * d));
-    allreduce_in_place<ExecSpace, T>(exec, comm, op, gi, mpi_type<T>(), static_cast<int>(n * d), MPI_SUM);
-  }
+  const VpSums& total = outcome.total;
   if (opts.reduction != Reduction::none) {
     // torch: mean divides by the sum of the target weights (NaN if all ignored).
     const double reduced = opts.reduction == Reduction::mean ? total.loss / total.weight : total.loss;

@@ -47,6 +47,11 @@ struct CommunicatorOptions {
   bool force_host_staging = false;
 };
 
+/// The error code of MPI_Abort when a rank fails inside a distributed call
+/// after the ranks agreed on it (Open MPI's and MPICH's mpiexec exit with
+/// it): 70, EX_SOFTWARE of sysexits.h.
+inline constexpr int abort_exit_code = 70;
+
 /// Does the MPI library report device-memory support (Open MPI's
 /// MPIX_Query_cuda_support())? False where the library cannot tell.
 bool detect_gpu_aware();
@@ -241,8 +246,38 @@ std::vector<double> agree(const Communicator& comm, std::string_view op, bool ch
   } catch (const Error& e) {
     kind = error_kind_of(e);
     msg = e.what();
+  } catch (const std::exception& e) {
+    // Not kloss's (an allocation or a Kokkos error in the checks): every
+    // rank throws kloss::Error with this rank's message.
+    kind = 1;
+    msg = kloss::impl::concat("kloss::", op, ": ", e.what());
+  } catch (...) {
+    kind = 1;
+    msg = kloss::impl::concat("kloss::", op, ": unknown exception in the argument checks");
   }
   return agree_collective(comm, op, true, mine, kind, msg);
+}
+
+/// Prints the op, this rank and `what` to stderr and ends the job with
+/// MPI_Abort(comm, abort_exit_code).
+[[noreturn]] void abort_job(const Communicator& comm, std::string_view op, const char* what) noexcept;
+
+/// Runs f, the part of a distributed call between the agreement and its last
+/// collective, and returns its value. If f fails on one rank, the others
+/// wait in a collective that rank will never join, and MPI has no portable
+/// way to interrupt them: an exception escaping f (memory exhausted on one
+/// rank, a device error) ends the job through abort_job instead of leaving
+/// it hanging. Errors every rank detects alike (from data all ranks share
+/// after a collective) are thrown after f returns.
+template <class F>
+decltype(auto) after_agreement(const Communicator& comm, std::string_view op, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    abort_job(comm, op, e.what());
+  } catch (...) {
+    abort_job(comm, op, "unknown exception");
+  }
 }
 
 /// Sums `v` (n elements of float or double in memory space `Mem`) over the
@@ -409,6 +444,23 @@ struct CeParams {
   double weight_sum = 0;  ///< sum of all class weights (C without weights)
 };
 
+/// The CeParams of a call from its options (any struct with reduction,
+/// label_smoothing, z_loss and softcap).
+template <class Options>
+CeParams ce_params(const ClassRange& range, const Communicator& comm, const Options& opts, bool weighted,
+                   double weight_sum) {
+  CeParams p;
+  p.total = range.total;
+  p.ranks = comm.size();
+  p.label_smoothing = opts.label_smoothing;
+  p.z_loss = opts.z_loss;
+  p.softcap = opts.softcap;
+  p.reduction = opts.reduction;
+  p.weighted = weighted;
+  p.weight_sum = weight_sum;
+  return p;
+}
+
 /// Per-row global LSE and loss from the reduced records of rows
 /// [row_offset, row_offset + rows), as cross_entropy forms them:
 ///   loss_i = (1-eps) w_t (lse - z_t) + eps/C sum_c w_c (lse - z_c) + zl lse^2.
@@ -431,9 +483,8 @@ VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typen
   const bool none = p.reduction == Reduction::none;
   auto o = out.data;
   VpSums sums;
-  Kokkos::parallel_reduce(
-      "kloss::vocab_parallel::finish_rows",
-      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, rows),
+  kloss::impl::fixed_order_reduce(
+      exec, "kloss::vocab_parallel::finish_rows", rows,
       KOKKOS_LAMBDA(const std::int64_t j, VpSums& acc) {
         const std::int64_t i = row_offset + j;
         const A* r = &rec(i * k);
@@ -605,9 +656,8 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
       // sum of this rank's class weights (host: O(C_r), only with smoothing)
       double s = 0;
       auto w = weight.data;
-      Kokkos::parallel_reduce(
-          "kloss::vocab_parallel_cross_entropy::weight_sum",
-          Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, range.count),
+      kloss::impl::fixed_order_sum(
+          exec, "kloss::vocab_parallel_cross_entropy::weight_sum", range.count,
           KOKKOS_LAMBDA(const std::int64_t c, double& acc) { acc += static_cast<double>(to_acc(w(c))); }, s);
       local_wsum = s;
     }
@@ -618,29 +668,24 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
   if (need_wsum) mine.sums.push_back(0);
   const std::vector<double> sums = agree(comm, op, opts.check_consistency, mine, [&] {
     local_checks();
+    require(logits.extent(0) <= std::int64_t(INT32_MAX), op, "more than 2^31 - 1 rows per call are not supported, got ",
+            logits.extent(0));
     if (need_wsum) mine.sums[0] = local_wsum;
   });
   ProfilingRegion region("kloss::vocab_parallel_cross_entropy");
   const std::int64_t n = logits.extent(0);
   const RecordLayout lay(weight.present, smoothing);
-  require(n <= std::int64_t(INT32_MAX), op, "more than 2^31 - 1 rows per call are not supported, got ", n);
-  Kokkos::View<A*, Mem> rec("kloss::vocab_parallel_cross_entropy::records", static_cast<std::size_t>(n * lay.k));
-  ce_slice_partials<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, target, weight,
-                                     opts.ignore_index, opts.softcap, lay, rec, 0, opts.tuning);
-  {
+  const Kokkos::View<A*, Mem> rec = after_agreement(comm, op, [&] {
+    Kokkos::View<A*, Mem> r("kloss::vocab_parallel_cross_entropy::records", static_cast<std::size_t>(n * lay.k));
+    ce_slice_partials<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, target, weight,
+                                       opts.ignore_index, opts.softcap, lay, r, 0, opts.tuning);
     RowType rt(lay.k, mpi_type<A>(), op);
-    allreduce_in_place<ExecSpace, A>(exec, comm, op, rec, rt.get(), static_cast<int>(n),
+    allreduce_in_place<ExecSpace, A>(exec, comm, op, r, rt.get(), static_cast<int>(n),
                                      comm.row_merge_op(std::is_same_v<A, double>));
-  }
-  CeParams p;
-  p.total = range.total;
-  p.ranks = comm.size();
-  p.label_smoothing = opts.label_smoothing;
-  p.z_loss = opts.z_loss;
-  p.softcap = opts.softcap;
-  p.reduction = opts.reduction;
-  p.weighted = weight.present;
-  p.weight_sum = need_wsum ? sums[0] : static_cast<double>(range.total);
+    return r;
+  });
+  const CeParams p =
+      ce_params(range, comm, opts, weight.present, need_wsum ? sums[0] : static_cast<double>(range.total));
   Kokkos::View<A*, Mem> sv(saved.data.data(), saved.data.extent(0));
   const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, n, 0, n, p, sv, output);
   if (s.bad > 0) {
@@ -740,6 +785,8 @@ void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, c
     Shape s = input.shape;
     s.extent[s.rank++] = weight.extent(1);
     check_shape(op, "output", output, s);
+    require(output.numel() <= std::int64_t(INT32_MAX), op,
+            "more than 2^31 - 1 output elements per call are not supported, got ", output.numel());
     if (opts.check_consistency) {
       // Indices outside [0, total): found before the data collective, so the
       // agreement carries this rank's message to every rank (an O(M) read).
@@ -762,13 +809,14 @@ void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, c
   // gather, so at most one rank contributes non-zero bits to each element:
   // the sum across ranks equals the bitwise OR of the words, which is exact
   // and needs no floating-point (or 16-bit) reduction operator.
-  const kloss::impl::BadIndex bad = kloss::impl::embedding_gather<ExecSpace, T, I>(
-      exec, input, weight, output, range.begin, range.total, opts.team_size);
-  const std::int64_t count = output.numel();
-  require(count <= std::int64_t(INT32_MAX), op, "more than 2^31 - 1 output elements per call are not supported, got ",
-          count);
-  Kokkos::View<T*, Mem> out(output.data.data(), static_cast<std::size_t>(count));
-  allreduce_in_place<ExecSpace, T>(exec, comm, op, out, mpi_bits_type(sizeof(T)), static_cast<int>(count), MPI_BOR);
+  const kloss::impl::BadIndex bad = after_agreement(comm, op, [&] {
+    const kloss::impl::BadIndex b = kloss::impl::embedding_gather<ExecSpace, T, I>(
+        exec, input, weight, output, range.begin, range.total, opts.team_size);
+    const std::int64_t count = output.numel();
+    Kokkos::View<T*, Mem> out(output.data.data(), static_cast<std::size_t>(count));
+    allreduce_in_place<ExecSpace, T>(exec, comm, op, out, mpi_bits_type(sizeof(T)), static_cast<int>(count), MPI_BOR);
+    return b;
+  });
   // With the check on, bad indices were refused above on every rank; with it
   // off, each rank throws after the collective (none waits).
   bad.throw_if_any(op, "input", kloss::impl::concat("[0, ", range.total, ") (the whole table)"));

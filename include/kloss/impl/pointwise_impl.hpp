@@ -24,6 +24,7 @@
 /// .cpp, BinaryOps kernels and torch/nn/functional.py for every formula and
 /// edge case; Cephes (S. Moshier) for the exp / log range reductions.
 #include <kloss/checks.hpp>
+#include <kloss/impl/reduce.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
@@ -100,15 +101,16 @@ constexpr std::int64_t pointwise_chunk() {
 }
 
 /// Sum over i in [0, n) of f(i), in double, written to `result` (a device
-/// scalar). Asynchronous.
+/// scalar), in a thread-count independent order (impl/reduce.hpp).
+/// Asynchronous on device spaces.
 template <class ExecSpace, class F>
 void chunked_sum(const ExecSpace& exec, const std::string& label, std::int64_t n, const F& f,
                  const Kokkos::View<double, typename ExecSpace::memory_space>& result) {
   constexpr std::int64_t chunk = pointwise_chunk<ExecSpace>();
   constexpr int lanes = tuning::pointwise_lanes;
   const std::int64_t nchunks = (n + chunk - 1) / chunk;
-  Kokkos::parallel_reduce(
-      label, Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, nchunks),
+  fixed_order_sum(
+      exec, label, nchunks,
       KOKKOS_LAMBDA(const std::int64_t c, double& acc) {
         const std::int64_t begin = c * chunk;
         const std::int64_t end = begin + chunk < n ? begin + chunk : n;
@@ -285,9 +287,9 @@ void pointwise_forward_launch(const ExecSpace& exec, const std::string& op_name,
     return;
   }
   Kokkos::View<double, typename ExecSpace::memory_space> sum("kloss::" + op_name + "::sum");
-  Kokkos::parallel_reduce(
-      "kloss::" + op_name + "::forward_sum",
-      Kokkos::RangePolicy<ExecSpace, typename K::SumTag, Kokkos::IndexType<std::int64_t>>(exec, 0, nchunks), k, sum);
+  fixed_order_sum(
+      exec, "kloss::" + op_name + "::forward_sum", nchunks,
+      KOKKOS_LAMBDA(const std::int64_t c, double& acc) { k(typename K::SumTag(), c, acc); }, sum);
   write_scaled_scalar(exec, "kloss::" + op_name + "::forward_scale", sum, scale, out);
 }
 

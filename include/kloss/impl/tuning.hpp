@@ -82,12 +82,18 @@ inline constexpr int ce_team_size_device = 8;
 /// row). With ce_team_size_device rows a team is 8 warps (256 threads).
 /// Chosen, not measured on a device (none here).
 inline constexpr int ce_row_slices_device = 32;
-/// With fewer rows than workers (host threads; device warps, concurrency
+/// With fewer rows than workers (ce_split_host_workers; device warps, concurrency
 /// / 32), cross_entropy splits each row into contiguous class segments run
 /// by different teams (a second kernel merges the forward's partials); a
 /// segment keeps at least this many classes, so the merge and the extra
 /// launch stay small against the segment's read. Chosen, not measured.
 inline constexpr std::int64_t ce_split_min_classes = 8192;
+/// The worker count the few-rows split is sized for on host spaces: a
+/// constant rather than the space's concurrency, so that the split, and with
+/// it the bits of the forward's log-sum-exp, do not change with the number
+/// of threads (one thread pays a few merges of segment partials: nothing
+/// against the segments' reads).
+inline constexpr std::int64_t ce_split_host_workers = 64;
 /// Kernels that still give a device thread a whole row (probability
 /// targets): single-lane teams of this many threads.
 /// Chosen, not measured on a device.

@@ -113,7 +113,11 @@ KOKKOS_FORCEINLINE_FUNCTION float vexp(float x) {
   const float s1 = bit_cast<float>(static_cast<std::uint32_t>(k1 + 127) << 23);
   const float s2 = bit_cast<float>(static_cast<std::uint32_t>(k2 + 127) << 23);
   const float res = p * s1 * s2;
-  return blend(nan, x, res);
+  // Overflow is selected, not left to the product: contracted into a
+  // caller's subtraction (e^x - y x -> fma), p * s1 * s2 is never rounded
+  // and e^inf - inf came out -inf instead of NaN.
+  const float big = blend(x > 88.7228391f, infinity<float>(), res);  // ln(FLT_MAX)
+  return blend(nan, x, big);
 }
 
 /// e^x in double: as the float version with a degree-13 Taylor polynomial
@@ -131,7 +135,8 @@ KOKKOS_FORCEINLINE_FUNCTION double vexp(double x) {
   const double s1 = bit_cast<double>(static_cast<std::uint64_t>(k1 + 1023) << 52);
   const double s2 = bit_cast<double>(static_cast<std::uint64_t>(k2 + 1023) << 52);
   const double res = p * s1 * s2;
-  return blend(nan, x, res);
+  const double big = blend(x > 709.782712893384, infinity<double>(), res);  // ln(DBL_MAX); see vexp(float)
+  return blend(nan, x, big);
 }
 
 /// log(x) in float: x = 2^e m, m in [sqrt(1/2), sqrt(2)); log m = f - f^2/2
