@@ -1,12 +1,25 @@
 // fused_linear_cross_entropy against the unfused path (gemm -> logits,
 // cross_entropy, in-place cross_entropy_backward, the two backward gemms),
-// forward + backward, float32 (and the fused path in bfloat16), at LM-head
-// shapes (N, D, V), and the fused path's chunk-size trade-off. Each run happens
-// in a forked child so that its peak resident memory is its own: the
-// child allocates and touches the inputs and gradient outputs, notes its
+// forward + backward, float32 and bfloat16, at LM-head shapes (N, D, V),
+// with the exact and the automatic gradient filter. Each run happens in a
+// forked child so that its peak resident memory is its own: the child
+// allocates and touches the inputs and gradient outputs, notes its
 // resident size, runs once, and reports its high-water mark minus that
 // baseline ("extra memory", measured, not computed), plus the wall time.
-// Counters: time, GFLOP/s (6 N D V flops), extra_MB, logits_MB (N V 4).
+// The unfused run of a (dtype, shape, data) is made once per process and
+// every fused row of it is divided by it: x_unfused.
+//
+// Data: "synthetic" - deterministic patterns (logits within about +-1, a
+// near-uniform softmax: nothing to filter); "trained" - a head whose
+// softmax is what a trained LM head gives, about 3 nats of entropy: logit
+// z_rc = -1.5 ln(c + 1) + n_rc (a Zipf(1.5) unigram, frequent tokens first
+// as in BPE vocabularies, plus a per-row context term n_rc ~ N(0, 1) from
+// D - 1 random features), targets drawn from the Zipf distribution. Its
+// loss (the entropy plus the context's KL) is reported as loss_nats.
+// Counters: GFLOPs (6 N D V flops / time), unfused_ms, x_unfused,
+// extra_MB and extra_pct_of_logits (N V 4 bytes), unfused_extra_MB,
+// skipped_pct (tiles left out of the backward gemms), grad_err (auto: max
+// |g_auto - g_exact| / max |g_exact| over grad_input and grad_weight).
 #include "perf_common.hpp"
 
 #include <kloss/cross_entropy.hpp>
@@ -14,7 +27,12 @@
 
 #include <KokkosBlas3_gemm.hpp>
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <fstream>
+#include <map>
+#include <random>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,24 +51,75 @@ double proc_status_bytes(const char* key) {
 }
 
 struct RunResult {
-  double seconds = 0, extra_bytes = 0;
+  double seconds = 0, extra_bytes = 0, loss = 0, skipped_pct = 0, grad_err = 0;
 };
 
-/// One forward + backward in T (fused: chunk of `rows` rows, 0 = default).
+/// Fills x [N, D], w [V, D] and the targets t [N] (data 0 synthetic, 1 trained).
+template <class T, class M2>
+void fill(int data, const M2& x, const M2& w, const Kokkos::View<std::int64_t*, Mem>& t) {
+  const std::int64_t N = x.extent(0), D = x.extent(1), V = w.extent(0);
+  auto xh = Kokkos::create_mirror_view(x);
+  auto wh = Kokkos::create_mirror_view(w);
+  auto th = Kokkos::create_mirror_view(t);
+  if (data == 0) {
+    for (std::int64_t r = 0; r < V; ++r)
+      for (std::int64_t d = 0; d < D; ++d)
+        wh(r, d) = static_cast<T>(0.02f * static_cast<float>(((r * 31 + d * 17) % 101) - 50) / 50);
+    for (std::int64_t r = 0; r < N; ++r) {
+      for (std::int64_t d = 0; d < D; ++d) xh(r, d) = static_cast<T>(static_cast<float>(((r * 13 + d * 7) % 89) - 44) / 44);
+      th(r) = (r * 7919) % V;
+    }
+  } else {
+    std::mt19937_64 g(2026);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const float s = 1.0f / std::sqrt(static_cast<float>(D > 1 ? D - 1 : 1));
+    for (std::int64_t r = 0; r < V; ++r) {
+      wh(r, 0) = static_cast<T>(-1.5f * std::log(static_cast<float>(r + 1)));
+      for (std::int64_t d = 1; d < D; ++d) wh(r, d) = static_cast<T>(nd(g));
+    }
+    std::vector<double> cdf(static_cast<std::size_t>(V));
+    double acc = 0;
+    for (std::int64_t c = 0; c < V; ++c) cdf[static_cast<std::size_t>(c)] = acc += std::pow(c + 1.0, -1.5);
+    std::uniform_real_distribution<double> ud(0, acc);
+    for (std::int64_t r = 0; r < N; ++r) {
+      xh(r, 0) = static_cast<T>(1.0f);
+      for (std::int64_t d = 1; d < D; ++d) xh(r, d) = static_cast<T>(s * nd(g));
+      th(r) = std::lower_bound(cdf.begin(), cdf.end(), ud(g)) - cdf.begin();
+    }
+  }
+  Kokkos::deep_copy(x, xh);
+  Kokkos::deep_copy(w, wh);
+  Kokkos::deep_copy(t, th);
+}
+
+template <class V>
+std::vector<double> host_values(const V& v) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+  std::vector<double> out(h.size());
+  for (std::size_t i = 0; i < h.size(); ++i) out[i] = static_cast<double>(static_cast<float>(h.data()[i]));
+  return out;
+}
+
+/// max |a - b| / max |b|
+double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
+  double e = 0, m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    e = std::max(e, std::fabs(a[i] - b[i]));
+    m = std::max(m, std::fabs(b[i]));
+  }
+  return m > 0 ? e / m : e;
+}
+
+/// One forward + backward in T. path 0: unfused; 1: fused exact; 2: fused
+/// with the automatic gradient filter (then also an untimed exact run for
+/// grad_err).
 template <class T>
-RunResult run_once(bool fused, std::int64_t N, std::int64_t D, std::int64_t V, std::int64_t rows) {
+RunResult run_once(int path, int data, std::int64_t N, std::int64_t D, std::int64_t V) {
   using M2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem>;
+  using F2 = Kokkos::View<float**, Kokkos::LayoutRight, Mem>;
   M2 x("x", N, D), w("w", V, D), gx("gx", N, D), gw("gw", V, D);
   Kokkos::View<std::int64_t*, Mem> t("t", N);
-  Kokkos::parallel_for(
-      "kloss::perf::fill", Kokkos::RangePolicy<Exec>(0, V), KOKKOS_LAMBDA(const std::int64_t r) {
-        for (std::int64_t d = 0; d < D; ++d)
-          w(r, d) = static_cast<T>(0.02f * static_cast<float>(((r * 31 + d * 17) % 101) - 50) / 50);
-        if (r < N) {
-          for (std::int64_t d = 0; d < D; ++d) x(r, d) = static_cast<T>(static_cast<float>(((r * 13 + d * 7) % 89) - 44) / 44);
-          t(r) = (r * 7919) % V;
-        }
-      });
+  fill<T>(data, x, w, t);
   Kokkos::deep_copy(gx, T(0.0f));
   Kokkos::deep_copy(gw, T(0.0f));
   Kokkos::View<T, Mem> out("out"), one("one");
@@ -59,37 +128,69 @@ RunResult run_once(bool fused, std::int64_t N, std::int64_t D, std::int64_t V, s
   exec.fence();
   const double base = proc_status_bytes("VmRSS:");
   const auto t0 = std::chrono::steady_clock::now();
-  if (fused) {
-    kloss::FusedLinearCrossEntropyOptions o;
-    o.memory_budget_bytes = rows * V * 4;
-    kloss::fused_linear_cross_entropy(exec, x, w, t, Kokkos::View<T*, Mem>(), Kokkos::View<T*, Mem>(), out, gx, gw,
-                                      Kokkos::View<T*, Mem>(), o);
+  kloss::FusedLinearReport rep;
+  kloss::FusedLinearCrossEntropyOptions o;
+  if (path == 2) o.grad_filter = kloss::GradFilter::automatic;
+  if (path > 0) {
+    rep = kloss::fused_linear_cross_entropy(exec, x, w, t, Kokkos::View<T*, Mem>(), Kokkos::View<T*, Mem>(), out, gx,
+                                            gw, Kokkos::View<T*, Mem>(), o);
     kloss::fused_linear_cross_entropy_backward(exec, one, gx, gw, Kokkos::View<T*, Mem>(), o);
-  } else if constexpr (std::is_same_v<T, float>) {
-    M2 z("z", N, V);  // the logits the fused op never holds
+  } else {
+    // float logits; 16-bit inputs through float copies (converted once)
+    F2 xf, wf;
+    if constexpr (std::is_same_v<T, float>) {
+      xf = x;
+      wf = w;
+    } else {
+      xf = F2("xf", N, D);
+      wf = F2("wf", V, D);
+      Kokkos::deep_copy(xf, x);
+      Kokkos::deep_copy(wf, w);
+    }
+    F2 z("z", N, V);  // the logits the fused op never holds
     Kokkos::View<float*, Mem> lse("lse", N);
     Kokkos::View<double, Mem> tw("tw");
-    KokkosBlas::gemm("N", "T", 1.0f, x, w, 0.0f, z);
-    kloss::cross_entropy(exec, z, t, Kokkos::View<float*, Mem>(), out, lse, tw);
-    kloss::cross_entropy_backward(exec, one, z, t, Kokkos::View<float*, Mem>(), lse, tw, z);  // in place
-    KokkosBlas::gemm("N", "N", 1.0f, z, w, 0.0f, gx);
-    KokkosBlas::gemm("T", "N", 1.0f, z, x, 0.0f, gw);
+    Kokkos::View<float, Mem> outf("outf"), onef("onef");
+    Kokkos::deep_copy(onef, 1.0f);
+    KokkosBlas::gemm("N", "T", 1.0f, xf, wf, 0.0f, z);
+    kloss::cross_entropy(exec, z, t, Kokkos::View<float*, Mem>(), outf, lse, tw);
+    kloss::cross_entropy_backward(exec, onef, z, t, Kokkos::View<float*, Mem>(), lse, tw, z);  // in place
+    if constexpr (std::is_same_v<T, float>) {
+      KokkosBlas::gemm("N", "N", 1.0f, z, w, 0.0f, gx);
+      KokkosBlas::gemm("T", "N", 1.0f, z, x, 0.0f, gw);
+    } else {
+      F2 gxf("gxf", N, D), gwf("gwf", V, D);
+      KokkosBlas::gemm("N", "N", 1.0f, z, wf, 0.0f, gxf);
+      KokkosBlas::gemm("T", "N", 1.0f, z, xf, 0.0f, gwf);
+      Kokkos::deep_copy(gx, gxf);
+      Kokkos::deep_copy(gw, gwf);
+    }
+    Kokkos::deep_copy(out, outf);
   }
   exec.fence();
   RunResult r;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.extra_bytes = proc_status_bytes("VmHWM:") - base;
+  r.loss = host_values(out)[0];
+  r.skipped_pct = rep.tiles > 0 ? 100.0 * static_cast<double>(rep.skipped_tiles) / static_cast<double>(rep.tiles) : 0;
+  if (path == 2) {
+    const auto ax = host_values(gx), aw = host_values(gw);
+    o.grad_filter = kloss::GradFilter::exact;
+    kloss::fused_linear_cross_entropy(exec, x, w, t, Kokkos::View<T*, Mem>(), Kokkos::View<T*, Mem>(), out, gx, gw,
+                                      Kokkos::View<T*, Mem>(), o);
+    r.grad_err = std::max(rel_err(ax, host_values(gx)), rel_err(aw, host_values(gw)));
+  }
   return r;
 }
 
 /// Runs run_once in a child process; returns its numbers through a pipe.
-RunResult run_in_child(int path, std::int64_t N, std::int64_t D, std::int64_t V, std::int64_t rows) {
+RunResult run_in_child(bool bf16, int path, int data, std::int64_t N, std::int64_t D, std::int64_t V) {
   int fd[2];
   if (pipe(fd) != 0) return {};
   const pid_t pid = fork();
   if (pid == 0) {
     close(fd[0]);
-    const RunResult r = path == 2 ? run_once<kloss::bfloat16>(true, N, D, V, rows) : run_once<float>(path == 1, N, D, V, rows);
+    const RunResult r = bf16 ? run_once<kloss::bfloat16>(path, data, N, D, V) : run_once<float>(path, data, N, D, V);
     if (write(fd[1], &r, sizeof r) != static_cast<ssize_t>(sizeof r)) _exit(1);
     _exit(0);
   }
@@ -102,22 +203,33 @@ RunResult run_in_child(int path, std::int64_t N, std::int64_t D, std::int64_t V,
   return r;
 }
 
-/// Args: path (1 fused float32, 0 unfused float32, 2 fused bfloat16), N, D,
-/// V, chunk rows of the fused path (0 = its default budget).
+/// Args: dtype (0 float32, 1 bfloat16), N, D, V, filter (0 exact, 1
+/// automatic), data (0 synthetic, 1 trained).
 void BM_linear_ce(benchmark::State& state) {
-  const int path = static_cast<int>(state.range(0));
-  const std::int64_t N = state.range(1), D = state.range(2), V = state.range(3), rows = state.range(4);
+  const bool bf16 = state.range(0) == 1;
+  const std::int64_t N = state.range(1), D = state.range(2), V = state.range(3);
+  const int filter = static_cast<int>(state.range(4)), data = static_cast<int>(state.range(5));
+  static std::map<std::vector<std::int64_t>, RunResult> unfused_runs;
+  const std::vector<std::int64_t> key{state.range(0), N, D, V, data};
+  if (!unfused_runs.count(key)) unfused_runs[key] = run_in_child(bf16, 0, data, N, D, V);
+  const RunResult& u = unfused_runs[key];
   RunResult last;
   for (auto _ : state) {
-    last = run_in_child(path, N, D, V, rows);
+    last = run_in_child(bf16, filter == 1 ? 2 : 1, data, N, D, V);
     state.SetIterationTime(last.seconds);
   }
   const double flops = 6.0 * N * D * V;
   state.counters["GFLOPs"] = flops / last.seconds / 1e9;
+  state.counters["unfused_ms"] = u.seconds * 1e3;
+  state.counters["x_unfused"] = last.seconds / u.seconds;
   state.counters["extra_MB"] = last.extra_bytes / 1e6;
-  state.counters["logits_MB"] = 4.0 * N * V / 1e6;
   state.counters["extra_pct_of_logits"] = 100.0 * last.extra_bytes / (4.0 * N * V);
-  state.SetLabel(path == 0 ? "unfused" : path == 1 ? "fused" : "fused bfloat16");
+  state.counters["unfused_extra_MB"] = u.extra_bytes / 1e6;
+  state.counters["skipped_pct"] = last.skipped_pct;
+  state.counters["loss_nats"] = last.loss;
+  if (filter == 1) state.counters["grad_err"] = last.grad_err;
+  state.SetLabel(std::string(bf16 ? "bfloat16 " : "float32 ") + (filter ? "auto " : "exact ") +
+                 (data ? "trained" : "synthetic"));
 }
 
 /// OpenBLAS sgemm's own rate at the forward gemm of the shape.
@@ -132,16 +244,13 @@ void BM_sgemm(benchmark::State& state) {
 }
 
 void shapes(benchmark::internal::Benchmark* b) {
-  for (int path : {1, 0, 2}) {
-    b->Args({path, 1024, 1024, 32000, 0});
-    b->Args({path, 4096, 2048, 32000, 0});
-    b->Args({path, 2048, 1024, 128256, 0});
-  }
-  // the fused path's time / memory trade-off: chunks of 64 ... 512 rows
-  for (std::int64_t rows : {64, 128, 256, 512}) {
-    b->Args({1, 4096, 2048, 32000, rows});
-    b->Args({1, 2048, 1024, 128256, rows});
-  }
+  for (int dtype : {0, 1})
+    for (auto shape : {std::array<std::int64_t, 3>{1024, 1024, 32000}, std::array<std::int64_t, 3>{4096, 2048, 32000},
+                       std::array<std::int64_t, 3>{2048, 1024, 128256}}) {
+      b->Args({dtype, shape[0], shape[1], shape[2], 0, 0});
+      b->Args({dtype, shape[0], shape[1], shape[2], 0, 1});
+      b->Args({dtype, shape[0], shape[1], shape[2], 1, 1});
+    }
   b->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 

@@ -21,10 +21,9 @@
 
 #define KLOSS_MPI_DEFINE(T, I) KLOSS_MPI_INSTANTIATE(, T, I)
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_MPI_DEFINE)
-KLOSS_MPI_FUSED_INSTANTIATE(, float, std::int32_t)
-KLOSS_MPI_FUSED_INSTANTIATE(, float, std::int64_t)
-KLOSS_MPI_FUSED_INSTANTIATE(, double, std::int32_t)
-KLOSS_MPI_FUSED_INSTANTIATE(, double, std::int64_t)
+#define KLOSS_MPI_FUSED_DEFINE(T, I) KLOSS_MPI_FUSED_INSTANTIATE(, T, I)
+KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_MPI_FUSED_DEFINE)
+#undef KLOSS_MPI_FUSED_DEFINE
 
 namespace kloss::mpi {
 namespace {
@@ -475,8 +474,6 @@ rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, cons
   o.label_smoothing = c.options.get_real(c.op, "label_smoothing", 0.0);
   o.z_loss = c.options.get_real(c.op, "z_loss", 0.0);
   o.softcap = c.options.get_real(c.op, "softcap", 0.0);
-  if (!rt::is_floating(c.dtype))
-    fail<NotImplemented>(c.op, "dtype '", rt::to_string(c.dtype), "' is not a floating type");
   mpi::Communicator comm(shard.comm);
   const mpi::ClassRange range = range_of(shard);
   auto run = [&](auto tag) {
@@ -511,11 +508,7 @@ rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, cons
       return r;
     });
   };
-  // float16 / bfloat16 inputs run in float (their values are exact in
-  // float; kloss computes 16-bit in float anyway) and the results are
-  // rounded back to the case dtype by to_host.
-  if (c.dtype == rt::DType::float64) return run(TypeTag<double>{});
-  return run(TypeTag<float>{});
+  return dispatch_scalar(c.dtype, c.op, run);
 }
 
 }  // namespace kloss::impl

@@ -8,6 +8,8 @@
 #include <kloss/cross_entropy.hpp>
 #include <kloss/fused_linear.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <typeinfo>
 
 using namespace kloss_test;
@@ -407,4 +409,187 @@ TEST(FusedLinearCEErrors, EveryBadInputThrows) {
   EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, xb, wb, t, noneb, noneb, outb, gxb, gwb, noneb),
                      kloss::DimensionMismatch,
                      "kloss::fused_linear_cross_entropy: arguments 'input' [4, 3] and 'weight' [5, 2] must agree in D");
+}
+
+// --- gradient filtering ------------------------------------------------------
+namespace {
+
+struct FilterRun {
+  double out = 0;
+  std::vector<double> gx, gw, gb;
+  kloss::FusedLinearReport report;
+};
+
+/// One forward with gradients (stored mode) of problem P, class indices.
+template <class T>
+FilterRun run_filtered(const FlProblem& P, const kloss::FusedLinearCrossEntropyOptions& o) {
+  Exec exec;
+  const auto N = P.N, D = P.D, V = P.V;
+  auto x = make_view<T**>("x", P.x, {std::size_t(N), std::size_t(D)});
+  auto w = make_view<T**>("w", P.w, {std::size_t(V), std::size_t(D)});
+  auto t = make_view<std::int64_t*>("t", std::vector<double>(P.t.begin(), P.t.end()), {std::size_t(N)});
+  Kokkos::View<T*, Mem> b, cw, gb;
+  if (!P.cw.empty()) cw = make_view<T*>("cw", P.cw, {P.cw.size()});
+  if (!P.b.empty()) {
+    b = make_view<T*>("b", P.b, {P.b.size()});
+    gb = Kokkos::View<T*, Mem>("gb", V);
+  }
+  Kokkos::View<T**, Mem> gx("gx", N, D), gw("gw", V, D);
+  Kokkos::deep_copy(gw, T(7.0f));  // every element must be written
+  Kokkos::View<T, Mem> out("out");
+  FilterRun r;
+  r.report = kloss::fused_linear_cross_entropy(exec, x, w, t, b, cw, out, gx, gw, gb, o);
+  r.out = to_doubles(out)[0];
+  r.gx = to_doubles(gx);
+  r.gw = to_doubles(gw);
+  if (!P.b.empty()) r.gb = to_doubles(gb);
+  return r;
+}
+
+/// A problem whose classes [64, 256) sit at a logit about 60 below the
+/// rest (their bias), so that their softmax gradients (< e^-48) are below
+/// every dtype's automatic threshold; no target falls there.
+FlProblem dead_block_problem(unsigned seed) {
+  FlProblem P = make_problem(37, 6, 300, true, false, seed);
+  for (std::int64_t c = 64; c < 256; ++c) P.b[c] = -60;
+  for (auto& t : P.t)
+    if (t >= 64 && t < 256) t = t % 64;
+  P.go.assign(P.go.size(), 1.0);  // run_filtered's stored gradients are for an upstream 1
+  return P;
+}
+
+/// |filtered - exact| <= max_skipped * (the sums of |W| over classes for
+/// grad_input, of |X| over rows for grad_weight): the bound the report
+/// promises.
+void expect_within_skipped_mass(const FlProblem& P, const FilterRun& F, const FilterRun& E, double slack,
+                                const std::string& what) {
+  const double m = F.report.max_skipped;
+  for (std::int64_t i = 0; i < P.N; ++i)
+    for (std::int64_t j = 0; j < P.D; ++j) {
+      double s = 0;
+      for (std::int64_t c = 0; c < P.V; ++c) s += std::fabs(P.w[c * P.D + j]);
+      const double e = std::fabs(F.gx[i * P.D + j] - E.gx[i * P.D + j]);
+      ASSERT_LE(e, m * s + slack) << what << " grad_input[" << i << ", " << j << "]";
+    }
+  for (std::int64_t c = 0; c < P.V; ++c)
+    for (std::int64_t j = 0; j < P.D; ++j) {
+      double s = 0;
+      for (std::int64_t i = 0; i < P.N; ++i) s += std::fabs(P.x[i * P.D + j]);
+      const double e = std::fabs(F.gw[c * P.D + j] - E.gw[c * P.D + j]);
+      ASSERT_LE(e, m * s + slack) << what << " grad_weight[" << c << ", " << j << "]";
+    }
+}
+
+}  // namespace
+
+TYPED_TEST(FusedLinearCE, AutomaticFilterSkipsOnlyTheDeadTilesAndKeepsTheLossExact) {
+  using T = TypeParam;
+  const FlProblem P = dead_block_problem(41);
+  kloss::FusedLinearCrossEntropyOptions o;
+  o.memory_budget_bytes = 10 * 300 * static_cast<std::int64_t>(sizeof(T));  // chunks of 10, 10, 10, 7 rows
+  o.convert_block_rows = 64;  // vocabulary blocks [0, 64), [64, 128), ..., [256, 300)
+  const FilterRun E = run_filtered<T>(P, o);
+  EXPECT_EQ(E.report.tiles, 4 * 5);
+  EXPECT_EQ(E.report.skipped_tiles, 0);
+  o.grad_filter = kloss::GradFilter::automatic;
+  const FilterRun F = run_filtered<T>(P, o);
+  // blocks 1, 2, 3 of every chunk are dead; 0 and 4 hold the targets
+  EXPECT_EQ(F.report.tiles, 4 * 5);
+  EXPECT_EQ(F.report.skipped_tiles, 4 * 3);
+  const double mean_div = static_cast<double>(std::count_if(P.t.begin(), P.t.end(), [](auto t) { return t >= 0; }));
+  EXPECT_DOUBLE_EQ(F.report.threshold, kloss::grad_filter_auto_threshold<T>() / mean_div);
+  EXPECT_GT(F.report.max_skipped, 0.0);
+  EXPECT_LT(F.report.max_skipped, 1e-20);
+  EXPECT_EQ(F.out, E.out) << "the loss does not depend on the filter";
+  // grad_bias is exact; the dead classes' grad_weight rows are exactly 0
+  // (never written by a gemm, but zeroed, not left at the 7s); the rest
+  // within the skipped mass of the exact gradients and of the float64
+  // composition
+  EXPECT_EQ(F.gb, E.gb);
+  for (std::int64_t c = 64; c < 256; ++c)
+    for (std::int64_t j = 0; j < P.D; ++j) ASSERT_EQ(F.gw[c * P.D + j], 0.0) << c << ", " << j;
+  expect_within_skipped_mass(P, F, E, std::is_same_v<T, double> ? 1e-15 : 1e-6, "automatic");
+  const Grads U = unfused<double>(P, ce_options(o));
+  const double tol = std::is_same_v<T, double> ? 1e-11 : 2e-5;
+  expect_near_all(F.gx, U.gx, tol * 10, tol * 10, "filtered grad_input vs the float64 composition");
+  expect_near_all(F.gw, U.gw, tol * 10, tol * 10, "filtered grad_weight vs the float64 composition");
+}
+
+TYPED_TEST(FusedLinearCE, ThresholdFilterStaysWithinTheReportedSkippedMass) {
+  using T = TypeParam;
+  // random logits of 300 classes: softmax values ~1/300 each, so a
+  // threshold of 0.02 skips every tile without a target or a large logit
+  FlProblem P = make_problem(37, 6, 300, true, true, 43);
+  kloss::FusedLinearCrossEntropyOptions o;
+  o.reduction = Reduction::sum;
+  o.label_smoothing = 0.05;
+  o.memory_budget_bytes = 10 * 300 * static_cast<std::int64_t>(sizeof(T));
+  o.convert_block_rows = 16;
+  const FilterRun E = run_filtered<T>(P, o);
+  o.grad_filter = kloss::GradFilter::threshold;
+  o.grad_filter_threshold = 0.02;
+  const FilterRun F = run_filtered<T>(P, o);
+  EXPECT_EQ(F.report.tiles, 4 * 19);
+  EXPECT_GT(F.report.skipped_tiles, 0);
+  EXPECT_LT(F.report.skipped_tiles, F.report.tiles);
+  EXPECT_DOUBLE_EQ(F.report.threshold, 0.02);  // sum: the upstream factor is 1
+  EXPECT_LT(F.report.max_skipped, 0.02);
+  EXPECT_EQ(F.out, E.out);
+  expect_within_skipped_mass(P, F, E, std::is_same_v<T, double> ? 1e-13 : 1e-5, "threshold 0.02");
+  // and some gradient did change: the filter is not a no-op
+  double diff = 0;
+  for (std::size_t k = 0; k < F.gw.size(); ++k) diff = std::max(diff, std::fabs(F.gw[k] - E.gw[k]));
+  EXPECT_GT(diff, 0.0);
+}
+
+TEST(FusedLinearCE16, AutomaticFilterOnTheConvertedBlocks) {
+  using T = kloss::bfloat16;
+  const FlProblem P = rounded_to<T>(dead_block_problem(45));
+  kloss::FusedLinearCrossEntropyOptions o;
+  o.memory_budget_bytes = 10 * 300 * 4;
+  o.convert_block_rows = 64;
+  const FilterRun E = run_filtered<T>(P, o);
+  o.grad_filter = kloss::GradFilter::automatic;
+  const FilterRun F = run_filtered<T>(P, o);
+  EXPECT_EQ(F.report.skipped_tiles, 4 * 3);
+  EXPECT_EQ(F.out, E.out);
+  EXPECT_EQ(F.gx, E.gx) << "the skipped |dL/dZ| (< e^-48) is below what bfloat16 grad_input rounds away";
+  for (std::int64_t c = 64; c < 256; ++c)
+    for (std::int64_t j = 0; j < P.D; ++j) ASSERT_EQ(F.gw[c * P.D + j], 0.0);
+  for (std::int64_t c : {0, 10, 63, 256, 299})
+    for (std::int64_t j = 0; j < P.D; ++j) ASSERT_EQ(F.gw[c * P.D + j], E.gw[c * P.D + j]) << c;
+}
+
+TEST(FusedLinearCEFilter, NaNTilesAreNeverSkipped) {
+  FlProblem P = dead_block_problem(47);
+  P.x[3 * P.D + 1] = std::nan("");  // row 3: every logit NaN
+  kloss::FusedLinearCrossEntropyOptions o;
+  o.reduction = Reduction::sum;
+  o.convert_block_rows = 64;
+  o.grad_filter = kloss::GradFilter::automatic;
+  const FilterRun F = run_filtered<float>(P, o);
+  EXPECT_TRUE(std::isnan(F.out));
+  EXPECT_EQ(F.report.skipped_tiles, 0) << "the one chunk holds row 3, NaN in every block";
+  for (std::int64_t c = 64; c < 256; c += 37) EXPECT_TRUE(std::isnan(F.gw[c * P.D])) << c;
+}
+
+TEST(FusedLinearCEFilter, BadThresholdsAreRefused) {
+  Exec exec;
+  Kokkos::View<float**, Mem> x("x", 4, 3), w("w", 5, 3), gx("gx", 4, 3), gw("gw", 5, 3);
+  Kokkos::View<float*, Mem> none;
+  Kokkos::View<float, Mem> out("out");
+  auto t = make_view<std::int64_t*>("t", {0, 1, 2, 3}, {4});
+  kloss::FusedLinearCrossEntropyOptions o;
+  o.grad_filter = kloss::GradFilter::threshold;
+  auto with_threshold = [&](double v) {
+    o.grad_filter_threshold = v;
+    kloss::fused_linear_cross_entropy(exec, x, w, t, none, none, out, gx, gw, none, o);
+  };
+  for (double bad : {0.0, -1.0, std::nan(""), HUGE_VAL})
+    EXPECT_KLOSS_THROW(with_threshold(bad), kloss::InvalidArgument,
+        "kloss::fused_linear_cross_entropy: option 'grad_filter_threshold' must be positive and finite with "
+        "grad_filter 'threshold', got");
+  o.grad_filter = static_cast<kloss::GradFilter>(7);
+  EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, x, w, t, none, none, out, gx, gw, none, o),
+                     kloss::InvalidArgument, "option 'grad_filter' has an unknown value 7");
 }

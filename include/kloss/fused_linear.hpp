@@ -24,10 +24,12 @@ namespace kloss {
 /// opts.memory_budget_bytes (never N x V). Throws InvalidArgument if the
 /// budget cannot hold one row, DimensionMismatch for D / V mismatches,
 /// IndexOutOfRange for targets outside [0, V) that are not ignore_index.
+/// Returns what the gradient filter did (opts.grad_filter; all zero when no
+/// gradient is computed or the filter is exact).
 template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
           class OutputView, class GradInputView, class GradWeightView, class GradBiasView,
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
-void fused_linear_cross_entropy(const ExecSpace& exec, const InputView& input, const WeightView& weight,
+FusedLinearReport fused_linear_cross_entropy(const ExecSpace& exec, const InputView& input, const WeightView& weight,
                                 const TargetView& target, const BiasView& bias, const CeWeightView& ce_weight,
                                 const OutputView& output, const GradInputView& grad_input,
                                 const GradWeightView& grad_weight, const GradBiasView& grad_bias,
@@ -40,7 +42,7 @@ void fused_linear_cross_entropy(const ExecSpace& exec, const InputView& input, c
                 "kloss::fused_linear_cross_entropy: target must hold int32/int64 class indices or input-typed "
                 "probabilities");
   constexpr std::string_view op = "fused_linear_cross_entropy";
-  impl::fused_linear_run<ExecSpace, T, I>(
+  return impl::fused_linear_run<ExecSpace, T, I>(
       exec, op, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
       as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
       as_optional_tensor<M>(ce_weight, op, "ce_weight"), Tensor<const T, M>(), as_tensor<M>(output, op, "output"),
@@ -74,10 +76,11 @@ void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutput
 /// Backward, recompute mode (for callers that cannot hold grad_weight
 /// between forward and backward, and for reduction none): runs the chunk
 /// loop again with the upstream gradient; overwrites the grad views.
+/// Returns what the gradient filter did.
 template <class ExecSpace, class GradOutputView, class InputView, class WeightView, class TargetView, class BiasView,
           class CeWeightView, class GradInputView, class GradWeightView, class GradBiasView,
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
-void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
+FusedLinearReport fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
                                          const InputView& input, const WeightView& weight, const TargetView& target,
                                          const BiasView& bias, const CeWeightView& ce_weight,
                                          const GradInputView& grad_input, const GradWeightView& grad_weight,
@@ -92,7 +95,7 @@ void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutput
                 "input-typed probabilities");
   constexpr std::string_view op = "fused_linear_cross_entropy_backward";
   impl::ProfilingRegion region("kloss::fused_linear_cross_entropy_backward");
-  impl::fused_linear_run<ExecSpace, T, I>(
+  return impl::fused_linear_run<ExecSpace, T, I>(
       exec, op, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
       as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
       as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_tensor<M>(grad_output, op, "grad_output"),
@@ -103,7 +106,7 @@ void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutput
 }  // namespace kloss
 
 #define KLOSS_FUSED_LINEAR_INSTANTIATE(PREFIX, T, I)                                                             \
-  PREFIX template void kloss::impl::fused_linear_run<KLOSS_EXEC, T, I>(                                          \
+  PREFIX template kloss::FusedLinearReport kloss::impl::fused_linear_run<KLOSS_EXEC, T, I>(                                          \
       const KLOSS_EXEC&, std::string_view, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                     \
       const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,        \
       const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,            \

@@ -150,18 +150,22 @@ void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& 
 /// holding the [N, C] logits. input [N, D] (the same on every rank);
 /// weight [C_r, D], bias [C_r] and ce_weight [C_r] (class weights): this
 /// rank's rows range.begin .. range.end()-1; target [N] global class
-/// indices (the same on every rank). float or double.
+/// indices (the same on every rank). float, double, float16 or bfloat16
+/// (16-bit: float gemms on chunk-wise converted copies, as
+/// fused_linear_cross_entropy). The same chunked head as
+/// fused_linear_cross_entropy, with its gradient filter (opts.grad_filter,
+/// each rank over its own classes; the returned report is this rank's).
 /// The gradients are computed in this call (Liger-Kernel's scheme) for the
 /// upstream gradient grad_output ([N] for none, one element otherwise; an
 /// empty view means ones): grad_input [N, D] (summed across ranks: the same
 /// on every rank), grad_weight [C_r, D], grad_bias [C_r] - any of them an
 /// empty view to skip. output: [N] (none) or one element, the same on every
-/// rank. Collective (one record allreduce per chunk of chunk_bytes of
-/// logits, one allreduce of grad_input); fences.
+/// rank. Collective (per chunk of chunk_bytes of logits: one record
+/// allreduce, and one of the chunk's grad_input rows); fences.
 template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
           class GradOutputView, class OutputView, class GradInputView, class GradWeightView, class GradBiasView,
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
-void vocab_parallel_fused_linear_cross_entropy(const ExecSpace& exec, const Communicator& comm,
+FusedLinearReport vocab_parallel_fused_linear_cross_entropy(const ExecSpace& exec, const Communicator& comm,
                                                const ClassRange& range, const InputView& input,
                                                const WeightView& weight, const TargetView& target,
                                                const BiasView& bias, const CeWeightView& ce_weight,
@@ -173,10 +177,11 @@ void vocab_parallel_fused_linear_cross_entropy(const ExecSpace& exec, const Comm
   using I = typename TargetView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
   constexpr std::string_view op = "vocab_parallel_fused_linear_cross_entropy";
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "kloss::vocab_parallel_fused_linear_cross_entropy: value type must be float or double");
+  static_assert(is_scalar_v<T>,
+                "kloss::vocab_parallel_fused_linear_cross_entropy: value type must be float, double, float16 or "
+                "bfloat16");
   static_assert(is_index_v<I>, "kloss::vocab_parallel_fused_linear_cross_entropy: target must hold int32 or int64");
-  impl::vocab_parallel_fused_linear_cross_entropy<ExecSpace, T, I>(
+  return impl::vocab_parallel_fused_linear_cross_entropy<ExecSpace, T, I>(
       exec, comm, range, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
       as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
       as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_optional_tensor<M>(grad_output, op, "grad_output"),
@@ -216,7 +221,7 @@ rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, cons
   PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_renorm<KLOSS_EXEC, T, I>(                         \
       const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, double, double);
 #define KLOSS_MPI_FUSED_INSTANTIATE(PREFIX, T, I)                                                                     \
-  PREFIX template void kloss::mpi::impl::vocab_parallel_fused_linear_cross_entropy<KLOSS_EXEC, T, I>(               \
+  PREFIX template kloss::FusedLinearReport kloss::mpi::impl::vocab_parallel_fused_linear_cross_entropy<KLOSS_EXEC, T, I>(               \
       const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&,   \
       const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,           \
       const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,              \
@@ -225,8 +230,5 @@ rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, cons
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_MPI_EXTERN)
 #undef KLOSS_MPI_EXTERN
 #define KLOSS_MPI_FUSED_EXTERN(T, I) KLOSS_MPI_FUSED_INSTANTIATE(extern, T, I)
-KLOSS_MPI_FUSED_EXTERN(float, std::int32_t)
-KLOSS_MPI_FUSED_EXTERN(float, std::int64_t)
-KLOSS_MPI_FUSED_EXTERN(double, std::int32_t)
-KLOSS_MPI_FUSED_EXTERN(double, std::int64_t)
+KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_MPI_FUSED_EXTERN)
 #undef KLOSS_MPI_FUSED_EXTERN

@@ -3,20 +3,27 @@
 /// Fused linear cross-entropy: cross_entropy(input @ weight^T + bias, target)
 /// and its gradients without the [N, V] logits (Liger-Kernel's scheme).
 ///
-/// Algorithm: the N tokens are processed in chunks of B rows, B chosen from
-/// a scratch budget (never from N x V). Per chunk:
+/// The chunked head (fused_head, shared with the vocabulary-parallel op of
+/// impl/mpi_fused_impl.hpp): the N tokens are processed in chunks of B rows,
+/// B chosen from a scratch budget (never from N x V). Per chunk:
 ///   Z = X_c W^T (+ b)                        KokkosBlas::gemm   [B, V]
-///   per row: online LSE, loss, and dL/dZ written over Z in place
-///            (impl::ce_row_partials / ce_row_grad / ce_backward_from_lse,
-///            the very row code of cross_entropy)
+///   the rows: loss, and dL/dZ written over Z in place (here cross_entropy's
+///            row code, impl::ce_row_partials / ce_row_grad /
+///            ce_backward_from_lse; the vocabulary-parallel op adds its
+///            record allreduce)
 ///   grad_input[c] = dZ W                     KokkosBlas::gemm   [B, D]
 ///   grad_weight  += dZ^T X_c                 KokkosBlas::gemm   [V, D]
 ///   grad_bias    += column sums of dZ
+/// Gradient filtering (GradFilter): a tile of B rows x one vocabulary block
+/// whose every |dL/dZ| is below the threshold takes no part in the two
+/// backward gemms (Cut Cross-Entropy's filter); the loss and grad_bias stay
+/// exact.
 /// The forward stores the gradients for an upstream gradient of 1; the
 /// backward only scales them (mean / sum), or - in the recompute mode, and
 /// always for reduction none - runs the chunk loop again with the upstream
 /// gradient. The mean divisor (summed class weights of the non-ignored
 /// targets) is found first in an O(N) pass that also checks the targets.
+#include <kloss/grad_filter.hpp>
 #include <kloss/impl/cross_entropy_impl.hpp>
 
 #include <kloss/impl/kokkos_kernels_compat.hpp>
@@ -24,7 +31,7 @@
 namespace kloss {
 
 /// Options of fused_linear_cross_entropy: cross_entropy's, plus the scratch
-/// budget of the logits chunk.
+/// budget of the logits chunk and the gradient filter.
 struct FusedLinearCrossEntropyOptions {
   std::int64_t ignore_index = -100;
   Reduction reduction = Reduction::mean;
@@ -38,6 +45,13 @@ struct FusedLinearCrossEntropyOptions {
   /// float16 / bfloat16 only: rows of W converted to float per block (0 =
   /// the default, impl/tuning.hpp: fl_convert_block_elements / D).
   std::int64_t convert_block_rows = 0;
+  /// Backward tiles to skip (see GradFilter). The loss is exact in every
+  /// mode; grad_input / grad_weight differ from the exact ones by at most
+  /// the skipped |dL/dZ| (FusedLinearReport::max_skipped) times the sums
+  /// of |W| / |X| over the skipped tiles.
+  GradFilter grad_filter = GradFilter::exact;
+  /// The threshold of GradFilter::threshold (> 0).
+  double grad_filter_threshold = 0.0;
 };
 
 namespace impl {
@@ -91,39 +105,385 @@ inline std::int64_t fl_grad_weight_block_rows(std::int64_t V, std::int64_t B) {
   return bw < V ? bw : (V > 0 ? V : 1);
 }
 
-/// The chunk loop. Tgt: an index type (class-index targets [N]) or T
-/// (class-probability targets [N, V]). go: upstream gradient (device, [N]
-/// for none or 1 element) or absent (then 1); gradients are computed when
-/// any grad view is present. output may be absent (the recompute backward).
+/// The relative threshold of a gradient filter for value type T (0: exact).
+template <class T>
+double fl_filter_threshold(std::string_view op, GradFilter mode, double user) {
+  switch (mode) {
+    case GradFilter::exact: return 0.0;
+    case GradFilter::automatic: return grad_filter_auto_threshold<T>();
+    case GradFilter::threshold:
+      require(user > 0 && std::isfinite(user), op, "option 'grad_filter_threshold' must be positive and finite with "
+              "grad_filter 'threshold', got ", user);
+      return user;
+  }
+  fail<InvalidArgument>(op, "option 'grad_filter' has an unknown value ", static_cast<int>(mode));
+}
+
+/// What the chunked head works on: raw pointers into the caller's views
+/// (grads null when not wanted), the sizes, the chunk rows B, the 16-bit
+/// conversion block, and the absolute filter threshold (0: exact).
+template <class T>
+struct FusedHeadArgs {
+  const T* x = nullptr;     ///< [N, D]
+  const T* w = nullptr;     ///< [V, D]
+  const T* bias = nullptr;  ///< [V] or null
+  T* gx = nullptr;          ///< [N, D] or null
+  T* gw = nullptr;          ///< [V, D] or null
+  T* gb = nullptr;          ///< [V] or null
+  std::int64_t N = 0, D = 0, V = 0, B = 1;
+  std::int64_t convert_block_rows = 0;
+  double filter = 0;
+  bool want_grad() const { return gx || gw || gb; }
+};
+
+/// Largest |dL/dZ| of each vocabulary block of Bv columns of the chunk's
+/// logit gradient z [b, V] (NaN counts as +inf: a NaN tile is never
+/// skipped). Asynchronous.
+template <class ExecSpace, class A>
+void fl_tile_max(const ExecSpace& exec, const A* z, std::int64_t b, std::int64_t V, std::int64_t Bv,
+                 const Kokkos::View<A*, typename ExecSpace::memory_space>& out) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = typename Policy::member_type;
+  const std::int64_t blocks = (V + Bv - 1) / Bv;
+  Kokkos::parallel_for(
+      "kloss::fused_linear_cross_entropy::tile_max", Policy(exec, static_cast<int>(blocks), Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Member& team) {
+        const std::int64_t c0 = static_cast<std::int64_t>(team.league_rank()) * Bv;
+        const std::int64_t c1 = c0 + Bv < V ? c0 + Bv : V;
+        A m = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, b),
+            [&](const std::int64_t i, A& acc) {
+              A r = 0;
+              Kokkos::parallel_reduce(
+                  Kokkos::ThreadVectorRange(team, c1 - c0),
+                  [&](const std::int64_t c, A& a) {
+                    A v = z[i * V + c0 + c];
+                    v = v < A(0) ? -v : v;
+                    if (!(v <= a)) a = v == v ? v : infinity<A>();
+                  },
+                  Kokkos::Max<A>(r));
+              if (!(r <= acc)) acc = r;
+            },
+            Kokkos::Max<A>(m));
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { out(team.league_rank()) = m; });
+      });
+}
+
+/// The chunk loop of the fused heads (see the file comment). `rows(Zc, r0,
+/// b)` turns the chunk's logits Zc [b, V] (rows r0.. of the call, in the
+/// accumulation type) into its losses and, when gradients are wanted, its
+/// logit gradient in place; it returns false to stop the loop (the
+/// vocabulary-parallel op's bad rows). `gx_done(p, count)` sees each
+/// chunk's grad_input rows in the accumulation type before they are stored
+/// (the vocabulary-parallel op sums them over the ranks there). The
+/// gradients are overwritten.
 /// T = float16 / bfloat16: the gemms run in float on chunk-wise converted
 /// copies (X rows of the chunk, W in blocks of fl_convert_block_rows rows,
 /// never the whole weight); grad_weight is accumulated over the token
 /// chunks in T (each chunk's float contribution added and rounded once, as
 /// a 16-bit gemm with beta = 1 does), grad_bias in a float vector.
-template <class ExecSpace, class T, class Tgt>
-void fused_linear_run(const ExecSpace& exec, std::string_view op,
-                      const Tensor<const T, typename ExecSpace::memory_space>& input,
-                      const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                      const Tensor<const Tgt, typename ExecSpace::memory_space>& target,
-                      const Tensor<const T, typename ExecSpace::memory_space>& bias,
-                      const Tensor<const T, typename ExecSpace::memory_space>& ce_weight,
-                      const Tensor<const T, typename ExecSpace::memory_space>& go,
-                      const Tensor<T, typename ExecSpace::memory_space>& output,
-                      const Tensor<T, typename ExecSpace::memory_space>& grad_input,
-                      const Tensor<T, typename ExecSpace::memory_space>& grad_weight,
-                      const Tensor<T, typename ExecSpace::memory_space>& grad_bias,
-                      const FusedLinearCrossEntropyOptions& opts) {
-  static_assert(is_scalar_v<T>, "kloss::fused_linear_cross_entropy: float, double, float16 or bfloat16");
-  constexpr bool prob = !is_index_v<Tgt>;
-  static_assert(!prob || std::is_same_v<Tgt, T>,
-                "kloss::fused_linear_cross_entropy: target must hold int32/int64 class indices or input-typed "
-                "probabilities");
+/// Fences once per chunk when filtering (the tile maxima reach the host).
+template <class ExecSpace, class T, class Rows, class GxDone>
+FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, Rows&& rows, GxDone&& gx_done) {
   using A = acc_t<T>;
   constexpr bool conv = !std::is_same_v<T, A>;  // 16-bit: float gemms on converted copies
   using Mem = typename ExecSpace::memory_space;
   using Mat = Kokkos::View<A**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using CMat = Kokkos::View<const A**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
+  const std::int64_t N = a.N, D = a.D, V = a.V, B = a.B;
+  const bool want_grad = a.want_grad(), filtering = want_grad && a.filter > 0;
+  FusedLinearReport report;
+  report.threshold = filtering ? a.filter : 0.0;
+
+  // scratch: one chunk of logits (and, 16-bit, the converted blocks),
+  // allocated once per call
+  Kokkos::View<A**, Kokkos::LayoutRight, Mem> Z(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::fused_linear_cross_entropy::logits_chunk"), B, V);
+  // vocabulary blocks: the 16-bit conversion blocks, also the filter's tiles
+  const std::int64_t Bv = fl_convert_block_rows(V, D, a.convert_block_rows);
+  const std::int64_t blocks = V > 0 ? (V + Bv - 1) / Bv : 0;
+  Kokkos::View<A*, Mem> xf, dxf, wf, dwb, gb_acc, tmax;
+  auto alloc = [&](const std::string& label, std::int64_t n) {
+    return Kokkos::View<A*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n);
+  };
+  if constexpr (conv) {
+    xf = alloc("kloss::fused_linear_cross_entropy::input_chunk", B * D);
+    wf = alloc("kloss::fused_linear_cross_entropy::weight_block", Bv * D);
+    if (a.gx) dxf = alloc("kloss::fused_linear_cross_entropy::grad_input_chunk", B * D);
+    if (a.gw) dwb = alloc("kloss::fused_linear_cross_entropy::grad_weight_block", Bv * D);
+    if (a.gb) {
+      gb_acc = alloc("kloss::fused_linear_cross_entropy::grad_bias_acc", V);
+      Kokkos::deep_copy(exec, gb_acc, A(0));
+    }
+  }
+  typename Kokkos::View<A*, Mem>::HostMirror tmax_h;
+  std::vector<char> keep(static_cast<std::size_t>(blocks), 1);
+  if (filtering) {
+    tmax = alloc("kloss::fused_linear_cross_entropy::tile_max", blocks);
+    tmax_h = Kokkos::create_mirror_view(tmax);
+  }
+  // grad_weight: without filtering the first chunk's products overwrite it
+  // (beta = 0), which saves a pass over V x D; zeroed here when there is no
+  // chunk or when a filtered tile may leave rows of it unwritten.
+  const bool gw_zeroed = a.gw && (N == 0 || filtering);
+  if (gw_zeroed) Kokkos::deep_copy(exec, Kokkos::View<T*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(a.gw, V * D), T(0.0f));
+  if (a.gb) Kokkos::deep_copy(exec, Kokkos::View<T*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(a.gb, V), T(0.0f));
+  const T* xp = a.x;
+  const T* wp = a.w;
+  const T* bp = a.bias;
+  T* gxp = a.gx;
+  T* gwp = a.gw;
+  A* gbp = nullptr;  // grad_bias accumulates here (float for 16-bit T)
+  if constexpr (conv) gbp = gb_acc.data();
+  else gbp = a.gb;
+
+  for (std::int64_t r0 = 0; r0 < N; r0 += B) {
+    const std::int64_t b = r0 + B < N ? B : N - r0;
+    Mat Zc(Z.data(), b, V);
+    // --- Z = X_c W^T
+    const A* xc = nullptr;  // the chunk's input rows as A
+    if constexpr (conv) {
+      fl_convert(exec, xf.data(), xp + r0 * D, b * D, false);
+      xc = xf.data();
+      for (std::int64_t v0 = 0; v0 < V; v0 += Bv) {
+        const std::int64_t bv = v0 + Bv < V ? Bv : V - v0;
+        fl_convert(exec, wf.data(), wp + v0 * D, bv * D, false);
+        // columns [v0, v0 + bv) of the chunk: a LayoutRight subview with row
+        // stride V, which the BLAS takes as its leading dimension
+        gemm(exec, "N", "T", A(1), CMat(xc, b, D), CMat(wf.data(), bv, D), A(0),
+             Kokkos::subview(Zc, Kokkos::ALL(), std::make_pair(v0, v0 + bv)));
+      }
+    } else {
+      xc = xp + r0 * D;
+      gemm(exec, "N", "T", A(1), CMat(xc, b, D), CMat(wp, V, D), A(0), Zc);
+    }
+    if (bp) {
+      Kokkos::parallel_for(
+          "kloss::fused_linear_cross_entropy::bias", Range(exec, 0, b * V),
+          KOKKOS_LAMBDA(const std::int64_t e) { Zc.data()[e] += static_cast<A>(bp[e % V]); });
+    }
+    // --- the rows: losses, and dL/dZ over Z in place
+    if (!rows(Zc.data(), r0, b)) break;
+    if (!want_grad) continue;
+    // --- which tiles take part
+    report.tiles += blocks;
+    if (filtering) {
+      fl_tile_max(exec, Zc.data(), b, V, Bv, tmax);
+      Kokkos::deep_copy(exec, tmax_h, tmax);
+      exec.fence();
+      for (std::int64_t j = 0; j < blocks; ++j) {
+        const double m = static_cast<double>(tmax_h(j));
+        keep[j] = !(m < a.filter);
+        if (!keep[j]) {
+          ++report.skipped_tiles;
+          if (m > report.max_skipped) report.max_skipped = m;
+        }
+      }
+    }
+    // --- grad_input_c = dZ W, grad_weight += dZ^T X_c over the kept tiles
+    // (runs of consecutive kept blocks are one gemm each), grad_bias +=
+    // colsum(dZ) over every column
+    const CMat dZ(Zc.data(), b, V);
+    bool gx_written = false;
+    if constexpr (conv) {
+      for (std::int64_t j = 0; j < blocks; ++j) {
+        if (!keep[j]) continue;
+        const std::int64_t v0 = j * Bv, bv = v0 + Bv < V ? Bv : V - v0;
+        const auto dZb = Kokkos::subview(dZ, Kokkos::ALL(), std::make_pair(v0, v0 + bv));
+        if (a.gx) {
+          fl_convert(exec, wf.data(), wp + v0 * D, bv * D, false);
+          gemm(exec, "N", "N", A(1), dZb, CMat(wf.data(), bv, D), A(gx_written ? 1 : 0), Mat(dxf.data(), b, D));
+          gx_written = true;
+        }
+        if (a.gw) {
+          gemm(exec, "T", "N", A(1), dZb, CMat(xc, b, D), A(0), Mat(dwb.data(), bv, D));
+          fl_convert(exec, gwp + v0 * D, dwb.data(), bv * D, r0 != 0 || gw_zeroed);
+        }
+      }
+      if (a.gx) {
+        if (!gx_written) Kokkos::deep_copy(exec, Kokkos::subview(dxf, std::make_pair(std::int64_t(0), b * D)), A(0));
+        gx_done(dxf.data(), b * D);
+        fl_convert(exec, gxp + r0 * D, dxf.data(), b * D, false);
+      }
+    } else {
+      const std::int64_t Bw = fl_grad_weight_block_rows(V, b);
+      for (std::int64_t j = 0; j < blocks;) {
+        if (!keep[j]) {
+          ++j;
+          continue;
+        }
+        std::int64_t k = j;
+        while (k < blocks && keep[k]) ++k;
+        const std::int64_t c0 = j * Bv, c1 = k * Bv < V ? k * Bv : V;
+        j = k;
+        const auto dZr = Kokkos::subview(dZ, Kokkos::ALL(), std::make_pair(c0, c1));
+        if (a.gx) {  // dX_c (+)= dZ[:, run] W[run]
+          gemm(exec, "N", "N", A(1), dZr, CMat(wp + c0 * D, c1 - c0, D), A(gx_written ? 1 : 0),
+               Mat(gxp + r0 * D, b, D));
+          gx_written = true;
+        }
+        if (a.gw) {  // dW[run] += dZ[:, run]^T X_c, in row blocks of dW (see fl_grad_weight_block_rows)
+          const A beta = r0 == 0 && !gw_zeroed ? A(0) : A(1);
+          for (std::int64_t v0 = c0; v0 < c1; v0 += Bw) {
+            const std::int64_t v1 = v0 + Bw < c1 ? v0 + Bw : c1;
+            gemm(exec, "T", "N", A(1), Kokkos::subview(dZ, Kokkos::ALL(), std::make_pair(v0, v1)), CMat(xc, b, D),
+                 beta, Mat(gwp + v0 * D, v1 - v0, D));
+          }
+        }
+      }
+      if (a.gx) {
+        if (!gx_written) Kokkos::deep_copy(exec, Mat(gxp + r0 * D, b, D), A(0));
+        gx_done(gxp + r0 * D, b * D);
+      }
+    }
+    if (a.gb) {
+      const A* dz = Zc.data();
+      Kokkos::parallel_for(
+          "kloss::fused_linear_cross_entropy::grad_bias", Range(exec, 0, V), KOKKOS_LAMBDA(const std::int64_t c) {
+            A s = 0;
+            for (std::int64_t i = 0; i < b; ++i) s += dz[i * V + c];
+            gbp[c] += s;
+          });
+    }
+  }
+  if constexpr (conv) {
+    if (a.gb) fl_convert(exec, a.gb, gb_acc.data(), V, false);
+  }
+  return report;
+}
+
+/// The rows of one chunk of fused_linear_cross_entropy (local): the
+/// cross_entropy row code over Zc [b, V] (rows r0.. of the call), the row
+/// losses to `out` for reduction none, dL/dZ in place when `want_grad`.
+template <class A>
+struct FlRowParams {
+  std::int64_t V = 0, ignore = -100;
+  A eps = 0, zl = 0, cap = 0, w_all = 0;
+  bool none = false, mean = false, has_go = false, write_out = false, want_grad = false;
+  double total_weight = 0;
+  const A* cwp = nullptr;  ///< class weights as A (class indices), or null
+  CeRowConfig<A> cfg;
+};
+
+template <class ExecSpace, class T, class Tgt>
+CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t r0, std::int64_t b, const FlRowParams<acc_t<T>>& P,
+               const Kokkos::View<const Tgt*, typename ExecSpace::memory_space>& tv, const T* cwt,
+               const Kokkos::View<const T*, typename ExecSpace::memory_space>& gov,
+               const Kokkos::View<T*, typename ExecSpace::memory_space>& ov) {
+  using A = acc_t<T>;
+  constexpr bool prob = !is_index_v<Tgt>;
+  const std::int64_t V = P.V, ignore = P.ignore;
+  const A eps = P.eps, zl = P.zl, cap = P.cap, w_all = P.w_all;
+  const bool none = P.none, mean = P.mean, has_go = P.has_go, write_out = P.write_out, want_grad = P.want_grad;
+  const double total_weight = P.total_weight;
+  const A* cwp = P.cwp;
+  const CeRowConfig<A> cfg = P.cfg;
+  CeSums chunk;
+  auto rows = [&](const auto& row) {
+    fixed_order_reduce(exec, "kloss::fused_linear_cross_entropy::rows", b, row, CeSumsReducer<Kokkos::HostSpace>(chunk));
+  };
+  // (two kernels, not an `if constexpr` inside one: nvcc's extended
+  // lambdas cannot first-capture a variable in a constexpr-if branch)
+  if constexpr (prob) {
+    rows(KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {
+      const std::int64_t r = r0 + i;
+      A* z = Zd + i * V;
+      A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
+      const T* pr = tv.data() + r * V;
+      const CeProbPartials<A> p = ce_row_partials_prob(z, pr, V, 1, eps, V, cap, cwt);
+      if (p.bad_count > 0 && (acc.bad_prob == 0 || r * V + p.bad_pos < acc.bad_prob_pos)) {
+        acc.bad_prob_pos = r * V + p.bad_pos;
+        acc.bad_prob_val = static_cast<double>(p.bad_val);
+      }
+      acc.bad_prob += p.bad_count;
+      const A l = ce_lse(p.lse);
+      const A loss = p.q * l - p.s + zl * l * l;  // sum_c w_c p'_c (lse - z_c) + zl lse^2
+      if (write_out && none) ov(r) = static_cast<T>(loss);
+      acc.loss += static_cast<double>(loss);
+      if (want_grad) {
+        if (mean) scale = static_cast<A>(scale / total_weight);
+        ce_backward_prob_from_lse(z, pr, z, V, 1, l, p.q, scale, eps, V, zl, cap, cwt);
+      }
+    });
+  } else {
+    rows(KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {
+      const std::int64_t r = r0 + i;
+      A* z = Zd + i * V;
+      A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
+      const std::int64_t t = static_cast<std::int64_t>(tv(r));
+      if (t == ignore) {
+        if (write_out && none) ov(r) = T(0.0f);
+        if (want_grad)
+          for (std::int64_t c = 0; c < V; ++c) z[c] = A(0);
+        return;
+      }
+      const A wt = cwp ? cwp[t] : A(1);
+      const CeRowPartials<A> p = ce_row_partials(z, V, 1, t, cfg, cwp);
+      const A l = ce_lse(p);
+      A loss = (A(1) - eps) * wt * (l - p.target_logit) + zl * l * l;
+      if (eps != A(0)) loss += eps / static_cast<A>(V) * (w_all * l - p.logit_sum);
+      if (write_out && none) ov(r) = static_cast<T>(loss);
+      acc.loss += static_cast<double>(loss);
+      if (want_grad) {
+        if (mean) scale = static_cast<A>(scale / total_weight);
+        const CeRowGrad<A> k = ce_row_grad(scale, wt, w_all, eps, V, zl, l, cap, cwp != nullptr);
+        ce_backward_from_lse(z, z, V, 1, t, l, k, cwp);  // in place over the chunk
+      }
+    });
+  }
+  return chunk;
+}
+
+/// The largest |upstream factor| of a row: max |grad_output| (1 without
+/// one), over the mean's divisor for reduction mean. Fences.
+template <class ExecSpace, class T>
+double fl_max_row_scale(const ExecSpace& exec, const Kokkos::View<const T*, typename ExecSpace::memory_space>& go,
+                        bool has_go, bool mean, double total_weight) {
+  double m = 1;
+  if (has_go) {
+    m = 0;
+    Kokkos::parallel_reduce(
+        "kloss::fused_linear_cross_entropy::grad_output_max",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, static_cast<std::int64_t>(go.extent(0))),
+        KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
+          double v = static_cast<double>(to_acc(go(i)));
+          v = v < 0 ? -v : v;
+          if (!(v <= acc)) acc = v;
+        },
+        Kokkos::Max<double>(m));
+  }
+  return mean ? m / total_weight : m;
+}
+
+/// fused_linear_cross_entropy: the checks, the O(N) target pass, and the
+/// chunked head with cross_entropy's rows. Tgt: an index type (class-index
+/// targets [N]) or T (class-probability targets [N, V]). go: upstream
+/// gradient (device, [N] for none or 1 element) or absent (then 1);
+/// gradients are computed when any grad view is present. output may be
+/// absent (the recompute backward).
+template <class ExecSpace, class T, class Tgt>
+FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op,
+                                   const Tensor<const T, typename ExecSpace::memory_space>& input,
+                                   const Tensor<const T, typename ExecSpace::memory_space>& weight,
+                                   const Tensor<const Tgt, typename ExecSpace::memory_space>& target,
+                                   const Tensor<const T, typename ExecSpace::memory_space>& bias,
+                                   const Tensor<const T, typename ExecSpace::memory_space>& ce_weight,
+                                   const Tensor<const T, typename ExecSpace::memory_space>& go,
+                                   const Tensor<T, typename ExecSpace::memory_space>& output,
+                                   const Tensor<T, typename ExecSpace::memory_space>& grad_input,
+                                   const Tensor<T, typename ExecSpace::memory_space>& grad_weight,
+                                   const Tensor<T, typename ExecSpace::memory_space>& grad_bias,
+                                   const FusedLinearCrossEntropyOptions& opts) {
+  static_assert(is_scalar_v<T>, "kloss::fused_linear_cross_entropy: float, double, float16 or bfloat16");
+  constexpr bool prob = !is_index_v<Tgt>;
+  static_assert(!prob || std::is_same_v<Tgt, T>,
+                "kloss::fused_linear_cross_entropy: target must hold int32/int64 class indices or input-typed "
+                "probabilities");
+  using A = acc_t<T>;
+  constexpr bool conv = !std::is_same_v<T, A>;
+  using Mem = typename ExecSpace::memory_space;
   // --- checks
   check_rank(op, "input", input, 2);
   check_rank(op, "weight", weight, 2);
@@ -143,6 +503,7 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
   if (grad_bias.present) check_shape(op, "grad_bias", grad_bias, Shape{V});
   require(opts.convert_block_rows >= 0, op, "option 'convert_block_rows' must be >= 0 (0 = default), got ",
           opts.convert_block_rows);
+  const double filter = fl_filter_threshold<T>(op, opts.grad_filter, opts.grad_filter_threshold);
   const std::int64_t B = fl_chunk_rows<A>(op, N, V, opts.memory_budget_bytes);
   check_disjoint(op,
                  {span("output", output), span("grad_input", grad_input), span("grad_weight", grad_weight),
@@ -151,27 +512,34 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
                   span("ce_weight", ce_weight), span("grad_output", go)});
   ProfilingRegion region(concat("kloss::", op));
 
-  const std::int64_t ignore = opts.ignore_index;
-  const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
-  const A cap = static_cast<A>(opts.softcap);
-  const int red = static_cast<int>(opts.reduction);
-  const bool has_cw = ce_weight.present, has_go = go.present;
-  const bool want_grad = grad_input.present || grad_weight.present || grad_bias.present;
+  FlRowParams<A> P;
+  P.V = V;
+  P.ignore = opts.ignore_index;
+  P.eps = static_cast<A>(opts.label_smoothing);
+  P.zl = static_cast<A>(opts.z_loss);
+  P.cap = static_cast<A>(opts.softcap);
+  P.none = opts.reduction == Reduction::none;
+  P.mean = opts.reduction == Reduction::mean;
+  P.has_go = go.present;
+  P.write_out = output.present;
+  P.want_grad = grad_input.present || grad_weight.present || grad_bias.present;
+  P.cfg.softcap = P.cap;
+  P.cfg.sum_mode = P.eps == A(0) ? 0 : (ce_weight.present ? 2 : 1);
+  const bool has_cw = ce_weight.present;
   auto tv = target.data;
   auto cwv = ce_weight.data;
 
   // --- class weights in the accumulation type (a V-vector; 16-bit only)
   Kokkos::View<A*, Mem> cw_acc;
-  const A* cwp = nullptr;  // class weights as A, for the class-index row code
   if (has_cw) {
     if constexpr (conv) {
       cw_acc = Kokkos::View<A*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing,
                                                         "kloss::fused_linear_cross_entropy::ce_weight_acc"),
                                      V);
       fl_convert(exec, cw_acc.data(), cwv.data(), V, false);
-      cwp = cw_acc.data();
+      P.cwp = cw_acc.data();
     } else {
-      cwp = cwv.data();
+      P.cwp = cwv.data();
     }
   }
   const T* cwt = has_cw ? cwv.data() : nullptr;  // as T, for the probability row code
@@ -179,9 +547,11 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
   // --- O(N) pass (class indices): target check, mean divisor; the sum of
   // the class weights (smoothing). Probability targets: the mean divides by
   // N (torch) and the probabilities are checked inside the row pass.
-  double total_weight = static_cast<double>(N);
-  A w_all = static_cast<A>(V);
+  P.total_weight = static_cast<double>(N);
+  P.w_all = static_cast<A>(V);
   if constexpr (!prob) {
+    const std::int64_t ignore = P.ignore;
+    const A* cwp = P.cwp;
     CeSums pre;
     fixed_order_reduce(
         exec, "kloss::fused_linear_cross_entropy::targets", N,
@@ -193,191 +563,50 @@ void fused_linear_run(const ExecSpace& exec, std::string_view op,
         },
         CeSumsReducer<Kokkos::HostSpace>(pre));
     pre.bad.throw_if_any(op, "target", concat("[0, ", V, ") (or ignore_index ", ignore, ")"));
-    total_weight = pre.weight;
-    if (has_cw && eps != A(0)) {
+    P.total_weight = pre.weight;
+    if (has_cw && P.eps != A(0)) {
       A s = 0;
       fixed_order_reduce(
           exec, "kloss::fused_linear_cross_entropy::ce_weight_sum", V,
           KOKKOS_LAMBDA(const std::int64_t c, A& acc) { acc += cwp[c]; }, Kokkos::Sum<A>(s));
-      w_all = s;
+      P.w_all = s;
     }
   }
 
-  // --- scratch: one chunk of logits (and, 16-bit, the converted blocks),
-  // allocated once per call
-  Kokkos::View<A**, Kokkos::LayoutRight, Mem> Z(Kokkos::view_alloc(Kokkos::WithoutInitializing,
-                                                                   "kloss::fused_linear_cross_entropy::logits_chunk"),
-                                                B, V);
-  const std::int64_t Bv = conv ? fl_convert_block_rows(V, D, opts.convert_block_rows) : V;
-  Kokkos::View<A*, Mem> xf, dxf, wf, dwb, gb_acc;
-  if constexpr (conv) {
-    auto alloc = [&](const std::string& label, std::int64_t n) {
-      return Kokkos::View<A*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n);
-    };
-    xf = alloc("kloss::fused_linear_cross_entropy::input_chunk", B * D);
-    wf = alloc("kloss::fused_linear_cross_entropy::weight_block", Bv * D);
-    if (grad_input.present) dxf = alloc("kloss::fused_linear_cross_entropy::grad_input_chunk", B * D);
-    if (grad_weight.present) dwb = alloc("kloss::fused_linear_cross_entropy::grad_weight_block", Bv * D);
-    if (grad_bias.present) {
-      gb_acc = alloc("kloss::fused_linear_cross_entropy::grad_bias_acc", V);
-      Kokkos::deep_copy(exec, gb_acc, A(0));
-    }
-  }
-  // grad_weight: the first chunk's products overwrite it (beta = 0), which
-  // saves a pass over V x D; zeroed here only when there is no chunk.
-  if (grad_weight.present && N == 0) Kokkos::deep_copy(exec, grad_weight.data, T(0.0f));
-  if (grad_bias.present) Kokkos::deep_copy(exec, grad_bias.data, T(0.0f));
-  const T* xp = input.data.data();
-  const T* wp = weight.data.data();
-  T* gxp = grad_input.data.data();
-  T* gwp = grad_weight.data.data();
-  A* gbp = nullptr;  // grad_bias accumulates here (float for 16-bit T)
-  if constexpr (conv) gbp = gb_acc.data();
-  else gbp = grad_bias.data.data();
-  auto bv_ = bias.data;
-  auto gov = go.data;
-  auto ov = output.data;
-  const bool has_bias = bias.present, none = red == static_cast<int>(Reduction::none);
-  const bool mean = red == static_cast<int>(Reduction::mean);
-  const bool write_out = output.present;
+  FusedHeadArgs<T> a;
+  a.x = input.data.data();
+  a.w = weight.data.data();
+  a.bias = bias.present ? bias.data.data() : nullptr;
+  a.gx = grad_input.present ? grad_input.data.data() : nullptr;
+  a.gw = grad_weight.present ? grad_weight.data.data() : nullptr;
+  a.gb = grad_bias.present ? grad_bias.data.data() : nullptr;
+  a.N = N;
+  a.D = D;
+  a.V = V;
+  a.B = B;
+  a.convert_block_rows = opts.convert_block_rows;
+  const Kokkos::View<const T*, Mem> gov(go.data.data(), go.present ? go.numel() : 0);
+  if (filter > 0 && P.want_grad)
+    a.filter = filter * fl_max_row_scale<ExecSpace, T>(exec, gov, P.has_go, P.mean, P.total_weight);
+  const Kokkos::View<T*, Mem> ov(output.data.data(), output.present ? output.numel() : 0);
+  const Kokkos::View<const Tgt*, Mem> tflat(tv.data(), target.numel());
   double loss_sum = 0;
-  CeRowConfig<A> cfg;
-  cfg.softcap = cap;
-  cfg.sum_mode = eps == A(0) ? 0 : (has_cw ? 2 : 1);
-
-  for (std::int64_t r0 = 0; r0 < N; r0 += B) {
-    const std::int64_t b = r0 + B < N ? B : N - r0;
-    Mat Zc(Z.data(), b, V);
-    // --- Z = X_c W^T
-    const A* xc = nullptr;  // the chunk's input rows as A
-    if constexpr (conv) {
-      fl_convert(exec, xf.data(), xp + r0 * D, b * D, false);
-      xc = xf.data();
-      for (std::int64_t v0 = 0; v0 < V; v0 += Bv) {
-        const std::int64_t bv = v0 + Bv < V ? Bv : V - v0;
-        fl_convert(exec, wf.data(), wp + v0 * D, bv * D, false);
-        // columns [v0, v0 + bv) of the chunk: a LayoutRight subview with row
-        // stride V, which the BLAS takes as its leading dimension
-        impl::gemm(exec, "N", "T", A(1), CMat(xc, b, D), CMat(wf.data(), bv, D), A(0),
-                         Kokkos::subview(Zc, Kokkos::ALL(), std::make_pair(v0, v0 + bv)));
-      }
-    } else {
-      xc = xp + r0 * D;
-      impl::gemm(exec, "N", "T", A(1), CMat(xc, b, D), CMat(wp, V, D), A(0), Zc);
-    }
-    if (has_bias) {
-      Kokkos::parallel_for(
-          "kloss::fused_linear_cross_entropy::bias", Range(exec, 0, b * V),
-          KOKKOS_LAMBDA(const std::int64_t e) { Zc.data()[e] += static_cast<A>(bv_(e % V)); });
-    }
-    // --- per row: loss, and dL/dZ over Z in place
-    // (two kernels, not an `if constexpr` inside one: nvcc's extended
-    // lambdas cannot first-capture a variable in a constexpr-if branch)
-    CeSums chunk;
-    auto rows = [&](const auto& row) {
-      fixed_order_reduce(exec, "kloss::fused_linear_cross_entropy::rows", b, row,
-                         CeSumsReducer<Kokkos::HostSpace>(chunk));
-    };
-    if constexpr (prob) {
-      rows(KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {
-            const std::int64_t r = r0 + i;
-            A* z = Zc.data() + i * V;
-            A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
-            const T* pr = tv.data() + r * V;
-            const CeProbPartials<A> p = ce_row_partials_prob(z, pr, V, 1, eps, V, cap, cwt);
-            if (p.bad_count > 0 && (acc.bad_prob == 0 || r * V + p.bad_pos < acc.bad_prob_pos)) {
-              acc.bad_prob_pos = r * V + p.bad_pos;
-              acc.bad_prob_val = static_cast<double>(p.bad_val);
-            }
-            acc.bad_prob += p.bad_count;
-            const A l = ce_lse(p.lse);
-            const A loss = p.q * l - p.s + zl * l * l;  // sum_c w_c p'_c (lse - z_c) + zl lse^2
-            if (write_out && none) ov(r) = static_cast<T>(loss);
-            acc.loss += static_cast<double>(loss);
-            if (want_grad) {
-              if (mean) scale = static_cast<A>(scale / total_weight);
-              ce_backward_prob_from_lse(z, pr, z, V, 1, l, p.q, scale, eps, V, zl, cap, cwt);
-            }
-          });
-    } else {
-      rows(KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {
-            const std::int64_t r = r0 + i;
-            A* z = Zc.data() + i * V;
-            A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
-            const std::int64_t t = static_cast<std::int64_t>(tv(r));
-            if (t == ignore) {
-              if (write_out && none) ov(r) = T(0.0f);
-              if (want_grad)
-                for (std::int64_t c = 0; c < V; ++c) z[c] = A(0);
-              return;
-            }
-            const A wt = cwp ? cwp[t] : A(1);
-            const CeRowPartials<A> p = ce_row_partials(z, V, 1, t, cfg, cwp);
-            const A l = ce_lse(p);
-            A loss = (A(1) - eps) * wt * (l - p.target_logit) + zl * l * l;
-            if (eps != A(0)) loss += eps / static_cast<A>(V) * (w_all * l - p.logit_sum);
-            if (write_out && none) ov(r) = static_cast<T>(loss);
-            acc.loss += static_cast<double>(loss);
-            if (want_grad) {
-              if (mean) scale = static_cast<A>(scale / total_weight);
-              const CeRowGrad<A> k = ce_row_grad(scale, wt, w_all, eps, V, zl, l, cap, cwp != nullptr);
-              ce_backward_from_lse(z, z, V, 1, t, l, k, cwp);  // in place over the chunk
-            }
-          });
-    }
+  const FusedLinearReport report = fused_head(exec, a, [&](A* Zc, std::int64_t r0, std::int64_t b) {
+    const CeSums chunk = fl_rows<ExecSpace, T, Tgt>(exec, Zc, r0, b, P, tflat, cwt, gov, ov);
     if (chunk.bad_prob > 0)
       fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", chunk.bad_prob,
                             " negative or NaN value(s) in rows [", r0, ", ", r0 + b, "); first at position ",
                             chunk.bad_prob_pos, ": ", chunk.bad_prob_val);
     loss_sum += chunk.loss;
-    if (!want_grad) continue;
-    // --- grad_input_c = dZ W, grad_weight += dZ^T X_c, grad_bias += colsum(dZ)
-    if constexpr (conv) {
-      for (std::int64_t v0 = 0; v0 < V; v0 += Bv) {
-        const std::int64_t bv = v0 + Bv < V ? Bv : V - v0;
-        const auto dZb = Kokkos::subview(CMat(Zc.data(), b, V), Kokkos::ALL(), std::make_pair(v0, v0 + bv));
-        if (grad_input.present) {
-          fl_convert(exec, wf.data(), wp + v0 * D, bv * D, false);
-          impl::gemm(exec, "N", "N", A(1), dZb, CMat(wf.data(), bv, D), A(v0 == 0 ? 0 : 1), Mat(dxf.data(), b, D));
-        }
-        if (grad_weight.present) {
-          impl::gemm(exec, "T", "N", A(1), dZb, CMat(xc, b, D), A(0), Mat(dwb.data(), bv, D));
-          fl_convert(exec, gwp + v0 * D, dwb.data(), bv * D, r0 != 0);
-        }
-      }
-      if (grad_input.present) fl_convert(exec, gxp + r0 * D, dxf.data(), b * D, false);
-    } else {
-      const CMat dZ(Zc.data(), b, V);
-      if (grad_input.present)
-        impl::gemm(exec, "N", "N", A(1), dZ, CMat(wp, V, D), A(0), Mat(gxp + r0 * D, b, D));  // dX_c = dZ W
-      if (grad_weight.present) {  // dW += dZ^T X_c, in row blocks of dW (see fl_grad_weight_block_rows)
-        const std::int64_t Bw = fl_grad_weight_block_rows(V, b);
-        for (std::int64_t v0 = 0; v0 < V; v0 += Bw) {
-          const std::int64_t bw = v0 + Bw < V ? Bw : V - v0;
-          impl::gemm(exec, "T", "N", A(1), Kokkos::subview(dZ, Kokkos::ALL(), std::make_pair(v0, v0 + bw)),
-                           CMat(xc, b, D), A(r0 == 0 ? 0 : 1), Mat(gwp + v0 * D, bw, D));
-        }
-      }
-    }
-    if (grad_bias.present) {
-      const A* dz = Zc.data();
-      Kokkos::parallel_for(
-          "kloss::fused_linear_cross_entropy::grad_bias", Range(exec, 0, V), KOKKOS_LAMBDA(const std::int64_t c) {
-            A s = 0;
-            for (std::int64_t i = 0; i < b; ++i) s += dz[i * V + c];
-            gbp[c] += s;
-          });
-    }
-  }
-  if constexpr (conv) {
-    if (grad_bias.present) fl_convert(exec, grad_bias.data.data(), gb_acc.data(), V, false);
-  }
-  if (write_out && !none) {
+    return true;
+  }, [](A*, std::int64_t) {});
+  if (output.present && !P.none) {
     double v = loss_sum;
-    if (mean) v = loss_sum / total_weight;  // NaN when all ignored (or N = 0), as torch
+    if (P.mean) v = loss_sum / P.total_weight;  // NaN when all ignored (or N = 0), as torch
     Kokkos::deep_copy(exec, output.data, static_cast<T>(v));
   }
   exec.fence();
+  return report;
 }
 
 /// The stored-gradient backward: scales grad_input, grad_weight, grad_bias

@@ -5,13 +5,17 @@
 /// needs Kokkos Kernels (KokkosBlas::gemm -> OpenBLAS / cuBLAS / rocBLAS).
 ///
 /// Algorithm (Liger-Kernel's chunked fused linear cross-entropy, with
-/// Megatron-LM's vocabulary-parallel LSE): the tokens go in chunks sized
-/// from a scratch budget; per chunk the local logits come from one gemm,
-/// their class-slice partials from cross_entropy's row kernel, one record
-/// allreduce makes the LSE global, the logit gradient is formed in place
-/// and multiplied back (grad_input partial, grad_weight, grad_bias). The
-/// gradients are computed in the forward (for the given upstream gradient,
-/// or ones), so the backward needs no second pass over the weight.
+/// Megatron-LM's vocabulary-parallel LSE) on the chunked head of
+/// fused_linear_cross_entropy (kloss::impl::fused_head: the gemms, the
+/// 16-bit conversions, the gradient filter): per chunk of tokens the local
+/// logits Z_c = X_c W_r^T (+ b_r), their class-slice partials from
+/// cross_entropy's row kernel, ONE record allreduce for the chunk making the
+/// LSE global, the logit gradient formed in place and multiplied back:
+/// grad_input_c = G W_r (this rank's part, summed across ranks chunk by
+/// chunk in the accumulation type), grad_weight_r += G^T X_c and
+/// grad_bias_r += colsum(G) (local). The gradients are computed in the
+/// forward (for the given upstream gradient, or ones), so the backward
+/// needs no second pass over the weight. The logits are never held whole.
 #include <kloss/impl/mpi_impl.hpp>
 
 #include <kloss/impl/fused_linear_impl.hpp>
@@ -19,18 +23,8 @@
 
 namespace kloss::mpi::impl {
 
-// ---------------------------------------------------------------------------
-// Vocabulary-parallel fused linear cross-entropy (the LM head sharded by
-// rows of its weight): per chunk of tokens, the local logits
-// Z_c = X_c W_r^T (+ b_r) by KokkosBlas::gemm, the class-slice partials and
-// ONE record allreduce for the chunk, the chunk's logit gradient formed in
-// place, then grad_input_c = G W_r (a partial over this rank's classes,
-// summed across ranks once at the end), grad_weight_r += G^T X_c and
-// grad_bias_r += colsum(G) (local). The logits are never held whole.
-// ---------------------------------------------------------------------------
-
 template <class ExecSpace, class T, class I>
-void vocab_parallel_fused_linear_cross_entropy(
+FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
     const Tensor<const T, typename ExecSpace::memory_space>& input,
     const Tensor<const T, typename ExecSpace::memory_space>& weight,
@@ -43,10 +37,8 @@ void vocab_parallel_fused_linear_cross_entropy(
     const Tensor<T, typename ExecSpace::memory_space>& grad_bias, const VocabParallelFusedLinearOptions& opts) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
-  using M2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  using CM2 = Kokkos::View<const T**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
-                "kloss::vocab_parallel_fused_linear_cross_entropy: float or double (the gemm's types)");
+  static_assert(is_scalar_v<T>,
+                "kloss::vocab_parallel_fused_linear_cross_entropy: float, double, float16 or bfloat16");
   constexpr std::string_view op = "vocab_parallel_fused_linear_cross_entropy";
   const bool smoothing = opts.label_smoothing != 0;
   const bool weighted = ce_weight.present;
@@ -56,8 +48,10 @@ void vocab_parallel_fused_linear_cross_entropy(
   mine.options = option_fingerprint(opts.reduction, opts.ignore_index, opts.label_smoothing, opts.z_loss, opts.softcap,
                                     weighted, input.rank() == 2 ? input.extent(1) : -1);
   mine.options.push_back({"bias (given or not)", bias.present ? 1 : 0});
+  // (grad_filter is not compared: each rank filters its own classes' tiles)
   mine.sums = {0.0, 0.0};  // sum_c w_c (this rank's classes), sum of the owned targets' weights
   std::int64_t n = 0, d = 0;
+  double filter = 0;
   const std::vector<double> sums = agree(comm, op, opts.check_consistency, mine, [&] {
     check_reduction(op, opts.reduction);
     check_rank(op, "input", input, 2);
@@ -79,6 +73,9 @@ void vocab_parallel_fused_linear_cross_entropy(
     require(opts.z_loss >= 0, op, "z_loss must be non-negative, got ", opts.z_loss);
     require(opts.softcap >= 0, op, "softcap must be non-negative (0 = off), got ", opts.softcap);
     require(opts.chunk_bytes > 0, op, "chunk_bytes must be positive, got ", opts.chunk_bytes);
+    require(opts.convert_block_rows >= 0, op, "option 'convert_block_rows' must be >= 0 (0 = default), got ",
+            opts.convert_block_rows);
+    filter = kloss::impl::fl_filter_threshold<T>(op, opts.grad_filter, opts.grad_filter_threshold);
     require(!grad_input.present || n * d <= std::int64_t(INT32_MAX), op,
             "grad_input of more than 2^31 - 1 elements is not supported, got ", n * d);
     // The totals a mean gradient needs before the first chunk: sum_c w_c
@@ -104,11 +101,14 @@ void vocab_parallel_fused_linear_cross_entropy(
   const std::int64_t v = range.count;
   const RecordLayout lay(weighted, smoothing);
   const bool want_grads = grad_input.present || grad_weight.present || grad_bias.present;
-  // The chunk loop and the grad_input allreduce: a failure on one rank ends
-  // the job (after_agreement); a bad target row, which every rank sees in
-  // the same chunk's records, leaves the loop on every rank and throws below.
+  // The chunked head (kloss::impl::fused_head) with this op's rows: the
+  // class-slice partials, one record allreduce per chunk, the rows' loss
+  // and their logit gradient in place. A failure on one rank ends the job
+  // (after_agreement); a bad target row, which every rank sees in the same
+  // chunk's records, leaves the loop on every rank and throws below.
   struct Outcome {
     VpSums total, bad;
+    FusedLinearReport report;
   };
   const Outcome outcome = after_agreement(comm, op, [&] {
     Outcome result;
@@ -129,96 +129,78 @@ void vocab_parallel_fused_linear_cross_entropy(
     std::int64_t chunk = opts.chunk_bytes / static_cast<std::int64_t>(sizeof(A) * (v > 0 ? v : 1));
     if (chunk < 1) chunk = 1;
     if (chunk > n) chunk = n > 0 ? n : 1;
-    Kokkos::View<T*, Mem> zbuf("kloss::vocab_parallel_fused_linear::logits", static_cast<std::size_t>(chunk * v));
-    if (grad_weight.present) Kokkos::deep_copy(exec, grad_weight.data, T(0));
-    if (grad_bias.present) Kokkos::deep_copy(exec, grad_bias.data, T(0));
     const CeParams p = ce_params(range, comm, opts, weighted, sums[0]);
     // Upstream gradient: the caller's, or ones (the gradient of the reduced
     // loss / of the sum of the per-row losses).
     Kokkos::View<T*, Mem> ones;
     if (!grad_output.present) {
       ones = Kokkos::View<T*, Mem>("kloss::vocab_parallel_fused_linear::ones", 1);
-      Kokkos::deep_copy(exec, ones, T(1));
+      Kokkos::deep_copy(exec, ones, T(1.0f));
     }
     const bool per_row_g = grad_output.present && opts.reduction == Reduction::none;
     Kokkos::View<const T*, Mem> g = grad_output.present
                                         ? Kokkos::View<const T*, Mem>(grad_output.data.data(), grad_output.numel())
                                         : Kokkos::View<const T*, Mem>(ones);
     Kokkos::View<const A*, Mem> lse(saved.data(), n), wt(saved.data() + n, n), totals(saved.data() + 2 * n, 3);
-    auto bv = bias.data;
-    CM2 x2(input.data.data(), n, d), w2(weight.data.data(), v, d);
-    for (std::int64_t n0 = 0; n0 < n; n0 += chunk) {
-      const std::int64_t nc = n0 + chunk < n ? chunk : n - n0;
-      M2 z(zbuf.data(), nc, v);
-      CM2 xc(input.data.data() + n0 * d, nc, d);
-      // Kokkos Kernels 3.x's gemm takes no execution space instance: it runs
-      // on the default one, so order it with `exec` by fences.
-      exec.fence();
-      if (v > 0 && d > 0) {
-        KokkosBlas::gemm("N", "T", T(1), xc, w2, T(0), z);
-        Kokkos::fence();
+    // class weights in the accumulation type, as the chunk's logits
+    Kokkos::View<A*, Mem> cw_acc;
+    const A* cwa = nullptr;
+    if (weighted) {
+      if constexpr (std::is_same_v<T, A>) {
+        cwa = ce_weight.data.data();
       } else {
-        Kokkos::deep_copy(exec, z, T(0));
-      }
-      if (bias.present)
-        Kokkos::parallel_for(
-            "kloss::vocab_parallel_fused_linear::bias",
-            Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>(exec, {0, 0}, {nc, v}),
-            KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t c) { z(i, c) += bv(c); });
-      ce_slice_partials<ExecSpace, T, I>(exec, zbuf.data(), nc, v, range.begin, target, ce_weight, opts.ignore_index,
-                                         opts.softcap, lay, rec, n0);
-      {
-        RowType rt(lay.k, mpi_type<A>(), op);
-        Kokkos::View<A*, Mem> part(rec.data() + n0 * lay.k, static_cast<std::size_t>(nc * lay.k));
-        allreduce_in_place<ExecSpace, A>(exec, comm, op, part, rt.get(), static_cast<int>(nc),
-                                         comm.row_merge_op(std::is_same_v<A, double>));
-      }
-      const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, nc, n0, n, p, saved, output);
-      if (s.bad > 0) {
-        result.bad = s;
-        return result;
-      }
-      result.total += s;
-      if (!want_grads) continue;
-      // G = d loss / d Z for the chunk, over the logits (in place).
-      ce_backward_rows<ExecSpace, T, I>(exec, zbuf.data(), nc, v, range.begin, n0, target, ce_weight, opts.ignore_index,
-                                        p, totals, per_row_g, g, lse, wt, zbuf.data());
-      CM2 gz(zbuf.data(), nc, v);
-      exec.fence();
-      if (grad_input.present) {
-        M2 gi(grad_input.data.data() + n0 * d, nc, d);
-        if (v > 0 && d > 0) KokkosBlas::gemm("N", "N", T(1), gz, w2, T(0), gi);
-        else Kokkos::deep_copy(exec, gi, T(0));
-      }
-      if (grad_weight.present && v > 0 && d > 0) {
-        // in row blocks of grad_weight: one call over all v columns makes
-        // OpenBLAS hold a copy of the whole chunk (kloss::impl::fl_grad_weight_block_rows)
-        const std::int64_t bw = kloss::impl::fl_grad_weight_block_rows(v, nc);
-        for (std::int64_t v0 = 0; v0 < v; v0 += bw) {
-          const std::int64_t nb = v0 + bw < v ? bw : v - v0;
-          KokkosBlas::gemm("T", "N", T(1), Kokkos::subview(gz, Kokkos::ALL(), std::make_pair(v0, v0 + nb)), xc, T(1),
-                           M2(grad_weight.data.data() + v0 * d, nb, d));
-        }
-      }
-      Kokkos::fence();
-      if (grad_bias.present) {
-        auto gb = grad_bias.data;
-        Kokkos::parallel_for(
-            "kloss::vocab_parallel_fused_linear::grad_bias",
-            Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, v),
-            KOKKOS_LAMBDA(const std::int64_t c) {
-              A acc = 0;
-              for (std::int64_t i = 0; i < nc; ++i) acc += to_acc(gz(i, c));
-              gb(c) = static_cast<T>(to_acc(gb(c)) + acc);
-            });
+        cw_acc = Kokkos::View<A*, Mem>(
+            Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::vocab_parallel_fused_linear::ce_weight_acc"), v);
+        kloss::impl::fl_convert(exec, cw_acc.data(), ce_weight.data.data(), v, false);
+        cwa = cw_acc.data();
       }
     }
-    // grad_input: each rank holds the part from its classes; the sum over
-    // ranks is the gradient (one allreduce of N x D).
-    if (grad_input.present && n * d > 0) {
-      Kokkos::View<T*, Mem> gi(grad_input.data.data(), static_cast<std::size_t>(n * d));
-      allreduce_in_place<ExecSpace, T>(exec, comm, op, gi, mpi_type<T>(), static_cast<int>(n * d), MPI_SUM);
-    }
+    kloss::impl::FusedHeadArgs<T> a;
+    a.x = input.data.data();
+    a.w = weight.data.data();
+    a.bias = bias.present ? bias.data.data() : nullptr;
+    a.gx = grad_input.present ? grad_input.data.data() : nullptr;
+    a.gw = grad_weight.present ? grad_weight.data.data() : nullptr;
+    a.gb = grad_bias.present ? grad_bias.data.data() : nullptr;
+    a.N = n;
+    a.D = d;
+    a.V = v;
+    a.B = chunk;
+    a.convert_block_rows = opts.convert_block_rows;
+    if (filter > 0 && want_grads)
+      a.filter = filter * kloss::impl::fl_max_row_scale<ExecSpace, T>(
+                              exec, g, true, opts.reduction == Reduction::mean, sums[1]);
+    const std::int64_t ig = opts.ignore_index;
+    result.report = kloss::impl::fused_head(
+        exec, a,
+        [&](A* z, std::int64_t n0, std::int64_t nc) {
+          ce_slice_partials<ExecSpace, T, I, A>(exec, z, nc, v, range.begin, target, cwa, ig, opts.softcap, lay, rec,
+                                                n0);
+          {
+            RowType rt(lay.k, mpi_type<A>(), op);
+            Kokkos::View<A*, Mem> part(rec.data() + n0 * lay.k, static_cast<std::size_t>(nc * lay.k));
+            allreduce_in_place<ExecSpace, A>(exec, comm, op, part, rt.get(), static_cast<int>(nc),
+                                             comm.row_merge_op(std::is_same_v<A, double>));
+          }
+          const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, nc, n0, n, p, saved, output);
+          if (s.bad > 0) {
+            result.bad = s;
+            return false;
+          }
+          result.total += s;
+          // G = d loss / d Z for the chunk, over the logits (in place).
+          if (want_grads)
+            ce_backward_rows<ExecSpace, T, I>(exec, static_cast<const A*>(z), nc, v, range.begin, n0, target, cwa, ig,
+                                              p, totals, per_row_g, g, lse, wt, z);
+          return true;
+        },
+        // grad_input: each rank holds the part from its classes; the sum
+        // over ranks (in the accumulation type, chunk by chunk) is the
+        // gradient.
+        [&](A* gx, std::int64_t count) {
+          Kokkos::View<A*, Mem> part(gx, static_cast<std::size_t>(count));
+          allreduce_in_place<ExecSpace, A>(exec, comm, op, part, mpi_type<A>(), static_cast<int>(count), MPI_SUM);
+        });
     return result;
   });
   if (outcome.bad.bad > 0) {
@@ -236,6 +218,7 @@ void vocab_parallel_fused_linear_cross_entropy(
         KOKKOS_LAMBDA(const int) { o(0) = static_cast<T>(static_cast<A>(reduced)); });
   }
   exec.fence();
+  return outcome.report;
 }
 
 }  // namespace kloss::mpi::impl

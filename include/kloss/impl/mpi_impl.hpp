@@ -21,6 +21,7 @@
 /// rejects) are found by one small MPI_Allgather before the data collective,
 /// so every rank throws the same kloss::Error and none waits forever.
 #include <kloss/checks.hpp>
+#include <kloss/grad_filter.hpp>
 #include <kloss/impl/cross_entropy_impl.hpp>
 #include <kloss/impl/embedding_impl.hpp>
 #include <kloss/impl/tuning.hpp>
@@ -171,6 +172,13 @@ struct VocabParallelFusedLinearOptions {
   /// chunk_bytes / (C_r * sizeof(T)) rows, at least one - never N x C_r.
   std::int64_t chunk_bytes = std::int64_t(64) << 20;
   bool check_consistency = true;
+  /// float16 / bfloat16: rows of W converted to float per block (0 = the
+  /// default, as FusedLinearCrossEntropyOptions::convert_block_rows).
+  std::int64_t convert_block_rows = 0;
+  /// Backward tiles to skip, each rank over its own classes (see
+  /// kloss::GradFilter; the report is this rank's).
+  GradFilter grad_filter = GradFilter::exact;
+  double grad_filter_threshold = 0.0;
 };
 
 /// Number of elements of the `saved` workspace that the cross-entropy
@@ -335,13 +343,15 @@ struct RecordLayout {
 /// rec[(row_offset + i) * k ...] as RecordLayout says: the cross_entropy
 /// family's kloss::impl::ce_row_partials (max, sum-exp, target logit,
 /// weighted logit sum; one read of the row) plus the target's class weight
-/// and the owner / ignorer counters. The launch is cross_entropy's
+/// and the owner / ignorer counters. Z is the logits' and class weights'
+/// type (T, or its accumulation type for the fused head's float chunks);
+/// weight may be null. The launch is cross_entropy's
 /// (ce_launch / ce_policy: a block of rows per team, a row per team thread,
 /// its classes over the thread's vector lanes on devices). Asynchronous.
-template <class ExecSpace, class T, class I>
-void ce_slice_partials(const ExecSpace& exec, const T* logits, std::int64_t rows, std::int64_t cols,
+template <class ExecSpace, class T, class I, class Z = T>
+void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols,
                        std::int64_t begin, const Tensor<const I, typename ExecSpace::memory_space>& target,
-                       const Tensor<const T, typename ExecSpace::memory_space>& weight, std::int64_t ignore_index,
+                       const Z* weight, std::int64_t ignore_index,
                        double softcap, const RecordLayout& lay,
                        const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec, std::int64_t row_offset,
                        const CrossEntropyTuning& tuning = {}) {
@@ -353,8 +363,8 @@ void ce_slice_partials(const ExecSpace& exec, const T* logits, std::int64_t rows
   const std::int64_t rpt = launch.rows_per_team;
   const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
   auto tg = target.data;
-  auto w = weight.data;
-  const bool weighted = weight.present;
+  const Z* w = weight;
+  const bool weighted = w != nullptr;
   ki::CeRowConfig<A> cfg;
   cfg.softcap = static_cast<A>(softcap);
   cfg.sum_mode = lay.zsum < 0 ? 0 : (weighted ? 2 : 1);
@@ -370,8 +380,7 @@ void ce_slice_partials(const ExecSpace& exec, const T* logits, std::int64_t rows
           const bool ignored = t == ignore_index;
           const bool owns = !ignored && t >= begin && t < begin + cols;
           const ki::CeRowPartials<A> p = ki::ce_row_partials_lanes(team, S, logits + i * cols, cols, std::int64_t(1),
-                                                                   owns ? t - begin : std::int64_t(-1), cfg,
-                                                                   weighted ? w.data() : nullptr);
+                                                                   owns ? t - begin : std::int64_t(-1), cfg, w);
           Kokkos::single(Kokkos::PerThread(team), [&]() {
             A* r = &rec((row_offset + i) * k);
             r[RecordLayout::max] = p.max;
@@ -379,7 +388,7 @@ void ce_slice_partials(const ExecSpace& exec, const T* logits, std::int64_t rows
             r[RecordLayout::target] = p.target_logit;
             r[RecordLayout::owners] = owns ? A(1) : A(0);
             r[RecordLayout::ignorers] = ignored ? A(1) : A(0);
-            if (f_wt >= 0) r[f_wt] = owns ? to_acc(w(t - begin)) : A(0);
+            if (f_wt >= 0) r[f_wt] = owns ? to_acc(w[t - begin]) : A(0);
             if (f_zsum >= 0) r[f_zsum] = p.logit_sum;
           });
         });
@@ -528,16 +537,17 @@ void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_val
 /// (grad_output[i] for none, grad_output / sum of target weights for mean,
 /// grad_output for sum). `g` has one element or N; `totals` the saved
 /// (sum of target weights, valid rows, sum of class weights) on the device,
-/// read in the kernel (no fence). grad may be the logits (in place).
+/// read in the kernel (no fence). grad may be the logits (in place). Z as
+/// for ce_slice_partials; weight may be null.
 /// Asynchronous.
-template <class ExecSpace, class T, class I, class G>
-void ce_backward_rows(const ExecSpace& exec, const T* logits, std::int64_t rows, std::int64_t cols,
+template <class ExecSpace, class T, class I, class G, class Z = T>
+void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols,
                       std::int64_t begin, std::int64_t row_offset,
-                      const Tensor<const I, typename ExecSpace::memory_space>& target,
-                      const Tensor<const T, typename ExecSpace::memory_space>& weight, std::int64_t ignore_index,
+                      const Tensor<const I, typename ExecSpace::memory_space>& target, const Z* weight,
+                      std::int64_t ignore_index,
                       const CeParams& params, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& totals,
                       bool per_row_g, const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& lse,
-                      const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& wt, T* grad,
+                      const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& wt, Z* grad,
                       const CrossEntropyTuning& tuning = {}) {
   using A = acc_t<T>;
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
@@ -547,8 +557,8 @@ void ce_backward_rows(const ExecSpace& exec, const T* logits, std::int64_t rows,
   const std::int64_t rpt = launch.rows_per_team;
   const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
   auto tg = target.data;
-  auto w = weight.data;
-  const bool weighted = weight.present;
+  const Z* w = weight;
+  const bool weighted = w != nullptr;
   const A eps = static_cast<A>(params.label_smoothing), zl = static_cast<A>(params.z_loss);
   const A cap = static_cast<A>(params.softcap);
   const std::int64_t C = params.total;
@@ -562,7 +572,7 @@ void ce_backward_rows(const ExecSpace& exec, const T* logits, std::int64_t rows,
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, r0, r1), [&](const std::int64_t j) {
           const std::int64_t i = row_offset + j;
           const std::int64_t t = static_cast<std::int64_t>(tg(i));
-          T* gr = grad + j * cols;
+          Z* gr = grad + j * cols;
           if (t == ignore_index) {
             ki::ce_zero_row_lanes(team, S, gr, cols, std::int64_t(1));
             return;
@@ -572,8 +582,7 @@ void ce_backward_rows(const ExecSpace& exec, const T* logits, std::int64_t rows,
           const std::int64_t tl = t >= begin && t < begin + cols ? t - begin : -1;
           const ki::CeRowGrad<A> kc =
               ki::ce_row_grad(static_cast<A>(scale), wt(i), totals(2), eps, C, zl, lse(i), cap, weighted);
-          ki::ce_backward_lanes(team, S, logits + j * cols, gr, cols, std::int64_t(1), tl, lse(i), kc,
-                                weighted ? w.data() : nullptr);
+          ki::ce_backward_lanes(team, S, logits + j * cols, gr, cols, std::int64_t(1), tl, lse(i), kc, w);
         });
       });
 }
@@ -677,8 +686,8 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
   const RecordLayout lay(weight.present, smoothing);
   const Kokkos::View<A*, Mem> rec = after_agreement(comm, op, [&] {
     Kokkos::View<A*, Mem> r("kloss::vocab_parallel_cross_entropy::records", static_cast<std::size_t>(n * lay.k));
-    ce_slice_partials<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, target, weight,
-                                       opts.ignore_index, opts.softcap, lay, r, 0, opts.tuning);
+    ce_slice_partials<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, target,
+                                       weight.present ? weight.data.data() : nullptr, opts.ignore_index, opts.softcap, lay, r, 0, opts.tuning);
     RowType rt(lay.k, mpi_type<A>(), op);
     allreduce_in_place<ExecSpace, A>(exec, comm, op, r, rt.get(), static_cast<int>(n),
                                      comm.row_merge_op(std::is_same_v<A, double>));
@@ -738,8 +747,8 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
   Kokkos::View<const A*, Mem> lse(saved.data.data(), n);
   Kokkos::View<const A*, Mem> wt(saved.data.data() + n, n);
   Kokkos::View<const A*, Mem> totals(saved.data.data() + 2 * n, 3);
-  ce_backward_rows<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, 0, target, weight,
-                                    opts.ignore_index, p, totals, opts.reduction == Reduction::none, grad_output.data,
+  ce_backward_rows<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, 0, target,
+                                    weight.present ? weight.data.data() : nullptr, opts.ignore_index, p, totals, opts.reduction == Reduction::none, grad_output.data,
                                     lse, wt, grad_logits.data.data(), opts.tuning);
 }
 
