@@ -170,7 +170,30 @@ void fl_tile_max(const ExecSpace& exec, const A* z, std::int64_t b, std::int64_t
       });
 }
 
-/// The chunk loop of the fused heads (see the file comment). `rows(Zc, r0,
+/// z[i, c] += bias[c] for b rows of V logits. Asynchronous.
+template <class ExecSpace, class A, class T>
+void fl_add_bias(const ExecSpace& exec, A* z, const T* bias, std::int64_t b, std::int64_t V) {
+  Kokkos::parallel_for(
+      "kloss::fused_linear_cross_entropy::bias",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, b * V),
+      KOKKOS_LAMBDA(const std::int64_t e) { z[e] += static_cast<A>(bias[e % V]); });
+}
+
+/// g[c] += sum_i dz[i, c] over b rows of V columns. Asynchronous.
+template <class ExecSpace, class A>
+void fl_add_column_sums(const ExecSpace& exec, A* g, const A* dz, std::int64_t b, std::int64_t V) {
+  Kokkos::parallel_for(
+      "kloss::fused_linear_cross_entropy::grad_bias",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, V), KOKKOS_LAMBDA(const std::int64_t c) {
+        A s = 0;
+        for (std::int64_t i = 0; i < b; ++i) s += dz[i * V + c];
+        g[c] += s;
+      });
+}
+
+/// The chunk loop of the fused heads (see the file comment). It holds no
+/// device lambda itself (nvcc refuses one in a function templated on the
+/// caller's lambda types): its kernels are the fl_ helpers above. `rows(Zc, r0,
 /// b)` turns the chunk's logits Zc [b, V] (rows r0.. of the call, in the
 /// accumulation type) into its losses and, when gradients are wanted, its
 /// logit gradient in place; it returns false to stop the loop (the
@@ -191,7 +214,6 @@ FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, R
   using Mem = typename ExecSpace::memory_space;
   using Mat = Kokkos::View<A**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using CMat = Kokkos::View<const A**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
   const std::int64_t N = a.N, D = a.D, V = a.V, B = a.B;
   const bool want_grad = a.want_grad(), filtering = want_grad && a.filter > 0;
   FusedLinearReport report;
@@ -259,11 +281,7 @@ FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, R
       xc = xp + r0 * D;
       gemm(exec, "N", "T", A(1), CMat(xc, b, D), CMat(wp, V, D), A(0), Zc);
     }
-    if (bp) {
-      Kokkos::parallel_for(
-          "kloss::fused_linear_cross_entropy::bias", Range(exec, 0, b * V),
-          KOKKOS_LAMBDA(const std::int64_t e) { Zc.data()[e] += static_cast<A>(bp[e % V]); });
-    }
+    if (bp) fl_add_bias(exec, Zc.data(), bp, b, V);
     // --- the rows: losses, and dL/dZ over Z in place
     if (!rows(Zc.data(), r0, b)) break;
     if (!want_grad) continue;
@@ -338,15 +356,7 @@ FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, R
         gx_done(gxp + r0 * D, b * D);
       }
     }
-    if (a.gb) {
-      const A* dz = Zc.data();
-      Kokkos::parallel_for(
-          "kloss::fused_linear_cross_entropy::grad_bias", Range(exec, 0, V), KOKKOS_LAMBDA(const std::int64_t c) {
-            A s = 0;
-            for (std::int64_t i = 0; i < b; ++i) s += dz[i * V + c];
-            gbp[c] += s;
-          });
-    }
+    if (a.gb) fl_add_column_sums(exec, gbp, Zc.data(), b, V);
   }
   if constexpr (conv) {
     if (a.gb) fl_convert(exec, a.gb, gb_acc.data(), V, false);
