@@ -136,6 +136,28 @@ struct FusedHeadArgs {
   bool want_grad() const { return gx || gw || gb; }
 };
 
+/// The FusedHeadArgs of the views of a call (absent views: null), chunks of
+/// B rows; the filter is set by the caller.
+template <class T, class M>
+FusedHeadArgs<T> fused_head_args(const Tensor<const T, M>& input, const Tensor<const T, M>& weight,
+                                 const Tensor<const T, M>& bias, const Tensor<T, M>& grad_input,
+                                 const Tensor<T, M>& grad_weight, const Tensor<T, M>& grad_bias, std::int64_t B,
+                                 std::int64_t convert_block_rows) {
+  FusedHeadArgs<T> a;
+  a.x = input.data.data();
+  a.w = weight.data.data();
+  a.bias = bias.present ? bias.data.data() : nullptr;
+  a.gx = grad_input.present ? grad_input.data.data() : nullptr;
+  a.gw = grad_weight.present ? grad_weight.data.data() : nullptr;
+  a.gb = grad_bias.present ? grad_bias.data.data() : nullptr;
+  a.N = input.extent(0);
+  a.D = input.extent(1);
+  a.V = weight.extent(0);
+  a.B = B;
+  a.convert_block_rows = convert_block_rows;
+  return a;
+}
+
 /// Largest |dL/dZ| of each vocabulary block of Bv columns of the chunk's
 /// logit gradient z [b, V] (NaN counts as +inf: a NaN tile is never
 /// skipped). Asynchronous.
@@ -583,18 +605,8 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op,
     }
   }
 
-  FusedHeadArgs<T> a;
-  a.x = input.data.data();
-  a.w = weight.data.data();
-  a.bias = bias.present ? bias.data.data() : nullptr;
-  a.gx = grad_input.present ? grad_input.data.data() : nullptr;
-  a.gw = grad_weight.present ? grad_weight.data.data() : nullptr;
-  a.gb = grad_bias.present ? grad_bias.data.data() : nullptr;
-  a.N = N;
-  a.D = D;
-  a.V = V;
-  a.B = B;
-  a.convert_block_rows = opts.convert_block_rows;
+  FusedHeadArgs<T> a = fused_head_args(input, weight, bias, grad_input, grad_weight, grad_bias, B,
+                                       opts.convert_block_rows);
   const Kokkos::View<const T*, Mem> gov(go.data.data(), go.present ? go.numel() : 0);
   if (filter > 0 && P.want_grad)
     a.filter = filter * fl_max_row_scale<ExecSpace, T>(exec, gov, P.has_go, P.mean, P.total_weight);

@@ -155,18 +155,8 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
         cwa = cw_acc.data();
       }
     }
-    kloss::impl::FusedHeadArgs<T> a;
-    a.x = input.data.data();
-    a.w = weight.data.data();
-    a.bias = bias.present ? bias.data.data() : nullptr;
-    a.gx = grad_input.present ? grad_input.data.data() : nullptr;
-    a.gw = grad_weight.present ? grad_weight.data.data() : nullptr;
-    a.gb = grad_bias.present ? grad_bias.data.data() : nullptr;
-    a.N = n;
-    a.D = d;
-    a.V = v;
-    a.B = chunk;
-    a.convert_block_rows = opts.convert_block_rows;
+    kloss::impl::FusedHeadArgs<T> a = kloss::impl::fused_head_args(input, weight, bias, grad_input, grad_weight,
+                                                                   grad_bias, chunk, opts.convert_block_rows);
     if (filter > 0 && want_grads)
       a.filter = filter * kloss::impl::fl_max_row_scale<ExecSpace, T>(
                               exec, g, true, opts.reduction == Reduction::mean, sums[1]);
