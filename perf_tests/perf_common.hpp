@@ -23,9 +23,9 @@ using Mem = Exec::memory_space;
 /// Read bandwidth in GB/s (best of 7), measured once per process on the
 /// default execution space: two 128 MiB arrays read together, as the losses
 /// read their operands, summed into 64 independent lanes per 4096-element
-/// chunk so that the adds keep up with memory. (An earlier version summed
-/// each 16 elements in a serial chain: compute-bound at 17-19 GB/s on Zen 4,
-/// where plain two-operand loops read 30-40 GB/s - it flattered every ratio.)
+/// chunk so that the adds keep up with memory. (Summing each 16 elements in
+/// a serial chain instead is compute-bound at 17-19 GB/s on Zen 4, where
+/// plain two-operand loops read 30-40 GB/s, and would flatter every ratio.)
 inline double stream_read_gbs() {
   static const double gbs = [] {
     const std::int64_t n = std::int64_t(32) << 20;  // 32 Mi floats = 128 MiB per array

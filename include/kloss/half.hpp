@@ -26,11 +26,12 @@ namespace impl {
 
 // The conversions are branch-free (every case computed, then selected with
 // integer masks, impl::blend) so that loops over 16-bit values vectorise.
-// With early returns GCC left the float16 ones scalar: the in-place
-// cross-entropy backward over (256, 128256) float16 logits took 155-240 ms,
-// now 35-39 (float32 9-12, bfloat16 14-16; 2-core EPYC, 2026-11-24).
-// They are force-inlined: merely inline, the blends made GCC call them out
-// of line in the cross-entropy kernels (bfloat16 backward 16x its floor).
+// With early returns GCC leaves the float16 ones scalar: the in-place
+// cross-entropy backward over (256, 128256) float16 logits takes 155-240 ms
+// that way and 35-39 ms branch-free (float32 9-12, bfloat16 14-16; 2-core
+// EPYC, 2026-11-24). They are force-inlined: merely inline, the blends make
+// GCC call them out of line in the cross-entropy kernels (bfloat16 backward
+// 16x its floor).
 
 KOKKOS_FORCEINLINE_FUNCTION std::uint16_t float_to_half_bits(float f) {
   const std::uint32_t x = bit_cast<std::uint32_t>(f);
