@@ -81,12 +81,17 @@ KlossResult run_kloss(const Problem& P, const kloss::CrossEntropyOptions& o, con
         xi4(xin.data(), s[0], s[1], s[2], s[3]);
     auto tv = make_view<I*>("t", std::vector<double>(P.t.begin(), P.t.end()), {P.t.size()});
     Kokkos::View<I***, Mem, U> t3(tv.data(), rs[0], rs[1], rs[2]);
+    Kokkos::View<T*, Mem> pv;
+    if (P.probs) pv = make_view<T*>("p", P.p, {P.p.size()});
+    Kokkos::View<T****, Mem, U> p4(pv.data(), s[0], s[1], s[2], s[3]);
     if (none) {
       Kokkos::View<T***, Mem, U> o3(out.data(), rs[0], rs[1], rs[2]), go3(gout.data(), rs[0], rs[1], rs[2]);
-      call(x4, o3, go3, g4, xi4, t3);
+      if (P.probs) call(x4, o3, go3, g4, xi4, p4);
+      else call(x4, o3, go3, g4, xi4, t3);
     } else {
       Kokkos::View<T, Mem, U> o0(out.data()), go0(gout.data());
-      call(x4, o0, go0, g4, xi4, t3);
+      if (P.probs) call(x4, o0, go0, g4, xi4, p4);
+      else call(x4, o0, go0, g4, xi4, t3);
     }
   }
   K.out = to_doubles(out);
@@ -145,6 +150,9 @@ void check_against_reference(Problem P, const kloss::CrossEntropyOptions& o, con
   }
   const double gmax = max_abs(K.grad);
   expect_near_all(K.grad_inplace, K.grad, 0, t * (gmax + 1e-3), what + " in-place grad vs out-of-place");
+  // the analytic float64 gradient (reference.hpp) at every size
+  const std::vector<double> G = kloss_ref::cross_entropy_grad(P, P.x, o, go);
+  expect_near_all(K.grad, G, t * 4, t * 4 * (max_abs(G) + 1e-3), what + " grad vs the analytic float64 gradient");
   if (!check_fd) return;
   auto fd = finite_difference([&](const std::vector<double>& x) { return ref_contracted(P, x, o, go); }, P.x);
   // torch: every target ignored under mean gives a NaN loss but zero gradients.
@@ -313,14 +321,51 @@ TYPED_TEST(CrossEntropy, ProbabilityTargets) {
       for (std::int64_t c = 0; c < C; ++c) P.at(P.p, r, c) /= s;
     }
     P.p[1] = 0;  // a zero-probability class
-    for (auto red : {Reduction::none, Reduction::mean, Reduction::sum}) {
-      kloss::CrossEntropyOptions o;
-      o.reduction = red;
-      o.label_smoothing = red == Reduction::sum ? 0.3 : 0.0;
-      o.z_loss = red == Reduction::none ? 0.01 : 0.0;
-      o.softcap = red == Reduction::mean ? 2.0 : 0.0;
-      check_against_reference<TypeParam, std::int64_t>(P, o, "probabilities C=" + std::to_string(C));
+    // row_slices 1: the host mapping; 2, 7, 32: the device mapping (a row's
+    // classes over interleaved slices on a thread's vector lanes)
+    for (int S : {1, 2, 7, 32}) {
+      for (auto red : {Reduction::none, Reduction::mean, Reduction::sum}) {
+        kloss::CrossEntropyOptions o;
+        o.tuning.row_slices = S;
+        o.reduction = red;
+        o.label_smoothing = red == Reduction::sum ? 0.3 : 0.0;
+        o.z_loss = red == Reduction::none ? 0.01 : 0.0;
+        o.softcap = red == Reduction::mean ? 2.0 : 0.0;
+        check_against_reference<TypeParam, std::int64_t>(
+            P, o, "probabilities C=" + std::to_string(C) + " row_slices " + std::to_string(S));
+      }
     }
+  }
+}
+
+// Probability targets of a 3-dimensional input (classes inner apart)
+// under the device mapping, and the first bad probability named by its
+// position whichever slice holds it.
+TEST(CrossEntropyProbSlices, KDimensionalInputAndFirstBadPositionOverSlices) {
+  for (int S : {1, 3, 8}) {
+    Problem P = random_problem(3, 11, 4, true, 41);
+    P.probs = true;
+    P.p = random_values(static_cast<std::size_t>(3 * 11 * 4), 0, 1, 43);
+    kloss::CrossEntropyOptions o;
+    o.tuning.row_slices = S;
+    o.reduction = Reduction::sum;
+    o.label_smoothing = 0.2;
+    check_against_reference<double, std::int64_t>(P, o, "K-dim probabilities row_slices " + std::to_string(S));
+  }
+  Exec exec;
+  auto x = make_view<float**>("x", random_values(2 * 10, -1, 1, 5), {2, 10});
+  // row 1: bad at classes 3 (-0.5) and 6 (NaN): position 13 comes first
+  std::vector<double> pv(20, 0.1);
+  pv[13] = -0.5;
+  pv[16] = std::nan("");
+  auto p = make_view<float**>("p", pv, {2, 10});
+  Kokkos::View<float, Mem> out("out");
+  for (int S : {1, 2, 4, 7, 32}) {
+    kloss::CrossEntropyOptions o;
+    o.tuning.row_slices = S;
+    EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, p, Kokkos::View<float*, Mem>(), out, Kokkos::View<float*, Mem>(),
+                                            Kokkos::View<double, Mem>(), o),
+                       kloss::InvalidArgument, "has 2 negative or NaN value(s); first at position 13: -0.5");
   }
 }
 

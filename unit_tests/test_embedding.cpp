@@ -589,14 +589,33 @@ TEST(EmbeddingBagDeterminism, BitwiseEqualOverRunsAndTeamSizes) {
     o.deterministic = true;
     o.scale_grad_by_freq = mode != EmbeddingBagMode::max;
     const std::vector<double>* p = mode == EmbeddingBagMode::sum ? &psw : nullptr;
-    const auto first = run_bag<float, std::int32_t>(s, w, V, D, p, go, o);
+    // the sorted scatter and the owner-computes scatter (one work item):
+    // each right against the float64 reference ...
+    const auto sorted = run_bag<float, std::int32_t>(s, w, V, D, p, go, o);
+    o.deterministic = false;
+    o.scatter_items = 1;
+    const auto owner = run_bag<float, std::int32_t>(s, w, V, D, p, go, o);
+    const std::vector<double> psw_f = rounded<float>(psw);
+    const auto ref = ref_bag(s, 150, rounded<float>(w), V, D, mode, p ? &psw_f : nullptr, -1,
+                             o.scale_grad_by_freq, rounded<float>(go));
+    expect_near_all(sorted.grad_weight, ref.grad_weight, 1e-5, 1e-5, "sorted grad_weight vs float64");
+    expect_near_all(owner.grad_weight, ref.grad_weight, 1e-5, 1e-5, "owner grad_weight vs float64");
+    // ... and each with the same bits for every cut of its work: the sorted
+    // scatter at team sizes 0 and 1, the owner scatter over 1, 3 and 7
+    // work items (the row blocks 1, 3 and 7 threads would own), run twice
     for (int rep = 0; rep < 2; ++rep) {
       for (int ts : {0, 1}) {
-        o.team_size = ts;
-        const auto again = run_bag<float, std::int32_t>(s, w, V, D, p, go, o);
-        EXPECT_EQ(std::memcmp(again.grad_weight.data(), first.grad_weight.data(), first.grad_weight.size() * 8), 0);
-        if (p) {
-          EXPECT_EQ(std::memcmp(again.grad_psw.data(), first.grad_psw.data(), first.grad_psw.size() * 8), 0);
+        for (int items : {0, 1, 3, 7}) {
+          o.team_size = ts;
+          o.deterministic = items == 0;
+          o.scatter_items = items;
+          const auto again = run_bag<float, std::int32_t>(s, w, V, D, p, go, o);
+          const auto& first = items == 0 ? sorted : owner;
+          EXPECT_EQ(std::memcmp(again.grad_weight.data(), first.grad_weight.data(), first.grad_weight.size() * 8), 0)
+              << "team_size " << ts << " scatter_items " << items;
+          if (p) {
+            EXPECT_EQ(std::memcmp(again.grad_psw.data(), first.grad_psw.data(), first.grad_psw.size() * 8), 0);
+          }
         }
       }
     }

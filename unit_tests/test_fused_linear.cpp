@@ -3,6 +3,7 @@
 // differences on small sizes, chunking (several chunks, odd remainders),
 // stored and recompute backwards, class-probability targets, float16 and
 // bfloat16 (float gemms on chunk-wise converted copies), every error path.
+#include "reference.hpp"
 #include "test_utils.hpp"
 
 #include <kloss/cross_entropy.hpp>
@@ -265,6 +266,53 @@ TYPED_TEST(FusedLinearCE, EqualsTheUnfusedCompositionForEveryOption) {
       compare<TypeParam>(P, o, "variant " + std::to_string(variant) + " " + std::string(kloss::to_string(red)));
       o.memory_budget_bytes = 0;  // default: one chunk here
       compare<TypeParam>(P, o, "one chunk, variant " + std::to_string(variant));
+    }
+  }
+}
+
+// The row kernel under the device mapping (each row's classes over S
+// interleaved slices on a thread's vector lanes, forced on the host)
+// against reference.hpp's float64 composition (its own gemms and
+// cross-entropy): class indices and probabilities, every option, three
+// chunks, stored and recompute backwards.
+TYPED_TEST(FusedLinearCE, RowsOverLaneSlicesMatchTheFloat64Reference) {
+  using T = TypeParam;
+  const double t = std::is_same_v<T, double> ? 1e-11 : 3e-5;
+  for (int S : {1, 2, 7, 32}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      for (auto red : {Reduction::mean, Reduction::sum, Reduction::none}) {
+        const bool probs = variant >= 2;
+        const FlProblem P = make_problem(11, 5, 37, variant % 2 == 0, variant != 0, 60 + variant + S, probs);
+        kloss::FusedLinearCrossEntropyOptions o;
+        o.reduction = red;
+        o.tuning.row_slices = S;
+        if (variant == 1 || variant == 3) o.label_smoothing = 0.1;
+        if (variant == 1 || variant == 2) {
+          o.z_loss = 1e-2;
+          o.softcap = 2.0;
+        }
+        o.memory_budget_bytes = 4 * 37 * static_cast<std::int64_t>(sizeof(T));  // chunks of 4, 4, 3 rows
+        const auto [St, Re] = fused<T>(P, o);
+        kloss_ref::CeProblem C;
+        C.t = P.t;
+        C.p = P.p;
+        C.probs = probs;
+        C.w = P.cw;
+        const std::vector<double> go = red == Reduction::none ? P.go : std::vector<double>{P.go[0]};
+        const kloss_ref::FusedResult R =
+            kloss_ref::fused_linear(P.x, P.w, P.b, P.N, P.D, P.V, C, kloss_ref::CeOptions(o), &go);
+        const std::string what = "row_slices " + std::to_string(S) + " variant " + std::to_string(variant) + " " +
+                                 std::string(kloss::to_string(red));
+        expect_near_all(St.out, R.out, t * 5, t * 5, what + " output");
+        // the stored gradients are those of an upstream gradient of 1, scaled by go
+        if (red != Reduction::none) {
+          expect_near_all(St.gx, R.grad_input, t * 10, t * 10, what + " stored grad_input");
+          expect_near_all(St.gw, R.grad_weight, t * 10, t * 10, what + " stored grad_weight");
+        }
+        expect_near_all(Re.gx, R.grad_input, t * 10, t * 10, what + " recomputed grad_input");
+        expect_near_all(Re.gw, R.grad_weight, t * 10, t * 10, what + " recomputed grad_weight");
+        if (!P.b.empty()) expect_near_all(Re.gb, R.grad_bias, t * 10, t * 10, what + " recomputed grad_bias");
+      }
     }
   }
 }

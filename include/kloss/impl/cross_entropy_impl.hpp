@@ -433,26 +433,38 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_empty_partials() {
   return {ce_lowest<A>(), A(0), A(0), A(0)};
 }
 
-/// A Kokkos reducer that merges row partials (ce_merge_partials), for the
-/// nested reductions over a row's slices.
+/// The partials of an empty slice (the merge's neutral element).
 template <class A>
-struct CePartialsReducer {
-  using reducer = CePartialsReducer;
-  using value_type = CeRowPartials<A>;
+KOKKOS_INLINE_FUNCTION void ce_neutral(CeRowPartials<A>& v) {
+  v = ce_empty_partials<A>();
+}
+template <class A>
+KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_merge(const CeRowPartials<A>& a, const CeRowPartials<A>& b) {
+  return ce_merge_partials(a, b);
+}
+
+/// A Kokkos reducer that merges the partials of a row's slices (ce_merge,
+/// ce_neutral of V), for the nested reductions over a thread's vector lanes.
+template <class V>
+struct CeMergeReducer {
+  using reducer = CeMergeReducer;
+  using value_type = V;
   using result_view_type = Kokkos::View<value_type, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   value_type* ptr;
-  KOKKOS_INLINE_FUNCTION explicit CePartialsReducer(value_type& v) : ptr(&v) {}
-  KOKKOS_INLINE_FUNCTION void join(value_type& d, const value_type& s) const { d = ce_merge_partials(d, s); }
+  KOKKOS_INLINE_FUNCTION explicit CeMergeReducer(value_type& v) : ptr(&v) {}
+  KOKKOS_INLINE_FUNCTION void join(value_type& d, const value_type& s) const { d = ce_merge(d, s); }
   KOKKOS_INLINE_FUNCTION void join(volatile value_type& d, const volatile value_type& s) const {
     value_type a = const_cast<value_type&>(d);
     const value_type b = const_cast<const value_type&>(s);
-    const_cast<value_type&>(d) = ce_merge_partials(a, b);
+    const_cast<value_type&>(d) = ce_merge(a, b);
   }
-  KOKKOS_INLINE_FUNCTION void init(value_type& v) const { v = ce_empty_partials<A>(); }
+  KOKKOS_INLINE_FUNCTION void init(value_type& v) const { ce_neutral(v); }
   KOKKOS_INLINE_FUNCTION value_type& reference() const { return *ptr; }
   result_view_type view() const { return result_view_type(ptr); }
   KOKKOS_INLINE_FUNCTION bool references_scalar() const { return true; }
 };
+template <class A>
+using CePartialsReducer = CeMergeReducer<CeRowPartials<A>>;
 
 /// The partials of one row (C classes at x[c * inner], target t or -1,
 /// class weights w or null) by the calling team thread, its classes split
@@ -501,11 +513,12 @@ KOKKOS_INLINE_FUNCTION void ce_zero_row_lanes(const Member& mem, int S, T* g, st
   });
 }
 
-/// Partials of a row with class-probability target p (same layout as x):
-/// besides max/sumexp, q = sum_c w_c p'_c and s = sum_c w_c p'_c z_c with
-/// p'_c = (1 - eps) p_c + eps / C (torch's smoothing of probabilities), so
-/// loss = q * lse - s. Negative or NaN p_c are counted (first position in
-/// `bad_pos`, value in `bad_val`).
+/// Partials of a row (or of one class slice of a row) with class-probability
+/// target p (same layout as x): besides max/sumexp, q = sum_c w_c p'_c and
+/// s = sum_c w_c p'_c z_c with p'_c = (1 - eps) p_c + eps / C (torch's
+/// smoothing of probabilities), so loss = q * lse - s. Negative or NaN p_c
+/// are counted (the first one's offset from the row's start in `bad_pos`,
+/// its value in `bad_val`).
 template <class A>
 struct CeProbPartials {
   CeRowPartials<A> lse;
@@ -514,10 +527,39 @@ struct CeProbPartials {
   A bad_val = 0;
 };
 
+template <class A>
+KOKKOS_INLINE_FUNCTION void ce_neutral(CeProbPartials<A>& v) {
+  v = CeProbPartials<A>();
+  v.lse = ce_empty_partials<A>();
+}
+/// Merges the partials of two slices of one row; the first bad
+/// probability is the one at the smaller offset.
+template <class A>
+KOKKOS_INLINE_FUNCTION CeProbPartials<A> ce_merge(const CeProbPartials<A>& a, const CeProbPartials<A>& b) {
+  CeProbPartials<A> r;
+  r.lse = ce_merge_partials(a.lse, b.lse);
+  r.q = a.q + b.q;
+  r.s = a.s + b.s;
+  r.bad_count = a.bad_count + b.bad_count;
+  const bool from_b = b.bad_count > 0 && (a.bad_count == 0 || b.bad_pos < a.bad_pos);
+  r.bad_pos = from_b ? b.bad_pos : a.bad_pos;
+  r.bad_val = from_b ? b.bad_val : a.bad_val;
+  return r;
+}
+
+/// w_c p'_c of one class (w null: 1).
+template <class A, class P>
+KOKKOS_FORCEINLINE_FUNCTION A ce_prob_mass(const P* w, std::int64_t wc, A pc, A eps, A epsc) {
+  return (w ? static_cast<A>(w[wc]) : A(1)) * ((A(1) - eps) * pc + epsc);
+}
+
+/// The partials of classes [0, n) of a row: logits x[c * stride], target
+/// probabilities p[c * stride], class weights w[c * wstride] (or null); C:
+/// the row's class count (eps / C).
 template <class T, class P = T, class A = acc_t<T>>
 KOKKOS_INLINE_FUNCTION CeProbPartials<A> ce_row_partials_prob(const T* x, const P* p, std::int64_t n,
                                                               std::int64_t stride, A eps, std::int64_t C, A softcap,
-                                                              const P* w) {
+                                                              const P* w, std::int64_t wstride = 1) {
   CeProbPartials<A> r;
   CeRowConfig<A> cfg;
   cfg.softcap = softcap;
@@ -536,7 +578,7 @@ KOKKOS_INLINE_FUNCTION CeProbPartials<A> ce_row_partials_prob(const T* x, const 
     }
     const A v = static_cast<A>(x[o]);
     const A z = softcap != A(0) ? ce_cap(v, softcap) : v;
-    const A wp = (w ? static_cast<A>(w[c]) : A(1)) * ((A(1) - eps) * pc + epsc);
+    const A wp = ce_prob_mass(w, c * wstride, pc, eps, epsc);
     q += wp;
     // A class of zero target mass adds nothing, even at a -inf logit (0 * -inf).
     s += wp != A(0) ? wp * z : A(0);
@@ -546,20 +588,20 @@ KOKKOS_INLINE_FUNCTION CeProbPartials<A> ce_row_partials_prob(const T* x, const 
   return r;
 }
 
-/// Backward of a probability-target row: dL/dz_c = scale ((q + 2 zl lse)
-/// softmax_c - w_c p'_c), times 1 - (z_c/softcap)^2 under the cap. g may be
-/// exactly x.
+/// Backward of a probability-target row (or slice): dL/dz_c = scale ((q +
+/// 2 zl lse) softmax_c - w_c p'_c), times 1 - (z_c/softcap)^2 under the
+/// cap. g may be exactly x.
 template <class T, class P = T, class A = acc_t<T>>
 KOKKOS_INLINE_FUNCTION void ce_backward_prob_from_lse(const T* x, const P* p, T* g, std::int64_t n,
                                                       std::int64_t stride, A lse, A q, A scale, A eps, std::int64_t C,
-                                                      A zl, A softcap, const P* w) {
+                                                      A zl, A softcap, const P* w, std::int64_t wstride = 1) {
   const A a = scale * (q + A(2) * zl * lse);
   const A epsc = eps / static_cast<A>(C);
   for (std::int64_t c = 0; c < n; ++c) {
     const std::int64_t o = c * stride;
     const A v = static_cast<A>(x[o]);
     const A z = softcap != A(0) ? ce_cap(v, softcap) : v;
-    const A wp = (w ? static_cast<A>(w[c]) : A(1)) * ((A(1) - eps) * static_cast<A>(p[o]) + epsc);
+    const A wp = ce_prob_mass(w, c * wstride, static_cast<A>(p[o]), eps, epsc);
     A gz = a * ce_exp(z - lse) - scale * wp;
     if (softcap != A(0)) {
       const A qq = z / softcap;
@@ -567,6 +609,63 @@ KOKKOS_INLINE_FUNCTION void ce_backward_prob_from_lse(const T* x, const P* p, T*
     }
     g[o] = static_cast<T>(gz);
   }
+}
+
+/// The probability-target partials of one row (C classes at x[c * inner],
+/// p alike, class weights w or null) by the calling team thread, its
+/// classes split over S slices across the thread's vector lanes (as
+/// ce_row_partials_lanes). Every lane returns the merged result.
+template <class Member, class T, class P, class A>
+KOKKOS_INLINE_FUNCTION CeProbPartials<A> ce_row_partials_prob_lanes(const Member& mem, int S, const T* x, const P* p,
+                                                                    std::int64_t C, std::int64_t inner, A eps, A cap,
+                                                                    const P* w) {
+  if (S == 1) return ce_row_partials_prob(x, p, C, inner, eps, C, cap, w);
+  CeProbPartials<A> r;
+  Kokkos::parallel_reduce(
+      Kokkos::ThreadVectorRange(mem, S),
+      [&](const int j, CeProbPartials<A>& acc) {
+        CeProbPartials<A> s = ce_row_partials_prob(x + j * inner, p + j * inner, ce_slice_len(C, j, S), S * inner, eps,
+                                                   C, cap, w ? w + j : w, std::int64_t(S));
+        if (s.bad_count > 0) s.bad_pos += j * inner;
+        acc = ce_merge(acc, s);
+      },
+      CeMergeReducer<CeProbPartials<A>>(r));
+  return r;
+}
+
+/// q = sum_c w_c p'_c of one row, its classes split over S slices across
+/// the calling thread's vector lanes.
+template <class Member, class P, class A>
+KOKKOS_INLINE_FUNCTION A ce_prob_mass_lanes(const Member& mem, int S, const P* p, std::int64_t C, std::int64_t inner,
+                                            A eps, const P* w) {
+  const A epsc = eps / static_cast<A>(C);
+  auto slice = [&](const int j) {
+    A q = 0;
+    for (std::int64_t c = j; c < C; c += S) q += ce_prob_mass(w, c, static_cast<A>(p[c * inner]), eps, epsc);
+    return q;
+  };
+  if (S == 1) return slice(0);
+  A q = 0;
+  Kokkos::parallel_reduce(
+      Kokkos::ThreadVectorRange(mem, S), [&](const int j, A& acc) { acc += slice(j); }, Kokkos::Sum<A>(q));
+  return q;
+}
+
+/// The probability-target logit gradient of one row from its saved
+/// log-sum-exp and q, its classes split over S slices across the calling
+/// thread's vector lanes. g may be exactly x.
+template <class Member, class T, class P, class A>
+KOKKOS_INLINE_FUNCTION void ce_backward_prob_lanes(const Member& mem, int S, const T* x, const P* p, T* g,
+                                                   std::int64_t C, std::int64_t inner, A lse, A q, A scale, A eps,
+                                                   A zl, A cap, const P* w) {
+  if (S == 1) {
+    ce_backward_prob_from_lse(x, p, g, C, inner, lse, q, scale, eps, C, zl, cap, w);
+    return;
+  }
+  Kokkos::parallel_for(Kokkos::ThreadVectorRange(mem, S), [&](const int j) {
+    ce_backward_prob_from_lse(x + j * inner, p + j * inner, g + j * inner, ce_slice_len(C, j, S), S * inner, lse, q,
+                              scale, eps, C, zl, cap, w ? w + j : w, std::int64_t(S));
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -601,22 +700,13 @@ struct CeSums {
 template <class Space>
 using CeSumsReducer = PlusReducer<CeSums, Space>;
 
-/// Team size and rows per team for `rows` rows of C classes on ExecSpace,
-/// unless overridden.
-/// How a kernel maps a row: split over a thread's vector lanes (the row
-/// engine, launched with ce_policy) or walked by one thread (the kernels
-/// that give a thread a whole row: a device team is then
-/// ce_team_size_device_whole_rows single-lane threads).
-enum class CeRowMapping { lanes, whole_row };
-
+/// The launch of a row kernel for `rows` rows of C classes on ExecSpace
+/// (team size, rows per team, class slices per row), unless overridden.
 template <class ExecSpace>
-CrossEntropyTuning ce_launch(std::int64_t rows, std::int64_t C, const CrossEntropyTuning& over,
-                             CeRowMapping mapping = CeRowMapping::lanes) {
+CrossEntropyTuning ce_launch(std::int64_t rows, std::int64_t C, const CrossEntropyTuning& over) {
   constexpr bool host = is_host_space_v<ExecSpace>;
   CrossEntropyTuning t;
-  const int device_team =
-      mapping == CeRowMapping::lanes ? tuning::ce_team_size_device : tuning::ce_team_size_device_whole_rows;
-  t.team_size = over.team_size > 0 ? over.team_size : (host ? tuning::ce_team_size_host : device_team);
+  t.team_size = over.team_size > 0 ? over.team_size : (host ? tuning::ce_team_size_host : tuning::ce_team_size_device);
   t.row_slices = over.row_slices > 0 ? over.row_slices : (host ? 1 : tuning::ce_row_slices_device);
   std::int64_t rpt = tuning::ce_block_elements / (C > 0 ? C : 1);
   if (rpt < t.team_size) rpt = t.team_size;
@@ -1059,8 +1149,9 @@ void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename Ex
   check_disjoint(op, {span("output", output), span("lse", lse)},
                  {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::cross_entropy");
-  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning, CeRowMapping::whole_row);
+  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
   const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
+  const int S = launch.row_slices;
   const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
   const A cap = static_cast<A>(opts.softcap);
   const bool none = opts.reduction == Reduction::none;
@@ -1071,11 +1162,10 @@ void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename Ex
   auto ov = output.data;
   auto lv = lse.data;
   const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  using Member = typename Policy::member_type;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   CeSums sums;
   fixed_order_team_reduce(
-      "kloss::cross_entropy::forward_prob", Policy(exec, league, launch.team_size),
+      "kloss::cross_entropy::forward_prob", ce_policy(exec, league, launch),
       KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
         const std::int64_t r0 = mem.league_rank() * rpt;
         const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
@@ -1085,8 +1175,8 @@ void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename Ex
             [&](const std::int64_t r, CeSums& acc) {
               const std::int64_t nidx = r / inner, m = r - nidx * inner;
               const std::int64_t off = nidx * C * inner + m;
-              const CeProbPartials<A> p = ce_row_partials_prob(xv.data() + off, pv.data() + off, C, inner, eps, C, cap,
-                                                               has_w ? wv.data() : nullptr);
+              const CeProbPartials<A> p = ce_row_partials_prob_lanes(mem, S, xv.data() + off, pv.data() + off, C, inner,
+                                                                     eps, cap, has_w ? wv.data() : nullptr);
               if (p.bad_count > 0 && (acc.bad_prob == 0 || off + p.bad_pos < acc.bad_prob_pos)) {
                 acc.bad_prob_pos = off + p.bad_pos;
                 acc.bad_prob_val = static_cast<double>(p.bad_val);
@@ -1137,8 +1227,9 @@ void cross_entropy_prob_backward(const ExecSpace& exec,
                   span("weight", weight), span("lse", lse)},
                  {"grad_input", "input"});
   ProfilingRegion region("kloss::cross_entropy_backward");
-  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning, CeRowMapping::whole_row);
+  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
   const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
+  const int S = launch.row_slices;
   const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
   const A cap = static_cast<A>(opts.softcap);
   const int red = static_cast<int>(opts.reduction);
@@ -1151,10 +1242,9 @@ void cross_entropy_prob_backward(const ExecSpace& exec,
   auto lv = lse.data;
   auto gv = grad_input.data;
   const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  using Member = typename Policy::member_type;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   Kokkos::parallel_for(
-      "kloss::cross_entropy_backward::grad_prob", Policy(exec, league, launch.team_size),
+      "kloss::cross_entropy_backward::grad_prob", ce_policy(exec, league, launch),
       KOKKOS_LAMBDA(const Member& mem) {
         const std::int64_t r0 = mem.league_rank() * rpt;
         const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
@@ -1163,13 +1253,11 @@ void cross_entropy_prob_backward(const ExecSpace& exec,
           const std::int64_t off = nidx * C * inner + m;
           A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
           if (red == static_cast<int>(Reduction::mean)) scale *= inv_rows;
-          // q = sum_c w_c p'_c, needed for the softmax coefficient.
-          A q = 0;
-          for (std::int64_t c = 0; c < C; ++c)
-            q += (has_w ? static_cast<A>(wv(c)) : A(1)) *
-                 ((A(1) - eps) * static_cast<A>(pv(off + c * inner)) + eps / static_cast<A>(C));
-          ce_backward_prob_from_lse(xv.data() + off, pv.data() + off, gv.data() + off, C, inner, lv(r), q, scale, eps, C,
-                                    zl, cap, has_w ? wv.data() : nullptr);
+          const T* w = has_w ? wv.data() : nullptr;
+          // q = sum_c w_c p'_c, the softmax coefficient's factor
+          const A q = ce_prob_mass_lanes(mem, S, pv.data() + off, C, inner, eps, w);
+          ce_backward_prob_lanes(mem, S, xv.data() + off, pv.data() + off, gv.data() + off, C, inner, lv(r), q, scale,
+                                 eps, zl, cap, w);
         });
       });
 }

@@ -52,6 +52,9 @@ struct FusedLinearCrossEntropyOptions {
   GradFilter grad_filter = GradFilter::exact;
   /// The threshold of GradFilter::threshold (> 0).
   double grad_filter_threshold = 0.0;
+  /// Launch overrides of the row kernel (as CrossEntropyOptions::tuning;
+  /// row_splits does not apply: a chunk's rows are never split).
+  CrossEntropyTuning tuning;
 };
 
 namespace impl {
@@ -397,6 +400,26 @@ struct FlRowParams {
   double total_weight = 0;
   const A* cwp = nullptr;  ///< class weights as A (class indices), or null
   CeRowConfig<A> cfg;
+  CrossEntropyTuning tuning;  ///< the row kernel's launch overrides
+};
+
+/// The team functor of fl_rows: rows [i0, i1) of the chunk per team, a row
+/// per team thread, row(mem, i, acc) over the thread's vector lanes. (A
+/// functor, not a lambda: nvcc allows no device lambda inside the generic
+/// lambda that passes `row` in.)
+template <class Member, class Row>
+struct FlRowsTeam {
+  Row row;
+  std::int64_t rpt, b;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& mem, CeSums& upd) const {
+    const std::int64_t i0 = mem.league_rank() * rpt;
+    const std::int64_t i1 = i0 + rpt < b ? i0 + rpt : b;
+    CeSums local;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(mem, i0, i1), [&](const std::int64_t i, CeSums& acc) { row(mem, i, acc); },
+        CeSumsReducer<Kokkos::HostSpace>(local));
+    Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
+  }
 };
 
 template <class ExecSpace, class T, class Tgt>
@@ -405,6 +428,7 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t r0, std::int64_
                const Kokkos::View<const T*, typename ExecSpace::memory_space>& gov,
                const Kokkos::View<T*, typename ExecSpace::memory_space>& ov) {
   using A = acc_t<T>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   constexpr bool prob = !is_index_v<Tgt>;
   const std::int64_t V = P.V, ignore = P.ignore;
   const A eps = P.eps, zl = P.zl, cap = P.cap, w_all = P.w_all;
@@ -412,19 +436,26 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t r0, std::int64_
   const double total_weight = P.total_weight;
   const A* cwp = P.cwp;
   const CeRowConfig<A> cfg = P.cfg;
+  // the row engine's launch (impl::ce_launch): a row per team thread, its
+  // classes over the thread's vector lanes on devices
+  const CrossEntropyTuning launch = ce_launch<ExecSpace>(b, V, P.tuning);
+  const std::int64_t rpt = launch.rows_per_team, league = b == 0 ? 0 : (b + rpt - 1) / rpt;
+  const int S = launch.row_slices;
   CeSums chunk;
   auto rows = [&](const auto& row) {
-    fixed_order_reduce(exec, "kloss::fused_linear_cross_entropy::rows", b, row, CeSumsReducer<Kokkos::HostSpace>(chunk));
+    fixed_order_team_reduce("kloss::fused_linear_cross_entropy::rows", ce_policy(exec, league, launch),
+                            FlRowsTeam<Member, std::decay_t<decltype(row)>>{row, rpt, b},
+                            CeSumsReducer<Kokkos::HostSpace>(chunk));
   };
-  // (two kernels, not an `if constexpr` inside one: nvcc's extended
+  // (two row functors, not an `if constexpr` inside one: nvcc's extended
   // lambdas cannot first-capture a variable in a constexpr-if branch)
   if constexpr (prob) {
-    rows(KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {
+    rows(KOKKOS_LAMBDA(const Member& mem, const std::int64_t i, CeSums& acc) {
       const std::int64_t r = r0 + i;
       A* z = Zd + i * V;
       A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
       const T* pr = tv.data() + r * V;
-      const CeProbPartials<A> p = ce_row_partials_prob(z, pr, V, 1, eps, V, cap, cwt);
+      const CeProbPartials<A> p = ce_row_partials_prob_lanes(mem, S, z, pr, V, std::int64_t(1), eps, cap, cwt);
       if (p.bad_count > 0 && (acc.bad_prob == 0 || r * V + p.bad_pos < acc.bad_prob_pos)) {
         acc.bad_prob_pos = r * V + p.bad_pos;
         acc.bad_prob_val = static_cast<double>(p.bad_val);
@@ -432,36 +463,34 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t r0, std::int64_
       acc.bad_prob += p.bad_count;
       const A l = ce_lse(p.lse);
       const A loss = p.q * l - p.s + zl * l * l;  // sum_c w_c p'_c (lse - z_c) + zl lse^2
-      if (write_out && none) ov(r) = static_cast<T>(loss);
+      if (write_out && none) Kokkos::single(Kokkos::PerThread(mem), [&]() { ov(r) = static_cast<T>(loss); });
       acc.loss += static_cast<double>(loss);
       if (want_grad) {
         if (mean) scale = static_cast<A>(scale / total_weight);
-        ce_backward_prob_from_lse(z, pr, z, V, 1, l, p.q, scale, eps, V, zl, cap, cwt);
+        ce_backward_prob_lanes(mem, S, z, pr, z, V, std::int64_t(1), l, p.q, scale, eps, zl, cap, cwt);
       }
     });
   } else {
-    rows(KOKKOS_LAMBDA(const std::int64_t i, CeSums& acc) {
+    rows(KOKKOS_LAMBDA(const Member& mem, const std::int64_t i, CeSums& acc) {
       const std::int64_t r = r0 + i;
       A* z = Zd + i * V;
       A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
       const std::int64_t t = static_cast<std::int64_t>(tv(r));
       if (t == ignore) {
-        if (write_out && none) ov(r) = T(0.0f);
-        if (want_grad)
-          for (std::int64_t c = 0; c < V; ++c) z[c] = A(0);
+        if (write_out && none) Kokkos::single(Kokkos::PerThread(mem), [&]() { ov(r) = T(0.0f); });
+        if (want_grad) ce_zero_row_lanes(mem, S, z, V, std::int64_t(1));
         return;
       }
       const A wt = cwp ? cwp[t] : A(1);
-      const CeRowPartials<A> p = ce_row_partials(z, V, 1, t, cfg, cwp);
+      const CeRowPartials<A> p = ce_row_partials_lanes(mem, S, z, V, std::int64_t(1), t, cfg, cwp);
       const A l = ce_lse(p);
-      A loss = (A(1) - eps) * wt * (l - p.target_logit) + zl * l * l;
-      if (eps != A(0)) loss += eps / static_cast<A>(V) * (w_all * l - p.logit_sum);
-      if (write_out && none) ov(r) = static_cast<T>(loss);
+      const A loss = ce_index_row_loss(p, l, wt, eps, zl, V, w_all);
+      if (write_out && none) Kokkos::single(Kokkos::PerThread(mem), [&]() { ov(r) = static_cast<T>(loss); });
       acc.loss += static_cast<double>(loss);
       if (want_grad) {
         if (mean) scale = static_cast<A>(scale / total_weight);
         const CeRowGrad<A> k = ce_row_grad(scale, wt, w_all, eps, V, zl, l, cap, cwp != nullptr);
-        ce_backward_from_lse(z, z, V, 1, t, l, k, cwp);  // in place over the chunk
+        ce_backward_lanes(mem, S, z, z, V, std::int64_t(1), t, l, k, cwp);  // in place over the chunk
       }
     });
   }
@@ -557,6 +586,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op,
   P.want_grad = grad_input.present || grad_weight.present || grad_bias.present;
   P.cfg.softcap = P.cap;
   P.cfg.sum_mode = P.eps == A(0) ? 0 : (ce_weight.present ? 2 : 1);
+  P.tuning = opts.tuning;
   const bool has_cw = ce_weight.present;
   auto tv = target.data;
   auto cwv = ce_weight.data;

@@ -94,10 +94,6 @@ inline constexpr std::int64_t ce_split_min_classes = 8192;
 /// of threads (one thread pays a few merges of segment partials: nothing
 /// against the segments' reads).
 inline constexpr std::int64_t ce_split_host_workers = 64;
-/// Kernels that give a device thread a whole row (probability targets):
-/// single-lane teams of this many threads.
-/// Chosen, not measured on a device.
-inline constexpr int ce_team_size_device_whole_rows = 64;
 /// Elements (rows x C) per team: small vocabularies pack many rows into one
 /// team so the league is not dominated by launch overhead; at C >= 64K a team
 /// is one row. Chosen (2026-11-22), insensitive on Serial.
