@@ -120,6 +120,36 @@ inline std::vector<double> random_values(std::size_t n, double lo, double hi, un
   return v;
 }
 
+/// The labels of every Kokkos allocation made while `f` runs (Kokkos Tools'
+/// allocation callback), and those of them that are kloss's own.
+struct Allocations {
+  std::vector<std::string> all, kloss;
+  std::string kloss_list() const {
+    std::string s;
+    for (const auto& x : kloss) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  }
+};
+inline std::vector<std::string>*& allocation_sink() {
+  static std::vector<std::string>* sink = nullptr;
+  return sink;
+}
+inline void note_allocation(Kokkos::Tools::SpaceHandle, const char* label, const void*, std::uint64_t) {
+  if (allocation_sink()) allocation_sink()->push_back(label);
+}
+template <class F>
+Allocations allocations_during(const F& f) {
+  Allocations a;
+  allocation_sink() = &a.all;
+  Kokkos::Tools::Experimental::set_allocate_data_callback(note_allocation);
+  f();
+  Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+  allocation_sink() = nullptr;
+  for (const auto& l : a.all)
+    if (l.rfind("kloss", 0) == 0) a.kloss.push_back(l);
+  return a;
+}
+
 }  // namespace kloss_test
 
 /// Expects `stmt` to throw `ErrType` whose message contains `substr`.

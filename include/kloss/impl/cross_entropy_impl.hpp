@@ -22,6 +22,7 @@
 /// cross-entropy run the very same code over a class slice or a gemm chunk.
 #include <kloss/checks.hpp>
 #include <kloss/impl/reduce.hpp>
+#include <kloss/impl/scratch.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
@@ -941,8 +942,8 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
     // Few rows: segment k of row r is work item r * K + k (a team thread
     // with its vector lanes); its partials go to `parts`, merged per row by
     // a second kernel.
-    Kokkos::View<CeRowPartials<A>*, typename ExecSpace::memory_space> parts(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::cross_entropy::segment_partials"), rows * K);
+    const auto parts_s = scratch<CeRowPartials<A>>(exec, rows * K);
+    const auto parts = parts_s.view();
     const std::int64_t items = rows * K, ipt = launch.team_size;
     Kokkos::parallel_for(
         "kloss::cross_entropy::segments", ce_policy(exec, (items + ipt - 1) / ipt, launch),

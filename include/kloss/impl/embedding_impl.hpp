@@ -30,6 +30,7 @@
 ///  - row-sparse backward: the same sort; the touched rows are compacted
 ///    (like torch's sparse=True, but coalesced).
 #include <kloss/checks.hpp>
+#include <kloss/impl/scratch.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/tensor.hpp>
 #include <optional>
@@ -279,20 +280,23 @@ KOKKOS_INLINE_FUNCTION void sort_segment(const V& a, std::int64_t lo, std::int64
 /// sort): row r's positions, ascending, are perm[start[r], start[r+1]).
 template <class Mem>
 struct RowSort {
-  Kokkos::View<std::int64_t*, Mem> start;  // [rows + 1]
-  Kokkos::View<std::int64_t*, Mem> perm;   // [positions counted]
+  Scratch<std::int64_t, Mem> start_s, perm_s;  // the memory of start and perm
+  Kokkos::View<std::int64_t*, Mem> start;      // [rows + 1]
+  Kokkos::View<std::int64_t*, Mem> perm;       // [positions counted]
 };
 
 /// Counting sort of the positions p in [0, n) with row(p) in [0, rows) (a
 /// row < 0 is skipped): histogram, exclusive scan, atomic placement, then
 /// each row's segment sorted so the result does not depend on the race.
+/// Fences once (the scan's total sizes perm).
 template <class ExecSpace, class RowOf>
 RowSort<typename ExecSpace::memory_space> sort_by_row(const ExecSpace& exec, const std::string& op, std::int64_t n,
                                                       std::int64_t rows, const RowOf& row_of) {
   using Mem = typename ExecSpace::memory_space;
   using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
   RowSort<Mem> s;
-  s.start = Kokkos::View<std::int64_t*, Mem>("kloss::" + op + "::row_start", rows + 1);
+  s.start_s = scratch_zeroed<std::int64_t>(exec, rows + 1);
+  s.start = s.start_s.view();
   auto start = s.start;
   Kokkos::parallel_for(
       "kloss::" + op + "::row_histogram", Range(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t p) {
@@ -308,9 +312,10 @@ RowSort<typename ExecSpace::memory_space> sort_by_row(const ExecSpace& exec, con
         acc += c;
       },
       total);
-  s.perm = Kokkos::View<std::int64_t*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::perm"),
-                                            total);
-  Kokkos::View<std::int64_t*, Mem> cursor("kloss::" + op + "::cursor", rows);
+  s.perm_s = scratch<std::int64_t>(exec, total);
+  s.perm = s.perm_s.view();
+  const auto cursor_s = scratch_zeroed<std::int64_t>(exec, rows);
+  const auto cursor = cursor_s.view();
   auto perm = s.perm;
   Kokkos::parallel_for(
       "kloss::" + op + "::row_place", Range(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t p) {
@@ -447,7 +452,6 @@ template <class ExecSpace, class T, class I>
 void embedding_renorm(const ExecSpace& exec, const std::string& op,
                       const Tensor<const I, typename ExecSpace::memory_space>& input,
                       const Tensor<T, typename ExecSpace::memory_space>& weight, double max_norm, double norm_type) {
-  using Mem = typename ExecSpace::memory_space;
   using A = acc_t<T>;
   check_rank(op, "weight", weight, 2);
   const std::int64_t V = weight.extent(0), D = weight.extent(1), n = input.numel();
@@ -455,7 +459,8 @@ void embedding_renorm(const ExecSpace& exec, const std::string& op,
   ProfilingRegion region("kloss::" + op + "::renorm");
   // A claim flag per row: the first position that looks a row up
   // renormalises it, the others leave it alone (no two threads on one row).
-  Kokkos::View<int*, Mem> claimed("kloss::" + op + "::renorm_claimed", V);
+  const auto claimed_s = scratch_zeroed<int>(exec, V);
+  const auto claimed = claimed_s.view();
   auto idx = input.data;
   auto w = weight.data;
   BadIndex bad;
@@ -503,15 +508,13 @@ void embedding(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::
 template <class ExecSpace, class A, class Src, class Scale>
 void sorted_sources(const ExecSpace& exec, const std::string& op,
                     const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& perm, const Src& src_of,
-                    const Scale& scale_of, Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& ksrc,
-                    Kokkos::View<A*, typename ExecSpace::memory_space>& kscale) {
-  using Mem = typename ExecSpace::memory_space;
+                    const Scale& scale_of, Scratch<std::int64_t, typename ExecSpace::memory_space>& ksrc,
+                    Scratch<A, typename ExecSpace::memory_space>& kscale) {
   const std::int64_t total = perm.extent(0);
-  ksrc = Kokkos::View<std::int64_t*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::ksrc"),
-                                          total);
-  kscale = Kokkos::View<A*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::kscale"), total);
-  auto ks = ksrc;
-  auto kc = kscale;
+  ksrc = scratch<std::int64_t>(exec, total);
+  kscale = scratch<A>(exec, total);
+  auto ks = ksrc.view();
+  auto kc = kscale.view();
   Kokkos::parallel_for(
       "kloss::" + op + "::sorted_sources",
       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, total),
@@ -694,9 +697,11 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
     // positions are skipped in the sum below.
     const RowSort<Mem> s = sort_by_row(exec, op, n, rows, row_of);
     auto start = s.start;
-    Kokkos::View<std::int64_t*, Mem> ksrc;
-    Kokkos::View<A*, Mem> kscale;
-    sorted_sources<ExecSpace, A>(exec, op, s.perm, src_of, scale_of, ksrc, kscale);
+    Scratch<std::int64_t, Mem> ksrc_s;
+    Scratch<A, Mem> kscale_s;
+    sorted_sources<ExecSpace, A>(exec, op, s.perm, src_of, scale_of, ksrc_s, kscale_s);
+    const auto ksrc = ksrc_s.view();
+    const auto kscale = kscale_s.view();
     const std::int64_t per_team = tuning::embedding_rows_per_team;
     constexpr int C = tuning::embedding_chunk;
     Kokkos::parallel_for(
@@ -731,8 +736,8 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
   // Fast path: atomic adds. float / double accumulate in grad_weight itself,
   // 16-bit types in a float scratch cast at the end.
   constexpr bool direct = std::is_same_v<T, A>;
-  Kokkos::View<A*, Mem> scratch;
-  if constexpr (!direct) scratch = Kokkos::View<A*, Mem>("kloss::" + op + "::grad_acc", rows * D);
+  Scratch<A, Mem> grad_acc;
+  if constexpr (!direct) grad_acc = scratch_zeroed<A>(exec, rows * D);
   A* accp = nullptr;
   if constexpr (direct) {
     Kokkos::parallel_for(
@@ -740,11 +745,12 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
         KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = T(0); });
     accp = reinterpret_cast<A*>(gw.data());
   } else {
-    accp = scratch.data();
+    accp = grad_acc.data();
   }
   Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> acc(accp, rows * D);
-  Kokkos::View<std::int64_t*, Mem> counts;
-  if (scale_grad_by_freq) counts = Kokkos::View<std::int64_t*, Mem>("kloss::" + op + "::counts", rows);
+  Scratch<std::int64_t, Mem> counts_s;
+  if (scale_grad_by_freq) counts_s = scratch_zeroed<std::int64_t>(exec, rows);
+  const auto counts = counts_s.view();
   if (kind == ScatterKind::owner) {
     const int items = scatter_items > 0 ? scatter_items : concurrency(exec);
     scatter_owner_kernel<ExecSpace, T>(exec, op, n, rows, D, items, acc, g, counts, scale_grad_by_freq, row_of,
@@ -854,11 +860,14 @@ std::int64_t sparse_rows(const ExecSpace& exec, const std::string& op,
   };
   const RowSort<Mem> s = sort_by_row(exec, op, n, V, row_of);
   auto start = s.start;
-  Kokkos::View<std::int64_t*, Mem> ksrc;
-  Kokkos::View<A*, Mem> kscale;
-  sorted_sources<ExecSpace, A>(exec, op, s.perm, src_of, scale_of, ksrc, kscale);
+  Scratch<std::int64_t, Mem> ksrc_s;
+  Scratch<A, Mem> kscale_s;
+  sorted_sources<ExecSpace, A>(exec, op, s.perm, src_of, scale_of, ksrc_s, kscale_s);
+  const auto ksrc = ksrc_s.view();
+  const auto kscale = kscale_s.view();
   // Compact the touched rows: slot(r) = number of touched rows before r.
-  Kokkos::View<std::int64_t*, Mem> slot("kloss::" + op + "::slot", V);
+  const auto slot_s = scratch_zeroed<std::int64_t>(exec, V);
+  const auto slot = slot_s.view();
   std::int64_t touched = 0;
   Kokkos::parallel_scan(
       "kloss::" + op + "::compact", Range(exec, 0, V),
@@ -871,7 +880,8 @@ std::int64_t sparse_rows(const ExecSpace& exec, const std::string& op,
   require(grad_indices.numel() >= touched && grad_values.extent(0) >= touched, op,
           "arguments 'grad_indices' and 'grad_values' hold ", grad_indices.numel(), " rows; ", touched,
           " are needed (at most input.numel() = ", n, ")");
-  Kokkos::View<std::int64_t*, Mem> rows_of("kloss::" + op + "::rows_of", touched);
+  const auto rows_of_s = scratch_zeroed<std::int64_t>(exec, touched);
+  const auto rows_of = rows_of_s.view();
   Kokkos::parallel_for(
       "kloss::" + op + "::rows_of", Range(exec, 0, V), KOKKOS_LAMBDA(const std::int64_t r) {
         if (slot(r) >= 0) rows_of(slot(r)) = r;
@@ -1268,10 +1278,13 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
   ProfilingRegion region("kloss::" + op);
   Kokkos::View<std::int64_t*, Mem> bag_of;
   Kokkos::View<A*, Mem> bag_scale;
+  Scratch<std::int64_t, Mem> bag_of_s;
+  Scratch<A, Mem> bag_scale_s;
   if (!is_max || grad_per_sample_weights.present) {
-    bag_of = Kokkos::View<std::int64_t*, Mem>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::bag_of"), n);
-    bag_scale = Kokkos::View<A*, Mem>("kloss::" + op + "::bag_scale", B);
+    bag_of_s = scratch<std::int64_t>(exec, n);
+    bag_scale_s = scratch_zeroed<A>(exec, B);
+    bag_of = bag_of_s.view();
+    bag_scale = bag_scale_s.view();
     bag_of_positions<ExecSpace, T, I>(exec, op, bags, input, V, pad, opts.mode == EmbeddingBagMode::mean, bag_of,
                                       bag_scale, opts.team_size);
   }
@@ -1314,15 +1327,15 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
       BadIndexReducer(bad_mi));
   bad_mi.throw_if_any(op, "max_indices", concat("[-1, ", V, ")"));
   constexpr bool direct = std::is_same_v<T, A>;
-  Kokkos::View<A*, Mem> scratch;
-  if constexpr (!direct) scratch = Kokkos::View<A*, Mem>("kloss::" + op + "::grad_acc", V * D);
+  Scratch<A, Mem> grad_acc;
+  if constexpr (!direct) grad_acc = scratch_zeroed<A>(exec, V * D);
   A* accp = nullptr;
   if constexpr (direct) {
     Kokkos::parallel_for(
         "kloss::" + op + "::zero_grad", Range(exec, 0, V * D), KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = T(0); });
     accp = reinterpret_cast<A*>(gw.data());
   } else {
-    accp = scratch.data();
+    accp = grad_acc.data();
   }
   Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> acc(accp, V * D);
   // Owner computes, the default: element (r, d) receives grad_output[b, d]
@@ -1385,9 +1398,10 @@ std::int64_t embedding_bag_backward_sparse(const ExecSpace& exec,
                  {span("grad_output", grad_output), span("input", input), span("offsets", offsets),
                   span("per_sample_weights", per_sample_weights)});
   ProfilingRegion region("kloss::" + op);
-  Kokkos::View<std::int64_t*, Mem> bag_of(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::bag_of"),
-                                          n);
-  Kokkos::View<A*, Mem> bag_scale("kloss::" + op + "::bag_scale", B);
+  const auto bag_of_s = scratch<std::int64_t>(exec, n);
+  const auto bag_scale_s = scratch_zeroed<A>(exec, B);
+  const Kokkos::View<std::int64_t*, Mem> bag_of = bag_of_s.view();
+  const Kokkos::View<A*, Mem> bag_scale = bag_scale_s.view();
   bag_of_positions<ExecSpace, T, I>(exec, op, bags, input, V, pad, opts.mode == EmbeddingBagMode::mean, bag_of,
                                     bag_scale, opts.team_size);
   const bool has_psw = per_sample_weights.present;

@@ -27,6 +27,7 @@
 #include <kloss/impl/cross_entropy_impl.hpp>
 
 #include <kloss/impl/kokkos_kernels_compat.hpp>
+#include <kloss/impl/scratch.hpp>
 
 namespace kloss {
 
@@ -165,8 +166,7 @@ FusedHeadArgs<T> fused_head_args(const Tensor<const T, M>& input, const Tensor<c
 /// logit gradient z [b, V] (NaN counts as +inf: a NaN tile is never
 /// skipped). Asynchronous.
 template <class ExecSpace, class A>
-void fl_tile_max(const ExecSpace& exec, const A* z, std::int64_t b, std::int64_t V, std::int64_t Bv,
-                 const Kokkos::View<A*, typename ExecSpace::memory_space>& out) {
+void fl_tile_max(const ExecSpace& exec, const A* z, std::int64_t b, std::int64_t V, std::int64_t Bv, A* out) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = typename Policy::member_type;
   const std::int64_t blocks = (V + Bv - 1) / Bv;
@@ -191,7 +191,7 @@ void fl_tile_max(const ExecSpace& exec, const A* z, std::int64_t b, std::int64_t
               if (!(r <= acc)) acc = r;
             },
             Kokkos::Max<A>(m));
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { out(team.league_rank()) = m; });
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { out[team.league_rank()] = m; });
       });
 }
 
@@ -244,33 +244,27 @@ FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, R
   FusedLinearReport report;
   report.threshold = filtering ? a.filter : 0.0;
 
-  // scratch: one chunk of logits (and, 16-bit, the converted blocks),
-  // allocated once per call
-  Kokkos::View<A**, Kokkos::LayoutRight, Mem> Z(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::fused_linear_cross_entropy::logits_chunk"), B, V);
+  // scratch (impl/scratch.hpp): one chunk of logits (and, 16-bit, the
+  // converted blocks)
+  const auto Zs = scratch<A>(exec, B * V);
+  Mat Z(Zs.data(), B, V);
   // vocabulary blocks: the 16-bit conversion blocks, also the filter's tiles
   const std::int64_t Bv = fl_convert_block_rows(V, D, a.convert_block_rows);
   const std::int64_t blocks = V > 0 ? (V + Bv - 1) / Bv : 0;
-  Kokkos::View<A*, Mem> xf, dxf, wf, dwb, gb_acc, tmax;
-  auto alloc = [&](const std::string& label, std::int64_t n) {
-    return Kokkos::View<A*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n);
-  };
+  Scratch<A, Mem> xf, dxf, wf, dwb, gb_acc, tmax;
   if constexpr (conv) {
-    xf = alloc("kloss::fused_linear_cross_entropy::input_chunk", B * D);
-    wf = alloc("kloss::fused_linear_cross_entropy::weight_block", Bv * D);
-    if (a.gx) dxf = alloc("kloss::fused_linear_cross_entropy::grad_input_chunk", B * D);
-    if (a.gw) dwb = alloc("kloss::fused_linear_cross_entropy::grad_weight_block", Bv * D);
-    if (a.gb) {
-      gb_acc = alloc("kloss::fused_linear_cross_entropy::grad_bias_acc", V);
-      Kokkos::deep_copy(exec, gb_acc, A(0));
-    }
+    xf = scratch<A>(exec, B * D);
+    wf = scratch<A>(exec, Bv * D);
+    if (a.gx) dxf = scratch<A>(exec, B * D);
+    if (a.gw) dwb = scratch<A>(exec, Bv * D);
+    if (a.gb) gb_acc = scratch_zeroed<A>(exec, V);
   }
-  typename Kokkos::View<A*, Mem>::HostMirror tmax_h;
+  // the tile maxima on the host (a plain vector: no Kokkos allocation)
+  std::vector<A> tmax_host(filtering ? static_cast<std::size_t>(blocks) : 0);
+  const Kokkos::View<A*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> tmax_h(tmax_host.data(),
+                                                                                         tmax_host.size());
   std::vector<char> keep(static_cast<std::size_t>(blocks), 1);
-  if (filtering) {
-    tmax = alloc("kloss::fused_linear_cross_entropy::tile_max", blocks);
-    tmax_h = Kokkos::create_mirror_view(tmax);
-  }
+  if (filtering) tmax = scratch<A>(exec, blocks);
   // grad_weight: without filtering the first chunk's products overwrite it
   // (beta = 0), which saves a pass over V x D; zeroed here when there is no
   // chunk or when a filtered tile may leave rows of it unwritten.
@@ -313,8 +307,8 @@ FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, R
     // --- which tiles take part
     report.tiles += blocks;
     if (filtering) {
-      fl_tile_max(exec, Zc.data(), b, V, Bv, tmax);
-      Kokkos::deep_copy(exec, tmax_h, tmax);
+      fl_tile_max(exec, Zc.data(), b, V, Bv, tmax.data());
+      Kokkos::deep_copy(exec, tmax_h, tmax.view());
       exec.fence();
       for (std::int64_t j = 0; j < blocks; ++j) {
         const double m = static_cast<double>(tmax_h(j));
@@ -346,7 +340,7 @@ FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, R
         }
       }
       if (a.gx) {
-        if (!gx_written) Kokkos::deep_copy(exec, Kokkos::subview(dxf, std::make_pair(std::int64_t(0), b * D)), A(0));
+        if (!gx_written) Kokkos::deep_copy(exec, Kokkos::subview(dxf.view(), std::make_pair(std::int64_t(0), b * D)), A(0));
         gx_done(dxf.data(), b * D);
         fl_convert(exec, gxp + r0 * D, dxf.data(), b * D, false);
       }
@@ -592,12 +586,10 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op,
   auto cwv = ce_weight.data;
 
   // --- class weights in the accumulation type (a V-vector; 16-bit only)
-  Kokkos::View<A*, Mem> cw_acc;
+  Scratch<A, Mem> cw_acc;
   if (has_cw) {
     if constexpr (conv) {
-      cw_acc = Kokkos::View<A*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing,
-                                                        "kloss::fused_linear_cross_entropy::ce_weight_acc"),
-                                     V);
+      cw_acc = scratch<A>(exec, V);
       fl_convert(exec, cw_acc.data(), cwv.data(), V, false);
       P.cwp = cw_acc.data();
     } else {

@@ -25,6 +25,7 @@
 /// edge case; Cephes (S. Moshier) for the exp / log range reductions.
 #include <kloss/checks.hpp>
 #include <kloss/impl/reduce.hpp>
+#include <kloss/impl/scratch.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
@@ -286,7 +287,9 @@ void pointwise_forward_launch(const ExecSpace& exec, const std::string& op_name,
                          k);
     return;
   }
-  Kokkos::View<double, typename ExecSpace::memory_space> sum("kloss::" + op_name + "::sum");
+  const auto sum_s = scratch<double>(exec, 1);
+  const Kokkos::View<double, typename ExecSpace::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> sum(
+      sum_s.data());
   fixed_order_sum(
       exec, "kloss::" + op_name + "::forward_sum", nchunks,
       KOKKOS_LAMBDA(const std::int64_t c, double& acc) { k(typename K::SumTag(), c, acc); }, sum);
@@ -309,9 +312,11 @@ void pointwise_forward(const ExecSpace& exec, const std::string& op_name, const 
   const std::int64_t n = out_shape.numel();
 
   // First out-of-domain output position (checked ops only); n = none.
-  Kokkos::View<std::int64_t, Mem> first_bad;
+  Scratch<std::int64_t, Mem> first_bad_s;
+  Kokkos::View<std::int64_t, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> first_bad;
   if constexpr (Op::checked) {
-    first_bad = Kokkos::View<std::int64_t, Mem>(Kokkos::ViewAllocateWithoutInitializing("kloss::" + op_name + "::first_bad"));
+    first_bad_s = scratch<std::int64_t>(exec, 1);
+    first_bad = decltype(first_bad)(first_bad_s.data());
     Kokkos::deep_copy(exec, first_bad, n);
   }
   if (in.flat) pointwise_forward_launch<true>(exec, op_name, op, in, out, n, reduction, scale, first_bad);
@@ -423,12 +428,15 @@ void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const
   // Broadcast: index arithmetic; a gradient whose operand is broadcast is
   // accumulated (atomically) in A and cast afterwards.
   const bool per_elem = reduction == Reduction::none;
-  Kokkos::View<A*, Mem> acc[N];
+  Scratch<A, Mem> acc_s[N];
+  typename Scratch<A, Mem>::view_type acc[N];
   bool direct[N];
   for (int k = 0; k < N; ++k) {
     direct[k] = in.index[k].identity;
-    if (((want >> k) & 1u) && !direct[k])
-      acc[k] = Kokkos::View<A*, Mem>("kloss::" + op_name + "::grad_acc", operands[k].numel());
+    if (((want >> k) & 1u) && !direct[k]) {
+      acc_s[k] = scratch_zeroed<A>(exec, operands[k].numel());
+      acc[k] = acc_s[k].view();
+    }
   }
   Kokkos::parallel_for(
       "kloss::" + op_name + "::backward_broadcast", Policy(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t i) {
