@@ -4,6 +4,7 @@
 /// kloss was built with them).
 #include <kloss/checks.hpp>
 #include <kloss/cross_entropy.hpp>
+#include <kloss/cross_entropy_loss.hpp>
 #include <kloss/ctc.hpp>
 #include <kloss/embedding.hpp>
 #include <kloss/error.hpp>
@@ -12,6 +13,7 @@
 #include <kloss/margin.hpp>
 #include <kloss/pointwise.hpp>
 #include <kloss/registry.hpp>
+#include <kloss/scratch.hpp>
 #include <kloss/runtime.hpp>
 #include <kloss/tensor.hpp>
 #include <kloss/types.hpp>
