@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -244,6 +245,50 @@ void BM_sgemm(benchmark::State& state) {
       benchmark::Counter(2.0 * N * D * V * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+/// The fused head's three gemms alone, chunked as the head runs them
+/// (kloss's own gemm calls: Z_c = X_c W^T, dX_c = Z_c W, dW (+)= Z_c^T X_c
+/// in row blocks of fl_grad_weight_block_rows), over N rows in chunks of B,
+/// no row kernel: what the BLAS costs at that chunk size. Args: N, D, V, B.
+/// `x_one_chunk`: this time / the same gemms with B = N, measured in the
+/// same process (the lower bound of the head's x_unfused at that B).
+void BM_head_gemms(benchmark::State& state) {
+  using Mat = Kokkos::View<float**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  const std::int64_t N = state.range(0), D = state.range(1), V = state.range(2), B = state.range(3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", N, D), w("w", V, D), gx("gx", N, D), gw("gw", V, D);
+  Kokkos::deep_copy(x, 0.5f);
+  Kokkos::deep_copy(w, 0.25f);
+  auto run = [&](std::int64_t Bc) {
+    Kokkos::View<float**, Kokkos::LayoutRight, Mem> z("z", Bc, V);
+    Kokkos::deep_copy(z, 0.001f);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::int64_t r0 = 0; r0 < N; r0 += Bc) {
+      const std::int64_t b = r0 + Bc < N ? Bc : N - r0;
+      const Mat xc(x.data() + r0 * D, b, D), gxc(gx.data() + r0 * D, b, D), zc(z.data(), b, V);
+      KokkosBlas::gemm("N", "T", 1.0f, xc, w, 0.0f, zc);
+      KokkosBlas::gemm("N", "N", 1.0f, zc, w, 0.0f, gxc);
+      const std::int64_t Bw = kloss::impl::fl_grad_weight_block_rows(V, b);
+      for (std::int64_t v0 = 0; v0 < V; v0 += Bw) {
+        const std::int64_t v1 = v0 + Bw < V ? v0 + Bw : V;
+        KokkosBlas::gemm("T", "N", 1.0f, Kokkos::subview(zc, Kokkos::ALL(), std::make_pair(v0, v1)), xc,
+                         r0 == 0 ? 0.0f : 1.0f, Mat(gw.data() + v0 * D, v1 - v0, D));
+      }
+    }
+    Kokkos::fence();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  static std::map<std::vector<std::int64_t>, double> one_chunk;
+  const std::vector<std::int64_t> key{N, D, V};
+  if (!one_chunk.count(key)) one_chunk[key] = run(N);
+  double t = 0;
+  for (auto _ : state) {
+    t = run(B);
+    state.SetIterationTime(t);
+  }
+  state.counters["GFLOPs"] = 6.0 * N * D * V / t / 1e9;
+  state.counters["one_chunk_ms"] = one_chunk[key] * 1e3;
+  state.counters["x_one_chunk"] = t / one_chunk[key];
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (int dtype : {0, 1})
     for (auto shape : {std::array<std::int64_t, 3>{1024, 1024, 32000}, std::array<std::int64_t, 3>{4096, 2048, 32000},
@@ -259,6 +304,15 @@ void shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_linear_ce)->Apply(shapes);
 BENCHMARK(BM_sgemm)->Args({1024, 1024, 32000})->Iterations(2)->Unit(benchmark::kMillisecond);
+// chunks of the default budget (N / 25 rows) and of four times that
+BENCHMARK(BM_head_gemms)
+    ->Args({4096, 2048, 32000, 163})
+    ->Args({4096, 2048, 32000, 652})
+    ->Args({2048, 1024, 128256, 81})
+    ->Args({2048, 1024, 128256, 324})
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 int main(int argc, char** argv) {
   Kokkos::ScopeGuard guard(argc, argv);

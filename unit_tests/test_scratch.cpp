@@ -1,4 +1,5 @@
-// kloss's scratch cache (impl/scratch.hpp): a training step that has run
+// kloss's scratch cache (impl/scratch.hpp): a training step (cross_entropy,
+// the fused head, element-wise losses, the embedding family, ctc_loss) that has run
 // once allocates nothing when it runs again (every Kokkos allocation is
 // seen through the Kokkos Tools allocation callback), blocks are handed
 // only to work on the instance that used them, release_scratch() frees the
@@ -58,6 +59,13 @@ struct Step {
   Kokkos::View<float**, Mem> bag{"bag", 20, 12}, gbag = make_view<float**>("gbag", random_values(20 * 12, -1, 1, 14), {20, 12});
   Kokkos::View<std::int64_t**, Mem> max_idx;
   Kokkos::View<float*, Mem> no_psw;
+  // ctc_loss: log-probabilities [12, 3, 6], padded targets [3, 4]
+  Kokkos::View<float***, Mem> lp = make_view<float***>("lp", random_values(12 * 3 * 6, -3, -0.1, 15), {12, 3, 6});
+  Kokkos::View<std::int64_t**, Mem> ctc_t = make_view<std::int64_t**>("ct", {1, 2, 2, 5, 3, 1, 4, 0, 5, 5, 0, 0}, {3, 4});
+  Kokkos::View<std::int64_t*, Mem> in_len = make_view<std::int64_t*>("il", {12, 10, 8}, {3});
+  Kokkos::View<std::int64_t*, Mem> tg_len = make_view<std::int64_t*>("tl", {4, 3, 2}, {3});
+  Kokkos::View<float, Mem> ctc{"ctc"};
+  Kokkos::View<float***, Mem> glp{"glp", 12, 3, 6};
 
   Step() { Kokkos::deep_copy(one, 1.0f); }
 
@@ -96,6 +104,10 @@ struct Step {
     kloss::embedding_bag_backward(exec, gbag, ids, table, offsets, no_psw, max_idx, gtable,
                                   Kokkos::View<float*, Mem>(), bo);
     r.push_back(to_doubles(gtable)[7]);
+    kloss::ctc_loss(exec, lp, ctc_t, in_len, tg_len, ctc);
+    kloss::ctc_loss_backward(exec, one, lp, ctc_t, in_len, tg_len, glp);
+    r.push_back(to_doubles(ctc)[0]);
+    r.push_back(to_doubles(glp)[5]);
     exec.fence();
     return r;
   }

@@ -32,6 +32,7 @@
 /// [N, 2, W], gamma [N, W], per-sequence loss [N].
 #include <kloss/checks.hpp>
 #include <kloss/impl/reduce.hpp>
+#include <kloss/impl/scratch.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
@@ -387,30 +388,32 @@ void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
 
 namespace ctc {
 
-/// Copies the plan's sequences to the device and sizes the common scratch.
+/// Copies the plan's sequences to the device and takes the common work
+/// arrays from `held` (kloss's scratch cache).
 template <class ExecSpace, class T, class I>
 Kernel<ExecSpace, T, I> make_kernel(const ExecSpace& exec, const Plan& p,
                                     const Tensor<const T, typename ExecSpace::memory_space>& lp,
                                     const Tensor<const I, typename ExecSpace::memory_space>& targets,
-                                    std::int64_t blank, const std::string& op, bool alpha_pass) {
+                                    std::int64_t blank, bool alpha_pass,
+                                    ScratchSet<typename ExecSpace::memory_space>& held) {
   using K = Kernel<ExecSpace, T, I>;
   K k;
   k.lp = lp.data;
   k.targets = targets.data;
   k.T_ = p.T, k.N = p.N, k.C = p.C, k.W = p.W;
   k.blank = static_cast<int>(blank);
-  auto noinit = [&](const std::string& what) { return Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::" + op + "::" + what); };
-  k.seq = typename K::template Scratch<Seq>(noinit("sequences"), static_cast<std::size_t>(p.N));
-  auto seq_host = Kokkos::create_mirror_view(k.seq);
-  for (std::int64_t b = 0; b < p.N; ++b) seq_host(b) = p.seqs[static_cast<std::size_t>(b)];
-  Kokkos::deep_copy(exec, k.seq, seq_host);
-  exec.fence();  // seq_host dies with this scope
-  k.lab = typename K::template Scratch<int>(noinit("labels"), static_cast<std::size_t>(p.N * p.W));
-  if (alpha_pass)
-    k.ygather = typename K::template Scratch<acc_t<T>>(noinit("gathered_log_probs"),
-                                                       static_cast<std::size_t>(p.N * p.T * ((p.W + 1) / 2)));
-  k.loss = typename K::template Scratch<acc_t<T>>(noinit("loss"), static_cast<std::size_t>(p.N));
-  k.bad = typename K::template Scratch<BadIndex>("kloss::" + op + "::bad_labels", static_cast<std::size_t>(p.N));
+  k.seq = held.template take<Seq>(p.N);
+  // p.seqs is host memory the caller keeps until the call returns, which
+  // fences after the copy's users
+  Kokkos::deep_copy(exec, k.seq,
+                    Kokkos::View<const Seq*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                        p.seqs.data(), static_cast<std::size_t>(p.N)));
+  exec.fence();  // (a pageable host source: the copy is synchronous anyway)
+  k.lab = held.template take<int>(p.N * p.W);
+  if (alpha_pass) k.ygather = held.template take<acc_t<T>>(p.N * p.T * ((p.W + 1) / 2));
+  k.loss = held.template take<acc_t<T>>(p.N);
+  k.bad = held.template take<BadIndex>(p.N);
+  Kokkos::deep_copy(exec, k.bad, BadIndex());
   return k;
 }
 
@@ -480,14 +483,13 @@ void ctc_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
                   span("target_lengths", target_lengths)});
   ProfilingRegion region("kloss::ctc_loss");
 
-  auto k = ctc::make_kernel<ExecSpace, T, I>(exec, p, log_probs, targets, blank, op, true);
-  Kokkos::View<A*, Mem> alpha_scratch;
+  ScratchSet<Mem> held(scratch_instance(exec));
+  auto k = ctc::make_kernel<ExecSpace, T, I>(exec, p, log_probs, targets, blank, true, held);
   if (log_alpha.present) {
     k.alpha = decltype(k.alpha)(log_alpha.data.data(), log_alpha.data.extent(0));
     k.alpha_rows = p.T;
   } else {
-    alpha_scratch = Kokkos::View<A*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::ctc_loss::alpha"),
-                                          static_cast<std::size_t>(p.N * 2 * p.W));
+    const auto alpha_scratch = held.template take<A>(p.N * 2 * p.W);
     k.alpha = decltype(k.alpha)(alpha_scratch.data(), alpha_scratch.extent(0));
     k.alpha_rows = 2;
   }
@@ -516,7 +518,7 @@ void ctc_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
     auto loss = k.loss;
     auto seq = k.seq;
     const std::int64_t N = p.N;
-    Kokkos::View<double, Mem> sum("kloss::ctc_loss::sum");
+    const Kokkos::View<double, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> sum(held.template take<double>(1).data());
     fixed_order_sum(
         exec, "kloss::ctc_loss::reduce", N,
         KOKKOS_LAMBDA(const std::int64_t b, double& acc) {
@@ -560,22 +562,19 @@ void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   ProfilingRegion region("kloss::ctc_loss_backward");
 
   const bool have_alpha = log_alpha.present;
-  auto k = ctc::make_kernel<ExecSpace, T, I>(exec, p, log_probs, targets, blank, op, !have_alpha);
-  auto noinit = [](const std::string& what) {
-    return Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::ctc_loss_backward::" + what);
-  };
-  Kokkos::View<A*, Mem> alpha_scratch;
+  ScratchSet<Mem> held(scratch_instance(exec));
+  auto k = ctc::make_kernel<ExecSpace, T, I>(exec, p, log_probs, targets, blank, !have_alpha, held);
   if (have_alpha) {
     k.alpha = decltype(k.alpha)(const_cast<A*>(log_alpha.data.data()), log_alpha.data.extent(0));
   } else {
-    alpha_scratch = Kokkos::View<A*, Mem>(noinit("alpha"), static_cast<std::size_t>(p.N * p.T * p.W));
+    const auto alpha_scratch = held.template take<A>(p.N * p.T * p.W);
     k.alpha = decltype(k.alpha)(alpha_scratch.data(), alpha_scratch.extent(0));
   }
   k.alpha_rows = p.T;
-  k.link = Kokkos::View<int*, Mem>(noinit("links"), static_cast<std::size_t>(p.N * p.W));
-  k.owner = Kokkos::View<int*, Mem>(noinit("owners"), static_cast<std::size_t>(p.N * p.W));
-  k.beta = Kokkos::View<A*, Mem>(noinit("beta"), static_cast<std::size_t>(p.N * 2 * p.W));
-  k.gamma = Kokkos::View<A*, Mem>(noinit("gamma"), static_cast<std::size_t>(p.N * p.W));
+  k.link = held.template take<int>(p.N * p.W);
+  k.owner = held.template take<int>(p.N * p.W);
+  k.beta = held.template take<A>(p.N * 2 * p.W);
+  k.gamma = held.template take<A>(p.N * p.W);
   if (!have_alpha) ctc::gather(exec, k, op);
 
   auto go = grad_output.data;

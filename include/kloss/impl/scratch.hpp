@@ -182,6 +182,25 @@ class Scratch {
   std::uint32_t instance_ = 0;
 };
 
+/// Several work arrays of different types leased together and given back
+/// together when the set goes out of scope (for kernels that hold their
+/// arrays as views).
+template <class Mem>
+class ScratchSet {
+ public:
+  explicit ScratchSet(std::uint32_t instance) : instance_(instance) {}
+  /// n values of T, uninitialised.
+  template <class T>
+  Kokkos::View<T*, Mem> take(std::int64_t n) {
+    blocks_.emplace_back(instance_, (n > 0 ? n : 0) * static_cast<std::int64_t>(sizeof(T)));
+    return Kokkos::View<T*, Mem>(reinterpret_cast<T*>(blocks_.back().data()), static_cast<std::size_t>(n > 0 ? n : 0));
+  }
+
+ private:
+  std::uint32_t instance_;
+  std::vector<Scratch<unsigned char, Mem>> blocks_;
+};
+
 /// The identity of an execution space instance (its Kokkos Tools device id:
 /// backend and instance).
 template <class ExecSpace>
