@@ -1,4 +1,5 @@
-// The ten-line use of kloss: cross-entropy forward and backward on Views.
+// The ten-line use of kloss: cross-entropy forward and backward on Views,
+// through the loss object (kloss/cross_entropy_loss.hpp).
 #include <kloss/kloss.hpp>
 
 #include <cstdio>
@@ -9,15 +10,13 @@ int main(int argc, char** argv) {
   Kokkos::DefaultExecutionSpace exec;
   Kokkos::View<float**> logits("logits", N, C);         // [N, C]
   Kokkos::View<std::int64_t*> labels("labels", N);      // class indices
-  Kokkos::View<float*> lse("lse", N);                   // saved for the backward
-  Kokkos::View<double> total_weight("total_weight");    // the mean's divisor
-  Kokkos::View<float> loss("loss"), one("one");
+  Kokkos::View<float> loss("loss");                     // reduced (mean): one element
   Kokkos::parallel_for("fill", N * C, KOKKOS_LAMBDA(const int i) { logits(i / C, i % C) = 0.1f * (i % 7); });
   Kokkos::parallel_for("labels", N, KOKKOS_LAMBDA(const int n) { labels(n) = (3 * n) % C; });
-  Kokkos::deep_copy(one, 1.0f);
 
-  kloss::cross_entropy(exec, logits, labels, Kokkos::View<float*>(), loss, lse, total_weight);
-  kloss::cross_entropy_backward(exec, one, logits, labels, Kokkos::View<float*>(), lse, total_weight, logits);
+  kloss::CrossEntropyLoss<float> ce;  // torch's defaults; holds what the backward needs
+  ce.forward(exec, logits, labels, loss);
+  ce.backward(exec, logits, labels, logits);  // d(loss)/d(logits), written over the logits
 
   auto h_loss = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), loss);
   auto h_grad = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), logits);  // now the gradient

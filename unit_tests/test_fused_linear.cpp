@@ -1,5 +1,5 @@
-// fused_linear_cross_entropy: equals the unfused kloss composition (logits,
-// cross_entropy, cross_entropy_backward, the two products), finite
+// fused_linear_cross_entropy: equals reference.hpp's float64 composition
+// (its own logits, cross-entropy and products; no kloss code), finite
 // differences on small sizes, chunking (several chunks, odd remainders),
 // stored and recompute backwards, class-probability targets, float16 and
 // bfloat16 (float gemms on chunk-wise converted copies), every error path.
@@ -64,68 +64,19 @@ struct Grads {
   std::vector<double> out, gx, gw, gb;
 };
 
-template <class T, class ZView, class TargetView>
-Grads unfused_with(const FlProblem& P, const kloss::CrossEntropyOptions& o, const ZView& zv, const TargetView& tv);
-
-/// The unfused kloss composition in T: logits = x w^T + b (in the test),
-/// kloss::cross_entropy + cross_entropy_backward, then the products.
-template <class T>
-Grads unfused(const FlProblem& P, const kloss::CrossEntropyOptions& o) {
-  const auto N = P.N, D = P.D, V = P.V;
-  std::vector<double> z(static_cast<std::size_t>(N * V));
-  for (std::int64_t i = 0; i < N; ++i)
-    for (std::int64_t c = 0; c < V; ++c) {
-      double s = P.b.empty() ? 0 : P.b[c];
-      for (std::int64_t d = 0; d < D; ++d) s += P.x[i * D + d] * P.w[c * D + d];
-      z[i * V + c] = s;
-    }
-  auto zv = make_view<T**>("z", z, {std::size_t(N), std::size_t(V)});
-  if (!P.p.empty()) {
-    auto pv = make_view<T**>("p", P.p, {std::size_t(N), std::size_t(V)});
-    return unfused_with<T>(P, o, zv, pv);
-  }
-  auto tv = make_view<std::int64_t*>("t", std::vector<double>(P.t.begin(), P.t.end()), {std::size_t(N)});
-  return unfused_with<T>(P, o, zv, tv);
-}
-
-template <class T, class ZView, class TargetView>
-Grads unfused_with(const FlProblem& P, const kloss::CrossEntropyOptions& o, const ZView& zv, const TargetView& tv) {
-  Exec exec;
-  const auto N = P.N, D = P.D, V = P.V;
-  Kokkos::View<T*, Mem> cw;
-  if (!P.cw.empty()) cw = make_view<T*>("cw", P.cw, {P.cw.size()});
-  Kokkos::View<T*, Mem> lse("lse", N);
-  Kokkos::View<double, Mem> tw("tw");
-  Grads G;
-  Kokkos::View<T**, Mem> gz("gz", N, V);
-  if (o.reduction == Reduction::none) {
-    Kokkos::View<T*, Mem> out("out", N);
-    auto go = make_view<T*>("go", P.go, {std::size_t(N)});
-    kloss::cross_entropy(exec, zv, tv, cw, out, lse, tw, o);
-    kloss::cross_entropy_backward(exec, go, zv, tv, cw, lse, tw, gz, o);
-    G.out = to_doubles(out);
-  } else {
-    Kokkos::View<T, Mem> out("out");
-    auto go = make_view<T*>("go", {P.go[0]}, {1});
-    Kokkos::View<T, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> go0(go.data());
-    kloss::cross_entropy(exec, zv, tv, cw, out, lse, tw, o);
-    kloss::cross_entropy_backward(exec, go0, zv, tv, cw, lse, tw, gz, o);
-    G.out = to_doubles(out);
-  }
-  const auto g = to_doubles(gz);
-  G.gx.assign(static_cast<std::size_t>(N * D), 0);
-  G.gw.assign(static_cast<std::size_t>(V * D), 0);
-  G.gb.assign(static_cast<std::size_t>(V), 0);
-  for (std::int64_t i = 0; i < N; ++i)
-    for (std::int64_t c = 0; c < V; ++c) {
-      const double gic = g[i * V + c];
-      G.gb[c] += gic;
-      for (std::int64_t d = 0; d < D; ++d) {
-        G.gx[i * D + d] += gic * P.w[c * D + d];
-        G.gw[c * D + d] += gic * P.x[i * D + d];
-      }
-    }
-  return G;
+/// The float64 composition of reference.hpp (its own logits, cross-entropy
+/// and products: no kloss code) for the upstream gradient P.go (reduction
+/// none) or P.go[0]; the forward alone without `grads`.
+Grads reference(const FlProblem& P, const kloss::CrossEntropyOptions& o, bool grads = true) {
+  kloss_ref::CeProblem C;
+  C.t = P.t;
+  C.p = P.p;
+  C.probs = !P.p.empty();
+  C.w = P.cw;
+  const std::vector<double> go = o.reduction == Reduction::none ? P.go : std::vector<double>{P.go[0]};
+  const kloss_ref::FusedResult R =
+      kloss_ref::fused_linear(P.x, P.w, P.b, P.N, P.D, P.V, C, kloss_ref::CeOptions(o), grads ? &go : nullptr);
+  return {R.out, R.grad_input, R.grad_weight, R.grad_bias};
 }
 
 kloss::CrossEntropyOptions ce_options(const kloss::FusedLinearCrossEntropyOptions& f) {
@@ -206,7 +157,7 @@ std::pair<Grads, Grads> fused_with(const FlProblem& P, const kloss::FusedLinearC
 
 template <class T>
 void compare(const FlProblem& P, const kloss::FusedLinearCrossEntropyOptions& o, const std::string& what) {
-  const Grads U = unfused<T>(P, ce_options(o));
+  const Grads U = reference(P, ce_options(o));
   const auto [S, R] = fused<T>(P, o);
   const double t = std::is_same_v<T, double> ? 1e-11 : 2e-5;
   expect_near_all(S.out, U.out, t * 5, t * 5, what + " output");
@@ -221,16 +172,16 @@ void compare(const FlProblem& P, const kloss::FusedLinearCrossEntropyOptions& o,
 }
 
 /// The stored gradients of the fused op (double, bias given) against
-/// central differences of go * loss of the unfused forward.
+/// central differences of go * loss of the float64 reference forward.
 void expect_fd_gradients(const FlProblem& P, const kloss::FusedLinearCrossEntropyOptions& o, const std::string& what) {
   const auto [S, R] = fused<double>(P, o);
-  // f(x, w, b) = go * loss via the unfused forward in double
+  // f(x, w, b) = go * loss of the float64 reference
   auto f = [&](const std::vector<double>& v) {
     FlProblem Q = P;
     std::copy(v.begin(), v.begin() + Q.x.size(), Q.x.begin());
     std::copy(v.begin() + Q.x.size(), v.begin() + Q.x.size() + Q.w.size(), Q.w.begin());
     std::copy(v.begin() + Q.x.size() + Q.w.size(), v.end(), Q.b.begin());
-    return P.go[0] * unfused<double>(Q, ce_options(o)).out[0];
+    return P.go[0] * reference(Q, ce_options(o), false).out[0];
   };
   std::vector<double> v = P.x;
   v.insert(v.end(), P.w.begin(), P.w.end());
@@ -293,25 +244,18 @@ TYPED_TEST(FusedLinearCE, RowsOverLaneSlicesMatchTheFloat64Reference) {
         }
         o.memory_budget_bytes = 4 * 37 * static_cast<std::int64_t>(sizeof(T));  // chunks of 4, 4, 3 rows
         const auto [St, Re] = fused<T>(P, o);
-        kloss_ref::CeProblem C;
-        C.t = P.t;
-        C.p = P.p;
-        C.probs = probs;
-        C.w = P.cw;
-        const std::vector<double> go = red == Reduction::none ? P.go : std::vector<double>{P.go[0]};
-        const kloss_ref::FusedResult R =
-            kloss_ref::fused_linear(P.x, P.w, P.b, P.N, P.D, P.V, C, kloss_ref::CeOptions(o), &go);
+        const Grads U = reference(P, ce_options(o));
         const std::string what = "row_slices " + std::to_string(S) + " variant " + std::to_string(variant) + " " +
                                  std::string(kloss::to_string(red));
-        expect_near_all(St.out, R.out, t * 5, t * 5, what + " output");
+        expect_near_all(St.out, U.out, t * 5, t * 5, what + " output");
         // the stored gradients are those of an upstream gradient of 1, scaled by go
         if (red != Reduction::none) {
-          expect_near_all(St.gx, R.grad_input, t * 10, t * 10, what + " stored grad_input");
-          expect_near_all(St.gw, R.grad_weight, t * 10, t * 10, what + " stored grad_weight");
+          expect_near_all(St.gx, U.gx, t * 10, t * 10, what + " stored grad_input");
+          expect_near_all(St.gw, U.gw, t * 10, t * 10, what + " stored grad_weight");
         }
-        expect_near_all(Re.gx, R.grad_input, t * 10, t * 10, what + " recomputed grad_input");
-        expect_near_all(Re.gw, R.grad_weight, t * 10, t * 10, what + " recomputed grad_weight");
-        if (!P.b.empty()) expect_near_all(Re.gb, R.grad_bias, t * 10, t * 10, what + " recomputed grad_bias");
+        expect_near_all(Re.gx, U.gx, t * 10, t * 10, what + " recomputed grad_input");
+        expect_near_all(Re.gw, U.gw, t * 10, t * 10, what + " recomputed grad_weight");
+        if (!P.b.empty()) expect_near_all(Re.gb, U.gb, t * 10, t * 10, what + " recomputed grad_bias");
       }
     }
   }
@@ -358,7 +302,7 @@ void check_16bit(double eps_t) {
       }
       o.memory_budget_bytes = 5 * 41 * 4;  // float logits: chunks of 5, 5, 3 rows
       o.convert_block_rows = 9;            // W blocks of 9, 9, 9, 9, 5 rows
-      const Grads U = unfused<double>(P, ce_options(o));
+      const Grads U = reference(P, ce_options(o));
       const auto [S, R] = fused<T>(P, o);
       const std::string what = std::string(typeid(T).name()) + " variant " + std::to_string(variant) + " " +
                                std::string(kloss::to_string(red));
@@ -557,7 +501,7 @@ TYPED_TEST(FusedLinearCE, AutomaticFilterSkipsOnlyTheDeadTilesAndKeepsTheLossExa
   for (std::int64_t c = 64; c < 256; ++c)
     for (std::int64_t j = 0; j < P.D; ++j) ASSERT_EQ(F.gw[c * P.D + j], 0.0) << c << ", " << j;
   expect_within_skipped_mass(P, F, E, std::is_same_v<T, double> ? 1e-15 : 1e-6, "automatic");
-  const Grads U = unfused<double>(P, ce_options(o));
+  const Grads U = reference(P, ce_options(o));
   const double tol = std::is_same_v<T, double> ? 1e-11 : 2e-5;
   expect_near_all(F.gx, U.gx, tol * 10, tol * 10, "filtered grad_input vs the float64 composition");
   expect_near_all(F.gw, U.gw, tol * 10, tol * 10, "filtered grad_weight vs the float64 composition");
