@@ -151,8 +151,12 @@ class Scratch {
   /// passes wherever kloss's kernels take a View<T*, Mem>.)
   using view_type = Kokkos::View<T*, Mem>;
   Scratch() = default;
+  /// (An empty array still gets a block of one value, as a Kokkos view of
+  /// zero elements still has memory: `&v(0)` of an empty view must not bind
+  /// a reference to null.)
   Scratch(std::uint32_t instance, std::int64_t n) : n_(n > 0 ? n : 0), instance_(instance) {
-    if (n_ > 0) p_ = ScratchCache<Mem>::get().take(instance, static_cast<std::size_t>(n_) * sizeof(T), bytes_);
+    const std::size_t values = n_ > 0 ? static_cast<std::size_t>(n_) : 1;
+    p_ = ScratchCache<Mem>::get().take(instance, values * sizeof(T), bytes_);
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
