@@ -395,6 +395,15 @@ TEST(FusedLinearCEErrors, EveryBadInputThrows) {
                      kloss::InvalidArgument,
                      "argument 'target' (class probabilities) has 2 negative or NaN value(s) in rows [0, 4); first at "
                      "position 13: -0.5");
+  {  // the device path (sums kept in device memory, checked once after the last chunk), forced on the host
+    kloss::FusedLinearCrossEntropyOptions od;
+    od.tuning.row_slices = 4;
+    od.memory_budget_bytes = 2 * 5 * 4;  // chunks of 2 rows: the bad values lie in the second
+    EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, x, w, p_bad, none, none, out, gx, gw, none, od),
+                       kloss::InvalidArgument,
+                       "argument 'target' (class probabilities) has 2 negative or NaN value(s); first at position 13: "
+                       "-0.5");
+  }
   Kokkos::View<kloss::bfloat16**, Mem> xb("x", 4, 3), wb("w", 5, 2), gxb("gx", 4, 3), gwb("gw", 5, 2);
   Kokkos::View<kloss::bfloat16, Mem> outb("out");
   Kokkos::View<kloss::bfloat16*, Mem> noneb;

@@ -397,6 +397,14 @@ struct FlRowParams {
   CrossEntropyTuning tuning;  ///< the row kernel's launch overrides
 };
 
+/// total[0] += total[1] on exec (one thread). Asynchronous.
+template <class ExecSpace>
+void fl_add_sums(const ExecSpace& exec, CeSums* total) {
+  Kokkos::parallel_for(
+      "kloss::fused_linear_cross_entropy::add_sums", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
+      KOKKOS_LAMBDA(const int) { total[0] += total[1]; });
+}
+
 /// The team functor of fl_rows: rows [i0, i1) of the chunk per team, a row
 /// per team thread, row(mem, i, acc) over the thread's vector lanes. (A
 /// functor, not a lambda: nvcc allows no device lambda inside the generic
@@ -416,11 +424,14 @@ struct FlRowsTeam {
   }
 };
 
+/// The chunk's sums: returned (host path: a fixed-order reduction, which
+/// fences), or with `total` given (the device path: total[0] += the chunk's
+/// sums, reduced through total[1], without waiting for the kernel).
 template <class ExecSpace, class T, class Tgt>
 CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t r0, std::int64_t b, const FlRowParams<acc_t<T>>& P,
                const Kokkos::View<const Tgt*, typename ExecSpace::memory_space>& tv, const T* cwt,
                const Kokkos::View<const T*, typename ExecSpace::memory_space>& gov,
-               const Kokkos::View<T*, typename ExecSpace::memory_space>& ov) {
+               const Kokkos::View<T*, typename ExecSpace::memory_space>& ov, CeSums* total = nullptr) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   constexpr bool prob = !is_index_v<Tgt>;
@@ -437,9 +448,16 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t r0, std::int64_
   const int S = launch.row_slices;
   CeSums chunk;
   auto rows = [&](const auto& row) {
-    fixed_order_team_reduce("kloss::fused_linear_cross_entropy::rows", ce_policy(exec, league, launch),
-                            FlRowsTeam<Member, std::decay_t<decltype(row)>>{row, rpt, b},
-                            CeSumsReducer<Kokkos::HostSpace>(chunk));
+    const FlRowsTeam<Member, std::decay_t<decltype(row)>> team{row, rpt, b};
+    if (!total) {
+      fixed_order_team_reduce("kloss::fused_linear_cross_entropy::rows", ce_policy(exec, league, launch), team,
+                              CeSumsReducer<Kokkos::HostSpace>(chunk));
+      return;
+    }
+    using Mem = typename ExecSpace::memory_space;
+    Kokkos::parallel_reduce("kloss::fused_linear_cross_entropy::rows", ce_policy(exec, league, launch), team,
+                            PlusViewReducer<CeSums, Mem>(typename PlusViewReducer<CeSums, Mem>::result_view_type(total + 1)));
+    fl_add_sums(exec, total);
   };
   // (two row functors, not an `if constexpr` inside one: nvcc's extended
   // lambdas cannot first-capture a variable in a constexpr-if branch)
@@ -634,8 +652,23 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op,
     a.filter = filter * fl_max_row_scale<ExecSpace, T>(exec, gov, P.has_go, P.mean, P.total_weight);
   const Kokkos::View<T*, Mem> ov(output.data.data(), output.present ? output.numel() : 0);
   const Kokkos::View<const Tgt*, Mem> tflat(tv.data(), target.numel());
+  // The chunks' sums: on a host each chunk's reach the host as it ends (a
+  // fixed-order reduction); on a device they add up in device memory and
+  // reach the host once, after the last chunk (no fence per chunk). The
+  // device path also runs on a host under the device row mapping
+  // (tuning.row_slices > 1), so that CI runs it.
+  const bool device_sums = !is_host_space_v<ExecSpace> || opts.tuning.row_slices > 1;
+  Scratch<CeSums, Mem> sums_d;
+  if (device_sums) {
+    sums_d = scratch<CeSums>(exec, 2);
+    Kokkos::deep_copy(exec, sums_d.view(), CeSums());
+  }
   double loss_sum = 0;
   const FusedLinearReport report = fused_head(exec, a, [&](A* Zc, std::int64_t r0, std::int64_t b) {
+    if (device_sums) {
+      fl_rows<ExecSpace, T, Tgt>(exec, Zc, r0, b, P, tflat, cwt, gov, ov, sums_d.data());
+      return true;
+    }
     const CeSums chunk = fl_rows<ExecSpace, T, Tgt>(exec, Zc, r0, b, P, tflat, cwt, gov, ov);
     if (chunk.bad_prob > 0)
       fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", chunk.bad_prob,
@@ -644,6 +677,16 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op,
     loss_sum += chunk.loss;
     return true;
   }, [](A*, std::int64_t) {});
+  if (device_sums) {
+    CeSums all;
+    Kokkos::deep_copy(exec, all, Kokkos::View<CeSums, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(sums_d.data()));
+    exec.fence();
+    if (all.bad_prob > 0)
+      fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", all.bad_prob,
+                            " negative or NaN value(s); first at position ", all.bad_prob_pos, ": ",
+                            all.bad_prob_val);
+    loss_sum = all.loss;
+  }
   if (output.present && !P.none) {
     double v = loss_sum;
     if (P.mean) v = loss_sum / P.total_weight;  // NaN when all ignored (or N = 0), as torch

@@ -47,6 +47,25 @@ struct PlusReducer {
   KOKKOS_INLINE_FUNCTION bool references_scalar() const { return true; }
 };
 
+/// As PlusReducer, the result written to a rank-0 view of Space (a device
+/// result: Kokkos::parallel_reduce into it does not wait for the kernel).
+template <class V, class Space>
+struct PlusViewReducer {
+  using reducer = PlusViewReducer;
+  using value_type = V;
+  using result_view_type = Kokkos::View<V, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  result_view_type value;
+  KOKKOS_INLINE_FUNCTION explicit PlusViewReducer(const result_view_type& v) : value(v) {}
+  KOKKOS_INLINE_FUNCTION void join(V& d, const V& s) const { d += s; }
+  KOKKOS_INLINE_FUNCTION void join(volatile V& d, const volatile V& s) const {
+    const_cast<V&>(d) += const_cast<const V&>(s);
+  }
+  KOKKOS_INLINE_FUNCTION void init(V& v) const { v = V(); }
+  KOKKOS_INLINE_FUNCTION V& reference() const { return *value.data(); }
+  result_view_type view() const { return value; }
+  KOKKOS_INLINE_FUNCTION bool references_scalar() const { return false; }
+};
+
 /// A sum and a count (a loss sum and the number of invalid entries met).
 struct SumCount {
   double sum = 0;
