@@ -108,6 +108,28 @@ TEST(CrossEntropyLoss, ASecondStepAllocatesNothing) {
   EXPECT_EQ(to_doubles(x), first);
 }
 
+TEST(CrossEntropyLoss, AnEmptyFirstBatchAndAnLseThatOutlivesTheBuffer) {
+  Exec exec;
+  kloss::CrossEntropyLoss<float> ce;
+  Kokkos::View<float**, Mem> x0("x0", 0, 4), gx0("gx0", 0, 4);
+  Kokkos::View<std::int64_t*, Mem> t0("t0", 0);
+  Kokkos::View<float, Mem> loss("loss");
+  ce.forward(exec, x0, t0, loss);  // mean of nothing: NaN, as torch
+  EXPECT_TRUE(std::isnan(to_doubles(loss)[0]));
+  ce.backward(exec, x0, t0, gx0);  // and its backward runs
+  auto x = make_view<float**>("x", {0, 0, 0, 0, 1, 1, 1, 1}, {2, 4});
+  auto t = make_view<std::int64_t*>("t", {0, 3}, {2});
+  ce.forward(exec, x, t, loss);
+  const auto lse = ce.lse();  // ln 4 for both rows
+  auto x2 = make_view<float**>("x2", std::vector<double>(40, 0.0), {10, 4});
+  auto t2 = make_view<std::int64_t*>("t2", std::vector<double>(10, 1.0), {10});
+  ce.forward(exec, x2, t2, loss);  // a larger batch: the object's buffer is replaced
+  const auto h = to_doubles(lse);  // the earlier view still holds its rows
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_NEAR(h[0], std::log(4.0), 1e-6);
+  EXPECT_NEAR(h[1], 1 + std::log(4.0), 1e-6);
+}
+
 TEST(CrossEntropyLoss, BackwardNeedsTheForwardsRows) {
   Exec exec;
   auto x = make_view<float**>("x", random_values(12, -1, 1, 4), {3, 4});

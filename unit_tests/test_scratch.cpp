@@ -139,25 +139,38 @@ TEST(Scratch, BlocksAreReusedByTheirInstanceAndBestFit) {
   kloss::release_scratch();
   const std::uint32_t id = kloss::impl::scratch_instance(exec);
   float* first = nullptr;
+  float* second = nullptr;
   {
-    auto a = kloss::impl::scratch<float>(exec, 1000);
+    auto a = kloss::impl::scratch<float>(exec, 10000);
     first = a.data();
-    EXPECT_EQ(a.size(), 1000);
-    EXPECT_EQ(a.view().extent(0), 1000u);
+    EXPECT_EQ(a.size(), 10000);
+    EXPECT_EQ(a.view().extent(0), 10000u);
   }
   {
-    auto a = kloss::impl::scratch<float>(exec, 900);  // fits the freed block of 1000
+    auto a = kloss::impl::scratch<float>(exec, 9000);  // fits the freed block of 10000
     EXPECT_EQ(a.data(), first);
-    auto c = kloss::impl::scratch<float>(exec, 800);  // the block is taken: a new one
+    auto c = kloss::impl::scratch<float>(exec, 8000);  // that block is taken: a new one
     EXPECT_NE(c.data(), first);
+    second = c.data();
   }
   {
-    // another instance never gets a block this one gave back
-    kloss::impl::Scratch<float, Mem> other(id + 1, 1000);
-    EXPECT_NE(other.data(), first);
-    // a small request does not pin a block more than twice its size
+    // a small request does not pin a block more than twice its size (+ 4 KiB)
     auto small = kloss::impl::scratch<float>(exec, 10);
     EXPECT_NE(small.data(), first);
+    EXPECT_NE(small.data(), second);
+    // another instance takes a block of this one (after a fence of every
+    // space) only when none of its own fits: calls on ever new instances do
+    // not grow the cache
+    kloss::impl::Scratch<float, Mem> other(id + 1, 10000);
+    EXPECT_EQ(other.data(), first);
+    auto mine = kloss::impl::scratch<float>(exec, 8000);  // its own block first
+    EXPECT_EQ(mine.data(), second);
+  }
+  {
+    // an empty array still has memory (as an empty Kokkos view has)
+    auto e = kloss::impl::scratch<double>(exec, 0);
+    EXPECT_NE(e.data(), nullptr);
+    EXPECT_EQ(e.view().extent(0), 0u);
   }
   {
     auto z = kloss::impl::scratch_zeroed<double>(exec, 257);

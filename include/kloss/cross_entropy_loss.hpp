@@ -42,6 +42,11 @@ class CrossEntropyLoss {
         one_("kloss::CrossEntropyLoss::one") {
     Kokkos::deep_copy(one_, T(1.0f));
   }
+  // A copy would share the saved state but not the row count: move only.
+  CrossEntropyLoss(const CrossEntropyLoss&) = delete;
+  CrossEntropyLoss& operator=(const CrossEntropyLoss&) = delete;
+  CrossEntropyLoss(CrossEntropyLoss&&) = default;
+  CrossEntropyLoss& operator=(CrossEntropyLoss&&) = default;
 
   const CrossEntropyOptions& options() const { return opts_; }
   const weight_view& weight() const { return weight_; }
@@ -55,9 +60,9 @@ class CrossEntropyLoss {
     static_assert(std::is_same_v<typename InputView::non_const_value_type, T>,
                   "kloss::CrossEntropyLoss::forward: input must hold the loss object's T");
     const std::int64_t n = rows_of(input);
-    if (n > static_cast<std::int64_t>(lse_.extent(0)))
+    if (lse_.data() == nullptr || n > static_cast<std::int64_t>(lse_.extent(0)))
       lse_ = Kokkos::View<acc_t<T>*, memory_space>(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::CrossEntropyLoss::lse"), n);
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::CrossEntropyLoss::lse"), n > 0 ? n : 1);
     rows_ = -1;  // a forward that throws leaves nothing for a backward
     cross_entropy(exec, input, target, weight_, output, saved(n), total_weight_, opts_);
     rows_ = n;
@@ -104,8 +109,13 @@ class CrossEntropyLoss {
     backward(ExecSpace(), input, target, grad_input);
   }
 
-  /// The per-row log-sum-exp of the last forward (its rows; empty before one).
-  lse_view lse() const { return lse_view(lse_.data(), rows_ > 0 ? static_cast<std::size_t>(rows_) : 0); }
+  /// The per-row log-sum-exp of the last forward (its rows; empty before
+  /// one); it shares (and keeps alive) the object's buffer, which the next
+  /// forward overwrites.
+  lse_view lse() const {
+    if (rows_ <= 0) return lse_view();
+    return Kokkos::subview(lse_, std::make_pair(std::size_t(0), static_cast<std::size_t>(rows_)));
+  }
   /// The mean's divisor of the last forward with class indices: the summed
   /// weight of the non-ignored rows (a rank-0 view in the space's memory).
   Kokkos::View<const double, memory_space> total_weight() const { return total_weight_; }

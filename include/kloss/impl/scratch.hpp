@@ -9,8 +9,10 @@
 /// captured in a CUDA graph. Instead a call takes its work arrays from a
 /// cache (impl::scratch<T>(exec, n)) and gives them back when it returns.
 /// A block given back is marked with the execution space instance that used
-/// it and is handed again only to calls on that instance, whose kernels run
-/// after the ones that may still be reading it. Once a step has run, the
+/// it and is handed again to calls on that instance, whose kernels run after
+/// the ones that may still be reading it; a call on another instance gets it
+/// only when no block of its own fits, after a fence of every execution
+/// space. Once a step has run, the
 /// same step on the same instance finds every block in the cache: no
 /// allocation, no synchronisation. A request takes the smallest free block
 /// that holds it (a block of at most twice the size, so that a small request
@@ -56,21 +58,33 @@ class ScratchCache final : public ScratchCacheBase {
 
   /// A block of at least `want` bytes for work on `instance`; `got` is its
   /// size.
+  /// A block last used by another instance is handed over only after a
+  /// fence of every execution space (its kernels may still read it): so
+  /// calls on ever new instances (a stream per step) reuse the cache instead
+  /// of growing it.
   void* take(std::uint32_t instance, std::size_t want, std::size_t& got) {
+    bool other = false;
+    void* p = nullptr;
     {
       std::lock_guard<std::mutex> g(m_);
       std::size_t best = free_.size();
-      for (std::size_t i = 0; i < free_.size(); ++i) {
-        const Block& b = free_[i];
-        if (b.instance != instance || b.bytes < want || b.bytes > 2 * want + 4096) continue;
-        if (best == free_.size() || b.bytes < free_[best].bytes) best = i;
+      for (int pass = 0; pass < 2 && best == free_.size(); ++pass) {
+        for (std::size_t i = 0; i < free_.size(); ++i) {
+          const Block& b = free_[i];
+          if ((pass == 0) != (b.instance == instance) || b.bytes < want || b.bytes > 2 * want + 4096) continue;
+          if (best == free_.size() || b.bytes < free_[best].bytes) best = i;
+        }
+        other = pass == 1;
       }
       if (best != free_.size()) {
-        const Block b = free_[best];
+        got = free_[best].bytes;
+        p = free_[best].ptr;
         free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
-        got = b.bytes;
-        return b.ptr;
       }
+    }
+    if (p) {
+      if (other) Kokkos::fence();
+      return p;
     }
     got = want;
     try {
@@ -79,8 +93,7 @@ class ScratchCache final : public ScratchCacheBase {
       // (std::bad_alloc from Kokkos 4, std::runtime_error from Kokkos 3.)
       // Idle blocks of other instances may be what is missing: wait for the
       // kernels that may still read them, free them, and try once more.
-      Kokkos::fence();
-      release_idle_unfenced();
+      release_idle_fenced();
       return allocate(want);
     }
   }
@@ -96,10 +109,7 @@ class ScratchCache final : public ScratchCacheBase {
     return held_;
   }
 
-  void release_idle() override {
-    Kokkos::fence();
-    release_idle_unfenced();
-  }
+  void release_idle() override { release_idle_fenced(); }
 
  private:
   struct Block {
@@ -110,26 +120,35 @@ class ScratchCache final : public ScratchCacheBase {
 
   void* allocate(std::size_t bytes) {
     void* p = Kokkos::kokkos_malloc<Mem>("kloss::scratch", bytes > 0 ? bytes : 1);
-    std::lock_guard<std::mutex> g(m_);
-    held_ += bytes;
-    if (!hooked_) {  // idle blocks are freed before Kokkos finalizes
+    bool hook = false;
+    {
+      std::lock_guard<std::mutex> g(m_);
+      held_ += bytes;
+      hook = !hooked_;
       hooked_ = true;
+    }
+    if (hook) {  // idle blocks are freed before Kokkos finalizes
+      std::lock_guard<std::mutex> h(all_mutex());  // Kokkos' hook stack has no lock of its own
       Kokkos::push_finalize_hook([this] {
-        release_idle_unfenced();
-        std::lock_guard<std::mutex> h(m_);
+        release_idle_fenced();
+        std::lock_guard<std::mutex> g(m_);
         hooked_ = false;
       });
     }
     return p;
   }
 
-  void release_idle_unfenced() {
+  /// Frees the idle blocks: taken off the free list first, then a fence
+  /// (their last kernels may still run), then freed.
+  void release_idle_fenced() {
     std::vector<Block> idle;
     {
       std::lock_guard<std::mutex> g(m_);
       idle.swap(free_);
       for (const Block& b : idle) held_ -= b.bytes;
     }
+    if (idle.empty()) return;
+    Kokkos::fence();
     for (const Block& b : idle) Kokkos::kokkos_free<Mem>(b.ptr);
   }
 
