@@ -361,6 +361,27 @@ TEST(VocabParallelCE, HostStagedPathGivesTheSameBits) {
   check_against_reference<float, std::int64_t>(13, 41, true, o, false, 62, co);
 }
 
+TEST(VocabParallelCE, SecondStepAllocatesNothing) {
+  // The row records and the host staging buffer come from the scratch
+  // cache: a second forward + backward allocates nothing and gives the
+  // first one's bits.
+  kloss::mpi::CommunicatorOptions co;
+  co.force_host_staging = true;
+  for (bool staged : {false, true}) {
+    Communicator comm(MPI_COMM_WORLD, staged ? co : kloss::mpi::CommunicatorOptions{});
+    const Opts o = with(Reduction::mean, 0.1);
+    const Problem p = make_problem<float>(13, 41, true, o, 71);
+    const ClassRange r = range_for(41, true);
+    const auto first = run_parallel<float, std::int64_t>(comm, p, r, o);
+    decltype(run_parallel<float, std::int64_t>(comm, p, r, o)) second;
+    const auto a = allocations_during([&] { second = run_parallel<float, std::int64_t>(comm, p, r, o); });
+    const auto mine = a.kloss;
+    EXPECT_TRUE(mine.empty()) << (staged ? "staged: " : "direct: ") << a.kloss_list();
+    EXPECT_EQ(first.output, second.output);
+    EXPECT_EQ(first.grad, second.grad);
+  }
+}
+
 TEST(VocabParallelCE, WithoutConsistencyCheckSameResult) {
   Opts o = with(Reduction::mean, 0.2);
   o.check_consistency = false;
@@ -626,6 +647,17 @@ TEST(VocabParallelCEErrors, ArgumentRejectedOnOneRankIsThrownOnAll) {
         });
       },
       "label_smoothing must be in [0, 1], got 1.5 (on rank 0)");
+}
+
+TEST(VocabParallelCEErrors, DeferredChecksAreRefusedOnEveryRank) {
+  Problem p = make_problem<float>(4, 10, false, base, 138);
+  expect_every_rank_throws<kloss::InvalidArgument>(
+      [&] {
+        call_with(p, range_for(10, false), with(Reduction::mean), [](std::int64_t&, ClassRange&, Opts& o, auto&) {
+          o.deferred_check = kloss::CheckFlag(Exec());
+        });
+      },
+      "kloss::vocab_parallel_cross_entropy: options.deferred_check is not supported");
 }
 
 TEST(VocabParallelCEErrors, LocalChecksOfTheBackward) {

@@ -472,6 +472,48 @@ TEST(CtcLoss, LargeOddSizesAndSavedAlpha) {
   expect_near_all(f.grad, saved.grad, 1e-3, 1e-3, "float gradient");
 }
 
+TEST(CtcLoss, LatticeRowsInTeamScratchAndInGlobalMemory) {
+  // W = 2801 states: the rolling lattice rows (the forward's 2 W values,
+  // the backward's 3 W) exceed tuning::ctc_team_scratch_bytes in double and
+  // live in global scratch; in float the forward's fit in team scratch and
+  // the backward's do not (every other test here, W <= 141, keeps both in
+  // team scratch). The short sequence beside the long one shares
+  // the call's layout. Forward against reference.hpp, gradients against
+  // finite differences of the reference.
+  static_assert(2 * 2801 * sizeof(double) > kloss::impl::tuning::ctc_team_scratch_bytes);
+  static_assert(2 * 2801 * sizeof(float) <= kloss::impl::tuning::ctc_team_scratch_bytes);
+  static_assert(3 * 2801 * sizeof(float) > kloss::impl::tuning::ctc_team_scratch_bytes);
+  Case c = random_case(1800, 5, {1400, 3}, 21);
+  c.opts.reduction = Reduction::none;
+  const auto want = ref_forward(c, c.lp);
+  ASSERT_TRUE(std::isfinite(want[0]));
+  const std::vector<double> go{0.75, 1.25};
+  // Finite differences of the reference at frames 0, 901, 1797 of both
+  // sequences, classes 0 and 3.
+  std::vector<std::pair<std::size_t, double>> fd;
+  for (std::int64_t t : {0, 901, 1797})
+    for (std::int64_t b : {0, 1})
+      for (std::int64_t k : {0, 3}) {
+        const std::size_t i = static_cast<std::size_t>((t * c.N + b) * c.C + k);
+        auto up = c.lp, dn = c.lp;
+        const double h = 1e-5;
+        up[i] += h;
+        dn[i] -= h;
+        fd.emplace_back(i, (contracted(c, up, go) - contracted(c, dn, go)) / (2 * h));
+      }
+  for (bool save : {true, false}) {
+    const auto got = run<double, std::int64_t>(c, &go, save, /*ctc_grad=*/true);
+    expect_near_all(got.out, want, 1e-12, 0, "double forward");
+    for (const auto& [i, d] : fd) EXPECT_NEAR(got.grad[i], d, 1e-6 + 1e-5 * std::fabs(d)) << "element " << i;
+    const auto f = run<float, std::int32_t>(c, &go, save, /*ctc_grad=*/true);
+    expect_near_all(f.out, want, 1e-5, 0, "float forward");
+    // Log-space float over 1800 frames (log-likelihood ~ -3000): gamma
+    // carries ~2e-3 relative error, twelve times LargeOddSizesAndSavedAlpha's
+    // 150 frames.
+    expect_near_all(f.grad, got.grad, 5e-3, 1e-3, "float gradient");
+  }
+}
+
 TEST(CtcLoss, EmptyBatch) {
   Case c;
   c.T = 3, c.N = 0, c.C = 2;

@@ -14,9 +14,15 @@
 /// replaces the logits by softcap * tanh(x / softcap) before the softmax
 /// (Gemma 2). Both have exact backwards.
 ///
-/// Every forward fences (index and probability checks happen inside the
-/// kernel and must reach the host to throw). Nothing is allocated in
-/// proportion to N x C; the backward can write its gradient over the logits.
+/// The calls check class indices and probabilities inside their kernels and
+/// by default fence to throw at the call ("Fences" below). With
+/// `options.deferred_check` set to a kloss::CheckFlag (kloss/check_flag.hpp)
+/// they record what they met in the flag instead, compute the reduced
+/// output and total weight on the device, and return without waiting, so a
+/// training step can be captured in a CUDA graph; the flag's verdict()
+/// throws later. (Exception: label smoothing with a class weight sums the
+/// weight on the host once per call.) Nothing is allocated in proportion
+/// to N x C; the backward can write its gradient over the logits.
 #include <kloss/impl/cross_entropy_impl.hpp>
 
 namespace kloss {

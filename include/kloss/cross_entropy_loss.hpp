@@ -54,7 +54,8 @@ class CrossEntropyLoss {
   /// The loss of input (logits [N, C, d...]) against target (class indices
   /// [N, d...] or probabilities shaped like input) into output ([N, d...]
   /// for reduction none, one element otherwise), as kloss::cross_entropy;
-  /// saves what backward needs. Fences.
+  /// saves what backward needs. Fences, unless the options defer the
+  /// target checks (CrossEntropyOptions::deferred_check).
   template <class InputView, class TargetView, class OutputView>
   void forward(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output) {
     static_assert(std::is_same_v<typename InputView::non_const_value_type, T>,
@@ -71,7 +72,7 @@ class CrossEntropyLoss {
   /// grad_input = d(loss)/d(input) contracted with grad_output (the
   /// output's shape), with the input and target of the last forward.
   /// grad_input may be input itself (the gradient overwrites the logits).
-  /// Fences.
+  /// Fences, unless the options defer the target checks.
   template <class GradOutputView, class InputView, class TargetView, class GradInputView>
   void backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                 const TargetView& target, const GradInputView& grad_input) {

@@ -2,6 +2,7 @@
 /// \file kloss.hpp
 /// Umbrella header: every public kloss header (the MPI and HDF5 ones when
 /// kloss was built with them).
+#include <kloss/check_flag.hpp>
 #include <kloss/checks.hpp>
 #include <kloss/cross_entropy.hpp>
 #include <kloss/cross_entropy_loss.hpp>

@@ -20,6 +20,7 @@
 /// impl::ce_merge_partials / impl::ce_backward_from_lse so that the
 /// vocabulary-parallel (MPI) cross-entropy and the fused linear
 /// cross-entropy run the very same code over a class slice or a gemm chunk.
+#include <kloss/check_flag.hpp>
 #include <kloss/checks.hpp>
 #include <kloss/impl/reduce.hpp>
 #include <kloss/impl/scratch.hpp>
@@ -58,6 +59,10 @@ struct CrossEntropyOptions {
   double z_loss = 0.0;     ///< extension (PaLM): adds z_loss * lse^2 to every non-ignored row's loss
   double softcap = 0.0;    ///< extension (Gemma 2): logits -> softcap * tanh(x / softcap) first; 0 = off
   CrossEntropyTuning tuning = {};
+  /// Empty (default): a bad target throws at the call, which fences. A flag
+  /// (kloss/check_flag.hpp): bad targets are recorded in it and the call
+  /// does not wait for its kernels; CheckFlag::verdict() throws later.
+  CheckFlag deferred_check = {};
 };
 
 /// Options of nll_loss (torch's keywords and defaults).
@@ -65,6 +70,7 @@ struct NllLossOptions {
   std::int64_t ignore_index = -100;
   Reduction reduction = Reduction::mean;
   CrossEntropyTuning tuning = {};
+  CheckFlag deferred_check = {};  ///< as CrossEntropyOptions::deferred_check
 };
 
 namespace impl {
@@ -798,6 +804,13 @@ void ce_check_weight(std::string_view op, const Tensor<const T, M>& weight, std:
                             weight.shape.str());
 }
 
+/// A deferred check's flag must live in the call's memory space (checked
+/// with the arguments, before any kernel).
+template <class Mem>
+void ce_check_deferred(std::string_view op, const CheckFlag& deferred) {
+  if (deferred) deferred.record<Mem>(op);
+}
+
 template <class M>
 void ce_check_options(std::string_view op, Reduction red, double eps, double zl, double cap) {
   check_reduction(op, red);
@@ -862,14 +875,49 @@ void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
                        const Tensor<const double, typename ExecSpace::memory_space>& total_weight,
                        const Tensor<T, typename ExecSpace::memory_space>& grad_input, const NllLossOptions& opts);
 
-/// Host-side finish of a forward: throws on bad targets, writes the reduced
-/// output and the total weight. Fences (the reduction result is on the host).
+/// Where the kernels of a call leave their CeSums: one value in the
+/// space's memory (a scratch block), reduced into without waiting.
+template <class Mem>
+using CeSumsView = typename PlusViewReducer<CeSums, Mem>::result_view_type;
+
+/// The end of a call whose kernels reduced into `sv`: checks the targets,
+/// writes the reduced output and the total weight (a backward passes
+/// neither). Without a deferred check the sums are read on the host
+/// (fences) and a bad target throws there; with one, a one-item kernel
+/// records the verdict in the flag and writes the outputs, and nothing
+/// waits.
 template <class ExecSpace, class T>
-void ce_finish(const ExecSpace& exec, std::string_view op, const CeSums& sums, Reduction red, std::int64_t rows,
-               bool weight_mean, const Tensor<T, typename ExecSpace::memory_space>& output,
+void ce_finish(const ExecSpace& exec, std::string_view op, const CeSumsView<typename ExecSpace::memory_space>& sv,
+               const CheckFlag& deferred, Reduction red, std::int64_t rows, bool weight_mean,
+               const Tensor<T, typename ExecSpace::memory_space>& output,
                const Tensor<double, typename ExecSpace::memory_space>& total_weight, std::int64_t C,
                std::int64_t ignore_index) {
-  sums.bad.throw_if_any(op, "target", concat("[0, ", C, ") (or ignore_index ", ignore_index, ")"));
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  const std::string allowed = concat("[0, ", C, ") (or ignore_index ", ignore_index, ")");
+  if (deferred) {
+    CheckRecord* rec = deferred.record<Mem>(op);
+    const std::int64_t index_call = deferred.note_call(op, "target", allowed, CheckKind::index);
+    const std::int64_t prob_call = deferred.note_call(op, "target", "", CheckKind::probability);
+    const bool has_tw = total_weight.present, has_out = output.present && red != Reduction::none;
+    const bool mean = red == Reduction::mean;
+    const double n = static_cast<double>(rows);
+    auto ov = output.data;
+    auto twv = total_weight.data;
+    Kokkos::parallel_for(
+        concat("kloss::", op, "::finish"), Kokkos::RangePolicy<ExecSpace>(exec, 0, 1), KOKKOS_LAMBDA(const int) {
+          const CeSums s = sv();
+          rec->add(index_call, s.bad.count, s.bad.position, s.bad.value, 0.0);
+          rec->add(prob_call, s.bad_prob, s.bad_prob_pos, 0, s.bad_prob_val);
+          if (has_tw) twv(0) = s.weight;
+          if (has_out) ov(0) = static_cast<T>(static_cast<A>(mean ? s.loss / (weight_mean ? s.weight : n) : s.loss));
+        });
+    return;
+  }
+  CeSums sums;
+  Kokkos::deep_copy(exec, CeSumsView<Kokkos::HostSpace>(&sums), sv);
+  exec.fence();
+  sums.bad.throw_if_any(op, "target", allowed);
   if (sums.bad_prob > 0)
     fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", sums.bad_prob,
                           " negative or NaN value(s); first at position ", sums.bad_prob_pos, ": ",
@@ -878,7 +926,7 @@ void ce_finish(const ExecSpace& exec, std::string_view op, const CeSums& sums, R
   if (red != Reduction::none) {
     double v = sums.loss;
     if (red == Reduction::mean) v = weight_mean ? sums.loss / sums.weight : sums.loss / static_cast<double>(rows);
-    Kokkos::deep_copy(exec, output.data, static_cast<T>(static_cast<acc_t<T>>(v)));
+    Kokkos::deep_copy(exec, output.data, static_cast<T>(static_cast<A>(v)));
   }
 }
 
@@ -895,6 +943,7 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
   constexpr std::string_view op = "cross_entropy";
   const CeGeometry geo = ce_geometry(op, input);
   ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
+  ce_check_deferred<Mem>(op, opts.deferred_check);
   check_shape(op, "target", target, geo.row_shape);
   ce_check_weight(op, weight, geo.C);
   check_output(op, "output", output, opts.reduction, geo.row_shape);
@@ -936,7 +985,8 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
   const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
   const int S = launch.row_slices;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  CeSums sums;
+  const auto sums_s = scratch<CeSums>(exec, 1);
+  const CeSumsView<Mem> sums(sums_s.data());
   const std::int64_t K = ce_row_splits(exec, rows, C, opts.tuning);
   if (K > 1) {
     // Few rows: segment k of row r is work item r * K + k (a team thread
@@ -984,8 +1034,8 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
           if (none) ov(r) = static_cast<T>(loss);
           acc.loss += static_cast<double>(loss);
         },
-        CeSumsReducer<Kokkos::HostSpace>(sums));
-    ce_finish<ExecSpace, T>(exec, op, sums, opts.reduction, rows, true, output, total_weight, C, ignore);
+        PlusViewReducer<CeSums, Mem>(sums));
+    ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, true, output, total_weight, C, ignore);
     return;
   }
   fixed_order_team_reduce(
@@ -1022,8 +1072,8 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
             CeSumsReducer<Kokkos::HostSpace>(local));
         Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
       },
-      CeSumsReducer<Kokkos::HostSpace>(sums));
-  ce_finish<ExecSpace, T>(exec, op, sums, opts.reduction, rows, true, output, total_weight, C, ignore);
+      PlusViewReducer<CeSums, Mem>(sums));
+  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, true, output, total_weight, C, ignore);
 }
 
 template <class ExecSpace, class T, class I>
@@ -1040,6 +1090,7 @@ void cross_entropy_backward(const ExecSpace& exec, const Tensor<const T, typenam
   constexpr std::string_view op = "cross_entropy_backward";
   const CeGeometry geo = ce_geometry(op, input);
   ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
+  ce_check_deferred<Mem>(op, opts.deferred_check);
   check_shape(op, "target", target, geo.row_shape);
   ce_check_weight(op, weight, geo.C);
   check_output(op, "grad_output", grad_output, opts.reduction, geo.row_shape);
@@ -1091,7 +1142,8 @@ void cross_entropy_backward(const ExecSpace& exec, const Tensor<const T, typenam
   const std::int64_t items = rows * K;
   const std::int64_t league = items == 0 ? 0 : (items + rpt - 1) / rpt;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  CeSums sums;
+  const auto sums_s = scratch<CeSums>(exec, 1);
+  const CeSumsView<Mem> sums(sums_s.data());
   Kokkos::parallel_reduce(
       "kloss::cross_entropy_backward::grad", ce_policy(exec, league, launch),
       KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
@@ -1125,8 +1177,8 @@ void cross_entropy_backward(const ExecSpace& exec, const Tensor<const T, typenam
             CeSumsReducer<Kokkos::HostSpace>(local));
         Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
       },
-      CeSumsReducer<Kokkos::HostSpace>(sums));
-  sums.bad.throw_if_any(op, "target", concat("[0, ", C, ") (or ignore_index ", ignore, ")"));
+      PlusViewReducer<CeSums, Mem>(sums));
+  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, Reduction::none, rows, true, {}, {}, C, ignore);
 }
 
 template <class ExecSpace, class T>
@@ -1141,6 +1193,7 @@ void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename Ex
   constexpr std::string_view op = "cross_entropy";
   const CeGeometry geo = ce_geometry(op, input);
   ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
+  ce_check_deferred<Mem>(op, opts.deferred_check);
   check_shape(op, "target", target, input.shape);
   ce_check_weight(op, weight, geo.C);
   check_output(op, "output", output, opts.reduction, geo.row_shape);
@@ -1164,7 +1217,8 @@ void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename Ex
   auto lv = lse.data;
   const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  CeSums sums;
+  const auto sums_s = scratch<CeSums>(exec, 1);
+  const CeSumsView<Mem> sums(sums_s.data());
   fixed_order_team_reduce(
       "kloss::cross_entropy::forward_prob", ce_policy(exec, league, launch),
       KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
@@ -1195,9 +1249,9 @@ void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename Ex
             CeSumsReducer<Kokkos::HostSpace>(local));
         Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
       },
-      CeSumsReducer<Kokkos::HostSpace>(sums));
+      PlusViewReducer<CeSums, Mem>(sums));
   // torch: the mean over probability targets divides by the number of rows.
-  ce_finish<ExecSpace, T>(exec, op, sums, opts.reduction, rows, false, output, {}, C, opts.ignore_index);
+  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, false, output, {}, C, opts.ignore_index);
 }
 
 template <class ExecSpace, class T>
@@ -1214,6 +1268,7 @@ void cross_entropy_prob_backward(const ExecSpace& exec,
   constexpr std::string_view op = "cross_entropy_backward";
   const CeGeometry geo = ce_geometry(op, input);
   ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
+  ce_check_deferred<Mem>(op, opts.deferred_check);
   check_shape(op, "target", target, input.shape);
   ce_check_weight(op, weight, geo.C);
   check_output(op, "grad_output", grad_output, opts.reduction, geo.row_shape);
@@ -1270,9 +1325,11 @@ void nll_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
               const Tensor<T, typename ExecSpace::memory_space>& output,
               const Tensor<double, typename ExecSpace::memory_space>& total_weight, const NllLossOptions& opts) {
   using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "nll_loss";
   const CeGeometry geo = ce_geometry(op, input);
   check_reduction(op, opts.reduction);
+  ce_check_deferred<Mem>(op, opts.deferred_check);
   check_shape(op, "target", target, geo.row_shape);
   ce_check_weight(op, weight, geo.C);
   check_output(op, "output", output, opts.reduction, geo.row_shape);
@@ -1287,7 +1344,8 @@ void nll_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
   auto tv = target.data;
   auto wv = weight.data;
   auto ov = output.data;
-  CeSums sums;
+  const auto sums_s = scratch<CeSums>(exec, 1);
+  const CeSumsView<Mem> sums(sums_s.data());
   // One gathered element per row: a flat range over rows is the whole kernel.
   fixed_order_reduce(
       exec, "kloss::nll_loss::forward", rows,
@@ -1307,8 +1365,8 @@ void nll_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
         if (none) ov(r) = static_cast<T>(loss);
         acc.loss += static_cast<double>(loss);
       },
-      CeSumsReducer<Kokkos::HostSpace>(sums));
-  ce_finish<ExecSpace, T>(exec, op, sums, opts.reduction, rows, true, output, total_weight, C, ignore);
+      PlusViewReducer<CeSums, Mem>(sums));
+  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, true, output, total_weight, C, ignore);
 }
 
 template <class ExecSpace, class T, class I>
@@ -1319,9 +1377,11 @@ void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
                        const Tensor<const double, typename ExecSpace::memory_space>& total_weight,
                        const Tensor<T, typename ExecSpace::memory_space>& grad_input, const NllLossOptions& opts) {
   using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "nll_loss_backward";
   const CeGeometry geo = ce_geometry(op, input);
   check_reduction(op, opts.reduction);
+  ce_check_deferred<Mem>(op, opts.deferred_check);
   check_shape(op, "target", target, geo.row_shape);
   ce_check_weight(op, weight, geo.C);
   check_output(op, "grad_output", grad_output, opts.reduction, geo.row_shape);
@@ -1350,7 +1410,8 @@ void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
   const int S = launch.row_slices;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  CeSums sums;
+  const auto sums_s = scratch<CeSums>(exec, 1);
+  const CeSumsView<Mem> sums(sums_s.data());
   Kokkos::parallel_reduce(
       "kloss::nll_loss_backward::grad", ce_policy(exec, league, launch),
       KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
@@ -1385,8 +1446,8 @@ void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
             CeSumsReducer<Kokkos::HostSpace>(local));
         Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
       },
-      CeSumsReducer<Kokkos::HostSpace>(sums));
-  sums.bad.throw_if_any(op, "target", concat("[0, ", C, ") (or ignore_index ", ignore, ")"));
+      PlusViewReducer<CeSums, Mem>(sums));
+  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, Reduction::none, rows, true, {}, {}, C, ignore);
 }
 
 }  // namespace impl

@@ -325,21 +325,23 @@ struct Kernel {
     return count;
   }
 
-  /// Alpha recursion of sequence b into alpha rows (t mod alpha_rows);
-  /// returns the log-likelihood, the same on every thread.
-  KOKKOS_INLINE_FUNCTION A run_alpha(const member_type& m, std::int64_t b, const Seq& q) const {
+  /// Alpha recursion of sequence b into alpha rows (t mod alpha_rows):
+  /// `rows` (the team's scratch, two rows) or, if null, sequence b's rows of
+  /// `alpha`; returns the log-likelihood, the same on every thread.
+  KOKKOS_INLINE_FUNCTION A run_alpha(const member_type& m, std::int64_t b, const Seq& q, A* rows = nullptr) const {
     constexpr A ninf = -infinity<A>();
     const std::int64_t Wb = 2 * q.target_length + 1;
     const int* lb = lab.data() + b * W;
-    A* al = alpha.data() + b * alpha_rows * W;
+    const std::int64_t nrows = rows ? 2 : alpha_rows;
+    A* al = rows ? rows : alpha.data() + b * alpha_rows * W;
     if (q.input_length == 0) return q.target_length == 0 ? A(0) : ninf;  // torch >= 2.0; 1.13 reads out of bounds
     const std::int64_t K = (W + 1) / 2;
     const A* yg = ygather.data() + b * T_ * K;  // filled by gather() before this kernel
     for_chunks(m, Wb, [&](std::int64_t s) { al[s] = s <= 1 ? yg[s] : ninf; });
     for (std::int64_t t = 1; t < q.input_length; ++t) {
       m.team_barrier();
-      const A* prev = al + ((t - 1) % alpha_rows) * W;
-      A* cur = al + (t % alpha_rows) * W;
+      const A* prev = al + ((t - 1) % nrows) * W;
+      A* cur = al + (t % nrows) * W;
       const A* y = yg + t * K;
       Kokkos::parallel_for(Kokkos::TeamThreadRange(m, (Wb + chunk - 1) / chunk), [&](const std::int64_t c) {
         const std::int64_t s0 = c * chunk;
@@ -352,7 +354,7 @@ struct Kernel {
       });
     }
     m.team_barrier();
-    const A* last = al + ((q.input_length - 1) % alpha_rows) * W;
+    const A* last = al + ((q.input_length - 1) % nrows) * W;
     return q.target_length == 0 ? last[0] : lse2(last[Wb - 1], last[Wb - 2]);
   }
 
@@ -485,10 +487,14 @@ void ctc_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
 
   ScratchSet<Mem> held(scratch_instance(exec));
   auto k = ctc::make_kernel<ExecSpace, T, I>(exec, p, log_probs, targets, blank, true, held);
+  // Without log_alpha the recursion keeps two rows, in the team's scratch
+  // (on-chip on devices) when they fit.
+  const std::size_t rows_bytes = static_cast<std::size_t>(2 * p.W) * sizeof(A);
+  const bool rows_in_team = !log_alpha.present && rows_bytes <= tuning::ctc_team_scratch_bytes;
   if (log_alpha.present) {
     k.alpha = decltype(k.alpha)(log_alpha.data.data(), log_alpha.data.extent(0));
     k.alpha_rows = p.T;
-  } else {
+  } else if (!rows_in_team) {
     const auto alpha_scratch = held.template take<A>(p.N * 2 * p.W);
     k.alpha = decltype(k.alpha)(alpha_scratch.data(), alpha_scratch.extent(0));
     k.alpha_rows = 2;
@@ -496,14 +502,16 @@ void ctc_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
   ctc::gather(exec, k, op);
   auto out = output.data;
   const bool none = reduction == Reduction::none;
+  typename decltype(k)::Policy policy(exec, p.N, Kokkos::AUTO);
+  if (rows_in_team) policy.set_scratch_size(0, Kokkos::PerTeam(rows_bytes));
   Kokkos::parallel_for(
-      "kloss::ctc_loss::alpha", typename decltype(k)::Policy(exec, p.N, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const typename decltype(k)::member_type& m) {
+      "kloss::ctc_loss::alpha", policy, KOKKOS_LAMBDA(const typename decltype(k)::member_type& m) {
         const std::int64_t b = m.league_rank();
         const ctc::Seq q = k.seq(b);
+        A* rows = rows_in_team ? static_cast<A*>(m.team_scratch(0).get_shmem(rows_bytes)) : nullptr;
         A nll;
         if (k.setup_labels(m, b, q) > 0) nll = quiet_nan<A>();
-        else nll = -k.run_alpha(m, b, q);
+        else nll = -k.run_alpha(m, b, q, rows);
         Kokkos::single(Kokkos::PerTeam(m), [&]() {
           // zero_infinity: an infeasible alignment counts as 0 (torch's where(res == inf, 0, res))
           const A v = zero_infinity && nll == infinity<A>() ? A(0) : nll;
@@ -573,8 +581,14 @@ void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   k.alpha_rows = p.T;
   k.link = held.template take<int>(p.N * p.W);
   k.owner = held.template take<int>(p.N * p.W);
-  k.beta = held.template take<A>(p.N * 2 * p.W);
-  k.gamma = held.template take<A>(p.N * p.W);
+  // beta's two rows and gamma's one in the team's scratch (on-chip on
+  // devices) when they fit.
+  const std::size_t team_bytes = static_cast<std::size_t>(3 * p.W) * sizeof(A);
+  const bool in_team = team_bytes <= tuning::ctc_team_scratch_bytes;
+  if (!in_team) {
+    k.beta = held.template take<A>(p.N * 2 * p.W);
+    k.gamma = held.template take<A>(p.N * p.W);
+  }
   if (!have_alpha) ctc::gather(exec, k, op);
 
   auto go = grad_output.data;
@@ -582,14 +596,16 @@ void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   const bool none = reduction == Reduction::none, mean = reduction == Reduction::mean;
   const bool torch_mode = !ctc_grad;
   const std::int64_t T_ = p.T, N = p.N, C = p.C;
+  typename decltype(k)::Policy policy(exec, p.N, Kokkos::AUTO);
+  if (in_team) policy.set_scratch_size(0, Kokkos::PerTeam(team_bytes));
   Kokkos::parallel_for(
-      "kloss::ctc_loss_backward::beta", typename decltype(k)::Policy(exec, p.N, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const typename decltype(k)::member_type& m) {
+      "kloss::ctc_loss_backward::beta", policy, KOKKOS_LAMBDA(const typename decltype(k)::member_type& m) {
         using K = decltype(k);
         constexpr A ninf = -infinity<A>();
         const std::int64_t b = m.league_rank();
         const ctc::Seq q = k.seq(b);
         const std::int64_t Tb = q.input_length, Lb = q.target_length, Wb = 2 * Lb + 1;
+        A* const team = in_team ? static_cast<A*>(m.team_scratch(0).get_shmem(team_bytes)) : nullptr;
         auto row = [&](std::int64_t t) { return grad.data() + (t * N + b) * C; };
         // Frames past the input length get no gradient (torch zeroes them).
         Kokkos::parallel_for(Kokkos::TeamThreadRange(m, (T_ - Tb) * C),
@@ -630,8 +646,8 @@ void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
           own[s] = first;
         });
         const A* al = k.alpha.data() + b * k.alpha_rows * k.W;
-        A* be = k.beta.data() + b * 2 * k.W;
-        A* gm = k.gamma.data() + b * k.W;
+        A* be = in_team ? team : k.beta.data() + b * 2 * k.W;
+        A* gm = in_team ? team + 2 * k.W : k.gamma.data() + b * k.W;
         for (std::int64_t t = Tb - 1; t >= 0; --t) {
           m.team_barrier();
           const T* y = k.lp_row(t, b);

@@ -1280,32 +1280,29 @@ Kokkos::TeamPolicy<ExecSpace> multilabel_policy(const ExecSpace& exec, I64 N, I6
 
 /// Fills the team's table mult[d] = how often class d appears among the
 /// row's targets (before the first negative entry) and returns K, the
-/// number of those targets; counts entries outside [-1, C) among them in
-/// `bad` (stopping at the first). Team-collective.
+/// number of those targets; an entry outside [-1, C) among them skips the
+/// row (K = 0) and sets `bad` to 1. Team-collective and parallel: the
+/// first entry that ends the list is a min-reduction over the row, the
+/// counts are atomic increments of the team's table.
 template <class Member, class Table, class I>
 KOKKOS_INLINE_FUNCTION I64 multilabel_table(const Member& mb, const Table& mult, const I* tr, I64 C, I64& bad) {
   Kokkos::parallel_for(Kokkos::TeamThreadRange(mb, C), [&](const I64 d) { mult(d) = 0; });
-  mb.team_barrier();
-  I64 K = 0;
-  Kokkos::single(
-      Kokkos::PerTeam(mb),
-      [&](I64& k) {
-        k = 0;
-        for (I64 j = 0; j < C; ++j) {
-          const I64 v = static_cast<I64>(tr[j]);
-          if (v < -1 || v >= C) {
-            k = -1;  // an invalid target: the row is skipped and counted
-            break;
-          }
-          if (v < 0) break;
-          ++mult(v);
-          ++k;
-        }
+  I64 stop = C;
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(mb, C),
+      [&](const I64 j, I64& first) {
+        const I64 v = static_cast<I64>(tr[j]);
+        if ((v < 0 || v >= C) && j < first) first = j;
       },
-      K);
+      Kokkos::Min<I64>(stop));
+  if (stop > C) stop = C;  // the reducer starts from the largest I64: no entry ends the list
   mb.team_barrier();
-  bad = K < 0 ? 1 : 0;
-  return K < 0 ? 0 : K;
+  bad = stop < C && static_cast<I64>(tr[stop]) != -1 ? 1 : 0;
+  const I64 K = bad ? 0 : stop;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(mb, K),
+                       [&](const I64 j) { Kokkos::atomic_increment(&mult(static_cast<I64>(tr[j]))); });
+  mb.team_barrier();
+  return K;
 }
 
 }  // namespace margin

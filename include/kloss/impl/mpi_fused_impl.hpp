@@ -112,8 +112,10 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
   };
   const Outcome outcome = after_agreement(comm, op, [&] {
     Outcome result;
-    Kokkos::View<A*, Mem> rec("kloss::vocab_parallel_fused_linear::records", static_cast<std::size_t>(n * lay.k));
-    Kokkos::View<A*, Mem> saved("kloss::vocab_parallel_fused_linear::saved", static_cast<std::size_t>(saved_extent(n)));
+    // Work arrays from the scratch cache (kloss/scratch.hpp).
+    kloss::impl::ScratchSet<Mem> work(kloss::impl::scratch_instance(exec));
+    const Kokkos::View<A*, Mem> rec = work.template take<A>(n * lay.k);
+    const Kokkos::View<A*, Mem> saved = work.template take<A>(saved_extent(n));
     // totals for the backward rows: sum of target weights, (valid rows: unused), sum_c w_c
     {
       const A tw = static_cast<A>(sums[1]), ws = static_cast<A>(sums[0]);
@@ -134,7 +136,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     // loss / of the sum of the per-row losses).
     Kokkos::View<T*, Mem> ones;
     if (!grad_output.present) {
-      ones = Kokkos::View<T*, Mem>("kloss::vocab_parallel_fused_linear::ones", 1);
+      ones = work.template take<T>(1);
       Kokkos::deep_copy(exec, ones, T(1.0f));
     }
     const bool per_row_g = grad_output.present && opts.reduction == Reduction::none;
@@ -149,8 +151,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
       if constexpr (std::is_same_v<T, A>) {
         cwa = ce_weight.data.data();
       } else {
-        cw_acc = Kokkos::View<A*, Mem>(
-            Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::vocab_parallel_fused_linear::ce_weight_acc"), v);
+        cw_acc = work.template take<A>(v);
         kloss::impl::fl_convert(exec, cw_acc.data(), ce_weight.data.data(), v, false);
         cwa = cw_acc.data();
       }

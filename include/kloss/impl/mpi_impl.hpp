@@ -305,7 +305,8 @@ void allreduce_in_place(const ExecSpace& exec, const Communicator& comm, std::st
     comm.record(bytes, MPI_Wtime() - t0);
     return;
   }
-  Kokkos::View<A*, Kokkos::HostSpace> host("kloss::" + std::string(op) + "::host_staging", v.extent(0));
+  const auto host_s = kloss::impl::scratch<A>(Kokkos::DefaultHostExecutionSpace(), static_cast<std::int64_t>(v.extent(0)));
+  const Kokkos::View<A*, Kokkos::HostSpace> host = host_s.view();
   Kokkos::deep_copy(host, v);
   const double t0 = MPI_Wtime();
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, host.data(), count, type, mpi_op, comm.get()), op, "MPI_Allreduce");
@@ -607,6 +608,14 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
                                            const VocabParallelCrossEntropyOptions& opts);
 
 /// Host checks shared by the forward and backward of the cross-entropy.
+/// The vocabulary-parallel ops block in their collectives and throw a bad
+/// target on every rank at the call: a deferred check has nothing to defer.
+inline void check_no_deferred_check(std::string_view op, const CheckFlag& deferred) {
+  if (deferred)
+    fail<InvalidArgument>(op, "options.deferred_check is not supported (the op's collectives fence, a bad target ",
+                          "throws on every rank at the call): leave it empty");
+}
+
 template <class T, class I, class M>
 void check_ce_arguments(std::string_view op, const ClassRange& range, const Tensor<const T, M>& logits,
                         const Tensor<const I, M>& target, const Tensor<const T, M>& weight, Reduction reduction,
@@ -658,6 +667,7 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
   auto local_checks = [&] {
     check_ce_arguments(op, range, logits, target, weight, opts.reduction, opts.label_smoothing, opts.z_loss,
                        opts.softcap);
+    check_no_deferred_check(op, opts.deferred_check);
     const std::int64_t n = logits.extent(0);
     check_output(op, "output", output, opts.reduction, Shape{n});
     check_shape(op, "saved", saved, Shape{saved_extent(n)});
@@ -684,8 +694,10 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
   ProfilingRegion region("kloss::vocab_parallel_cross_entropy");
   const std::int64_t n = logits.extent(0);
   const RecordLayout lay(weight.present, smoothing);
+  kloss::impl::Scratch<A, Mem> rec_s;  // the row records (kloss/scratch.hpp)
   const Kokkos::View<A*, Mem> rec = after_agreement(comm, op, [&] {
-    Kokkos::View<A*, Mem> r("kloss::vocab_parallel_cross_entropy::records", static_cast<std::size_t>(n * lay.k));
+    rec_s = kloss::impl::scratch<A>(exec, n * lay.k);
+    const Kokkos::View<A*, Mem> r = rec_s.view();
     ce_slice_partials<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, target,
                                        weight.present ? weight.data.data() : nullptr, opts.ignore_index, opts.softcap, lay, r, 0, opts.tuning);
     RowType rt(lay.k, mpi_type<A>(), op);
@@ -732,6 +744,7 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
   constexpr std::string_view op = "vocab_parallel_cross_entropy_backward";
   check_ce_arguments(op, range, logits, target, weight, opts.reduction, opts.label_smoothing, opts.z_loss,
                      opts.softcap);
+  check_no_deferred_check(op, opts.deferred_check);
   const std::int64_t n = logits.extent(0);
   check_output(op, "grad_output", grad_output, opts.reduction, Shape{n});
   check_shape(op, "saved", saved, Shape{saved_extent(n)});
@@ -846,7 +859,8 @@ void vocab_parallel_embedding_renorm(const ExecSpace& exec, const ClassRange& ra
   require(weight.extent(0) == range.count, op, "argument 'weight' must have ", range.count, " rows, got shape ",
           weight.shape.str());
   const std::int64_t m = input.numel(), b = range.begin, e = range.end();
-  Kokkos::View<I*, Mem> local("kloss::vocab_parallel_embedding::renorm_rows", static_cast<std::size_t>(m));
+  const auto local_s = kloss::impl::scratch<I>(exec, m);
+  const Kokkos::View<I*, Mem> local = local_s.view();
   auto idx = input.data;
   std::int64_t owned = 0;
   Kokkos::parallel_scan(

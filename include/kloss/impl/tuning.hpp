@@ -129,6 +129,13 @@ inline constexpr std::int64_t fl_min_grad_weight_block_rows = 256;
 /// vectorises (16 floats per AVX-512 register, 4 registers). Device spaces
 /// use one state per thread. Chosen, not yet measured (2026-11-22, 2-core EPYC).
 inline constexpr int ctc_host_chunk = 64;
+/// ctc_loss keeps its rolling lattice rows (the forward's two alpha rows,
+/// the backward's two beta rows and gamma) in team scratch, level 0
+/// (on-chip on GPUs), when they take at most this many bytes (2 * max
+/// target length + 1 states a row): up to a max target length of ~1300
+/// (float) or ~680 (double) in the backward. Chosen: below the 48 KiB a
+/// CUDA block gets without opting in, on every space alike.
+inline constexpr std::size_t ctc_team_scratch_bytes = 32 * 1024;
 
 
 // --- embedding family (include/kloss/impl/embedding_impl.hpp) -------------
