@@ -1,5 +1,6 @@
 // kloss's scratch cache (impl/scratch.hpp): a training step (cross_entropy,
-// the fused head, element-wise losses, the embedding family, ctc_loss) that has run
+// the fused head, element-wise and row-wise margin losses, the embedding
+// family, ctc_loss) that has run
 // once allocates nothing when it runs again (every Kokkos allocation is
 // seen through the Kokkos Tools allocation callback), blocks are handed
 // only to work on the instance that used them, release_scratch() frees the
@@ -44,7 +45,7 @@ struct Step {
   Kokkos::View<float**, Mem> y = make_view<float**>("y", random_values(32 * 8, 0, 1, 10), {32, 8});
   Kokkos::View<float**, Mem> gpred{"gp", 32, 8};
   Kokkos::View<float*, Mem> grow{"gr", 8};
-  Kokkos::View<float, Mem> mse{"mse"}, bce{"bce"};
+  Kokkos::View<float, Mem> mse{"mse"}, bce{"bce"}, triplet{"triplet"}, soft{"soft"};
   // embedding [50, 12] looked up at 200 positions, sorted and owner-computes backward;
   // embedding_bag (mean) over 20 bags
   Kokkos::View<float**, Mem> table = make_view<float**>("E", random_values(50 * 12, -1, 1, 11), {50, 12});
@@ -89,6 +90,11 @@ struct Step {
     r.push_back(to_doubles(mse)[0]);
     kloss::binary_cross_entropy(exec, pred, y, Kokkos::View<float**, Mem>(), bce);
     r.push_back(to_doubles(bce)[0]);
+    // row-wise margin losses reduced on the device (triplet's negative: the mse gradient)
+    kloss::triplet_margin_loss(exec, pred, y, gpred, triplet);
+    r.push_back(to_doubles(triplet)[0]);
+    kloss::multilabel_soft_margin_loss(exec, pred, y, Kokkos::View<float**, Mem>(), soft);
+    r.push_back(to_doubles(soft)[0]);
     kloss::embedding(exec, ids, table, emb);
     for (int items : {0, 2}) {
       kloss::EmbeddingOptions eo;

@@ -1,13 +1,18 @@
 // GoogleTest main for every kloss test program: Kokkos (and MPI, for the
 // MPI tests) initialised around the whole run.
 #include <gtest/gtest.h>
+#include <kloss/impl/tuning.hpp>
 
 #include <Kokkos_Core.hpp>
+#include <cstdlib>
 #ifdef KLOSS_HAVE_MPI
 #include <mpi.h>
 #endif
 
 int main(int argc, char** argv) {
+  // Test hook: run the row-wise margin losses on the device mapping.
+  if (const char* s = std::getenv("KLOSS_TEST_MARGIN_ROW_SLICES"))
+    kloss::impl::tuning::test_margin_row_slices = std::atoi(s);
 #ifdef KLOSS_HAVE_MPI
   MPI_Init(&argc, &argv);
   int rank = 0;

@@ -12,12 +12,15 @@
 ///    tuning::margin_chunk elements with double partial sums, as the
 ///    pointwise family.
 ///  - The row-wise ones (triplet, cosine, multi_margin,
-///    multilabel_soft_margin) give each row to one thread (RangePolicy over
-///    rows). Why not a team per row: these rows are short (D or C in the
-///    hundreds), the batch is large, so rows alone give every core (and a
-///    GPU's threads) enough work, and a row-per-thread loop with
-///    tuning::margin_lanes independent partial sums vectorises on the host,
-///    where a ThreadVectorRange reduction is a scalar dependent chain. A
+///    multilabel_soft_margin) on host spaces give each row to one thread
+///    (RangePolicy over rows): the rows are short (D or C in the hundreds)
+///    and many, so rows alone give every core enough work, and a
+///    row-per-thread loop with tuning::margin_lanes independent partial sums
+///    vectorises, where a ThreadVectorRange reduction is a scalar dependent
+///    chain. On device spaces a row per team thread, its elements in
+///    interleaved slices over the thread's vector lanes (a warp: coalesced
+///    loads), partials merged by a vector reduction (the "lanes mapping",
+///    below; tuning::test_margin_row_slices runs it on a host in CI). A
 ///    row's backward reads the row twice (norms or dot products first, then
 ///    the gradient); the second read hits L1.
 ///  - multilabel_margin_loss needs a per-row "is a target" table of C
@@ -548,6 +551,109 @@ void margin_ranking_loss_backward(const ExecSpace& exec,
 // ============================================================================
 namespace margin {
 
+// ---------------------------------------------------------------------------
+// Row-wise margin losses on the lanes mapping (device spaces; host spaces
+// under tuning::test_margin_row_slices): a row per team thread, its
+// elements j = l, l + S, l + 2S, ... on vector lane l of S interleaved
+// slices (consecutive lanes read consecutive elements), the lanes'
+// partials merged by a vector reduction. Host spaces otherwise run the
+// row-per-thread loops below each op.
+// ---------------------------------------------------------------------------
+
+/// Slices per row of the lanes mapping on ExecSpace; 0: the host's loops.
+template <class ExecSpace>
+int row_slices() {
+  if (tuning::test_margin_row_slices > 0) return tuning::test_margin_row_slices;
+  return is_host_space_v<ExecSpace> ? 0 : tuning::margin_row_slices_device;
+}
+
+/// The team policy of the lanes mapping for N rows: rows_per_team rows a
+/// team (one on hosts); on devices min(S, max vector length) lanes (a power
+/// of two), on hosts one lane, whose thread walks the slices in turn.
+template <class ExecSpace>
+Kokkos::TeamPolicy<ExecSpace> lanes_policy(const ExecSpace& exec, I64 N, int S, I64& rows_per_team) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  if constexpr (is_host_space_v<ExecSpace>) {
+    rows_per_team = 1;
+    return Policy(exec, static_cast<int>(N), 1);
+  } else {
+    rows_per_team = tuning::margin_rows_per_team_device;
+    int v = 1;
+    while (v * 2 <= S && v * 2 <= Policy::vector_length_max()) v *= 2;
+    return Policy(exec, static_cast<int>((N + rows_per_team - 1) / rows_per_team),
+                  static_cast<int>(rows_per_team), v);
+  }
+}
+
+/// Calls row(mem, r, acc) for every row r < N on the lanes mapping, acc a
+/// Reducer::value_type that every lane of the row's thread updates alike,
+/// and reduces acc over the rows into r (fixed order on host spaces, as
+/// impl/reduce.hpp).
+template <class ExecSpace, class Row, class Reducer>
+void lanes_rows_reduce(const ExecSpace& exec, const std::string& label, I64 N, int S, const Row& row,
+                       const Reducer& r) {
+  using Value = typename Reducer::value_type;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  I64 rpt = 1;
+  const auto policy = lanes_policy(exec, N, S, rpt);
+  fixed_order_team_reduce(
+      label, policy,
+      KOKKOS_LAMBDA(const Member& mem, Value& upd) {
+        const I64 r0 = mem.league_rank() * rpt, r1 = r0 + rpt < N ? r0 + rpt : N;
+        Value local;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(mem, r0, r1), [&](const I64 i, Value& acc) { row(mem, i, acc); },
+            PlusReducer<Value>(local));
+        Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd += local; });
+      },
+      r);
+}
+
+/// Calls row(mem, r) for every row r < N on the lanes mapping.
+template <class ExecSpace, class Row>
+void lanes_rows_for(const ExecSpace& exec, const std::string& label, I64 N, int S, const Row& row) {
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  I64 rpt = 1;
+  const auto policy = lanes_policy(exec, N, S, rpt);
+  Kokkos::parallel_for(
+      label, policy, KOKKOS_LAMBDA(const Member& mem) {
+        const I64 r0 = mem.league_rank() * rpt, r1 = r0 + rpt < N ? r0 + rpt : N;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(mem, r0, r1), [&](const I64 i) { row(mem, i); });
+      });
+}
+
+/// The sum over a row of S slices: f(j, acc) adds element j's terms to acc
+/// (a V with +=); the merged value on every lane.
+template <class V, class Member, class F>
+KOKKOS_INLINE_FUNCTION V lanes_sum(const Member& mem, int S, I64 n, const F& f) {
+  V total;
+  Kokkos::parallel_reduce(
+      Kokkos::ThreadVectorRange(mem, S),
+      [&](const int l, V& acc) {
+        for (I64 j = l; j < n; j += S) f(j, acc);
+      },
+      PlusReducer<V>(total));
+  return total;
+}
+
+/// Calls f(j) for the elements j < n of a row, over S slices.
+template <class Member, class F>
+KOKKOS_INLINE_FUNCTION void lanes_for(const Member& mem, int S, I64 n, const F& f) {
+  Kokkos::parallel_for(Kokkos::ThreadVectorRange(mem, S), [&](const int l) {
+    for (I64 j = l; j < n; j += S) f(j);
+  });
+}
+
+/// A sum of scalars as a V of lanes_sum.
+template <class A>
+struct Sum1 {
+  A v = 0;
+  KOKKOS_INLINE_FUNCTION Sum1& operator+=(const Sum1& o) {
+    v += o.v;
+    return *this;
+  }
+};
+
 /// Per-row p-norm accumulation in `L` lanes: sum of |d|^p (or of d^2, |d|,
 /// [d != 0]) or, for p = inf, the running max of |d| and how many elements
 /// reach it (the backward splits the gradient between ties, as torch).
@@ -690,6 +796,61 @@ KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists(const NormAcc<K, A>& nr
   return r;
 }
 
+/// The three distances' partial sums (or, p = inf, running maxima and tie
+/// counts) of a row's slices, merged as the host loop merges its lanes.
+template <NormKind K, class A>
+struct TripletPart {
+  A s[3] = {A(K == NormKind::inf ? -1 : 0), A(K == NormKind::inf ? -1 : 0), A(K == NormKind::inf ? -1 : 0)};
+  A c[3] = {A(0), A(0), A(0)};
+  /// Adds a term (p = inf: |d|; a NaN takes the max and keeps it).
+  KOKKOS_INLINE_FUNCTION void add(int i, A v) {
+    if constexpr (K == NormKind::inf) {
+      if (v > s[i] || v != v)
+        s[i] = v, c[i] = A(1);
+      else if (v == s[i])
+        c[i] += A(1);
+    } else {
+      s[i] += v;
+    }
+  }
+  KOKKOS_INLINE_FUNCTION TripletPart& operator+=(const TripletPart& o) {
+    for (int i = 0; i < 3; ++i) {
+      if constexpr (K == NormKind::inf) {
+        if (s[i] != s[i]) continue;  // NaN stays
+        if (o.s[i] > s[i] || o.s[i] != o.s[i])
+          s[i] = o.s[i], c[i] = o.c[i];
+        else if (o.s[i] == s[i])
+          c[i] += o.c[i];
+      } else {
+        s[i] += o.s[i];
+      }
+    }
+    return *this;
+  }
+};
+
+/// triplet_row_dists on the lanes mapping (S slices of the row).
+template <NormKind K, class Member, class T, class A>
+KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists_lanes(const Member& mem, int S, const NormAcc<K, A>& nrm,
+                                                               const T* a, const T* p, const T* n, I64 D, A eps,
+                                                               bool swap) {
+  const TripletPart<K, A> t = lanes_sum<TripletPart<K, A>>(mem, S, D, [&](I64 j, TripletPart<K, A>& acc) {
+    const A aj = to_acc(a[j]), pj = to_acc(p[j]), nj = to_acc(n[j]);
+    acc.add(0, nrm.term(aj - pj + eps));
+    acc.add(1, nrm.term(aj - nj + eps));
+    if (swap) acc.add(2, nrm.term(pj - nj + eps));
+  });
+  TripletDists<A> r;
+  if constexpr (K == NormKind::inf) {
+    // The norm of an empty row is 0.
+    r.dap = D > 0 ? t.s[0] : A(0), r.dan = D > 0 ? t.s[1] : A(0), r.dpn = D > 0 && swap ? t.s[2] : A(0);
+    r.tap = t.c[0] > 0 ? t.c[0] : A(1), r.tan = t.c[1] > 0 ? t.c[1] : A(1), r.tpn = t.c[2] > 0 ? t.c[2] : A(1);
+  } else {
+    r.dap = nrm.finish(t.s[0]), r.dan = nrm.finish(t.s[1]), r.dpn = nrm.finish(t.s[2]);
+  }
+  return r;
+}
+
 template <class T, class M>
 void check_triplet(std::string_view op, const Tensor<const T, M>& anchor, const Tensor<const T, M>& positive,
                    const Tensor<const T, M>& negative, double p, Reduction reduction) {
@@ -711,6 +872,49 @@ inline NormKind norm_kind(double p) {
   return NormKind::general;
 }
 
+/// The gradient coefficients of a triplet row with upstream gradient g:
+/// u_ap = cap grad_ap(a - p), u_an = can grad_an(a - n), u_pn = cpn
+/// grad_pn(p - n) (NormAcc::grad with the row's factors f*).
+template <class A>
+struct TripletCoef {
+  A cap = 0, can = 0, cpn = 0, fap = 0, fan = 0, fpn = 0;
+};
+
+template <NormKind K, class A>
+KOKKOS_INLINE_FUNCTION TripletCoef<A> triplet_coef(const NormAcc<K, A>& nrm, const TripletDists<A>& d, A g, A m,
+                                                   bool swap) {
+  TripletCoef<A> k;
+  // loss = max(0, z), z = margin + d_ap - d_neg: dz/dd_ap = 1, dz/dd_neg = -1.
+  const A dneg = swap ? triplet_min(d.dpn, d.dan) : d.dan;
+  k.cap = g * relu_mask(m + d.dap - dneg);
+  // d_neg = min(d_an, d_pn): torch's minimum backward gives the whole
+  // gradient to the smaller one, half to each on a tie.
+  k.can = -k.cap;
+  if (swap) {
+    if (d.dpn < d.dan)
+      k.can = A(0), k.cpn = -k.cap;
+    else if (d.dpn == d.dan)
+      k.can = -k.cap / A(2), k.cpn = -k.cap / A(2);
+  }
+  k.fap = nrm.factor(d.dap, d.tap), k.fan = nrm.factor(d.dan, d.tan), k.fpn = nrm.factor(d.dpn, d.tpn);
+  return k;
+}
+
+/// Element j's gradients: d_ap = |a - p + eps| gives u_ap to a and -u_ap to
+/// p; likewise d_an (a, n) and d_pn (p, n).
+template <NormKind K, class T, class A>
+KOKKOS_INLINE_FUNCTION void triplet_grads(const NormAcc<K, A>& nrm, const TripletDists<A>& d,
+                                          const TripletCoef<A>& k, A e, bool swap, T aj_, T pj_, T nj_, A& ga, A& gp,
+                                          A& gn) {
+  const A aj = to_acc(aj_), pj = to_acc(pj_), nj = to_acc(nj_);
+  const A uap = k.cap * nrm.grad(aj - pj + e, d.dap, k.fap);
+  const A uan = k.can * nrm.grad(aj - nj + e, d.dan, k.fan);
+  const A upn = swap ? k.cpn * nrm.grad(pj - nj + e, d.dpn, k.fpn) : A(0);
+  ga = uap + uan;
+  gp = upn - uap;
+  gn = -uan - upn;
+}
+
 template <NormKind K, class ExecSpace, class T>
 void triplet_forward_kernel(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& anchor,
                             const Tensor<const T, typename ExecSpace::memory_space>& positive,
@@ -718,28 +922,49 @@ void triplet_forward_kernel(const ExecSpace& exec, const Tensor<const T, typenam
                             const Tensor<T, typename ExecSpace::memory_space>& output, double margin, double p,
                             double eps, bool swap, Reduction reduction) {
   using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const I64 D = last_extent(anchor.shape), N = leading_shape(anchor.shape).numel();
   const NormAcc<K, A> nrm{static_cast<A>(p)};
   const A m = static_cast<A>(margin), e = static_cast<A>(eps);
   const T* a = anchor.data.data();
   const T* ps = positive.data.data();
   const T* ng = negative.data.data();
-  auto row_loss = KOKKOS_LAMBDA(const I64 r)->A {
-    const TripletDists<A> d = triplet_row_dists<K, T>(nrm, a + r * D, ps + r * D, ng + r * D, D, e, swap);
+  const int S = row_slices<ExecSpace>();
+  auto loss_of = KOKKOS_LAMBDA(const TripletDists<A>& d)->A {
     const A dneg = swap ? triplet_min(d.dpn, d.dan) : d.dan;
     return relu(m + d.dap - dneg);
   };
+  auto row_loss = KOKKOS_LAMBDA(const I64 r)->A {
+    return loss_of(triplet_row_dists<K, T>(nrm, a + r * D, ps + r * D, ng + r * D, D, e, swap));
+  };
+  auto lanes_loss = KOKKOS_LAMBDA(const Member& mem, const I64 r)->A {
+    return loss_of(triplet_row_dists_lanes<K>(mem, S, nrm, a + r * D, ps + r * D, ng + r * D, D, e, swap));
+  };
   if (reduction == Reduction::none) {
     auto o = output.data;
-    Kokkos::parallel_for(
-        "kloss::triplet_margin_loss::forward", Range<ExecSpace>(exec, 0, N),
-        KOKKOS_LAMBDA(const I64 r) { o(r) = static_cast<T>(row_loss(r)); });
+    if (S > 0)
+      lanes_rows_for(exec, "kloss::triplet_margin_loss::forward", N, S, KOKKOS_LAMBDA(const Member& mem, const I64 r) {
+        const A l = lanes_loss(mem, r);
+        Kokkos::single(Kokkos::PerThread(mem), [&]() { o(r) = static_cast<T>(l); });
+      });
+    else
+      Kokkos::parallel_for(
+          "kloss::triplet_margin_loss::forward", Range<ExecSpace>(exec, 0, N),
+          KOKKOS_LAMBDA(const I64 r) { o(r) = static_cast<T>(row_loss(r)); });
     return;
   }
-  DeviceScalar<ExecSpace> sum("kloss::triplet_margin_loss::sum");
-  fixed_order_sum(
-      exec, "kloss::triplet_margin_loss::forward_sum", N,
-      KOKKOS_LAMBDA(const I64 r, double& s) { s += static_cast<double>(row_loss(r)); }, sum);
+  const auto sum_s = scratch<double>(exec, 1);
+  const DeviceScalar<ExecSpace> sum(sum_s.data());
+  if (S > 0)
+    lanes_rows_reduce(
+        exec, "kloss::triplet_margin_loss::forward_sum", N, S,
+        KOKKOS_LAMBDA(const Member& mem, const I64 r, double& acc) { acc += static_cast<double>(lanes_loss(mem, r)); },
+        PlusViewReducer<double, Mem>(typename PlusViewReducer<double, Mem>::result_view_type(sum.data())));
+  else
+    fixed_order_sum(
+        exec, "kloss::triplet_margin_loss::forward_sum", N,
+        KOKKOS_LAMBDA(const I64 r, double& acc) { acc += static_cast<double>(row_loss(r)); }, sum);
   write_device_scalar(exec, "kloss::triplet_margin_loss::forward_scale", sum, reduction_scale(reduction, N), output);
 }
 
@@ -754,6 +979,7 @@ void triplet_backward_kernel(const ExecSpace& exec,
                              const Tensor<T, typename ExecSpace::memory_space>& grad_negative, double margin, double p,
                              double eps, bool swap, Reduction reduction) {
   using A = acc_t<T>;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const I64 D = last_extent(anchor.shape), N = leading_shape(anchor.shape).numel();
   const NormAcc<K, A> nrm{static_cast<A>(p)};
   const A m = static_cast<A>(margin), e = static_cast<A>(eps);
@@ -766,51 +992,44 @@ void triplet_backward_kernel(const ExecSpace& exec,
   T* gp = grad_positive.data.data();
   T* gn = grad_negative.data.data();
   auto go = grad_output.data;
+  const int S = row_slices<ExecSpace>();
+  if (S > 0) {
+    lanes_rows_for(exec, "kloss::triplet_margin_loss::backward", N, S, KOKKOS_LAMBDA(const Member& mem, const I64 r) {
+      const I64 o = r * D;
+      const TripletDists<A> d = triplet_row_dists_lanes<K>(mem, S, nrm, a + o, ps + o, ng + o, D, e, swap);
+      const A g = none ? to_acc(go(r)) : to_acc(go(0)) * scale;
+      const TripletCoef<A> k = triplet_coef(nrm, d, g, m, swap);
+      lanes_for(mem, S, D, [&](const I64 j) {
+        A ua, up, un;
+        triplet_grads<K, T>(nrm, d, k, e, swap, a[o + j], ps[o + j], ng[o + j], ua, up, un);
+        if (ga) ga[o + j] = static_cast<T>(ua);
+        if (gp) gp[o + j] = static_cast<T>(up);
+        if (gn) gn[o + j] = static_cast<T>(un);
+      });
+    });
+    return;
+  }
   Kokkos::parallel_for(
       "kloss::triplet_margin_loss::backward", Range<ExecSpace>(exec, 0, N), KOKKOS_LAMBDA(const I64 r) {
-        const T* ar = a + r * D;
-        const T* pr = ps + r * D;
-        const T* nr = ng + r * D;
-        const TripletDists<A> d = triplet_row_dists<K, T>(nrm, ar, pr, nr, D, e, swap);
+        const I64 o = r * D;
+        const TripletDists<A> d = triplet_row_dists<K, T>(nrm, a + o, ps + o, ng + o, D, e, swap);
         const A g = none ? to_acc(go(r)) : to_acc(go(0)) * scale;
-        // loss = max(0, z), z = margin + d_ap - d_neg: dz/dd_ap = 1, dz/dd_neg = -1.
-        const A dneg = swap ? triplet_min(d.dpn, d.dan) : d.dan;
-        const A cap = g * relu_mask(m + d.dap - dneg);
-        // d_neg = min(d_an, d_pn): torch's minimum backward gives the whole
-        // gradient to the smaller one, half to each on a tie.
-        A can = -cap, cpn = A(0);
-        if (swap) {
-          if (d.dpn < d.dan)
-            can = A(0), cpn = -cap;
-          else if (d.dpn == d.dan)
-            can = -cap / A(2), cpn = -cap / A(2);
-        }
-        const A fap = nrm.factor(d.dap, d.tap), fan = nrm.factor(d.dan, d.tan), fpn = nrm.factor(d.dpn, d.tpn);
-        // d_ap = |a - p + eps|: d/da = u_ap, d/dp = -u_ap; likewise d_an (a, n) and d_pn (p, n).
-        auto terms = [&](I64 j, A& uap, A& uan, A& upn) {
-          const A aj = to_acc(ar[j]), pj = to_acc(pr[j]), nj = to_acc(nr[j]);
-          uap = cap * nrm.grad(aj - pj + e, d.dap, fap);
-          uan = can * nrm.grad(aj - nj + e, d.dan, fan);
-          upn = swap ? cpn * nrm.grad(pj - nj + e, d.dpn, fpn) : A(0);
-        };
+        const TripletCoef<A> k = triplet_coef(nrm, d, g, m, swap);
         if (ga && gp && gn) {  // the usual case, without branches in the loop
-          T* gar = ga + r * D;
-          T* gpr = gp + r * D;
-          T* gnr = gn + r * D;
           for (I64 j = 0; j < D; ++j) {
-            A uap, uan, upn;
-            terms(j, uap, uan, upn);
-            gar[j] = static_cast<T>(uap + uan);
-            gpr[j] = static_cast<T>(upn - uap);
-            gnr[j] = static_cast<T>(-uan - upn);
+            A ua, up, un;
+            triplet_grads<K, T>(nrm, d, k, e, swap, a[o + j], ps[o + j], ng[o + j], ua, up, un);
+            ga[o + j] = static_cast<T>(ua);
+            gp[o + j] = static_cast<T>(up);
+            gn[o + j] = static_cast<T>(un);
           }
         } else {
           for (I64 j = 0; j < D; ++j) {
-            A uap, uan, upn;
-            terms(j, uap, uan, upn);
-            if (ga) ga[r * D + j] = static_cast<T>(uap + uan);
-            if (gp) gp[r * D + j] = static_cast<T>(upn - uap);
-            if (gn) gn[r * D + j] = static_cast<T>(-uan - upn);
+            A ua, up, un;
+            triplet_grads<K, T>(nrm, d, k, e, swap, a[o + j], ps[o + j], ng[o + j], ua, up, un);
+            if (ga) ga[o + j] = static_cast<T>(ua);
+            if (gp) gp[o + j] = static_cast<T>(up);
+            if (gn) gn[o + j] = static_cast<T>(un);
           }
         }
       });
@@ -900,9 +1119,19 @@ namespace margin {
 
 inline constexpr double cosine_epsilon = 1e-12;
 
-/// <x1, x2>, |x1|^2 and |x2|^2 of one row, in L lanes.
+/// <x1, x2>, |x1|^2 and |x2|^2 of a row.
+template <class A>
+struct CosSums {
+  A s12 = 0, s11 = 0, s22 = 0;
+  KOKKOS_INLINE_FUNCTION CosSums& operator+=(const CosSums& o) {
+    s12 += o.s12, s11 += o.s11, s22 += o.s22;
+    return *this;
+  }
+};
+
+/// CosSums of one row, in L lanes (host loop).
 template <class T, class A = acc_t<T>>
-KOKKOS_INLINE_FUNCTION void cosine_row_sums(const T* x1, const T* x2, I64 D, A& s12, A& s11, A& s22) {
+KOKKOS_INLINE_FUNCTION CosSums<A> cosine_row_sums(const T* x1, const T* x2, I64 D) {
   constexpr int L = tuning::margin_lanes;
   A p12[L] = {}, p11[L] = {}, p22[L] = {};
   I64 j = 0;
@@ -919,8 +1148,43 @@ KOKKOS_INLINE_FUNCTION void cosine_row_sums(const T* x1, const T* x2, I64 D, A& 
     p11[0] += u * u;
     p22[0] += v * v;
   }
-  s12 = s11 = s22 = A(0);
-  for (int l = 0; l < L; ++l) s12 += p12[l], s11 += p11[l], s22 += p22[l];
+  CosSums<A> q;
+  for (int l = 0; l < L; ++l) q.s12 += p12[l], q.s11 += p11[l], q.s22 += p22[l];
+  return q;
+}
+
+/// CosSums of one row on the lanes mapping.
+template <class Member, class T, class A = acc_t<T>>
+KOKKOS_INLINE_FUNCTION CosSums<A> cosine_row_sums_lanes(const Member& mem, int S, const T* x1, const T* x2, I64 D) {
+  return lanes_sum<CosSums<A>>(mem, S, D, [&](I64 j, CosSums<A>& q) {
+    const A u = to_acc(x1[j]), v = to_acc(x2[j]);
+    q.s12 += u * v;
+    q.s11 += u * u;
+    q.s22 += v * v;
+  });
+}
+
+/// A row's loss from its sums and target: 1 - cos (t = 1), max(0, cos -
+/// margin) (t = -1), 0 for an invalid target (the call throws).
+template <class A>
+KOKKOS_INLINE_FUNCTION A cosine_loss(const CosSums<A>& q, A tr, A m, A eps) {
+  const A c = q.s12 / sqrt((q.s11 + eps) * (q.s22 + eps));
+  return tr == A(1) ? A(1) - c : (tr == A(-1) ? relu(c - m) : A(0));
+}
+
+/// A row's gradient coefficients: d loss / d x1_j = kd x2_j - k1 x1_j,
+/// d loss / d x2_j = kd x1_j - k2 x2_j, for upstream gradient g.
+template <class A>
+struct CosCoef {
+  A kd = 0, k1 = 0, k2 = 0;
+};
+template <class A>
+KOKKOS_INLINE_FUNCTION CosCoef<A> cosine_coef(const CosSums<A>& q, A tr, A g, A m, A eps) {
+  const A m1 = q.s11 + eps, m2 = q.s22 + eps, den = sqrt(m1 * m2), c = q.s12 / den;
+  // dloss/dcos: -1 (t = 1); 1 where cos - margin >= 0 (t = -1).
+  const A k = g * (tr == A(1) ? A(-1) : (tr == A(-1) ? relu_mask(c - m) : A(0)));
+  // cos = s12 / sqrt(m1 m2): dcos/dx1 = x2 / den - cos x1 / m1, dcos/dx2 = x1 / den - cos x2 / m2.
+  return {k / den, k * c / m1, k * c / m2};
 }
 
 /// Checks as torch's; returns the none-output shape (the target's).
@@ -967,19 +1231,33 @@ void cosine_embedding_loss(const ExecSpace& exec, const Tensor<const T, typename
   const A m = static_cast<A>(margin), eps = static_cast<A>(cosine_epsilon);
   double sum = 0;
   I64 bad = 0;
-  sum_and_count(
-      exec, "kloss::cosine_embedding_loss::forward", N,
-      KOKKOS_LAMBDA(const I64 r, double& s, I64& b) {
-        A s12, s11, s22;
-        cosine_row_sums(x1 + r * D, x2 + r * D, D, s12, s11, s22);
-        const A c = s12 / sqrt((s11 + eps) * (s22 + eps));
-        const A tr = to_acc(t(r));
-        b += is_sign(tr) ? 0 : 1;
-        const A loss = tr == A(1) ? A(1) - c : (tr == A(-1) ? relu(c - m) : A(0));
-        if (none) o(r) = static_cast<T>(loss);
-        s += static_cast<double>(loss);
-      },
-      sum, bad);
+  const int S = row_slices<ExecSpace>();
+  if (S > 0) {
+    using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+    SumCount sc;
+    lanes_rows_reduce(
+        exec, "kloss::cosine_embedding_loss::forward", N, S,
+        KOKKOS_LAMBDA(const Member& mem, const I64 r, SumCount& acc) {
+          const A tr = to_acc(t(r));
+          const A loss = cosine_loss(cosine_row_sums_lanes(mem, S, x1 + r * D, x2 + r * D, D), tr, m, eps);
+          if (none) Kokkos::single(Kokkos::PerThread(mem), [&]() { o(r) = static_cast<T>(loss); });
+          acc.sum += static_cast<double>(loss);
+          acc.count += is_sign(tr) ? 0 : 1;
+        },
+        PlusReducer<SumCount>(sc));
+    sum = sc.sum, bad = sc.count;
+  } else {
+    sum_and_count(
+        exec, "kloss::cosine_embedding_loss::forward", N,
+        KOKKOS_LAMBDA(const I64 r, double& s, I64& b) {
+          const A tr = to_acc(t(r));
+          b += is_sign(tr) ? 0 : 1;
+          const A loss = cosine_loss(cosine_row_sums(x1 + r * D, x2 + r * D, D), tr, m, eps);
+          if (none) o(r) = static_cast<T>(loss);
+          s += static_cast<double>(loss);
+        },
+        sum, bad);
+  }
   if (bad) {
     const I64 pos = first_position(
         exec, "kloss::cosine_embedding_loss::first_bad", N,
@@ -1022,38 +1300,56 @@ void cosine_embedding_loss_backward(const ExecSpace& exec,
   const A scale = static_cast<A>(reduction_scale(reduction, N));
   double unused = 0;
   I64 bad = 0;
-  sum_and_count(
-      exec, "kloss::cosine_embedding_loss::backward", N,
-      KOKKOS_LAMBDA(const I64 r, double&, I64& b) {
-        const T* u = x1 + r * D;
-        const T* v = x2 + r * D;
-        A s12, s11, s22;
-        cosine_row_sums(u, v, D, s12, s11, s22);
-        const A m1 = s11 + eps, m2 = s22 + eps, den = sqrt(m1 * m2), c = s12 / den;
-        const A tr = to_acc(t(r));
-        b += is_sign(tr) ? 0 : 1;
-        const A g = none ? to_acc(go(r)) : to_acc(go(0)) * scale;
-        // dloss/dcos: -1 (t = 1); 1 where cos - margin >= 0 (t = -1).
-        const A k = g * (tr == A(1) ? A(-1) : (tr == A(-1) ? relu_mask(c - m) : A(0)));
-        // cos = s12 / sqrt(m1 m2): dcos/dx1 = x2 / den - cos x1 / m1, dcos/dx2 = x1 / den - cos x2 / m2.
-        const A kd = k / den, k1 = k * c / m1, k2 = k * c / m2;
-        if (g1 && g2) {  // the usual case, without branches in the loop
-          T* g1r = g1 + r * D;
-          T* g2r = g2 + r * D;
-          for (I64 j = 0; j < D; ++j) {
+  const int S = row_slices<ExecSpace>();
+  if (S > 0) {
+    using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+    SumCount sc;
+    lanes_rows_reduce(
+        exec, "kloss::cosine_embedding_loss::backward", N, S,
+        KOKKOS_LAMBDA(const Member& mem, const I64 r, SumCount& acc) {
+          const T* u = x1 + r * D;
+          const T* v = x2 + r * D;
+          const A tr = to_acc(t(r));
+          acc.count += is_sign(tr) ? 0 : 1;
+          const A g = none ? to_acc(go(r)) : to_acc(go(0)) * scale;
+          const CosCoef<A> k = cosine_coef(cosine_row_sums_lanes(mem, S, u, v, D), tr, g, m, eps);
+          lanes_for(mem, S, D, [&](const I64 j) {
             const A uj = to_acc(u[j]), vj = to_acc(v[j]);
-            g1r[j] = static_cast<T>(kd * vj - k1 * uj);
-            g2r[j] = static_cast<T>(kd * uj - k2 * vj);
+            if (g1) g1[r * D + j] = static_cast<T>(k.kd * vj - k.k1 * uj);
+            if (g2) g2[r * D + j] = static_cast<T>(k.kd * uj - k.k2 * vj);
+          });
+        },
+        PlusReducer<SumCount>(sc));
+    bad = sc.count;
+  } else {
+    sum_and_count(
+        exec, "kloss::cosine_embedding_loss::backward", N,
+        KOKKOS_LAMBDA(const I64 r, double&, I64& b) {
+          const T* u = x1 + r * D;
+          const T* v = x2 + r * D;
+          const A tr = to_acc(t(r));
+          b += is_sign(tr) ? 0 : 1;
+          const A g = none ? to_acc(go(r)) : to_acc(go(0)) * scale;
+          const CosCoef<A> k = cosine_coef(cosine_row_sums(u, v, D), tr, g, m, eps);
+          const A kd = k.kd, k1 = k.k1, k2 = k.k2;
+          if (g1 && g2) {  // the usual case, without branches in the loop
+            T* g1r = g1 + r * D;
+            T* g2r = g2 + r * D;
+            for (I64 j = 0; j < D; ++j) {
+              const A uj = to_acc(u[j]), vj = to_acc(v[j]);
+              g1r[j] = static_cast<T>(kd * vj - k1 * uj);
+              g2r[j] = static_cast<T>(kd * uj - k2 * vj);
+            }
+          } else {
+            for (I64 j = 0; j < D; ++j) {
+              const A uj = to_acc(u[j]), vj = to_acc(v[j]);
+              if (g1) g1[r * D + j] = static_cast<T>(kd * vj - k1 * uj);
+              if (g2) g2[r * D + j] = static_cast<T>(kd * uj - k2 * vj);
+            }
           }
-        } else {
-          for (I64 j = 0; j < D; ++j) {
-            const A uj = to_acc(u[j]), vj = to_acc(v[j]);
-            if (g1) g1[r * D + j] = static_cast<T>(kd * vj - k1 * uj);
-            if (g2) g2[r * D + j] = static_cast<T>(kd * uj - k2 * vj);
-          }
-        }
-      },
-      unused, bad);
+        },
+        unused, bad);
+  }
   if (bad) {
     const I64 pos = first_position(
         exec, "kloss::cosine_embedding_loss::first_bad", N,
@@ -1119,6 +1415,33 @@ void multi_margin_loss(const ExecSpace& exec, const Tensor<const T, typename Exe
   const A m = static_cast<A>(margin);
   double sum = 0;
   I64 bad = 0;
+  const int S = row_slices<ExecSpace>();
+  if (S > 0) {
+    using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+    SumCount sc;
+    lanes_rows_reduce(
+        exec, "kloss::multi_margin_loss::forward", N, S,
+        KOKKOS_LAMBDA(const Member& mem, const I64 r, SumCount& acc) {
+          const I64 y = static_cast<I64>(t(r));
+          A loss = 0;
+          if (y < 0 || y >= C) {
+            acc.count += 1;
+          } else {
+            const T* xr = x + r * C;
+            const A xy = to_acc(xr[y]);
+            loss = lanes_sum<Sum1<A>>(mem, S, C, [&](I64 d, Sum1<A>& q) {
+                     const A z = positive_part(m - xy + to_acc(xr[d]));
+                     q.v += d == y ? A(0) : (squared ? z * z : z);
+                   }).v;
+            if (w && loss != A(0)) loss *= to_acc(w[y]);
+            loss /= static_cast<A>(C);
+          }
+          if (none) Kokkos::single(Kokkos::PerThread(mem), [&]() { o(r) = static_cast<T>(loss); });
+          acc.sum += static_cast<double>(loss);
+        },
+        PlusReducer<SumCount>(sc));
+    sum = sc.sum, bad = sc.count;
+  } else {
   sum_and_count(
       exec, "kloss::multi_margin_loss::forward", N,
       KOKKOS_LAMBDA(const I64 r, double& s, I64& b) {
@@ -1150,6 +1473,7 @@ void multi_margin_loss(const ExecSpace& exec, const Tensor<const T, typename Exe
         s += static_cast<double>(loss);
       },
       sum, bad);
+  }
   if (bad) {
     BadIndex e;
     e.count = bad;
@@ -1195,6 +1519,39 @@ void multi_margin_loss_backward(const ExecSpace& exec,
   const A m = static_cast<A>(margin), scale = static_cast<A>(reduction_scale(reduction, N));
   double unused = 0;
   I64 bad = 0;
+  const int S = row_slices<ExecSpace>();
+  if (S > 0) {
+    using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+    SumCount sc;
+    lanes_rows_reduce(
+        exec, "kloss::multi_margin_loss::backward", N, S,
+        KOKKOS_LAMBDA(const Member& mem, const I64 r, SumCount& acc) {
+          const I64 y = static_cast<I64>(t(r));
+          const bool ok = y >= 0 && y < C;
+          acc.count += ok ? 0 : 1;
+          if (!gi) return;
+          T* gr = gi + r * C;
+          if (!ok) {
+            lanes_for(mem, S, C, [&](const I64 d) { gr[d] = static_cast<T>(A(0)); });
+            return;
+          }
+          const T* xr = x + r * C;
+          const A xy = to_acc(xr[y]);
+          A g = (none ? to_acc(go(r)) : to_acc(go(0)) * scale) / static_cast<A>(C);
+          if (w) g *= to_acc(w[y]);
+          // As the host loop below; x[y]'s entry is written once, after the sum.
+          const A total = lanes_sum<Sum1<A>>(mem, S, C, [&](I64 d, Sum1<A>& q) {
+                            if (d == y) return;
+                            const A z = m - xy + to_acc(xr[d]);
+                            const A h = !(z > A(0)) ? A(0) : (squared ? A(2) * g * z : g);
+                            gr[d] = static_cast<T>(h);
+                            q.v += h;
+                          }).v;
+          Kokkos::single(Kokkos::PerThread(mem), [&]() { gr[y] = static_cast<T>(-total); });
+        },
+        PlusReducer<SumCount>(sc));
+    bad = sc.count;
+  } else {
   sum_and_count(
       exec, "kloss::multi_margin_loss::backward", N,
       KOKKOS_LAMBDA(const I64 r, double&, I64& b) {
@@ -1233,6 +1590,7 @@ void multi_margin_loss_backward(const ExecSpace& exec,
         gr[y] = static_cast<T>(-total);
       },
       unused, bad);
+  }
   if (bad) {
     BadIndex e;
     e.count = bad;
@@ -1300,7 +1658,7 @@ KOKKOS_INLINE_FUNCTION I64 multilabel_table(const Member& mb, const Table& mult,
   bad = stop < C && static_cast<I64>(tr[stop]) != -1 ? 1 : 0;
   const I64 K = bad ? 0 : stop;
   Kokkos::parallel_for(Kokkos::TeamThreadRange(mb, K),
-                       [&](const I64 j) { Kokkos::atomic_increment(&mult(static_cast<I64>(tr[j]))); });
+                       [&](const I64 j) { Kokkos::atomic_add(&mult(static_cast<I64>(tr[j])), std::int32_t(1)); });
   mb.team_barrier();
   return K;
 }
@@ -1486,6 +1844,17 @@ int check_soft_margin(std::string_view op, const Tensor<const T, M>& input, cons
 
 }  // namespace margin
 
+namespace margin {
+/// g (sigmoid(x) - t): d l / d x of -t log s(x) - (1 - t) log s(-x).
+template <class A>
+KOKKOS_INLINE_FUNCTION A soft_margin_grad(A x, A t, A g) {
+  const A e = exp_neg(fabs(x));
+  // exp_neg clamps a NaN (float): sigmoid(NaN) is NaN, as torch's
+  const A sig = pick(x == x, (x >= A(0) ? A(1) : e) / (A(1) + e), x);
+  return g * (sig - t);
+}
+}  // namespace margin
+
 template <class ExecSpace, class T>
 void multilabel_soft_margin_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
                                  const Tensor<const T, typename ExecSpace::memory_space>& target,
@@ -1528,17 +1897,45 @@ void multilabel_soft_margin_loss(const ExecSpace& exec, const Tensor<const T, ty
     for (int l = 0; l < L; ++l) s += part[l];
     return s / static_cast<A>(C);  // C = 0: 0/0 = NaN, as torch
   };
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const int S = row_slices<ExecSpace>();
+  auto lanes_loss = KOKKOS_LAMBDA(const Member& mem, const I64 r)->A {
+    const T* xr = x + r * C;
+    const T* yr = y + r * C;
+    const T* wr = w ? (wmode == 2 ? w + r * C : w) : nullptr;
+    return lanes_sum<Sum1<A>>(mem, S, C, [&](I64 c, Sum1<A>& q) {
+             const A xc = to_acc(xr[c]), tc = to_acc(yr[c]);
+             const A term = tc * relu(-xc) + (A(1) - tc) * relu(xc) + log1p_unit(exp_neg(fabs(xc)));
+             q.v += wr ? term * to_acc(wr[c]) : term;
+           }).v /
+           static_cast<A>(C);
+  };
   if (reduction == Reduction::none) {
     auto o = output.data;
-    Kokkos::parallel_for(
-        "kloss::multilabel_soft_margin_loss::forward", Range<ExecSpace>(exec, 0, N),
-        KOKKOS_LAMBDA(const I64 r) { o(r) = static_cast<T>(row_loss(r)); });
+    if (S > 0)
+      lanes_rows_for(exec, "kloss::multilabel_soft_margin_loss::forward", N, S,
+                     KOKKOS_LAMBDA(const Member& mem, const I64 r) {
+                       const A l = lanes_loss(mem, r);
+                       Kokkos::single(Kokkos::PerThread(mem), [&]() { o(r) = static_cast<T>(l); });
+                     });
+    else
+      Kokkos::parallel_for(
+          "kloss::multilabel_soft_margin_loss::forward", Range<ExecSpace>(exec, 0, N),
+          KOKKOS_LAMBDA(const I64 r) { o(r) = static_cast<T>(row_loss(r)); });
     return;
   }
-  DeviceScalar<ExecSpace> sum("kloss::multilabel_soft_margin_loss::sum");
-  fixed_order_sum(
-      exec, "kloss::multilabel_soft_margin_loss::forward_sum", N,
-      KOKKOS_LAMBDA(const I64 r, double& s) { s += static_cast<double>(row_loss(r)); }, sum);
+  const auto sum_s = scratch<double>(exec, 1);
+  const DeviceScalar<ExecSpace> sum(sum_s.data());
+  if (S > 0)
+    lanes_rows_reduce(
+        exec, "kloss::multilabel_soft_margin_loss::forward_sum", N, S,
+        KOKKOS_LAMBDA(const Member& mem, const I64 r, double& acc) { acc += static_cast<double>(lanes_loss(mem, r)); },
+        PlusViewReducer<double, typename ExecSpace::memory_space>(
+            typename PlusViewReducer<double, typename ExecSpace::memory_space>::result_view_type(sum.data())));
+  else
+    fixed_order_sum(
+        exec, "kloss::multilabel_soft_margin_loss::forward_sum", N,
+        KOKKOS_LAMBDA(const I64 r, double& s) { s += static_cast<double>(row_loss(r)); }, sum);
   write_device_scalar(exec, "kloss::multilabel_soft_margin_loss::forward_scale", sum, reduction_scale(reduction, N),
                       output);
 }
@@ -1570,6 +1967,23 @@ void multilabel_soft_margin_loss_backward(const ExecSpace& exec,
   auto go = grad_output.data;
   const bool none = reduction == Reduction::none;
   const A scale = static_cast<A>(reduction_scale(reduction, N));
+  const int S = row_slices<ExecSpace>();
+  if (S > 0) {
+    using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+    lanes_rows_for(exec, "kloss::multilabel_soft_margin_loss::backward", N, S,
+                   KOKKOS_LAMBDA(const Member& mem, const I64 r) {
+                     const T* xr = x + r * C;
+                     const T* yr = y + r * C;
+                     const T* wr = w ? (wmode == 2 ? w + r * C : w) : nullptr;
+                     const A g = (none ? to_acc(go(r)) : to_acc(go(0)) * scale) / static_cast<A>(C);
+                     T* gr = gi + r * C;
+                     lanes_for(mem, S, C, [&](const I64 c) {
+                       const A v = soft_margin_grad(to_acc(xr[c]), to_acc(yr[c]), g);
+                       gr[c] = static_cast<T>(wr ? v * to_acc(wr[c]) : v);
+                     });
+                   });
+    return;
+  }
   Kokkos::parallel_for(
       "kloss::multilabel_soft_margin_loss::backward", Range<ExecSpace>(exec, 0, N), KOKKOS_LAMBDA(const I64 r) {
         const T* xr = x + r * C;
@@ -1577,12 +1991,7 @@ void multilabel_soft_margin_loss_backward(const ExecSpace& exec,
         const T* wr = w ? (wmode == 2 ? w + r * C : w) : nullptr;
         const A g = (none ? to_acc(go(r)) : to_acc(go(0)) * scale) / static_cast<A>(C);
         // d l_c / d x = sigmoid(x) - t (from -t log s(x) - (1 - t) log s(-x)).
-        auto grad = [&](I64 c) {
-          const A xc = to_acc(xr[c]), e = exp_neg(fabs(xc));
-          // exp_neg clamps a NaN (float): sigmoid(NaN) is NaN, as torch's
-          const A sig = pick(xc == xc, (xc >= A(0) ? A(1) : e) / (A(1) + e), xc);
-          return g * (sig - to_acc(yr[c]));
-        };
+        auto grad = [&](I64 c) { return soft_margin_grad(to_acc(xr[c]), to_acc(yr[c]), g); };
         // Two loops: no branch on the weight inside (it blocks vectorisation).
         T* gr = gi + r * C;
         if (wr) {

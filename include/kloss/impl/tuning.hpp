@@ -193,6 +193,18 @@ inline constexpr std::int64_t margin_chunk = 4096;
 /// floats or doubles per partial vector (2026-11-22, 2-core EPYC, Serial;
 /// no other value was measured).
 inline constexpr int margin_lanes = 8;
+/// Row-wise margin losses on device spaces: a row per team thread, its
+/// elements in this many interleaved slices over the thread's vector lanes
+/// (a warp: consecutive lanes read consecutive elements), rows per team as
+/// cross-entropy's device teams. Chosen, as cross-entropy's row engine; not
+/// measured on a GPU.
+inline constexpr int margin_row_slices_device = 32;
+inline constexpr int margin_rows_per_team_device = 8;
+/// Test hook: > 0 runs the row-wise margin losses on the device mapping
+/// with this many slices on every space (host spaces too), so that CI runs
+/// the device kernels; 0 (the default) chooses by space. Set by the test
+/// programs only (unit_main.cpp reads KLOSS_TEST_MARGIN_ROW_SLICES).
+inline int test_margin_row_slices = 0;
 /// multilabel_margin_loss keeps a per-row int32 flag array of C entries in
 /// team scratch; up to this many bytes it goes to level 0 (on-chip on GPUs),
 /// beyond it to level 1. 32 KiB fits every GPU's shared memory.
