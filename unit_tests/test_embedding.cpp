@@ -2,6 +2,7 @@
 // reference on random data with odd sizes for every mode and option, finite
 // differences, bitwise determinism, the sparse gradient, the runtime API and
 // every error path. Typed over the four dtypes; both index types.
+#include <algorithm>
 #include <cstring>
 #include <kloss/embedding.hpp>
 #include <limits>
@@ -1037,4 +1038,24 @@ void check_chunk_widths_agree() {
 TEST(EmbeddingInternals, BagForwardChunkWidthsGiveTheSameBits) {
   check_chunk_widths_agree<float>();
   check_chunk_widths_agree<double>();
+}
+
+TEST(EmbeddingInternals, TeamSortingNetworkSortsAnySegment) {
+  // The sorted backward's device segment sort (impl::team_sort_segment),
+  // on segments of every size class (powers of two and not, with
+  // duplicates) placed between untouched neighbours, against std::sort.
+  for (std::int64_t n : {0, 1, 2, 3, 5, 8, 31, 32, 33, 100, 257, 1000}) {
+    const auto u = random_values(static_cast<std::size_t>(n), 0, 1, static_cast<unsigned>(n) + 3);
+    std::vector<double> vals{-7, -8};
+    for (double x : u) vals.push_back(std::floor(x * static_cast<double>(n) / 2));  // duplicates
+    vals.push_back(-9);
+    auto a = make_view<std::int64_t*>("a", vals, {vals.size()});
+    using Policy = Kokkos::TeamPolicy<Exec>;
+    Kokkos::parallel_for(
+        "test::team_sort", Policy(1, Kokkos::AUTO),
+        KOKKOS_LAMBDA(const Policy::member_type& mem) { kloss::impl::team_sort_segment(mem, a, 2, n); });
+    std::vector<double> want = vals;
+    std::sort(want.begin() + 2, want.end() - 1);
+    EXPECT_EQ(to_doubles(a), want) << "n = " << n;
+  }
 }

@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
   // Test hook: run the row-wise margin losses on the device mapping.
   if (const char* s = std::getenv("KLOSS_TEST_MARGIN_ROW_SLICES"))
     kloss::impl::tuning::test_margin_row_slices = std::atoi(s);
+  // Test hook: sort the embedding backward's row segments with the team network.
+  if (const char* s = std::getenv("KLOSS_TEST_EMBEDDING_TEAM_SORT"))
+    kloss::impl::tuning::test_embedding_team_sort = std::atoi(s);
 #ifdef KLOSS_HAVE_MPI
   MPI_Init(&argc, &argv);
   int rank = 0;

@@ -23,8 +23,10 @@
 ///    thread count either.
 ///  - backward, deterministic: a counting sort of the positions by row
 ///    (histogram, exclusive scan, placement, then each row's segment sorted
-///    by position so the order is independent of the placement race); one
-///    team per row sums its segment in position order. Every element is a
+///    by position so the order is independent of the placement race: by a
+///    thread on host spaces; on devices by a team's sorting network when
+///    the segment is long, as a frequent token's is); one team per row sums
+///    its segment in position order. Every element is a
 ///    sequential sum in a fixed order, so results are bitwise identical run
 ///    to run and for any team size or thread count.
 ///  - row-sparse backward: the same sort; the touched rows are compacted
@@ -276,6 +278,34 @@ KOKKOS_INLINE_FUNCTION void sort_segment(const V& a, std::int64_t lo, std::int64
   }
 }
 
+/// Sorts a[lo, lo + n) ascending with the team: a bitonic network in the
+/// form whose every compare-exchange puts the smaller value at the lower
+/// index (each merge starts by comparing mirrored elements), so that the
+/// virtual elements past n (+inf up to the next power of two) never move
+/// and need no storage. Team-collective, in place, no scratch.
+template <class Member, class V>
+KOKKOS_INLINE_FUNCTION void team_sort_segment(const Member& mem, const V& a, std::int64_t lo, std::int64_t n) {
+  std::int64_t P = 1;
+  while (P < n) P <<= 1;
+  for (std::int64_t k = 2; k <= P; k <<= 1)
+    for (std::int64_t j = k >> 1; j > 0; j >>= 1) {
+      const bool mirror = j == (k >> 1);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(mem, P >> 1), [&](const std::int64_t t) {
+        const std::int64_t blk = t / j, off = t - blk * j;
+        const std::int64_t i = blk * 2 * j + off;
+        const std::int64_t q = mirror ? blk * 2 * j + (2 * j - 1 - off) : i + j;
+        if (q < n) {
+          const auto x = a(lo + i), y = a(lo + q);
+          if (y < x) {
+            a(lo + i) = y;
+            a(lo + q) = x;
+          }
+        }
+      });
+      mem.team_barrier();
+    }
+}
+
 /// The positions of an index tensor grouped by row (a stable counting
 /// sort): row r's positions, ascending, are perm[start[r], start[r+1]).
 template <class Mem>
@@ -322,9 +352,28 @@ RowSort<typename ExecSpace::memory_space> sort_by_row(const ExecSpace& exec, con
         const std::int64_t r = row_of(p);
         if (r >= 0) perm(start(r) + Kokkos::atomic_fetch_add(&cursor(r), std::int64_t(1))) = p;
       });
+  if (is_host_space_v<ExecSpace> && !tuning::test_embedding_team_sort) {
+    // Host spaces: a thread per row's segment.
+    Kokkos::parallel_for(
+        "kloss::" + op + "::row_segment_sort", Range(exec, 0, rows),
+        KOKKOS_LAMBDA(const std::int64_t r) { sort_segment(perm, start(r), start(r + 1) - start(r)); });
+    return s;
+  }
+  // A team per row: short segments by one of its threads, long ones by the
+  // whole team (a frequent row must not be sorted by one device thread).
+  using Policy = Kokkos::TeamPolicy<ExecSpace>;
+  const std::int64_t small = tuning::test_embedding_team_sort ? 1 : tuning::embedding_team_sort_min;
+  const int team = is_host_space_v<ExecSpace> ? 1 : tuning::embedding_sort_team_size;
   Kokkos::parallel_for(
-      "kloss::" + op + "::row_segment_sort", Range(exec, 0, rows),
-      KOKKOS_LAMBDA(const std::int64_t r) { sort_segment(perm, start(r), start(r + 1) - start(r)); });
+      "kloss::" + op + "::row_segment_sort", Policy(exec, static_cast<int>(rows), team),
+      KOKKOS_LAMBDA(const typename Policy::member_type& mem) {
+        const std::int64_t r = mem.league_rank(), lo = start(r), len = start(r + 1) - lo;
+        if (len <= small) {
+          Kokkos::single(Kokkos::PerTeam(mem), [&]() { sort_segment(perm, lo, len); });
+          return;
+        }
+        team_sort_segment(mem, perm, lo, len);
+      });
   return s;
 }
 

@@ -154,6 +154,20 @@ inline constexpr std::int64_t embedding_rows_per_team = 8;
 /// (each thread reads half of every upstream row), two row blocks see
 /// docs/portability.md. The row minimum is chosen.
 inline constexpr std::int64_t embedding_owner_min_rows = 64;
+/// Sorted embedding backward on device spaces: a row's segment of sorted
+/// positions longer than this is sorted by a team of
+/// embedding_sort_team_size threads (a sorting network), a shorter one by
+/// one thread (insertion sort). Chosen, not measured on a GPU: a frequent
+/// token (padding) can hold most of a batch's positions, which one thread
+/// would sort alone.
+inline constexpr std::int64_t embedding_team_sort_min = 32;
+inline constexpr int embedding_sort_team_size = 128;
+/// Test hook: non-zero sorts every segment of two or more positions with
+/// the team network on every space (host spaces too, with one thread a
+/// team), so that CI runs the device path; 0 (the default) chooses by
+/// space. Set by the test programs only (unit_main.cpp reads
+/// KLOSS_TEST_EMBEDDING_TEAM_SORT).
+inline int test_embedding_team_sort = 0;
 inline constexpr std::int64_t embedding_owner_min_features = 64;
 /// Vector lanes per team thread (the embedding dimension runs across
 /// them); 0 = Kokkos::AUTO (1 on CPU backends, the backend's choice on
