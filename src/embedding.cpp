@@ -173,6 +173,7 @@ void register_embedding(std::vector<OpInfo>& ops) {
                  embedding_options,
                  "row gather weight[input]; backward scatter-add (atomic or deterministic)",
                  run_embedding});
+  ops.back().index_inputs = {"input"};
 #ifdef KLOSS_HAVE_MPI
   ops.back().run_vocab_parallel = run_vocab_parallel_embedding;
 #endif
@@ -184,6 +185,7 @@ void register_embedding(std::vector<OpInfo>& ops) {
                  embedding_bag_options,
                  "sum / mean / max of bags of embedding rows, optional per-sample weights",
                  run_embedding_bag});
+  ops.back().index_inputs = {"input", "offsets"};
 }
 
 }  // namespace kloss::impl

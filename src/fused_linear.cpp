@@ -77,6 +77,7 @@ void register_fused_linear(std::vector<OpInfo>& ops) {
                  fused_linear_options,
                  "cross_entropy(input @ weight^T + bias, target) in row chunks through gemm, without the logits",
                  run_fused_linear});
+  ops.back().index_or_real_inputs = {"target"};
 #ifdef KLOSS_HAVE_MPI
   ops.back().run_vocab_parallel = run_vocab_parallel_fused_linear_cross_entropy;
 #endif

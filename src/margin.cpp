@@ -249,6 +249,7 @@ void register_margin(std::vector<OpInfo>& ops) {
                  {{"p", "int", "1", "1 or 2"}, {"margin", "real", "1.0", "required separation"}, reduction_option},
                  "multi-class hinge: sum_{d != y} w[y] max(0, margin - x[y] + x[d])^p / C",
                  run_multi_margin_loss});
+  ops.back().index_inputs = {"target"};
   ops.push_back({"multilabel_margin_loss",
                  hdr,
                  LossKind::multilabel_margin,
@@ -257,6 +258,7 @@ void register_margin(std::vector<OpInfo>& ops) {
                  {reduction_option},
                  "multi-label hinge over the -1-terminated target list of each row",
                  run_multilabel_margin_loss});
+  ops.back().index_inputs = {"target"};
   ops.push_back({"multilabel_soft_margin_loss",
                  hdr,
                  LossKind::multilabel_soft_margin,

@@ -135,19 +135,6 @@ Communicator& Communicator::operator=(Communicator&& o) noexcept {
   return *this;
 }
 
-ClassRange balanced_range(std::int64_t total, int rank, int size) {
-  constexpr std::string_view op = "mpi::balanced_range";
-  require(total >= 0, op, "argument 'total' must be non-negative, got ", total);
-  require(size > 0, op, "argument 'size' must be positive, got ", size);
-  require(rank >= 0 && rank < size, op, "argument 'rank' must be in [0, ", size, "), got ", rank);
-  const std::int64_t q = total / size, r = total % size;
-  ClassRange c;
-  c.begin = rank * q + std::min<std::int64_t>(rank, r);
-  c.count = q + (rank < r ? 1 : 0);
-  c.total = total;
-  return c;
-}
-
 ClassRange balanced_range(std::int64_t total, const Communicator& comm) {
   return balanced_range(total, comm.rank(), comm.size());
 }

@@ -178,10 +178,10 @@ TEST(GoldenVocabSplit, CoversTheVocabularyContiguously) {
 }
 
 TEST(GoldenVocabSplit, RejectsBadRanks) {
-  EXPECT_KLOSS_THROW(vocab_split(10, 3, 3), InvalidArgument, "rank 3, size 3");
-  EXPECT_KLOSS_THROW(vocab_split(10, -1, 3), InvalidArgument, "need 0 <= rank < size");
-  EXPECT_KLOSS_THROW(vocab_split(10, 0, 0), InvalidArgument, "size 0");
-  EXPECT_KLOSS_THROW(vocab_split(-1, 0, 1), InvalidArgument, "total -1");
+  EXPECT_KLOSS_THROW(vocab_split(10, 3, 3), InvalidArgument, "argument 'rank' must be in [0, 3), got 3");
+  EXPECT_KLOSS_THROW(vocab_split(10, -1, 3), InvalidArgument, "argument 'rank' must be in [0, 3), got -1");
+  EXPECT_KLOSS_THROW(vocab_split(10, 0, 0), InvalidArgument, "argument 'size' must be positive, got 0");
+  EXPECT_KLOSS_THROW(vocab_split(-1, 0, 1), InvalidArgument, "argument 'total' must be non-negative, got -1");
 }
 
 TEST(GoldenVocabSplit, SchemaSelectsTheVocabularyParallelOps) {

@@ -23,6 +23,7 @@
 /// throws later. (Exception: label smoothing with a class weight sums the
 /// weight on the host once per call.) Nothing is allocated in proportion
 /// to N x C; the backward can write its gradient over the logits.
+#include <kloss/cross_entropy_options.hpp>
 #include <kloss/impl/cross_entropy_impl.hpp>
 
 namespace kloss {

@@ -8,6 +8,7 @@
 /// its value, so every call FENCES (it must, to throw). Deviations from
 /// torch: max_indices is -1 (torch: 0) for empty bags; the sparse gradient
 /// is coalesced (one row per distinct index, ascending).
+#include <kloss/embedding_options.hpp>
 #include <kloss/impl/embedding_impl.hpp>
 
 namespace kloss {

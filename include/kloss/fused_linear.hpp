@@ -14,6 +14,7 @@
 /// or empty, ce_weight [V] (cross-entropy's class weight) or empty; output
 /// [N] (none) or one element; grad_input [N, D], grad_weight [V, D],
 /// grad_bias [V], each optional (empty view). Calls fence.
+#include <kloss/fused_linear_options.hpp>
 #include <kloss/impl/fused_linear_impl.hpp>
 
 namespace kloss {

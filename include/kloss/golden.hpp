@@ -14,6 +14,7 @@
 #include <functional>
 #include <kloss/error.hpp>
 #include <kloss/runtime.hpp>
+#include <kloss/vocab_range.hpp>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,18 +36,10 @@ namespace kloss::golden {
 /// The schema version this reader implements (the root `schema` attribute).
 inline constexpr std::string_view schema_version = "kloss-golden/1";
 
-/// Rows [begin, begin + count) of a vocabulary of `total` rows owned by one
-/// rank of a balanced split.
-struct VocabRange {
-  std::int64_t begin = 0;
-  std::int64_t count = 0;
-  std::int64_t total = 0;
-};
-
-/// The balanced split of SCHEMA.md: rank r of P owns the contiguous range
-/// starting at r*(V/P) + min(r, V%P), of V/P rows plus one for the first
-/// V%P ranks. Throws InvalidArgument unless 0 <= rank < size and total >= 0.
-VocabRange vocab_split(std::int64_t total, int rank, int size);
+/// A rank's share of the vocabulary and the schema's balanced split
+/// (kloss/vocab_range.hpp).
+using kloss::VocabRange;
+using kloss::vocab_split;
 
 /// Whether SCHEMA.md allows a case vocabulary-parallel: cross_entropy with
 /// class-index (integer) targets, fused_linear_cross_entropy (class-index

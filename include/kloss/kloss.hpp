@@ -5,11 +5,14 @@
 #include <kloss/check_flag.hpp>
 #include <kloss/checks.hpp>
 #include <kloss/cross_entropy.hpp>
+#include <kloss/cross_entropy_options.hpp>
 #include <kloss/cross_entropy_loss.hpp>
 #include <kloss/ctc.hpp>
 #include <kloss/embedding.hpp>
+#include <kloss/embedding_options.hpp>
 #include <kloss/error.hpp>
 #include <kloss/fused_linear.hpp>
+#include <kloss/fused_linear_options.hpp>
 #include <kloss/half.hpp>
 #include <kloss/margin.hpp>
 #include <kloss/pointwise.hpp>

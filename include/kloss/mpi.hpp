@@ -191,17 +191,6 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(const ExecSpace& exe
 
 }  // namespace kloss::mpi
 
-#include <kloss/registry.hpp>
-
-namespace kloss::impl {
-/// The runtime-typed vocabulary-parallel adapters (OpInfo::run_vocab_parallel
-/// of cross_entropy with class-index targets, embedding and
-/// fused_linear_cross_entropy); defined in src/mpi.cpp.
-rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard& shard);
-rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& shard);
-rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, const VocabShard& shard);
-}  // namespace kloss::impl
-
 // Explicit instantiations: declared here, instantiated in src/mpi.cpp.
 #define KLOSS_MPI_INSTANTIATE(PREFIX, T, I)                                                                           \
   PREFIX template void kloss::mpi::impl::vocab_parallel_cross_entropy<KLOSS_EXEC, T, I>(                            \

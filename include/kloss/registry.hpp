@@ -5,6 +5,7 @@
 /// runtime-typed entry points. kloss-validate, kloss-ops (the README's op
 /// table) and the benchmarks read it.
 #include <kloss/runtime.hpp>
+#include <kloss/vocab_range.hpp>
 
 #include <functional>
 #include <optional>
@@ -53,12 +54,9 @@ struct OptionInfo {
 
 #ifdef KLOSS_HAVE_MPI
 /// How the vocabulary is split for a vocabulary-parallel run: this rank owns
-/// classes (or embedding rows) [begin, begin + count) of `total`.
-struct VocabShard {
+/// classes (or embedding rows) [begin, begin + count) of `total`, over comm.
+struct VocabShard : VocabRange {
   MPI_Comm comm = MPI_COMM_NULL;
-  std::int64_t begin = 0;
-  std::int64_t count = 0;
-  std::int64_t total = 0;
 };
 #endif
 
@@ -71,6 +69,12 @@ struct OpInfo {
   std::vector<OptionInfo> options;
   std::string_view summary;
   std::function<rt::Result(const rt::Call&)> run;
+  /// Inputs that hold integer indices (class indices, lengths, offsets):
+  /// int64 datasets in a golden file (SCHEMA.md "Ops").
+  std::vector<std::string_view> index_inputs = {};
+  /// Inputs that hold either indices or real values (cross_entropy's
+  /// target: class indices or probabilities).
+  std::vector<std::string_view> index_or_real_inputs = {};
 #ifdef KLOSS_HAVE_MPI
   /// Vocabulary-parallel run (empty where the op has none): the call's
   /// vocabulary-sized inputs hold only this rank's slice. Collective.

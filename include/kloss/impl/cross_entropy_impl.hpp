@@ -20,8 +20,8 @@
 /// impl::ce_merge_partials / impl::ce_backward_from_lse so that the
 /// vocabulary-parallel (MPI) cross-entropy and the fused linear
 /// cross-entropy run the very same code over a class slice or a gemm chunk.
-#include <kloss/check_flag.hpp>
 #include <kloss/checks.hpp>
+#include <kloss/cross_entropy_options.hpp>
 #include <kloss/impl/reduce.hpp>
 #include <kloss/impl/scratch.hpp>
 #include <kloss/impl/tuning.hpp>
@@ -32,47 +32,6 @@
 #include <cstring>
 
 namespace kloss {
-
-/// Launch overrides of the cross-entropy kernels (0 = chosen from C and the
-/// execution space, see impl/tuning.hpp).
-struct CrossEntropyTuning {
-  int team_size = 0;               ///< threads per team
-  std::int64_t rows_per_team = 0;  ///< rows handled by one team (a row block)
-  /// Interleaved class slices per row, run across a team thread's vector
-  /// lanes: 1 on host spaces (a thread walks its row alone), a warp's lanes
-  /// on devices. Forcing it above 1 on a host runs the device mapping.
-  int row_slices = 0;
-  /// Teams per row (index-target cross_entropy and its backward): each row
-  /// cut into this many contiguous class segments, the forward's segment
-  /// partials merged by a second kernel. 0 = automatic: 1 unless there are
-  /// fewer rows than workers (host threads, device warps), then enough to
-  /// occupy them with segments of at least tuning::ce_split_min_classes.
-  int row_splits = 0;
-};
-
-/// Options of cross_entropy, torch's keywords and defaults, plus two
-/// extensions that are off by default.
-struct CrossEntropyOptions {
-  std::int64_t ignore_index = -100;      ///< class-index targets equal to this are skipped
-  Reduction reduction = Reduction::mean; ///< none | mean | sum
-  double label_smoothing = 0.0;          ///< in [0, 1]
-  double z_loss = 0.0;     ///< extension (PaLM): adds z_loss * lse^2 to every non-ignored row's loss
-  double softcap = 0.0;    ///< extension (Gemma 2): logits -> softcap * tanh(x / softcap) first; 0 = off
-  CrossEntropyTuning tuning = {};
-  /// Empty (default): a bad target throws at the call, which fences. A flag
-  /// (kloss/check_flag.hpp): bad targets are recorded in it and the call
-  /// does not wait for its kernels; CheckFlag::verdict() throws later.
-  CheckFlag deferred_check = {};
-};
-
-/// Options of nll_loss (torch's keywords and defaults).
-struct NllLossOptions {
-  std::int64_t ignore_index = -100;
-  Reduction reduction = Reduction::mean;
-  CrossEntropyTuning tuning = {};
-  CheckFlag deferred_check = {};  ///< as CrossEntropyOptions::deferred_check
-};
-
 namespace impl {
 
 // ---------------------------------------------------------------------------

@@ -26,6 +26,7 @@
 #include <kloss/impl/embedding_impl.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/tensor.hpp>
+#include <kloss/vocab_range.hpp>
 
 #include <mpi.h>
 
@@ -125,18 +126,14 @@ class Communicator {
   mutable CommStats stats_;
 };
 
-/// A contiguous range of the vocabulary (classes or embedding rows): this
-/// rank owns [begin, begin + count) of `total`.
-struct ClassRange {
-  std::int64_t begin = 0;
-  std::int64_t count = 0;
-  std::int64_t total = 0;
-  std::int64_t end() const { return begin + count; }
-};
+/// This rank's classes (or embedding rows) [begin, begin + count) of
+/// `total` (kloss/vocab_range.hpp).
+using ClassRange = kloss::VocabRange;
 
-/// The balanced split of the golden schema: rank r of P owns
-/// [r*V/P + min(r, V%P), ...), the first V % P ranks one row more.
-ClassRange balanced_range(std::int64_t total, int rank, int size);
+/// The balanced split of the golden schema (kloss::vocab_split).
+inline ClassRange balanced_range(std::int64_t total, int rank, int size) {
+  return vocab_split(total, rank, size, "mpi::balanced_range");
+}
 /// balanced_range(total, comm.rank(), comm.size()).
 ClassRange balanced_range(std::int64_t total, const Communicator& comm);
 

@@ -1,0 +1,38 @@
+#pragma once
+/// \file fused_linear_options.hpp
+/// Options of fused_linear_cross_entropy, apart from the kernels.
+#include <kloss/cross_entropy_options.hpp>
+#include <kloss/grad_filter.hpp>
+
+#include <cstdint>
+
+namespace kloss {
+
+/// Options of fused_linear_cross_entropy: cross_entropy's, plus the scratch
+/// budget of the logits chunk and the gradient filter.
+struct FusedLinearCrossEntropyOptions {
+  std::int64_t ignore_index = -100;
+  Reduction reduction = Reduction::mean;
+  double label_smoothing = 0.0;
+  double z_loss = 0.0;
+  double softcap = 0.0;
+  /// Bytes of logits scratch (B x V accumulation-type values); 0 = the
+  /// default (impl/tuning.hpp: fl_default_budget_bytes, and at most
+  /// 1/fl_default_budget_divisor of the full N x V logits).
+  std::int64_t memory_budget_bytes = 0;
+  /// float16 / bfloat16 only: rows of W converted to float per block (0 =
+  /// the default, impl/tuning.hpp: fl_convert_block_elements / D).
+  std::int64_t convert_block_rows = 0;
+  /// Backward tiles to skip (see GradFilter). The loss is exact in every
+  /// mode; grad_input / grad_weight differ from the exact ones by at most
+  /// the skipped |dL/dZ| (FusedLinearReport::max_skipped) times the sums
+  /// of |W| / |X| over the skipped tiles.
+  GradFilter grad_filter = GradFilter::exact;
+  /// The threshold of GradFilter::threshold (> 0).
+  double grad_filter_threshold = 0.0;
+  /// Launch overrides of the row kernel (as CrossEntropyOptions::tuning;
+  /// row_splits does not apply: a chunk's rows are never split).
+  CrossEntropyTuning tuning;
+};
+
+}  // namespace kloss
