@@ -1040,6 +1040,15 @@ TEST(EmbeddingInternals, BagForwardChunkWidthsGiveTheSameBits) {
   check_chunk_widths_agree<double>();
 }
 
+// A team sorts a[2, 2 + n) (outside a TEST body: nvcc refuses a device
+// lambda in a private member function).
+void team_sort_middle(const Kokkos::View<std::int64_t*, Mem>& a, std::int64_t n) {
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  Kokkos::parallel_for(
+      "test::team_sort", Policy(1, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Policy::member_type& mem) { kloss::impl::team_sort_segment(mem, a, 2, n); });
+}
+
 TEST(EmbeddingInternals, TeamSortingNetworkSortsAnySegment) {
   // The sorted backward's device segment sort (impl::team_sort_segment),
   // on segments of every size class (powers of two and not, with
@@ -1050,10 +1059,7 @@ TEST(EmbeddingInternals, TeamSortingNetworkSortsAnySegment) {
     for (double x : u) vals.push_back(std::floor(x * static_cast<double>(n) / 2));  // duplicates
     vals.push_back(-9);
     auto a = make_view<std::int64_t*>("a", vals, {vals.size()});
-    using Policy = Kokkos::TeamPolicy<Exec>;
-    Kokkos::parallel_for(
-        "test::team_sort", Policy(1, Kokkos::AUTO),
-        KOKKOS_LAMBDA(const Policy::member_type& mem) { kloss::impl::team_sort_segment(mem, a, 2, n); });
+    team_sort_middle(a, n);
     std::vector<double> want = vals;
     std::sort(want.begin() + 2, want.end() - 1);
     EXPECT_EQ(to_doubles(a), want) << "n = " << n;
