@@ -622,6 +622,67 @@ void lanes_rows_for(const ExecSpace& exec, const std::string& label, I64 N, int 
       });
 }
 
+/// As sum_and_count on the lanes mapping: row(mem, r, sum, bad) adds row
+/// r's loss and invalid-target count (alike on every lane of its thread).
+/// Fences.
+template <class ExecSpace, class Row>
+void lanes_sum_and_count(const ExecSpace& exec, const std::string& label, I64 N, int S, const Row& row, double& sum,
+                         I64& bad) {
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  SumCount sc;
+  lanes_rows_reduce(
+      exec, label, N, S, KOKKOS_LAMBDA(const Member& mem, const I64 r, SumCount& a) { row(mem, r, a.sum, a.count); },
+      PlusReducer<SumCount>(sc));
+  sum = sc.sum;
+  bad = sc.count;
+}
+
+/// As fixed_order_sum into a device scalar, on the lanes mapping:
+/// row(mem, r, acc) adds row r's loss. Asynchronous on device spaces.
+template <class ExecSpace, class Row>
+void lanes_rows_sum(const ExecSpace& exec, const std::string& label, I64 N, int S, const Row& row,
+                    const DeviceScalar<ExecSpace>& sum) {
+  using Mem = typename ExecSpace::memory_space;
+  lanes_rows_reduce(exec, label, N, S, row,
+                    PlusViewReducer<double, Mem>(typename PlusViewReducer<double, Mem>::result_view_type(sum.data())));
+}
+
+/// The forward of a row-wise loss without target checks: row r's loss is
+/// row_loss(r) (host loops) or, with S > 0 slices, lanes_loss(mem, r) (the
+/// lanes mapping); written per row (reduction none) or summed and scaled
+/// into out[0]. Asynchronous.
+template <class ExecSpace, class T, class RowLoss, class LanesLoss>
+void row_loss_forward(const ExecSpace& exec, const std::string& op, I64 N, int S, const RowLoss& row_loss,
+                      const LanesLoss& lanes_loss, const Tensor<T, typename ExecSpace::memory_space>& output,
+                      Reduction reduction) {
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  if (reduction == Reduction::none) {
+    auto o = output.data;
+    if (S > 0)
+      lanes_rows_for(exec, "kloss::" + op + "::forward", N, S, KOKKOS_LAMBDA(const Member& mem, const I64 r) {
+        const auto l = lanes_loss(mem, r);
+        Kokkos::single(Kokkos::PerThread(mem), [&]() { o(r) = static_cast<T>(l); });
+      });
+    else
+      Kokkos::parallel_for(
+          "kloss::" + op + "::forward", Range<ExecSpace>(exec, 0, N),
+          KOKKOS_LAMBDA(const I64 r) { o(r) = static_cast<T>(row_loss(r)); });
+    return;
+  }
+  const auto sum_s = scratch<double>(exec, 1);
+  const DeviceScalar<ExecSpace> sum(sum_s.data());
+  if (S > 0)
+    lanes_rows_sum(
+        exec, "kloss::" + op + "::forward_sum", N, S,
+        KOKKOS_LAMBDA(const Member& mem, const I64 r, double& acc) { acc += static_cast<double>(lanes_loss(mem, r)); },
+        sum);
+  else
+    fixed_order_sum(
+        exec, "kloss::" + op + "::forward_sum", N,
+        KOKKOS_LAMBDA(const I64 r, double& acc) { acc += static_cast<double>(row_loss(r)); }, sum);
+  write_device_scalar(exec, "kloss::" + op + "::forward_scale", sum, reduction_scale(reduction, N), output);
+}
+
 /// The sum over a row of S slices: f(j, acc) adds element j's terms to acc
 /// (a V with +=); the merged value on every lane.
 template <class V, class Member, class F>
@@ -725,77 +786,6 @@ KOKKOS_INLINE_FUNCTION A triplet_min(A a, A b) {
   return (a < b || a != a) ? a : b;
 }
 
-template <NormKind K, class T, class A = acc_t<T>>
-KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists(const NormAcc<K, A>& nrm, const T* a, const T* p, const T* n,
-                                                         I64 D, A eps, bool swap) {
-  constexpr int L = tuning::margin_lanes;
-  TripletDists<A> r;
-  if constexpr (K == NormKind::inf) {
-    // Running max and tie count per lane, merged at the end.
-    A m1[L], m2[L], m3[L], c1[L], c2[L], c3[L];
-    for (int l = 0; l < L; ++l) m1[l] = m2[l] = m3[l] = A(-1), c1[l] = c2[l] = c3[l] = A(0);
-    // A NaN |d| takes the max and keeps it (torch's max propagates NaN).
-    auto upd = [](A& m, A& c, A v) {
-      if (v > m || v != v)
-        m = v, c = A(1);
-      else if (v == m)
-        c += A(1);
-    };
-    for (I64 j = 0; j < D; ++j) {
-      const int l = static_cast<int>(j % L);
-      const A aj = to_acc(a[j]), pj = to_acc(p[j]), nj = to_acc(n[j]);
-      upd(m1[l], c1[l], fabs(aj - pj + eps));
-      upd(m2[l], c2[l], fabs(aj - nj + eps));
-      if (swap) upd(m3[l], c3[l], fabs(pj - nj + eps));
-    }
-    auto upd_lane = [](A& M, A& C, A m, A c) {
-      if (M != M) return;  // NaN stays
-      if (m > M || m != m)
-        M = m, C = c;
-      else if (m == M)
-        C += c;
-    };
-    A M1 = A(-1), M2 = A(-1), M3 = A(-1), C1 = 0, C2 = 0, C3 = 0;
-    for (int l = 0; l < L; ++l) {
-      upd_lane(M1, C1, m1[l], c1[l]);
-      upd_lane(M2, C2, m2[l], c2[l]);
-      upd_lane(M3, C3, m3[l], c3[l]);
-    }
-    // The norm of an empty row is 0.
-    r.dap = D > 0 ? M1 : A(0), r.dan = D > 0 ? M2 : A(0), r.dpn = D > 0 ? M3 : A(0);
-    r.tap = C1 > 0 ? C1 : A(1), r.tan = C2 > 0 ? C2 : A(1), r.tpn = C3 > 0 ? C3 : A(1);
-  } else {
-    A s1[L] = {}, s2[L] = {}, s3[L] = {};
-    I64 j = 0;
-    if (swap) {
-      for (; j + L <= D; j += L)
-        for (int l = 0; l < L; ++l) {
-          const A aj = to_acc(a[j + l]), pj = to_acc(p[j + l]), nj = to_acc(n[j + l]);
-          s1[l] += nrm.term(aj - pj + eps);
-          s2[l] += nrm.term(aj - nj + eps);
-          s3[l] += nrm.term(pj - nj + eps);
-        }
-    } else {
-      for (; j + L <= D; j += L)
-        for (int l = 0; l < L; ++l) {
-          const A aj = to_acc(a[j + l]), pj = to_acc(p[j + l]), nj = to_acc(n[j + l]);
-          s1[l] += nrm.term(aj - pj + eps);
-          s2[l] += nrm.term(aj - nj + eps);
-        }
-    }
-    for (; j < D; ++j) {
-      const A aj = to_acc(a[j]), pj = to_acc(p[j]), nj = to_acc(n[j]);
-      s1[0] += nrm.term(aj - pj + eps);
-      s2[0] += nrm.term(aj - nj + eps);
-      if (swap) s3[0] += nrm.term(pj - nj + eps);
-    }
-    A S1 = 0, S2 = 0, S3 = 0;
-    for (int l = 0; l < L; ++l) S1 += s1[l], S2 += s2[l], S3 += s3[l];
-    r.dap = nrm.finish(S1), r.dan = nrm.finish(S2), r.dpn = nrm.finish(S3);
-  }
-  return r;
-}
-
 /// The three distances' partial sums (or, p = inf, running maxima and tie
 /// counts) of a row's slices, merged as the host loop merges its lanes.
 template <NormKind K, class A>
@@ -829,6 +819,68 @@ struct TripletPart {
   }
 };
 
+/// The distances of a row from its merged partials (the norm of an empty
+/// row is 0; p = inf also gives the tie counts).
+template <NormKind K, class A>
+KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_dists(const NormAcc<K, A>& nrm, const TripletPart<K, A>& t, I64 D) {
+  TripletDists<A> r;
+  if constexpr (K == NormKind::inf) {
+    r.dap = D > 0 ? t.s[0] : A(0), r.dan = D > 0 ? t.s[1] : A(0), r.dpn = D > 0 ? t.s[2] : A(0);
+    r.tap = t.c[0] > 0 ? t.c[0] : A(1), r.tan = t.c[1] > 0 ? t.c[1] : A(1), r.tpn = t.c[2] > 0 ? t.c[2] : A(1);
+  } else {
+    r.dap = nrm.finish(t.s[0]), r.dan = nrm.finish(t.s[1]), r.dpn = nrm.finish(t.s[2]);
+  }
+  return r;
+}
+
+template <NormKind K, class T, class A = acc_t<T>>
+KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists(const NormAcc<K, A>& nrm, const T* a, const T* p, const T* n,
+                                                         I64 D, A eps, bool swap) {
+  constexpr int L = tuning::margin_lanes;
+  if constexpr (K == NormKind::inf) {
+    // Running max and tie count per lane, merged at the end.
+    TripletPart<K, A> lane[L];
+    for (I64 j = 0; j < D; ++j) {
+      TripletPart<K, A>& q = lane[j % L];
+      const A aj = to_acc(a[j]), pj = to_acc(p[j]), nj = to_acc(n[j]);
+      q.add(0, fabs(aj - pj + eps));
+      q.add(1, fabs(aj - nj + eps));
+      if (swap) q.add(2, fabs(pj - nj + eps));
+    }
+    TripletPart<K, A> t;
+    for (int l = 0; l < L; ++l) t += lane[l];
+    return triplet_dists(nrm, t, D);
+  } else {
+    A s1[L] = {}, s2[L] = {}, s3[L] = {};
+    I64 j = 0;
+    if (swap) {
+      for (; j + L <= D; j += L)
+        for (int l = 0; l < L; ++l) {
+          const A aj = to_acc(a[j + l]), pj = to_acc(p[j + l]), nj = to_acc(n[j + l]);
+          s1[l] += nrm.term(aj - pj + eps);
+          s2[l] += nrm.term(aj - nj + eps);
+          s3[l] += nrm.term(pj - nj + eps);
+        }
+    } else {
+      for (; j + L <= D; j += L)
+        for (int l = 0; l < L; ++l) {
+          const A aj = to_acc(a[j + l]), pj = to_acc(p[j + l]), nj = to_acc(n[j + l]);
+          s1[l] += nrm.term(aj - pj + eps);
+          s2[l] += nrm.term(aj - nj + eps);
+        }
+    }
+    for (; j < D; ++j) {
+      const A aj = to_acc(a[j]), pj = to_acc(p[j]), nj = to_acc(n[j]);
+      s1[0] += nrm.term(aj - pj + eps);
+      s2[0] += nrm.term(aj - nj + eps);
+      if (swap) s3[0] += nrm.term(pj - nj + eps);
+    }
+    TripletPart<K, A> t;
+    for (int l = 0; l < L; ++l) t.s[0] += s1[l], t.s[1] += s2[l], t.s[2] += s3[l];
+    return triplet_dists(nrm, t, D);
+  }
+}
+
 /// triplet_row_dists on the lanes mapping (S slices of the row).
 template <NormKind K, class Member, class T, class A>
 KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists_lanes(const Member& mem, int S, const NormAcc<K, A>& nrm,
@@ -840,15 +892,7 @@ KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists_lanes(const Member& mem
     acc.add(1, nrm.term(aj - nj + eps));
     if (swap) acc.add(2, nrm.term(pj - nj + eps));
   });
-  TripletDists<A> r;
-  if constexpr (K == NormKind::inf) {
-    // The norm of an empty row is 0.
-    r.dap = D > 0 ? t.s[0] : A(0), r.dan = D > 0 ? t.s[1] : A(0), r.dpn = D > 0 && swap ? t.s[2] : A(0);
-    r.tap = t.c[0] > 0 ? t.c[0] : A(1), r.tan = t.c[1] > 0 ? t.c[1] : A(1), r.tpn = t.c[2] > 0 ? t.c[2] : A(1);
-  } else {
-    r.dap = nrm.finish(t.s[0]), r.dan = nrm.finish(t.s[1]), r.dpn = nrm.finish(t.s[2]);
-  }
-  return r;
+  return triplet_dists(nrm, t, D);
 }
 
 template <class T, class M>
@@ -922,7 +966,6 @@ void triplet_forward_kernel(const ExecSpace& exec, const Tensor<const T, typenam
                             const Tensor<T, typename ExecSpace::memory_space>& output, double margin, double p,
                             double eps, bool swap, Reduction reduction) {
   using A = acc_t<T>;
-  using Mem = typename ExecSpace::memory_space;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const I64 D = last_extent(anchor.shape), N = leading_shape(anchor.shape).numel();
   const NormAcc<K, A> nrm{static_cast<A>(p)};
@@ -941,31 +984,7 @@ void triplet_forward_kernel(const ExecSpace& exec, const Tensor<const T, typenam
   auto lanes_loss = KOKKOS_LAMBDA(const Member& mem, const I64 r)->A {
     return loss_of(triplet_row_dists_lanes<K>(mem, S, nrm, a + r * D, ps + r * D, ng + r * D, D, e, swap));
   };
-  if (reduction == Reduction::none) {
-    auto o = output.data;
-    if (S > 0)
-      lanes_rows_for(exec, "kloss::triplet_margin_loss::forward", N, S, KOKKOS_LAMBDA(const Member& mem, const I64 r) {
-        const A l = lanes_loss(mem, r);
-        Kokkos::single(Kokkos::PerThread(mem), [&]() { o(r) = static_cast<T>(l); });
-      });
-    else
-      Kokkos::parallel_for(
-          "kloss::triplet_margin_loss::forward", Range<ExecSpace>(exec, 0, N),
-          KOKKOS_LAMBDA(const I64 r) { o(r) = static_cast<T>(row_loss(r)); });
-    return;
-  }
-  const auto sum_s = scratch<double>(exec, 1);
-  const DeviceScalar<ExecSpace> sum(sum_s.data());
-  if (S > 0)
-    lanes_rows_reduce(
-        exec, "kloss::triplet_margin_loss::forward_sum", N, S,
-        KOKKOS_LAMBDA(const Member& mem, const I64 r, double& acc) { acc += static_cast<double>(lanes_loss(mem, r)); },
-        PlusViewReducer<double, Mem>(typename PlusViewReducer<double, Mem>::result_view_type(sum.data())));
-  else
-    fixed_order_sum(
-        exec, "kloss::triplet_margin_loss::forward_sum", N,
-        KOKKOS_LAMBDA(const I64 r, double& acc) { acc += static_cast<double>(row_loss(r)); }, sum);
-  write_device_scalar(exec, "kloss::triplet_margin_loss::forward_scale", sum, reduction_scale(reduction, N), output);
+  row_loss_forward(exec, "triplet_margin_loss", N, S, row_loss, lanes_loss, output, reduction);
 }
 
 template <NormKind K, class ExecSpace, class T>
@@ -1234,18 +1253,16 @@ void cosine_embedding_loss(const ExecSpace& exec, const Tensor<const T, typename
   const int S = row_slices<ExecSpace>();
   if (S > 0) {
     using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-    SumCount sc;
-    lanes_rows_reduce(
+    lanes_sum_and_count(
         exec, "kloss::cosine_embedding_loss::forward", N, S,
-        KOKKOS_LAMBDA(const Member& mem, const I64 r, SumCount& acc) {
+        KOKKOS_LAMBDA(const Member& mem, const I64 r, double& s, I64& b) {
           const A tr = to_acc(t(r));
           const A loss = cosine_loss(cosine_row_sums_lanes(mem, S, x1 + r * D, x2 + r * D, D), tr, m, eps);
           if (none) Kokkos::single(Kokkos::PerThread(mem), [&]() { o(r) = static_cast<T>(loss); });
-          acc.sum += static_cast<double>(loss);
-          acc.count += is_sign(tr) ? 0 : 1;
+          s += static_cast<double>(loss);
+          b += is_sign(tr) ? 0 : 1;
         },
-        PlusReducer<SumCount>(sc));
-    sum = sc.sum, bad = sc.count;
+        sum, bad);
   } else {
     sum_and_count(
         exec, "kloss::cosine_embedding_loss::forward", N,
@@ -1303,14 +1320,13 @@ void cosine_embedding_loss_backward(const ExecSpace& exec,
   const int S = row_slices<ExecSpace>();
   if (S > 0) {
     using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-    SumCount sc;
-    lanes_rows_reduce(
+    lanes_sum_and_count(
         exec, "kloss::cosine_embedding_loss::backward", N, S,
-        KOKKOS_LAMBDA(const Member& mem, const I64 r, SumCount& acc) {
+        KOKKOS_LAMBDA(const Member& mem, const I64 r, double&, I64& b) {
           const T* u = x1 + r * D;
           const T* v = x2 + r * D;
           const A tr = to_acc(t(r));
-          acc.count += is_sign(tr) ? 0 : 1;
+          b += is_sign(tr) ? 0 : 1;
           const A g = none ? to_acc(go(r)) : to_acc(go(0)) * scale;
           const CosCoef<A> k = cosine_coef(cosine_row_sums_lanes(mem, S, u, v, D), tr, g, m, eps);
           lanes_for(mem, S, D, [&](const I64 j) {
@@ -1319,8 +1335,7 @@ void cosine_embedding_loss_backward(const ExecSpace& exec,
             if (g2) g2[r * D + j] = static_cast<T>(k.kd * uj - k.k2 * vj);
           });
         },
-        PlusReducer<SumCount>(sc));
-    bad = sc.count;
+        unused, bad);
   } else {
     sum_and_count(
         exec, "kloss::cosine_embedding_loss::backward", N,
@@ -1418,14 +1433,13 @@ void multi_margin_loss(const ExecSpace& exec, const Tensor<const T, typename Exe
   const int S = row_slices<ExecSpace>();
   if (S > 0) {
     using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-    SumCount sc;
-    lanes_rows_reduce(
+    lanes_sum_and_count(
         exec, "kloss::multi_margin_loss::forward", N, S,
-        KOKKOS_LAMBDA(const Member& mem, const I64 r, SumCount& acc) {
+        KOKKOS_LAMBDA(const Member& mem, const I64 r, double& s, I64& b) {
           const I64 y = static_cast<I64>(t(r));
           A loss = 0;
           if (y < 0 || y >= C) {
-            acc.count += 1;
+            b += 1;
           } else {
             const T* xr = x + r * C;
             const A xy = to_acc(xr[y]);
@@ -1437,10 +1451,9 @@ void multi_margin_loss(const ExecSpace& exec, const Tensor<const T, typename Exe
             loss /= static_cast<A>(C);
           }
           if (none) Kokkos::single(Kokkos::PerThread(mem), [&]() { o(r) = static_cast<T>(loss); });
-          acc.sum += static_cast<double>(loss);
+          s += static_cast<double>(loss);
         },
-        PlusReducer<SumCount>(sc));
-    sum = sc.sum, bad = sc.count;
+        sum, bad);
   } else {
   sum_and_count(
       exec, "kloss::multi_margin_loss::forward", N,
@@ -1522,13 +1535,12 @@ void multi_margin_loss_backward(const ExecSpace& exec,
   const int S = row_slices<ExecSpace>();
   if (S > 0) {
     using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-    SumCount sc;
-    lanes_rows_reduce(
+    lanes_sum_and_count(
         exec, "kloss::multi_margin_loss::backward", N, S,
-        KOKKOS_LAMBDA(const Member& mem, const I64 r, SumCount& acc) {
+        KOKKOS_LAMBDA(const Member& mem, const I64 r, double&, I64& b) {
           const I64 y = static_cast<I64>(t(r));
           const bool ok = y >= 0 && y < C;
-          acc.count += ok ? 0 : 1;
+          b += ok ? 0 : 1;
           if (!gi) return;
           T* gr = gi + r * C;
           if (!ok) {
@@ -1549,8 +1561,7 @@ void multi_margin_loss_backward(const ExecSpace& exec,
                           }).v;
           Kokkos::single(Kokkos::PerThread(mem), [&]() { gr[y] = static_cast<T>(-total); });
         },
-        PlusReducer<SumCount>(sc));
-    bad = sc.count;
+        unused, bad);
   } else {
   sum_and_count(
       exec, "kloss::multi_margin_loss::backward", N,
@@ -1845,6 +1856,13 @@ int check_soft_margin(std::string_view op, const Tensor<const T, M>& input, cons
 }  // namespace margin
 
 namespace margin {
+/// l = -(t log s(x) + (1 - t) log s(-x)) = t max(-x, 0) + (1 - t) max(x, 0)
+/// + log1p(exp(-|x|)), s the sigmoid.
+template <class A>
+KOKKOS_INLINE_FUNCTION A soft_margin_term(A x, A t) {
+  return t * relu(-x) + (A(1) - t) * relu(x) + log1p_unit(exp_neg(fabs(x)));
+}
+
 /// g (sigmoid(x) - t): d l / d x of -t log s(x) - (1 - t) log s(-x).
 template <class A>
 KOKKOS_INLINE_FUNCTION A soft_margin_grad(A x, A t, A g) {
@@ -1878,10 +1896,7 @@ void multilabel_soft_margin_loss(const ExecSpace& exec, const Tensor<const T, ty
     const T* wr = w ? (wmode == 2 ? w + r * C : w) : nullptr;
     A part[L] = {};
     I64 j = 0;
-    auto term = [&](I64 c) {
-      const A xc = to_acc(xr[c]), tc = to_acc(yr[c]);
-      return tc * relu(-xc) + (A(1) - tc) * relu(xc) + log1p_unit(exp_neg(fabs(xc)));
-    };
+    auto term = [&](I64 c) { return soft_margin_term(to_acc(xr[c]), to_acc(yr[c])); };
     // Two loops, so that neither has a branch on the weight (it would stop
     // the vectorisation of the inline exp / log1p).
     if (wr) {
@@ -1904,40 +1919,12 @@ void multilabel_soft_margin_loss(const ExecSpace& exec, const Tensor<const T, ty
     const T* yr = y + r * C;
     const T* wr = w ? (wmode == 2 ? w + r * C : w) : nullptr;
     return lanes_sum<Sum1<A>>(mem, S, C, [&](I64 c, Sum1<A>& q) {
-             const A xc = to_acc(xr[c]), tc = to_acc(yr[c]);
-             const A term = tc * relu(-xc) + (A(1) - tc) * relu(xc) + log1p_unit(exp_neg(fabs(xc)));
+             const A term = soft_margin_term(to_acc(xr[c]), to_acc(yr[c]));
              q.v += wr ? term * to_acc(wr[c]) : term;
            }).v /
            static_cast<A>(C);
   };
-  if (reduction == Reduction::none) {
-    auto o = output.data;
-    if (S > 0)
-      lanes_rows_for(exec, "kloss::multilabel_soft_margin_loss::forward", N, S,
-                     KOKKOS_LAMBDA(const Member& mem, const I64 r) {
-                       const A l = lanes_loss(mem, r);
-                       Kokkos::single(Kokkos::PerThread(mem), [&]() { o(r) = static_cast<T>(l); });
-                     });
-    else
-      Kokkos::parallel_for(
-          "kloss::multilabel_soft_margin_loss::forward", Range<ExecSpace>(exec, 0, N),
-          KOKKOS_LAMBDA(const I64 r) { o(r) = static_cast<T>(row_loss(r)); });
-    return;
-  }
-  const auto sum_s = scratch<double>(exec, 1);
-  const DeviceScalar<ExecSpace> sum(sum_s.data());
-  if (S > 0)
-    lanes_rows_reduce(
-        exec, "kloss::multilabel_soft_margin_loss::forward_sum", N, S,
-        KOKKOS_LAMBDA(const Member& mem, const I64 r, double& acc) { acc += static_cast<double>(lanes_loss(mem, r)); },
-        PlusViewReducer<double, typename ExecSpace::memory_space>(
-            typename PlusViewReducer<double, typename ExecSpace::memory_space>::result_view_type(sum.data())));
-  else
-    fixed_order_sum(
-        exec, "kloss::multilabel_soft_margin_loss::forward_sum", N,
-        KOKKOS_LAMBDA(const I64 r, double& s) { s += static_cast<double>(row_loss(r)); }, sum);
-  write_device_scalar(exec, "kloss::multilabel_soft_margin_loss::forward_scale", sum, reduction_scale(reduction, N),
-                      output);
+  row_loss_forward(exec, "multilabel_soft_margin_loss", N, S, row_loss, lanes_loss, output, reduction);
 }
 
 template <class ExecSpace, class T>
