@@ -55,14 +55,13 @@ std::vector<OpBench<T>> table() {
   using R = kloss::Reduction;
   (void)sizeof(R);
   return {
-      {"mse_loss", -2, 2, 2, [](const Exec& e, Data<T>& d) { kloss::mse_loss(e, d.x, d.y, d.out); },
-       [](const Exec& e, Data<T>& d) { kloss::mse_loss_backward(e, d.g, d.x, d.y, d.gx, d.none); }},
-      {"l1_loss", -2, 2, 2, [](const Exec& e, Data<T>& d) { kloss::l1_loss(e, d.x, d.y, d.out); },
-       [](const Exec& e, Data<T>& d) { kloss::l1_loss_backward(e, d.g, d.x, d.y, d.gx, d.none); }},
-      {"smooth_l1_loss", -2, 2, 2, [](const Exec& e, Data<T>& d) { kloss::smooth_l1_loss(e, d.x, d.y, d.out); },
-       [](const Exec& e, Data<T>& d) { kloss::smooth_l1_loss_backward(e, d.g, d.x, d.y, d.gx, d.none); }},
-      {"huber_loss", -2, 2, 2, [](const Exec& e, Data<T>& d) { kloss::huber_loss(e, d.x, d.y, d.out); },
-       [](const Exec& e, Data<T>& d) { kloss::huber_loss_backward(e, d.g, d.x, d.y, d.gx, d.none); }},
+// The binary table ops (kloss/binary_losses.hpp), input in [-2, 2).
+#define KLOSS_BL_BENCH_BACKWARD_both(name) kloss::name##_backward(e, d.g, d.x, d.y, d.gx, d.none)
+#define KLOSS_BL_BENCH_BACKWARD_input(name) kloss::name##_backward(e, d.g, d.x, d.y, d.gx)
+#define KLOSS_BL_BENCH_ROW(name, Options, Op, grads, option, summary)                   \
+  {#name, -2, 2, 2, [](const Exec& e, Data<T>& d) { kloss::name(e, d.x, d.y, d.out); }, \
+   [](const Exec& e, Data<T>& d) { KLOSS_PP_CAT(KLOSS_BL_BENCH_BACKWARD_, grads)(name); }},
+      KLOSS_BINARY_LOSSES(KLOSS_BL_BENCH_ROW)
       {"binary_cross_entropy", 0.02, 0.98, 2,
        [](const Exec& e, Data<T>& d) { kloss::binary_cross_entropy(e, d.x, d.y, d.none, d.out); },
        [](const Exec& e, Data<T>& d) { kloss::binary_cross_entropy_backward(e, d.g, d.x, d.y, d.none, d.gx); }},

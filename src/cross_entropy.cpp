@@ -131,12 +131,11 @@ rt::Result run_nll_loss(const rt::Call& c) {
 }  // namespace
 
 void register_cross_entropy(std::vector<OpInfo>& ops) {
-  ops.push_back({"nll_loss", "kloss/cross_entropy.hpp", LossKind::nll, {"input", "target", "weight?"}, {"input"},
+  ops.push_back({"nll_loss", "kloss/cross_entropy.hpp", {"input", "target", "weight?"}, {"input"},
                  nll_loss_options, "negative log-likelihood of log-probabilities, -weight[t] * input[t]",
                  run_nll_loss});
   ops.back().index_inputs = {"target"};
-  ops.push_back({"cross_entropy", "kloss/cross_entropy.hpp", LossKind::cross_entropy,
-                 {"input", "target", "weight?"}, {"input"}, cross_entropy_options,
+  ops.push_back({"cross_entropy", "kloss/cross_entropy.hpp", {"input", "target", "weight?"}, {"input"}, cross_entropy_options,
                  "softmax cross-entropy over logits (class indices or probabilities), online log-sum-exp",
                  run_cross_entropy});
   ops.back().index_or_real_inputs = {"target"};

@@ -70,8 +70,7 @@ rt::Result run_ctc_loss(const rt::Call& c) {
 }  // namespace
 
 void register_ctc(std::vector<OpInfo>& ops) {
-  ops.push_back({"ctc_loss", "kloss/ctc.hpp", LossKind::ctc,
-                 {"log_probs", "targets", "input_lengths", "target_lengths"}, {"log_probs"}, ctc_options,
+  ops.push_back({"ctc_loss", "kloss/ctc.hpp", {"log_probs", "targets", "input_lengths", "target_lengths"}, {"log_probs"}, ctc_options,
                  "connectionist temporal classification (alpha-beta recursion in log space)", run_ctc_loss});
   ops.back().index_inputs = {"targets", "input_lengths", "target_lengths"};
 }

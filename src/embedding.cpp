@@ -167,7 +167,6 @@ rt::Result run_embedding_bag(const rt::Call& c) {
 void register_embedding(std::vector<OpInfo>& ops) {
   ops.push_back({"embedding",
                  "kloss/embedding.hpp",
-                 std::nullopt,
                  {"input", "weight"},
                  {"weight"},
                  embedding_options,
@@ -179,7 +178,6 @@ void register_embedding(std::vector<OpInfo>& ops) {
 #endif
   ops.push_back({"embedding_bag",
                  "kloss/embedding.hpp",
-                 std::nullopt,
                  {"input", "weight", "offsets?", "per_sample_weights?"},
                  {"weight", "per_sample_weights"},
                  embedding_bag_options,

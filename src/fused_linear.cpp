@@ -72,8 +72,7 @@ rt::Result run_fused_linear(const rt::Call& c) {
 }  // namespace
 
 void register_fused_linear(std::vector<OpInfo>& ops) {
-  ops.push_back({"fused_linear_cross_entropy", "kloss/fused_linear.hpp", LossKind::fused_linear_cross_entropy,
-                 {"input", "weight", "target", "bias?", "ce_weight?"}, {"input", "weight", "bias"},
+  ops.push_back({"fused_linear_cross_entropy", "kloss/fused_linear.hpp", {"input", "weight", "target", "bias?", "ce_weight?"}, {"input", "weight", "bias"},
                  fused_linear_options,
                  "cross_entropy(input @ weight^T + bias, target) in row chunks through gemm, without the logits",
                  run_fused_linear});

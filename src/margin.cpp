@@ -207,7 +207,6 @@ void register_margin(std::vector<OpInfo>& ops) {
   const char* hdr = "kloss/margin.hpp";
   ops.push_back({"hinge_embedding_loss",
                  hdr,
-                 LossKind::hinge_embedding,
                  {"input", "target"},
                  {"input"},
                  {{"margin", "real", "1.0", "margin of the target = -1 branch"}, reduction_option},
@@ -215,7 +214,6 @@ void register_margin(std::vector<OpInfo>& ops) {
                  run_hinge_embedding_loss});
   ops.push_back({"margin_ranking_loss",
                  hdr,
-                 LossKind::margin_ranking,
                  {"input1", "input2", "target"},
                  {"input1", "input2"},
                  {{"margin", "real", "0.0", "required separation"}, reduction_option},
@@ -223,7 +221,6 @@ void register_margin(std::vector<OpInfo>& ops) {
                  run_margin_ranking_loss});
   ops.push_back({"triplet_margin_loss",
                  hdr,
-                 LossKind::triplet_margin,
                  {"anchor", "positive", "negative"},
                  {"anchor", "positive", "negative"},
                  {{"margin", "real", "1.0", "required separation"},
@@ -235,7 +232,6 @@ void register_margin(std::vector<OpInfo>& ops) {
                  run_triplet_margin_loss});
   ops.push_back({"cosine_embedding_loss",
                  hdr,
-                 LossKind::cosine_embedding,
                  {"input1", "input2", "target"},
                  {"input1", "input2"},
                  {{"margin", "real", "0.0", "margin of the target = -1 branch"}, reduction_option},
@@ -243,7 +239,6 @@ void register_margin(std::vector<OpInfo>& ops) {
                  run_cosine_embedding_loss});
   ops.push_back({"multi_margin_loss",
                  hdr,
-                 LossKind::multi_margin,
                  {"input", "target", "weight?"},
                  {"input"},
                  {{"p", "int", "1", "1 or 2"}, {"margin", "real", "1.0", "required separation"}, reduction_option},
@@ -252,7 +247,6 @@ void register_margin(std::vector<OpInfo>& ops) {
   ops.back().index_inputs = {"target"};
   ops.push_back({"multilabel_margin_loss",
                  hdr,
-                 LossKind::multilabel_margin,
                  {"input", "target"},
                  {"input"},
                  {reduction_option},
@@ -261,7 +255,6 @@ void register_margin(std::vector<OpInfo>& ops) {
   ops.back().index_inputs = {"target"};
   ops.push_back({"multilabel_soft_margin_loss",
                  hdr,
-                 LossKind::multilabel_soft_margin,
                  {"input", "target", "weight?"},
                  {"input"},
                  {reduction_option},

@@ -5,6 +5,9 @@
 
 #define KLOSS_POINTWISE_DEFINE(T) KLOSS_POINTWISE_INSTANTIATE(, T)
 KLOSS_FOR_EACH_SCALAR(KLOSS_POINTWISE_DEFINE)
+#define KLOSS_BL_DEFINE_T(T, Op) KLOSS_BL_INSTANTIATE(, T, Op)
+#define KLOSS_BL_DEFINE(name, Options, Op, grads, option, summary) KLOSS_FOR_EACH_SCALAR_ARG(KLOSS_BL_DEFINE_T, Op)
+KLOSS_BINARY_LOSSES(KLOSS_BL_DEFINE)
 
 namespace kloss::impl {
 namespace {
@@ -33,56 +36,30 @@ rt::Result run_pointwise(const rt::Call& c, Reduction red, const Shape& none_sha
   return r;
 }
 
-/// mse / l1 / smooth_l1 / huber: input, target -> grads for both.
-template <class Fwd, class Bwd>
-rt::Result run_binary(const rt::Call& c, Reduction red, Fwd&& fwd, Bwd&& bwd) {
+/// A binary table op (kloss/binary_losses.hpp): input, target -> grads
+/// for input and, if `target_grad`, target.
+template <class Op, class Options>
+rt::Result run_binary(const rt::Call& c, const char* name, const Options& opts, bool target_grad) {
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     c.options.check_all_used(c.op);
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
     const Shape shape = broadcast_shapes(in.shape, tg.shape, c.op, "input", "target");
+    const Op op = binary_op<Op>(name, opts);
+    std::vector<std::pair<std::string, Shape>> diff = {{"input", in.shape}};
+    if (target_grad) diff.emplace_back("target", tg.shape);
     RtExec exec;
     return run_pointwise<T>(
-        c, red, shape, {{"input", in.shape}, {"target", tg.shape}},
-        [&](const Tensor<T, RtMem>& out) { fwd(exec, in.ctensor(), tg.ctensor(), out, red); },
+        c, opts.reduction, shape, diff,
+        [&](const Tensor<T, RtMem>& out) {
+          binary_loss<RtExec, T, Op>(exec, name, op, in.ctensor(), tg.ctensor(), out, opts.reduction);
+        },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          bwd(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), g[1].tensor(), red);
+          binary_loss_backward<RtExec, T, Op>(exec, name, op, go, in.ctensor(), tg.ctensor(), g[0].tensor(),
+                                              target_grad ? g[1].tensor() : Tensor<T, RtMem>(), opts.reduction);
         });
   });
-}
-
-#define KLOSS_PW_BINARY_ADAPTER(OP, ...)                                                                      \
-  [&](const RtExec& e, const auto& a, const auto& b, const auto& o, Reduction r) {                           \
-    using T = typename std::decay_t<decltype(o)>::value_type;                                                \
-    OP<RtExec, T>(e, a, b, o, r __VA_ARGS__);                                                                \
-  },                                                                                                         \
-      [&](const RtExec& e, const auto& go, const auto& a, const auto& b, const auto& ga, const auto& gb,     \
-          Reduction r) {                                                                                     \
-        using T = typename std::decay_t<decltype(ga)>::value_type;                                           \
-        OP##_backward<RtExec, T>(e, go, a, b, ga, gb, r __VA_ARGS__);                                        \
-      }
-
-rt::Result run_mse_loss(const rt::Call& c) {
-  const Reduction red = c.options.get_reduction(c.op);
-  return run_binary(c, red, KLOSS_PW_BINARY_ADAPTER(mse_loss));
-}
-
-rt::Result run_l1_loss(const rt::Call& c) {
-  const Reduction red = c.options.get_reduction(c.op);
-  return run_binary(c, red, KLOSS_PW_BINARY_ADAPTER(l1_loss));
-}
-
-rt::Result run_smooth_l1_loss(const rt::Call& c) {
-  const Reduction red = c.options.get_reduction(c.op);
-  const double beta = c.options.get_real(c.op, "beta", 1.0);
-  return run_binary(c, red, KLOSS_PW_BINARY_ADAPTER(smooth_l1_loss, , beta));
-}
-
-rt::Result run_huber_loss(const rt::Call& c) {
-  const Reduction red = c.options.get_reduction(c.op);
-  const double delta = c.options.get_real(c.op, "delta", 1.0);
-  return run_binary(c, red, KLOSS_PW_BINARY_ADAPTER(huber_loss, , delta));
 }
 
 rt::Result run_binary_cross_entropy(const rt::Call& c) {
@@ -199,37 +176,31 @@ rt::Result run_gaussian_nll_loss(const rt::Call& c) {
 }  // namespace
 
 void register_pointwise(std::vector<OpInfo>& ops) {
-  ops.push_back({"mse_loss", "kloss/pointwise.hpp", LossKind::mse, {"input", "target"}, {"input", "target"},
-                 reduction_only, "mean squared error, (input - target)^2", run_mse_loss});
-  ops.push_back({"l1_loss", "kloss/pointwise.hpp", LossKind::l1, {"input", "target"}, {"input", "target"},
-                 reduction_only, "mean absolute error, |input - target|", run_l1_loss});
-  ops.push_back({"smooth_l1_loss",
-                 "kloss/pointwise.hpp",
-                 LossKind::smooth_l1,
-                 {"input", "target"},
-                 {"input", "target"},
-                 {reduction_option, {"beta", "real", "1.0", "quadratic below beta, linear above; >= 0, 0 is L1"}},
-                 "smooth L1: z^2 / (2 beta) below beta, z - beta / 2 above",
-                 run_smooth_l1_loss});
-  ops.push_back({"huber_loss",
-                 "kloss/pointwise.hpp",
-                 LossKind::huber,
-                 {"input", "target"},
-                 {"input", "target"},
-                 {reduction_option, {"delta", "real", "1.0", "quadratic below delta, linear above; > 0"}},
-                 "Huber: z^2 / 2 below delta, delta (z - delta / 2) above",
-                 run_huber_loss});
-  ops.push_back({"binary_cross_entropy", "kloss/pointwise.hpp", LossKind::binary_cross_entropy,
-                 {"input", "target", "weight?"}, {"input"}, reduction_only,
+#define KLOSS_BL_DIFF_both {"input", "target"}
+#define KLOSS_BL_DIFF_input {"input"}
+#define KLOSS_BL_OPTION_none()
+#define KLOSS_BL_OPTION_real(field, value, doc) , {#field, "real", #value, doc}
+#define KLOSS_BL_READ_none()
+#define KLOSS_BL_READ_real(field, value, doc) opts.field = c.options.get_real(c.op, #field, value);
+#define KLOSS_BL_REGISTER(name, Options, Op, grads, option, summary)                                      \
+  ops.push_back({#name, "kloss/pointwise.hpp", {"input", "target"}, KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads), \
+                 {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option)}, summary,                      \
+                 [](const rt::Call& c) {                                                                  \
+                   Options opts;                                                                          \
+                   opts.reduction = c.options.get_reduction(c.op);                                        \
+                   KLOSS_PP_CAT(KLOSS_BL_READ_, option)                                                   \
+                   return run_binary<Op>(c, #name, opts, std::string_view(#grads) == "both");             \
+                 }});
+  KLOSS_BINARY_LOSSES(KLOSS_BL_REGISTER)
+  ops.push_back({"binary_cross_entropy", "kloss/pointwise.hpp", {"input", "target", "weight?"}, {"input"}, reduction_only,
                  "BCE on probabilities, logs clamped at -100; values outside [0, 1] are an error",
                  run_binary_cross_entropy});
   ops.push_back({"binary_cross_entropy_with_logits", "kloss/pointwise.hpp",
-                 LossKind::binary_cross_entropy_with_logits, {"input", "target", "weight?", "pos_weight?"}, {"input"},
+                 {"input", "target", "weight?", "pos_weight?"}, {"input"},
                  reduction_only, "BCE on logits, numerically stable; pos_weight broadcast over the class axis",
                  run_binary_cross_entropy_with_logits});
   ops.push_back({"kl_div",
                  "kloss/pointwise.hpp",
-                 LossKind::kl_div,
                  {"input", "target"},
                  {"input"},
                  {{"reduction", "string", "mean", "none | mean | sum | batchmean"},
@@ -238,7 +209,6 @@ void register_pointwise(std::vector<OpInfo>& ops) {
                  run_kl_div});
   ops.push_back({"poisson_nll_loss",
                  "kloss/pointwise.hpp",
-                 LossKind::poisson_nll,
                  {"input", "target"},
                  {"input"},
                  {{"log_input", "bool", "True", "input is log(rate)"},
@@ -249,7 +219,6 @@ void register_pointwise(std::vector<OpInfo>& ops) {
                  run_poisson_nll_loss});
   ops.push_back({"gaussian_nll_loss",
                  "kloss/pointwise.hpp",
-                 LossKind::gaussian_nll,
                  {"input", "target", "var"},
                  {"input", "var"},
                  {{"full", "bool", "False", "add log(2 pi) / 2"},

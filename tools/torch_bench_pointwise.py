@@ -38,6 +38,7 @@ OPS = {
     "l1_loss": ((-2, 2), 2, lambda x, y, v: F.l1_loss(x, y)),
     "smooth_l1_loss": ((-2, 2), 2, lambda x, y, v: F.smooth_l1_loss(x, y)),
     "huber_loss": ((-2, 2), 2, lambda x, y, v: F.huber_loss(x, y)),
+    "soft_margin_loss": ((-2, 2), 2, lambda x, y, v: F.soft_margin_loss(x, y)),
     "binary_cross_entropy": ((0.02, 0.98), 2, lambda x, y, v: F.binary_cross_entropy(x, y)),
     "binary_cross_entropy_with_logits": ((-8, 8), 2, lambda x, y, v: F.binary_cross_entropy_with_logits(x, y)),
     "kl_div": ((-4, 0), 2, lambda x, y, v: F.kl_div(x, y, reduction="mean")),

@@ -1203,6 +1203,7 @@ inline bool generate_op(Rng& r, Draft& d) {
                                                   "l1_loss",
                                                   "smooth_l1_loss",
                                                   "huber_loss",
+                                                  "soft_margin_loss",
                                                   "binary_cross_entropy",
                                                   "binary_cross_entropy_with_logits",
                                                   "kl_div",
@@ -1259,6 +1260,7 @@ inline Case generate(Rng& r, std::string op = "") {
       {"l1_loss", {"input", "target"}},
       {"smooth_l1_loss", {"input", "target"}},
       {"huber_loss", {"input", "target"}},
+      {"soft_margin_loss", {"input", "target"}},
       {"binary_cross_entropy_with_logits", {"weight", "pos_weight"}},
       {"margin_ranking_loss", {"input1", "input2"}},
       {"triplet_margin_loss", {"anchor", "positive", "negative"}},
@@ -1430,6 +1432,7 @@ inline Expected reference_values(const Case& c) {
       {"l1_loss", kloss_ref::Pw::l1},
       {"smooth_l1_loss", kloss_ref::Pw::smooth_l1},
       {"huber_loss", kloss_ref::Pw::huber},
+      {"soft_margin_loss", kloss_ref::Pw::soft_margin},
       {"binary_cross_entropy", kloss_ref::Pw::bce},
       {"binary_cross_entropy_with_logits", kloss_ref::Pw::bce_logits},
       {"kl_div", kloss_ref::Pw::kl_div},
@@ -2011,6 +2014,7 @@ inline bool optional_grad(const std::string& op, const std::string& out) {
                                             "l1_loss",
                                             "smooth_l1_loss",
                                             "huber_loss",
+                                            "soft_margin_loss",
                                             "binary_cross_entropy",
                                             "binary_cross_entropy_with_logits",
                                             "kl_div",
@@ -2233,30 +2237,30 @@ void typed_calls(TypedRun<T, I>& t) {
   const bool bwd = c.backward;
   const Reduction red = has_option(op, "reduction") ? reduction_of(c) : Reduction::none;
   const double margin = real_opt(c, "margin", op == "hinge_embedding_loss" || op == "triplet_margin_loss" ? 1.0 : 0.0);
-  if (op == "mse_loss" || op == "l1_loss" || op == "smooth_l1_loss" || op == "huber_loss") {
-    const double beta = real_opt(c, "beta", 1.0), delta = real_opt(c, "delta", 1.0);
-    auto fwd = [&](auto out) {
-      if (op == "mse_loss")
-        ki::mse_loss<Exec, T>(ex, t.in("input"), t.in("target"), out, red);
-      else if (op == "l1_loss")
-        ki::l1_loss<Exec, T>(ex, t.in("input"), t.in("target"), out, red);
-      else if (op == "smooth_l1_loss")
-        ki::smooth_l1_loss<Exec, T>(ex, t.in("input"), t.in("target"), out, red, beta);
-      else
-        ki::huber_loss<Exec, T>(ex, t.in("input"), t.in("target"), out, red, delta);
-    };
-    fwd(t.template out<T>("output"));
-    if (!bwd) return;
-    auto gi = t.template out<T>("grad_input");
-    auto gt = t.template out<T>("grad_target");
-    if (op == "mse_loss")
-      ki::mse_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, red);
-    else if (op == "l1_loss")
-      ki::l1_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, red);
-    else if (op == "smooth_l1_loss")
-      ki::smooth_l1_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, red, beta);
-    else
-      ki::huber_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, red, delta);
+  // The binary table ops (kloss/binary_losses.hpp), through the impl entry
+  // points the public functions call.
+  bool done = false;
+#define KLOSS_HOSTILE_OPTION_none()
+#define KLOSS_HOSTILE_OPTION_real(field, value, doc) o.field = real_opt(c, #field, value);
+#define KLOSS_HOSTILE_GRAD_both t.template out<T>("grad_target")
+#define KLOSS_HOSTILE_GRAD_input Ten<T>()
+#define KLOSS_HOSTILE_BINARY(name, Options, Op, grads, option, summary)                                             \
+  if (op == #name) {                                                                                                \
+    kloss::Options o;                                                                                               \
+    o.reduction = red;                                                                                              \
+    KLOSS_PP_CAT(KLOSS_HOSTILE_OPTION_, option)                                                                     \
+    const auto f = ki::binary_op<ki::Op>(#name, o);                                                                 \
+    ki::binary_loss<Exec, T, ki::Op>(ex, #name, f, t.in("input"), t.in("target"), t.template out<T>("output"), red); \
+    if (bwd) {                                                                                                      \
+      auto gi = t.template out<T>("grad_input"); /* before grad_target, which may alias it */                      \
+      auto gt = KLOSS_PP_CAT(KLOSS_HOSTILE_GRAD_, grads);                                                           \
+      ki::binary_loss_backward<Exec, T, ki::Op>(ex, #name, f, t.go(), t.in("input"), t.in("target"), gi, gt, red); \
+    }                                                                                                               \
+    done = true;                                                                                                    \
+  }
+  KLOSS_BINARY_LOSSES(KLOSS_HOSTILE_BINARY)
+#undef KLOSS_HOSTILE_BINARY
+  if (done) {
   } else if (op == "binary_cross_entropy") {
     ki::binary_cross_entropy<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.template out<T>("output"),
                                       red);

@@ -167,10 +167,10 @@ inline double kl_div(double x, double y, bool log_target) {
 }
 
 /// The element-wise ops and their operand lists:
-///  mse, l1, smooth_l1, huber, kl_div, poisson: (input, target)
+///  mse, l1, smooth_l1, huber, soft_margin, kl_div, poisson: (input, target)
 ///  bce: (input, target[, weight]); bce_logits: (input, target[, weight][, pos_weight])
 ///  gaussian: (input, target, var)
-enum class Pw { mse, l1, smooth_l1, huber, bce, bce_logits, kl_div, poisson, gaussian };
+enum class Pw { mse, l1, smooth_l1, huber, soft_margin, bce, bce_logits, kl_div, poisson, gaussian };
 
 struct PwOptions {
   double beta = 1.0, delta = 1.0;
@@ -191,6 +191,8 @@ inline double pw_loss(Pw op, const PwOptions& o, const Vec& v) {
       return smooth_l1(v[0] - v[1], o.beta);
     case Pw::huber:
       return huber(v[0] - v[1], o.delta);
+    case Pw::soft_margin:
+      return std::log1p(std::exp(-v[1] * v[0]));  // torch's formula
     case Pw::bce:
       return bce(v[0], v[1]) * (o.weight ? v[2] : 1.0);
     case Pw::bce_logits: {
@@ -222,6 +224,10 @@ inline double pw_grad(Pw op, const PwOptions& o, const Vec& v, std::size_t k) {
       return smooth_l1_grad(s * d, o.beta);
     case Pw::huber:
       return huber_grad(s * d, o.delta);
+    case Pw::soft_margin: {
+      const double z = std::exp(-v[1] * v[0]);
+      return -v[1] * z / (1 + z);  // torch's soft_margin_loss_backward
+    }
     case Pw::bce:
       return bce_grad(v[0], v[1]) * (o.weight ? v[2] : 1.0);
     case Pw::bce_logits: {

@@ -335,6 +335,51 @@ TYPED_TEST(Pointwise, SmoothL1AndHuberHandCheckedIncludingBetaZero) {
   expect_near_all(to_doubles(s), {7.0 / 7}, tol<T>(), 0, "l1 mean");
 }
 
+// --- soft_margin_loss ---------------------------------------------------------
+
+TYPED_TEST(Pointwise, SoftMarginMatchesReferenceAndFiniteDifferences) {
+  using T = TypeParam;
+  for (std::size_t n : {1, 13, 5000}) {
+    const std::vector<std::int64_t> s = {static_cast<std::int64_t>(n)};
+    std::vector<double> y = rv<T>(n, -1, 1, 12);
+    for (double& v : y) v = v < 0 ? -1.0 : 1.0;
+    check_case<T>({"soft_margin_loss", {{"input", s, rv<T>(n, -3, 3, 11)}, {"target", s, y}}, {}, {"input"},
+                   [](const std::vector<double>& v) { return std::log1p(std::exp(-v[1] * v[0])); }});
+  }
+  // A target broadcast over rows; the loss is defined for any real target.
+  check_case<T>({"soft_margin_loss", {{"input", {4, 3}, rv<T>(12, -2, 2, 13)}, {"target", {3}, {1, -1, 0.5}}},
+                 {}, {"input"}, [](const std::vector<double>& v) { return std::log1p(std::exp(-v[1] * v[0])); }});
+}
+
+// log(1 + e^z), z = -y x: ln 2, ln(4/3), ln 4, ln(1 + e^2) and, where
+// torch's log1p(exp(z)) overflows float (z = 100), z itself; d/dx =
+// -y sigmoid(z).
+TYPED_TEST(Pointwise, SoftMarginHandChecked) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  const double l3 = std::log(3.0);
+  auto x = make_view<T*>("x", {0, l3, -l3, 2, 100}, {5});
+  auto y = make_view<T*>("y", {1, 1, 1, -1, -1}, {5});
+  auto g = make_view<T*>("g", {1, 1, 1, 1, 2}, {5});
+  Kokkos::View<T*, Mem> out("out", 5), gx("gx", 5);
+  kloss::soft_margin_loss(exec, x, y, out, {Reduction::none});
+  const std::vector<double> want = {std::log(2.0), std::log(4.0 / 3), std::log(4.0), std::log1p(std::exp(2.0)), 100};
+  expect_near_all(to_doubles(out), want, tol<T>(), tol<T>(), "soft_margin none");
+  kloss::soft_margin_loss_backward(exec, g, x, y, gx, {Reduction::none});
+  expect_near_all(to_doubles(gx), {-0.5, -0.25, -0.75, 1 / (1 + std::exp(-2.0)), 2}, tol<T>(), tol<T>(),
+                  "soft_margin grad_input");
+  Kokkos::View<T, Mem> s("s"), one("one");
+  Kokkos::deep_copy(one, T(1.0f));
+  kloss::soft_margin_loss(exec, x, y, s);
+  double mean = 0;
+  for (double w : want) mean += w / 5;
+  expect_near_all(to_doubles(s), {mean}, tol<T>(), 0, "soft_margin mean");
+  kloss::soft_margin_loss_backward(exec, one, x, y, gx, {Reduction::sum});
+  expect_near_all(to_doubles(gx), {-0.5, -0.25, -0.75, 1 / (1 + std::exp(-2.0)), 1}, tol<T>(), tol<T>(),
+                  "soft_margin grad_input, sum");
+}
+
 // --- binary_cross_entropy -----------------------------------------------------
 
 TYPED_TEST(Pointwise, BinaryCrossEntropyMatchesReference) {

@@ -133,3 +133,19 @@ struct BadIndex {
 
 }  // namespace impl
 }  // namespace kloss
+
+namespace kloss::impl {
+/// The entry points' static check: T is one of the four scalar types and
+/// every listed view holds T.
+template <class T, class... Views>
+constexpr bool same_value_types() {
+  return (std::is_same_v<typename Views::non_const_value_type, T> && ...);
+}
+}  // namespace kloss::impl
+
+/// The static checks of a typed entry point OP (a string literal): its value
+/// type T and the views (types) that must hold T.
+#define KLOSS_STATIC_CHECKS(OP, T, ...)                                                                  \
+  static_assert(::kloss::is_scalar_v<T>, "kloss::" OP ": value type must be float, double, float16 or bfloat16"); \
+  static_assert(::kloss::impl::same_value_types<T, __VA_ARGS__>(),                                       \
+                "kloss::" OP ": every floating view must have the same value type")

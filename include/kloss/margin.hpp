@@ -74,11 +74,7 @@ void hinge_embedding_loss(const ExecSpace& exec, const InputView& input, const T
                           const OutputView& output, const HingeEmbeddingLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>, "kloss::hinge_embedding_loss: value type must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename InputView::non_const_value_type, T>,
-                "kloss::hinge_embedding_loss: 'input' must have the output's value type");
-  static_assert(std::is_same_v<typename TargetView::non_const_value_type, T>,
-                "kloss::hinge_embedding_loss: 'target' must have the output's value type");
+  KLOSS_STATIC_CHECKS("hinge_embedding_loss", T, InputView, TargetView);
   impl::hinge_embedding_loss<ExecSpace, T>(exec, as_tensor<M>(input, "hinge_embedding_loss", "input"),
                                            as_tensor<M>(target, "hinge_embedding_loss", "target"),
                                            as_tensor<M>(output, "hinge_embedding_loss", "output"), opts.margin,
@@ -94,14 +90,7 @@ void hinge_embedding_loss_backward(const ExecSpace& exec, const GradOutputView& 
                                    const HingeEmbeddingLossOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>,
-                "kloss::hinge_embedding_loss_backward: value type must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename GradOutputView::non_const_value_type, T>,
-                "kloss::hinge_embedding_loss_backward: 'grad_output' must have the inputs' value type");
-  static_assert(std::is_same_v<typename TargetView::non_const_value_type, T>,
-                "kloss::hinge_embedding_loss_backward: 'target' must have the value type of 'input'");
-  static_assert(std::is_same_v<typename GradInputView::non_const_value_type, T>,
-                "kloss::hinge_embedding_loss_backward: 'grad_input' must have the value type of 'input'");
+  KLOSS_STATIC_CHECKS("hinge_embedding_loss_backward", T, GradOutputView, TargetView, GradInputView);
   impl::hinge_embedding_loss_backward<ExecSpace, T>(
       exec, as_tensor<M>(grad_output, "hinge_embedding_loss_backward", "grad_output"),
       as_tensor<M>(input, "hinge_embedding_loss_backward", "input"),
@@ -120,13 +109,7 @@ void margin_ranking_loss(const ExecSpace& exec, const Input1View& input1, const 
                          const MarginRankingLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>, "kloss::margin_ranking_loss: value type must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename Input1View::non_const_value_type, T>,
-                "kloss::margin_ranking_loss: 'input1' must have the output's value type");
-  static_assert(std::is_same_v<typename Input2View::non_const_value_type, T>,
-                "kloss::margin_ranking_loss: 'input2' must have the output's value type");
-  static_assert(std::is_same_v<typename TargetView::non_const_value_type, T>,
-                "kloss::margin_ranking_loss: 'target' must have the output's value type");
+  KLOSS_STATIC_CHECKS("margin_ranking_loss", T, Input1View, Input2View, TargetView);
   impl::margin_ranking_loss<ExecSpace, T>(
       exec, as_tensor<M>(input1, "margin_ranking_loss", "input1"),
       as_tensor<M>(input2, "margin_ranking_loss", "input2"), as_tensor<M>(target, "margin_ranking_loss", "target"),
@@ -143,18 +126,7 @@ void margin_ranking_loss_backward(const ExecSpace& exec, const GradOutputView& g
                                   const GradInput2View& grad_input2, const MarginRankingLossOptions& opts = {}) {
   using T = typename Input1View::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>,
-                "kloss::margin_ranking_loss_backward: value type must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename GradOutputView::non_const_value_type, T>,
-                "kloss::margin_ranking_loss_backward: 'grad_output' must have the inputs' value type");
-  static_assert(std::is_same_v<typename Input2View::non_const_value_type, T>,
-                "kloss::margin_ranking_loss_backward: 'input2' must have the value type of 'input1'");
-  static_assert(std::is_same_v<typename TargetView::non_const_value_type, T>,
-                "kloss::margin_ranking_loss_backward: 'target' must have the value type of 'input1'");
-  static_assert(std::is_same_v<typename GradInput1View::non_const_value_type, T>,
-                "kloss::margin_ranking_loss_backward: 'grad_input1' must have the value type of 'input1'");
-  static_assert(std::is_same_v<typename GradInput2View::non_const_value_type, T>,
-                "kloss::margin_ranking_loss_backward: 'grad_input2' must have the value type of 'input1'");
+  KLOSS_STATIC_CHECKS("margin_ranking_loss_backward", T, GradOutputView, Input2View, TargetView, GradInput1View, GradInput2View);
   impl::margin_ranking_loss_backward<ExecSpace, T>(
       exec, as_tensor<M>(grad_output, "margin_ranking_loss_backward", "grad_output"),
       as_tensor<M>(input1, "margin_ranking_loss_backward", "input1"),
@@ -178,13 +150,7 @@ void triplet_margin_loss(const ExecSpace& exec, const AnchorView& anchor, const 
                          const TripletMarginLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>, "kloss::triplet_margin_loss: value type must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename AnchorView::non_const_value_type, T>,
-                "kloss::triplet_margin_loss: 'anchor' must have the output's value type");
-  static_assert(std::is_same_v<typename PositiveView::non_const_value_type, T>,
-                "kloss::triplet_margin_loss: 'positive' must have the output's value type");
-  static_assert(std::is_same_v<typename NegativeView::non_const_value_type, T>,
-                "kloss::triplet_margin_loss: 'negative' must have the output's value type");
+  KLOSS_STATIC_CHECKS("triplet_margin_loss", T, AnchorView, PositiveView, NegativeView);
   impl::triplet_margin_loss<ExecSpace, T>(exec, as_tensor<M>(anchor, "triplet_margin_loss", "anchor"),
                                           as_tensor<M>(positive, "triplet_margin_loss", "positive"),
                                           as_tensor<M>(negative, "triplet_margin_loss", "negative"),
@@ -204,20 +170,7 @@ void triplet_margin_loss_backward(const ExecSpace& exec, const GradOutputView& g
                                   const GradNegativeView& grad_negative, const TripletMarginLossOptions& opts = {}) {
   using T = typename AnchorView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>,
-                "kloss::triplet_margin_loss_backward: value type must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename GradOutputView::non_const_value_type, T>,
-                "kloss::triplet_margin_loss_backward: 'grad_output' must have the inputs' value type");
-  static_assert(std::is_same_v<typename PositiveView::non_const_value_type, T>,
-                "kloss::triplet_margin_loss_backward: 'positive' must have the value type of 'anchor'");
-  static_assert(std::is_same_v<typename NegativeView::non_const_value_type, T>,
-                "kloss::triplet_margin_loss_backward: 'negative' must have the value type of 'anchor'");
-  static_assert(std::is_same_v<typename GradAnchorView::non_const_value_type, T>,
-                "kloss::triplet_margin_loss_backward: 'grad_anchor' must have the value type of 'anchor'");
-  static_assert(std::is_same_v<typename GradPositiveView::non_const_value_type, T>,
-                "kloss::triplet_margin_loss_backward: 'grad_positive' must have the value type of 'anchor'");
-  static_assert(std::is_same_v<typename GradNegativeView::non_const_value_type, T>,
-                "kloss::triplet_margin_loss_backward: 'grad_negative' must have the value type of 'anchor'");
+  KLOSS_STATIC_CHECKS("triplet_margin_loss_backward", T, GradOutputView, PositiveView, NegativeView, GradAnchorView, GradPositiveView, GradNegativeView);
   impl::triplet_margin_loss_backward<ExecSpace, T>(
       exec, as_tensor<M>(grad_output, "triplet_margin_loss_backward", "grad_output"),
       as_tensor<M>(anchor, "triplet_margin_loss_backward", "anchor"),
@@ -242,13 +195,7 @@ void cosine_embedding_loss(const ExecSpace& exec, const Input1View& input1, cons
                            const CosineEmbeddingLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>, "kloss::cosine_embedding_loss: value type must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename Input1View::non_const_value_type, T>,
-                "kloss::cosine_embedding_loss: 'input1' must have the output's value type");
-  static_assert(std::is_same_v<typename Input2View::non_const_value_type, T>,
-                "kloss::cosine_embedding_loss: 'input2' must have the output's value type");
-  static_assert(std::is_same_v<typename TargetView::non_const_value_type, T>,
-                "kloss::cosine_embedding_loss: 'target' must have the output's value type");
+  KLOSS_STATIC_CHECKS("cosine_embedding_loss", T, Input1View, Input2View, TargetView);
   impl::cosine_embedding_loss<ExecSpace, T>(
       exec, as_tensor<M>(input1, "cosine_embedding_loss", "input1"),
       as_tensor<M>(input2, "cosine_embedding_loss", "input2"), as_tensor<M>(target, "cosine_embedding_loss", "target"),
@@ -266,18 +213,7 @@ void cosine_embedding_loss_backward(const ExecSpace& exec, const GradOutputView&
                                     const CosineEmbeddingLossOptions& opts = {}) {
   using T = typename Input1View::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>,
-                "kloss::cosine_embedding_loss_backward: value type must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename GradOutputView::non_const_value_type, T>,
-                "kloss::cosine_embedding_loss_backward: 'grad_output' must have the inputs' value type");
-  static_assert(std::is_same_v<typename Input2View::non_const_value_type, T>,
-                "kloss::cosine_embedding_loss_backward: 'input2' must have the value type of 'input1'");
-  static_assert(std::is_same_v<typename TargetView::non_const_value_type, T>,
-                "kloss::cosine_embedding_loss_backward: 'target' must have the value type of 'input1'");
-  static_assert(std::is_same_v<typename GradInput1View::non_const_value_type, T>,
-                "kloss::cosine_embedding_loss_backward: 'grad_input1' must have the value type of 'input1'");
-  static_assert(std::is_same_v<typename GradInput2View::non_const_value_type, T>,
-                "kloss::cosine_embedding_loss_backward: 'grad_input2' must have the value type of 'input1'");
+  KLOSS_STATIC_CHECKS("cosine_embedding_loss_backward", T, GradOutputView, Input2View, TargetView, GradInput1View, GradInput2View);
   impl::cosine_embedding_loss_backward<ExecSpace, T>(
       exec, as_tensor<M>(grad_output, "cosine_embedding_loss_backward", "grad_output"),
       as_tensor<M>(input1, "cosine_embedding_loss_backward", "input1"),
@@ -299,9 +235,7 @@ void multi_margin_loss(const ExecSpace& exec, const InputView& input, const Targ
                        const WeightView& weight, const OutputView& output, const MultiMarginLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>, "kloss::multi_margin_loss: value type must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename InputView::non_const_value_type, T>,
-                "kloss::multi_margin_loss: 'input' must have the output's value type");
+  KLOSS_STATIC_CHECKS("multi_margin_loss", T, InputView);
   static_assert(is_index_v<typename TargetView::non_const_value_type>,
                 "kloss::multi_margin_loss: 'target' must hold int32 or int64 class indices");
   static_assert(std::is_same_v<typename WeightView::non_const_value_type, T>,
@@ -320,10 +254,7 @@ void multi_margin_loss_backward(const ExecSpace& exec, const GradOutputView& gra
                                 const MultiMarginLossOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>,
-                "kloss::multi_margin_loss_backward: value type must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename GradOutputView::non_const_value_type, T>,
-                "kloss::multi_margin_loss_backward: 'grad_output' must have the inputs' value type");
+  KLOSS_STATIC_CHECKS("multi_margin_loss_backward", T, GradOutputView);
   static_assert(is_index_v<typename TargetView::non_const_value_type>,
                 "kloss::multi_margin_loss_backward: 'target' must hold int32 or int64 class indices");
   static_assert(std::is_same_v<typename WeightView::non_const_value_type, T>,
@@ -352,9 +283,7 @@ void multilabel_margin_loss(const ExecSpace& exec, const InputView& input, const
                             const OutputView& output, const MultilabelMarginLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>, "kloss::multilabel_margin_loss: value type must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename InputView::non_const_value_type, T>,
-                "kloss::multilabel_margin_loss: 'input' must have the output's value type");
+  KLOSS_STATIC_CHECKS("multilabel_margin_loss", T, InputView);
   static_assert(is_index_v<typename TargetView::non_const_value_type>,
                 "kloss::multilabel_margin_loss: 'target' must hold int32 or int64 class indices");
   impl::multilabel_margin_loss<ExecSpace, T, typename TargetView::non_const_value_type>(
@@ -371,10 +300,7 @@ void multilabel_margin_loss_backward(const ExecSpace& exec, const GradOutputView
                                      const MultilabelMarginLossOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>,
-                "kloss::multilabel_margin_loss_backward: value type must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename GradOutputView::non_const_value_type, T>,
-                "kloss::multilabel_margin_loss_backward: 'grad_output' must have the inputs' value type");
+  KLOSS_STATIC_CHECKS("multilabel_margin_loss_backward", T, GradOutputView);
   static_assert(is_index_v<typename TargetView::non_const_value_type>,
                 "kloss::multilabel_margin_loss_backward: 'target' must hold int32 or int64 class indices");
   static_assert(std::is_same_v<typename GradInputView::non_const_value_type, T>,
@@ -398,14 +324,7 @@ void multilabel_soft_margin_loss(const ExecSpace& exec, const InputView& input, 
                                  const MultilabelSoftMarginLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>,
-                "kloss::multilabel_soft_margin_loss: value type must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename InputView::non_const_value_type, T>,
-                "kloss::multilabel_soft_margin_loss: 'input' must have the output's value type");
-  static_assert(std::is_same_v<typename TargetView::non_const_value_type, T>,
-                "kloss::multilabel_soft_margin_loss: 'target' must have the output's value type");
-  static_assert(std::is_same_v<typename WeightView::non_const_value_type, T>,
-                "kloss::multilabel_soft_margin_loss: 'weight' must have the output's value type");
+  KLOSS_STATIC_CHECKS("multilabel_soft_margin_loss", T, InputView, TargetView, WeightView);
   impl::multilabel_soft_margin_loss<ExecSpace, T>(
       exec, as_tensor<M>(input, "multilabel_soft_margin_loss", "input"),
       as_tensor<M>(target, "multilabel_soft_margin_loss", "target"),
@@ -423,16 +342,7 @@ void multilabel_soft_margin_loss_backward(const ExecSpace& exec, const GradOutpu
                                           const MultilabelSoftMarginLossOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>,
-                "kloss::multilabel_soft_margin_loss_backward: value type must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename GradOutputView::non_const_value_type, T>,
-                "kloss::multilabel_soft_margin_loss_backward: 'grad_output' must have the inputs' value type");
-  static_assert(std::is_same_v<typename TargetView::non_const_value_type, T>,
-                "kloss::multilabel_soft_margin_loss_backward: 'target' must have the value type of 'input'");
-  static_assert(std::is_same_v<typename WeightView::non_const_value_type, T>,
-                "kloss::multilabel_soft_margin_loss_backward: 'weight' must have the value type of 'input'");
-  static_assert(std::is_same_v<typename GradInputView::non_const_value_type, T>,
-                "kloss::multilabel_soft_margin_loss_backward: 'grad_input' must have the value type of 'input'");
+  KLOSS_STATIC_CHECKS("multilabel_soft_margin_loss_backward", T, GradOutputView, TargetView, WeightView, GradInputView);
   impl::multilabel_soft_margin_loss_backward<ExecSpace, T>(
       exec, as_tensor<M>(grad_output, "multilabel_soft_margin_loss_backward", "grad_output"),
       as_tensor<M>(input, "multilabel_soft_margin_loss_backward", "input"),

@@ -1,7 +1,7 @@
 #pragma once
 /// \file pointwise.hpp
 /// Element-wise losses of torch.nn.functional: mse_loss, l1_loss,
-/// smooth_l1_loss, huber_loss, binary_cross_entropy,
+/// smooth_l1_loss, huber_loss, soft_margin_loss, binary_cross_entropy,
 /// binary_cross_entropy_with_logits, kl_div, poisson_nll_loss,
 /// gaussian_nll_loss. Each takes views of any rank (contiguous, row-major)
 /// and broadcasts its arguments as torch does. Output: the broadcast shape
@@ -12,176 +12,93 @@
 /// and allocate only an 8-byte reduction scratch (plus an accumulation
 /// scratch for the gradient of a broadcast argument), except where a doc
 /// comment says the call fences. 16-bit types compute in float.
+#include <kloss/binary_losses.hpp>
 #include <kloss/impl/pointwise_impl.hpp>
 
 #include <type_traits>
 
 namespace kloss {
 
-namespace impl {
-/// Shared static checks of the element-wise entry points.
-template <class T, class... Views>
-constexpr bool pointwise_types_ok() {
-  return is_scalar_v<T> && (std::is_same_v<typename Views::non_const_value_type, T> && ...);
-}
-}  // namespace impl
-
-#define KLOSS_PW_STATIC_CHECKS(OP, T, ...)                                                                   \
-  static_assert(is_scalar_v<T>, "kloss::" OP ": value type must be float, double, float16 or bfloat16"); \
-  static_assert(impl::pointwise_types_ok<T, __VA_ARGS__>(),                                              \
-                "kloss::" OP ": every view must have the same value type")
 #define KLOSS_PW_ENABLE class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>
 
-// --- mse_loss ------------------------------------------------------------------
+// --- the binary losses (kloss/binary_losses.hpp) -------------------------------
+// For each line of KLOSS_BINARY_LOSSES: its options struct (`reduction`,
+// torch's 'mean', and its option with torch's default) and
+//
+//   name(exec, input, target, output, opts = {})
+//     input, target: any broadcastable shapes; output: the broadcast shape
+//     for Reduction::none, a rank-0 view otherwise.
+//   name_backward(exec, grad_output, input, target, grad_input[, grad_target], opts = {})
+//     grad_output: the output's shape; grad_input / grad_target: the shapes
+//     of input / target (summed over broadcast dimensions), either may be an
+//     empty view to skip it. grad_target only for ops whose table line says
+//     `both`.
+//
+// The formulas, their gradients and torch's conventions at ties are next to
+// each functor in impl/pointwise_impl.hpp; docs/pointwise.md has the table.
 
-/// Options of mse_loss (torch: `reduction='mean'`).
-struct MseLossOptions {
-  Reduction reduction = Reduction::mean;
-};
+#define KLOSS_BL_MEMBER_none()
+#define KLOSS_BL_MEMBER_real(field, value, doc) double field = value;
+#define KLOSS_BL_OPTIONS(name, Options, Op, grads, option, summary) \
+  struct Options {                                                  \
+    Reduction reduction = Reduction::mean;                          \
+    KLOSS_PP_CAT(KLOSS_BL_MEMBER_, option)                          \
+  };
+KLOSS_BINARY_LOSSES(KLOSS_BL_OPTIONS)
+#undef KLOSS_BL_OPTIONS
+#undef KLOSS_BL_MEMBER_none
+#undef KLOSS_BL_MEMBER_real
 
-/// mse_loss: reduce((input - target)^2). input, target: any broadcastable
-/// shapes.
-template <class ExecSpace, class InputView, class TargetView, class OutputView, KLOSS_PW_ENABLE>
-void mse_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,
-              const MseLossOptions& opts = {}) {
-  using T = typename OutputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("mse_loss", T, InputView, TargetView);
-  impl::mse_loss<ExecSpace, T>(exec, as_tensor<M>(input, "mse_loss", "input"), as_tensor<M>(target, "mse_loss", "target"),
-                               as_tensor<M>(output, "mse_loss", "output"), opts.reduction);
-}
-
-/// Backward of mse_loss. grad_output: the output's shape. grad_input /
-/// grad_target: the shapes of input / target; either may be an empty
-/// (default-constructed) view to skip it.
-template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
-          class GradTargetView, KLOSS_PW_ENABLE>
-void mse_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
-                       const TargetView& target, const GradInputView& grad_input, const GradTargetView& grad_target,
-                       const MseLossOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("mse_loss_backward", T, GradOutputView, TargetView, GradInputView, GradTargetView);
-  constexpr const char* op = "mse_loss_backward";
-  impl::mse_loss_backward<ExecSpace, T>(exec, as_tensor<M>(grad_output, op, "grad_output"),
-                                        as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                                        as_optional_tensor<M>(grad_input, op, "grad_input"),
-                                        as_optional_tensor<M>(grad_target, op, "grad_target"), opts.reduction);
-}
-
-// --- l1_loss -------------------------------------------------------------------
-
-/// Options of l1_loss (torch: `reduction='mean'`).
-struct L1LossOptions {
-  Reduction reduction = Reduction::mean;
-};
-
-/// l1_loss: reduce(|input - target|). input, target: broadcastable.
-template <class ExecSpace, class InputView, class TargetView, class OutputView, KLOSS_PW_ENABLE>
-void l1_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,
-             const L1LossOptions& opts = {}) {
-  using T = typename OutputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("l1_loss", T, InputView, TargetView);
-  constexpr const char* op = "l1_loss";
-  impl::l1_loss<ExecSpace, T>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                              as_tensor<M>(output, op, "output"), opts.reduction);
-}
-
-/// Backward of l1_loss: sgn(input - target) (0 where they are equal, as
-/// torch). Shapes as mse_loss_backward.
-template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
-          class GradTargetView, KLOSS_PW_ENABLE>
-void l1_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
-                      const TargetView& target, const GradInputView& grad_input, const GradTargetView& grad_target,
-                      const L1LossOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("l1_loss_backward", T, GradOutputView, TargetView, GradInputView, GradTargetView);
-  constexpr const char* op = "l1_loss_backward";
-  impl::l1_loss_backward<ExecSpace, T>(exec, as_tensor<M>(grad_output, op, "grad_output"),
-                                       as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                                       as_optional_tensor<M>(grad_input, op, "grad_input"),
-                                       as_optional_tensor<M>(grad_target, op, "grad_target"), opts.reduction);
-}
-
-// --- smooth_l1_loss ------------------------------------------------------------
-
-/// Options of smooth_l1_loss (torch: `reduction='mean', beta=1.0`). beta
-/// must be >= 0; beta = 0 is L1 (with torch's gradient -1 at input ==
-/// target).
-struct SmoothL1LossOptions {
-  Reduction reduction = Reduction::mean;
-  double beta = 1.0;
-};
-
-/// smooth_l1_loss: z = |input - target|, z < beta ? z^2 / (2 beta) :
-/// z - beta / 2. input, target: broadcastable.
-template <class ExecSpace, class InputView, class TargetView, class OutputView, KLOSS_PW_ENABLE>
-void smooth_l1_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,
-                    const SmoothL1LossOptions& opts = {}) {
-  using T = typename OutputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("smooth_l1_loss", T, InputView, TargetView);
-  constexpr const char* op = "smooth_l1_loss";
-  impl::smooth_l1_loss<ExecSpace, T>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                                     as_tensor<M>(output, op, "output"), opts.reduction, opts.beta);
-}
-
-/// Backward of smooth_l1_loss. Shapes as mse_loss_backward.
-template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
-          class GradTargetView, KLOSS_PW_ENABLE>
-void smooth_l1_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
-                             const TargetView& target, const GradInputView& grad_input,
-                             const GradTargetView& grad_target, const SmoothL1LossOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("smooth_l1_loss_backward", T, GradOutputView, TargetView, GradInputView, GradTargetView);
-  constexpr const char* op = "smooth_l1_loss_backward";
-  impl::smooth_l1_loss_backward<ExecSpace, T>(exec, as_tensor<M>(grad_output, op, "grad_output"),
-                                              as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                                              as_optional_tensor<M>(grad_input, op, "grad_input"),
-                                              as_optional_tensor<M>(grad_target, op, "grad_target"), opts.reduction,
-                                              opts.beta);
-}
-
-// --- huber_loss ----------------------------------------------------------------
-
-/// Options of huber_loss (torch: `reduction='mean', delta=1.0`); delta > 0.
-struct HuberLossOptions {
-  Reduction reduction = Reduction::mean;
-  double delta = 1.0;
-};
-
-/// huber_loss: z = |input - target|, z < delta ? z^2 / 2 :
-/// delta (z - delta / 2). input, target: broadcastable.
-template <class ExecSpace, class InputView, class TargetView, class OutputView, KLOSS_PW_ENABLE>
-void huber_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,
-                const HuberLossOptions& opts = {}) {
-  using T = typename OutputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("huber_loss", T, InputView, TargetView);
-  constexpr const char* op = "huber_loss";
-  impl::huber_loss<ExecSpace, T>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                                 as_tensor<M>(output, op, "output"), opts.reduction, opts.delta);
-}
-
-/// Backward of huber_loss. Shapes as mse_loss_backward.
-template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
-          class GradTargetView, KLOSS_PW_ENABLE>
-void huber_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
-                         const TargetView& target, const GradInputView& grad_input, const GradTargetView& grad_target,
-                         const HuberLossOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("huber_loss_backward", T, GradOutputView, TargetView, GradInputView, GradTargetView);
-  constexpr const char* op = "huber_loss_backward";
-  impl::huber_loss_backward<ExecSpace, T>(exec, as_tensor<M>(grad_output, op, "grad_output"),
-                                          as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                                          as_optional_tensor<M>(grad_input, op, "grad_input"),
-                                          as_optional_tensor<M>(grad_target, op, "grad_target"), opts.reduction,
-                                          opts.delta);
-}
+#define KLOSS_BL_FORWARD(name, Options, Op, grads, option, summary)                                                \
+  template <class ExecSpace, class InputView, class TargetView, class OutputView, KLOSS_PW_ENABLE>                 \
+  void name(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,     \
+            const Options& opts = {}) {                                                                            \
+    using T = typename OutputView::non_const_value_type;                                                           \
+    using M = typename ExecSpace::memory_space;                                                                    \
+    KLOSS_STATIC_CHECKS(#name, T, InputView, TargetView);                                                       \
+    constexpr const char* op = #name;                                                                              \
+    impl::binary_loss<ExecSpace, T, impl::Op>(exec, op, impl::binary_op<impl::Op>(op, opts),                       \
+                                              as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"), \
+                                              as_tensor<M>(output, op, "output"), opts.reduction);                 \
+  }
+#define KLOSS_BL_BACKWARD_both(name, Options, Op)                                                                     \
+  template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,           \
+            class GradTargetView, KLOSS_PW_ENABLE>                                                                    \
+  void name##_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,              \
+                       const TargetView& target, const GradInputView& grad_input, const GradTargetView& grad_target, \
+                       const Options& opts = {}) {                                                                    \
+    using T = typename InputView::non_const_value_type;                                                               \
+    using M = typename ExecSpace::memory_space;                                                                       \
+    KLOSS_STATIC_CHECKS(#name "_backward", T, GradOutputView, TargetView, GradInputView, GradTargetView);          \
+    constexpr const char* op = #name "_backward";                                                                     \
+    impl::binary_loss_backward<ExecSpace, T, impl::Op>(                                                               \
+        exec, #name, impl::binary_op<impl::Op>(op, opts), as_tensor<M>(grad_output, op, "grad_output"),               \
+        as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),                                         \
+        as_optional_tensor<M>(grad_input, op, "grad_input"), as_optional_tensor<M>(grad_target, op, "grad_target"),   \
+        opts.reduction);                                                                                              \
+  }
+#define KLOSS_BL_BACKWARD_input(name, Options, Op)                                                                  \
+  template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,         \
+            KLOSS_PW_ENABLE>                                                                                        \
+  void name##_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,            \
+                       const TargetView& target, const GradInputView& grad_input, const Options& opts = {}) {       \
+    using T = typename InputView::non_const_value_type;                                                             \
+    using M = typename ExecSpace::memory_space;                                                                     \
+    KLOSS_STATIC_CHECKS(#name "_backward", T, GradOutputView, TargetView, GradInputView);                        \
+    constexpr const char* op = #name "_backward";                                                                   \
+    impl::binary_loss_backward<ExecSpace, T, impl::Op>(                                                             \
+        exec, #name, impl::binary_op<impl::Op>(op, opts), as_tensor<M>(grad_output, op, "grad_output"),             \
+        as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),                                       \
+        as_optional_tensor<M>(grad_input, op, "grad_input"), Tensor<T, M>(), opts.reduction);                      \
+  }
+#define KLOSS_BL_FUNCTIONS(name, Options, Op, grads, option, summary) \
+  KLOSS_BL_FORWARD(name, Options, Op, grads, option, summary)         \
+  KLOSS_PP_CAT(KLOSS_BL_BACKWARD_, grads)(name, Options, Op)
+KLOSS_BINARY_LOSSES(KLOSS_BL_FUNCTIONS)
+#undef KLOSS_BL_FUNCTIONS
+#undef KLOSS_BL_FORWARD
+#undef KLOSS_BL_BACKWARD_both
+#undef KLOSS_BL_BACKWARD_input
 
 // --- binary_cross_entropy ------------------------------------------------------
 
@@ -205,7 +122,7 @@ void binary_cross_entropy(const ExecSpace& exec, const InputView& input, const T
                           const BinaryCrossEntropyOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("binary_cross_entropy", T, InputView, TargetView, WeightView);
+  KLOSS_STATIC_CHECKS("binary_cross_entropy", T, InputView, TargetView, WeightView);
   constexpr const char* op = "binary_cross_entropy";
   impl::binary_cross_entropy<ExecSpace, T>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
                                            as_optional_tensor<M>(weight, op, "weight"),
@@ -221,7 +138,7 @@ void binary_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& 
                                    const BinaryCrossEntropyOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("binary_cross_entropy_backward", T, GradOutputView, TargetView, WeightView, GradInputView);
+  KLOSS_STATIC_CHECKS("binary_cross_entropy_backward", T, GradOutputView, TargetView, WeightView, GradInputView);
   constexpr const char* op = "binary_cross_entropy_backward";
   impl::binary_cross_entropy_backward<ExecSpace, T>(
       exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
@@ -249,7 +166,7 @@ void binary_cross_entropy_with_logits(const ExecSpace& exec, const InputView& in
                                       const OutputView& output, const BinaryCrossEntropyWithLogitsOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("binary_cross_entropy_with_logits", T, InputView, TargetView, WeightView, PosWeightView);
+  KLOSS_STATIC_CHECKS("binary_cross_entropy_with_logits", T, InputView, TargetView, WeightView, PosWeightView);
   constexpr const char* op = "binary_cross_entropy_with_logits";
   impl::binary_cross_entropy_with_logits<ExecSpace, T>(
       exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
@@ -269,7 +186,7 @@ void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, const Grad
                                                const BinaryCrossEntropyWithLogitsOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("binary_cross_entropy_with_logits_backward", T, GradOutputView, TargetView, WeightView,
+  KLOSS_STATIC_CHECKS("binary_cross_entropy_with_logits_backward", T, GradOutputView, TargetView, WeightView,
                          PosWeightView, GradInputView);
   constexpr const char* op = "binary_cross_entropy_with_logits_backward";
   impl::binary_cross_entropy_with_logits_backward<ExecSpace, T>(
@@ -298,7 +215,7 @@ void kl_div(const ExecSpace& exec, const InputView& input, const TargetView& tar
             const KlDivOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("kl_div", T, InputView, TargetView);
+  KLOSS_STATIC_CHECKS("kl_div", T, InputView, TargetView);
   constexpr const char* op = "kl_div";
   impl::kl_div<ExecSpace, T>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
                              as_tensor<M>(output, op, "output"), opts.reduction, opts.log_target);
@@ -312,7 +229,7 @@ void kl_div_backward(const ExecSpace& exec, const GradOutputView& grad_output, c
                      const TargetView& target, const GradInputView& grad_input, const KlDivOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("kl_div_backward", T, GradOutputView, TargetView, GradInputView);
+  KLOSS_STATIC_CHECKS("kl_div_backward", T, GradOutputView, TargetView, GradInputView);
   constexpr const char* op = "kl_div_backward";
   impl::kl_div_backward<ExecSpace, T>(exec, as_tensor<M>(grad_output, op, "grad_output"),
                                       as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
@@ -339,7 +256,7 @@ void poisson_nll_loss(const ExecSpace& exec, const InputView& input, const Targe
                       const OutputView& output, const PoissonNllLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("poisson_nll_loss", T, InputView, TargetView);
+  KLOSS_STATIC_CHECKS("poisson_nll_loss", T, InputView, TargetView);
   constexpr const char* op = "poisson_nll_loss";
   impl::poisson_nll_loss<ExecSpace, T>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
                                        as_tensor<M>(output, op, "output"), opts.reduction, opts.log_input, opts.full,
@@ -355,7 +272,7 @@ void poisson_nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad
                                const PoissonNllLossOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("poisson_nll_loss_backward", T, GradOutputView, TargetView, GradInputView);
+  KLOSS_STATIC_CHECKS("poisson_nll_loss_backward", T, GradOutputView, TargetView, GradInputView);
   constexpr const char* op = "poisson_nll_loss_backward";
   impl::poisson_nll_loss_backward<ExecSpace, T>(exec, as_tensor<M>(grad_output, op, "grad_output"),
                                                 as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
@@ -384,7 +301,7 @@ void gaussian_nll_loss(const ExecSpace& exec, const InputView& input, const Targ
                        const OutputView& output, const GaussianNllLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("gaussian_nll_loss", T, InputView, TargetView, VarView);
+  KLOSS_STATIC_CHECKS("gaussian_nll_loss", T, InputView, TargetView, VarView);
   constexpr const char* op = "gaussian_nll_loss";
   impl::gaussian_nll_loss<ExecSpace, T>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
                                         as_tensor<M>(var, op, "var"), as_tensor<M>(output, op, "output"),
@@ -403,7 +320,7 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& gra
                                 const GradVarView& grad_var, const GaussianNllLossOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  KLOSS_PW_STATIC_CHECKS("gaussian_nll_loss_backward", T, GradOutputView, TargetView, VarView, GradInputView,
+  KLOSS_STATIC_CHECKS("gaussian_nll_loss_backward", T, GradOutputView, TargetView, VarView, GradInputView,
                          GradVarView);
   constexpr const char* op = "gaussian_nll_loss_backward";
   impl::gaussian_nll_loss_backward<ExecSpace, T>(
@@ -413,7 +330,6 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& gra
       opts.reduction, opts.full, opts.eps);
 }
 
-#undef KLOSS_PW_STATIC_CHECKS
 #undef KLOSS_PW_ENABLE
 
 }  // namespace kloss
@@ -422,18 +338,19 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& gra
 // with the same list (KLOSS_POINTWISE_INSTANTIATE(, T)).
 #define KLOSS_PW_I_CT(T) const KLOSS_CTENSOR(T)&
 #define KLOSS_PW_I_T(T) const KLOSS_TENSOR(T)&
-#define KLOSS_POINTWISE_INSTANTIATE_BINARY(PREFIX, T, OP, ...)                                                      \
-  PREFIX template void kloss::impl::OP<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),        \
-                                                      KLOSS_PW_I_T(T), kloss::Reduction __VA_ARGS__);               \
-  PREFIX template void kloss::impl::OP##_backward<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T),               \
-                                                                 KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),               \
-                                                                 KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),                 \
-                                                                 kloss::Reduction __VA_ARGS__);
+#define KLOSS_BL_INSTANTIATE(PREFIX, T, Op)                                                                        \
+  PREFIX template void kloss::impl::binary_loss<KLOSS_EXEC, T, kloss::impl::Op>(                                   \
+      const KLOSS_EXEC&, const char*, const kloss::impl::Op&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), \
+      kloss::Reduction);                                                                                           \
+  PREFIX template void kloss::impl::binary_loss_backward<KLOSS_EXEC, T, kloss::impl::Op>(                          \
+      const KLOSS_EXEC&, const char*, const kloss::impl::Op&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
+      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction);
+#define KLOSS_BL_EXTERN_T(T, Op) KLOSS_BL_INSTANTIATE(extern, T, Op)
+#define KLOSS_BL_EXTERN(name, Options, Op, grads, option, summary) KLOSS_FOR_EACH_SCALAR_ARG(KLOSS_BL_EXTERN_T, Op)
+KLOSS_BINARY_LOSSES(KLOSS_BL_EXTERN)
+#undef KLOSS_BL_EXTERN
+#undef KLOSS_BL_EXTERN_T
 #define KLOSS_POINTWISE_INSTANTIATE(PREFIX, T)                                                                      \
-  KLOSS_POINTWISE_INSTANTIATE_BINARY(PREFIX, T, mse_loss)                                                           \
-  KLOSS_POINTWISE_INSTANTIATE_BINARY(PREFIX, T, l1_loss)                                                            \
-  KLOSS_POINTWISE_INSTANTIATE_BINARY(PREFIX, T, smooth_l1_loss, , double)                                           \
-  KLOSS_POINTWISE_INSTANTIATE_BINARY(PREFIX, T, huber_loss, , double)                                               \
   PREFIX template void kloss::impl::binary_cross_entropy<KLOSS_EXEC, T>(                                            \
       const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction);  \
   PREFIX template void kloss::impl::binary_cross_entropy_backward<KLOSS_EXEC, T>(                                   \

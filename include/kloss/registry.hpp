@@ -8,7 +8,6 @@
 #include <kloss/vocab_range.hpp>
 
 #include <functional>
-#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -17,32 +16,6 @@
 #endif
 
 namespace kloss {
-
-/// The twenty loss kinds of kloss (torch.nn.functional's losses plus the
-/// fused linear cross-entropy).
-enum class LossKind {
-  mse,
-  l1,
-  smooth_l1,
-  huber,
-  nll,
-  cross_entropy,
-  binary_cross_entropy,
-  binary_cross_entropy_with_logits,
-  kl_div,
-  poisson_nll,
-  gaussian_nll,
-  hinge_embedding,
-  margin_ranking,
-  triplet_margin,
-  cosine_embedding,
-  multi_margin,
-  multilabel_margin,
-  multilabel_soft_margin,
-  ctc,
-  fused_linear_cross_entropy,
-};
-inline constexpr int num_loss_kinds = 20;
 
 /// One option of an op, as torch's keyword.
 struct OptionInfo {
@@ -63,7 +36,6 @@ struct VocabShard : VocabRange {
 struct OpInfo {
   std::string_view name;                      ///< torch's name, e.g. "cross_entropy"
   std::string_view header;                    ///< the public header, e.g. "kloss/cross_entropy.hpp"
-  std::optional<LossKind> kind;               ///< empty for embedding ops
   std::vector<std::string_view> inputs;       ///< torch's argument names; a trailing '?' marks optional
   std::vector<std::string_view> differentiable;
   std::vector<OptionInfo> options;
@@ -86,7 +58,6 @@ struct OpInfo {
 const std::vector<OpInfo>& ops();
 /// The op named `name`, or nullptr.
 const OpInfo* find_op(std::string_view name);
-std::string_view to_string(LossKind k);
 
 namespace impl {
 // One registration function per op family (src/<family>.cpp).

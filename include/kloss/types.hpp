@@ -59,6 +59,7 @@ constexpr std::string_view dtype_name() {
 
 /// X-macros walking the instantiated types (one list each, STYLE.md).
 #define KLOSS_FOR_EACH_SCALAR(M) M(float) M(double) M(::kloss::float16) M(::kloss::bfloat16)
+#define KLOSS_FOR_EACH_SCALAR_ARG(M, A) M(float, A) M(double, A) M(::kloss::float16, A) M(::kloss::bfloat16, A)
 #define KLOSS_FOR_EACH_INDEX(M) M(std::int32_t) M(std::int64_t)
 #define KLOSS_FOR_EACH_SCALAR_INDEX(M)                                                 \
   M(float, std::int32_t)                                                               \

@@ -1,5 +1,5 @@
 """Golden cases of the element-wise losses (kloss/pointwise.hpp):
-mse_loss, l1_loss, smooth_l1_loss, huber_loss, binary_cross_entropy,
+mse_loss, l1_loss, smooth_l1_loss, huber_loss, soft_margin_loss, binary_cross_entropy,
 binary_cross_entropy_with_logits, kl_div, poisson_nll_loss,
 gaussian_nll_loss - every op x dtype x reduction x option, with broadcast
 arguments and the edge cases (beta = 0, probabilities 0 and 1 in BCE,
@@ -93,6 +93,12 @@ def main(out_dir):
             add_kl_div(w, gen, dtype, di)
             add_poisson(w, gen, dtype, di)
             add_gaussian(w, gen, dtype, di)
+        # Ops added later draw from their own generator, so the cases above
+        # keep their values.
+        gen_sm = torch.Generator().manual_seed(20261125)
+        w.gen = gen_sm
+        for di, dtype in enumerate(DTYPES):
+            add_soft_margin(w, gen_sm, dtype, di)
     print("wrote %d cases to %s (%d bytes)" % (w.count, path, os.path.getsize(path)))
 
 
@@ -258,6 +264,21 @@ def add_gaussian(w, gen, dtype, di):
         w.case("clamped_" + red, op, dtype, {"input": x * 0.1, "target": y * 0.1, "var": vz}, ["input", "var"],
                lambda input, target, var, red=red: F.gaussian_nll_loss(input, target, var, eps=0.01, reduction=red),
                red, {"eps": 0.01})
+
+
+def add_soft_margin(w, gen, dtype, di):
+    """soft_margin_loss: +-1 targets, a target broadcast over rows and
+    non-sign targets (torch checks none)."""
+    x = uniform(gen, (3, 5), -4, 4)
+    y = torch.where(uniform(gen, (3, 5), 0, 1) < 0.5, -1.0, 1.0).to(torch.float64)
+    yb = torch.tensor([1.0, -1.0, 1.0, -1.0, 0.5], dtype=torch.float64)
+    op = "soft_margin_loss"
+    for red in REDUCTIONS:
+        w.case("signs_" + red, op, dtype, {"input": x, "target": y}, ["input"],
+               lambda input, target, red=red: F.soft_margin_loss(input, target, reduction=red), red)
+        if red == rot(0, di):
+            w.case("bcast_" + red, op, dtype, {"input": x, "target": yb}, ["input"],
+                   lambda input, target, red=red: F.soft_margin_loss(input, target, reduction=red), red)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,9 @@
 /// torch/nn/functional.py for multilabel_soft_margin_loss).
 ///
 /// Algorithm: one read of every input, one write of every output.
-///  - The element-wise ones (hinge, margin_ranking) run over chunks of
-///    tuning::margin_chunk elements with double partial sums, as the
-///    pointwise family.
+///  - The element-wise ones (hinge, margin_ranking) are ops of the
+///    element-wise engine of impl/pointwise_impl.hpp (chunks on hosts, one
+///    element per work item on devices, a checked forward and backward).
 ///  - The row-wise ones (triplet, cosine, multi_margin,
 ///    multilabel_soft_margin) on host spaces give each row to one thread
 ///    (RangePolicy over rows): the rows are short (D or C in the hundreds)
@@ -85,11 +85,6 @@ KOKKOS_INLINE_FUNCTION A sign(A z) {
   return z > A(0) ? A(1) : (z < A(0) ? A(-1) : A(0));
 }
 
-/// The mean's scale (1/n, NaN for n == 0) or 1 for sum.
-inline double reduction_scale(Reduction r, I64 n) {
-  if (r == Reduction::mean) return n > 0 ? 1.0 / static_cast<double>(n) : quiet_nan<double>();
-  return 1.0;
-}
 
 /// out[0] = T(value) on the device. Asynchronous.
 template <class ExecSpace, class T>
@@ -218,111 +213,10 @@ KOKKOS_INLINE_FUNCTION A log1p_unit(A e) {
   }
 }
 
-/// c ? a : b as a bitwise blend: exact for every value (infinities, NaN)
-/// and vectorisable, where GCC keeps a float select between two computed
-/// values as a branch (-ftrapping-math).
-template <class A>
-KOKKOS_INLINE_FUNCTION A pick(bool c, A a, A b) {
-  using Bits = std::conditional_t<sizeof(A) == 4, std::int32_t, std::int64_t>;
-  const Bits m = -static_cast<Bits>(c);
-  return bit_cast<A>(static_cast<Bits>((bit_cast<Bits>(a) & m) | (bit_cast<Bits>(b) & ~m)));
-}
-
 /// Is t a valid ±1 target?
 template <class A>
 KOKKOS_INLINE_FUNCTION bool is_sign(A t) {
   return (t == A(1)) | (t == A(-1));  // no short-circuit: no branch in vectorised loops
-}
-
-/// Element-wise margin loss drivers (hinge, margin_ranking). n elements in
-/// chunks of tuning::margin_chunk per work item on host spaces, one per work
-/// item on devices (consecutive threads read consecutive elements); element i reads its target
-/// at j = it(i) (j = i when the target is not broadcast: a separate
-/// instantiation keeps the index arithmetic out of that loop). loss(i, j)
-/// is element i's loss, grad(i, j) writes its gradients, bad(j) is 1 for an
-/// invalid target (whose loss / gradient is then irrelevant: the call
-/// throws). Both return the count of invalid targets and fence.
-template <bool Direct, bool None, class ExecSpace, class T, class Loss, class Bad>
-I64 elementwise_forward_kernel(const ExecSpace& exec, const std::string& op, I64 n, const BroadcastIndex& it,
-                               const Loss& loss, const Bad& bad_target,
-                               const Tensor<T, typename ExecSpace::memory_space>& out, double& sum) {
-  constexpr I64 chunk = is_host_space_v<ExecSpace> ? tuning::margin_chunk : 1;
-  constexpr int L = tuning::margin_lanes;
-  T* o = out.data.data();
-  I64 bad = 0;
-  sum_and_count(
-      exec, "kloss::" + op + "::forward", (n + chunk - 1) / chunk,
-      KOKKOS_LAMBDA(const I64 c, double& s, I64& b) {
-        const I64 begin = c * chunk, end = begin + chunk < n ? begin + chunk : n;
-        double part[L] = {};
-        I64 nb = 0;
-        auto one = [&](I64 i, int l) {
-          const I64 j = Direct ? i : it(i);
-          const auto v = loss(i, j);
-          nb += bad_target(j);
-          if (None) o[i] = static_cast<T>(v);
-          part[l] += static_cast<double>(v);
-        };
-        I64 i = begin;
-        for (; i + L <= end; i += L)
-          for (int l = 0; l < L; ++l) one(i + l, l);
-        for (; i < end; ++i) one(i, 0);
-        double t = 0;
-        for (int l = 0; l < L; ++l) t += part[l];
-        s += t;
-        b += nb;
-      },
-      sum, bad);
-  return bad;
-}
-
-template <class ExecSpace, class T, class Loss, class Bad>
-I64 elementwise_forward(const ExecSpace& exec, const std::string& op, I64 n, const BroadcastIndex& it, const Loss& loss,
-                        const Bad& bad_target, const Tensor<T, typename ExecSpace::memory_space>& out,
-                        Reduction reduction) {
-  double sum = 0;
-  I64 bad = 0;
-  const bool none = reduction == Reduction::none;
-  if (it.identity && none)
-    bad = elementwise_forward_kernel<true, true>(exec, op, n, it, loss, bad_target, out, sum);
-  else if (it.identity)
-    bad = elementwise_forward_kernel<true, false>(exec, op, n, it, loss, bad_target, out, sum);
-  else if (none)
-    bad = elementwise_forward_kernel<false, true>(exec, op, n, it, loss, bad_target, out, sum);
-  else
-    bad = elementwise_forward_kernel<false, false>(exec, op, n, it, loss, bad_target, out, sum);
-  if (!none && bad == 0)
-    write_host_scalar(exec, "kloss::" + op + "::forward_scale", out, sum * reduction_scale(reduction, n));
-  return bad;
-}
-
-template <bool Direct, class ExecSpace, class Grad, class Bad>
-I64 elementwise_backward_kernel(const ExecSpace& exec, const std::string& op, I64 n, const BroadcastIndex& it,
-                                const Grad& grad, const Bad& bad_target) {
-  constexpr I64 chunk = is_host_space_v<ExecSpace> ? tuning::margin_chunk : 1;
-  double unused = 0;
-  I64 bad = 0;
-  sum_and_count(
-      exec, "kloss::" + op + "::backward", (n + chunk - 1) / chunk,
-      KOKKOS_LAMBDA(const I64 c, double&, I64& b) {
-        const I64 begin = c * chunk, end = begin + chunk < n ? begin + chunk : n;
-        I64 nb = 0;
-        for (I64 i = begin; i < end; ++i) {
-          const I64 j = Direct ? i : it(i);
-          nb += bad_target(j);
-          grad(i, j);
-        }
-        b += nb;
-      },
-      unused, bad);
-  return bad;
-}
-
-template <class ExecSpace, class Grad, class Bad>
-I64 elementwise_backward(const ExecSpace& exec, const std::string& op, I64 n, const BroadcastIndex& it,
-                         const Grad& grad, const Bad& bad_target) {
-  return it.identity ? elementwise_backward_kernel<true>(exec, op, n, it, grad, bad_target)
-                     : elementwise_backward_kernel<false>(exec, op, n, it, grad, bad_target);
 }
 
 /// Checks that `target` broadcasts to `shape` (the output's, which is the
@@ -370,8 +264,70 @@ enum class NormKind { zero, one, two, inf, general };
 }  // namespace margin
 
 // ============================================================================
-// hinge_embedding_loss: loss = x where t = 1, max(0, margin - x) where t = -1.
+// hinge_embedding_loss and margin_ranking_loss: ops of the element-wise
+// engine (impl/pointwise_impl.hpp) whose forward and backward both refuse a
+// target other than 1 or -1. Their loss and gradient at such a target are
+// irrelevant (the call throws), so a select without a third branch keeps the
+// loops vectorisable.
 // ============================================================================
+namespace margin {
+
+/// The check of the element-wise margin ops: operand K, the target, must be
+/// 1 or -1, forward and backward. Their losses have no exp / log.
+template <int K>
+struct SignTarget {
+  static constexpr bool checked = true, checked_backward = true, sum_in_lanes = true;
+  static constexpr const char* requirement = "hold only 1 or -1";
+  template <class A>
+  KOKKOS_INLINE_FUNCTION int bad(const A* v) const {
+    return is_sign(v[K]) ? -1 : 1;
+  }
+};
+
+/// Operands (input x, target t): x where t = 1, max(0, margin - x) where
+/// t = -1.  d/dx = 1 (t = 1); -1 where margin - x >= 0 (t = -1, torch's
+/// clamp_min mask).
+struct HingeOp : SignTarget<1> {
+  static constexpr int arity = 2;
+  static constexpr unsigned differentiable = 0b1;
+  double margin = 1.0;
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, M&) const {
+    return blend(v[1] == A(1), v[0], relu(static_cast<A>(margin) - v[0]));
+  }
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, M&) const {
+    g[0] = blend(v[1] == A(1), A(1), -relu_mask(static_cast<A>(margin) - v[0]));
+  }
+};
+
+/// Operands (x1, x2, t): max(0, z) with z = -t (x1 - x2) + margin.
+/// dz/dx1 = -t, dz/dx2 = t; max(0, z) passes where z >= 0.
+struct MarginRankingOp : SignTarget<2> {
+  static constexpr int arity = 3;
+  static constexpr unsigned differentiable = 0b11;
+  double margin = 0.0;
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, M&) const {
+    return relu(-v[2] * (v[0] - v[1]) + static_cast<A>(margin));
+  }
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, M&) const {
+    const A active = relu_mask(-v[2] * (v[0] - v[1]) + static_cast<A>(margin));
+    g[0] = -v[2] * active;
+    g[1] = v[2] * active;
+  }
+};
+
+/// The report of a target other than +-1: the count over the target's own
+/// elements and the first of them (check_signs_alone throws).
+template <class ExecSpace, class T>
+auto sign_report(const ExecSpace& exec, std::string_view op,
+                 const Tensor<const T, typename ExecSpace::memory_space>& target) {
+  return [&exec, op, &target](I64) { check_signs_alone(exec, op, target); };
+}
+
+}  // namespace margin
 
 template <class ExecSpace, class T>
 void hinge_embedding_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
@@ -379,7 +335,6 @@ void hinge_embedding_loss(const ExecSpace& exec, const Tensor<const T, typename 
                           const Tensor<T, typename ExecSpace::memory_space>& output, double margin,
                           Reduction reduction) {
   using namespace margin;
-  using A = acc_t<T>;
   constexpr std::string_view op = "hinge_embedding_loss";
   check_reduction(op, reduction);
   check_target_broadcasts(op, target, "input", input.shape);
@@ -387,26 +342,10 @@ void hinge_embedding_loss(const ExecSpace& exec, const Tensor<const T, typename 
   check_disjoint(op, {span("output", output)}, {span("input", input), span("target", target)});
   ProfilingRegion region("kloss::hinge_embedding_loss");
   if (input.numel() == 0) check_signs_alone(exec, op, target);
-  const BroadcastIndex it(input.shape, target.shape);
-  auto x = input.data;
-  auto t = target.data;
-  const A m = static_cast<A>(margin);
-  // Invalid targets make the call throw, so their loss need not be exact:
-  // a select without a third branch keeps the loop vectorisable.
-  auto loss = KOKKOS_LAMBDA(const I64 i, const I64 j)->A {
-    const A xi = to_acc(x(i));
-    return pick(to_acc(t(j)) == A(1), xi, relu(m - xi));
-  };
-  auto bad_target = KOKKOS_LAMBDA(const I64 j)->I64 { return is_sign(to_acc(t(j))) ? 0 : 1; };
-  const I64 n = input.numel();
-  const I64 bad =
-      elementwise_forward<ExecSpace, T>(exec, "hinge_embedding_loss", n, it, loss, bad_target, output, reduction);
-  if (bad) {
-    const I64 pos = first_position(
-        exec, "kloss::hinge_embedding_loss::first_bad", target.numel(),
-        KOKKOS_LAMBDA(const I64 j) { return is_sign(to_acc(t(j))) ? no_position : j; });
-    throw_bad_sign(op, target, bad, pos);
-  }
+  pointwise_forward<ExecSpace, T, HingeOp, 2>(exec, std::string(op), HingeOp{{}, margin}, {input, target},
+                                              {input.shape, target.shape}, {"input", "target"}, input.shape, output,
+                                              reduction, reduction_scale(reduction, input.numel()),
+                                              sign_report(exec, op, target));
 }
 
 template <class ExecSpace, class T>
@@ -417,7 +356,6 @@ void hinge_embedding_loss_backward(const ExecSpace& exec,
                                    const Tensor<T, typename ExecSpace::memory_space>& grad_input, double margin,
                                    Reduction reduction) {
   using namespace margin;
-  using A = acc_t<T>;
   constexpr std::string_view op = "hinge_embedding_loss_backward";
   check_reduction(op, reduction);
   check_target_broadcasts(op, target, "input", input.shape);
@@ -427,35 +365,11 @@ void hinge_embedding_loss_backward(const ExecSpace& exec,
                  {span("grad_output", grad_output), span("input", input), span("target", target)});
   ProfilingRegion region("kloss::hinge_embedding_loss_backward");
   if (input.numel() == 0) check_signs_alone(exec, op, target);
-  const BroadcastIndex it(input.shape, target.shape);
-  auto x = input.data;
-  auto t = target.data;
-  auto go = grad_output.data;
-  auto gi = grad_input.data;
-  const bool want = grad_input.present, none = reduction == Reduction::none;
-  const I64 n = input.numel();
-  const A m = static_cast<A>(margin), scale = static_cast<A>(reduction_scale(reduction, n));
-  T* gw = gi.data();
-  auto grad = KOKKOS_LAMBDA(const I64 i, const I64 j) {
-    if (!want) return;
-    const A g = none ? to_acc(go(i)) : to_acc(go(0)) * scale;
-    // d/dx x = 1 (t = 1); d/dx max(0, margin - x) = -1 where margin - x >= 0 (t = -1).
-    const A d = pick(to_acc(t(j)) == A(1), A(1), -relu_mask(m - to_acc(x(i))));
-    gw[i] = static_cast<T>(g * d);
-  };
-  auto bad_target = KOKKOS_LAMBDA(const I64 j)->I64 { return is_sign(to_acc(t(j))) ? 0 : 1; };
-  const I64 bad = elementwise_backward(exec, "hinge_embedding_loss", n, it, grad, bad_target);
-  if (bad) {
-    const I64 pos = first_position(
-        exec, "kloss::hinge_embedding_loss::first_bad", target.numel(),
-        KOKKOS_LAMBDA(const I64 j) { return is_sign(to_acc(t(j))) ? no_position : j; });
-    throw_bad_sign(op, target, bad, pos);
-  }
+  pointwise_backward<ExecSpace, T, HingeOp, 2>(exec, "hinge_embedding_loss", HingeOp{{}, margin}, grad_output,
+                                               {input, target}, {input.shape, target.shape}, input.shape,
+                                               {grad_input, {}}, reduction, reduction_scale(reduction, input.numel()),
+                                               sign_report(exec, op, target));
 }
-
-// ============================================================================
-// margin_ranking_loss: loss = max(0, -t (x1 - x2) + margin).
-// ============================================================================
 
 template <class ExecSpace, class T>
 void margin_ranking_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input1,
@@ -464,7 +378,6 @@ void margin_ranking_loss(const ExecSpace& exec, const Tensor<const T, typename E
                          const Tensor<T, typename ExecSpace::memory_space>& output, double margin,
                          Reduction reduction) {
   using namespace margin;
-  using A = acc_t<T>;
   constexpr std::string_view op = "margin_ranking_loss";
   check_reduction(op, reduction);
   check_same_shape(op, "input1", input1, "input2", input2);
@@ -474,23 +387,10 @@ void margin_ranking_loss(const ExecSpace& exec, const Tensor<const T, typename E
                  {span("input1", input1), span("input2", input2), span("target", target)});
   ProfilingRegion region("kloss::margin_ranking_loss");
   if (input1.numel() == 0) check_signs_alone(exec, op, target);
-  const BroadcastIndex it(input1.shape, target.shape);
-  auto x1 = input1.data;
-  auto x2 = input2.data;
-  auto t = target.data;
-  const A m = static_cast<A>(margin);
-  auto loss = KOKKOS_LAMBDA(const I64 i, const I64 j)->A {
-    return relu(-to_acc(t(j)) * (to_acc(x1(i)) - to_acc(x2(i))) + m);
-  };
-  auto bad_target = KOKKOS_LAMBDA(const I64 j)->I64 { return is_sign(to_acc(t(j))) ? 0 : 1; };
-  const I64 bad = elementwise_forward<ExecSpace, T>(exec, "margin_ranking_loss", input1.numel(), it, loss, bad_target,
-                                                    output, reduction);
-  if (bad) {
-    const I64 pos = first_position(
-        exec, "kloss::margin_ranking_loss::first_bad", target.numel(),
-        KOKKOS_LAMBDA(const I64 j) { return is_sign(to_acc(t(j))) ? no_position : j; });
-    throw_bad_sign(op, target, bad, pos);
-  }
+  pointwise_forward<ExecSpace, T, MarginRankingOp, 3>(
+      exec, std::string(op), MarginRankingOp{{}, margin}, {input1, input2, target},
+      {input1.shape, input2.shape, target.shape}, {"input1", "input2", "target"}, input1.shape, output, reduction,
+      reduction_scale(reduction, input1.numel()), sign_report(exec, op, target));
 }
 
 template <class ExecSpace, class T>
@@ -503,7 +403,6 @@ void margin_ranking_loss_backward(const ExecSpace& exec,
                                   const Tensor<T, typename ExecSpace::memory_space>& grad_input2, double margin,
                                   Reduction reduction) {
   using namespace margin;
-  using A = acc_t<T>;
   constexpr std::string_view op = "margin_ranking_loss_backward";
   check_reduction(op, reduction);
   check_same_shape(op, "input1", input1, "input2", input2);
@@ -516,32 +415,10 @@ void margin_ranking_loss_backward(const ExecSpace& exec,
       {span("grad_output", grad_output), span("input1", input1), span("input2", input2), span("target", target)});
   ProfilingRegion region("kloss::margin_ranking_loss_backward");
   if (input1.numel() == 0) check_signs_alone(exec, op, target);
-  const BroadcastIndex it(input1.shape, target.shape);
-  auto x1 = input1.data;
-  auto x2 = input2.data;
-  auto t = target.data;
-  auto go = grad_output.data;
-  auto g1 = grad_input1.data;
-  auto g2 = grad_input2.data;
-  const bool want1 = grad_input1.present, want2 = grad_input2.present, none = reduction == Reduction::none;
-  const I64 n = input1.numel();
-  const A m = static_cast<A>(margin), scale = static_cast<A>(reduction_scale(reduction, n));
-  auto grad = KOKKOS_LAMBDA(const I64 i, const I64 j) {
-    const A ti = to_acc(t(j));
-    const A g = none ? to_acc(go(i)) : to_acc(go(0)) * scale;
-    // z = -t (x1 - x2) + margin; dz/dx1 = -t, dz/dx2 = t; max(0, z) passes where z >= 0.
-    const A active = g * relu_mask(-ti * (to_acc(x1(i)) - to_acc(x2(i))) + m);
-    if (want1) g1(i) = static_cast<T>(-ti * active);
-    if (want2) g2(i) = static_cast<T>(ti * active);
-  };
-  auto bad_target = KOKKOS_LAMBDA(const I64 j)->I64 { return is_sign(to_acc(t(j))) ? 0 : 1; };
-  const I64 bad = elementwise_backward(exec, "margin_ranking_loss", n, it, grad, bad_target);
-  if (bad) {
-    const I64 pos = first_position(
-        exec, "kloss::margin_ranking_loss::first_bad", target.numel(),
-        KOKKOS_LAMBDA(const I64 j) { return is_sign(to_acc(t(j))) ? no_position : j; });
-    throw_bad_sign(op, target, bad, pos);
-  }
+  pointwise_backward<ExecSpace, T, MarginRankingOp, 3>(
+      exec, "margin_ranking_loss", MarginRankingOp{{}, margin}, grad_output, {input1, input2, target},
+      {input1.shape, input2.shape, target.shape}, input1.shape, {grad_input1, grad_input2, {}}, reduction,
+      reduction_scale(reduction, input1.numel()), sign_report(exec, op, target));
 }
 
 // ============================================================================
@@ -1868,7 +1745,7 @@ template <class A>
 KOKKOS_INLINE_FUNCTION A soft_margin_grad(A x, A t, A g) {
   const A e = exp_neg(fabs(x));
   // exp_neg clamps a NaN (float): sigmoid(NaN) is NaN, as torch's
-  const A sig = pick(x == x, (x >= A(0) ? A(1) : e) / (A(1) + e), x);
+  const A sig = blend(x == x, (x >= A(0) ? A(1) : e) / (A(1) + e), x);
   return g * (sig - t);
 }
 }  // namespace margin

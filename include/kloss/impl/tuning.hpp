@@ -197,11 +197,8 @@ inline constexpr int embedding_chunk_host = 64;
 inline constexpr std::int64_t embedding_prefetch_bags_ahead = 2;
 
 // --- margin family (impl/margin_impl.hpp) -----------------------------------
-/// Element-wise margin losses (hinge_embedding, margin_ranking): elements
-/// per work item and independent double partial sums per work item, as the
-/// pointwise family (8 doubles = one AVX-512 register). Chosen, not tuned
-/// (2026-11-22, 2-core EPYC, Kokkos 3.4 Serial).
-inline constexpr std::int64_t margin_chunk = 4096;
+/// The element-wise margin losses (hinge_embedding, margin_ranking) run on
+/// the pointwise engine and its constants (pointwise_chunk, pointwise_lanes).
 /// Row-wise margin losses: independent partial sums per row (lets GCC
 /// vectorise the row loop without -ffast-math). Chosen, not tuned: 8
 /// floats or doubles per partial vector (2026-11-22, 2-core EPYC, Serial;
