@@ -24,23 +24,22 @@ rt::Result run_hinge_embedding_loss(const rt::Call& c) {
     const double margin = c.options.get_real(c.op, "margin", 1.0);
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
-    auto out = device_zeros<T>(output_shape(red, in.shape), "kloss::rt::output");
     RtExec exec;
-    hinge_embedding_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), out.tensor(), margin, red);
-    rt::Result r;
-    r.output = to_host(out, c.dtype);
-    if (c.grad_output) {
-      auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-      auto gi = device_zeros<T>(in.shape, "kloss::rt::grad_input");
-      hinge_embedding_loss_backward<RtExec, T>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), gi.tensor(), margin,
-                                               red);
-      r.grads["input"] = to_host(gi, c.dtype);
-    }
-    return r;
+    return run_forward_backward<T>(
+        c, red, in.shape, {{"input", in.shape}},
+        [&](const Tensor<T, RtMem>& out) {
+          hinge_embedding_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), out, margin, red);
+        },
+        [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
+          hinge_embedding_loss_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), margin, red);
+        });
   });
 }
 
-rt::Result run_margin_ranking_loss(const rt::Call& c) {
+/// margin_ranking_loss and cosine_embedding_loss: (input1, input2, target)
+/// -> grads for input1 and input2, one real option `margin` (default 0).
+template <class Fwd, class Bwd>
+rt::Result run_pair_with_target(const rt::Call& c, bool rows, const Fwd& fwd, const Bwd& bwd) {
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const Reduction red = c.options.get_reduction(c.op);
@@ -48,22 +47,33 @@ rt::Result run_margin_ranking_loss(const rt::Call& c) {
     auto x1 = input<T>(c, "input1");
     auto x2 = input<T>(c, "input2");
     auto tg = input<T>(c, "target");
-    auto out = device_zeros<T>(output_shape(red, x1.shape), "kloss::rt::output");
     RtExec exec;
-    margin_ranking_loss<RtExec, T>(exec, x1.ctensor(), x2.ctensor(), tg.ctensor(), out.tensor(), margin, red);
-    rt::Result r;
-    r.output = to_host(out, c.dtype);
-    if (c.grad_output) {
-      auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-      auto g1 = device_zeros<T>(x1.shape, "kloss::rt::grad_input1");
-      auto g2 = device_zeros<T>(x2.shape, "kloss::rt::grad_input2");
-      margin_ranking_loss_backward<RtExec, T>(exec, go.ctensor(), x1.ctensor(), x2.ctensor(), tg.ctensor(), g1.tensor(),
-                                              g2.tensor(), margin, red);
-      r.grads["input1"] = to_host(g1, c.dtype);
-      r.grads["input2"] = to_host(g2, c.dtype);
-    }
-    return r;
+    return run_forward_backward<T>(
+        c, red, rows ? tg.shape : x1.shape, {{"input1", x1.shape}, {"input2", x2.shape}},
+        [&](const Tensor<T, RtMem>& out) { fwd(exec, x1.ctensor(), x2.ctensor(), tg.ctensor(), out, margin, red); },
+        [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
+          bwd(exec, go, x1.ctensor(), x2.ctensor(), tg.ctensor(), g[0].tensor(), g[1].tensor(), margin, red);
+        });
   });
+}
+
+#define KLOSS_MARGIN_PAIR_ADAPTER(OP)                                                                                  \
+  [](const RtExec& e, const auto& a, const auto& b, const auto& t, const auto& o, double m, Reduction r) {             \
+    using T = typename std::decay_t<decltype(o)>::value_type;                                                          \
+    OP<RtExec, T>(e, a, b, t, o, m, r);                                                                                \
+  },                                                                                                                   \
+      [](const RtExec& e, const auto& go, const auto& a, const auto& b, const auto& t, const auto& ga, const auto& gb, \
+         double m, Reduction r) {                                                                                      \
+        using T = typename std::decay_t<decltype(ga)>::value_type;                                                     \
+        OP##_backward<RtExec, T>(e, go, a, b, t, ga, gb, m, r);                                                        \
+      }
+
+rt::Result run_margin_ranking_loss(const rt::Call& c) {
+  return run_pair_with_target(c, false, KLOSS_MARGIN_PAIR_ADAPTER(margin_ranking_loss));
+}
+
+rt::Result run_cosine_embedding_loss(const rt::Call& c) {
+  return run_pair_with_target(c, true, KLOSS_MARGIN_PAIR_ADAPTER(cosine_embedding_loss));
 }
 
 rt::Result run_triplet_margin_loss(const rt::Call& c) {
@@ -77,50 +87,16 @@ rt::Result run_triplet_margin_loss(const rt::Call& c) {
     auto a = input<T>(c, "anchor");
     auto ps = input<T>(c, "positive");
     auto ng = input<T>(c, "negative");
-    auto out = device_zeros<T>(output_shape(red, rows_shape(a.shape)), "kloss::rt::output");
     RtExec exec;
-    triplet_margin_loss<RtExec, T>(exec, a.ctensor(), ps.ctensor(), ng.ctensor(), out.tensor(), margin, p, eps, swap,
-                                   red);
-    rt::Result r;
-    r.output = to_host(out, c.dtype);
-    if (c.grad_output) {
-      auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-      auto ga = device_zeros<T>(a.shape, "kloss::rt::grad_anchor");
-      auto gp = device_zeros<T>(ps.shape, "kloss::rt::grad_positive");
-      auto gn = device_zeros<T>(ng.shape, "kloss::rt::grad_negative");
-      triplet_margin_loss_backward<RtExec, T>(exec, go.ctensor(), a.ctensor(), ps.ctensor(), ng.ctensor(), ga.tensor(),
-                                              gp.tensor(), gn.tensor(), margin, p, eps, swap, red);
-      r.grads["anchor"] = to_host(ga, c.dtype);
-      r.grads["positive"] = to_host(gp, c.dtype);
-      r.grads["negative"] = to_host(gn, c.dtype);
-    }
-    return r;
-  });
-}
-
-rt::Result run_cosine_embedding_loss(const rt::Call& c) {
-  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const Reduction red = c.options.get_reduction(c.op);
-    const double margin = c.options.get_real(c.op, "margin", 0.0);
-    auto x1 = input<T>(c, "input1");
-    auto x2 = input<T>(c, "input2");
-    auto tg = input<T>(c, "target");
-    auto out = device_zeros<T>(output_shape(red, tg.shape), "kloss::rt::output");
-    RtExec exec;
-    cosine_embedding_loss<RtExec, T>(exec, x1.ctensor(), x2.ctensor(), tg.ctensor(), out.tensor(), margin, red);
-    rt::Result r;
-    r.output = to_host(out, c.dtype);
-    if (c.grad_output) {
-      auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-      auto g1 = device_zeros<T>(x1.shape, "kloss::rt::grad_input1");
-      auto g2 = device_zeros<T>(x2.shape, "kloss::rt::grad_input2");
-      cosine_embedding_loss_backward<RtExec, T>(exec, go.ctensor(), x1.ctensor(), x2.ctensor(), tg.ctensor(),
-                                                g1.tensor(), g2.tensor(), margin, red);
-      r.grads["input1"] = to_host(g1, c.dtype);
-      r.grads["input2"] = to_host(g2, c.dtype);
-    }
-    return r;
+    return run_forward_backward<T>(
+        c, red, rows_shape(a.shape), {{"anchor", a.shape}, {"positive", ps.shape}, {"negative", ng.shape}},
+        [&](const Tensor<T, RtMem>& out) {
+          triplet_margin_loss<RtExec, T>(exec, a.ctensor(), ps.ctensor(), ng.ctensor(), out, margin, p, eps, swap, red);
+        },
+        [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
+          triplet_margin_loss_backward<RtExec, T>(exec, go, a.ctensor(), ps.ctensor(), ng.ctensor(), g[0].tensor(),
+                                                  g[1].tensor(), g[2].tensor(), margin, p, eps, swap, red);
+        });
   });
 }
 
@@ -135,20 +111,16 @@ rt::Result run_multi_margin_loss(const rt::Call& c) {
       auto in = input<T>(c, "input");
       auto tg = input<I>(c, "target");
       auto w = input<T>(c, "weight", false);
-      const Shape none_shape = tg.shape.rank > 0 ? Shape{tg.shape.numel()} : Shape{};
-      auto out = device_zeros<T>(output_shape(red, none_shape), "kloss::rt::output");
       RtExec exec;
-      multi_margin_loss<RtExec, T, I>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out.tensor(), p, margin, red);
-      rt::Result r;
-      r.output = to_host(out, c.dtype);
-      if (c.grad_output) {
-        auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-        auto gi = device_zeros<T>(in.shape, "kloss::rt::grad_input");
-        multi_margin_loss_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), w.ctensor(),
-                                                 gi.tensor(), p, margin, red);
-        r.grads["input"] = to_host(gi, c.dtype);
-      }
-      return r;
+      return run_forward_backward<T>(
+          c, red, tg.shape.rank > 0 ? Shape{tg.shape.numel()} : Shape{}, {{"input", in.shape}},
+          [&](const Tensor<T, RtMem>& out) {
+            multi_margin_loss<RtExec, T, I>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out, p, margin, red);
+          },
+          [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
+            multi_margin_loss_backward<RtExec, T, I>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(), g[0].tensor(),
+                                                     p, margin, red);
+          });
     });
   });
 }
@@ -161,19 +133,15 @@ rt::Result run_multilabel_margin_loss(const rt::Call& c) {
       const Reduction red = c.options.get_reduction(c.op);
       auto in = input<T>(c, "input");
       auto tg = input<I>(c, "target");
-      const Shape none_shape = in.shape.rank == 2 ? Shape{in.shape.extent[0]} : Shape{};
-      auto out = device_zeros<T>(output_shape(red, none_shape), "kloss::rt::output");
       RtExec exec;
-      multilabel_margin_loss<RtExec, T, I>(exec, in.ctensor(), tg.ctensor(), out.tensor(), red);
-      rt::Result r;
-      r.output = to_host(out, c.dtype);
-      if (c.grad_output) {
-        auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-        auto gi = device_zeros<T>(in.shape, "kloss::rt::grad_input");
-        multilabel_margin_loss_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), gi.tensor(), red);
-        r.grads["input"] = to_host(gi, c.dtype);
-      }
-      return r;
+      return run_forward_backward<T>(
+          c, red, in.shape.rank == 2 ? Shape{in.shape.extent[0]} : Shape{}, {{"input", in.shape}},
+          [&](const Tensor<T, RtMem>& out) {
+            multilabel_margin_loss<RtExec, T, I>(exec, in.ctensor(), tg.ctensor(), out, red);
+          },
+          [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
+            multilabel_margin_loss_backward<RtExec, T, I>(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), red);
+          });
     });
   });
 }
@@ -185,19 +153,16 @@ rt::Result run_multilabel_soft_margin_loss(const rt::Call& c) {
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
     auto w = input<T>(c, "weight", false);
-    auto out = device_zeros<T>(output_shape(red, rows_shape(in.shape)), "kloss::rt::output");
     RtExec exec;
-    multilabel_soft_margin_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out.tensor(), red);
-    rt::Result r;
-    r.output = to_host(out, c.dtype);
-    if (c.grad_output) {
-      auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-      auto gi = device_zeros<T>(in.shape, "kloss::rt::grad_input");
-      multilabel_soft_margin_loss_backward<RtExec, T>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), w.ctensor(),
-                                                      gi.tensor(), red);
-      r.grads["input"] = to_host(gi, c.dtype);
-    }
-    return r;
+    return run_forward_backward<T>(
+        c, red, rows_shape(in.shape), {{"input", in.shape}},
+        [&](const Tensor<T, RtMem>& out) {
+          multilabel_soft_margin_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out, red);
+        },
+        [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
+          multilabel_soft_margin_loss_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(),
+                                                          g[0].tensor(), red);
+        });
   });
 }
 

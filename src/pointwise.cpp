@@ -15,27 +15,6 @@ namespace {
 const OptionInfo reduction_option = {"reduction", "string", "mean", "none | mean | sum"};
 const std::vector<OptionInfo> reduction_only = {reduction_option};
 
-/// The skeleton every adapter shares: read the inputs (torch's names), size
-/// the output from `none_shape`, run `forward(out)`, and, when the call has
-/// a grad_output, run `backward(go, grads)` with one zeroed gradient per
-/// differentiable input.
-template <class T, class Fwd, class Bwd>
-rt::Result run_pointwise(const rt::Call& c, Reduction red, const Shape& none_shape,
-                         const std::vector<std::pair<std::string, Shape>>& diff, Fwd&& forward, Bwd&& backward) {
-  auto out = device_zeros<T>(output_shape(red, none_shape), "kloss::rt::output");
-  forward(out.tensor());
-  rt::Result r;
-  r.output = to_host(out, c.dtype);
-  if (c.grad_output) {
-    auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-    std::vector<DeviceTensor<T>> grads;
-    for (const auto& [name, shape] : diff) grads.push_back(device_zeros<T>(shape, "kloss::rt::grad_" + name));
-    backward(go.ctensor(), grads);
-    for (std::size_t k = 0; k < diff.size(); ++k) r.grads[diff[k].first] = to_host(grads[k], c.dtype);
-  }
-  return r;
-}
-
 /// A binary table op (kloss/binary_losses.hpp): input, target -> grads
 /// for input and, if `target_grad`, target.
 template <class Op, class Options>
@@ -50,7 +29,7 @@ rt::Result run_binary(const rt::Call& c, const char* name, const Options& opts, 
     std::vector<std::pair<std::string, Shape>> diff = {{"input", in.shape}};
     if (target_grad) diff.emplace_back("target", tg.shape);
     RtExec exec;
-    return run_pointwise<T>(
+    return run_forward_backward<T>(
         c, opts.reduction, shape, diff,
         [&](const Tensor<T, RtMem>& out) {
           binary_loss<RtExec, T, Op>(exec, name, op, in.ctensor(), tg.ctensor(), out, opts.reduction);
@@ -71,7 +50,7 @@ rt::Result run_binary_cross_entropy(const rt::Call& c) {
     auto tg = input<T>(c, "target");
     auto w = input<T>(c, "weight", false);
     RtExec exec;
-    return run_pointwise<T>(
+    return run_forward_backward<T>(
         c, red, in.shape, {{"input", in.shape}},
         [&](const Tensor<T, RtMem>& out) {
           binary_cross_entropy<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out, red);
@@ -93,11 +72,11 @@ rt::Result run_binary_cross_entropy_with_logits(const rt::Call& c) {
     auto w = input<T>(c, "weight", false);
     auto pw = input<T>(c, "pos_weight", false);
     RtExec exec;
-    return run_pointwise<T>(
+    return run_forward_backward<T>(
         c, red, in.shape, {{"input", in.shape}},
         [&](const Tensor<T, RtMem>& out) {
-          binary_cross_entropy_with_logits<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), pw.ctensor(),
-                                                      out, red);
+          binary_cross_entropy_with_logits<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), pw.ctensor(), out,
+                                                      red);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
           binary_cross_entropy_with_logits_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(),
@@ -116,7 +95,7 @@ rt::Result run_kl_div(const rt::Call& c) {
     auto tg = input<T>(c, "target");
     const Shape shape = broadcast_shapes(in.shape, tg.shape, c.op, "input", "target");
     RtExec exec;
-    return run_pointwise<T>(
+    return run_forward_backward<T>(
         c, red, shape, {{"input", in.shape}},
         [&](const Tensor<T, RtMem>& out) { kl_div<RtExec, T>(exec, in.ctensor(), tg.ctensor(), out, red, log_target); },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
@@ -137,7 +116,7 @@ rt::Result run_poisson_nll_loss(const rt::Call& c) {
     auto tg = input<T>(c, "target");
     const Shape shape = broadcast_shapes(in.shape, tg.shape, c.op, "input", "target");
     RtExec exec;
-    return run_pointwise<T>(
+    return run_forward_backward<T>(
         c, red, shape, {{"input", in.shape}},
         [&](const Tensor<T, RtMem>& out) {
           poisson_nll_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), out, red, log_input, full, eps);
@@ -161,7 +140,7 @@ rt::Result run_gaussian_nll_loss(const rt::Call& c) {
     auto var = input<T>(c, "var");
     const auto sh = check_gaussian(c.op, in.ctensor(), tg.ctensor(), var.ctensor(), red);
     RtExec exec;
-    return run_pointwise<T>(
+    return run_forward_backward<T>(
         c, red, sh[0], {{"input", in.shape}, {"var", var.shape}},
         [&](const Tensor<T, RtMem>& out) {
           gaussian_nll_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), var.ctensor(), out, red, full, eps);
@@ -177,27 +156,40 @@ rt::Result run_gaussian_nll_loss(const rt::Call& c) {
 
 void register_pointwise(std::vector<OpInfo>& ops) {
 #define KLOSS_BL_DIFF_both {"input", "target"}
-#define KLOSS_BL_DIFF_input {"input"}
+#define KLOSS_BL_DIFF_input \
+  { "input" }
 #define KLOSS_BL_OPTION_none()
-#define KLOSS_BL_OPTION_real(field, value, doc) , {#field, "real", #value, doc}
+#define KLOSS_BL_OPTION_real(field, value, doc) \
+  , { #field, "real", #value, doc }
 #define KLOSS_BL_READ_none()
 #define KLOSS_BL_READ_real(field, value, doc) opts.field = c.options.get_real(c.op, #field, value);
-#define KLOSS_BL_REGISTER(name, Options, Op, grads, option, summary)                                      \
-  ops.push_back({#name, "kloss/pointwise.hpp", {"input", "target"}, KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads), \
-                 {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option)}, summary,                      \
-                 [](const rt::Call& c) {                                                                  \
-                   Options opts;                                                                          \
-                   opts.reduction = c.options.get_reduction(c.op);                                        \
-                   KLOSS_PP_CAT(KLOSS_BL_READ_, option)                                                   \
-                   return run_binary<Op>(c, #name, opts, std::string_view(#grads) == "both");             \
+#define KLOSS_BL_REGISTER(name, Options, Op, grads, option, summary)                          \
+  ops.push_back({#name,                                                                       \
+                 "kloss/pointwise.hpp",                                                       \
+                 {"input", "target"},                                                         \
+                 KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads),                                         \
+                 {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option)},                   \
+                 summary,                                                                     \
+                 [](const rt::Call& c) {                                                      \
+                   Options opts;                                                              \
+                   opts.reduction = c.options.get_reduction(c.op);                            \
+                   KLOSS_PP_CAT(KLOSS_BL_READ_, option)                                       \
+                   return run_binary<Op>(c, #name, opts, std::string_view(#grads) == "both"); \
                  }});
   KLOSS_BINARY_LOSSES(KLOSS_BL_REGISTER)
-  ops.push_back({"binary_cross_entropy", "kloss/pointwise.hpp", {"input", "target", "weight?"}, {"input"}, reduction_only,
+  ops.push_back({"binary_cross_entropy",
+                 "kloss/pointwise.hpp",
+                 {"input", "target", "weight?"},
+                 {"input"},
+                 reduction_only,
                  "BCE on probabilities, logs clamped at -100; values outside [0, 1] are an error",
                  run_binary_cross_entropy});
-  ops.push_back({"binary_cross_entropy_with_logits", "kloss/pointwise.hpp",
-                 {"input", "target", "weight?", "pos_weight?"}, {"input"},
-                 reduction_only, "BCE on logits, numerically stable; pos_weight broadcast over the class axis",
+  ops.push_back({"binary_cross_entropy_with_logits",
+                 "kloss/pointwise.hpp",
+                 {"input", "target", "weight?", "pos_weight?"},
+                 {"input"},
+                 reduction_only,
+                 "BCE on logits, numerically stable; pos_weight broadcast over the class axis",
                  run_binary_cross_entropy_with_logits});
   ops.push_back({"kl_div",
                  "kloss/pointwise.hpp",

@@ -1035,6 +1035,28 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
   ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, true, output, total_weight, C, ignore);
 }
 
+/// The checks both cross_entropy backwards (class indices, probabilities)
+/// share: options, weight, grad_output, the saved lse (one value per row)
+/// and grad_input (present, input's shape). Returns the input's geometry.
+template <class Mem, class T>
+CeGeometry ce_check_backward(std::string_view op, const Tensor<const T, Mem>& grad_output,
+                             const Tensor<const T, Mem>& input, const Tensor<const T, Mem>& weight,
+                             const Tensor<const acc_t<T>, Mem>& lse, const Tensor<T, Mem>& grad_input,
+                             const CrossEntropyOptions& opts) {
+  const CeGeometry geo = ce_geometry(op, input);
+  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
+  ce_check_deferred<Mem>(op, opts.deferred_check);
+  ce_check_weight(op, weight, geo.C);
+  check_output(op, "grad_output", grad_output, opts.reduction, geo.row_shape);
+  check_present(op, "lse", lse);
+  if (lse.numel() != geo.rows)
+    fail<DimensionMismatch>(op, "argument 'lse' must hold one value per row (", geo.rows, "), got shape ",
+                            lse.shape.str());
+  check_present(op, "grad_input", grad_input);
+  check_shape(op, "grad_input", grad_input, input.shape);
+  return geo;
+}
+
 template <class ExecSpace, class T, class I>
 void cross_entropy_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
                             const Tensor<const T, typename ExecSpace::memory_space>& input,
@@ -1047,24 +1069,14 @@ void cross_entropy_backward(const ExecSpace& exec, const Tensor<const T, typenam
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "cross_entropy_backward";
-  const CeGeometry geo = ce_geometry(op, input);
-  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
-  ce_check_deferred<Mem>(op, opts.deferred_check);
+  const CeGeometry geo = ce_check_backward<Mem, T>(op, grad_output, input, weight, lse, grad_input, opts);
   check_shape(op, "target", target, geo.row_shape);
-  ce_check_weight(op, weight, geo.C);
-  check_output(op, "grad_output", grad_output, opts.reduction, geo.row_shape);
-  check_present(op, "lse", lse);
-  if (lse.numel() != geo.rows)
-    fail<DimensionMismatch>(op, "argument 'lse' must hold one value per row (", geo.rows, "), got shape ",
-                            lse.shape.str());
   if (opts.reduction == Reduction::mean) {
     check_present(op, "total_weight", total_weight);
     if (total_weight.numel() != 1)
       fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ",
                               total_weight.shape.str());
   }
-  check_present(op, "grad_input", grad_input);
-  check_shape(op, "grad_input", grad_input, input.shape);
   check_disjoint(op, {span("grad_input", grad_input)},
                  {span("grad_output", grad_output), span("input", input), span("target", target),
                   span("weight", weight), span("lse", lse), span("total_weight", total_weight)},
@@ -1225,18 +1237,8 @@ void cross_entropy_prob_backward(const ExecSpace& exec,
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "cross_entropy_backward";
-  const CeGeometry geo = ce_geometry(op, input);
-  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
-  ce_check_deferred<Mem>(op, opts.deferred_check);
+  const CeGeometry geo = ce_check_backward<Mem, T>(op, grad_output, input, weight, lse, grad_input, opts);
   check_shape(op, "target", target, input.shape);
-  ce_check_weight(op, weight, geo.C);
-  check_output(op, "grad_output", grad_output, opts.reduction, geo.row_shape);
-  check_present(op, "lse", lse);
-  if (lse.numel() != geo.rows)
-    fail<DimensionMismatch>(op, "argument 'lse' must hold one value per row (", geo.rows, "), got shape ",
-                            lse.shape.str());
-  check_present(op, "grad_input", grad_input);
-  check_shape(op, "grad_input", grad_input, input.shape);
   check_disjoint(op, {span("grad_input", grad_input)},
                  {span("grad_output", grad_output), span("input", input), span("target", target),
                   span("weight", weight), span("lse", lse)},

@@ -66,6 +66,34 @@ struct BadIndexReducer {
   KOKKOS_INLINE_FUNCTION bool references_scalar() const { return true; }
 };
 
+/// The indices of input[begin, n) outside [0, V): their count and the
+/// first one (one reduction; fences).
+template <class ExecSpace, class I>
+BadIndex count_bad_indices(const ExecSpace& exec, const std::string& op,
+                           const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t V,
+                           std::int64_t begin = 0) {
+  auto idx = input.data;
+  BadIndex bad;
+  Kokkos::parallel_reduce(
+      "kloss::" + op + "::check_indices",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, begin, input.numel()),
+      KOKKOS_LAMBDA(const std::int64_t p, BadIndex& b) {
+        const std::int64_t r = static_cast<std::int64_t>(idx(p));
+        if (r < 0 || r >= V) b.note(p, r);
+      },
+      BadIndexReducer(bad));
+  return bad;
+}
+
+/// Only the index-range check of input[begin, n) (fences, throws).
+template <class ExecSpace, class I>
+void check_indices_only(const ExecSpace& exec, const std::string& op,
+                        const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t V,
+                        std::int64_t begin = 0) {
+  count_bad_indices<ExecSpace, I>(exec, op, input, V, begin).throw_if_any(op, "input", concat("[0, ", V, ")"));
+}
+
+
 /// A TeamPolicy with kloss's team-size choice (0 = AUTO).
 template <class ExecSpace>
 Kokkos::TeamPolicy<ExecSpace> make_team_policy(const ExecSpace& exec, std::int64_t league, int team_size) {
@@ -656,14 +684,7 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
   auto g = grad_output.data;
   auto gw = grad_weight.data;
   // Validity check of every index, in one reduction (fences).
-  BadIndex bad;
-  Kokkos::parallel_reduce(
-      "kloss::" + op + "::check_indices", Range(exec, 0, n),
-      KOKKOS_LAMBDA(const std::int64_t p, BadIndex& b) {
-        const std::int64_t r = static_cast<std::int64_t>(idx(p));
-        if (r < 0 || r >= num_embeddings) b.note(p, r);
-      },
-      BadIndexReducer(bad));
+  const BadIndex bad = count_bad_indices<ExecSpace, I>(exec, op, input, num_embeddings);
   if (bad.count > 0) return bad;
   // The local row a position scatters into, or -1.
   auto row_of = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t {
@@ -827,15 +848,7 @@ std::int64_t sparse_rows(const ExecSpace& exec, const std::string& op,
   const std::int64_t n = input.numel(), V = num_weights, D = grad_values.extent(1);
   auto idx = input.data;
   auto g = grad_output.data;
-  BadIndex bad;
-  Kokkos::parallel_reduce(
-      "kloss::" + op + "::check_indices", Range(exec, 0, n),
-      KOKKOS_LAMBDA(const std::int64_t p, BadIndex& b) {
-        const std::int64_t r = static_cast<std::int64_t>(idx(p));
-        if (r < 0 || r >= V) b.note(p, r);
-      },
-      BadIndexReducer(bad));
-  bad.throw_if_any(op, "input", concat("[0, ", V, ")"));
+  check_indices_only<ExecSpace, I>(exec, op, input, V);
   auto row_of = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t {
     const std::int64_t r = static_cast<std::int64_t>(idx(p));
     return r == padding_idx ? -1 : r;
@@ -925,23 +938,6 @@ std::int64_t embedding_backward_sparse(const ExecSpace& exec,
 // ---------------------------------------------------------------------------
 // embedding_bag
 
-/// Only the index-range check of input[begin, n) (fences, throws).
-template <class ExecSpace, class I>
-void check_indices_only(const ExecSpace& exec, const std::string& op,
-                        const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t V,
-                        std::int64_t begin = 0) {
-  auto idx = input.data;
-  BadIndex bad;
-  Kokkos::parallel_reduce(
-      "kloss::" + op + "::check_indices",
-      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, begin, input.numel()),
-      KOKKOS_LAMBDA(const std::int64_t p, BadIndex& b) {
-        const std::int64_t r = static_cast<std::int64_t>(idx(p));
-        if (r < 0 || r >= V) b.note(p, r);
-      },
-      BadIndexReducer(bad));
-  bad.throw_if_any(op, "input", concat("[0, ", V, ")"));
-}
 
 /// Host-side checks of embedding_bag's arguments; returns the bag layout
 /// after checking the offsets' contents in a kernel (fences).
@@ -1290,15 +1286,7 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
   auto g = grad_output.data;
   auto mi = max_indices.data;
   auto gw = grad_weight.data;
-  BadIndex bad;
-  Kokkos::parallel_reduce(
-      "kloss::" + op + "::check_indices", Range(exec, 0, n),
-      KOKKOS_LAMBDA(const std::int64_t p, BadIndex& bi) {
-        const std::int64_t r = static_cast<std::int64_t>(idx(p));
-        if (r < 0 || r >= V) bi.note(p, r);
-      },
-      BadIndexReducer(bad));
-  bad.throw_if_any(op, "input", concat("[0, ", V, ")"));
+  check_indices_only<ExecSpace, I>(exec, op, input, V);
   BadIndex bad_mi;
   Kokkos::parallel_reduce(
       "kloss::" + op + "::check_max_indices", Range(exec, 0, B * D),

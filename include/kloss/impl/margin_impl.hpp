@@ -1553,6 +1553,31 @@ KOKKOS_INLINE_FUNCTION I64 multilabel_table(const Member& mb, const Table& mult,
 
 }  // namespace margin
 
+namespace margin {
+/// Throws IndexOutOfRange for multilabel_margin's target lists ([N, C] rows
+/// of labels ended by -1): `bad` entries outside [-1, C) before their row's
+/// first -1, the first of them found and named. Error path only; fences.
+template <class ExecSpace, class I>
+void throw_bad_label_lists(const ExecSpace& exec, std::string_view op,
+                                        const Tensor<const I, typename ExecSpace::memory_space>& target, I64 N, I64 C,
+                                        I64 bad) {
+  const I* tg = target.data.data();
+  BadIndex e;
+  e.count = bad;
+  e.position = first_position(
+      exec, "kloss::multilabel_margin_loss::first_bad", N, KOKKOS_LAMBDA(const I64 r) {
+        for (I64 j = 0; j < C; ++j) {
+          const I64 v = static_cast<I64>(tg[r * C + j]);
+          if (v < -1 || v >= C) return r * C + j;
+          if (v < 0) break;
+        }
+        return no_position;
+      });
+  e.value = read_index(target, e.position);
+  e.throw_if_any(op, "target", concat("[-1, ", C, ") before the row's first -1"));
+}
+}  // namespace margin
+
 template <class ExecSpace, class T, class I>
 void multilabel_margin_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
                             const Tensor<const I, typename ExecSpace::memory_space>& target,
@@ -1607,21 +1632,7 @@ void multilabel_margin_loss(const ExecSpace& exec, const Tensor<const T, typenam
         PlusReducer<SumCount>(sc));
   const double sum = sc.sum;
   const I64 bad = sc.count;
-  if (bad) {
-    BadIndex e;
-    e.count = bad;
-    e.position = first_position(
-        exec, "kloss::multilabel_margin_loss::first_bad", N, KOKKOS_LAMBDA(const I64 r) {
-          for (I64 j = 0; j < C; ++j) {
-            const I64 v = static_cast<I64>(tg[r * C + j]);
-            if (v < -1 || v >= C) return r * C + j;
-            if (v < 0) break;
-          }
-          return no_position;
-        });
-    e.value = read_index(target, e.position);
-    e.throw_if_any(op, "target", concat("[-1, ", C, ") before the row's first -1"));
-  }
+  if (bad) throw_bad_label_lists(exec, op, target, N, C, bad);
   if (!none)
     write_host_scalar(exec, "kloss::multilabel_margin_loss::forward_scale", output,
                       sum * reduction_scale(reduction, N));
@@ -1689,21 +1700,7 @@ void multilabel_margin_loss_backward(const ExecSpace& exec,
           });
         },
         unused, bad);
-  if (bad) {
-    BadIndex e;
-    e.count = bad;
-    e.position = first_position(
-        exec, "kloss::multilabel_margin_loss::first_bad", N, KOKKOS_LAMBDA(const I64 r) {
-          for (I64 j = 0; j < C; ++j) {
-            const I64 v = static_cast<I64>(tg[r * C + j]);
-            if (v < -1 || v >= C) return r * C + j;
-            if (v < 0) break;
-          }
-          return no_position;
-        });
-    e.value = read_index(target, e.position);
-    e.throw_if_any(op, "target", concat("[-1, ", C, ") before the row's first -1"));
-  }
+  if (bad) throw_bad_label_lists(exec, op, target, N, C, bad);
 }
 
 // ============================================================================

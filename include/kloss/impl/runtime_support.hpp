@@ -3,13 +3,14 @@
 /// Helpers for the runtime-typed adapters in src/<family>.cpp: dispatch on a
 /// runtime dtype, copy host buffers to the default memory space as the
 /// canonical Tensor, and back.
+#include <cmath>
 #include <kloss/checks.hpp>
 #include <kloss/runtime.hpp>
-
-#include <cmath>
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace kloss::impl {
 
@@ -25,11 +26,16 @@ struct TypeTag {
 template <class F>
 decltype(auto) dispatch_scalar(rt::DType d, std::string_view op, F&& f) {
   switch (d) {
-    case rt::DType::float32: return f(TypeTag<float>{});
-    case rt::DType::float64: return f(TypeTag<double>{});
-    case rt::DType::float16: return f(TypeTag<float16>{});
-    case rt::DType::bfloat16: return f(TypeTag<bfloat16>{});
-    default: fail<NotImplemented>(op, "dtype '", rt::to_string(d), "' is not a floating type");
+    case rt::DType::float32:
+      return f(TypeTag<float>{});
+    case rt::DType::float64:
+      return f(TypeTag<double>{});
+    case rt::DType::float16:
+      return f(TypeTag<float16>{});
+    case rt::DType::bfloat16:
+      return f(TypeTag<bfloat16>{});
+    default:
+      fail<NotImplemented>(op, "dtype '", rt::to_string(d), "' is not a floating type");
   }
 }
 
@@ -37,9 +43,12 @@ decltype(auto) dispatch_scalar(rt::DType d, std::string_view op, F&& f) {
 template <class F>
 decltype(auto) dispatch_index(rt::DType d, std::string_view op, F&& f) {
   switch (d) {
-    case rt::DType::int32: return f(TypeTag<std::int32_t>{});
-    case rt::DType::int64: return f(TypeTag<std::int64_t>{});
-    default: fail<NotImplemented>(op, "index dtype '", rt::to_string(d), "' is not int32 or int64");
+    case rt::DType::int32:
+      return f(TypeTag<std::int32_t>{});
+    case rt::DType::int64:
+      return f(TypeTag<std::int64_t>{});
+    default:
+      fail<NotImplemented>(op, "index dtype '", rt::to_string(d), "' is not int32 or int64");
   }
 }
 
@@ -146,5 +155,26 @@ rt::Buffer to_host(const DeviceTensor<T>& d, rt::DType dt) {
 /// The shape of the forward output for a reduction: `none_shape` or a
 /// scalar.
 inline Shape output_shape(Reduction r, const Shape& none_shape) { return r == Reduction::none ? none_shape : Shape{}; }
+
+/// The skeleton of a runtime adapter, after it has read its inputs: size
+/// the output from `none_shape`, run `forward(out)`, and, when the call has
+/// a grad_output, run `backward(go, grads)` with one zeroed gradient per
+/// differentiable input.
+template <class T, class Fwd, class Bwd>
+rt::Result run_forward_backward(const rt::Call& c, Reduction red, const Shape& none_shape,
+                                const std::vector<std::pair<std::string, Shape>>& diff, Fwd&& forward, Bwd&& backward) {
+  auto out = device_zeros<T>(output_shape(red, none_shape), "kloss::rt::output");
+  forward(out.tensor());
+  rt::Result r;
+  r.output = to_host(out, c.dtype);
+  if (c.grad_output) {
+    auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
+    std::vector<DeviceTensor<T>> grads;
+    for (const auto& [name, shape] : diff) grads.push_back(device_zeros<T>(shape, "kloss::rt::grad_" + name));
+    backward(go.ctensor(), grads);
+    for (std::size_t k = 0; k < diff.size(); ++k) r.grads[diff[k].first] = to_host(grads[k], c.dtype);
+  }
+  return r;
+}
 
 }  // namespace kloss::impl
