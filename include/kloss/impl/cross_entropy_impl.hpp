@@ -889,6 +889,32 @@ void ce_finish(const ExecSpace& exec, std::string_view op, const CeSumsView<type
   }
 }
 
+/// The checks every cross_entropy call makes: options, weight, the output
+/// (`out`: output or grad_output) and, if present, the lse (one value per
+/// row). Returns the input's geometry.
+template <class Mem, class T, class Out, class Lse>
+CeGeometry ce_check_common(std::string_view op, const Tensor<const T, Mem>& input, const Tensor<const T, Mem>& weight,
+                           std::string_view out_name, const Out& out, const Lse& lse,
+                           const CrossEntropyOptions& opts) {
+  const CeGeometry geo = ce_geometry(op, input);
+  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
+  ce_check_deferred<Mem>(op, opts.deferred_check);
+  ce_check_weight(op, weight, geo.C);
+  check_output(op, out_name, out, opts.reduction, geo.row_shape);
+  if (lse.present && lse.numel() != geo.rows)
+    fail<DimensionMismatch>(op, "argument 'lse' must hold one value per row (", geo.rows, "), got shape ",
+                            lse.shape.str());
+  return geo;
+}
+
+/// The forward's checks (both targets).
+template <class Mem, class T>
+CeGeometry ce_check_forward(std::string_view op, const Tensor<const T, Mem>& input, const Tensor<const T, Mem>& weight,
+                            const Tensor<T, Mem>& output, const Tensor<acc_t<T>, Mem>& lse,
+                            const CrossEntropyOptions& opts) {
+  return ce_check_common<Mem, T>(op, input, weight, "output", output, lse, opts);
+}
+
 template <class ExecSpace, class T, class I>
 void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
                    const Tensor<const I, typename ExecSpace::memory_space>& target,
@@ -900,15 +926,8 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "cross_entropy";
-  const CeGeometry geo = ce_geometry(op, input);
-  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
-  ce_check_deferred<Mem>(op, opts.deferred_check);
+  const CeGeometry geo = ce_check_forward<Mem, T>(op, input, weight, output, lse, opts);
   check_shape(op, "target", target, geo.row_shape);
-  ce_check_weight(op, weight, geo.C);
-  check_output(op, "output", output, opts.reduction, geo.row_shape);
-  if (lse.present && lse.numel() != geo.rows)
-    fail<DimensionMismatch>(op, "argument 'lse' must hold one value per row (", geo.rows, "), got shape ",
-                            lse.shape.str());
   if (total_weight.present && total_weight.numel() != 1)
     fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ", total_weight.shape.str());
   check_disjoint(op, {span("output", output), span("lse", lse), span("total_weight", total_weight)},
@@ -1043,15 +1062,8 @@ CeGeometry ce_check_backward(std::string_view op, const Tensor<const T, Mem>& gr
                              const Tensor<const T, Mem>& input, const Tensor<const T, Mem>& weight,
                              const Tensor<const acc_t<T>, Mem>& lse, const Tensor<T, Mem>& grad_input,
                              const CrossEntropyOptions& opts) {
-  const CeGeometry geo = ce_geometry(op, input);
-  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
-  ce_check_deferred<Mem>(op, opts.deferred_check);
-  ce_check_weight(op, weight, geo.C);
-  check_output(op, "grad_output", grad_output, opts.reduction, geo.row_shape);
   check_present(op, "lse", lse);
-  if (lse.numel() != geo.rows)
-    fail<DimensionMismatch>(op, "argument 'lse' must hold one value per row (", geo.rows, "), got shape ",
-                            lse.shape.str());
+  const CeGeometry geo = ce_check_common<Mem, T>(op, input, weight, "grad_output", grad_output, lse, opts);
   check_present(op, "grad_input", grad_input);
   check_shape(op, "grad_input", grad_input, input.shape);
   return geo;
@@ -1162,15 +1174,8 @@ void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename Ex
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "cross_entropy";
-  const CeGeometry geo = ce_geometry(op, input);
-  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
-  ce_check_deferred<Mem>(op, opts.deferred_check);
+  const CeGeometry geo = ce_check_forward<Mem, T>(op, input, weight, output, lse, opts);
   check_shape(op, "target", target, input.shape);
-  ce_check_weight(op, weight, geo.C);
-  check_output(op, "output", output, opts.reduction, geo.row_shape);
-  if (lse.present && lse.numel() != geo.rows)
-    fail<DimensionMismatch>(op, "argument 'lse' must hold one value per row (", geo.rows, "), got shape ",
-                            lse.shape.str());
   check_disjoint(op, {span("output", output), span("lse", lse)},
                  {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::cross_entropy");

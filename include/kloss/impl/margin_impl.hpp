@@ -1283,6 +1283,25 @@ Shape check_multi_margin(std::string_view op, const Tensor<const T, M>& input, c
 
 }  // namespace margin
 
+namespace margin {
+/// Throws IndexOutOfRange for multi_margin's class targets: `bad` of them
+/// outside [0, C), the first found and named. Error path only; fences.
+template <class ExecSpace, class I>
+void throw_bad_classes(const ExecSpace& exec, std::string_view op,
+                       const Tensor<const I, typename ExecSpace::memory_space>& target, I64 C, I64 bad) {
+  const I* t = target.data.data();
+  BadIndex e;
+  e.count = bad;
+  e.position = first_position(
+      exec, "kloss::multi_margin_loss::first_bad", target.numel(), KOKKOS_LAMBDA(const I64 r) {
+        const I64 y = static_cast<I64>(t[r]);
+        return (y < 0 || y >= C) ? r : no_position;
+      });
+  e.value = read_index(target, e.position);
+  e.throw_if_any(op, "target", concat("[0, ", C, ")"));
+}
+}  // namespace margin
+
 template <class ExecSpace, class T, class I>
 void multi_margin_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
                        const Tensor<const I, typename ExecSpace::memory_space>& target,
@@ -1364,17 +1383,7 @@ void multi_margin_loss(const ExecSpace& exec, const Tensor<const T, typename Exe
       },
       sum, bad);
   }
-  if (bad) {
-    BadIndex e;
-    e.count = bad;
-    e.position = first_position(
-        exec, "kloss::multi_margin_loss::first_bad", N, KOKKOS_LAMBDA(const I64 r) {
-          const I64 y = static_cast<I64>(t(r));
-          return (y < 0 || y >= C) ? r : no_position;
-        });
-    e.value = read_index(target, e.position);
-    e.throw_if_any(op, "target", concat("[0, ", C, ")"));
-  }
+  if (bad) throw_bad_classes(exec, op, target, C, bad);
   if (!none)
     write_host_scalar(exec, "kloss::multi_margin_loss::forward_scale", output, sum * reduction_scale(reduction, N));
 }
@@ -1479,17 +1488,7 @@ void multi_margin_loss_backward(const ExecSpace& exec,
       },
       unused, bad);
   }
-  if (bad) {
-    BadIndex e;
-    e.count = bad;
-    e.position = first_position(
-        exec, "kloss::multi_margin_loss::first_bad", N, KOKKOS_LAMBDA(const I64 r) {
-          const I64 y = static_cast<I64>(t(r));
-          return (y < 0 || y >= C) ? r : no_position;
-        });
-    e.value = read_index(target, e.position);
-    e.throw_if_any(op, "target", concat("[0, ", C, ")"));
-  }
+  if (bad) throw_bad_classes(exec, op, target, C, bad);
 }
 
 // ============================================================================
