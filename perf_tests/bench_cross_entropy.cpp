@@ -151,10 +151,4 @@ BENCHMARK_TEMPLATE(BM_cross_entropy_fwdbwd, kloss::bfloat16)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_fwd, kloss::float16)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_bwd, kloss::float16)->Apply(shapes);
 
-int main(int argc, char** argv) {
-  Kokkos::ScopeGuard guard(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return kloss_perf::run_benchmarks(argc, argv); }

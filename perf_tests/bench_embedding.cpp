@@ -172,10 +172,4 @@ BENCHMARK(BM_embedding_bag_backward)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-int main(int argc, char** argv) {
-  Kokkos::ScopeGuard guard(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return kloss_perf::run_benchmarks(argc, argv); }

@@ -314,10 +314,4 @@ BENCHMARK(BM_head_gemms)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
-int main(int argc, char** argv) {
-  Kokkos::ScopeGuard guard(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return kloss_perf::run_benchmarks(argc, argv); }

@@ -287,10 +287,4 @@ KLOSS_MARGIN_BENCH(BM_multilabel_margin_loss_backward)
 KLOSS_MARGIN_BENCH(BM_multilabel_soft_margin_loss_forward)
 KLOSS_MARGIN_BENCH(BM_multilabel_soft_margin_loss_backward)
 
-int main(int argc, char** argv) {
-  Kokkos::ScopeGuard guard(argc, argv);
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return kloss_perf::run_benchmarks(argc, argv); }

@@ -1,7 +1,7 @@
 #pragma once
 // Shared pieces of the kloss benchmarks: this machine's measured floors
 // (stream read bandwidth, vectorised exp rate) and PyTorch's time for the
-// same work, measured in the same run by tools/torch_bench.py.
+// same work, measured in the same run by its tools/torch_bench_*.py peer.
 #include <benchmark/benchmark.h>
 
 #include <kloss/kloss.hpp>
@@ -66,12 +66,11 @@ inline double stream_read_gbs() {
   return gbs;
 }
 
-/// Runs tools/<script> (default torch_bench.py) with `args` and returns its
+/// Runs tools/<script> (a torch_bench_*.py peer) with `args` and returns its
 /// numbers by key (milliseconds, median of repeats; e.g. "fwd", "bwd",
 /// "fwdbwd"). Empty when /usr/bin/python3 has no torch. Threads: torch gets
 /// `--threads` = the concurrency of Kokkos' default execution space.
-inline std::map<std::string, double> torch_times(const std::string& args,
-                                                 const std::string& script = "torch_bench.py") {
+inline std::map<std::string, double> torch_times(const std::string& args, const std::string& script) {
   static std::map<std::string, std::map<std::string, double>> cache;
   auto it = cache.find(script + " " + args);
   if (it != cache.end()) return it->second;
@@ -97,6 +96,16 @@ inline void report(benchmark::State& state, double bytes, double torch_ms) {
   state.counters["GBps"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.counters["stream_GBps"] = stream_read_gbs();
   if (torch_ms > 0) state.counters["torch_ms"] = torch_ms;
+}
+
+/// A benchmark program's main: Kokkos initialised around Google
+/// Benchmark's registration, run and shutdown.
+inline int run_benchmarks(int argc, char** argv) {
+  Kokkos::ScopeGuard guard(argc, argv);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
 }
 
 }  // namespace kloss_perf

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Times PyTorch CPU ctc_loss on the work bench_ctc does, for the benchmark's
-side-by-side numbers (protocol of tools/torch_bench.py: "key milliseconds"
+side-by-side numbers (protocol of tools/torch_bench_common.py: "key milliseconds"
 lines, median of repeats; keys fwd, bwd (= fwdbwd - fwd), fwdbwd; silent
 when torch is absent).
 
@@ -11,22 +11,8 @@ with labels in [1, C) (blank 0); every input length T, every target length
 S; reduction mean - the same shapes and lengths bench_ctc uses.
 """
 import argparse
-import statistics
-import sys
-import time
-from torch_bench_common import median_ms as _median_ms  # noqa: E402
 
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError:
-    sys.exit(0)
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
-def median_ms(fn, repeats=5, warmup=1):
-    return _median_ms(fn, repeats, warmup)
+from torch_bench_common import dtype_of, fwd_bwd, import_torch, print_times
 
 
 def main():
@@ -36,27 +22,18 @@ def main():
     ap.add_argument("--N", type=int, required=True)
     ap.add_argument("--C", type=int, required=True)
     ap.add_argument("--S", type=int, required=True)
-    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args()
+    torch, F = import_torch()
     torch.set_num_threads(a.threads)
     g = torch.Generator().manual_seed(0)
-    dtype = DTYPES[a.dtype]
-    lp = ((torch.rand(a.T, a.N, a.C, generator=g) * 6 - 3).log_softmax(-1)).to(dtype).requires_grad_()
+    lp = ((torch.rand(a.T, a.N, a.C, generator=g) * 6 - 3).log_softmax(-1)).to(dtype_of(torch, a.dtype))
+    lp.requires_grad_()
     tg = torch.randint(1, a.C, (a.N, a.S), generator=g)
     il = torch.full((a.N,), a.T, dtype=torch.long)
     tl = torch.full((a.N,), a.S, dtype=torch.long)
-    out = {}
-    with torch.no_grad():
-        out["fwd"] = median_ms(lambda: F.ctc_loss(lp, tg, il, tl), a.repeats)
-
-    def fb():
-        lp.grad = None
-        F.ctc_loss(lp, tg, il, tl).backward()
-    out["fwdbwd"] = median_ms(fb, a.repeats)
-    out["bwd"] = max(out["fwdbwd"] - out["fwd"], 0.0)
-    for k, v in out.items():
-        print(k, "%.6f" % v)
+    print_times(fwd_bwd(torch, lambda: F.ctc_loss(lp, tg, il, tl), [lp], repeats=a.repeats, warmup=1))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Times PyTorch CPU on the work perf_tests/bench_embedding.cpp does, for the
-side-by-side numbers. Same protocol as tools/torch_bench.py: `--threads N`
+side-by-side numbers. Protocol of tools/torch_bench_common.py: `--threads N`
 first, prints "key milliseconds" lines (median of repeats): fwd, bwd
 (backward alone = fwdbwd - fwd), fwdbwd. Uniform random indices, as the
 C++ benchmark. Silent (no output) when torch is absent.
@@ -9,37 +9,14 @@ C++ benchmark. Silent (no output) when torch is absent.
   torch_bench_embedding.py --threads 1 embedding_bag --mode sum --rows 1000000 --dim 64 --bags 65536 --bag-size 20
 """
 import argparse
-import statistics
-import sys
-import time
-from torch_bench_common import median_ms as _median_ms  # noqa: E402
 
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError:
-    sys.exit(0)
+from torch_bench_common import DTYPE_NAMES, dtype_of, fwd_bwd, import_torch, print_times
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64,
-          "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-def median_ms(fn, repeats=5, warmup=1):
-    return _median_ms(fn, repeats, warmup)
+torch, F = import_torch()
 
 
 def run(fwd_fn, w):
-    out = {}
-    with torch.no_grad():
-        out["fwd"] = median_ms(fwd_fn)
-    go = torch.randn_like(fwd_fn())
-
-    def fb():
-        w.grad = None
-        fwd_fn().backward(go)
-    out["fwdbwd"] = median_ms(fb)
-    out["bwd"] = max(out["fwdbwd"] - out["fwd"], 0.0)
-    return out
+    return fwd_bwd(torch, fwd_fn, [w], torch.randn_like(fwd_fn()), repeats=5, warmup=1)
 
 
 def main():
@@ -52,23 +29,18 @@ def main():
     ap.add_argument("--bags", type=int, default=65536)
     ap.add_argument("--bag-size", type=int, default=20)
     ap.add_argument("--mode", default="sum")
-    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--dtype", default="float32", choices=DTYPE_NAMES)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    dtype = DTYPES[a.dtype]
-    w = torch.randn(a.rows, a.dim, dtype=dtype, requires_grad=True)
+    w = torch.randn(a.rows, a.dim, dtype=dtype_of(torch, a.dtype), requires_grad=True)
     if a.op == "embedding":
         idx = torch.randint(0, a.rows, (a.indices,))
-        res = run(lambda: F.embedding(idx, w), w)
+        print_times(run(lambda: F.embedding(idx, w), w))
     elif a.op == "embedding_bag":
         n = a.bags * a.bag_size
         idx = torch.randint(0, a.rows, (n,))
         offsets = torch.arange(0, n, a.bag_size)
-        res = run(lambda: F.embedding_bag(idx, w, offsets, mode=a.mode), w)
-    else:
-        return
-    for k, v in res.items():
-        print(k, "%.6f" % v)
+        print_times(run(lambda: F.embedding_bag(idx, w, offsets, mode=a.mode), w))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Times PyTorch CPU on the work perf_tests/bench_margin.cpp does, for its
-side-by-side numbers (tools/torch_bench.py's protocol): prints "key ms"
+side-by-side numbers (tools/torch_bench_common.py's protocol): prints "key ms"
 lines, the median of repeats, for fwd (under no_grad), bwd (fwdbwd - fwd)
 and fwdbwd. Run with /usr/bin/python3 (python3-torch); silent (no output)
 when torch is absent.
@@ -11,23 +11,10 @@ Inputs match the C++ benchmark: [N, D] floating inputs, ±1 targets, class
 targets in [0, D), multilabel rows of 4 labels then -1, reduction mean.
 """
 import argparse
-import statistics
-import sys
-import time
-from torch_bench_common import median_ms as _median_ms  # noqa: E402
 
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError:
-    sys.exit(0)
+from torch_bench_common import DTYPE_NAMES, dtype_of, fwd_bwd, import_torch, print_times
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64,
-          "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-def median_ms(fn, repeats=5, warmup=1):
-    return _median_ms(fn, repeats, warmup)
+torch, F = import_torch()
 
 
 def make(op, n, d, dtype):
@@ -68,23 +55,12 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("op")
     ap.add_argument("--shape", type=int, nargs=2, default=[65536, 256])
-    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--dtype", default="float32", choices=DTYPE_NAMES)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    fn, leaves = make(a.op, a.shape[0], a.shape[1], DTYPES[a.dtype])
-    out = {}
-    with torch.no_grad():
-        out["fwd"] = median_ms(fn)
-
-    def fb():
-        for t in leaves:
-            t.grad = None
-        fn().backward()
-    out["fwdbwd"] = median_ms(fb)
-    out["bwd"] = max(out["fwdbwd"] - out["fwd"], 0.0)
-    for k, v in out.items():
-        print(k, "%.6f" % v)
+    fn, leaves = make(a.op, a.shape[0], a.shape[1], dtype_of(torch, a.dtype))
+    print_times(fwd_bwd(torch, fn, leaves, repeats=5, warmup=1))
 
 
 if __name__ == "__main__":

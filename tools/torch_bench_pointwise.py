@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Times PyTorch CPU on the work perf_tests/bench_pointwise.cpp does, for its
-side-by-side numbers. Protocol of tools/torch_bench.py: `--threads N` first,
+side-by-side numbers. Protocol of tools/torch_bench_common.py: `--threads N` first,
 prints "key milliseconds" lines (median of repeats): fwd (no_grad forward),
 fwdbwd (forward + backward w.r.t. input), bwd (their difference). Reduction
 'mean'; inputs in the same ranges as the C++ benchmark; only `input`
@@ -13,24 +13,12 @@ requires grad. Silent (no output) when torch is absent.
    here; see /work/shared/PERF-NOTES.md)
 """
 import argparse
-import os
-import statistics
-import sys
-import time
-from torch_bench_common import median_ms  # noqa: E402
+import warnings
 
-if "--best" in sys.argv and "ATEN_CPU_CAPABILITY" not in os.environ:
-    env = dict(os.environ, ATEN_CPU_CAPABILITY="avx512", GLIBC_TUNABLES="glibc.malloc.hugetlb=1")
-    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+from torch_bench_common import DTYPE_NAMES, best_configuration, dtype_of, fwd_bwd, import_torch, print_times
 
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError:
-    sys.exit(0)
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64,
-          "float16": torch.float16, "bfloat16": torch.bfloat16}
+best_configuration()
+torch, F = import_torch()
 
 # op -> (input range, number of operands, call)
 OPS = {
@@ -47,39 +35,25 @@ OPS = {
 }
 
 
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--best", action="store_true")
     ap.add_argument("op")
     ap.add_argument("--numel", type=int, default=16 << 20)
-    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--dtype", default="float32", choices=DTYPE_NAMES)
     a = ap.parse_args()
     if a.op not in OPS:
         return
     torch.set_num_threads(a.threads)
-    import warnings
     warnings.simplefilter("ignore")
-    dtype = DTYPES[a.dtype]
     (lo, hi), nops, fn = OPS[a.op]
-    n = a.numel
+    dtype, n = dtype_of(torch, a.dtype), a.numel
     g = torch.Generator().manual_seed(0)
     x = (lo + (hi - lo) * torch.rand(n, generator=g, dtype=torch.float64)).to(dtype).requires_grad_(True)
     y = torch.rand(n, generator=g, dtype=torch.float64).to(dtype)
     v = (0.5 + torch.rand(n, generator=g, dtype=torch.float64)).to(dtype) if nops > 2 else None
-    out = {}
-    with torch.no_grad():
-        out["fwd"] = median_ms(lambda: fn(x, y, v))
-
-    def fb():
-        x.grad = None
-        fn(x, y, v).backward()
-    out["fwdbwd"] = median_ms(fb)
-    out["bwd"] = max(out["fwdbwd"] - out["fwd"], 0.0)
-    for k, val in out.items():
-        print(k, "%.6f" % val)
+    print_times(fwd_bwd(torch, lambda: fn(x, y, v), [x]))
 
 
 if __name__ == "__main__":

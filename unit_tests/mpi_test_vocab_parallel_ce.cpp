@@ -5,6 +5,7 @@
 #include <kloss/cross_entropy.hpp>
 #include <kloss/mpi.hpp>
 
+#include "mpi_test_utils.hpp"
 #include "test_utils.hpp"
 
 #include <mpi.h>
@@ -21,16 +22,6 @@ using kloss::mpi::ClassRange;
 using kloss::mpi::Communicator;
 using Opts = kloss::mpi::VocabParallelCrossEntropyOptions;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 /// The whole-vocabulary problem every rank builds identically.
 struct Problem {

@@ -5,6 +5,7 @@
 #include <kloss/embedding.hpp>
 #include <kloss/mpi.hpp>
 
+#include "mpi_test_utils.hpp"
 #include "test_utils.hpp"
 
 #include <mpi.h>
@@ -18,16 +19,6 @@ using kloss::mpi::ClassRange;
 using kloss::mpi::Communicator;
 using Opts = kloss::mpi::VocabParallelEmbeddingOptions;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 /// Balanced, or uneven with rank 0 owning nothing (several ranks).
 ClassRange range_for(std::int64_t v, bool uneven) {

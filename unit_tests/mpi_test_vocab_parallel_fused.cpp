@@ -7,6 +7,7 @@
 #include <kloss/mpi.hpp>
 #include <kloss/registry.hpp>
 
+#include "mpi_test_utils.hpp"
 #include "test_utils.hpp"
 
 #include <mpi.h>
@@ -19,11 +20,6 @@ using kloss::mpi::ClassRange;
 using kloss::mpi::Communicator;
 using Opts = kloss::mpi::VocabParallelFusedLinearOptions;
 
-int world_size() {
-  int s = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
 
 struct Expected {
   std::vector<double> output, grad_input, grad_weight, grad_bias;  // full (C rows)

@@ -21,7 +21,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-from golden_writer import DTYPES, GoldenFile, rounded, tolerances
+from golden_writer import ce_options, DTYPES, GoldenFile, rounded, tolerances
 
 REDUCTIONS = ["none", "mean", "sum"]
 
@@ -126,12 +126,7 @@ def main(out_dir):
                         opts = {}
                         if iidx is not None:
                             opts["ignore_index"] = iidx
-                        if eps:
-                            opts["label_smoothing"] = eps
-                        if zl:
-                            opts["z_loss"] = zl
-                        if cap:
-                            opts["softcap"] = cap
+                        opts.update(ce_options(eps, zl, cap))
                         fn = (lambda xr, tr, wr, red=red, ii=ignore_index, eps=eps, zl=zl, cap=cap:
                               _ce_reference(xr, tr, wr, red, ii, eps, zl, cap, False))
                         _add(g, f"ce_{oname}_{dtype}_{idt}_{red}", "cross_entropy", dtype, x, t, w, red, idt, opts,
@@ -150,12 +145,7 @@ def main(out_dir):
                     p = torch.softmax(torch.randn(shape, generator=gen, dtype=torch.float64) * 2, dim=1)
                     w = torch.rand(c, generator=gen, dtype=torch.float64) + 0.25 if weighted else None
                     opts = {}
-                    if eps:
-                        opts["label_smoothing"] = eps
-                    if zl:
-                        opts["z_loss"] = zl
-                    if cap:
-                        opts["softcap"] = cap
+                    opts.update(ce_options(eps, zl, cap))
                     fn = (lambda xr, tr, wr, red=red, eps=eps, zl=zl, cap=cap:
                           _ce_reference(xr, tr, wr, red, -100, eps, zl, cap, True))
                     _add(g, f"ce_{oname}_{dtype}_{red}", "cross_entropy", dtype, x, p, w, red, None, opts, fn, gen)

@@ -15,7 +15,7 @@ import os
 import torch
 
 from gen_cross_entropy import CompactGoldenFile, _ce_reference
-from golden_writer import rounded, tolerances
+from golden_writer import ce_options, rounded, tolerances
 
 
 def main(out_dir):
@@ -68,12 +68,7 @@ def main(out_dir):
                         if cw is not None:
                             inputs["ce_weight"] = cw
                         opts = {}
-                        if eps:
-                            opts["label_smoothing"] = eps
-                        if zl:
-                            opts["z_loss"] = zl
-                        if cap:
-                            opts["softcap"] = cap
+                        opts.update(ce_options(eps, zl, cap))
                         rtol, atol = tolerances(dtype)
                         if dtype == "float32":  # gemm accumulation order differs from torch's
                             rtol, atol = 1e-4, 1e-5

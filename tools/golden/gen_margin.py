@@ -35,16 +35,9 @@ class CompactGoldenFile(GoldenFile):
         # Small datasets stored compactly (inside their object header) and
         # without timestamps: same datasets, same values, fewer bytes.
         import h5py
+        from golden_writer import compact_dataset_writer
         original = h5py.Group.create_dataset
-
-        def compact(group, name, data=None, **kw):
-            import numpy as np
-            arr = np.asarray(data)
-            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-            if arr.nbytes <= 16 * 1024:
-                dcpl.set_layout(h5py.h5d.COMPACT)
-            return original(group, name, data=arr, dcpl=dcpl, track_times=False, **kw)
-        h5py.Group.create_dataset = compact
+        h5py.Group.create_dataset = compact_dataset_writer(original)
         try:
             super().add_case(*args, **kwargs)
         finally:

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from golden_writer import DTYPES, SCHEMA, GoldenFile, rounded, tolerances
+from golden_writer import compact_dataset_writer, DTYPES, SCHEMA, GoldenFile, rounded, tolerances
 
 warnings.simplefilter("ignore")
 
@@ -78,15 +78,7 @@ class CompactGoldenFile(GoldenFile):
 
     def add_case(self, *args, **kwargs):
         original_ds, original_group = h5py.Group.create_dataset, h5py.Group.create_group
-
-        def compact(group, name, data=None, **kw):
-            arr = np.asarray(data)
-            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
-            if arr.nbytes <= 16 * 1024:
-                dcpl.set_layout(h5py.h5d.COMPACT)
-            return original_ds(group, name, data=arr, dcpl=dcpl, track_times=False, **kw)
-
-        h5py.Group.create_dataset = compact
+        h5py.Group.create_dataset = compact_dataset_writer(original_ds)
         h5py.Group.create_group = _untimed_group
         try:
             super().add_case(*args, **kwargs)

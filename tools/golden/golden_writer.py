@@ -104,3 +104,32 @@ def _np(t):
     if np.issubdtype(a.dtype, np.floating):
         return a.astype(np.float64)
     return a.astype(np.int64)
+
+
+def ce_options(eps, zl, cap):
+    """cross_entropy's float options (label_smoothing, z_loss, softcap) as a
+    case stores them: the non-zero ones."""
+    opts = {}
+    if eps:
+        opts["label_smoothing"] = eps
+    if zl:
+        opts["z_loss"] = zl
+    if cap:
+        opts["softcap"] = cap
+    return opts
+
+
+def compact_dataset_writer(original):
+    """h5py's Group.create_dataset (`original`) storing small datasets (up
+    to 16 KiB) compactly, inside their object header, and without
+    timestamps: the same datasets and values in fewer bytes."""
+    import h5py
+    import numpy as np
+
+    def compact(group, name, data=None, **kw):
+        arr = np.asarray(data)
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        if arr.nbytes <= 16 * 1024:
+            dcpl.set_layout(h5py.h5d.COMPACT)
+        return original(group, name, data=arr, dcpl=dcpl, track_times=False, **kw)
+    return compact

@@ -1,0 +1,20 @@
+#pragma once
+// What the mpi_test_*.cpp programs share: this process's place in
+// MPI_COMM_WORLD (initialised by unit_main.cpp).
+#include <mpi.h>
+
+namespace kloss_test {
+
+inline int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+inline int world_size() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+}  // namespace kloss_test
