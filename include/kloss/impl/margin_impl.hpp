@@ -320,11 +320,20 @@ struct MarginRankingOp : SignTarget<2> {
 };
 
 /// The report of a target other than +-1: the count over the target's own
-/// elements and the first of them (check_signs_alone throws).
+/// elements and the first of them (check_signs_alone throws). A named type,
+/// not a lambda: nvcc refuses a local type as a template argument of a
+/// function that holds an extended lambda.
 template <class ExecSpace, class T>
-auto sign_report(const ExecSpace& exec, std::string_view op,
-                 const Tensor<const T, typename ExecSpace::memory_space>& target) {
-  return [&exec, op, &target](I64) { check_signs_alone(exec, op, target); };
+struct SignReport {
+  const ExecSpace* exec;
+  std::string_view op;
+  const Tensor<const T, typename ExecSpace::memory_space>* target;
+  void operator()(I64) const { check_signs_alone(*exec, op, *target); }
+};
+template <class ExecSpace, class T>
+SignReport<ExecSpace, T> sign_report(const ExecSpace& exec, std::string_view op,
+                                     const Tensor<const T, typename ExecSpace::memory_space>& target) {
+  return {&exec, op, &target};
 }
 
 }  // namespace margin
