@@ -16,9 +16,10 @@ const OptionInfo reduction_option = {"reduction", "string", "mean", "none | mean
 const std::vector<OptionInfo> reduction_only = {reduction_option};
 
 /// A binary table op (kloss/binary_losses.hpp): input, target -> grads
-/// for input and, if `target_grad`, target.
+/// for input and, where the functor differentiates it, target.
 template <class Op, class Options>
-rt::Result run_binary(const rt::Call& c, const char* name, const Options& opts, bool target_grad) {
+rt::Result run_binary(const rt::Call& c, const char* name, const Options& opts) {
+  constexpr bool target_grad = (Op::differentiable & 0b10u) != 0;
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     c.options.check_all_used(c.op);
@@ -163,18 +164,18 @@ void register_pointwise(std::vector<OpInfo>& ops) {
   , { #field, "real", #value, doc }
 #define KLOSS_BL_READ_none()
 #define KLOSS_BL_READ_real(field, value, doc) opts.field = c.options.get_real(c.op, #field, value);
-#define KLOSS_BL_REGISTER(name, Options, Op, grads, option, summary)                          \
-  ops.push_back({#name,                                                                       \
-                 "kloss/pointwise.hpp",                                                       \
-                 {"input", "target"},                                                         \
-                 KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads),                                         \
-                 {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option)},                   \
-                 summary,                                                                     \
-                 [](const rt::Call& c) {                                                      \
-                   Options opts;                                                              \
-                   opts.reduction = c.options.get_reduction(c.op);                            \
-                   KLOSS_PP_CAT(KLOSS_BL_READ_, option)                                       \
-                   return run_binary<Op>(c, #name, opts, std::string_view(#grads) == "both"); \
+#define KLOSS_BL_REGISTER(name, Options, Op, grads, option, summary)        \
+  ops.push_back({#name,                                                     \
+                 "kloss/pointwise.hpp",                                     \
+                 {"input", "target"},                                       \
+                 KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads),                       \
+                 {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option)}, \
+                 summary,                                                   \
+                 [](const rt::Call& c) {                                    \
+                   Options opts;                                            \
+                   opts.reduction = c.options.get_reduction(c.op);          \
+                   KLOSS_PP_CAT(KLOSS_BL_READ_, option)                     \
+                   return run_binary<Op>(c, #name, opts);                   \
                  }});
   KLOSS_BINARY_LOSSES(KLOSS_BL_REGISTER)
   ops.push_back({"binary_cross_entropy",

@@ -91,14 +91,20 @@ KLOSS_BINARY_LOSSES(KLOSS_BL_OPTIONS)
         as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),                                       \
         as_optional_tensor<M>(grad_input, op, "grad_input"), Tensor<T, M>(), opts.reduction);                      \
   }
-#define KLOSS_BL_FUNCTIONS(name, Options, Op, grads, option, summary) \
-  KLOSS_BL_FORWARD(name, Options, Op, grads, option, summary)         \
+#define KLOSS_BL_MASK_both 0b11u
+#define KLOSS_BL_MASK_input 0b01u
+#define KLOSS_BL_FUNCTIONS(name, Options, Op, grads, option, summary)                                \
+  static_assert(impl::Op::differentiable == KLOSS_PP_CAT(KLOSS_BL_MASK_, grads),                    \
+                "kloss::" #name ": the table's grads must name the functor's differentiable operands"); \
+  KLOSS_BL_FORWARD(name, Options, Op, grads, option, summary)                                        \
   KLOSS_PP_CAT(KLOSS_BL_BACKWARD_, grads)(name, Options, Op)
 KLOSS_BINARY_LOSSES(KLOSS_BL_FUNCTIONS)
 #undef KLOSS_BL_FUNCTIONS
 #undef KLOSS_BL_FORWARD
 #undef KLOSS_BL_BACKWARD_both
 #undef KLOSS_BL_BACKWARD_input
+#undef KLOSS_BL_MASK_both
+#undef KLOSS_BL_MASK_input
 
 // --- binary_cross_entropy ------------------------------------------------------
 

@@ -907,14 +907,6 @@ CeGeometry ce_check_common(std::string_view op, const Tensor<const T, Mem>& inpu
   return geo;
 }
 
-/// The forward's checks (both targets).
-template <class Mem, class T>
-CeGeometry ce_check_forward(std::string_view op, const Tensor<const T, Mem>& input, const Tensor<const T, Mem>& weight,
-                            const Tensor<T, Mem>& output, const Tensor<acc_t<T>, Mem>& lse,
-                            const CrossEntropyOptions& opts) {
-  return ce_check_common<Mem, T>(op, input, weight, "output", output, lse, opts);
-}
-
 template <class ExecSpace, class T, class I>
 void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
                    const Tensor<const I, typename ExecSpace::memory_space>& target,
@@ -926,7 +918,7 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "cross_entropy";
-  const CeGeometry geo = ce_check_forward<Mem, T>(op, input, weight, output, lse, opts);
+  const CeGeometry geo = ce_check_common<Mem, T>(op, input, weight, "output", output, lse, opts);
   check_shape(op, "target", target, geo.row_shape);
   if (total_weight.present && total_weight.numel() != 1)
     fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ", total_weight.shape.str());
@@ -1174,7 +1166,7 @@ void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename Ex
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "cross_entropy";
-  const CeGeometry geo = ce_check_forward<Mem, T>(op, input, weight, output, lse, opts);
+  const CeGeometry geo = ce_check_common<Mem, T>(op, input, weight, "output", output, lse, opts);
   check_shape(op, "target", target, input.shape);
   check_disjoint(op, {span("output", output), span("lse", lse)},
                  {span("input", input), span("target", target), span("weight", weight)});

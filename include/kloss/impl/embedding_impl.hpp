@@ -93,7 +93,6 @@ void check_indices_only(const ExecSpace& exec, const std::string& op,
   count_bad_indices<ExecSpace, I>(exec, op, input, V, begin).throw_if_any(op, "input", concat("[0, ", V, ")"));
 }
 
-
 /// A TeamPolicy with kloss's team-size choice (0 = AUTO).
 template <class ExecSpace>
 Kokkos::TeamPolicy<ExecSpace> make_team_policy(const ExecSpace& exec, std::int64_t league, int team_size) {

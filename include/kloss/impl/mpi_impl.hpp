@@ -809,18 +809,9 @@ void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, c
     if (opts.check_consistency) {
       // Indices outside [0, total): found before the data collective, so the
       // agreement carries this rank's message to every rank (an O(M) read).
-      auto idx = input.data;
       const std::int64_t V = range.total;
-      kloss::impl::BadIndex bad;
-      Kokkos::parallel_reduce(
-          "kloss::vocab_parallel_embedding::check_indices",
-          Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, input.numel()),
-          KOKKOS_LAMBDA(const std::int64_t p, kloss::impl::BadIndex& b) {
-            const std::int64_t r = static_cast<std::int64_t>(idx(p));
-            if (r < 0 || r >= V) b.note(p, r);
-          },
-          kloss::impl::BadIndexReducer(bad));
-      bad.throw_if_any(op, "input", kloss::impl::concat("[0, ", V, ") (the whole table)"));
+      kloss::impl::count_bad_indices<ExecSpace, I>(exec, "vocab_parallel_embedding", input, V)
+          .throw_if_any(op, "input", kloss::impl::concat("[0, ", V, ") (the whole table)"));
     }
   });
   ProfilingRegion region("kloss::vocab_parallel_embedding");

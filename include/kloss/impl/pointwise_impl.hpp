@@ -184,9 +184,10 @@ struct FirstBad {
   FirstBad(const ExecSpace& exec, std::int64_t n) : store(scratch<std::int64_t>(exec, 1)), ptr(store.data()) {
     Kokkos::deep_copy(exec, Kokkos::View<std::int64_t, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(ptr), n);
   }
-  /// Fences; the first failing output position, n if none.
-  std::int64_t read(const ExecSpace& exec, std::int64_t n) const {
-    std::int64_t first = n;
+  /// Fences; the first failing output position, n (the constructor's) if
+  /// none.
+  std::int64_t read(const ExecSpace& exec) const {
+    std::int64_t first = 0;
     Kokkos::deep_copy(exec, first, Kokkos::View<std::int64_t, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(ptr));
     exec.fence();
     return first;
@@ -258,10 +259,6 @@ struct PointwiseForward {
   std::int64_t n = 0;
   std::int64_t* first_bad = nullptr;  // checked ops: first out-of-domain position
 
-  KOKKOS_INLINE_FUNCTION void note_bad(std::int64_t begin, std::int64_t end) const {
-    note_first_bad(op, in, begin, end, first_bad);
-  }
-
   KOKKOS_INLINE_FUNCTION void operator()(NoneTag, const std::int64_t c) const {
     const std::int64_t begin = c * chunk;
     const std::int64_t end = begin + chunk < n ? begin + chunk : n;
@@ -276,7 +273,7 @@ struct PointwiseForward {
       return nbad;
     };
     const int nbad = with_math<fast>(body);
-    if (Op::checked && nbad > 0) note_bad(begin, end);
+    if (Op::checked && nbad > 0) note_first_bad(op, in, begin, end, first_bad);
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(SumTag, const std::int64_t c, double& acc) const {
@@ -328,7 +325,7 @@ struct PointwiseForward {
     };
     const int nbad = with_math<fast>(body);
     acc += s;
-    if (Op::checked && nbad > 0) note_bad(begin, end);
+    if (Op::checked && nbad > 0) note_first_bad(op, in, begin, end, first_bad);
   }
 };
 
@@ -375,7 +372,7 @@ void pointwise_forward(const ExecSpace& exec, const std::string& op_name, const 
   else pointwise_forward_launch<false>(exec, op_name, op, in, out, n, reduction, scale, first_bad.ptr);
 
   if constexpr (Op::checked) {
-    const std::int64_t first = first_bad.read(exec, n);
+    const std::int64_t first = first_bad.read(exec);
     if (first == n) return;
     if constexpr (std::is_same_v<Report, ThrowFirstBad>) throw_first_bad<ExecSpace, T, Op, N>(op_name, op, in, names, first);
     else report(first);
@@ -471,7 +468,7 @@ void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const
   std::int64_t* const first_bad = first_bad_s.ptr;
   const auto finish = [&] {
     if constexpr (Op::checked_backward) {
-      const std::int64_t first = first_bad_s.read(exec, n);
+      const std::int64_t first = first_bad_s.read(exec);
       if (first < n) report(first);
     }
   };
@@ -967,6 +964,7 @@ Op binary_op(std::string_view op_name, const Options& opts) {
   else return Op::from(opts, op_name);
 }
 
+/// binary_cross_entropy. Fences (the [0, 1] check must reach the host).
 template <class ExecSpace, class T>
 void binary_cross_entropy(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight,
                           KLOSS_PW_T(T) output, Reduction reduction) {
