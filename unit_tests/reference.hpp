@@ -482,9 +482,25 @@ inline Vec nll_grad(const CeProblem& P, std::int64_t ignore_index, Reduction r, 
 
 // --- margin losses -----------------------------------------------------------------
 
-/// True when a hinge argument sits exactly on its kink (torch's gradient
-/// there is a convention, not a derivative).
-inline bool at_kink(double z) { return z == 0; }
+/// How near its kink a hinge argument counts as on it, relative to `scale`
+/// (the magnitude of what z is computed from): 0 (exactly on it) for
+/// results computed in float64; a caller checking a kernel that computes
+/// in float sets the width that kernel's rounding of z spans
+/// (KinkWidth below), since there either side of the kink is right.
+inline double kink_width = 0;
+
+/// True when a hinge argument sits on its kink (torch's gradient there is
+/// a convention, not a derivative).
+inline bool at_kink(double z, double scale = 1) { return z == 0 || std::fabs(z) <= kink_width * scale; }
+
+/// Sets kink_width for a scope.
+struct KinkWidth {
+  double saved;
+  explicit KinkWidth(double w) : saved(kink_width) { kink_width = w; }
+  ~KinkWidth() { kink_width = saved; }
+  KinkWidth(const KinkWidth&) = delete;
+  KinkWidth& operator=(const KinkWidth&) = delete;
+};
 
 inline Vec hinge_ref(const Vec& x, const Vec& t, double margin) {
   Vec l(x.size());
@@ -583,7 +599,7 @@ inline std::array<Vec, 3> triplet_grad(const Vec& a, const Vec& p, const Vec& n,
     const double d_pn = swap ? pnorm(p, n, r * D, D, pn, eps) : inf;
     const double dan = std::min(d_an, d_pn);
     const double z = margin + dap - dan;
-    if (at_kink(z)) {
+    if (at_kink(z, 1 + std::fabs(margin) + dap + dan)) {
       for (auto& v : d)
         for (std::size_t j = 0; j < D; ++j) v[r * D + j] = any;
       continue;
