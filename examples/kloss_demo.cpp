@@ -9,7 +9,7 @@ int main(int argc, char** argv) {
   using Mem = Kokkos::DefaultExecutionSpace::memory_space;
   Kokkos::DefaultExecutionSpace exec;
   Kokkos::View<double*, Mem> x("x", 4), y("y", 4), gx("gx", 4);
-  Kokkos::View<double, Mem> loss("loss"), g("g");
+  Kokkos::View<double, Mem> loss("loss");
   auto hx = Kokkos::create_mirror_view(x);
   auto hy = Kokkos::create_mirror_view(y);
   for (int i = 0; i < 4; ++i) {
@@ -18,9 +18,9 @@ int main(int argc, char** argv) {
   }
   Kokkos::deep_copy(x, hx);
   Kokkos::deep_copy(y, hy);
-  Kokkos::deep_copy(g, 1.0);
-  kloss::mse_loss(exec, x, y, loss);
-  kloss::mse_loss_backward(exec, g, x, y, gx, Kokkos::View<double*, Mem>());
+  kloss::MSELoss<double> mse;  // torch.nn.MSELoss(): mean reduction
+  mse.forward(exec, x, y, loss);
+  mse.backward(exec, x, y, gx, Kokkos::View<double*, Mem>());  // d(loss)/dx; no target gradient
   auto hl = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), loss);
   auto hg = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gx);
   std::printf("kloss demo on %s\n", Kokkos::DefaultExecutionSpace::name());

@@ -188,8 +188,11 @@ int main(int argc, char** argv) {
     V1 mean("train::mean", B), var("train::var", B), target("train::target", B);
     V1 gmean("train::gmean", B), gvar("train::gvar", B);
     V2 dout("train::dout", B, 2), dhid("train::dhid", B, a.hidden);
-    Kokkos::View<double, Mem> gnll("train::gnll"), mse("train::mse"), huber("train::huber"), one("train::one");
-    Kokkos::deep_copy(one, 1.0);
+    Kokkos::View<double, Mem> gnll("train::gnll"), mse("train::mse"), huber("train::huber");
+    // The objective and two monitors, torch's defaults (mean reduction).
+    const kloss::GaussianNLLLoss<double, Exec> gnll_loss;
+    const kloss::MSELoss<double, Exec> mse_loss;
+    const kloss::HuberLoss<double, Exec> huber_loss;
     double target_scale = 0;
 
     std::vector<double> curve_step, curve_gnll, curve_mse, curve_huber;
@@ -260,11 +263,11 @@ int main(int argc, char** argv) {
                 const double ls = out(r, 1) + b2(1);
                 var(r) = kloss::impl::exp(ls < -12 ? -12 : (ls > 6 ? 6 : ls));  // log-variance head
               });
-          kloss::gaussian_nll_loss(exec, mean, target, var, gnll);
-          kloss::mse_loss(exec, mean, target, mse);
-          kloss::huber_loss(exec, mean, target, huber);
-          // backward: d gnll / d mean, d var; the log-variance head: dvar * var
-          kloss::gaussian_nll_loss_backward(exec, one, mean, target, var, gmean, gvar);
+          gnll_loss.forward(exec, mean, target, var, gnll);
+          mse_loss.forward(exec, mean, target, mse);
+          huber_loss.forward(exec, mean, target, huber);
+          // backward of the objective: d gnll / d mean, d var; the log-variance head: dvar * var
+          gnll_loss.backward(exec, mean, target, var, gmean, gvar);
           Kokkos::parallel_for(
               "train::dout", Kokkos::RangePolicy<Exec>(0, B), KOKKOS_LAMBDA(const int r) {
                 dout(r, 0) = gmean(r);

@@ -7,9 +7,9 @@
 // gradient written once), stream_GBps (read bandwidth measured in this
 // process), of_stream = GBps / stream_GBps, torch_ms, speedup = torch_ms /
 // our ms.
-#include "perf_common.hpp"
-
 #include <functional>
+
+#include "perf_common.hpp"
 
 using namespace kloss_perf;
 
@@ -58,13 +58,18 @@ std::vector<OpBench<T>> table() {
 // The binary table ops (kloss/binary_losses.hpp), input in [-2, 2).
 #define KLOSS_BL_BENCH_BACKWARD_both(name) kloss::name##_backward(e, d.g, d.x, d.y, d.gx, d.none)
 #define KLOSS_BL_BENCH_BACKWARD_input(name) kloss::name##_backward(e, d.g, d.x, d.y, d.gx)
-#define KLOSS_BL_BENCH_ROW(name, Options, Op, grads, option, summary)                   \
-  {#name, -2, 2, 2, [](const Exec& e, Data<T>& d) { kloss::name(e, d.x, d.y, d.out); }, \
-   [](const Exec& e, Data<T>& d) { KLOSS_PP_CAT(KLOSS_BL_BENCH_BACKWARD_, grads)(name); }},
-      KLOSS_BINARY_LOSSES(KLOSS_BL_BENCH_ROW)
-      {"binary_cross_entropy", 0.02, 0.98, 2,
-       [](const Exec& e, Data<T>& d) { kloss::binary_cross_entropy(e, d.x, d.y, d.none, d.out); },
-       [](const Exec& e, Data<T>& d) { kloss::binary_cross_entropy_backward(e, d.g, d.x, d.y, d.none, d.gx); }},
+#define KLOSS_BL_BENCH_ROW(name, Module, Options, Op, grads, option, summary)    \
+  {#name,                                                                        \
+   -2,                                                                           \
+   2,                                                                            \
+   2,                                                                            \
+   [](const Exec& e, Data<T>& d) { kloss::name(e, d.x, d.y, d.out); },           \
+   [](const Exec& e, Data<T>& d) { KLOSS_PP_CAT(KLOSS_BL_BENCH_BACKWARD_, grads) \
+                                   (name); }},
+      KLOSS_BINARY_LOSSES(KLOSS_BL_BENCH_ROW){
+          "binary_cross_entropy", 0.02, 0.98, 2,
+          [](const Exec& e, Data<T>& d) { kloss::binary_cross_entropy(e, d.x, d.y, d.none, d.out); },
+          [](const Exec& e, Data<T>& d) { kloss::binary_cross_entropy_backward(e, d.g, d.x, d.y, d.none, d.gx); }},
       {"binary_cross_entropy_with_logits", -8, 8, 2,
        [](const Exec& e, Data<T>& d) { kloss::binary_cross_entropy_with_logits(e, d.x, d.y, d.none, d.none, d.out); },
        [](const Exec& e, Data<T>& d) {
@@ -97,22 +102,23 @@ void run(benchmark::State& state, const OpBench<T>& op, Pass pass) {
   }
   exec.fence();
   for (auto _ : state) {
-    if (pass == Pass::forward) op.fwd(exec, d);
-    else op.bwd(exec, d);
+    if (pass == Pass::forward)
+      op.fwd(exec, d);
+    else
+      op.bwd(exec, d);
     exec.fence();
   }
-  const auto torch = torch_times(op.name + " --numel " + std::to_string(n) + " --dtype " +
-                                     std::string(kloss::dtype_name<T>()),
-                                 "torch_bench_pointwise.py");
+  const auto torch =
+      torch_times(op.name + " --numel " + std::to_string(n) + " --dtype " + std::string(kloss::dtype_name<T>()),
+                  "torch_bench_pointwise.py");
   const char* key = pass == Pass::forward ? "fwd" : "bwd";
   const double torch_ms = torch.count(key) ? torch.at(key) : 0;
   const double bytes = (op.operands + (pass == Pass::backward ? 1 : 0)) * static_cast<double>(n) * sizeof(T);
   report(state, bytes, torch_ms);
-  state.counters["of_stream"] = benchmark::Counter(bytes * state.iterations() / 1e9 / stream_read_gbs(),
-                                                   benchmark::Counter::kIsRate);
+  state.counters["of_stream"] =
+      benchmark::Counter(bytes * state.iterations() / 1e9 / stream_read_gbs(), benchmark::Counter::kIsRate);
   if (torch_ms > 0)
-    state.counters["speedup"] =
-        benchmark::Counter(torch_ms * 1e-3 * state.iterations(), benchmark::Counter::kIsRate);
+    state.counters["speedup"] = benchmark::Counter(torch_ms * 1e-3 * state.iterations(), benchmark::Counter::kIsRate);
 }
 
 template <class T>

@@ -6,7 +6,8 @@
 #define KLOSS_POINTWISE_DEFINE(T) KLOSS_POINTWISE_INSTANTIATE(, T)
 KLOSS_FOR_EACH_SCALAR(KLOSS_POINTWISE_DEFINE)
 #define KLOSS_BL_DEFINE_T(T, Op) KLOSS_BL_INSTANTIATE(, T, Op)
-#define KLOSS_BL_DEFINE(name, Options, Op, grads, option, summary) KLOSS_FOR_EACH_SCALAR_ARG(KLOSS_BL_DEFINE_T, Op)
+#define KLOSS_BL_DEFINE(name, Module, Options, Op, grads, option, summary) \
+  KLOSS_FOR_EACH_SCALAR_ARG(KLOSS_BL_DEFINE_T, Op)
 KLOSS_BINARY_LOSSES(KLOSS_BL_DEFINE)
 
 namespace kloss::impl {
@@ -164,18 +165,18 @@ void register_pointwise(std::vector<OpInfo>& ops) {
   , { #field, "real", #value, doc }
 #define KLOSS_BL_READ_none()
 #define KLOSS_BL_READ_real(field, value, doc) opts.field = c.options.get_real(c.op, #field, value);
-#define KLOSS_BL_REGISTER(name, Options, Op, grads, option, summary)        \
-  ops.push_back({#name,                                                     \
-                 "kloss/pointwise.hpp",                                     \
-                 {"input", "target"},                                       \
-                 KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads),                       \
-                 {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option)}, \
-                 summary,                                                   \
-                 [](const rt::Call& c) {                                    \
-                   Options opts;                                            \
-                   opts.reduction = c.options.get_reduction(c.op);          \
-                   KLOSS_PP_CAT(KLOSS_BL_READ_, option)                     \
-                   return run_binary<Op>(c, #name, opts);                   \
+#define KLOSS_BL_REGISTER(name, Module, Options, Op, grads, option, summary) \
+  ops.push_back({#name,                                                      \
+                 "kloss/pointwise.hpp",                                      \
+                 {"input", "target"},                                        \
+                 KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads),                        \
+                 {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option)},  \
+                 summary,                                                    \
+                 [](const rt::Call& c) {                                     \
+                   Options opts;                                             \
+                   opts.reduction = c.options.get_reduction(c.op);           \
+                   KLOSS_PP_CAT(KLOSS_BL_READ_, option)                      \
+                   return run_binary<Op>(c, #name, opts);                    \
                  }});
   KLOSS_BINARY_LOSSES(KLOSS_BL_REGISTER)
   ops.push_back({"binary_cross_entropy",

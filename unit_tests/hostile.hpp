@@ -2301,7 +2301,7 @@ void typed_calls(TypedRun<T, I>& t) {
 #define KLOSS_HOSTILE_OPTION_real(field, value, doc) o.field = real_opt(c, #field, value);
 #define KLOSS_HOSTILE_GRAD_both t.template out<T>("grad_target")
 #define KLOSS_HOSTILE_GRAD_input Ten<T>()
-#define KLOSS_HOSTILE_BINARY(name, Options, Op, grads, option, summary)                                             \
+#define KLOSS_HOSTILE_BINARY(name, Module, Options, Op, grads, option, summary)                                             \
   if (op == #name) {                                                                                                \
     kloss::Options o;                                                                                               \
     o.reduction = red;                                                                                              \

@@ -16,9 +16,9 @@
 /// execution space (a default-constructed ExecSpace). The functional API
 /// (kloss/cross_entropy.hpp) stays for callers who hold that state
 /// themselves.
-#include <kloss/cross_entropy.hpp>
-
 #include <cstdint>
+#include <kloss/cross_entropy.hpp>
+#include <kloss/losses.hpp>
 #include <string_view>
 #include <type_traits>
 
@@ -26,8 +26,11 @@ namespace kloss {
 
 /// T: the logits' value type (float, double, float16, bfloat16).
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
-class CrossEntropyLoss {
+class CrossEntropyLoss : public impl::DefaultExecCalls<CrossEntropyLoss<T, ExecSpace>, ExecSpace> {
  public:
+  /// Every call below also has an overload without the execution space.
+  using impl::DefaultExecCalls<CrossEntropyLoss, ExecSpace>::forward;
+  using impl::DefaultExecCalls<CrossEntropyLoss, ExecSpace>::backward;
   using execution_space = ExecSpace;
   using memory_space = typename ExecSpace::memory_space;
   /// The class weight [C] (torch's `weight=`), or an empty view.
@@ -39,9 +42,7 @@ class CrossEntropyLoss {
       : opts_(opts),
         weight_(weight),
         total_weight_("kloss::CrossEntropyLoss::total_weight"),
-        one_("kloss::CrossEntropyLoss::one") {
-    Kokkos::deep_copy(one_, T(1.0f));
-  }
+        one_(impl::device_one<T, memory_space>("kloss::CrossEntropyLoss::one")) {}
   // A copy would share the saved state but not the row count: move only.
   CrossEntropyLoss(const CrossEntropyLoss&) = delete;
   CrossEntropyLoss& operator=(const CrossEntropyLoss&) = delete;
@@ -92,24 +93,6 @@ class CrossEntropyLoss {
     backward(exec, one_, input, target, grad_input);
   }
 
-  /// The overloads above on a default-constructed ExecSpace.
-  template <class InputView, class TargetView, class OutputView,
-            class = std::enable_if_t<!Kokkos::is_execution_space<InputView>::value>>
-  void forward(const InputView& input, const TargetView& target, const OutputView& output) {
-    forward(ExecSpace(), input, target, output);
-  }
-  template <class GradOutputView, class InputView, class TargetView, class GradInputView,
-            class = std::enable_if_t<!Kokkos::is_execution_space<GradOutputView>::value>>
-  void backward(const GradOutputView& grad_output, const InputView& input, const TargetView& target,
-                const GradInputView& grad_input) {
-    backward(ExecSpace(), grad_output, input, target, grad_input);
-  }
-  template <class InputView, class TargetView, class GradInputView,
-            class = std::enable_if_t<!Kokkos::is_execution_space<InputView>::value>>
-  void backward(const InputView& input, const TargetView& target, const GradInputView& grad_input) {
-    backward(ExecSpace(), input, target, grad_input);
-  }
-
   /// The per-row log-sum-exp of the last forward (its rows; empty before
   /// one); it shares (and keeps alive) the object's buffer, which the next
   /// forward overwrites.
@@ -133,8 +116,8 @@ class CrossEntropyLoss {
     if (rows_ < 0)
       fail<InvalidArgument>("CrossEntropyLoss::backward", "needs a forward first (no log-sum-exp is saved)");
     if (n != rows_)
-      fail<DimensionMismatch>("CrossEntropyLoss::backward", "the last forward saw ", rows_,
-                              " rows, this input holds ", n, ": pass the forward's input and target");
+      fail<DimensionMismatch>("CrossEntropyLoss::backward", "the last forward saw ", rows_, " rows, this input holds ",
+                              n, ": pass the forward's input and target");
   }
   using saved_view = Kokkos::View<acc_t<T>*, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   saved_view saved(std::int64_t n) const { return saved_view(lse_.data(), static_cast<std::size_t>(n)); }

@@ -14,6 +14,7 @@
 #include <kloss/fused_linear.hpp>
 #include <kloss/fused_linear_options.hpp>
 #include <kloss/half.hpp>
+#include <kloss/losses.hpp>
 #include <kloss/margin.hpp>
 #include <kloss/pointwise.hpp>
 #include <kloss/registry.hpp>

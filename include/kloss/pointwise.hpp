@@ -14,7 +14,6 @@
 /// comment says the call fences. 16-bit types compute in float.
 #include <kloss/binary_losses.hpp>
 #include <kloss/impl/pointwise_impl.hpp>
-
 #include <type_traits>
 
 namespace kloss {
@@ -39,64 +38,64 @@ namespace kloss {
 
 #define KLOSS_BL_MEMBER_none()
 #define KLOSS_BL_MEMBER_real(field, value, doc) double field = value;
-#define KLOSS_BL_OPTIONS(name, Options, Op, grads, option, summary) \
-  struct Options {                                                  \
-    Reduction reduction = Reduction::mean;                          \
-    KLOSS_PP_CAT(KLOSS_BL_MEMBER_, option)                          \
+#define KLOSS_BL_OPTIONS(name, Module, Options, Op, grads, option, summary) \
+  struct Options {                                                          \
+    Reduction reduction = Reduction::mean;                                  \
+    KLOSS_PP_CAT(KLOSS_BL_MEMBER_, option)                                  \
   };
 KLOSS_BINARY_LOSSES(KLOSS_BL_OPTIONS)
 #undef KLOSS_BL_OPTIONS
 #undef KLOSS_BL_MEMBER_none
 #undef KLOSS_BL_MEMBER_real
 
-#define KLOSS_BL_FORWARD(name, Options, Op, grads, option, summary)                                                \
-  template <class ExecSpace, class InputView, class TargetView, class OutputView, KLOSS_PW_ENABLE>                 \
-  void name(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,     \
-            const Options& opts = {}) {                                                                            \
-    using T = typename OutputView::non_const_value_type;                                                           \
-    using M = typename ExecSpace::memory_space;                                                                    \
-    KLOSS_STATIC_CHECKS(#name, T, InputView, TargetView);                                                       \
-    constexpr const char* op = #name;                                                                              \
-    impl::binary_loss<ExecSpace, T, impl::Op>(exec, op, impl::binary_op<impl::Op>(op, opts),                       \
-                                              as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"), \
-                                              as_tensor<M>(output, op, "output"), opts.reduction);                 \
-  }
-#define KLOSS_BL_BACKWARD_both(name, Options, Op)                                                                     \
-  template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,           \
-            class GradTargetView, KLOSS_PW_ENABLE>                                                                    \
-  void name##_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,              \
-                       const TargetView& target, const GradInputView& grad_input, const GradTargetView& grad_target, \
-                       const Options& opts = {}) {                                                                    \
-    using T = typename InputView::non_const_value_type;                                                               \
-    using M = typename ExecSpace::memory_space;                                                                       \
-    KLOSS_STATIC_CHECKS(#name "_backward", T, GradOutputView, TargetView, GradInputView, GradTargetView);          \
-    constexpr const char* op = #name "_backward";                                                                     \
-    impl::binary_loss_backward<ExecSpace, T, impl::Op>(                                                               \
-        exec, #name, impl::binary_op<impl::Op>(op, opts), as_tensor<M>(grad_output, op, "grad_output"),               \
-        as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),                                         \
-        as_optional_tensor<M>(grad_input, op, "grad_input"), as_optional_tensor<M>(grad_target, op, "grad_target"),   \
-        opts.reduction);                                                                                              \
-  }
-#define KLOSS_BL_BACKWARD_input(name, Options, Op)                                                                  \
-  template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,         \
-            KLOSS_PW_ENABLE>                                                                                        \
-  void name##_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,            \
-                       const TargetView& target, const GradInputView& grad_input, const Options& opts = {}) {       \
-    using T = typename InputView::non_const_value_type;                                                             \
+#define KLOSS_BL_FORWARD(name, Module, Options, Op, grads, option, summary)                                         \
+  template <class ExecSpace, class InputView, class TargetView, class OutputView, KLOSS_PW_ENABLE>                  \
+  void name(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,      \
+            const Options& opts = {}) {                                                                             \
+    using T = typename OutputView::non_const_value_type;                                                            \
     using M = typename ExecSpace::memory_space;                                                                     \
-    KLOSS_STATIC_CHECKS(#name "_backward", T, GradOutputView, TargetView, GradInputView);                        \
-    constexpr const char* op = #name "_backward";                                                                   \
-    impl::binary_loss_backward<ExecSpace, T, impl::Op>(                                                             \
-        exec, #name, impl::binary_op<impl::Op>(op, opts), as_tensor<M>(grad_output, op, "grad_output"),             \
-        as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),                                       \
-        as_optional_tensor<M>(grad_input, op, "grad_input"), Tensor<T, M>(), opts.reduction);                      \
+    KLOSS_STATIC_CHECKS(#name, T, InputView, TargetView);                                                           \
+    constexpr const char* op = #name;                                                                               \
+    impl::binary_loss<ExecSpace, T, impl::Op>(exec, op, impl::binary_op<impl::Op>(op, opts),                        \
+                                              as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"), \
+                                              as_tensor<M>(output, op, "output"), opts.reduction);                  \
+  }
+#define KLOSS_BL_BACKWARD_both(name, Options, Op)                                                                    \
+  template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,           \
+            class GradTargetView, KLOSS_PW_ENABLE>                                                                   \
+  void name##_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,             \
+                       const TargetView& target, const GradInputView& grad_input, const GradTargetView& grad_target, \
+                       const Options& opts = {}) {                                                                   \
+    using T = typename InputView::non_const_value_type;                                                              \
+    using M = typename ExecSpace::memory_space;                                                                      \
+    KLOSS_STATIC_CHECKS(#name "_backward", T, GradOutputView, TargetView, GradInputView, GradTargetView);            \
+    constexpr const char* op = #name "_backward";                                                                    \
+    impl::binary_loss_backward<ExecSpace, T, impl::Op>(                                                              \
+        exec, #name, impl::binary_op<impl::Op>(op, opts), as_tensor<M>(grad_output, op, "grad_output"),              \
+        as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),                                        \
+        as_optional_tensor<M>(grad_input, op, "grad_input"), as_optional_tensor<M>(grad_target, op, "grad_target"),  \
+        opts.reduction);                                                                                             \
+  }
+#define KLOSS_BL_BACKWARD_input(name, Options, Op)                                                            \
+  template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,    \
+            KLOSS_PW_ENABLE>                                                                                  \
+  void name##_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,      \
+                       const TargetView& target, const GradInputView& grad_input, const Options& opts = {}) { \
+    using T = typename InputView::non_const_value_type;                                                       \
+    using M = typename ExecSpace::memory_space;                                                               \
+    KLOSS_STATIC_CHECKS(#name "_backward", T, GradOutputView, TargetView, GradInputView);                     \
+    constexpr const char* op = #name "_backward";                                                             \
+    impl::binary_loss_backward<ExecSpace, T, impl::Op>(                                                       \
+        exec, #name, impl::binary_op<impl::Op>(op, opts), as_tensor<M>(grad_output, op, "grad_output"),       \
+        as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),                                 \
+        as_optional_tensor<M>(grad_input, op, "grad_input"), Tensor<T, M>(), opts.reduction);                 \
   }
 #define KLOSS_BL_MASK_both 0b11u
 #define KLOSS_BL_MASK_input 0b01u
-#define KLOSS_BL_FUNCTIONS(name, Options, Op, grads, option, summary)                                \
-  static_assert(impl::Op::differentiable == KLOSS_PP_CAT(KLOSS_BL_MASK_, grads),                    \
+#define KLOSS_BL_FUNCTIONS(name, Module, Options, Op, grads, option, summary)                           \
+  static_assert(impl::Op::differentiable == KLOSS_PP_CAT(KLOSS_BL_MASK_, grads),                        \
                 "kloss::" #name ": the table's grads must name the functor's differentiable operands"); \
-  KLOSS_BL_FORWARD(name, Options, Op, grads, option, summary)                                        \
+  KLOSS_BL_FORWARD(name, Module, Options, Op, grads, option, summary)                                   \
   KLOSS_PP_CAT(KLOSS_BL_BACKWARD_, grads)(name, Options, Op)
 KLOSS_BINARY_LOSSES(KLOSS_BL_FUNCTIONS)
 #undef KLOSS_BL_FUNCTIONS
@@ -193,7 +192,7 @@ void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, const Grad
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
   KLOSS_STATIC_CHECKS("binary_cross_entropy_with_logits_backward", T, GradOutputView, TargetView, WeightView,
-                         PosWeightView, GradInputView);
+                      PosWeightView, GradInputView);
   constexpr const char* op = "binary_cross_entropy_with_logits_backward";
   impl::binary_cross_entropy_with_logits_backward<ExecSpace, T>(
       exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
@@ -258,8 +257,8 @@ struct PoissonNllLossOptions {
 /// log(input + eps); full adds Stirling's target log target - target +
 /// log(2 pi target) / 2 where target > 1. input, target: broadcastable.
 template <class ExecSpace, class InputView, class TargetView, class OutputView, KLOSS_PW_ENABLE>
-void poisson_nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target,
-                      const OutputView& output, const PoissonNllLossOptions& opts = {}) {
+void poisson_nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,
+                      const PoissonNllLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
   KLOSS_STATIC_CHECKS("poisson_nll_loss", T, InputView, TargetView);
@@ -326,8 +325,7 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& gra
                                 const GradVarView& grad_var, const GaussianNllLossOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  KLOSS_STATIC_CHECKS("gaussian_nll_loss_backward", T, GradOutputView, TargetView, VarView, GradInputView,
-                         GradVarView);
+  KLOSS_STATIC_CHECKS("gaussian_nll_loss_backward", T, GradOutputView, TargetView, VarView, GradInputView, GradVarView);
   constexpr const char* op = "gaussian_nll_loss_backward";
   impl::gaussian_nll_loss_backward<ExecSpace, T>(
       exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
@@ -344,46 +342,46 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& gra
 // with the same list (KLOSS_POINTWISE_INSTANTIATE(, T)).
 #define KLOSS_PW_I_CT(T) const KLOSS_CTENSOR(T)&
 #define KLOSS_PW_I_T(T) const KLOSS_TENSOR(T)&
-#define KLOSS_BL_INSTANTIATE(PREFIX, T, Op)                                                                        \
-  PREFIX template void kloss::impl::binary_loss<KLOSS_EXEC, T, kloss::impl::Op>(                                   \
-      const KLOSS_EXEC&, const char*, const kloss::impl::Op&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), \
-      kloss::Reduction);                                                                                           \
-  PREFIX template void kloss::impl::binary_loss_backward<KLOSS_EXEC, T, kloss::impl::Op>(                          \
+#define KLOSS_BL_INSTANTIATE(PREFIX, T, Op)                                                                         \
+  PREFIX template void kloss::impl::binary_loss<KLOSS_EXEC, T, kloss::impl::Op>(                                    \
+      const KLOSS_EXEC&, const char*, const kloss::impl::Op&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),  \
+      kloss::Reduction);                                                                                            \
+  PREFIX template void kloss::impl::binary_loss_backward<KLOSS_EXEC, T, kloss::impl::Op>(                           \
       const KLOSS_EXEC&, const char*, const kloss::impl::Op&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
       KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction);
 #define KLOSS_BL_EXTERN_T(T, Op) KLOSS_BL_INSTANTIATE(extern, T, Op)
-#define KLOSS_BL_EXTERN(name, Options, Op, grads, option, summary) KLOSS_FOR_EACH_SCALAR_ARG(KLOSS_BL_EXTERN_T, Op)
+#define KLOSS_BL_EXTERN(name, Module, Options, Op, grads, option, summary) \
+  KLOSS_FOR_EACH_SCALAR_ARG(KLOSS_BL_EXTERN_T, Op)
 KLOSS_BINARY_LOSSES(KLOSS_BL_EXTERN)
 #undef KLOSS_BL_EXTERN
 #undef KLOSS_BL_EXTERN_T
-#define KLOSS_POINTWISE_INSTANTIATE(PREFIX, T)                                                                      \
-  PREFIX template void kloss::impl::binary_cross_entropy<KLOSS_EXEC, T>(                                            \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction);  \
-  PREFIX template void kloss::impl::binary_cross_entropy_backward<KLOSS_EXEC, T>(                                   \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),   \
-      kloss::Reduction);                                                                                            \
-  PREFIX template void kloss::impl::binary_cross_entropy_with_logits<KLOSS_EXEC, T>(                                \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),   \
-      kloss::Reduction);                                                                                            \
-  PREFIX template void kloss::impl::binary_cross_entropy_with_logits_backward<KLOSS_EXEC, T>(                       \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),  \
-      KLOSS_PW_I_T(T), kloss::Reduction);                                                                           \
-  PREFIX template void kloss::impl::kl_div<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),    \
-                                                          KLOSS_PW_I_T(T), kloss::Reduction, bool);                 \
-  PREFIX template void kloss::impl::kl_div_backward<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T),             \
-                                                                   KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),             \
-                                                                   KLOSS_PW_I_T(T), kloss::Reduction, bool);       \
-  PREFIX template void kloss::impl::poisson_nll_loss<KLOSS_EXEC, T>(                                                \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction, bool, bool, double); \
-  PREFIX template void kloss::impl::poisson_nll_loss_backward<KLOSS_EXEC, T>(                                       \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction,   \
-      bool, bool, double);                                                                                          \
-  PREFIX template void kloss::impl::gaussian_nll_loss<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T),           \
-                                                                     KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),           \
-                                                                     KLOSS_PW_I_T(T), kloss::Reduction, bool,      \
-                                                                     double);                                      \
-  PREFIX template void kloss::impl::gaussian_nll_loss_backward<KLOSS_EXEC, T>(                                      \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),   \
+#define KLOSS_POINTWISE_INSTANTIATE(PREFIX, T)                                                                         \
+  PREFIX template void kloss::impl::binary_cross_entropy<KLOSS_EXEC, T>(                                               \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction);     \
+  PREFIX template void kloss::impl::binary_cross_entropy_backward<KLOSS_EXEC, T>(                                      \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),      \
+      kloss::Reduction);                                                                                               \
+  PREFIX template void kloss::impl::binary_cross_entropy_with_logits<KLOSS_EXEC, T>(                                   \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),      \
+      kloss::Reduction);                                                                                               \
+  PREFIX template void kloss::impl::binary_cross_entropy_with_logits_backward<KLOSS_EXEC, T>(                          \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),     \
+      KLOSS_PW_I_T(T), kloss::Reduction);                                                                              \
+  PREFIX template void kloss::impl::kl_div<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),       \
+                                                          KLOSS_PW_I_T(T), kloss::Reduction, bool);                    \
+  PREFIX template void kloss::impl::kl_div_backward<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T),                \
+                                                                   KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),                 \
+                                                                   KLOSS_PW_I_T(T), kloss::Reduction, bool);           \
+  PREFIX template void kloss::impl::poisson_nll_loss<KLOSS_EXEC, T>(                                                   \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction, bool, bool, double);   \
+  PREFIX template void kloss::impl::poisson_nll_loss_backward<KLOSS_EXEC, T>(                                          \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction,      \
+      bool, bool, double);                                                                                             \
+  PREFIX template void kloss::impl::gaussian_nll_loss<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T),              \
+                                                                     KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),               \
+                                                                     KLOSS_PW_I_T(T), kloss::Reduction, bool, double); \
+  PREFIX template void kloss::impl::gaussian_nll_loss_backward<KLOSS_EXEC, T>(                                         \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),      \
       KLOSS_PW_I_T(T), kloss::Reduction, bool, double);
 #define KLOSS_POINTWISE_EXTERN(T) KLOSS_POINTWISE_INSTANTIATE(extern, T)
 KLOSS_FOR_EACH_SCALAR(KLOSS_POINTWISE_EXTERN)

@@ -1,0 +1,187 @@
+// The loss modules of kloss/losses.hpp against hand-derived values: each
+// module's forward, its backward with and without grad_output, its held
+// class weights and options, the overloads without an execution space, and
+// the refusals (reduction 'none' without grad_output, NLLLoss's backward
+// before a forward).
+#include <cmath>
+
+#include "test_utils.hpp"
+
+namespace {
+
+using namespace kloss_test;
+using V1 = Kokkos::View<double*, Mem>;
+using V2 = Kokkos::View<double**, Mem>;
+using V0 = Kokkos::View<double, Mem>;
+
+V1 vec(const std::vector<double>& v) { return make_view<double*>("v", v, {v.size()}); }
+V0 scalar(double x = 0) { return make_view<double>("s", {x}, {}); }
+double value(const V0& v) { return to_doubles(v)[0]; }
+void expect_values(const V1& got, const std::vector<double>& want) {
+  expect_near_all(to_doubles(got), want, 1e-12, 1e-12, "");
+}
+
+TEST(LossModules, MSELossForwardAndBothBackwards) {
+  const V1 x = vec({1, 2, 3}), t = vec({0, 0, 0});
+  V1 gx("gx", 3), gt("gt", 3);
+  V0 loss = scalar();
+  kloss::MSELoss<double> mse;
+  mse.forward(Exec(), x, t, loss);
+  EXPECT_NEAR(value(loss), 14.0 / 3, 1e-12);
+  // The mean loss as the objective: 2 (x - t) / 3, and its negation for the target.
+  mse.backward(Exec(), x, t, gx, gt);
+  expect_values(gx, {2.0 / 3, 4.0 / 3, 2.0});
+  expect_values(gt, {-2.0 / 3, -4.0 / 3, -2.0});
+  // Contracted with grad_output 0.5; the target's gradient skipped (empty view).
+  mse.backward(Exec(), scalar(0.5), x, t, gx, V1());
+  expect_values(gx, {1.0 / 3, 2.0 / 3, 1.0});
+  // Without the execution space.
+  V0 loss2 = scalar();
+  mse.forward(x, t, loss2);
+  EXPECT_NEAR(value(loss2), 14.0 / 3, 1e-12);
+  mse.backward(x, t, gx, V1());
+  expect_values(gx, {2.0 / 3, 4.0 / 3, 2.0});
+}
+
+TEST(LossModules, OptionsAreHeldAndReductionNoneNeedsGradOutput) {
+  // huber, delta 1, sum: 0.5^2 / 2 + 1 (3 - 1 / 2) = 2.625; gradient [0.5, 1].
+  kloss::HuberLoss<double> huber({kloss::Reduction::sum, 1.0});
+  const V1 x = vec({0.5, 3}), t = vec({0, 0});
+  V0 loss = scalar();
+  huber.forward(Exec(), x, t, loss);
+  EXPECT_NEAR(value(loss), 2.625, 1e-12);
+  V1 gx("gx", 2);
+  huber.backward(Exec(), x, t, gx, V1());
+  expect_values(gx, {0.5, 1.0});
+  // delta changed between calls: 4, so both are quadratic: 0.125 + 4.5.
+  huber.options().delta = 4.0;
+  huber.forward(Exec(), x, t, loss);
+  EXPECT_NEAR(value(loss), 4.625, 1e-12);
+
+  kloss::L1Loss<double> l1({kloss::Reduction::none});
+  V1 per("per", 2);
+  l1.forward(Exec(), x, t, per);
+  expect_values(per, {0.5, 3});
+  EXPECT_KLOSS_THROW(l1.backward(Exec(), x, t, gx, V1()), kloss::InvalidArgument,
+                     "l1_loss: reduction 'none' gives a loss per element: pass grad_output");
+  l1.backward(Exec(), vec({2, -1}), x, t, gx, V1());
+  expect_values(gx, {2, -1});
+}
+
+TEST(LossModules, SoftMarginLossHasTheInputGradientOnly) {
+  kloss::SoftMarginLoss<double> sm;
+  const V1 x = vec({0, 2}), y = vec({1, -1});
+  V0 loss = scalar();
+  sm.forward(Exec(), x, y, loss);
+  // (log 2 + log(1 + e^2)) / 2; d/dx = -y sigmoid(-y x) / 2.
+  EXPECT_NEAR(value(loss), (std::log(2.0) + std::log1p(std::exp(2.0))) / 2, 1e-12);
+  V1 gx("gx", 2);
+  sm.backward(Exec(), x, y, gx);
+  expect_values(gx, {-0.25, 0.5 / (1 + std::exp(-2.0))});
+}
+
+TEST(LossModules, BCELossHoldsItsWeight) {
+  kloss::BCELoss<double> bce({}, vec({2, 1}));
+  const V1 p = vec({0.5, 0.25}), t = vec({1, 0});
+  V0 loss = scalar();
+  bce.forward(Exec(), p, t, loss);
+  EXPECT_NEAR(value(loss), (-2 * std::log(0.5) - std::log(0.75)) / 2, 1e-12);
+  // -w (t / p - (1 - t) / (1 - p)) / 2.
+  V1 gp("gp", 2);
+  bce.backward(Exec(), p, t, gp);
+  expect_values(gp, {-2.0, 1 / 0.75 / 2});
+  EXPECT_EQ(bce.weights()[0].extent(0), 2u);
+}
+
+TEST(LossModules, BCEWithLogitsLossHoldsWeightAndPosWeight) {
+  kloss::BCEWithLogitsLoss<double> bce({kloss::Reduction::sum}, vec({1}), vec({3}));
+  const V1 x = vec({0}), t = vec({1});
+  V0 loss = scalar();
+  bce.forward(Exec(), x, t, loss);
+  EXPECT_NEAR(value(loss), 3 * std::log(2.0), 1e-12);  // -pos_weight log sigmoid(0)
+  V1 gx("gx", 1);
+  bce.backward(Exec(), x, t, gx);
+  expect_values(gx, {(3 * 1 + 0) * 0.5 - 3});  // ((pw t + 1 - t) sigmoid(x) - pw t) w
+}
+
+TEST(LossModules, GaussianNLLLossThreeInputsTwoGradients) {
+  kloss::GaussianNLLLoss<double> g;
+  const V1 x = vec({1}), t = vec({0}), var = vec({2});
+  V0 loss = scalar();
+  g.forward(Exec(), x, t, var, loss);
+  EXPECT_NEAR(value(loss), 0.5 * (std::log(2.0) + 0.5), 1e-12);
+  V1 gx("gx", 1), gv("gv", 1);
+  g.backward(Exec(), x, t, var, gx, gv);
+  expect_values(gx, {0.5});                         // (x - t) / v
+  expect_values(gv, {0.5 * (1 / 2.0 - 1 / 4.0)});  // (1 / v - (x - t)^2 / v^2) / 2
+}
+
+TEST(LossModules, MarginRankingAndTriplet) {
+  kloss::MarginRankingLoss<double> mr;
+  const V1 a = vec({1, 0}), b = vec({0, 1}), y = vec({1, 1});
+  V0 loss = scalar();
+  mr.forward(Exec(), a, b, y, loss);
+  EXPECT_NEAR(value(loss), 0.5, 1e-12);  // max(0, -y (a - b)) averaged: (0 + 1) / 2
+  V1 ga("ga", 2), gb("gb", 2);
+  mr.backward(Exec(), a, b, y, ga, gb);
+  expect_values(ga, {0, -0.5});
+  expect_values(gb, {0, 0.5});
+
+  // anchor 0, positive (3, 4), negative (0, 1), eps 0: 1 + 5 - 1 = 5.
+  kloss::TripletMarginLoss<double> tr({1.0, 2.0, 0.0, false, kloss::Reduction::mean});
+  const V1 an = vec({0, 0}), po = vec({3, 4}), ne = vec({0, 1});
+  tr.forward(Exec(), an, po, ne, loss);
+  EXPECT_NEAR(value(loss), 5.0, 1e-12);
+  V1 g1("g1", 2), g2("g2", 2), g3("g3", 2);
+  tr.backward(Exec(), an, po, ne, g1, g2, g3);
+  expect_values(g1, {-0.6, 0.2});  // (a - p) / |a - p| - (a - n) / |a - n|
+  expect_values(g2, {0.6, 0.8});
+  expect_values(g3, {0, -1});
+}
+
+TEST(LossModules, MultiMarginLossHoldsItsWeight) {
+  // x = (0.1, 0.2, 0.4), y = 2, weight 2 at y: 2 ((1 - 0.4 + 0.1) + (1 - 0.4 + 0.2)) / 3 = 1.
+  kloss::MultiMarginLoss<double> mm({}, vec({1, 1, 2}));
+  const V2 x = make_view<double**>("x", {0.1, 0.2, 0.4}, {1, 3});
+  const auto y = make_view<std::int64_t*>("y", {2}, {1});
+  V0 loss = scalar();
+  mm.forward(Exec(), x, y, loss);
+  EXPECT_NEAR(value(loss), 1.0, 1e-12);
+  V2 gx("gx", 1, 3);
+  mm.backward(Exec(), x, y, gx);
+  expect_near_all(to_doubles(gx), {2.0 / 3, 2.0 / 3, -4.0 / 3}, 1e-12, 1e-12, "");
+}
+
+TEST(LossModules, NLLLossSavesTheTotalWeight) {
+  kloss::NLLLoss<double> nll({}, vec({1, 1, 3}));
+  const V2 lp = make_view<double**>("lp", {std::log(0.5), std::log(0.25), std::log(0.25), std::log(0.2),
+                                           std::log(0.3), std::log(0.5)},
+                                    {2, 3});
+  const auto y = make_view<std::int64_t*>("y", {0, 2}, {2});
+  V2 g("g", 2, 3);
+  EXPECT_KLOSS_THROW(nll.backward(Exec(), lp, y, g), kloss::InvalidArgument, "needs a forward first");
+  V0 loss = scalar();
+  nll.forward(Exec(), lp, y, loss);
+  EXPECT_NEAR(value(loss), (-std::log(0.5) - 3 * std::log(0.5)) / 4, 1e-12);
+  EXPECT_NEAR(to_doubles(nll.total_weight())[0], 4.0, 0);
+  nll.backward(lp, y, g);  // default execution space
+  expect_near_all(to_doubles(g), {-0.25, 0, 0, 0, 0, -0.75}, 1e-12, 1e-12, "");
+}
+
+TEST(LossModules, FloatModulesHoldAFloatOne) {
+  // The objective's upstream 1 is held in T: a float module's backward
+  // passes the static checks of the functional op.
+  kloss::CosineEmbeddingLoss<float> cos;
+  const auto a = make_view<float**>("a", {1, 0}, {1, 2}), b = make_view<float**>("b", {0, 1}, {1, 2});
+  const auto y = make_view<float*>("y", {1}, {1});
+  Kokkos::View<float, Mem> loss("loss");
+  cos.forward(Exec(), a, b, y, loss);
+  EXPECT_NEAR(to_doubles(loss)[0], 1.0, 1e-6);  // 1 - cos 90 degrees
+  Kokkos::View<float**, Mem> ga("ga", 1, 2), gb("gb", 1, 2);
+  cos.backward(Exec(), a, b, y, ga, gb);
+  // d(1 - cos)/da = -(b / (|a||b|) - cos a / |a|^2) = -b.
+  expect_near_all(to_doubles(ga), {0, -1}, 1e-6, 1e-6, "");
+  expect_near_all(to_doubles(gb), {-1, 0}, 1e-6, 1e-6, "");
+}
+
+}  // namespace
