@@ -2,17 +2,16 @@
 // backward equal a single-process float64 reference on the whole vocabulary
 // (torch 1.13's cross_entropy semantics), every rank gets the same loss,
 // disagreeing ranks all throw the same error.
-#include <kloss/cross_entropy.hpp>
-#include <kloss/mpi.hpp>
-
-#include "mpi_test_utils.hpp"
-#include "test_utils.hpp"
-
 #include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
+#include <kloss/cross_entropy.hpp>
+#include <kloss/mpi.hpp>
 #include <numeric>
+
+#include "mpi_test_utils.hpp"
+#include "test_utils.hpp"
 
 namespace {
 
@@ -21,7 +20,6 @@ using kloss::Reduction;
 using kloss::mpi::ClassRange;
 using kloss::mpi::Communicator;
 using Opts = kloss::mpi::VocabParallelCrossEntropyOptions;
-
 
 /// The whole-vocabulary problem every rank builds identically.
 struct Problem {
@@ -33,8 +31,7 @@ struct Problem {
 };
 
 template <class T>
-Problem make_problem(std::int64_t n, std::int64_t c, bool weighted, const Opts& o, unsigned seed,
-                     double spread = 4.0) {
+Problem make_problem(std::int64_t n, std::int64_t c, bool weighted, const Opts& o, unsigned seed, double spread = 4.0) {
   Problem p;
   p.n = n;
   p.c = c;
@@ -46,8 +43,9 @@ Problem make_problem(std::int64_t n, std::int64_t c, bool weighted, const Opts& 
     p.t.push_back(std::min(t, c - 1 + (t == o.ignore_index ? o.ignore_index - c + 1 : 0)));
   }
   if (weighted) p.w = rounded<T>(random_values(static_cast<std::size_t>(c), 0.2, 1.5, seed + 2));
-  p.grad_output = o.reduction == Reduction::none ? rounded<T>(random_values(static_cast<std::size_t>(n), -1, 1, seed + 3))
-                                                 : rounded<T>(std::vector<double>{0.75});
+  p.grad_output = o.reduction == Reduction::none
+                      ? rounded<T>(random_values(static_cast<std::size_t>(n), -1, 1, seed + 3))
+                      : rounded<T>(std::vector<double>{0.75});
   return p;
 }
 
@@ -235,17 +233,18 @@ void expect_same_on_every_rank(const std::vector<double>& v, const std::string& 
   for (int q = 1; q < p; ++q)
     for (std::size_t i = 0; i < v.size(); ++i) {
       const double a = all[i], b = all[q * v.size() + i];
-      EXPECT_TRUE((std::isnan(a) && std::isnan(b)) || a == b) << what << "[" << i << "]: rank 0 " << a << ", rank " << q << " " << b;
+      EXPECT_TRUE((std::isnan(a) && std::isnan(b)) || a == b)
+          << what << "[" << i << "]: rank 0 " << a << ", rank " << q << " " << b;
     }
 }
 
 template <class T, class I>
-void check_against_reference(std::int64_t n, std::int64_t c, bool weighted, const Opts& o, bool uneven,
-                             unsigned seed, const kloss::mpi::CommunicatorOptions& co = {}) {
-  SCOPED_TRACE(::testing::Message() << "N=" << n << " C=" << c << " weighted=" << weighted << " reduction="
-                                    << kloss::to_string(o.reduction) << " ls=" << o.label_smoothing << " z="
-                                    << o.z_loss << " softcap=" << o.softcap << " uneven=" << uneven << " ranks="
-                                    << world_size() << " dtype=" << kloss::dtype_name<T>());
+void check_against_reference(std::int64_t n, std::int64_t c, bool weighted, const Opts& o, bool uneven, unsigned seed,
+                             const kloss::mpi::CommunicatorOptions& co = {}) {
+  SCOPED_TRACE(::testing::Message() << "N=" << n << " C=" << c << " weighted=" << weighted
+                                    << " reduction=" << kloss::to_string(o.reduction) << " ls=" << o.label_smoothing
+                                    << " z=" << o.z_loss << " softcap=" << o.softcap << " uneven=" << uneven
+                                    << " ranks=" << world_size() << " dtype=" << kloss::dtype_name<T>());
   Communicator comm(MPI_COMM_WORLD, co);
   const Problem p = make_problem<T>(n, c, weighted, o, seed);
   const ClassRange r = range_for(c, uneven);
@@ -305,11 +304,11 @@ TEST(VocabParallelCE, GptVocabularyOverUnevenRanks) {
 
 TEST(VocabParallelCE, EachOptionAlone) {
   for (Reduction red : {Reduction::none, Reduction::mean, Reduction::sum}) {
-    check_against_reference<double, std::int64_t>(11, 7, false, with(red, 0.3), false, 41);       // label smoothing
-    check_against_reference<double, std::int64_t>(11, 7, true, with(red, 0.3), false, 42);        // ... with weights
-    check_against_reference<double, std::int64_t>(11, 7, false, with(red, 0, 0.01), false, 43);   // z-loss
-    check_against_reference<double, std::int64_t>(11, 7, false, with(red, 0, 0, 2.0), false, 44); // softcap
-    check_against_reference<double, std::int64_t>(11, 7, true, with(red, 0, 0, 0, 3), true, 45);  // ignore_index 3
+    check_against_reference<double, std::int64_t>(11, 7, false, with(red, 0.3), false, 41);        // label smoothing
+    check_against_reference<double, std::int64_t>(11, 7, true, with(red, 0.3), false, 42);         // ... with weights
+    check_against_reference<double, std::int64_t>(11, 7, false, with(red, 0, 0.01), false, 43);    // z-loss
+    check_against_reference<double, std::int64_t>(11, 7, false, with(red, 0, 0, 2.0), false, 44);  // softcap
+    check_against_reference<double, std::int64_t>(11, 7, true, with(red, 0, 0, 0, 3), true, 45);   // ignore_index 3
   }
 }
 
@@ -491,7 +490,8 @@ void call_with(const Problem& p, ClassRange r, Opts o, Mutate&& mutate) {
   std::vector<double> x(static_cast<std::size_t>(n * std::max<std::int64_t>(r.count, 0)), 0.5);
   auto logits = make_view<float**>("logits", x, {std::size_t(n), std::size_t(std::max<std::int64_t>(r.count, 0))});
   std::vector<double> tv(static_cast<std::size_t>(n), 0.0);
-  for (std::int64_t i = 0; i < n && i < p.n; ++i) tv[static_cast<std::size_t>(i)] = static_cast<double>(p.t[static_cast<std::size_t>(i)]);
+  for (std::int64_t i = 0; i < n && i < p.n; ++i)
+    tv[static_cast<std::size_t>(i)] = static_cast<double>(p.t[static_cast<std::size_t>(i)]);
   auto target = make_view<std::int64_t*>("target", tv, {std::size_t(n)});
   Kokkos::View<float*, Mem> out("out", 1), saved("saved", std::size_t(kloss::mpi::saved_extent(n)));
   kloss::mpi::vocab_parallel_cross_entropy(Exec(), comm, r, logits, target, weight, out, saved, o);
@@ -633,9 +633,8 @@ TEST(VocabParallelCEErrors, ArgumentRejectedOnOneRankIsThrownOnAll) {
       "kloss::vocab_parallel_cross_entropy: argument 'weight' must have shape [");
   expect_every_rank_throws<kloss::InvalidArgument>(
       [&] {
-        call_with(p, range_for(10, false), with(Reduction::mean), [](std::int64_t&, ClassRange&, Opts& o, auto&) {
-          o.label_smoothing = 1.5;
-        });
+        call_with(p, range_for(10, false), with(Reduction::mean),
+                  [](std::int64_t&, ClassRange&, Opts& o, auto&) { o.label_smoothing = 1.5; });
       },
       "label_smoothing must be in [0, 1], got 1.5 (on rank 0)");
 }
@@ -644,9 +643,8 @@ TEST(VocabParallelCEErrors, DeferredChecksAreRefusedOnEveryRank) {
   Problem p = make_problem<float>(4, 10, false, base, 138);
   expect_every_rank_throws<kloss::InvalidArgument>(
       [&] {
-        call_with(p, range_for(10, false), with(Reduction::mean), [](std::int64_t&, ClassRange&, Opts& o, auto&) {
-          o.deferred_check = kloss::CheckFlag(Exec());
-        });
+        call_with(p, range_for(10, false), with(Reduction::mean),
+                  [](std::int64_t&, ClassRange&, Opts& o, auto&) { o.deferred_check = kloss::CheckFlag(Exec()); });
       },
       "kloss::vocab_parallel_cross_entropy: options.deferred_check is not supported");
 }
@@ -660,8 +658,8 @@ TEST(VocabParallelCEErrors, LocalChecksOfTheBackward) {
                                                                        Kokkos::View<float*, Mem>(), saved, grad),
                      kloss::DimensionMismatch, "arguments 'grad_logits'");
   Kokkos::View<float*, Mem> saved_short("s", 8);
-  EXPECT_KLOSS_THROW(kloss::mpi::vocab_parallel_cross_entropy_backward(Exec(), r, go, logits, target,
-                                                                       Kokkos::View<float*, Mem>(), saved_short, logits),
+  EXPECT_KLOSS_THROW(kloss::mpi::vocab_parallel_cross_entropy_backward(
+                         Exec(), r, go, logits, target, Kokkos::View<float*, Mem>(), saved_short, logits),
                      kloss::DimensionMismatch, "argument 'saved' must have shape [9]");
 }
 
@@ -709,6 +707,53 @@ TEST(VocabParallelMpi, CommunicatorDuplicatesAndChecks) {
   EXPECT_KLOSS_THROW(Communicator(MPI_COMM_NULL), kloss::InvalidArgument, "argument 'comm' is MPI_COMM_NULL");
   EXPECT_KLOSS_THROW(kloss::mpi::impl::check_mpi(MPI_ERR_COUNT, "x", "MPI_Allreduce"), kloss::MpiError,
                      "kloss::x: MPI_Allreduce failed (error");
+}
+
+// The module: plan held (communicator, uneven range, weight slice, options),
+// saved state owned and reused across batches of different sizes, the
+// objective's backward, and its refusals.
+TEST(VocabParallelCEModule, HoldsThePlanAndMatchesTheReference) {
+  const std::int64_t c = 23;
+  const Opts o = with(Reduction::mean, 0.1);
+  const ClassRange r = range_for(c, true);
+  const std::vector<double> w = make_problem<double>(1, c, true, o, 40).w;  // every batch's class weights
+  kloss::mpi::VocabParallelCrossEntropyLoss<double> ce(
+      Communicator(MPI_COMM_WORLD), r, o,
+      make_view<double*>("w", std::vector<double>(w.begin() + r.begin, w.begin() + r.end()), {std::size_t(r.count)}));
+  for (std::int64_t n : {7, 12, 5}) {  // grows, then reuses
+    SCOPED_TRACE(::testing::Message() << "N=" << n << " ranks=" << world_size());
+    Problem p = make_problem<double>(n, c, false, o, 40 + static_cast<unsigned>(n));
+    p.w = w;
+    p.grad_output = {1.0};  // the objective
+    auto logits = make_view<double**>("logits", slice_cols(p.x, n, c, r), {std::size_t(n), std::size_t(r.count)});
+    std::vector<double> tv(p.t.begin(), p.t.end());
+    auto target = make_view<std::int64_t*>("target", tv, {std::size_t(n)});
+    Kokkos::View<double, Mem> loss("loss");
+    if (n == 7)
+      EXPECT_KLOSS_THROW(ce.backward(Exec(), logits, target, logits), kloss::InvalidArgument, "needs a forward first");
+    ce.forward(logits, target, loss);  // default execution space
+    expect_near_all(to_doubles(loss), reference_forward(p, o), 1e-12, 1e-12, "loss");
+    ce.backward(Exec(), logits, target, logits);  // in place
+    expect_near_all(to_doubles(logits), slice_cols(reference_backward(p, o), n, c, r), 1e-12, 1e-12, "grad");
+    Kokkos::View<double**, Mem> fewer("fewer", std::size_t(n - 1), std::size_t(r.count));
+    EXPECT_KLOSS_THROW(ce.backward(Exec(), fewer, Kokkos::subview(target, std::make_pair(0, int(n - 1))), fewer),
+                       kloss::DimensionMismatch, "the last forward saw");
+  }
+}
+
+TEST(VocabParallelCEModule, BalancedSplitFromTheCallersCommunicator) {
+  kloss::mpi::VocabParallelCrossEntropyLoss<float> ce(MPI_COMM_WORLD, 10, with(Reduction::none));
+  const ClassRange want = kloss::mpi::balanced_range(10, world_rank(), world_size());
+  EXPECT_EQ(ce.range().begin, want.begin);
+  EXPECT_EQ(ce.range().count, want.count);
+  EXPECT_EQ(ce.communicator().size(), world_size());
+  Kokkos::View<float**, Mem> logits("logits", 2, std::size_t(want.count));  // all zeros: uniform
+  auto target = make_view<std::int32_t*>("t", {0, 9}, {2});
+  Kokkos::View<float*, Mem> loss("loss", 2);
+  ce.forward(Exec(), logits, target, loss);
+  expect_near_all(to_doubles(loss), {std::log(10.0), std::log(10.0)}, 1e-6, 1e-6, "loss");
+  EXPECT_KLOSS_THROW(ce.backward(Exec(), logits, target, logits), kloss::InvalidArgument,
+                     "reduction 'none' gives a loss per row");
 }
 
 }  // namespace

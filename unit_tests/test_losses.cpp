@@ -1,8 +1,8 @@
 // The loss modules of kloss/losses.hpp against hand-derived values: each
 // module's forward, its backward with and without grad_output, its held
 // class weights and options, the overloads without an execution space, and
-// the refusals (reduction 'none' without grad_output, NLLLoss's backward
-// before a forward).
+// the refusals (reduction 'none' without grad_output, a backward of a
+// stateful module before its forward or on other shapes).
 #include <cmath>
 
 #include "test_utils.hpp"
@@ -112,7 +112,7 @@ TEST(LossModules, GaussianNLLLossThreeInputsTwoGradients) {
   EXPECT_NEAR(value(loss), 0.5 * (std::log(2.0) + 0.5), 1e-12);
   V1 gx("gx", 1), gv("gv", 1);
   g.backward(Exec(), x, t, var, gx, gv);
-  expect_values(gx, {0.5});                         // (x - t) / v
+  expect_values(gx, {0.5});                        // (x - t) / v
   expect_values(gv, {0.5 * (1 / 2.0 - 1 / 4.0)});  // (1 / v - (x - t)^2 / v^2) / 2
 }
 
@@ -154,9 +154,8 @@ TEST(LossModules, MultiMarginLossHoldsItsWeight) {
 
 TEST(LossModules, NLLLossSavesTheTotalWeight) {
   kloss::NLLLoss<double> nll({}, vec({1, 1, 3}));
-  const V2 lp = make_view<double**>("lp", {std::log(0.5), std::log(0.25), std::log(0.25), std::log(0.2),
-                                           std::log(0.3), std::log(0.5)},
-                                    {2, 3});
+  const V2 lp = make_view<double**>(
+      "lp", {std::log(0.5), std::log(0.25), std::log(0.25), std::log(0.2), std::log(0.3), std::log(0.5)}, {2, 3});
   const auto y = make_view<std::int64_t*>("y", {0, 2}, {2});
   V2 g("g", 2, 3);
   EXPECT_KLOSS_THROW(nll.backward(Exec(), lp, y, g), kloss::InvalidArgument, "needs a forward first");
@@ -182,6 +181,105 @@ TEST(LossModules, FloatModulesHoldAFloatOne) {
   // d(1 - cos)/da = -(b / (|a||b|) - cos a / |a|^2) = -b.
   expect_near_all(to_doubles(ga), {0, -1}, 1e-6, 1e-6, "");
   expect_near_all(to_doubles(gb), {-1, 0}, 1e-6, 1e-6, "");
+}
+
+TEST(LossModules, CTCLossSavesLogAlpha) {
+  // Two classes at probability 1/2, blank 0, target "1". Sequence 0 has two
+  // frames: paths 11, 01, 10 give p = 3/4; sequence 1 one frame: p = 1/2.
+  kloss::CTCLoss<double> ctc;
+  const auto lp = make_view<double***>("lp", std::vector<double>(8, std::log(0.5)), {2, 2, 2});  // [T, N, C]
+  const auto targets = make_view<std::int64_t**>("targets", {1, 1}, {2, 1});
+  const auto il = make_view<std::int64_t*>("il", {2, 1}, {2});
+  const auto tl = make_view<std::int64_t*>("tl", {1, 1}, {2});
+  Kokkos::View<double***, Mem> g("g", 2, 2, 2);
+  EXPECT_KLOSS_THROW(ctc.backward(Exec(), lp, targets, il, tl, g), kloss::InvalidArgument, "needs a forward first");
+  V0 loss = scalar();
+  ctc.forward(Exec(), lp, targets, il, tl, loss);
+  EXPECT_NEAR(value(loss), (-std::log(0.75) - std::log(0.5)) / 2, 1e-12);
+  EXPECT_EQ(ctc.log_alpha().extent(0), 2u);  // [N, T, 2 * 1 + 1]
+  EXPECT_EQ(ctc.log_alpha().extent(2), 3u);
+  // torch's gradient: (exp(lp) - posterior of the class at the frame) / 2
+  // inside each input length; sequence 0's posteriors 1/3 (blank) and 2/3.
+  ctc.backward(lp, targets, il, tl, g);  // default execution space
+  expect_near_all(to_doubles(g), {1.0 / 12, -1.0 / 12, 0.25, -0.25, 1.0 / 12, -1.0 / 12, 0, 0}, 1e-12, 1e-12, "");
+  // A longer target, a wider saved state: "11" needs the blank between its
+  // repeats, so sequence 0 (two frames) is infeasible.
+  const auto t2 = make_view<std::int64_t**>("t2", {1, 1, 1, 0}, {2, 2});
+  const auto tl2 = make_view<std::int64_t*>("tl2", {2, 1}, {2});
+  kloss::CTCLoss<double> sum({0, kloss::Reduction::sum, /*zero_infinity*/ true});
+  sum.forward(Exec(), lp, t2, il, tl2, loss);
+  EXPECT_NEAR(value(loss), -std::log(0.5), 1e-12);  // the infeasible sequence counts 0
+  EXPECT_EQ(sum.log_alpha().extent(2), 5u);
+  Kokkos::View<double***, Mem> fewer("fewer", 1, 2, 2);
+  EXPECT_KLOSS_THROW(sum.backward(Exec(), fewer, t2, il, tl2, fewer), kloss::DimensionMismatch, "the last forward saw");
+}
+
+TEST(LossModules, EmbeddingHoldsItsTable) {
+  auto w = make_view<double**>("w", {1, 2, 3, 4, 5, 6}, {3, 2});
+  kloss::EmbeddingOptions o;
+  o.padding_idx = 0;
+  kloss::Embedding<double> emb(w, o);
+  const auto idx = make_view<std::int32_t*>("idx", {2, 0}, {2});
+  V2 out("out", 2, 2), gw("gw", 3, 2);
+  emb.forward(Exec(), idx, out);
+  expect_near_all(to_doubles(out), {5, 6, 1, 2}, 0, 0, "output");
+  emb.backward(make_view<double**>("go", {1, 1, 2, 2}, {2, 2}), idx, gw);    // default execution space
+  expect_near_all(to_doubles(gw), {0, 0, 0, 0, 1, 1}, 0, 0, "grad_weight");  // row 0 is padding
+}
+
+TEST(LossModules, EmbeddingBagSavesTheArgMax) {
+  auto w = make_view<double**>("w", {1, 2, 3, 4, 5, 6}, {3, 2});
+  const auto idx = make_view<std::int64_t*>("idx", {0, 2, 1}, {3});
+  const auto off = make_view<std::int64_t*>("off", {0, 2}, {2});  // bags {0, 2}, {1}
+  kloss::EmbeddingBagOptions o;
+  o.mode = kloss::EmbeddingBagMode::max;
+  kloss::EmbeddingBag<double> bag(w, o);
+  V2 out("out", 2, 2), gw("gw", 3, 2);
+  EXPECT_KLOSS_THROW(bag.backward(Exec(), out, idx, off, gw), kloss::InvalidArgument, "needs a forward first");
+  bag.forward(Exec(), idx, off, out);
+  expect_near_all(to_doubles(out), {5, 6, 3, 4}, 0, 0, "output");
+  expect_near_all(to_doubles(bag.max_indices()), {2, 2, 1, 1}, 0, 0, "max_indices");
+  bag.backward(Exec(), make_view<double**>("go", {1, 2, 3, 4}, {2, 2}), idx, off, gw);
+  expect_near_all(to_doubles(gw), {0, 0, 3, 4, 1, 2}, 0, 0, "grad_weight");
+  V2 wider("wider", 3, 2);
+  EXPECT_KLOSS_THROW(bag.backward(Exec(), wider, idx, off, gw), kloss::DimensionMismatch, "the last forward gave");
+
+  // Sum with per-sample weights (1, 2, 3): [1 + 10, 2 + 12], [9, 12].
+  o.mode = kloss::EmbeddingBagMode::sum;
+  kloss::EmbeddingBag<double> sum(w, o);
+  const V1 psw = vec({1, 2, 3});
+  sum.forward(idx, off, psw, out);
+  expect_near_all(to_doubles(out), {11, 14, 9, 12}, 1e-15, 0, "sum output");
+  V1 gpsw("gpsw", 3);
+  sum.backward(Exec(), make_view<double**>("ones", {1, 1, 1, 1}, {2, 2}), idx, off, psw, gw, gpsw);
+  expect_near_all(to_doubles(gw), {1, 1, 3, 3, 2, 2}, 1e-15, 0, "sum grad_weight");
+  expect_values(gpsw, {3, 11, 7});  // <grad_output of the bag, the entry's row>
+}
+
+TEST(LossModules, FusedLinearCrossEntropyLossOnePassOrTwo) {
+  // x = (1, 0), W = I, no bias, target 0: logits (1, 0), loss log(1 + e^-1),
+  // dL/dz = softmax - onehot = (s - 1, 1 - s) with s = e / (e + 1).
+  kloss::FusedLinearCrossEntropyLoss<double> flce;
+  const V2 x = make_view<double**>("x", {1, 0}, {1, 2}), w = make_view<double**>("w", {1, 0, 0, 1}, {2, 2});
+  const auto t = make_view<std::int64_t*>("t", {0}, {1});
+  const double s = std::exp(1.0) / (std::exp(1.0) + 1), e = 1 - s;
+  V0 loss = scalar();
+  flce.forward(Exec(), x, w, V1(), t, loss);
+  EXPECT_NEAR(value(loss), std::log1p(std::exp(-1.0)), 1e-12);
+  V2 gx("gx", 1, 2), gw("gw", 2, 2);
+  V1 gb("gb", 2);
+  V0 loss2 = scalar();
+  const kloss::FusedLinearReport rep = flce.forward_backward(Exec(), x, w, V1(), t, loss2, gx, gw, gb);
+  EXPECT_NEAR(value(loss2), std::log1p(std::exp(-1.0)), 1e-12);
+  EXPECT_EQ(rep.skipped_tiles, 0);
+  expect_near_all(to_doubles(gx), {-e, e}, 1e-12, 1e-12, "grad_input");         // dL/dz W
+  expect_near_all(to_doubles(gw), {-e, 0, e, 0}, 1e-12, 1e-12, "grad_weight");  // dL/dz^T x
+  expect_values(gb, {-e, e});
+  // The second pass, with an upstream gradient 2, then as the objective without the execution space.
+  flce.backward(Exec(), scalar(2.0), x, w, V1(), t, gx, gw, V1());
+  expect_near_all(to_doubles(gx), {-2 * e, 2 * e}, 1e-12, 1e-12, "grad_input x 2");
+  flce.backward(x, w, V1(), t, gx, V2(), V1());
+  expect_near_all(to_doubles(gx), {-e, e}, 1e-12, 1e-12, "grad_input");
 }
 
 }  // namespace

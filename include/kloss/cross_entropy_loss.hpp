@@ -26,7 +26,7 @@ namespace kloss {
 
 /// T: the logits' value type (float, double, float16, bfloat16).
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
-class CrossEntropyLoss : public impl::DefaultExecCalls<CrossEntropyLoss<T, ExecSpace>, ExecSpace> {
+class CrossEntropyLoss : public impl::DefaultExecCalls<CrossEntropyLoss<T, ExecSpace>, ExecSpace>, impl::SavedState {
  public:
   /// Every call below also has an overload without the execution space.
   using impl::DefaultExecCalls<CrossEntropyLoss, ExecSpace>::forward;
@@ -43,11 +43,6 @@ class CrossEntropyLoss : public impl::DefaultExecCalls<CrossEntropyLoss<T, ExecS
         weight_(weight),
         total_weight_("kloss::CrossEntropyLoss::total_weight"),
         one_(impl::device_one<T, memory_space>("kloss::CrossEntropyLoss::one")) {}
-  // A copy would share the saved state but not the row count: move only.
-  CrossEntropyLoss(const CrossEntropyLoss&) = delete;
-  CrossEntropyLoss& operator=(const CrossEntropyLoss&) = delete;
-  CrossEntropyLoss(CrossEntropyLoss&&) = default;
-  CrossEntropyLoss& operator=(CrossEntropyLoss&&) = default;
 
   const CrossEntropyOptions& options() const { return opts_; }
   const weight_view& weight() const { return weight_; }

@@ -22,7 +22,7 @@
 /// Each call has an overload without the execution space (a
 /// default-constructed ExecSpace). These ops keep no state between forward
 /// and backward; those that do have their own modules
-/// (kloss::CrossEntropyLoss, kloss::NLLLoss).
+/// (kloss::CrossEntropyLoss, kloss::NLLLoss, kloss::CTCLoss).
 ///
 /// Module                     functional op (kloss::)            held views
 /// MSELoss, L1Loss,           mse_loss, l1_loss, smooth_l1_loss,
@@ -41,10 +41,20 @@
 /// MultiLabelMarginLoss       multilabel_margin_loss
 /// MultiLabelSoftMarginLoss   multilabel_soft_margin_loss        weight
 /// NLLLoss                    nll_loss                           weight (+ the forward's total weight)
+/// CTCLoss                    ctc_loss                           (the forward's log_alpha)
+/// FusedLinearCrossEntropyLoss fused_linear_cross_entropy         ce_weight
+///
+/// and the layers of the embedding family, which hold their table as torch's
+/// do: Embedding (embedding) and EmbeddingBag (embedding_bag, saving max
+/// mode's arg-max for the backward).
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <kloss/cross_entropy.hpp>
+#include <kloss/ctc.hpp>
+#include <kloss/embedding.hpp>
+#include <kloss/fused_linear.hpp>
 #include <kloss/margin.hpp>
 #include <kloss/pointwise.hpp>
 #include <string>
@@ -125,21 +135,33 @@ class DefaultExecCalls {
 
  public:
   template <class A0, class... A, class = not_exec<A0>>
-  void forward(const A0& a0, const A&... a) {
-    static_cast<Derived&>(*this).forward(ExecSpace(), a0, a...);
+  decltype(auto) forward(const A0& a0, const A&... a) {
+    return static_cast<Derived&>(*this).forward(ExecSpace(), a0, a...);
   }
   template <class A0, class... A, class = not_exec<A0>>
-  void forward(const A0& a0, const A&... a) const {
-    static_cast<const Derived&>(*this).forward(ExecSpace(), a0, a...);
+  decltype(auto) forward(const A0& a0, const A&... a) const {
+    return static_cast<const Derived&>(*this).forward(ExecSpace(), a0, a...);
   }
   template <class A0, class... A, class = not_exec<A0>>
-  void backward(const A0& a0, const A&... a) {
-    static_cast<Derived&>(*this).backward(ExecSpace(), a0, a...);
+  decltype(auto) backward(const A0& a0, const A&... a) {
+    return static_cast<Derived&>(*this).backward(ExecSpace(), a0, a...);
   }
   template <class A0, class... A, class = not_exec<A0>>
-  void backward(const A0& a0, const A&... a) const {
-    static_cast<const Derived&>(*this).backward(ExecSpace(), a0, a...);
+  decltype(auto) backward(const A0& a0, const A&... a) const {
+    return static_cast<const Derived&>(*this).backward(ExecSpace(), a0, a...);
   }
+};
+
+/// The base of a module whose forward saves state for its backward:
+/// move-only, since a copy would share the saved buffers but not what
+/// describes them (their rows, their shape, whether they are set).
+class SavedState {
+ public:
+  SavedState() = default;
+  SavedState(const SavedState&) = delete;
+  SavedState& operator=(const SavedState&) = delete;
+  SavedState(SavedState&&) = default;
+  SavedState& operator=(SavedState&&) = default;
 };
 
 /// A device 1 of T (the upstream gradient of a loss that is the objective).
@@ -236,7 +258,7 @@ KLOSS_MODULE(MultiLabelSoftMarginLoss)
 /// the backward. input: log-probabilities [N, C, d...] (or [C]); target:
 /// class indices [N, d...].
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
-class NLLLoss : public impl::DefaultExecCalls<NLLLoss<T, ExecSpace>, ExecSpace> {
+class NLLLoss : public impl::DefaultExecCalls<NLLLoss<T, ExecSpace>, ExecSpace>, impl::SavedState {
  public:
   using impl::DefaultExecCalls<NLLLoss, ExecSpace>::forward;
   using impl::DefaultExecCalls<NLLLoss, ExecSpace>::backward;
@@ -249,11 +271,6 @@ class NLLLoss : public impl::DefaultExecCalls<NLLLoss<T, ExecSpace>, ExecSpace> 
         weight_(weight),
         total_weight_("kloss::NLLLoss::total_weight"),
         one_(impl::device_one<T, memory_space>("kloss::NLLLoss::one")) {}
-  // A copy would share the saved total weight but not whether it is set.
-  NLLLoss(const NLLLoss&) = delete;
-  NLLLoss& operator=(const NLLLoss&) = delete;
-  NLLLoss(NLLLoss&&) = default;
-  NLLLoss& operator=(NLLLoss&&) = default;
 
   const NllLossOptions& options() const { return opts_; }
   const weight_view& weight() const { return weight_; }
@@ -289,6 +306,292 @@ class NLLLoss : public impl::DefaultExecCalls<NLLLoss<T, ExecSpace>, ExecSpace> 
   Kokkos::View<double, memory_space> total_weight_;
   Kokkos::View<T, memory_space> one_;
   bool saved_ = false;
+};
+
+/// ctc_loss as a module: the forward's variables (log_alpha, [N, T,
+/// 2 max(target_lengths) + 1] of acc_t<T>) saved in a buffer the module
+/// owns and grows, so that the backward does not recompute them. Views as
+/// kloss::ctc_loss: log_probs [T, N, C] (or [T, C]), targets padded [N, S]
+/// or concatenated, input_lengths and target_lengths [N].
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class CTCLoss : public impl::DefaultExecCalls<CTCLoss<T, ExecSpace>, ExecSpace>, impl::SavedState {
+ public:
+  using impl::DefaultExecCalls<CTCLoss, ExecSpace>::forward;
+  using impl::DefaultExecCalls<CTCLoss, ExecSpace>::backward;
+  using execution_space = ExecSpace;
+  using memory_space = typename ExecSpace::memory_space;
+
+  explicit CTCLoss(const CtcLossOptions& opts = {})
+      : opts_(opts), one_(impl::device_one<T, memory_space>("kloss::CTCLoss::one")) {}
+
+  const CtcLossOptions& options() const { return opts_; }
+  /// The saved log_alpha of the last forward (empty before one).
+  Kokkos::View<const acc_t<T>***, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> log_alpha() const {
+    return alpha_;
+  }
+
+  /// Fences (reads target_lengths on the host, as ctc_loss does).
+  template <class LogProbsView, class TargetsView, class InputLengthsView, class TargetLengthsView, class OutputView>
+  void forward(const ExecSpace& exec, const LogProbsView& log_probs, const TargetsView& targets,
+               const InputLengthsView& input_lengths, const TargetLengthsView& target_lengths,
+               const OutputView& output) {
+    static_assert(LogProbsView::rank == 2 || LogProbsView::rank == 3,
+                  "kloss::CTCLoss::forward: log_probs must be [T, N, C] or [T, C]");
+    alpha_ = {};  // a forward that throws leaves nothing for a backward
+    const auto T_ = static_cast<std::size_t>(log_probs.extent(0));
+    const auto N = LogProbsView::rank == 3 ? static_cast<std::size_t>(log_probs.extent(1)) : std::size_t(1);
+    // The state count 2 max(target_length) + 1; lengths beyond what the
+    // targets hold are left to ctc_loss to refuse.
+    const std::int64_t most = TargetsView::rank == 2 ? static_cast<std::int64_t>(targets.extent(1))
+                                                     : static_cast<std::int64_t>(targets.extent(0));
+    exec.fence();
+    const auto tl = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), target_lengths);
+    std::int64_t longest = 0;
+    for (std::size_t i = 0; i < tl.size(); ++i)
+      longest = std::max(longest, std::min(most, static_cast<std::int64_t>(tl.data()[i])));
+    const auto W = static_cast<std::size_t>(2 * longest + 1);
+    if (N * T_ * W > buffer_.extent(0))
+      buffer_ = Kokkos::View<acc_t<T>*, memory_space>(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::CTCLoss::log_alpha"), N * T_ * W);
+    const alpha_view alpha(buffer_.data(), N, T_, W);
+    ctc_loss(exec, log_probs, targets, input_lengths, target_lengths, output, alpha, opts_);
+    alpha_ = alpha;
+  }
+
+  /// grad_log_probs (log_probs' shape) from grad_output, for the inputs of
+  /// the last forward. Fences.
+  template <class GradOutputView, class LogProbsView, class TargetsView, class InputLengthsView,
+            class TargetLengthsView, class GradLogProbsView>
+  void backward(const ExecSpace& exec, const GradOutputView& grad_output, const LogProbsView& log_probs,
+                const TargetsView& targets, const InputLengthsView& input_lengths,
+                const TargetLengthsView& target_lengths, const GradLogProbsView& grad_log_probs) const {
+    if (alpha_.data() == nullptr)
+      fail<InvalidArgument>("CTCLoss::backward", "needs a forward first (no log_alpha is saved)");
+    const auto N = LogProbsView::rank == 3 ? static_cast<std::size_t>(log_probs.extent(1)) : std::size_t(1);
+    if (static_cast<std::size_t>(log_probs.extent(0)) != alpha_.extent(1) || N != alpha_.extent(0))
+      fail<DimensionMismatch>("CTCLoss::backward", "the last forward saw [T, N] = [", alpha_.extent(1), ", ",
+                              alpha_.extent(0), "]: pass the forward's log_probs, targets and lengths");
+    ctc_loss_backward(exec, grad_output, log_probs, targets, input_lengths, target_lengths, log_alpha(), grad_log_probs,
+                      opts_);
+  }
+  /// The gradient of the reduced loss itself (reduction mean or sum).
+  template <class LogProbsView, class TargetsView, class InputLengthsView, class TargetLengthsView,
+            class GradLogProbsView>
+  void backward(const ExecSpace& exec, const LogProbsView& log_probs, const TargetsView& targets,
+                const InputLengthsView& input_lengths, const TargetLengthsView& target_lengths,
+                const GradLogProbsView& grad_log_probs) const {
+    if (opts_.reduction == Reduction::none)
+      fail<InvalidArgument>("CTCLoss::backward", "reduction 'none' gives a loss per sequence: pass grad_output");
+    backward(exec, one_, log_probs, targets, input_lengths, target_lengths, grad_log_probs);
+  }
+
+ private:
+  using alpha_view = Kokkos::View<acc_t<T>***, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  CtcLossOptions opts_;
+  Kokkos::View<acc_t<T>*, memory_space> buffer_;
+  alpha_view alpha_;
+  Kokkos::View<T, memory_space> one_;
+};
+
+/// torch.nn.Embedding: the table weight [V, D] and the options held.
+/// forward(exec, input, output): output = weight[input] (input: indices of
+/// any shape S, output S + [D]); with max_norm the looked-up rows of the
+/// held table are renormalised in place first. backward(exec, grad_output,
+/// input, grad_weight): the dense gradient [V, D]. Both fence.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class Embedding : public impl::DefaultExecCalls<Embedding<T, ExecSpace>, ExecSpace> {
+ public:
+  using impl::DefaultExecCalls<Embedding, ExecSpace>::forward;
+  using impl::DefaultExecCalls<Embedding, ExecSpace>::backward;
+  using execution_space = ExecSpace;
+  using memory_space = typename ExecSpace::memory_space;
+  using weight_view = Kokkos::View<T**, memory_space>;
+
+  explicit Embedding(const weight_view& weight, const EmbeddingOptions& opts = {}) : weight_(weight), opts_(opts) {}
+
+  const weight_view& weight() const { return weight_; }
+  const EmbeddingOptions& options() const { return opts_; }
+
+  template <class InputView, class OutputView>
+  void forward(const ExecSpace& exec, const InputView& input, const OutputView& output) const {
+    embedding(exec, input, weight_, output, opts_);
+  }
+  template <class GradOutputView, class InputView, class GradWeightView>
+  void backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                const GradWeightView& grad_weight) const {
+    embedding_backward(exec, grad_output, input, grad_weight, opts_);
+  }
+
+ private:
+  weight_view weight_;
+  EmbeddingOptions opts_;
+};
+
+/// torch.nn.EmbeddingBag: the table weight [V, D] and the options held;
+/// in max mode the forward's arg-max rows ([B, D] of I, the indices' type)
+/// saved for the backward. input [B, L] with an empty offsets view, or [N]
+/// with offsets; output [B, D].
+///
+///     forward(exec, input, offsets, output)
+///     forward(exec, input, offsets, per_sample_weights, output)     (mode sum)
+///     backward(exec, grad_output, input, offsets, grad_weight)
+///     backward(exec, grad_output, input, offsets, per_sample_weights, grad_weight, grad_per_sample_weights)
+///
+/// All fence.
+template <class T, class I = std::int64_t, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class EmbeddingBag : public impl::DefaultExecCalls<EmbeddingBag<T, I, ExecSpace>, ExecSpace>, impl::SavedState {
+ public:
+  using impl::DefaultExecCalls<EmbeddingBag, ExecSpace>::forward;
+  using impl::DefaultExecCalls<EmbeddingBag, ExecSpace>::backward;
+  using execution_space = ExecSpace;
+  using memory_space = typename ExecSpace::memory_space;
+  using weight_view = Kokkos::View<T**, memory_space>;
+  using psw_view = Kokkos::View<const T*, memory_space>;
+
+  explicit EmbeddingBag(const weight_view& weight, const EmbeddingBagOptions& opts = {})
+      : weight_(weight), opts_(opts) {}
+
+  const weight_view& weight() const { return weight_; }
+  const EmbeddingBagOptions& options() const { return opts_; }
+  /// Max mode: the arg-max rows of the last forward ([B, D]; empty before one).
+  Kokkos::View<const I**, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> max_indices() const { return arg_; }
+
+  template <class InputView, class OffsetsView, class OutputView>
+  void forward(const ExecSpace& exec, const InputView& input, const OffsetsView& offsets, const OutputView& output) {
+    forward(exec, input, offsets, psw_view(), output);
+  }
+  template <class InputView, class OffsetsView, class PswView, class OutputView>
+  void forward(const ExecSpace& exec, const InputView& input, const OffsetsView& offsets,
+               const PswView& per_sample_weights, const OutputView& output) {
+    static_assert(OutputView::rank == 2, "kloss::EmbeddingBag::forward: output must be [B, D]");
+    arg_ = {};  // a forward that throws leaves nothing for a backward
+    saved_ = false;
+    arg_view arg;
+    if (opts_.mode == EmbeddingBagMode::max) {
+      const std::size_t need = output.extent(0) * output.extent(1);
+      if (need > buffer_.extent(0))
+        buffer_ = Kokkos::View<I*, memory_space>(
+            Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::EmbeddingBag::max_indices"), need);
+      arg = arg_view(buffer_.data(), output.extent(0), output.extent(1));
+    }
+    embedding_bag(exec, input, weight_, offsets, per_sample_weights, output, arg, opts_);
+    arg_ = arg;
+    saved_ = true;
+  }
+  template <class GradOutputView, class InputView, class OffsetsView, class GradWeightView>
+  void backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                const OffsetsView& offsets, const GradWeightView& grad_weight) const {
+    backward(exec, grad_output, input, offsets, psw_view(), grad_weight, Kokkos::View<T*, memory_space>());
+  }
+  template <class GradOutputView, class InputView, class OffsetsView, class PswView, class GradWeightView,
+            class GradPswView>
+  void backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                const OffsetsView& offsets, const PswView& per_sample_weights, const GradWeightView& grad_weight,
+                const GradPswView& grad_per_sample_weights) const {
+    if (opts_.mode == EmbeddingBagMode::max) {
+      if (!saved_)
+        fail<InvalidArgument>("EmbeddingBag::backward", "mode max needs a forward first (no arg-max is saved)");
+      if (grad_output.extent(0) != arg_.extent(0) || grad_output.extent(1) != arg_.extent(1))
+        fail<DimensionMismatch>("EmbeddingBag::backward", "the last forward gave [", arg_.extent(0), ", ",
+                                arg_.extent(1), "] bags x features: pass its input and offsets");
+    }
+    embedding_bag_backward(exec, grad_output, input, weight_, offsets, per_sample_weights, max_indices(), grad_weight,
+                           grad_per_sample_weights, opts_);
+  }
+
+ private:
+  using arg_view = Kokkos::View<I**, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  weight_view weight_;
+  EmbeddingBagOptions opts_;
+  Kokkos::View<I*, memory_space> buffer_;
+  arg_view arg_;
+  bool saved_ = false;
+};
+
+/// fused_linear_cross_entropy as a module: cross_entropy(input @ weight^T +
+/// bias, target) without the logits, its options and class weight
+/// (ce_weight [V]) held; the head's weight [V, D] and bias [V] (or an empty
+/// view) are the model's parameters, passed to each call. Calls fence.
+///
+///     forward(exec, input, weight, bias, target, output)              the loss only
+///     forward_backward(exec, input, weight, bias, target, output,
+///                      grad_input, grad_weight, grad_bias)            the loss and, in the same pass,
+///                                                                     its gradients as the objective
+///     backward(exec, [grad_output,] input, weight, bias, target,
+///              grad_input, grad_weight, grad_bias)                    the gradients, a second pass
+///
+/// A gradient view may be empty to skip it. The calls that compute
+/// gradients return what the gradient filter did (options.grad_filter).
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class FusedLinearCrossEntropyLoss
+    : public impl::DefaultExecCalls<FusedLinearCrossEntropyLoss<T, ExecSpace>, ExecSpace> {
+ public:
+  using impl::DefaultExecCalls<FusedLinearCrossEntropyLoss, ExecSpace>::forward;
+  using impl::DefaultExecCalls<FusedLinearCrossEntropyLoss, ExecSpace>::backward;
+  using execution_space = ExecSpace;
+  using memory_space = typename ExecSpace::memory_space;
+  using weight_view = Kokkos::View<const T*, memory_space>;
+
+  explicit FusedLinearCrossEntropyLoss(const FusedLinearCrossEntropyOptions& opts = {},
+                                       const weight_view& ce_weight = {})
+      : opts_(opts),
+        ce_weight_(ce_weight),
+        one_(impl::device_one<T, memory_space>("kloss::FusedLinearCrossEntropyLoss::one")) {}
+
+  const FusedLinearCrossEntropyOptions& options() const { return opts_; }
+  FusedLinearCrossEntropyOptions& options() { return opts_; }
+  const weight_view& ce_weight() const { return ce_weight_; }
+
+  template <class InputView, class WeightView, class BiasView, class TargetView, class OutputView>
+  void forward(const ExecSpace& exec, const InputView& input, const WeightView& weight, const BiasView& bias,
+               const TargetView& target, const OutputView& output) const {
+    const Kokkos::View<T**, memory_space> none;
+    fused_linear_cross_entropy(exec, input, weight, target, bias, ce_weight_, output, none, none,
+                               Kokkos::View<T*, memory_space>(), opts_);
+  }
+
+  template <class InputView, class WeightView, class BiasView, class TargetView, class OutputView, class GradInputView,
+            class GradWeightView, class GradBiasView>
+  FusedLinearReport forward_backward(const ExecSpace& exec, const InputView& input, const WeightView& weight,
+                                     const BiasView& bias, const TargetView& target, const OutputView& output,
+                                     const GradInputView& grad_input, const GradWeightView& grad_weight,
+                                     const GradBiasView& grad_bias) const {
+    if (opts_.reduction == Reduction::none)
+      fail<InvalidArgument>("FusedLinearCrossEntropyLoss::forward_backward",
+                            "reduction 'none' gives a loss per row: call forward, then backward with grad_output");
+    return fused_linear_cross_entropy(exec, input, weight, target, bias, ce_weight_, output, grad_input, grad_weight,
+                                      grad_bias, opts_);
+  }
+  template <class A0, class... A, class = std::enable_if_t<!Kokkos::is_execution_space<A0>::value>>
+  FusedLinearReport forward_backward(const A0& a0, const A&... a) const {
+    return forward_backward(ExecSpace(), a0, a...);
+  }
+
+  template <class GradOutputView, class InputView, class WeightView, class BiasView, class TargetView,
+            class GradInputView, class GradWeightView, class GradBiasView>
+  FusedLinearReport backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                             const WeightView& weight, const BiasView& bias, const TargetView& target,
+                             const GradInputView& grad_input, const GradWeightView& grad_weight,
+                             const GradBiasView& grad_bias) const {
+    return fused_linear_cross_entropy_backward(exec, grad_output, input, weight, target, bias, ce_weight_, grad_input,
+                                               grad_weight, grad_bias, opts_);
+  }
+  /// The gradients of the reduced loss itself (reduction mean or sum).
+  template <class InputView, class WeightView, class BiasView, class TargetView, class GradInputView,
+            class GradWeightView, class GradBiasView>
+  FusedLinearReport backward(const ExecSpace& exec, const InputView& input, const WeightView& weight,
+                             const BiasView& bias, const TargetView& target, const GradInputView& grad_input,
+                             const GradWeightView& grad_weight, const GradBiasView& grad_bias) const {
+    if (opts_.reduction == Reduction::none)
+      fail<InvalidArgument>("FusedLinearCrossEntropyLoss::backward",
+                            "reduction 'none' gives a loss per row: pass grad_output");
+    return backward(exec, one_, input, weight, bias, target, grad_input, grad_weight, grad_bias);
+  }
+
+ private:
+  FusedLinearCrossEntropyOptions opts_;
+  weight_view ce_weight_;
+  Kokkos::View<T, memory_space> one_;
 };
 
 }  // namespace kloss

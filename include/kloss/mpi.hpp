@@ -23,6 +23,8 @@
 #include <kloss/embedding.hpp>
 #include <kloss/impl/mpi_fused_impl.hpp>
 #include <kloss/impl/mpi_impl.hpp>
+#include <kloss/losses.hpp>
+#include <kloss/mpi_options.hpp>
 
 namespace kloss::mpi {
 
@@ -47,7 +49,8 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
   using I = typename TargetView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
   constexpr std::string_view op = "vocab_parallel_cross_entropy";
-  static_assert(is_scalar_v<T>, "kloss::vocab_parallel_cross_entropy: value type must be float, double, float16 or bfloat16");
+  static_assert(is_scalar_v<T>,
+                "kloss::vocab_parallel_cross_entropy: value type must be float, double, float16 or bfloat16");
   static_assert(is_index_v<I>, "kloss::vocab_parallel_cross_entropy: target must hold int32 or int64 class indices");
   static_assert(std::is_same_v<typename LogitsView::non_const_value_type, T>,
                 "kloss::vocab_parallel_cross_entropy: logits and output must have the same value type");
@@ -55,20 +58,20 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
                 "kloss::vocab_parallel_cross_entropy: saved must hold acc_t<T> (float, or double for double)");
   impl::vocab_parallel_cross_entropy<ExecSpace, T, I>(
       exec, comm, range, as_tensor<M>(logits, op, "logits"), as_tensor<M>(target, op, "target"),
-      as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(output, op, "output"),
-      as_tensor<M>(saved, op, "saved"), opts);
+      as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(output, op, "output"), as_tensor<M>(saved, op, "saved"),
+      opts);
 }
 
 /// Backward of vocab_parallel_cross_entropy: grad_logits [N, C_r] (this
 /// rank's classes) from grad_output ([N] for none, one element otherwise)
 /// and the forward's `saved`. Local: no communication. grad_logits may be
 /// `logits` itself (in place). Asynchronous.
-template <class ExecSpace, class GradOutputView, class LogitsView, class TargetView, class WeightView,
-          class SavedView, class GradLogitsView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+template <class ExecSpace, class GradOutputView, class LogitsView, class TargetView, class WeightView, class SavedView,
+          class GradLogitsView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
 void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRange& range,
                                            const GradOutputView& grad_output, const LogitsView& logits,
-                                           const TargetView& target, const WeightView& weight,
-                                           const SavedView& saved, const GradLogitsView& grad_logits,
+                                           const TargetView& target, const WeightView& weight, const SavedView& saved,
+                                           const GradLogitsView& grad_logits,
                                            const VocabParallelCrossEntropyOptions& opts = {}) {
   using T = typename GradLogitsView::non_const_value_type;
   using I = typename TargetView::non_const_value_type;
@@ -103,7 +106,8 @@ void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, c
   using I = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
   constexpr std::string_view op = "vocab_parallel_embedding";
-  static_assert(is_scalar_v<T>, "kloss::vocab_parallel_embedding: value type must be float, double, float16 or bfloat16");
+  static_assert(is_scalar_v<T>,
+                "kloss::vocab_parallel_embedding: value type must be float, double, float16 or bfloat16");
   static_assert(is_index_v<I>, "kloss::vocab_parallel_embedding: input must hold int32 or int64 indices");
   static_assert(std::is_same_v<typename WeightView::non_const_value_type, T>,
                 "kloss::vocab_parallel_embedding: weight and output must have the same value type");
@@ -165,14 +169,12 @@ void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& 
 template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
           class GradOutputView, class OutputView, class GradInputView, class GradWeightView, class GradBiasView,
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
-FusedLinearReport vocab_parallel_fused_linear_cross_entropy(const ExecSpace& exec, const Communicator& comm,
-                                               const ClassRange& range, const InputView& input,
-                                               const WeightView& weight, const TargetView& target,
-                                               const BiasView& bias, const CeWeightView& ce_weight,
-                                               const GradOutputView& grad_output, const OutputView& output,
-                                               const GradInputView& grad_input, const GradWeightView& grad_weight,
-                                               const GradBiasView& grad_bias,
-                                               const VocabParallelFusedLinearOptions& opts = {}) {
+FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
+    const ExecSpace& exec, const Communicator& comm, const ClassRange& range, const InputView& input,
+    const WeightView& weight, const TargetView& target, const BiasView& bias, const CeWeightView& ce_weight,
+    const GradOutputView& grad_output, const OutputView& output, const GradInputView& grad_input,
+    const GradWeightView& grad_weight, const GradBiasView& grad_bias,
+    const VocabParallelFusedLinearOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using I = typename TargetView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
@@ -189,31 +191,132 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(const ExecSpace& exe
       as_optional_tensor<M>(grad_weight, op, "grad_weight"), as_optional_tensor<M>(grad_bias, op, "grad_bias"), opts);
 }
 
+/// vocab_parallel_cross_entropy as a module (the plan of a sharded
+/// cross-entropy): the communicator, this rank's class range, the options
+/// and this rank's class-weight slice held from construction, the
+/// forward's saved state owned (sized on the first call, grown only when a
+/// batch has more rows than any before).
+///
+///     kloss::mpi::VocabParallelCrossEntropyLoss<float> ce(MPI_COMM_WORLD, vocab);  // balanced split
+///     // logits [N, ce.range().count]: this rank's classes
+///     ce.forward(exec, logits, target, loss);      // collective; the same loss on every rank
+///     ce.backward(exec, logits, target, logits);   // local: d(loss)/d(logits), in place
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class VocabParallelCrossEntropyLoss
+    : public kloss::impl::DefaultExecCalls<VocabParallelCrossEntropyLoss<T, ExecSpace>, ExecSpace>,
+      kloss::impl::SavedState {
+ public:
+  using kloss::impl::DefaultExecCalls<VocabParallelCrossEntropyLoss, ExecSpace>::forward;
+  using kloss::impl::DefaultExecCalls<VocabParallelCrossEntropyLoss, ExecSpace>::backward;
+  using execution_space = ExecSpace;
+  using memory_space = typename ExecSpace::memory_space;
+  /// This rank's slice [range.count] of the class weights, or an empty view.
+  using weight_view = Kokkos::View<const T*, memory_space>;
+
+  /// Duplicates `comm` (collective) and takes its balanced split of
+  /// num_classes (balanced_range).
+  VocabParallelCrossEntropyLoss(MPI_Comm comm, std::int64_t num_classes,
+                                const VocabParallelCrossEntropyOptions& opts = {}, const weight_view& weight = {})
+      : VocabParallelCrossEntropyLoss(Communicator(comm), num_classes, opts, weight) {}
+  /// Holds `comm` and `range`: any contiguous split that tiles the classes.
+  VocabParallelCrossEntropyLoss(Communicator&& comm, const ClassRange& range,
+                                const VocabParallelCrossEntropyOptions& opts = {}, const weight_view& weight = {})
+      : comm_(std::move(comm)),
+        range_(range),
+        opts_(opts),
+        weight_(weight),
+        one_(kloss::impl::device_one<T, memory_space>("kloss::mpi::VocabParallelCrossEntropyLoss::one")) {}
+
+  const Communicator& communicator() const { return comm_; }
+  Communicator& communicator() { return comm_; }
+  const ClassRange& range() const { return range_; }
+  const VocabParallelCrossEntropyOptions& options() const { return opts_; }
+  const weight_view& weight() const { return weight_; }
+
+  /// logits [N, range().count], target [N] global class indices (the same
+  /// on every rank), output [N] (none) or one element. Collective; fences.
+  template <class LogitsView, class TargetView, class OutputView>
+  void forward(const ExecSpace& exec, const LogitsView& logits, const TargetView& target, const OutputView& output) {
+    const auto n = static_cast<std::int64_t>(logits.extent(0));
+    const auto need = static_cast<std::size_t>(saved_extent(n));
+    if (need > saved_.extent(0))
+      saved_ = Kokkos::View<acc_t<T>*, memory_space>(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::mpi::VocabParallelCrossEntropyLoss::saved"), need);
+    rows_ = -1;  // a forward that throws leaves nothing for a backward
+    vocab_parallel_cross_entropy(exec, comm_, range_, logits, target, weight_, output, saved(n), opts_);
+    rows_ = n;
+  }
+  /// grad_logits [N, range().count] (may be logits itself) from
+  /// grad_output, for the logits and target of the last forward. Local.
+  template <class GradOutputView, class LogitsView, class TargetView, class GradLogitsView>
+  void backward(const ExecSpace& exec, const GradOutputView& grad_output, const LogitsView& logits,
+                const TargetView& target, const GradLogitsView& grad_logits) const {
+    const auto n = static_cast<std::int64_t>(logits.extent(0));
+    if (rows_ < 0)
+      fail<InvalidArgument>("VocabParallelCrossEntropyLoss::backward", "needs a forward first (nothing is saved)");
+    if (n != rows_)
+      fail<DimensionMismatch>("VocabParallelCrossEntropyLoss::backward", "the last forward saw ", rows_,
+                              " rows, these logits hold ", n, ": pass the forward's logits and target");
+    vocab_parallel_cross_entropy_backward(exec, range_, grad_output, logits, target, weight_, saved(n), grad_logits,
+                                          opts_);
+  }
+  /// The gradient of the reduced loss itself (reduction mean or sum).
+  template <class LogitsView, class TargetView, class GradLogitsView>
+  void backward(const ExecSpace& exec, const LogitsView& logits, const TargetView& target,
+                const GradLogitsView& grad_logits) const {
+    if (opts_.reduction == Reduction::none)
+      fail<InvalidArgument>("VocabParallelCrossEntropyLoss::backward",
+                            "reduction 'none' gives a loss per row: pass grad_output (one value per row)");
+    backward(exec, one_, logits, target, grad_logits);
+  }
+
+ private:
+  VocabParallelCrossEntropyLoss(Communicator&& comm, std::int64_t num_classes,
+                                const VocabParallelCrossEntropyOptions& opts, const weight_view& weight)
+      : VocabParallelCrossEntropyLoss(std::move(comm), ClassRange{}, opts, weight) {
+    range_ = balanced_range(num_classes, comm_);
+  }
+  using saved_view = Kokkos::View<acc_t<T>*, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  saved_view saved(std::int64_t n) const {
+    return saved_view(saved_.data(), static_cast<std::size_t>(saved_extent(n)));
+  }
+
+  Communicator comm_;
+  ClassRange range_;
+  VocabParallelCrossEntropyOptions opts_;
+  weight_view weight_;
+  Kokkos::View<acc_t<T>*, memory_space> saved_;
+  Kokkos::View<T, memory_space> one_;
+  std::int64_t rows_ = -1;
+};
+
 }  // namespace kloss::mpi
 
 // Explicit instantiations: declared here, instantiated in src/mpi.cpp.
-#define KLOSS_MPI_INSTANTIATE(PREFIX, T, I)                                                                           \
-  PREFIX template void kloss::mpi::impl::vocab_parallel_cross_entropy<KLOSS_EXEC, T, I>(                            \
-      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&,   \
-      const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, \
-      const kloss::mpi::VocabParallelCrossEntropyOptions&);                                                          \
-  PREFIX template void kloss::mpi::impl::vocab_parallel_cross_entropy_backward<KLOSS_EXEC, T, I>(                   \
-      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,           \
+#define KLOSS_MPI_INSTANTIATE(PREFIX, T, I)                                                                            \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_cross_entropy<KLOSS_EXEC, T, I>(                               \
+      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&,      \
+      const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&,  \
+      const kloss::mpi::VocabParallelCrossEntropyOptions&);                                                            \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_cross_entropy_backward<KLOSS_EXEC, T, I>(                      \
+      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,              \
       const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(T)&, \
-      const kloss::mpi::VocabParallelCrossEntropyOptions&);                                                          \
-  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding<KLOSS_EXEC, T, I>(                                \
-      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(I)&,   \
-      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);            \
-  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_backward<KLOSS_EXEC, T, I>(                       \
-      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,           \
-      const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);                                     \
-  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_renorm<KLOSS_EXEC, T, I>(                         \
-      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, double, double);
-#define KLOSS_MPI_FUSED_INSTANTIATE(PREFIX, T, I)                                                                     \
-  PREFIX template kloss::FusedLinearReport kloss::mpi::impl::vocab_parallel_fused_linear_cross_entropy<KLOSS_EXEC, T, I>(               \
-      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&,   \
-      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,           \
-      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,              \
+      const kloss::mpi::VocabParallelCrossEntropyOptions&);                                                            \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding<KLOSS_EXEC, T, I>(                                   \
+      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(I)&,      \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);              \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_backward<KLOSS_EXEC, T, I>(                          \
+      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,              \
+      const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);                                       \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_renorm<KLOSS_EXEC, T, I>(                            \
+      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, double,       \
+      double);
+#define KLOSS_MPI_FUSED_INSTANTIATE(PREFIX, T, I)                                                                 \
+  PREFIX template kloss::FusedLinearReport                                                                        \
+  kloss::mpi::impl::vocab_parallel_fused_linear_cross_entropy<KLOSS_EXEC, T, I>(                                  \
+      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,         \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,            \
       const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelFusedLinearOptions&);
 #define KLOSS_MPI_EXTERN(T, I) KLOSS_MPI_INSTANTIATE(extern, T, I)
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_MPI_EXTERN)

@@ -22,6 +22,7 @@
 /// so every rank throws the same kloss::Error and none waits forever.
 #include <kloss/checks.hpp>
 #include <kloss/grad_filter.hpp>
+#include <kloss/mpi_options.hpp>
 #include <kloss/impl/cross_entropy_impl.hpp>
 #include <kloss/impl/embedding_impl.hpp>
 #include <kloss/impl/tuning.hpp>
@@ -37,17 +38,6 @@
 #include <vector>
 
 namespace kloss::mpi {
-
-/// How kloss hands its communication buffers to MPI.
-struct CommunicatorOptions {
-  /// The MPI library reads and writes device memory directly (CUDA-/ROCm-
-  /// aware MPI). Default off: buffers outside host memory are staged through
-  /// host mirrors. See detect_gpu_aware().
-  bool gpu_aware = false;
-  /// Stage through a separate host copy even for host-accessible buffers
-  /// (exercises the staged path on a host-only build; for tests).
-  bool force_host_staging = false;
-};
 
 /// The error code of MPI_Abort when a rank fails inside a distributed call
 /// after the ranks agreed on it (Open MPI's and MPICH's mpiexec exit with
@@ -137,46 +127,6 @@ inline ClassRange balanced_range(std::int64_t total, int rank, int size) {
 /// balanced_range(total, comm.rank(), comm.size()).
 ClassRange balanced_range(std::int64_t total, const Communicator& comm);
 
-/// Options of vocab_parallel_cross_entropy: cross_entropy's (torch's
-/// keywords for class-index targets, the z_loss / softcap extensions, the
-/// launch tuning), plus the consistency check.
-struct VocabParallelCrossEntropyOptions : CrossEntropyOptions {
-  /// Check before the data collective that every rank agrees (rows, class
-  /// ranges tile [0, C), options, arguments accepted): one MPI_Allgather of
-  /// 128 bytes per rank. Off: arguments one rank rejects throw on that rank
-  /// only, and the others may wait in the collective.
-  bool check_consistency = true;
-};
-
-/// Options of vocab_parallel_embedding: embedding's (padding_idx, max_norm
-/// and norm_type, scale_grad_by_freq, deterministic, team_size; `sparse`
-/// is not supported on a sharded table and throws NotImplemented), plus the
-/// consistency check.
-struct VocabParallelEmbeddingOptions : EmbeddingOptions {
-  bool check_consistency = true;
-};
-
-/// Options of vocab_parallel_fused_linear_cross_entropy: cross_entropy's
-/// (class weights are the `ce_weight` argument), the scratch budget and the
-/// consistency check.
-struct VocabParallelFusedLinearOptions {
-  Reduction reduction = Reduction::mean;
-  std::int64_t ignore_index = -100;
-  double label_smoothing = 0.0;
-  double z_loss = 0.0;
-  double softcap = 0.0;
-  /// Scratch budget for one chunk of logits (bytes): the token chunk is
-  /// chunk_bytes / (C_r * sizeof(T)) rows, at least one - never N x C_r.
-  std::int64_t chunk_bytes = std::int64_t(64) << 20;
-  bool check_consistency = true;
-  /// float16 / bfloat16: rows of W converted to float per block (0 = the
-  /// default, as FusedLinearCrossEntropyOptions::convert_block_rows).
-  std::int64_t convert_block_rows = 0;
-  /// Backward tiles to skip, each rank over its own classes (see
-  /// kloss::GradFilter; the report is this rank's).
-  GradFilter grad_filter = GradFilter::exact;
-  double grad_filter_threshold = 0.0;
-};
 
 /// Number of elements of the `saved` workspace that the cross-entropy
 /// forward fills and its backward reads, for N rows: 2N + 3.
