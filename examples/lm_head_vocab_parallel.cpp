@@ -1,8 +1,9 @@
 // Vocabulary-parallel language-model head: an embedding table and a linear
 // head over a GPT-2-sized vocabulary (50257), both sharded by rows over the
-// MPI ranks, trained with kloss::mpi::vocab_parallel_embedding and
-// kloss::mpi::vocab_parallel_fused_linear_cross_entropy (the [tokens x
-// vocabulary] logits are never held) on token ids drawn from a known Markov
+// MPI ranks, trained through kloss::mpi::VocabParallelEmbedding and
+// kloss::mpi::VocabParallelFusedLinearCrossEntropyLoss (the modules of
+// vocab_parallel_embedding and vocab_parallel_fused_linear_cross_entropy;
+// the [tokens x vocabulary] logits are never held) on token ids drawn from a known Markov
 // chain (data/markov_tokens.h5, written by tools/gen_markov_tokens.py), whose
 // true conditional entropy - the floor of the loss - is stored in the file.
 //
@@ -23,13 +24,13 @@
 // did not come within 1 nat of the floor (within 60 % of the initial gap
 // with --short).
 #include <hdf5.h>
-#include <kloss/kloss.hpp>
 #include <mpi.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <kloss/kloss.hpp>
 #include <string>
 #include <vector>
 
@@ -56,12 +57,18 @@ Args parse(int argc, char** argv) {
     std::string s = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
     if (a.log.parse(argc, argv, i)) continue;
-    if (s == "--data") a.data = next();
-    else if (s == "--steps") a.steps = std::stoi(next());
-    else if (s == "--batch") a.batch = std::stoi(next());
-    else if (s == "--dim") a.dim = std::stoi(next());
-    else if (s == "--lr") a.lr = std::stod(next());
-    else if (s == "--out") a.out = next();
+    if (s == "--data")
+      a.data = next();
+    else if (s == "--steps")
+      a.steps = std::stoi(next());
+    else if (s == "--batch")
+      a.batch = std::stoi(next());
+    else if (s == "--dim")
+      a.dim = std::stoi(next());
+    else if (s == "--lr")
+      a.lr = std::stod(next());
+    else if (s == "--out")
+      a.out = next();
     else if (s == "--short") {
       a.short_run = true;
       a.steps = 40;
@@ -165,10 +172,11 @@ int main(int argc, char** argv) {
     const int N = a.batch, D = a.dim, local_pairs = N / size + (rank < N % size ? 1 : 0);
     const std::int64_t Vr = range.count;
     if (rank == 0)
-      std::printf("lm_head_vocab_parallel: vocabulary %lld over %d rank(s) (%lld rows here), dim %d, batch %d, "
-                  "%d steps, %s\nentropy floor of the data: %.4f nats/token (uniform guess: %.4f)\n",
-                  static_cast<long long>(tok.vocab), size, static_cast<long long>(Vr), D, N, a.steps, Exec::name(),
-                  tok.entropy, std::log(static_cast<double>(tok.vocab)));
+      std::printf(
+          "lm_head_vocab_parallel: vocabulary %lld over %d rank(s) (%lld rows here), dim %d, batch %d, "
+          "%d steps, %s\nentropy floor of the data: %.4f nats/token (uniform guess: %.4f)\n",
+          static_cast<long long>(tok.vocab), size, static_cast<long long>(Vr), D, N, a.steps, Exec::name(), tok.entropy,
+          std::log(static_cast<double>(tok.vocab)));
 
     // Parameters (this rank's rows) and their gradients, flat for Adam.
     Kokkos::View<float*, Mem> emb_flat("lm::embedding", Vr * D), head_flat("lm::head", Vr * D), bias("lm::bias", Vr);
@@ -193,6 +201,12 @@ int main(int argc, char** argv) {
       Kokkos::deep_copy(head_flat, hh);
     }
     Adam adam_emb(Vr * D), adam_head(Vr * D), adam_bias(Vr);
+    // The sharded layers: this rank's rows of the embedding table, and the
+    // LM head's loss (each with a communicator of its own).
+    const kloss::mpi::VocabParallelEmbedding<float, Exec> embedding(kloss::mpi::Communicator(MPI_COMM_WORLD), range,
+                                                                    emb);
+    const kloss::mpi::VocabParallelFusedLinearCrossEntropyLoss<float, Exec> lm_loss(
+        kloss::mpi::Communicator(MPI_COMM_WORLD), range);
 
     Kokkos::View<std::int32_t*, Mem> x("lm::tokens", N), y("lm::next", N);
     Kokkos::View<float**, Mem> h("lm::hidden", N, D), gh("lm::grad_hidden", N, D);
@@ -219,10 +233,8 @@ int main(int argc, char** argv) {
         }
         Kokkos::deep_copy(x, hx);
         Kokkos::deep_copy(y, hy);
-        kloss::mpi::vocab_parallel_embedding(exec, comm, range, x, emb, h);
-        kloss::mpi::vocab_parallel_fused_linear_cross_entropy(
-            exec, comm, range, h, head, y, bias, Kokkos::View<float*, Mem>(), Kokkos::View<float, Mem>(), loss,
-            Kokkos::View<float**, Mem>(), Kokkos::View<float**, Mem>(), Kokkos::View<float*, Mem>());
+        embedding.forward(exec, x, h);
+        lm_loss.forward(exec, h, head, bias, y, loss);
         float l = 0;
         Kokkos::deep_copy(l, loss);
         sum += l;
@@ -240,7 +252,8 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int s = 1; s <= a.steps; ++s) {
       // this rank's pairs: consecutive positions of its shard, wrapping
-      const std::int64_t start = (static_cast<std::int64_t>(s - 1) * local_pairs) % std::max<std::int64_t>(shard_pairs - local_pairs, 1);
+      const std::int64_t start =
+          (static_cast<std::int64_t>(s - 1) * local_pairs) % std::max<std::int64_t>(shard_pairs - local_pairs, 1);
       for (int i = 0; i < local_pairs; ++i) {
         mine_x[i] = tok.shard[start + i];
         mine_y[i] = tok.shard[start + i + 1];
@@ -252,12 +265,9 @@ int main(int argc, char** argv) {
       Kokkos::deep_copy(x, hx);
       Kokkos::deep_copy(y, hy);
       // forward + backward: the head's gradients come out of the fused call
-      kloss::mpi::vocab_parallel_embedding(exec, comm, range, x, emb, h);
-      kloss::mpi::vocab_parallel_fused_linear_cross_entropy(exec, comm, range, h, head, y, bias,
-                                                            Kokkos::View<float*, Mem>(), Kokkos::View<float, Mem>(),
-                                                            loss, gh, ghead, gbias);
-      Kokkos::deep_copy(gemb_flat, 0.0f);
-      kloss::mpi::vocab_parallel_embedding_backward(exec, range, gh, x, gemb);
+      embedding.forward(exec, x, h);
+      lm_loss.forward_backward(exec, h, head, bias, y, loss, gh, ghead, gbias);
+      embedding.backward(exec, gh, x, gemb);
       adam_emb.step(emb_flat, gemb_flat, a.lr, s);
       adam_head.step(head_flat, ghead_flat, a.lr, s);
       adam_bias.step(bias, gbias, a.lr, s);
@@ -273,8 +283,8 @@ int main(int argc, char** argv) {
       {
         const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         // On a bar, a step without a held-out value pads over the last one's.
-        const std::string held_text = report ? "  held-out " + std::to_string(held).substr(0, 6)
-                                             : std::string(progress.bar() ? 16 : 0, ' ');
+        const std::string held_text =
+            report ? "  held-out " + std::to_string(held).substr(0, 6) : std::string(progress.bar() ? 16 : 0, ' ');
         char text[160];
         std::snprintf(text, sizeof text, "loss %.4f%s  floor %.4f  gap %.4f  %.0f tokens/s", l, held_text.c_str(),
                       tok.entropy, (report ? held : l) - tok.entropy, s * static_cast<double>(N) / el);
@@ -288,19 +298,20 @@ int main(int argc, char** argv) {
       std::ofstream csv(a.out + "/lm_head.csv");
       csv << "step,train_loss,held_out_loss,entropy_floor\n";
       for (std::size_t i = 0; i < c_step.size(); ++i)
-        csv << c_step[i] << "," << c_train[i] << "," << (std::isnan(c_held[i]) ? std::string() : std::to_string(c_held[i]))
-            << "," << c_floor[i] << "\n";
+        csv << c_step[i] << "," << c_train[i] << ","
+            << (std::isnan(c_held[i]) ? std::string() : std::to_string(c_held[i])) << "," << c_floor[i] << "\n";
       csv.close();
-      const bool png = kloss_examples::plot(
-          "lm_head", a.out + "/lm_head.csv", a.out + "/lm_head.png",
-          "vocabulary " + std::to_string(tok.vocab) + " over " + std::to_string(size) + " MPI ranks, dim " +
-              std::to_string(D) + ", " + std::to_string(N) + " tokens per step");
+      const bool png = kloss_examples::plot("lm_head", a.out + "/lm_head.csv", a.out + "/lm_head.png",
+                                            "vocabulary " + std::to_string(tok.vocab) + " over " +
+                                                std::to_string(size) + " MPI ranks, dim " + std::to_string(D) + ", " +
+                                                std::to_string(N) + " tokens per step");
       const double gap0 = first_held - tok.entropy, gap = final_held - tok.entropy;
       const bool ok = a.short_run ? gap < 0.6 * gap0 : gap < 1.0;
-      std::printf("lm_head_vocab_parallel: %.1f s, %.0f tokens/s; held-out loss %.4f -> %.4f nats/token, floor %.4f: "
-                  "%.3f nats above it (%.1f %% of the starting gap) - %s\n",
-                  secs, a.steps * static_cast<double>(N) / secs, first_held, final_held, tok.entropy, gap,
-                  100 * gap / gap0, ok ? "approaching the floor" : "NOT approaching the floor");
+      std::printf(
+          "lm_head_vocab_parallel: %.1f s, %.0f tokens/s; held-out loss %.4f -> %.4f nats/token, floor %.4f: "
+          "%.3f nats above it (%.1f %% of the starting gap) - %s\n",
+          secs, a.steps * static_cast<double>(N) / secs, first_held, final_held, tok.entropy, gap, 100 * gap / gap0,
+          ok ? "approaching the floor" : "NOT approaching the floor");
       std::printf("lm_head_vocab_parallel: wrote %s/lm_head.csv%s\n", a.out.c_str(),
                   png ? (" and " + a.out + "/lm_head.png").c_str() : "");
       status = ok ? 0 : 3;

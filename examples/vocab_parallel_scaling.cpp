@@ -18,16 +18,15 @@
 // per step - O(N) and independent of C for the cross-entropy.
 // Writes a CSV and, through examples/plot.py (matplotlib), a PNG of time,
 // speed-up (with the ideal line), efficiency and MPI time.
-#include <kloss/mpi.hpp>
-
-#include <Kokkos_Random.hpp>
 #include <mpi.h>
 
+#include <Kokkos_Random.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <kloss/mpi.hpp>
 #include <string>
 #include <vector>
 
@@ -47,15 +46,24 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (s == "--n") a.n = std::stoll(next());
-    else if (s == "--c") a.c = std::stoll(next());
-    else if (s == "--d") a.d = std::stoll(next());
-    else if (s == "--fused-n") a.fused_n = std::stoll(next());
-    else if (s == "--reps") a.reps = std::stoi(next());
-    else if (s == "--max-p") a.max_p = std::stoi(next());
-    else if (s == "--csv") a.csv = next();
-    else if (s == "--png") a.png = next();
-    else if (s == "--no-fused") a.fused = false;
+    if (s == "--n")
+      a.n = std::stoll(next());
+    else if (s == "--c")
+      a.c = std::stoll(next());
+    else if (s == "--d")
+      a.d = std::stoll(next());
+    else if (s == "--fused-n")
+      a.fused_n = std::stoll(next());
+    else if (s == "--reps")
+      a.reps = std::stoi(next());
+    else if (s == "--max-p")
+      a.max_p = std::stoi(next());
+    else if (s == "--csv")
+      a.csv = next();
+    else if (s == "--png")
+      a.png = next();
+    else if (s == "--no-fused")
+      a.fused = false;
   }
   return a;
 }

@@ -278,9 +278,7 @@ Opts with(Reduction red, double ls = 0, double z = 0, double cap = 0, std::int64
   return o;
 }
 
-template <class T>
-class VocabParallelCE : public ::testing::Test {};
-TYPED_TEST_SUITE(VocabParallelCE, ScalarTypes);
+KLOSS_SCALAR_TYPED_SUITE(VocabParallelCE);
 
 TYPED_TEST(VocabParallelCE, EveryReductionEqualsSingleProcessReference) {
   for (Reduction red : {Reduction::none, Reduction::mean, Reduction::sum}) {

@@ -3,14 +3,14 @@
 // in float64 on the host, kloss::cross_entropy and its backward, then the
 // gemms of the chain rule in float64), for every option, with chunks
 // smaller than N, on every rank.
+#include <mpi.h>
+
 #include <kloss/cross_entropy.hpp>
 #include <kloss/mpi.hpp>
 #include <kloss/registry.hpp>
 
 #include "mpi_test_utils.hpp"
 #include "test_utils.hpp"
-
-#include <mpi.h>
 
 namespace {
 
@@ -19,7 +19,6 @@ using kloss::Reduction;
 using kloss::mpi::ClassRange;
 using kloss::mpi::Communicator;
 using Opts = kloss::mpi::VocabParallelFusedLinearOptions;
-
 
 struct Expected {
   std::vector<double> output, grad_input, grad_weight, grad_bias;  // full (C rows)
@@ -33,7 +32,8 @@ Expected unfused(const std::vector<double>& x, const std::vector<double>& w, con
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t k = 0; k < c; ++k) {
       double s = b.empty() ? 0.0 : b[static_cast<std::size_t>(k)];
-      for (std::int64_t j = 0; j < d; ++j) s += x[static_cast<std::size_t>(i * d + j)] * w[static_cast<std::size_t>(k * d + j)];
+      for (std::int64_t j = 0; j < d; ++j)
+        s += x[static_cast<std::size_t>(i * d + j)] * w[static_cast<std::size_t>(k * d + j)];
       z[static_cast<std::size_t>(i * c + k)] = s;
     }
   auto zv = make_view<double**>("z", z, {std::size_t(n), std::size_t(c)});
@@ -41,7 +41,8 @@ Expected unfused(const std::vector<double>& x, const std::vector<double>& w, con
   auto tg = make_view<std::int64_t*>("t", tv, {std::size_t(n)});
   Kokkos::View<double*, Mem> cwv;
   if (!cw.empty()) cwv = make_view<double*>("cw", cw, {std::size_t(c)});
-  Kokkos::View<double*, Mem> out("out", o.reduction == Reduction::none ? std::size_t(n) : 1), lse("lse", std::size_t(n));
+  Kokkos::View<double*, Mem> out("out", o.reduction == Reduction::none ? std::size_t(n) : 1),
+      lse("lse", std::size_t(n));
   Kokkos::View<double, Mem> tw("tw");
   kloss::CrossEntropyOptions co;
   co.reduction = o.reduction;
@@ -74,10 +75,10 @@ Expected unfused(const std::vector<double>& x, const std::vector<double>& w, con
 template <class T>
 void check_fused(std::int64_t n, std::int64_t d, std::int64_t c, bool with_bias, bool weighted, const Opts& o,
                  unsigned seed, std::int64_t chunk_rows = 0) {
-  SCOPED_TRACE(::testing::Message() << "N=" << n << " D=" << d << " C=" << c << " bias=" << with_bias << " weighted="
-                                    << weighted << " reduction=" << kloss::to_string(o.reduction) << " ls="
-                                    << o.label_smoothing << " z=" << o.z_loss << " cap=" << o.softcap << " ranks="
-                                    << world_size() << " dtype=" << kloss::dtype_name<T>());
+  SCOPED_TRACE(::testing::Message() << "N=" << n << " D=" << d << " C=" << c << " bias=" << with_bias
+                                    << " weighted=" << weighted << " reduction=" << kloss::to_string(o.reduction)
+                                    << " ls=" << o.label_smoothing << " z=" << o.z_loss << " cap=" << o.softcap
+                                    << " ranks=" << world_size() << " dtype=" << kloss::dtype_name<T>());
   Communicator comm(MPI_COMM_WORLD);
   const ClassRange r = kloss::mpi::balanced_range(c, comm);
   const auto x = rounded<T>(random_values(std::size_t(n * d), -1, 1, seed));
@@ -87,7 +88,8 @@ void check_fused(std::int64_t n, std::int64_t d, std::int64_t c, bool with_bias,
   std::vector<std::int64_t> t(static_cast<std::size_t>(n));
   auto u = random_values(std::size_t(n), 0, 1, seed + 4);
   for (std::int64_t i = 0; i < n; ++i)
-    t[static_cast<std::size_t>(i)] = i % 5 == 2 ? o.ignore_index : static_cast<std::int64_t>(u[static_cast<std::size_t>(i)] * c);
+    t[static_cast<std::size_t>(i)] =
+        i % 5 == 2 ? o.ignore_index : static_cast<std::int64_t>(u[static_cast<std::size_t>(i)] * c);
   const auto go = rounded<T>(random_values(o.reduction == Reduction::none ? std::size_t(n) : 1, -1, 1, seed + 5));
   const Expected e = unfused(x, w, b, cw, t, go, n, d, c, o);
 
@@ -140,8 +142,8 @@ Opts with(Reduction red, double ls = 0, double z = 0, double cap = 0) {
 
 TEST(VocabParallelFused, EqualsUnfusedCompositionEveryReduction) {
   for (Reduction red : {Reduction::none, Reduction::mean, Reduction::sum}) {
-    check_fused<double>(13, 5, 41, true, false, with(red), 1, 4);   // 4 chunks
-    check_fused<float>(13, 5, 41, false, true, with(red), 2);       // one chunk
+    check_fused<double>(13, 5, 41, true, false, with(red), 1, 4);  // 4 chunks
+    check_fused<float>(13, 5, 41, false, true, with(red), 2);      // one chunk
   }
 }
 
@@ -252,17 +254,18 @@ TEST(VocabParallelFused, GradFilterSkipsEachRanksDeadTiles) {
   Kokkos::View<double*, Mem> none;
   auto run = [&](const Opts& o, std::vector<double>& gi_out, std::vector<double>& gw_out, double& loss) {
     Kokkos::View<double*, Mem> out("out", 1), gb("gb", std::size_t(r.count));
-    Kokkos::View<double**, Mem> gi("gi", std::size_t(n), std::size_t(d)), gw("gw", std::size_t(r.count), std::size_t(d));
+    Kokkos::View<double**, Mem> gi("gi", std::size_t(n), std::size_t(d)),
+        gw("gw", std::size_t(r.count), std::size_t(d));
     Kokkos::deep_copy(gw, 7.0);
-    const kloss::FusedLinearReport rep =
-        kloss::mpi::vocab_parallel_fused_linear_cross_entropy(Exec(), comm, r, xv, wv, tg, bv, none, none, out, gi, gw, gb, o);
+    const kloss::FusedLinearReport rep = kloss::mpi::vocab_parallel_fused_linear_cross_entropy(
+        Exec(), comm, r, xv, wv, tg, bv, none, none, out, gi, gw, gb, o);
     gi_out = to_doubles(gi);
     gw_out = to_doubles(gw);
     loss = to_doubles(out)[0];
     return rep;
   };
   Opts o = with(Reduction::mean);
-  o.convert_block_rows = 4;  // tiles of 4 of this rank's classes
+  o.convert_block_rows = 4;                                    // tiles of 4 of this rank's classes
   o.chunk_bytes = 5 * std::max<std::int64_t>(r.count, 1) * 8;  // chunks of 5, 5, 2 rows
   std::vector<double> gi_e, gw_e, gi_f, gw_f;
   double loss_e = 0, loss_f = 0;
@@ -287,4 +290,36 @@ TEST(VocabParallelFused, GradFilterSkipsEachRanksDeadTiles) {
       EXPECT_NEAR(got, want, 1e-14) << "class " << r.begin + k;
       EXPECT_NE(got, 7.0);
     }
+}
+
+// The module: x = (1, 0), head rows I(2) sharded over the ranks, target 0:
+// logits (1, 0), loss log(1 + e^-1), dL/dz = (s - 1, 1 - s), s = e / (e + 1).
+TEST(VocabParallelFused, ModuleHoldsThePlan) {
+  const ClassRange r = kloss::mpi::balanced_range(2, world_rank(), world_size());
+  const kloss::mpi::VocabParallelFusedLinearCrossEntropyLoss<double> head(Communicator(MPI_COMM_WORLD), r);
+  std::vector<double> w_all = {1, 0, 0, 1}, w;
+  for (std::size_t k = std::size_t(r.begin); k < std::size_t(r.end()); ++k)
+    w.insert(w.end(), {w_all[2 * k], w_all[2 * k + 1]});
+  const auto wv = make_view<double**>("w", w, {std::size_t(r.count), 2});
+  const auto x = make_view<double**>("x", {1, 0}, {1, 2});
+  const auto t = make_view<std::int64_t*>("t", {0}, {1});
+  const double s = std::exp(1.0) / (std::exp(1.0) + 1), e = 1 - s;
+  Kokkos::View<double, Mem> loss("loss");
+  head.forward(Exec(), x, wv, Kokkos::View<double*, Mem>(), t, loss);
+  EXPECT_NEAR(to_doubles(loss)[0], std::log1p(std::exp(-1.0)), 1e-12);
+  Kokkos::View<double**, Mem> gx("gx", 1, 2), gw("gw", std::size_t(r.count), 2);
+  Kokkos::View<double*, Mem> gb("gb", std::size_t(r.count));
+  head.forward_backward(Exec(), x, wv, Kokkos::View<double*, Mem>(), t, loss, gx, gw, gb);
+  EXPECT_NEAR(to_doubles(loss)[0], std::log1p(std::exp(-1.0)), 1e-12);
+  expect_near_all(to_doubles(gx), {-e, e}, 1e-12, 1e-12, "grad_input (summed over the ranks)");
+  const std::vector<double> gz = {-e, e};
+  std::vector<double> gw_want, gb_want;
+  for (std::size_t k = std::size_t(r.begin); k < std::size_t(r.end()); ++k)
+    gw_want.insert(gw_want.end(), {gz[k], 0}), gb_want.push_back(gz[k]);
+  expect_near_all(to_doubles(gw), gw_want, 1e-12, 1e-12, "grad_weight (this rank's rows)");
+  expect_near_all(to_doubles(gb), gb_want, 1e-12, 1e-12, "grad_bias");
+  // With an upstream gradient 2.
+  head.forward_backward(Exec(), make_view<double>("go", {2.0}, {}), x, wv, Kokkos::View<double*, Mem>(), t, loss, gx,
+                        Kokkos::View<double**, Mem>(), Kokkos::View<double*, Mem>());
+  expect_near_all(to_doubles(gx), {-2 * e, 2 * e}, 1e-12, 1e-12, "grad_input x 2");
 }

@@ -163,9 +163,7 @@ void check_against_reference(Problem P, const kloss::CrossEntropyOptions& o, con
 
 }  // namespace
 
-template <class T>
-class CrossEntropy : public ::testing::Test {};
-TYPED_TEST_SUITE(CrossEntropy, ScalarTypes);
+KLOSS_SCALAR_TYPED_SUITE(CrossEntropy);
 
 TEST(CrossEntropyHand, HandCheckedValues) {
   Exec exec;
@@ -655,9 +653,7 @@ TEST(CrossEntropyErrors, EveryBadInputThrowsNamingIt) {
 
 // --- nll_loss ----------------------------------------------------------------
 
-template <class T>
-class NllLoss : public ::testing::Test {};
-TYPED_TEST_SUITE(NllLoss, ScalarTypes);
+KLOSS_SCALAR_TYPED_SUITE(NllLoss);
 
 TYPED_TEST(NllLoss, HandCheckedForwardAndBackward) {
   using T = TypeParam;

@@ -108,12 +108,8 @@ BagRun<T, I> run_bag(const BagSpec& s, const std::vector<double>& w, std::int64_
 
 }  // namespace
 
-template <class T>
-class Embedding : public ::testing::Test {};
-TYPED_TEST_SUITE(Embedding, ScalarTypes);
-template <class T>
-class EmbeddingBag : public ::testing::Test {};
-TYPED_TEST_SUITE(EmbeddingBag, ScalarTypes);
+KLOSS_SCALAR_TYPED_SUITE(Embedding);
+KLOSS_SCALAR_TYPED_SUITE(EmbeddingBag);
 
 // --- embedding ---------------------------------------------------------------
 

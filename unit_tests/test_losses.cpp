@@ -4,6 +4,7 @@
 // the refusals (reduction 'none' without grad_output, a backward of a
 // stateful module before its forward or on other shapes).
 #include <cmath>
+#include <memory>
 
 #include "test_utils.hpp"
 
@@ -280,6 +281,40 @@ TEST(LossModules, FusedLinearCrossEntropyLossOnePassOrTwo) {
   expect_near_all(to_doubles(gx), {-2 * e, 2 * e}, 1e-12, 1e-12, "grad_input x 2");
   flce.backward(x, w, V1(), t, gx, V2(), V1());
   expect_near_all(to_doubles(gx), {-e, e}, 1e-12, 1e-12, "grad_input");
+}
+
+TEST(LossModules, SavedStateIsNamedAndReused) {
+  // Every allocation a module makes is named kloss::..., and a second step
+  // of the same shapes allocates nothing (the saved buffers are reused).
+  const auto lp = make_view<double***>("lp", std::vector<double>(8, std::log(0.5)), {2, 2, 2});
+  const auto targets = make_view<std::int64_t**>("targets", {1, 1}, {2, 1});
+  const auto il = make_view<std::int64_t*>("il", {2, 1}, {2});
+  const auto tl = make_view<std::int64_t*>("tl", {1, 1}, {2});
+  Kokkos::View<double***, Mem> g("g", 2, 2, 2);
+  V0 loss = scalar();
+  auto w = make_view<double**>("w", {1, 2, 3, 4, 5, 6}, {3, 2});
+  const auto idx = make_view<std::int64_t*>("idx", {0, 2, 1}, {3});
+  const auto off = make_view<std::int64_t*>("off", {0, 2}, {2});
+  V2 out("out", 2, 2), gw("gw", 3, 2);
+  kloss::EmbeddingBagOptions bo;
+  bo.mode = kloss::EmbeddingBagMode::max;
+  std::unique_ptr<kloss::CTCLoss<double>> ctc;
+  std::unique_ptr<kloss::EmbeddingBag<double>> bag;
+  auto step = [&] {
+    ctc->forward(Exec(), lp, targets, il, tl, loss);
+    ctc->backward(Exec(), lp, targets, il, tl, g);
+    bag->forward(Exec(), idx, off, out);
+    bag->backward(Exec(), out, idx, off, gw);
+  };
+  const auto first = allocations_during([&] {
+    ctc = std::make_unique<kloss::CTCLoss<double>>();
+    bag = std::make_unique<kloss::EmbeddingBag<double>>(w, bo);
+    step();
+  });
+  EXPECT_EQ(first.all, first.kloss) << "unnamed allocations among: " << first.kloss_list();
+  EXPECT_FALSE(first.kloss.empty());
+  const auto second = allocations_during(step);
+  EXPECT_TRUE(second.all.empty()) << second.kloss_list();
 }
 
 }  // namespace

@@ -72,9 +72,7 @@ Vec signs(std::size_t n, unsigned seed) {
 
 }  // namespace
 
-template <class T>
-class Margin : public ::testing::Test {};
-TYPED_TEST_SUITE(Margin, ScalarTypes);
+KLOSS_SCALAR_TYPED_SUITE(Margin);
 
 // ============================================================================
 // hinge_embedding_loss

@@ -12,9 +12,7 @@
 
 using namespace kloss_test;
 
-template <class T>
-class MseLoss : public ::testing::Test {};
-TYPED_TEST_SUITE(MseLoss, ScalarTypes);
+KLOSS_SCALAR_TYPED_SUITE(MseLoss);
 
 TYPED_TEST(MseLoss, HandCheckedForwardForEveryReduction) {
   using T = TypeParam;
@@ -261,9 +259,7 @@ using kloss_ref::poisson;
 
 }  // namespace
 
-template <class T>
-class Pointwise : public ::testing::Test {};
-TYPED_TEST_SUITE(Pointwise, kloss_test::ScalarTypes);
+KLOSS_SCALAR_TYPED_SUITE(Pointwise);
 
 // --- l1 / smooth_l1 / huber ---------------------------------------------------
 

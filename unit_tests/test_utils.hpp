@@ -3,10 +3,9 @@
 // per-dtype tolerance table, finite differences, error expectations.
 #include <gtest/gtest.h>
 
-#include <kloss/kloss.hpp>
-
 #include <cmath>
 #include <functional>
+#include <kloss/kloss.hpp>
 #include <string>
 #include <vector>
 
@@ -19,14 +18,24 @@ using Mem = Exec::memory_space;
 using ScalarTypes = ::testing::Types<float, double, kloss::float16, kloss::bfloat16>;
 using IndexTypes = ::testing::Types<std::int32_t, std::int64_t>;
 
+/// A typed test suite over ScalarTypes.
+#define KLOSS_SCALAR_TYPED_SUITE(Name)    \
+  template <class T>                      \
+  class Name : public ::testing::Test {}; \
+  TYPED_TEST_SUITE(Name, ::kloss_test::ScalarTypes)
+
 /// Tolerances per dtype, in one table (relative; the absolute one is the
 /// same number times the magnitude scale of the test).
 template <class T>
 constexpr double tol() {
-  if constexpr (std::is_same_v<T, double>) return 1e-12;
-  else if constexpr (std::is_same_v<T, float>) return 2e-5;
-  else if constexpr (std::is_same_v<T, kloss::float16>) return 4e-3;
-  else return 3e-2;  // bfloat16
+  if constexpr (std::is_same_v<T, double>)
+    return 1e-12;
+  else if constexpr (std::is_same_v<T, float>)
+    return 2e-5;
+  else if constexpr (std::is_same_v<T, kloss::float16>)
+    return 4e-3;
+  else
+    return 3e-2;  // bfloat16
 }
 
 /// Tolerance of a gradient against central finite differences in double
@@ -47,8 +56,10 @@ Kokkos::View<DataType, Mem> make_view(const std::string& label, const std::vecto
   EXPECT_EQ(v.size(), values.size()) << "make_view: wrong number of values for " << label;
   Kokkos::View<T*, Kokkos::HostSpace> flat("flat", v.size());
   for (std::size_t i = 0; i < v.size() && i < values.size(); ++i) {
-    if constexpr (std::is_integral_v<T>) flat(i) = static_cast<T>(values[i]);
-    else flat(i) = static_cast<T>(values[i]);
+    if constexpr (std::is_integral_v<T>)
+      flat(i) = static_cast<T>(values[i]);
+    else
+      flat(i) = static_cast<T>(values[i]);
   }
   Kokkos::View<T*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> dst(v.data(), v.size());
   Kokkos::deep_copy(dst, flat);
@@ -71,7 +82,8 @@ std::vector<double> to_doubles(const V& v) {
 template <class T>
 std::vector<double> rounded(const std::vector<double>& v) {
   std::vector<double> r(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) r[i] = static_cast<double>(static_cast<kloss::acc_t<T>>(static_cast<T>(v[i])));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    r[i] = static_cast<double>(static_cast<kloss::acc_t<T>>(static_cast<T>(v[i])));
   return r;
 }
 
@@ -153,15 +165,15 @@ Allocations allocations_during(const F& f) {
 }  // namespace kloss_test
 
 /// Expects `stmt` to throw `ErrType` whose message contains `substr`.
-#define EXPECT_KLOSS_THROW(stmt, ErrType, substr)                                                  \
-  do {                                                                                             \
-    try {                                                                                          \
-      stmt;                                                                                        \
-      ADD_FAILURE() << "expected " #ErrType " from: " #stmt;                                       \
-    } catch (const ErrType& e_) {                                                                  \
-      EXPECT_NE(std::string(e_.what()).find(substr), std::string::npos)                            \
-          << "message '" << e_.what() << "' lacks '" << substr << "'";                             \
-    } catch (const std::exception& e_) {                                                           \
-      ADD_FAILURE() << "expected " #ErrType ", got another exception: " << e_.what();              \
-    }                                                                                              \
+#define EXPECT_KLOSS_THROW(stmt, ErrType, substr)                                     \
+  do {                                                                                \
+    try {                                                                             \
+      stmt;                                                                           \
+      ADD_FAILURE() << "expected " #ErrType " from: " #stmt;                          \
+    } catch (const ErrType& e_) {                                                     \
+      EXPECT_NE(std::string(e_.what()).find(substr), std::string::npos)               \
+          << "message '" << e_.what() << "' lacks '" << substr << "'";                \
+    } catch (const std::exception& e_) {                                              \
+      ADD_FAILURE() << "expected " #ErrType ", got another exception: " << e_.what(); \
+    }                                                                                 \
   } while (0)

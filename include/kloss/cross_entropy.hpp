@@ -28,7 +28,6 @@
 
 namespace kloss {
 
-
 /// cross_entropy forward.
 /// - target: integer view [N, d...] of class indices (int32/int64), or a
 ///   floating view shaped like input holding class probabilities (negative
@@ -125,8 +124,8 @@ void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_ou
 /// the non-ignored targets (NaN if all are ignored). total_weight: rank-0
 /// double view receiving that sum (empty view to skip). Integer input is
 /// refused at compile time. Fences.
-template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView,
-          class TotalWeightView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView, class TotalWeightView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
 void nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
               const OutputView& output, const TotalWeightView& total_weight, const NllLossOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
@@ -166,39 +165,39 @@ void nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output,
   static_assert(is_scalar_v<T>, "kloss::nll_loss_backward: input must be float, double, float16 or bfloat16");
   static_assert(is_index_v<I>, "kloss::nll_loss_backward: target must hold int32 or int64 class indices");
   constexpr std::string_view op = "nll_loss_backward";
-  impl::nll_loss_backward<ExecSpace, T, I>(
-      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
-      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(weight, op, "weight"),
-      as_optional_tensor<M>(total_weight, op, "total_weight"), as_optional_tensor<M>(grad_input, op, "grad_input"),
-      opts);
+  impl::nll_loss_backward<ExecSpace, T, I>(exec, as_tensor<M>(grad_output, op, "grad_output"),
+                                           as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
+                                           as_optional_tensor<M>(weight, op, "weight"),
+                                           as_optional_tensor<M>(total_weight, op, "total_weight"),
+                                           as_optional_tensor<M>(grad_input, op, "grad_input"), opts);
 }
 
 }  // namespace kloss
 
 // Explicit instantiations: declared here, instantiated in src/cross_entropy.cpp
 // (KLOSS_CROSS_ENTROPY_INSTANTIATE(, T, I) and KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(, T)).
-#define KLOSS_CROSS_ENTROPY_INSTANTIATE(PREFIX, T, I)                                                              \
-  PREFIX template void kloss::impl::cross_entropy<KLOSS_EXEC, T, I>(                                               \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&,                \
-      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(double)&,                   \
-      const kloss::CrossEntropyOptions&);                                                                          \
-  PREFIX template void kloss::impl::cross_entropy_backward<KLOSS_EXEC, T, I>(                                      \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,                \
-      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_CTENSOR(double)&,                \
-      const KLOSS_TENSOR(T)&, const kloss::CrossEntropyOptions&);                                                  \
-  PREFIX template void kloss::impl::nll_loss<KLOSS_EXEC, T, I>(                                                    \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&,                \
-      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(double)&, const kloss::NllLossOptions&);                          \
-  PREFIX template void kloss::impl::nll_loss_backward<KLOSS_EXEC, T, I>(                                           \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,                \
+#define KLOSS_CROSS_ENTROPY_INSTANTIATE(PREFIX, T, I)                                               \
+  PREFIX template void kloss::impl::cross_entropy<KLOSS_EXEC, T, I>(                                \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, \
+      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(double)&,    \
+      const kloss::CrossEntropyOptions&);                                                           \
+  PREFIX template void kloss::impl::cross_entropy_backward<KLOSS_EXEC, T, I>(                       \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_CTENSOR(double)&, \
+      const KLOSS_TENSOR(T)&, const kloss::CrossEntropyOptions&);                                   \
+  PREFIX template void kloss::impl::nll_loss<KLOSS_EXEC, T, I>(                                     \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, \
+      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(double)&, const kloss::NllLossOptions&);           \
+  PREFIX template void kloss::impl::nll_loss_backward<KLOSS_EXEC, T, I>(                            \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, \
       const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(double)&, const KLOSS_TENSOR(T)&, const kloss::NllLossOptions&);
-#define KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(PREFIX, T)                                                            \
-  PREFIX template void kloss::impl::cross_entropy_prob<KLOSS_EXEC, T>(                                             \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                \
-      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, const kloss::CrossEntropyOptions&);            \
-  PREFIX template void kloss::impl::cross_entropy_prob_backward<KLOSS_EXEC, T>(                                    \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                \
-      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(T)&,                      \
+#define KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(PREFIX, T)                                                 \
+  PREFIX template void kloss::impl::cross_entropy_prob<KLOSS_EXEC, T>(                                  \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,     \
+      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, const kloss::CrossEntropyOptions&); \
+  PREFIX template void kloss::impl::cross_entropy_prob_backward<KLOSS_EXEC, T>(                         \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,     \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(T)&,           \
       const kloss::CrossEntropyOptions&);
 #define KLOSS_CROSS_ENTROPY_EXTERN(T, I) KLOSS_CROSS_ENTROPY_INSTANTIATE(extern, T, I)
 #define KLOSS_CROSS_ENTROPY_PROB_EXTERN(T) KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(extern, T)

@@ -28,9 +28,9 @@ namespace kloss {
 
 /// Options of ctc_loss (torch's keywords and defaults, plus `ctc_grad`).
 struct CtcLossOptions {
-  std::int64_t blank = 0;               ///< the blank class, in [0, C)
+  std::int64_t blank = 0;                 ///< the blank class, in [0, C)
   Reduction reduction = Reduction::mean;  ///< mean: each loss / max(target_length, 1), then the batch mean
-  bool zero_infinity = false;           ///< infeasible alignments (loss +inf) give 0 and a zero gradient
+  bool zero_infinity = false;             ///< infeasible alignments (loss +inf) give 0 and a zero gradient
   /// kloss extension. false (default): the backward returns what torch's
   /// autograd returns - the partial derivative plus exp(log_probs) * g on
   /// every frame inside the input length, i.e. the gradient with respect to
@@ -43,15 +43,17 @@ struct CtcLossOptions {
 /// log_alpha [N, T, 2 * max(target_lengths) + 1] of acc_t<T> (float for
 /// 16-bit types), rows t >= input_length and states s > 2 * target_length
 /// left unspecified. Passing it to ctc_loss_backward saves recomputing it.
-template <class ExecSpace, class LogProbsView, class TargetsView, class InputLengthsView, class TargetLengthsView,
-          class OutputView, class LogAlphaView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value && Kokkos::is_view<LogAlphaView>::value>>
+template <
+    class ExecSpace, class LogProbsView, class TargetsView, class InputLengthsView, class TargetLengthsView,
+    class OutputView, class LogAlphaView,
+    class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value && Kokkos::is_view<LogAlphaView>::value>>
 void ctc_loss(const ExecSpace& exec, const LogProbsView& log_probs, const TargetsView& targets,
               const InputLengthsView& input_lengths, const TargetLengthsView& target_lengths, const OutputView& output,
               const LogAlphaView& log_alpha, const CtcLossOptions& opts = {}) {
   using T = typename LogProbsView::non_const_value_type;
   using I = typename TargetsView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "ctc_loss";
   static_assert(is_scalar_v<T>, "kloss::ctc_loss: log_probs must be float, double, float16 or bfloat16");
   static_assert(std::is_same_v<typename OutputView::non_const_value_type, T>,
                 "kloss::ctc_loss: output must have the value type of log_probs");
@@ -61,11 +63,11 @@ void ctc_loss(const ExecSpace& exec, const LogProbsView& log_probs, const Target
                 "kloss::ctc_loss: input_lengths and target_lengths must have the index type of targets");
   static_assert(std::is_same_v<typename LogAlphaView::value_type, acc_t<T>>,
                 "kloss::ctc_loss: log_alpha must hold acc_t<T> (double for double, float otherwise)");
-  impl::ctc_loss<ExecSpace, T, I>(
-      exec, as_tensor<M>(log_probs, "ctc_loss", "log_probs"), as_tensor<M>(targets, "ctc_loss", "targets"),
-      as_tensor<M>(input_lengths, "ctc_loss", "input_lengths"),
-      as_tensor<M>(target_lengths, "ctc_loss", "target_lengths"), as_tensor<M>(output, "ctc_loss", "output"),
-      as_optional_tensor<M>(log_alpha, "ctc_loss", "log_alpha"), opts.blank, opts.reduction, opts.zero_infinity);
+  impl::ctc_loss<ExecSpace, T, I>(exec, as_tensor<M>(log_probs, op, "log_probs"), as_tensor<M>(targets, op, "targets"),
+                                  as_tensor<M>(input_lengths, op, "input_lengths"),
+                                  as_tensor<M>(target_lengths, op, "target_lengths"),
+                                  as_tensor<M>(output, op, "output"), as_optional_tensor<M>(log_alpha, op, "log_alpha"),
+                                  opts.blank, opts.reduction, opts.zero_infinity);
 }
 
 /// ctc_loss. output: [N] for Reduction::none ([] unbatched), one element
@@ -121,10 +123,10 @@ void ctc_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output,
 }
 
 /// Backward of ctc_loss without a saved log_alpha (recomputed).
-template <class ExecSpace, class GradOutputView, class LogProbsView, class TargetsView, class InputLengthsView,
-          class TargetLengthsView, class GradLogProbsView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value &&
-                                   Kokkos::is_view<GradLogProbsView>::value>>
+template <
+    class ExecSpace, class GradOutputView, class LogProbsView, class TargetsView, class InputLengthsView,
+    class TargetLengthsView, class GradLogProbsView,
+    class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value && Kokkos::is_view<GradLogProbsView>::value>>
 void ctc_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const LogProbsView& log_probs,
                        const TargetsView& targets, const InputLengthsView& input_lengths,
                        const TargetLengthsView& target_lengths, const GradLogProbsView& grad_log_probs,
@@ -138,15 +140,15 @@ void ctc_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output,
 
 // Explicit instantiations: declared here, instantiated in src/ctc.cpp with the
 // same list (KLOSS_CTC_INSTANTIATE(, T, I)).
-#define KLOSS_CTC_INSTANTIATE(PREFIX, T, I)                                                                          \
-  PREFIX template void kloss::impl::ctc_loss<KLOSS_EXEC, T, I>(                                                     \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(I)&,                   \
-      const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, std::int64_t,          \
-      kloss::Reduction, bool);                                                                                      \
-  PREFIX template void kloss::impl::ctc_loss_backward<KLOSS_EXEC, T, I>(                                            \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,                  \
-      const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&,                       \
-      const KLOSS_TENSOR(T)&, std::int64_t, kloss::Reduction, bool, bool);
+#define KLOSS_CTC_INSTANTIATE(PREFIX, T, I)                                                                            \
+  PREFIX template void kloss::impl::ctc_loss<KLOSS_EXEC, T, I>(                                                        \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(I)&,                    \
+      const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, std::int64_t,             \
+      kloss::Reduction, bool);                                                                                         \
+  PREFIX template void kloss::impl::ctc_loss_backward<KLOSS_EXEC, T, I>(                                               \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,                    \
+      const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(T)&, \
+      std::int64_t, kloss::Reduction, bool, bool);
 #define KLOSS_CTC_EXTERN(T, I) KLOSS_CTC_INSTANTIATE(extern, T, I)
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_CTC_EXTERN)
 #undef KLOSS_CTC_EXTERN

@@ -30,11 +30,12 @@ void embedding_renorm(const ExecSpace& exec, const InputView& input, const Weigh
   using T = impl::value_t<WeightView>;
   using I = impl::value_t<InputView>;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "embedding_renorm";
   static_assert(is_scalar_v<T>, "kloss::embedding_renorm: weight must be float, double, float16 or bfloat16");
   static_assert(is_index_v<I>, "kloss::embedding_renorm: input must be int32 or int64");
   static_assert(!std::is_const_v<typename WeightView::value_type>, "kloss::embedding_renorm: weight must be writable");
-  impl::embedding_renorm<ExecSpace, T, I>(exec, "embedding_renorm", as_tensor<M>(input, "embedding_renorm", "input"),
-                                          as_tensor<M>(weight, "embedding_renorm", "weight"), max_norm, norm_type);
+  impl::embedding_renorm<ExecSpace, T, I>(exec, "embedding_renorm", as_tensor<M>(input, op, "input"),
+                                          as_tensor<M>(weight, op, "weight"), max_norm, norm_type);
 }
 
 /// embedding: output[..., :] = weight[input[...], :]. input: indices of any
@@ -48,12 +49,13 @@ void embedding(const ExecSpace& exec, const InputView& input, const WeightView& 
   using T = impl::value_t<OutputView>;
   using I = impl::value_t<InputView>;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "embedding";
   static_assert(is_scalar_v<T>, "kloss::embedding: weight must be float, double, float16 or bfloat16");
   static_assert(is_index_v<I>, "kloss::embedding: input must be int32 or int64");
   static_assert(std::is_same_v<impl::value_t<WeightView>, T>,
                 "kloss::embedding: weight and output must have the same type");
-  auto w = as_tensor<M>(weight, "embedding", "weight");
-  auto in = as_tensor<M>(input, "embedding", "input");
+  auto w = as_tensor<M>(weight, op, "weight");
+  auto in = as_tensor<M>(input, op, "input");
   if (opts.max_norm) {
     if constexpr (std::is_const_v<typename WeightView::value_type>) {
       fail<InvalidArgument>("embedding", "argument 'weight' must be writable with max_norm (renormalised in place)");
@@ -61,7 +63,7 @@ void embedding(const ExecSpace& exec, const InputView& input, const WeightView& 
       impl::embedding_renorm<ExecSpace, T, I>(exec, "embedding", in, w, *opts.max_norm, opts.norm_type);
     }
   }
-  impl::embedding<ExecSpace, T, I>(exec, in, w, as_tensor<M>(output, "embedding", "output"), opts);
+  impl::embedding<ExecSpace, T, I>(exec, in, w, as_tensor<M>(output, op, "output"), opts);
 }
 
 /// Backward of embedding: grad_weight [V, D] (overwritten) = the sum over
@@ -76,12 +78,13 @@ void embedding_backward(const ExecSpace& exec, const GradOutputView& grad_output
   using T = impl::value_t<GradWeightView>;
   using I = impl::value_t<InputView>;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "embedding_backward";
   static_assert(is_scalar_v<T> && std::is_same_v<impl::value_t<GradOutputView>, T>,
                 "kloss::embedding_backward: grad_output and grad_weight must have the same floating type");
   static_assert(is_index_v<I>, "kloss::embedding_backward: input must be int32 or int64");
-  impl::embedding_backward<ExecSpace, T, I>(exec, as_tensor<M>(grad_output, "embedding_backward", "grad_output"),
-                                            as_tensor<M>(input, "embedding_backward", "input"),
-                                            as_tensor<M>(grad_weight, "embedding_backward", "grad_weight"), opts);
+  impl::embedding_backward<ExecSpace, T, I>(exec, as_tensor<M>(grad_output, op, "grad_output"),
+                                            as_tensor<M>(input, op, "input"),
+                                            as_tensor<M>(grad_weight, op, "grad_weight"), opts);
 }
 
 /// Row-sparse backward of embedding (torch's sparse=True, coalesced): the

@@ -31,10 +31,11 @@ template <class ExecSpace, class InputView, class WeightView, class TargetView, 
           class OutputView, class GradInputView, class GradWeightView, class GradBiasView,
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
 FusedLinearReport fused_linear_cross_entropy(const ExecSpace& exec, const InputView& input, const WeightView& weight,
-                                const TargetView& target, const BiasView& bias, const CeWeightView& ce_weight,
-                                const OutputView& output, const GradInputView& grad_input,
-                                const GradWeightView& grad_weight, const GradBiasView& grad_bias,
-                                const FusedLinearCrossEntropyOptions& opts = {}) {
+                                             const TargetView& target, const BiasView& bias,
+                                             const CeWeightView& ce_weight, const OutputView& output,
+                                             const GradInputView& grad_input, const GradWeightView& grad_weight,
+                                             const GradBiasView& grad_bias,
+                                             const FusedLinearCrossEntropyOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using I = typename TargetView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
@@ -58,7 +59,8 @@ template <class ExecSpace, class GradOutputView, class GradInputView, class Grad
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
 void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
                                          const GradInputView& grad_input, const GradWeightView& grad_weight,
-                                         const GradBiasView& grad_bias, const FusedLinearCrossEntropyOptions& opts = {}) {
+                                         const GradBiasView& grad_bias,
+                                         const FusedLinearCrossEntropyOptions& opts = {}) {
   using T = typename GradOutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
   constexpr std::string_view op = "fused_linear_cross_entropy_backward";
@@ -66,7 +68,8 @@ void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutput
           "reduction 'none' needs per-row upstream gradients: use the recompute overload (with input, weight, "
           "target)");
   const Tensor<const T, M> go = as_tensor<M>(grad_output, op, "grad_output");
-  if (go.numel() != 1) fail<DimensionMismatch>(op, "argument 'grad_output' must hold one element, got ", go.shape.str());
+  if (go.numel() != 1)
+    fail<DimensionMismatch>(op, "argument 'grad_output' must hold one element, got ", go.shape.str());
   impl::ProfilingRegion region("kloss::fused_linear_cross_entropy_backward");
   impl::fused_linear_scale<ExecSpace, T>(exec, go, as_optional_tensor<M>(grad_input, op, "grad_input"));
   impl::fused_linear_scale<ExecSpace, T>(exec, go, as_optional_tensor<M>(grad_weight, op, "grad_weight"));
@@ -82,10 +85,11 @@ template <class ExecSpace, class GradOutputView, class InputView, class WeightVi
           class CeWeightView, class GradInputView, class GradWeightView, class GradBiasView,
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
 FusedLinearReport fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
-                                         const InputView& input, const WeightView& weight, const TargetView& target,
-                                         const BiasView& bias, const CeWeightView& ce_weight,
-                                         const GradInputView& grad_input, const GradWeightView& grad_weight,
-                                         const GradBiasView& grad_bias, const FusedLinearCrossEntropyOptions& opts = {}) {
+                                                      const InputView& input, const WeightView& weight,
+                                                      const TargetView& target, const BiasView& bias,
+                                                      const CeWeightView& ce_weight, const GradInputView& grad_input,
+                                                      const GradWeightView& grad_weight, const GradBiasView& grad_bias,
+                                                      const FusedLinearCrossEntropyOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using I = typename TargetView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
@@ -99,26 +103,26 @@ FusedLinearReport fused_linear_cross_entropy_backward(const ExecSpace& exec, con
   return impl::fused_linear_run<ExecSpace, T, I>(
       exec, op, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
       as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
-      as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_tensor<M>(grad_output, op, "grad_output"),
-      Tensor<T, M>(), as_optional_tensor<M>(grad_input, op, "grad_input"),
-      as_optional_tensor<M>(grad_weight, op, "grad_weight"), as_optional_tensor<M>(grad_bias, op, "grad_bias"), opts);
+      as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_tensor<M>(grad_output, op, "grad_output"), Tensor<T, M>(),
+      as_optional_tensor<M>(grad_input, op, "grad_input"), as_optional_tensor<M>(grad_weight, op, "grad_weight"),
+      as_optional_tensor<M>(grad_bias, op, "grad_bias"), opts);
 }
 
 }  // namespace kloss
 
-#define KLOSS_FUSED_LINEAR_INSTANTIATE(PREFIX, T, I)                                                             \
-  PREFIX template kloss::FusedLinearReport kloss::impl::fused_linear_run<KLOSS_EXEC, T, I>(                                          \
-      const KLOSS_EXEC&, std::string_view, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                     \
-      const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,        \
-      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,            \
+#define KLOSS_FUSED_LINEAR_INSTANTIATE(PREFIX, T, I)                                                                  \
+  PREFIX template kloss::FusedLinearReport kloss::impl::fused_linear_run<KLOSS_EXEC, T, I>(                           \
+      const KLOSS_EXEC&, std::string_view, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&,              \
+      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,                                         \
       const kloss::FusedLinearCrossEntropyOptions&);
 /// Every (T, target type) pair: class indices of both index types, and
 /// probabilities (target type T).
-#define KLOSS_FUSED_LINEAR_FOR_EACH(M) \
-  M(float, std::int32_t) M(float, std::int64_t) M(float, float) \
-  M(double, std::int32_t) M(double, std::int64_t) M(double, double) \
-  M(kloss::float16, std::int32_t) M(kloss::float16, std::int64_t) M(kloss::float16, kloss::float16) \
-  M(kloss::bfloat16, std::int32_t) M(kloss::bfloat16, std::int64_t) M(kloss::bfloat16, kloss::bfloat16)
+#define KLOSS_FUSED_LINEAR_FOR_EACH(M)                                                                     \
+  M(float, std::int32_t)                                                                                   \
+  M(float, std::int64_t) M(float, float) M(double, std::int32_t) M(double, std::int64_t) M(double, double) \
+      M(kloss::float16, std::int32_t) M(kloss::float16, std::int64_t) M(kloss::float16, kloss::float16)    \
+          M(kloss::bfloat16, std::int32_t) M(kloss::bfloat16, std::int64_t) M(kloss::bfloat16, kloss::bfloat16)
 #define KLOSS_FUSED_LINEAR_EXTERN(T, I) KLOSS_FUSED_LINEAR_INSTANTIATE(extern, T, I)
 KLOSS_FUSED_LINEAR_FOR_EACH(KLOSS_FUSED_LINEAR_EXTERN)
 #undef KLOSS_FUSED_LINEAR_EXTERN

@@ -74,11 +74,10 @@ void hinge_embedding_loss(const ExecSpace& exec, const InputView& input, const T
                           const OutputView& output, const HingeEmbeddingLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "hinge_embedding_loss";
   KLOSS_STATIC_CHECKS("hinge_embedding_loss", T, InputView, TargetView);
-  impl::hinge_embedding_loss<ExecSpace, T>(exec, as_tensor<M>(input, "hinge_embedding_loss", "input"),
-                                           as_tensor<M>(target, "hinge_embedding_loss", "target"),
-                                           as_tensor<M>(output, "hinge_embedding_loss", "output"), opts.margin,
-                                           opts.reduction);
+  impl::hinge_embedding_loss<ExecSpace, T>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
+                                           as_tensor<M>(output, op, "output"), opts.margin, opts.reduction);
 }
 
 /// Backward of hinge_embedding_loss: grad_input (the input's shape; an empty view
@@ -90,12 +89,12 @@ void hinge_embedding_loss_backward(const ExecSpace& exec, const GradOutputView& 
                                    const HingeEmbeddingLossOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "hinge_embedding_loss_backward";
   KLOSS_STATIC_CHECKS("hinge_embedding_loss_backward", T, GradOutputView, TargetView, GradInputView);
   impl::hinge_embedding_loss_backward<ExecSpace, T>(
-      exec, as_tensor<M>(grad_output, "hinge_embedding_loss_backward", "grad_output"),
-      as_tensor<M>(input, "hinge_embedding_loss_backward", "input"),
-      as_tensor<M>(target, "hinge_embedding_loss_backward", "target"),
-      as_optional_tensor<M>(grad_input, "hinge_embedding_loss_backward", "grad_input"), opts.margin, opts.reduction);
+      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(grad_input, op, "grad_input"), opts.margin,
+      opts.reduction);
 }
 
 /// margin_ranking_loss: loss = max(0, -target (input1 - input2) + margin).
@@ -109,11 +108,11 @@ void margin_ranking_loss(const ExecSpace& exec, const Input1View& input1, const 
                          const MarginRankingLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "margin_ranking_loss";
   KLOSS_STATIC_CHECKS("margin_ranking_loss", T, Input1View, Input2View, TargetView);
-  impl::margin_ranking_loss<ExecSpace, T>(
-      exec, as_tensor<M>(input1, "margin_ranking_loss", "input1"),
-      as_tensor<M>(input2, "margin_ranking_loss", "input2"), as_tensor<M>(target, "margin_ranking_loss", "target"),
-      as_tensor<M>(output, "margin_ranking_loss", "output"), opts.margin, opts.reduction);
+  impl::margin_ranking_loss<ExecSpace, T>(exec, as_tensor<M>(input1, op, "input1"), as_tensor<M>(input2, op, "input2"),
+                                          as_tensor<M>(target, op, "target"), as_tensor<M>(output, op, "output"),
+                                          opts.margin, opts.reduction);
 }
 
 /// Backward of margin_ranking_loss: grad_input1, grad_input2 (either may be an
@@ -126,14 +125,14 @@ void margin_ranking_loss_backward(const ExecSpace& exec, const GradOutputView& g
                                   const GradInput2View& grad_input2, const MarginRankingLossOptions& opts = {}) {
   using T = typename Input1View::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  KLOSS_STATIC_CHECKS("margin_ranking_loss_backward", T, GradOutputView, Input2View, TargetView, GradInput1View, GradInput2View);
+  constexpr const char* op = "margin_ranking_loss_backward";
+  KLOSS_STATIC_CHECKS("margin_ranking_loss_backward", T, GradOutputView, Input2View, TargetView, GradInput1View,
+                      GradInput2View);
   impl::margin_ranking_loss_backward<ExecSpace, T>(
-      exec, as_tensor<M>(grad_output, "margin_ranking_loss_backward", "grad_output"),
-      as_tensor<M>(input1, "margin_ranking_loss_backward", "input1"),
-      as_tensor<M>(input2, "margin_ranking_loss_backward", "input2"),
-      as_tensor<M>(target, "margin_ranking_loss_backward", "target"),
-      as_optional_tensor<M>(grad_input1, "margin_ranking_loss_backward", "grad_input1"),
-      as_optional_tensor<M>(grad_input2, "margin_ranking_loss_backward", "grad_input2"), opts.margin, opts.reduction);
+      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input1, op, "input1"),
+      as_tensor<M>(input2, op, "input2"), as_tensor<M>(target, op, "target"),
+      as_optional_tensor<M>(grad_input1, op, "grad_input1"), as_optional_tensor<M>(grad_input2, op, "grad_input2"),
+      opts.margin, opts.reduction);
 }
 
 /// triplet_margin_loss: loss = max(0, margin + d(anchor, positive) -
@@ -150,12 +149,12 @@ void triplet_margin_loss(const ExecSpace& exec, const AnchorView& anchor, const 
                          const TripletMarginLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "triplet_margin_loss";
   KLOSS_STATIC_CHECKS("triplet_margin_loss", T, AnchorView, PositiveView, NegativeView);
-  impl::triplet_margin_loss<ExecSpace, T>(exec, as_tensor<M>(anchor, "triplet_margin_loss", "anchor"),
-                                          as_tensor<M>(positive, "triplet_margin_loss", "positive"),
-                                          as_tensor<M>(negative, "triplet_margin_loss", "negative"),
-                                          as_tensor<M>(output, "triplet_margin_loss", "output"), opts.margin, opts.p,
-                                          opts.eps, opts.swap, opts.reduction);
+  impl::triplet_margin_loss<ExecSpace, T>(exec, as_tensor<M>(anchor, op, "anchor"),
+                                          as_tensor<M>(positive, op, "positive"),
+                                          as_tensor<M>(negative, op, "negative"), as_tensor<M>(output, op, "output"),
+                                          opts.margin, opts.p, opts.eps, opts.swap, opts.reduction);
 }
 
 /// Backward of triplet_margin_loss: gradients of anchor, positive and
@@ -170,16 +169,15 @@ void triplet_margin_loss_backward(const ExecSpace& exec, const GradOutputView& g
                                   const GradNegativeView& grad_negative, const TripletMarginLossOptions& opts = {}) {
   using T = typename AnchorView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  KLOSS_STATIC_CHECKS("triplet_margin_loss_backward", T, GradOutputView, PositiveView, NegativeView, GradAnchorView, GradPositiveView, GradNegativeView);
+  constexpr const char* op = "triplet_margin_loss_backward";
+  KLOSS_STATIC_CHECKS("triplet_margin_loss_backward", T, GradOutputView, PositiveView, NegativeView, GradAnchorView,
+                      GradPositiveView, GradNegativeView);
   impl::triplet_margin_loss_backward<ExecSpace, T>(
-      exec, as_tensor<M>(grad_output, "triplet_margin_loss_backward", "grad_output"),
-      as_tensor<M>(anchor, "triplet_margin_loss_backward", "anchor"),
-      as_tensor<M>(positive, "triplet_margin_loss_backward", "positive"),
-      as_tensor<M>(negative, "triplet_margin_loss_backward", "negative"),
-      as_optional_tensor<M>(grad_anchor, "triplet_margin_loss_backward", "grad_anchor"),
-      as_optional_tensor<M>(grad_positive, "triplet_margin_loss_backward", "grad_positive"),
-      as_optional_tensor<M>(grad_negative, "triplet_margin_loss_backward", "grad_negative"), opts.margin, opts.p,
-      opts.eps, opts.swap, opts.reduction);
+      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(anchor, op, "anchor"),
+      as_tensor<M>(positive, op, "positive"), as_tensor<M>(negative, op, "negative"),
+      as_optional_tensor<M>(grad_anchor, op, "grad_anchor"), as_optional_tensor<M>(grad_positive, op, "grad_positive"),
+      as_optional_tensor<M>(grad_negative, op, "grad_negative"), opts.margin, opts.p, opts.eps, opts.swap,
+      opts.reduction);
 }
 
 /// cosine_embedding_loss: cos = <x1, x2> / sqrt((|x1|^2 + 1e-12)(|x2|^2 +
@@ -195,11 +193,11 @@ void cosine_embedding_loss(const ExecSpace& exec, const Input1View& input1, cons
                            const CosineEmbeddingLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "cosine_embedding_loss";
   KLOSS_STATIC_CHECKS("cosine_embedding_loss", T, Input1View, Input2View, TargetView);
-  impl::cosine_embedding_loss<ExecSpace, T>(
-      exec, as_tensor<M>(input1, "cosine_embedding_loss", "input1"),
-      as_tensor<M>(input2, "cosine_embedding_loss", "input2"), as_tensor<M>(target, "cosine_embedding_loss", "target"),
-      as_tensor<M>(output, "cosine_embedding_loss", "output"), opts.margin, opts.reduction);
+  impl::cosine_embedding_loss<ExecSpace, T>(exec, as_tensor<M>(input1, op, "input1"),
+                                            as_tensor<M>(input2, op, "input2"), as_tensor<M>(target, op, "target"),
+                                            as_tensor<M>(output, op, "output"), opts.margin, opts.reduction);
 }
 
 /// Backward of cosine_embedding_loss: grad_input1, grad_input2 (either may be
@@ -213,14 +211,14 @@ void cosine_embedding_loss_backward(const ExecSpace& exec, const GradOutputView&
                                     const CosineEmbeddingLossOptions& opts = {}) {
   using T = typename Input1View::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  KLOSS_STATIC_CHECKS("cosine_embedding_loss_backward", T, GradOutputView, Input2View, TargetView, GradInput1View, GradInput2View);
+  constexpr const char* op = "cosine_embedding_loss_backward";
+  KLOSS_STATIC_CHECKS("cosine_embedding_loss_backward", T, GradOutputView, Input2View, TargetView, GradInput1View,
+                      GradInput2View);
   impl::cosine_embedding_loss_backward<ExecSpace, T>(
-      exec, as_tensor<M>(grad_output, "cosine_embedding_loss_backward", "grad_output"),
-      as_tensor<M>(input1, "cosine_embedding_loss_backward", "input1"),
-      as_tensor<M>(input2, "cosine_embedding_loss_backward", "input2"),
-      as_tensor<M>(target, "cosine_embedding_loss_backward", "target"),
-      as_optional_tensor<M>(grad_input1, "cosine_embedding_loss_backward", "grad_input1"),
-      as_optional_tensor<M>(grad_input2, "cosine_embedding_loss_backward", "grad_input2"), opts.margin, opts.reduction);
+      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input1, op, "input1"),
+      as_tensor<M>(input2, op, "input2"), as_tensor<M>(target, op, "target"),
+      as_optional_tensor<M>(grad_input1, op, "grad_input1"), as_optional_tensor<M>(grad_input2, op, "grad_input2"),
+      opts.margin, opts.reduction);
 }
 
 /// multi_margin_loss: row loss = sum_{d != y} w[y] max(0, margin - x[y] +
@@ -235,15 +233,16 @@ void multi_margin_loss(const ExecSpace& exec, const InputView& input, const Targ
                        const WeightView& weight, const OutputView& output, const MultiMarginLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "multi_margin_loss";
   KLOSS_STATIC_CHECKS("multi_margin_loss", T, InputView);
   static_assert(is_index_v<typename TargetView::non_const_value_type>,
                 "kloss::multi_margin_loss: 'target' must hold int32 or int64 class indices");
   static_assert(std::is_same_v<typename WeightView::non_const_value_type, T>,
                 "kloss::multi_margin_loss: 'weight' must have the output's value type");
   impl::multi_margin_loss<ExecSpace, T, typename TargetView::non_const_value_type>(
-      exec, as_tensor<M>(input, "multi_margin_loss", "input"), as_tensor<M>(target, "multi_margin_loss", "target"),
-      as_optional_tensor<M>(weight, "multi_margin_loss", "weight"), as_tensor<M>(output, "multi_margin_loss", "output"),
-      opts.p, opts.margin, opts.reduction);
+      exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
+      as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(output, op, "output"), opts.p, opts.margin,
+      opts.reduction);
 }
 
 /// Backward of multi_margin_loss: grad_input (the input's shape). Fences.
@@ -254,6 +253,7 @@ void multi_margin_loss_backward(const ExecSpace& exec, const GradOutputView& gra
                                 const MultiMarginLossOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "multi_margin_loss_backward";
   KLOSS_STATIC_CHECKS("multi_margin_loss_backward", T, GradOutputView);
   static_assert(is_index_v<typename TargetView::non_const_value_type>,
                 "kloss::multi_margin_loss_backward: 'target' must hold int32 or int64 class indices");
@@ -262,12 +262,9 @@ void multi_margin_loss_backward(const ExecSpace& exec, const GradOutputView& gra
   static_assert(std::is_same_v<typename GradInputView::non_const_value_type, T>,
                 "kloss::multi_margin_loss_backward: 'grad_input' must have the value type of 'input'");
   impl::multi_margin_loss_backward<ExecSpace, T, typename TargetView::non_const_value_type>(
-      exec, as_tensor<M>(grad_output, "multi_margin_loss_backward", "grad_output"),
-      as_tensor<M>(input, "multi_margin_loss_backward", "input"),
-      as_tensor<M>(target, "multi_margin_loss_backward", "target"),
-      as_optional_tensor<M>(weight, "multi_margin_loss_backward", "weight"),
-      as_optional_tensor<M>(grad_input, "multi_margin_loss_backward", "grad_input"), opts.p, opts.margin,
-      opts.reduction);
+      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(weight, op, "weight"),
+      as_optional_tensor<M>(grad_input, op, "grad_input"), opts.p, opts.margin, opts.reduction);
 }
 
 /// multilabel_margin_loss: row loss = sum_{k < K} sum_{d not a target}
@@ -283,13 +280,13 @@ void multilabel_margin_loss(const ExecSpace& exec, const InputView& input, const
                             const OutputView& output, const MultilabelMarginLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "multilabel_margin_loss";
   KLOSS_STATIC_CHECKS("multilabel_margin_loss", T, InputView);
   static_assert(is_index_v<typename TargetView::non_const_value_type>,
                 "kloss::multilabel_margin_loss: 'target' must hold int32 or int64 class indices");
   impl::multilabel_margin_loss<ExecSpace, T, typename TargetView::non_const_value_type>(
-      exec, as_tensor<M>(input, "multilabel_margin_loss", "input"),
-      as_tensor<M>(target, "multilabel_margin_loss", "target"),
-      as_tensor<M>(output, "multilabel_margin_loss", "output"), opts.reduction);
+      exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"), as_tensor<M>(output, op, "output"),
+      opts.reduction);
 }
 
 /// Backward of multilabel_margin_loss: grad_input (the input's shape). Fences.
@@ -300,16 +297,15 @@ void multilabel_margin_loss_backward(const ExecSpace& exec, const GradOutputView
                                      const MultilabelMarginLossOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "multilabel_margin_loss_backward";
   KLOSS_STATIC_CHECKS("multilabel_margin_loss_backward", T, GradOutputView);
   static_assert(is_index_v<typename TargetView::non_const_value_type>,
                 "kloss::multilabel_margin_loss_backward: 'target' must hold int32 or int64 class indices");
   static_assert(std::is_same_v<typename GradInputView::non_const_value_type, T>,
                 "kloss::multilabel_margin_loss_backward: 'grad_input' must have the value type of 'input'");
   impl::multilabel_margin_loss_backward<ExecSpace, T, typename TargetView::non_const_value_type>(
-      exec, as_tensor<M>(grad_output, "multilabel_margin_loss_backward", "grad_output"),
-      as_tensor<M>(input, "multilabel_margin_loss_backward", "input"),
-      as_tensor<M>(target, "multilabel_margin_loss_backward", "target"),
-      as_optional_tensor<M>(grad_input, "multilabel_margin_loss_backward", "grad_input"), opts.reduction);
+      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(grad_input, op, "grad_input"), opts.reduction);
 }
 
 /// multilabel_soft_margin_loss: row loss = mean over the last (class)
@@ -324,12 +320,11 @@ void multilabel_soft_margin_loss(const ExecSpace& exec, const InputView& input, 
                                  const MultilabelSoftMarginLossOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "multilabel_soft_margin_loss";
   KLOSS_STATIC_CHECKS("multilabel_soft_margin_loss", T, InputView, TargetView, WeightView);
   impl::multilabel_soft_margin_loss<ExecSpace, T>(
-      exec, as_tensor<M>(input, "multilabel_soft_margin_loss", "input"),
-      as_tensor<M>(target, "multilabel_soft_margin_loss", "target"),
-      as_optional_tensor<M>(weight, "multilabel_soft_margin_loss", "weight"),
-      as_tensor<M>(output, "multilabel_soft_margin_loss", "output"), opts.reduction);
+      exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
+      as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(output, op, "output"), opts.reduction);
 }
 
 /// Backward of multilabel_soft_margin_loss: grad_input (the input's shape).
@@ -342,13 +337,12 @@ void multilabel_soft_margin_loss_backward(const ExecSpace& exec, const GradOutpu
                                           const MultilabelSoftMarginLossOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
+  constexpr const char* op = "multilabel_soft_margin_loss_backward";
   KLOSS_STATIC_CHECKS("multilabel_soft_margin_loss_backward", T, GradOutputView, TargetView, WeightView, GradInputView);
   impl::multilabel_soft_margin_loss_backward<ExecSpace, T>(
-      exec, as_tensor<M>(grad_output, "multilabel_soft_margin_loss_backward", "grad_output"),
-      as_tensor<M>(input, "multilabel_soft_margin_loss_backward", "input"),
-      as_tensor<M>(target, "multilabel_soft_margin_loss_backward", "target"),
-      as_optional_tensor<M>(weight, "multilabel_soft_margin_loss_backward", "weight"),
-      as_optional_tensor<M>(grad_input, "multilabel_soft_margin_loss_backward", "grad_input"), opts.reduction);
+      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(weight, op, "weight"),
+      as_optional_tensor<M>(grad_input, op, "grad_input"), opts.reduction);
 }
 
 }  // namespace kloss

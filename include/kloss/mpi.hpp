@@ -290,6 +290,110 @@ class VocabParallelCrossEntropyLoss
   std::int64_t rows_ = -1;
 };
 
+/// vocab_parallel_embedding as a layer: the communicator, this rank's row
+/// range and its rows of the table (weight [range.count, D]) held.
+/// forward(exec, input, output) is collective (the same output on every
+/// rank); backward(exec, grad_output, input, grad_weight) is local (this
+/// rank's rows).
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class VocabParallelEmbedding : public kloss::impl::DefaultExecCalls<VocabParallelEmbedding<T, ExecSpace>, ExecSpace> {
+ public:
+  using kloss::impl::DefaultExecCalls<VocabParallelEmbedding, ExecSpace>::forward;
+  using kloss::impl::DefaultExecCalls<VocabParallelEmbedding, ExecSpace>::backward;
+  using execution_space = ExecSpace;
+  using memory_space = typename ExecSpace::memory_space;
+  using weight_view = Kokkos::View<T**, memory_space>;
+
+  VocabParallelEmbedding(Communicator&& comm, const ClassRange& range, const weight_view& weight,
+                         const VocabParallelEmbeddingOptions& opts = {})
+      : comm_(std::move(comm)), range_(range), weight_(weight), opts_(opts) {}
+
+  const Communicator& communicator() const { return comm_; }
+  Communicator& communicator() { return comm_; }
+  const ClassRange& range() const { return range_; }
+  const weight_view& weight() const { return weight_; }
+  const VocabParallelEmbeddingOptions& options() const { return opts_; }
+
+  template <class InputView, class OutputView>
+  void forward(const ExecSpace& exec, const InputView& input, const OutputView& output) const {
+    vocab_parallel_embedding(exec, comm_, range_, input, weight_, output, opts_);
+  }
+  template <class GradOutputView, class InputView, class GradWeightView>
+  void backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                const GradWeightView& grad_weight) const {
+    vocab_parallel_embedding_backward(exec, range_, grad_output, input, grad_weight, opts_);
+  }
+
+ private:
+  Communicator comm_;
+  ClassRange range_;
+  weight_view weight_;
+  VocabParallelEmbeddingOptions opts_;
+};
+
+/// vocab_parallel_fused_linear_cross_entropy as a module: the communicator,
+/// this rank's class range, the options and this rank's class-weight slice
+/// (ce_weight [range.count], or empty) held; the head's rows weight
+/// [range.count, D] and bias [range.count] (or an empty view) are the
+/// model's parameters, passed to each call. All calls are collective and
+/// fence.
+///
+///     forward(exec, input, weight, bias, target, output)             the loss only
+///     forward_backward(exec, [grad_output,] input, weight, bias, target, output,
+///                      grad_input, grad_weight, grad_bias)           the loss and its gradients in one pass
+///
+/// Without grad_output the gradients are those of the loss as the
+/// objective (an upstream gradient of 1 per output element).
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class VocabParallelFusedLinearCrossEntropyLoss {
+ public:
+  using execution_space = ExecSpace;
+  using memory_space = typename ExecSpace::memory_space;
+  using weight_view = Kokkos::View<const T*, memory_space>;
+
+  VocabParallelFusedLinearCrossEntropyLoss(Communicator&& comm, const ClassRange& range,
+                                           const VocabParallelFusedLinearOptions& opts = {},
+                                           const weight_view& ce_weight = {})
+      : comm_(std::move(comm)), range_(range), opts_(opts), ce_weight_(ce_weight) {}
+
+  const Communicator& communicator() const { return comm_; }
+  Communicator& communicator() { return comm_; }
+  const ClassRange& range() const { return range_; }
+  const VocabParallelFusedLinearOptions& options() const { return opts_; }
+  const weight_view& ce_weight() const { return ce_weight_; }
+
+  template <class InputView, class WeightView, class BiasView, class TargetView, class OutputView>
+  void forward(const ExecSpace& exec, const InputView& input, const WeightView& weight, const BiasView& bias,
+               const TargetView& target, const OutputView& output) const {
+    const Kokkos::View<T**, memory_space> none;
+    forward_backward(exec, input, weight, bias, target, output, none, none, Kokkos::View<T*, memory_space>());
+  }
+  template <class InputView, class WeightView, class BiasView, class TargetView, class OutputView, class GradInputView,
+            class GradWeightView, class GradBiasView>
+  FusedLinearReport forward_backward(const ExecSpace& exec, const InputView& input, const WeightView& weight,
+                                     const BiasView& bias, const TargetView& target, const OutputView& output,
+                                     const GradInputView& grad_input, const GradWeightView& grad_weight,
+                                     const GradBiasView& grad_bias) const {
+    return forward_backward(exec, Kokkos::View<const T*, memory_space>(), input, weight, bias, target, output,
+                            grad_input, grad_weight, grad_bias);
+  }
+  template <class GradOutputView, class InputView, class WeightView, class BiasView, class TargetView, class OutputView,
+            class GradInputView, class GradWeightView, class GradBiasView>
+  FusedLinearReport forward_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                     const WeightView& weight, const BiasView& bias, const TargetView& target,
+                                     const OutputView& output, const GradInputView& grad_input,
+                                     const GradWeightView& grad_weight, const GradBiasView& grad_bias) const {
+    return vocab_parallel_fused_linear_cross_entropy(exec, comm_, range_, input, weight, target, bias, ce_weight_,
+                                                     grad_output, output, grad_input, grad_weight, grad_bias, opts_);
+  }
+
+ private:
+  Communicator comm_;
+  ClassRange range_;
+  VocabParallelFusedLinearOptions opts_;
+  weight_view ce_weight_;
+};
+
 }  // namespace kloss::mpi
 
 // Explicit instantiations: declared here, instantiated in src/mpi.cpp.

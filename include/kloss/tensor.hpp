@@ -5,12 +5,11 @@
 /// Public entry points accept Kokkos views of any rank and convert them here
 /// (STYLE.md: one canonical view type before the kernel, so instantiations
 /// stay few); the runtime-typed API builds the same type from its buffers.
+#include <cstdint>
+#include <initializer_list>
 #include <kloss/error.hpp>
 #include <kloss/impl/kokkos_compat.hpp>
 #include <kloss/types.hpp>
-
-#include <cstdint>
-#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,6 +71,13 @@ struct Tensor {
   int rank() const { return shape.rank; }
   std::int64_t extent(int i) const { return shape.extent[i]; }
 };
+
+/// The tensors of an execution space's memory: an input (read-only) and
+/// an output.
+template <class ExecSpace, class T>
+using TensorIn = Tensor<const T, typename ExecSpace::memory_space>;
+template <class ExecSpace, class T>
+using TensorOut = Tensor<T, typename ExecSpace::memory_space>;
 
 namespace impl {
 

@@ -20,6 +20,8 @@
 /// impl::ce_merge_partials / impl::ce_backward_from_lse so that the
 /// vocabulary-parallel (MPI) cross-entropy and the fused linear
 /// cross-entropy run the very same code over a class slice or a gemm chunk.
+#include <cfloat>
+#include <cstring>
 #include <kloss/checks.hpp>
 #include <kloss/cross_entropy_options.hpp>
 #include <kloss/impl/reduce.hpp>
@@ -27,9 +29,6 @@
 #include <kloss/impl/tuning.hpp>
 #include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
-
-#include <cfloat>
-#include <cstring>
 
 namespace kloss {
 namespace impl {
@@ -87,8 +86,10 @@ KOKKOS_FORCEINLINE_FUNCTION double ce_tanh(double y) { return tanh(y); }
 
 template <class A>
 KOKKOS_FORCEINLINE_FUNCTION A ce_lowest() {
-  if constexpr (std::is_same_v<A, float>) return -FLT_MAX;
-  else return -DBL_MAX;
+  if constexpr (std::is_same_v<A, float>)
+    return -FLT_MAX;
+  else
+    return -DBL_MAX;
 }
 
 // ---------------------------------------------------------------------------
@@ -111,8 +112,8 @@ struct CeRowPartials {
 /// How ce_row_partials walks a row.
 template <class A>
 struct CeRowConfig {
-  A softcap = 0;       ///< 0: no cap; else z = softcap * tanh(x / softcap)
-  int sum_mode = 0;    ///< 0: no logit sum, 1: sum z_c, 2: sum w_c z_c (needs weight)
+  A softcap = 0;     ///< 0: no cap; else z = softcap * tanh(x / softcap)
+  int sum_mode = 0;  ///< 0: no logit sum, 1: sum z_c, 2: sum w_c z_c (needs weight)
 };
 
 template <class A>
@@ -122,8 +123,8 @@ KOKKOS_FORCEINLINE_FUNCTION A ce_cap(A v, A cap) {
 
 namespace detail {
 template <bool Contig, bool Cap, int SumMode, class T, class A>
-KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_pass(const T* x, std::int64_t n, std::int64_t stride, A cap,
-                                                    const T* w, std::int64_t ws) {
+KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_pass(const T* x, std::int64_t n, std::int64_t stride, A cap, const T* w,
+                                                    std::int64_t ws) {
   constexpr int L = tuning::ce_lanes;
   A m[L], s[L], zs[L];
   for (int l = 0; l < L; ++l) {
@@ -197,15 +198,21 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_partials(const T* x, std::int64_t
   CeRowPartials<A> p;
   const bool cap = cfg.softcap != A(0);
   // The compile-time variants: contiguous or strided, capped or not, which sum.
-#define KLOSS_CE_PASS(CONTIG)                                                                         \
-  if (cap) {                                                                                          \
-    if (cfg.sum_mode == 0) p = detail::ce_row_pass<CONTIG, true, 0>(x, n, stride, cfg.softcap, w, wstride);    \
-    else if (cfg.sum_mode == 1) p = detail::ce_row_pass<CONTIG, true, 1>(x, n, stride, cfg.softcap, w, wstride); \
-    else p = detail::ce_row_pass<CONTIG, true, 2>(x, n, stride, cfg.softcap, w, wstride);                      \
-  } else {                                                                                            \
-    if (cfg.sum_mode == 0) p = detail::ce_row_pass<CONTIG, false, 0>(x, n, stride, A(0), w, wstride);          \
-    else if (cfg.sum_mode == 1) p = detail::ce_row_pass<CONTIG, false, 1>(x, n, stride, A(0), w, wstride);     \
-    else p = detail::ce_row_pass<CONTIG, false, 2>(x, n, stride, A(0), w, wstride);                            \
+#define KLOSS_CE_PASS(CONTIG)                                                          \
+  if (cap) {                                                                           \
+    if (cfg.sum_mode == 0)                                                             \
+      p = detail::ce_row_pass<CONTIG, true, 0>(x, n, stride, cfg.softcap, w, wstride); \
+    else if (cfg.sum_mode == 1)                                                        \
+      p = detail::ce_row_pass<CONTIG, true, 1>(x, n, stride, cfg.softcap, w, wstride); \
+    else                                                                               \
+      p = detail::ce_row_pass<CONTIG, true, 2>(x, n, stride, cfg.softcap, w, wstride); \
+  } else {                                                                             \
+    if (cfg.sum_mode == 0)                                                             \
+      p = detail::ce_row_pass<CONTIG, false, 0>(x, n, stride, A(0), w, wstride);       \
+    else if (cfg.sum_mode == 1)                                                        \
+      p = detail::ce_row_pass<CONTIG, false, 1>(x, n, stride, A(0), w, wstride);       \
+    else                                                                               \
+      p = detail::ce_row_pass<CONTIG, false, 2>(x, n, stride, A(0), w, wstride);       \
   }
   if (stride == 1) {
     KLOSS_CE_PASS(true)
@@ -244,10 +251,10 @@ KOKKOS_INLINE_FUNCTION A ce_lse(const CeRowPartials<A>& p) {
 /// and dL/dx_c = dL/dz_c * (1 - (z_c / softcap)^2) under the soft-cap.
 template <class A>
 struct CeRowGrad {
-  A a = 0;          ///< multiplies softmax_c = exp(z_c - lse)
-  A b = 0;          ///< label smoothing: scale * eps / C (times w_c when weighted)
-  A ct = 0;         ///< subtracted at the target
-  A softcap = 0;    ///< 0: no cap
+  A a = 0;                  ///< multiplies softmax_c = exp(z_c - lse)
+  A b = 0;                  ///< label smoothing: scale * eps / C (times w_c when weighted)
+  A ct = 0;                 ///< subtracted at the target
+  A softcap = 0;            ///< 0: no cap
   bool weighted_b = false;  ///< b multiplies w_c
 };
 
@@ -325,8 +332,7 @@ KOKKOS_INLINE_FUNCTION void ce_bwd_blocks16(const T* x, T* g, std::int64_t n, A 
     A v[L];
     std::memcpy(raw, x + c, sizeof(raw));
     bits_to_floats_block<T, L>(raw, v);
-    for (int l = 0; l < L; ++l)
-      v[l] = ce_bwd_elem<Cap, WB>(v[l], lse, a, b, cap, WB ? static_cast<A>(w[c + l]) : A(0));
+    for (int l = 0; l < L; ++l) v[l] = ce_bwd_elem<Cap, WB>(v[l], lse, a, b, cap, WB ? static_cast<A>(w[c + l]) : A(0));
     floats_to_bits_block<T, L>(v, raw);
     std::memcpy(static_cast<void*>(g + c), raw, sizeof(raw));
   }
@@ -350,21 +356,35 @@ KOKKOS_INLINE_FUNCTION void ce_backward_from_lse(const T* x, T* g, std::int64_t 
   const A xt = has_t ? static_cast<A>(x[target_local * stride]) : A(0);
   const bool cap = k.softcap != A(0);
   const bool wb = k.weighted_b;
-#define KLOSS_CE_BWD(CONTIG, CAP)                                                                              \
-  if constexpr (CONTIG && sizeof(T) == 2) {                                                                   \
-    if (wb) detail::ce_bwd_blocks16<CAP, true>(x, g, n, lse, k, w);                                           \
-    else detail::ce_bwd_blocks16<CAP, false>(x, g, n, lse, k, w);                                             \
-  } else if (static_cast<const void*>(g) == static_cast<const void*>(x)) {                                    \
-    if (wb) detail::ce_bwd_inplace<CONTIG, CAP, true>(g, n, stride, lse, k, w, wstride);                               \
-    else detail::ce_bwd_inplace<CONTIG, CAP, false>(g, n, stride, lse, k, w, wstride);                                 \
-  } else {                                                                                                    \
-    if (wb) detail::ce_bwd_pass<CONTIG, CAP, true>(x, g, n, stride, lse, k, w, wstride);                               \
-    else detail::ce_bwd_pass<CONTIG, CAP, false>(x, g, n, stride, lse, k, w, wstride);                                 \
+#define KLOSS_CE_BWD(CONTIG, CAP)                                                   \
+  if constexpr (CONTIG && sizeof(T) == 2) {                                         \
+    if (wb)                                                                         \
+      detail::ce_bwd_blocks16<CAP, true>(x, g, n, lse, k, w);                       \
+    else                                                                            \
+      detail::ce_bwd_blocks16<CAP, false>(x, g, n, lse, k, w);                      \
+  } else if (static_cast<const void*>(g) == static_cast<const void*>(x)) {          \
+    if (wb)                                                                         \
+      detail::ce_bwd_inplace<CONTIG, CAP, true>(g, n, stride, lse, k, w, wstride);  \
+    else                                                                            \
+      detail::ce_bwd_inplace<CONTIG, CAP, false>(g, n, stride, lse, k, w, wstride); \
+  } else {                                                                          \
+    if (wb)                                                                         \
+      detail::ce_bwd_pass<CONTIG, CAP, true>(x, g, n, stride, lse, k, w, wstride);  \
+    else                                                                            \
+      detail::ce_bwd_pass<CONTIG, CAP, false>(x, g, n, stride, lse, k, w, wstride); \
   }
   if (stride == 1) {
-    if (cap) { KLOSS_CE_BWD(true, true) } else { KLOSS_CE_BWD(true, false) }
+    if (cap) {
+      KLOSS_CE_BWD(true, true)
+    } else {
+      KLOSS_CE_BWD(true, false)
+    }
   } else {
-    if (cap) { KLOSS_CE_BWD(false, true) } else { KLOSS_CE_BWD(false, false) }
+    if (cap) {
+      KLOSS_CE_BWD(false, true)
+    } else {
+      KLOSS_CE_BWD(false, false)
+    }
   }
 #undef KLOSS_CE_BWD
   if (has_t) {
@@ -465,8 +485,8 @@ KOKKOS_INLINE_FUNCTION void ce_backward_lanes(const Member& mem, int S, const T*
     return;
   }
   Kokkos::parallel_for(Kokkos::ThreadVectorRange(mem, S), [&](const int j) {
-    ce_backward_from_lse(x + j * inner, g + j * inner, ce_slice_len(C, j, S), S * inner, ce_slice_target(t, j, S),
-                         lse, k, w ? w + j : w, S);
+    ce_backward_from_lse(x + j * inner, g + j * inner, ce_slice_len(C, j, S), S * inner, ce_slice_target(t, j, S), lse,
+                         k, w ? w + j : w, S);
   });
 }
 
@@ -558,9 +578,9 @@ KOKKOS_INLINE_FUNCTION CeProbPartials<A> ce_row_partials_prob(const T* x, const 
 /// 2 zl lse) softmax_c - w_c p'_c), times 1 - (z_c/softcap)^2 under the
 /// cap. g may be exactly x.
 template <class T, class P = T, class A = acc_t<T>>
-KOKKOS_INLINE_FUNCTION void ce_backward_prob_from_lse(const T* x, const P* p, T* g, std::int64_t n,
-                                                      std::int64_t stride, A lse, A q, A scale, A eps, std::int64_t C,
-                                                      A zl, A softcap, const P* w, std::int64_t wstride = 1) {
+KOKKOS_INLINE_FUNCTION void ce_backward_prob_from_lse(const T* x, const P* p, T* g, std::int64_t n, std::int64_t stride,
+                                                      A lse, A q, A scale, A eps, std::int64_t C, A zl, A softcap,
+                                                      const P* w, std::int64_t wstride = 1) {
   const A a = scale * (q + A(2) * zl * lse);
   const A epsc = eps / static_cast<A>(C);
   for (std::int64_t c = 0; c < n; ++c) {
@@ -622,8 +642,8 @@ KOKKOS_INLINE_FUNCTION A ce_prob_mass_lanes(const Member& mem, int S, const P* p
 /// thread's vector lanes. g may be exactly x.
 template <class Member, class T, class P, class A>
 KOKKOS_INLINE_FUNCTION void ce_backward_prob_lanes(const Member& mem, int S, const T* x, const P* p, T* g,
-                                                   std::int64_t C, std::int64_t inner, A lse, A q, A scale, A eps,
-                                                   A zl, A cap, const P* w) {
+                                                   std::int64_t C, std::int64_t inner, A lse, A q, A scale, A eps, A zl,
+                                                   A cap, const P* w) {
   if (S == 1) {
     ce_backward_prob_from_lse(x, p, g, C, inner, lse, q, scale, eps, C, zl, cap, w);
     return;
@@ -705,8 +725,7 @@ KOKKOS_FORCEINLINE_FUNCTION std::int64_t ce_segment_begin(std::int64_t C, std::i
 /// partials p and lse l:
 ///   (1-eps) w_t (lse - z_t) + eps/C sum_c w_c (lse - z_c) + zl lse^2.
 template <class A>
-KOKKOS_INLINE_FUNCTION A ce_index_row_loss(const CeRowPartials<A>& p, A l, A wt, A eps, A zl, std::int64_t C,
-                                           A w_all) {
+KOKKOS_INLINE_FUNCTION A ce_index_row_loss(const CeRowPartials<A>& p, A l, A wt, A eps, A zl, std::int64_t C, A w_all) {
   A loss = (A(1) - eps) * wt * (l - p.target_logit) + zl * l * l;
   if (eps != A(0)) loss += eps / static_cast<A>(C) * (w_all * l - p.logit_sum);
   return loss;
@@ -725,6 +744,68 @@ Kokkos::TeamPolicy<ExecSpace> ce_policy(const ExecSpace& exec, std::int64_t leag
     while (v * 2 <= t.row_slices && v * 2 <= Policy::vector_length_max()) v *= 2;
     return Policy(exec, static_cast<int>(league), t.team_size, v);
   }
+}
+
+/// The team functor of the row engine: items [i0, i0 + per_team) of n per
+/// team, one per team thread; row(mem, i, acc) adds item i's sums into acc
+/// (alike on every vector lane of its thread). A functor, not a lambda:
+/// nvcc allows no device lambda in a function that a lambda type
+/// instantiates.
+template <class Member, class Row>
+struct CeRowsTeam {
+  Row row;
+  std::int64_t per_team, n;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& mem, CeSums& upd) const {
+    const std::int64_t i0 = mem.league_rank() * per_team;
+    const std::int64_t i1 = i0 + per_team < n ? i0 + per_team : n;
+    CeSums local;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(mem, i0, i1), [&](const std::int64_t i, CeSums& acc) { row(mem, i, acc); },
+        CeSumsReducer<Kokkos::HostSpace>(local));
+    Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
+  }
+};
+
+/// How ce_rows_reduce combines the teams' sums: in league order on host
+/// spaces (bitwise reproducible, impl/reduce.hpp; the forwards), or as
+/// Kokkos does (the backwards, whose sums only count bad targets).
+enum class CeOrder { fixed, any };
+
+/// The row engine: row(mem, i, acc) for the n items of the launch
+/// (launch.rows_per_team per team, ce_policy's lanes), reduced into r.
+template <class ExecSpace, class Row, class Reducer>
+void ce_rows_reduce(const ExecSpace& exec, const std::string& label, const CrossEntropyTuning& launch, std::int64_t n,
+                    const Row& row, const Reducer& r, CeOrder order = CeOrder::fixed) {
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::int64_t rpt = launch.rows_per_team, league = n == 0 ? 0 : (n + rpt - 1) / rpt;
+  const CeRowsTeam<Member, Row> team{row, rpt, n};
+  if (order == CeOrder::fixed)
+    fixed_order_team_reduce(label, ce_policy(exec, league, launch), team, r);
+  else
+    Kokkos::parallel_reduce(label, ce_policy(exec, league, launch), team, r);
+}
+
+/// The team functor of ce_rows_for: row(mem, i) for items [i0, i0 +
+/// per_team) of n, one per team thread.
+template <class Member, class Row>
+struct CeRowsForTeam {
+  Row row;
+  std::int64_t per_team, n;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& mem) const {
+    const std::int64_t i0 = mem.league_rank() * per_team;
+    const std::int64_t i1 = i0 + per_team < n ? i0 + per_team : n;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(mem, i0, i1), [&](const std::int64_t i) { row(mem, i); });
+  }
+};
+
+/// The row engine without a reduction: row(mem, i) for the n items of the
+/// launch.
+template <class ExecSpace, class Row>
+void ce_rows_for(const ExecSpace& exec, const std::string& label, const CrossEntropyTuning& launch, std::int64_t n,
+                 const Row& row) {
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const std::int64_t rpt = launch.rows_per_team, league = n == 0 ? 0 : (n + rpt - 1) / rpt;
+  Kokkos::parallel_for(label, ce_policy(exec, league, launch), CeRowsForTeam<Member, Row>{row, rpt, n});
 }
 
 /// Shape bookkeeping shared by the entry points: input [N, C, d...] ->
@@ -783,56 +864,40 @@ void ce_check_options(std::string_view op, Reduction red, double eps, double zl,
 // ---------------------------------------------------------------------------
 
 template <class ExecSpace, class T, class I>
-void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
-                   const Tensor<const I, typename ExecSpace::memory_space>& target,
-                   const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                   const Tensor<T, typename ExecSpace::memory_space>& output,
-                   const Tensor<acc_t<T>, typename ExecSpace::memory_space>& lse,
-                   const Tensor<double, typename ExecSpace::memory_space>& total_weight,
+void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
+                   const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
+                   const TensorOut<ExecSpace, acc_t<T>>& lse, const TensorOut<ExecSpace, double>& total_weight,
                    const CrossEntropyOptions& opts);
 
 template <class ExecSpace, class T, class I>
-void cross_entropy_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                            const Tensor<const T, typename ExecSpace::memory_space>& input,
-                            const Tensor<const I, typename ExecSpace::memory_space>& target,
-                            const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                            const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& lse,
-                            const Tensor<const double, typename ExecSpace::memory_space>& total_weight,
-                            const Tensor<T, typename ExecSpace::memory_space>& grad_input,
+void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                            const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
+                            const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, acc_t<T>>& lse,
+                            const TensorIn<ExecSpace, double>& total_weight, const TensorOut<ExecSpace, T>& grad_input,
                             const CrossEntropyOptions& opts);
 
 template <class ExecSpace, class T>
-void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
-                        const Tensor<const T, typename ExecSpace::memory_space>& target,
-                        const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                        const Tensor<T, typename ExecSpace::memory_space>& output,
-                        const Tensor<acc_t<T>, typename ExecSpace::memory_space>& lse,
+void cross_entropy_prob(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
+                        const TensorIn<ExecSpace, T>& target, const TensorIn<ExecSpace, T>& weight,
+                        const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, acc_t<T>>& lse,
                         const CrossEntropyOptions& opts);
 
 template <class ExecSpace, class T>
-void cross_entropy_prob_backward(const ExecSpace& exec,
-                                 const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                 const Tensor<const T, typename ExecSpace::memory_space>& input,
-                                 const Tensor<const T, typename ExecSpace::memory_space>& target,
-                                 const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                                 const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& lse,
-                                 const Tensor<T, typename ExecSpace::memory_space>& grad_input,
-                                 const CrossEntropyOptions& opts);
+void cross_entropy_prob_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                                 const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
+                                 const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, acc_t<T>>& lse,
+                                 const TensorOut<ExecSpace, T>& grad_input, const CrossEntropyOptions& opts);
 
 template <class ExecSpace, class T, class I>
-void nll_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
-              const Tensor<const I, typename ExecSpace::memory_space>& target,
-              const Tensor<const T, typename ExecSpace::memory_space>& weight,
-              const Tensor<T, typename ExecSpace::memory_space>& output,
-              const Tensor<double, typename ExecSpace::memory_space>& total_weight, const NllLossOptions& opts);
+void nll_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
+              const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
+              const TensorOut<ExecSpace, double>& total_weight, const NllLossOptions& opts);
 
 template <class ExecSpace, class T, class I>
-void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                       const Tensor<const T, typename ExecSpace::memory_space>& input,
-                       const Tensor<const I, typename ExecSpace::memory_space>& target,
-                       const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                       const Tensor<const double, typename ExecSpace::memory_space>& total_weight,
-                       const Tensor<T, typename ExecSpace::memory_space>& grad_input, const NllLossOptions& opts);
+void nll_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                       const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
+                       const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, double>& total_weight,
+                       const TensorOut<ExecSpace, T>& grad_input, const NllLossOptions& opts);
 
 /// Where the kernels of a call leave their CeSums: one value in the
 /// space's memory (a scratch block), reduced into without waiting.
@@ -848,8 +913,7 @@ using CeSumsView = typename PlusViewReducer<CeSums, Mem>::result_view_type;
 template <class ExecSpace, class T>
 void ce_finish(const ExecSpace& exec, std::string_view op, const CeSumsView<typename ExecSpace::memory_space>& sv,
                const CheckFlag& deferred, Reduction red, std::int64_t rows, bool weight_mean,
-               const Tensor<T, typename ExecSpace::memory_space>& output,
-               const Tensor<double, typename ExecSpace::memory_space>& total_weight, std::int64_t C,
+               const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, double>& total_weight, std::int64_t C,
                std::int64_t ignore_index) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
@@ -879,8 +943,7 @@ void ce_finish(const ExecSpace& exec, std::string_view op, const CeSumsView<type
   sums.bad.throw_if_any(op, "target", allowed);
   if (sums.bad_prob > 0)
     fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", sums.bad_prob,
-                          " negative or NaN value(s); first at position ", sums.bad_prob_pos, ": ",
-                          sums.bad_prob_val);
+                          " negative or NaN value(s); first at position ", sums.bad_prob_pos, ": ", sums.bad_prob_val);
   if (total_weight.present) Kokkos::deep_copy(exec, total_weight.data, sums.weight);
   if (red != Reduction::none) {
     double v = sums.loss;
@@ -894,8 +957,7 @@ void ce_finish(const ExecSpace& exec, std::string_view op, const CeSumsView<type
 /// row). Returns the input's geometry.
 template <class Mem, class T, class Out, class Lse>
 CeGeometry ce_check_common(std::string_view op, const Tensor<const T, Mem>& input, const Tensor<const T, Mem>& weight,
-                           std::string_view out_name, const Out& out, const Lse& lse,
-                           const CrossEntropyOptions& opts) {
+                           std::string_view out_name, const Out& out, const Lse& lse, const CrossEntropyOptions& opts) {
   const CeGeometry geo = ce_geometry(op, input);
   ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
   ce_check_deferred<Mem>(op, opts.deferred_check);
@@ -908,12 +970,9 @@ CeGeometry ce_check_common(std::string_view op, const Tensor<const T, Mem>& inpu
 }
 
 template <class ExecSpace, class T, class I>
-void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
-                   const Tensor<const I, typename ExecSpace::memory_space>& target,
-                   const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                   const Tensor<T, typename ExecSpace::memory_space>& output,
-                   const Tensor<acc_t<T>, typename ExecSpace::memory_space>& lse,
-                   const Tensor<double, typename ExecSpace::memory_space>& total_weight,
+void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
+                   const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
+                   const TensorOut<ExecSpace, acc_t<T>>& lse, const TensorOut<ExecSpace, double>& total_weight,
                    const CrossEntropyOptions& opts) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
@@ -927,7 +986,7 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
   ProfilingRegion region("kloss::cross_entropy");
 
   const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
-  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
+  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner;
   const std::int64_t ignore = opts.ignore_index;
   const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
   const A cap = static_cast<A>(opts.softcap);
@@ -952,7 +1011,6 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
   auto ov = output.data;
   auto lv = lse.data;
   const bool save_lse = lse.present;
-  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
   const int S = launch.row_slices;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const auto sums_s = scratch<CeSums>(exec, 1);
@@ -964,25 +1022,22 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
     // a second kernel.
     const auto parts_s = scratch<CeRowPartials<A>>(exec, rows * K);
     const auto parts = parts_s.view();
-    const std::int64_t items = rows * K, ipt = launch.team_size;
-    Kokkos::parallel_for(
-        "kloss::cross_entropy::segments", ce_policy(exec, (items + ipt - 1) / ipt, launch),
-        KOKKOS_LAMBDA(const Member& mem) {
-          const std::int64_t i0 = mem.league_rank() * ipt;
-          const std::int64_t i1 = i0 + ipt < items ? i0 + ipt : items;
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(mem, i0, i1), [&](const std::int64_t it) {
-            const std::int64_t r = it / K, k = it - r * K;
-            const std::int64_t c0 = ce_segment_begin(C, k, K), c1 = ce_segment_begin(C, k + 1, K);
-            const std::int64_t nidx = r / inner, m = r - nidx * inner;
-            const T* x = xv.data() + nidx * C * inner + m + c0 * inner;
-            const std::int64_t t = static_cast<std::int64_t>(tv(r));
-            CeRowPartials<A> p = ce_empty_partials<A>();
-            if (t != ignore && t >= 0 && t < C) {
-              const std::int64_t tl = t >= c0 && t < c1 ? t - c0 : -1;
-              p = ce_row_partials_lanes(mem, S, x, c1 - c0, inner, tl, cfg, has_w ? wv.data() + c0 : nullptr);
-            }
-            Kokkos::single(Kokkos::PerThread(mem), [&]() { parts(it) = p; });
-          });
+    CrossEntropyTuning per_thread = launch;  // an item per team thread
+    per_thread.rows_per_team = launch.team_size;
+    ce_rows_for(
+        exec, "kloss::cross_entropy::segments", per_thread, rows * K,
+        KOKKOS_LAMBDA(const Member& mem, const std::int64_t it) {
+          const std::int64_t r = it / K, k = it - r * K;
+          const std::int64_t c0 = ce_segment_begin(C, k, K), c1 = ce_segment_begin(C, k + 1, K);
+          const std::int64_t nidx = r / inner, m = r - nidx * inner;
+          const T* x = xv.data() + nidx * C * inner + m + c0 * inner;
+          const std::int64_t t = static_cast<std::int64_t>(tv(r));
+          CeRowPartials<A> p = ce_empty_partials<A>();
+          if (t != ignore && t >= 0 && t < C) {
+            const std::int64_t tl = t >= c0 && t < c1 ? t - c0 : -1;
+            p = ce_row_partials_lanes(mem, S, x, c1 - c0, inner, tl, cfg, has_w ? wv.data() + c0 : nullptr);
+          }
+          Kokkos::single(Kokkos::PerThread(mem), [&]() { parts(it) = p; });
         });
     fixed_order_reduce(
         exec, "kloss::cross_entropy::merge_segments", rows,
@@ -1005,45 +1060,37 @@ void cross_entropy(const ExecSpace& exec, const Tensor<const T, typename ExecSpa
           acc.loss += static_cast<double>(loss);
         },
         PlusViewReducer<CeSums, Mem>(sums));
-    ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, true, output, total_weight, C, ignore);
+    ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, true, output, total_weight, C,
+                            ignore);
     return;
   }
-  fixed_order_team_reduce(
-      "kloss::cross_entropy::forward", ce_policy(exec, league, launch),
-      KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
-        const std::int64_t r0 = mem.league_rank() * rpt;
-        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
-        CeSums local;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(mem, r0, r1),
-            [&](const std::int64_t r, CeSums& acc) {
-              const std::int64_t nidx = r / inner, m = r - nidx * inner;
-              const T* x = xv.data() + nidx * C * inner + m;  // 64-bit offsets
-              const std::int64_t t = static_cast<std::int64_t>(tv(r));
-              A loss = 0, l = 0;
-              if (t == ignore) {
-                // torch: an ignored row contributes nothing (and no weight).
-              } else if (t < 0 || t >= C) {
-                acc.bad.note(r, t);
-              } else {
-                const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
-                const CeRowPartials<A> p =
-                    ce_row_partials_lanes(mem, S, x, C, inner, t, cfg, has_w ? wv.data() : nullptr);
-                l = ce_lse(p);
-                loss = ce_index_row_loss(p, l, wt, eps, zl, C, w_all);
-                acc.weight += static_cast<double>(wt);
-              }
-              Kokkos::single(Kokkos::PerThread(mem), [&]() {
-                if (save_lse) lv(r) = l;
-                if (none) ov(r) = static_cast<T>(loss);
-              });
-              acc.loss += static_cast<double>(loss);
-            },
-            CeSumsReducer<Kokkos::HostSpace>(local));
-        Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
+  ce_rows_reduce(
+      exec, "kloss::cross_entropy::forward", launch, rows,
+      KOKKOS_LAMBDA(const Member& mem, const std::int64_t r, CeSums& acc) {
+        const std::int64_t nidx = r / inner, m = r - nidx * inner;
+        const T* x = xv.data() + nidx * C * inner + m;  // 64-bit offsets
+        const std::int64_t t = static_cast<std::int64_t>(tv(r));
+        A loss = 0, l = 0;
+        if (t == ignore) {
+          // torch: an ignored row contributes nothing (and no weight).
+        } else if (t < 0 || t >= C) {
+          acc.bad.note(r, t);
+        } else {
+          const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
+          const CeRowPartials<A> p = ce_row_partials_lanes(mem, S, x, C, inner, t, cfg, has_w ? wv.data() : nullptr);
+          l = ce_lse(p);
+          loss = ce_index_row_loss(p, l, wt, eps, zl, C, w_all);
+          acc.weight += static_cast<double>(wt);
+        }
+        Kokkos::single(Kokkos::PerThread(mem), [&]() {
+          if (save_lse) lv(r) = l;
+          if (none) ov(r) = static_cast<T>(loss);
+        });
+        acc.loss += static_cast<double>(loss);
       },
       PlusViewReducer<CeSums, Mem>(sums));
-  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, true, output, total_weight, C, ignore);
+  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, true, output, total_weight, C,
+                          ignore);
 }
 
 /// The checks both cross_entropy backwards (class indices, probabilities)
@@ -1062,13 +1109,10 @@ CeGeometry ce_check_backward(std::string_view op, const Tensor<const T, Mem>& gr
 }
 
 template <class ExecSpace, class T, class I>
-void cross_entropy_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                            const Tensor<const T, typename ExecSpace::memory_space>& input,
-                            const Tensor<const I, typename ExecSpace::memory_space>& target,
-                            const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                            const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& lse,
-                            const Tensor<const double, typename ExecSpace::memory_space>& total_weight,
-                            const Tensor<T, typename ExecSpace::memory_space>& grad_input,
+void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                            const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
+                            const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, acc_t<T>>& lse,
+                            const TensorIn<ExecSpace, double>& total_weight, const TensorOut<ExecSpace, T>& grad_input,
                             const CrossEntropyOptions& opts) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
@@ -1088,7 +1132,7 @@ void cross_entropy_backward(const ExecSpace& exec, const Tensor<const T, typenam
   ProfilingRegion region("kloss::cross_entropy_backward");
 
   const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
-  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
+  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner;
   const std::int64_t ignore = opts.ignore_index;
   const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
   const A cap = static_cast<A>(opts.softcap);
@@ -1115,53 +1159,41 @@ void cross_entropy_backward(const ExecSpace& exec, const Tensor<const T, typenam
   // K = 1 but for few rows (ce_row_splits).
   const std::int64_t K = ce_row_splits(exec, rows, C, opts.tuning);
   const std::int64_t items = rows * K;
-  const std::int64_t league = items == 0 ? 0 : (items + rpt - 1) / rpt;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const auto sums_s = scratch<CeSums>(exec, 1);
   const CeSumsView<Mem> sums(sums_s.data());
-  Kokkos::parallel_reduce(
-      "kloss::cross_entropy_backward::grad", ce_policy(exec, league, launch),
-      KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
-        const std::int64_t i0 = mem.league_rank() * rpt;
-        const std::int64_t i1 = i0 + rpt < items ? i0 + rpt : items;
-        CeSums local;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(mem, i0, i1),
-            [&](const std::int64_t it, CeSums& acc) {
-              const std::int64_t r = K == 1 ? it : it / K, k = it - r * K;
-              const std::int64_t c0 = K == 1 ? 0 : ce_segment_begin(C, k, K);
-              const std::int64_t c1 = K == 1 ? C : ce_segment_begin(C, k + 1, K);
-              const std::int64_t nidx = r / inner, m = r - nidx * inner;
-              const std::int64_t off = nidx * C * inner + m + c0 * inner;
-              const T* x = xv.data() + off;
-              T* g = gv.data() + off;
-              const std::int64_t t = static_cast<std::int64_t>(tv(r));
-              if (t == ignore || t < 0 || t >= C) {
-                if (t != ignore && k == 0) acc.bad.note(r, t);
-                ce_zero_row_lanes(mem, S, g, c1 - c0, inner);
-                return;
-              }
-              // upstream factor: grad_output[r] (none), grad_output / total weight (mean), grad_output (sum)
-              A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
-              if (red == static_cast<int>(Reduction::mean)) scale = static_cast<A>(static_cast<double>(scale) / twv(0));
-              const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
-              const CeRowGrad<A> coef = ce_row_grad(scale, wt, w_all, eps, C, zl, lv(r), cap, has_w);
-              const std::int64_t tl = t >= c0 && t < c1 ? t - c0 : -1;
-              ce_backward_lanes(mem, S, x, g, c1 - c0, inner, tl, lv(r), coef, has_w ? wv.data() + c0 : nullptr);
-            },
-            CeSumsReducer<Kokkos::HostSpace>(local));
-        Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
+  ce_rows_reduce(
+      exec, "kloss::cross_entropy_backward::grad", launch, items,
+      KOKKOS_LAMBDA(const Member& mem, const std::int64_t it, CeSums& acc) {
+        const std::int64_t r = K == 1 ? it : it / K, k = it - r * K;
+        const std::int64_t c0 = K == 1 ? 0 : ce_segment_begin(C, k, K);
+        const std::int64_t c1 = K == 1 ? C : ce_segment_begin(C, k + 1, K);
+        const std::int64_t nidx = r / inner, m = r - nidx * inner;
+        const std::int64_t off = nidx * C * inner + m + c0 * inner;
+        const T* x = xv.data() + off;
+        T* g = gv.data() + off;
+        const std::int64_t t = static_cast<std::int64_t>(tv(r));
+        if (t == ignore || t < 0 || t >= C) {
+          if (t != ignore && k == 0) acc.bad.note(r, t);
+          ce_zero_row_lanes(mem, S, g, c1 - c0, inner);
+          return;
+        }
+        // upstream factor: grad_output[r] (none), grad_output / total weight (mean), grad_output (sum)
+        A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
+        if (red == static_cast<int>(Reduction::mean)) scale = static_cast<A>(static_cast<double>(scale) / twv(0));
+        const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
+        const CeRowGrad<A> coef = ce_row_grad(scale, wt, w_all, eps, C, zl, lv(r), cap, has_w);
+        const std::int64_t tl = t >= c0 && t < c1 ? t - c0 : -1;
+        ce_backward_lanes(mem, S, x, g, c1 - c0, inner, tl, lv(r), coef, has_w ? wv.data() + c0 : nullptr);
       },
-      PlusViewReducer<CeSums, Mem>(sums));
+      PlusViewReducer<CeSums, Mem>(sums), CeOrder::any);
   ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, Reduction::none, rows, true, {}, {}, C, ignore);
 }
 
 template <class ExecSpace, class T>
-void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
-                        const Tensor<const T, typename ExecSpace::memory_space>& target,
-                        const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                        const Tensor<T, typename ExecSpace::memory_space>& output,
-                        const Tensor<acc_t<T>, typename ExecSpace::memory_space>& lse,
+void cross_entropy_prob(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
+                        const TensorIn<ExecSpace, T>& target, const TensorIn<ExecSpace, T>& weight,
+                        const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, acc_t<T>>& lse,
                         const CrossEntropyOptions& opts) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
@@ -1172,7 +1204,7 @@ void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename Ex
                  {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::cross_entropy");
   const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
-  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
+  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner;
   const int S = launch.row_slices;
   const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
   const A cap = static_cast<A>(opts.softcap);
@@ -1183,54 +1215,41 @@ void cross_entropy_prob(const ExecSpace& exec, const Tensor<const T, typename Ex
   auto wv = weight.data;
   auto ov = output.data;
   auto lv = lse.data;
-  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const auto sums_s = scratch<CeSums>(exec, 1);
   const CeSumsView<Mem> sums(sums_s.data());
-  fixed_order_team_reduce(
-      "kloss::cross_entropy::forward_prob", ce_policy(exec, league, launch),
-      KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
-        const std::int64_t r0 = mem.league_rank() * rpt;
-        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
-        CeSums local;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(mem, r0, r1),
-            [&](const std::int64_t r, CeSums& acc) {
-              const std::int64_t nidx = r / inner, m = r - nidx * inner;
-              const std::int64_t off = nidx * C * inner + m;
-              const CeProbPartials<A> p = ce_row_partials_prob_lanes(mem, S, xv.data() + off, pv.data() + off, C, inner,
-                                                                     eps, cap, has_w ? wv.data() : nullptr);
-              if (p.bad_count > 0 && (acc.bad_prob == 0 || off + p.bad_pos < acc.bad_prob_pos)) {
-                acc.bad_prob_pos = off + p.bad_pos;
-                acc.bad_prob_val = static_cast<double>(p.bad_val);
-              }
-              acc.bad_prob += p.bad_count;
-              const A l = ce_lse(p.lse);
-              // sum_c w_c p'_c (lse - z_c) + zl lse^2
-              const A loss = p.q * l - p.s + zl * l * l;
-              Kokkos::single(Kokkos::PerThread(mem), [&]() {
-                if (save_lse) lv(r) = l;
-                if (none) ov(r) = static_cast<T>(loss);
-              });
-              acc.loss += static_cast<double>(loss);
-            },
-            CeSumsReducer<Kokkos::HostSpace>(local));
-        Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
+  ce_rows_reduce(
+      exec, "kloss::cross_entropy::forward_prob", launch, rows,
+      KOKKOS_LAMBDA(const Member& mem, const std::int64_t r, CeSums& acc) {
+        const std::int64_t nidx = r / inner, m = r - nidx * inner;
+        const std::int64_t off = nidx * C * inner + m;
+        const CeProbPartials<A> p = ce_row_partials_prob_lanes(mem, S, xv.data() + off, pv.data() + off, C, inner, eps,
+                                                               cap, has_w ? wv.data() : nullptr);
+        if (p.bad_count > 0 && (acc.bad_prob == 0 || off + p.bad_pos < acc.bad_prob_pos)) {
+          acc.bad_prob_pos = off + p.bad_pos;
+          acc.bad_prob_val = static_cast<double>(p.bad_val);
+        }
+        acc.bad_prob += p.bad_count;
+        const A l = ce_lse(p.lse);
+        // sum_c w_c p'_c (lse - z_c) + zl lse^2
+        const A loss = p.q * l - p.s + zl * l * l;
+        Kokkos::single(Kokkos::PerThread(mem), [&]() {
+          if (save_lse) lv(r) = l;
+          if (none) ov(r) = static_cast<T>(loss);
+        });
+        acc.loss += static_cast<double>(loss);
       },
       PlusViewReducer<CeSums, Mem>(sums));
   // torch: the mean over probability targets divides by the number of rows.
-  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, false, output, {}, C, opts.ignore_index);
+  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, false, output, {}, C,
+                          opts.ignore_index);
 }
 
 template <class ExecSpace, class T>
-void cross_entropy_prob_backward(const ExecSpace& exec,
-                                 const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                 const Tensor<const T, typename ExecSpace::memory_space>& input,
-                                 const Tensor<const T, typename ExecSpace::memory_space>& target,
-                                 const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                                 const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& lse,
-                                 const Tensor<T, typename ExecSpace::memory_space>& grad_input,
-                                 const CrossEntropyOptions& opts) {
+void cross_entropy_prob_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                                 const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
+                                 const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, acc_t<T>>& lse,
+                                 const TensorOut<ExecSpace, T>& grad_input, const CrossEntropyOptions& opts) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "cross_entropy_backward";
@@ -1242,7 +1261,7 @@ void cross_entropy_prob_backward(const ExecSpace& exec,
                  {"grad_input", "input"});
   ProfilingRegion region("kloss::cross_entropy_backward");
   const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
-  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
+  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner;
   const int S = launch.row_slices;
   const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
   const A cap = static_cast<A>(opts.softcap);
@@ -1255,42 +1274,46 @@ void cross_entropy_prob_backward(const ExecSpace& exec,
   auto gov = grad_output.data;
   auto lv = lse.data;
   auto gv = grad_input.data;
-  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  Kokkos::parallel_for(
-      "kloss::cross_entropy_backward::grad_prob", ce_policy(exec, league, launch),
-      KOKKOS_LAMBDA(const Member& mem) {
-        const std::int64_t r0 = mem.league_rank() * rpt;
-        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(mem, r0, r1), [&](const std::int64_t r) {
-          const std::int64_t nidx = r / inner, m = r - nidx * inner;
-          const std::int64_t off = nidx * C * inner + m;
-          A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
-          if (red == static_cast<int>(Reduction::mean)) scale *= inv_rows;
-          const T* w = has_w ? wv.data() : nullptr;
-          // q = sum_c w_c p'_c, the softmax coefficient's factor
-          const A q = ce_prob_mass_lanes(mem, S, pv.data() + off, C, inner, eps, w);
-          ce_backward_prob_lanes(mem, S, xv.data() + off, pv.data() + off, gv.data() + off, C, inner, lv(r), q, scale,
-                                 eps, zl, cap, w);
-        });
+  ce_rows_for(
+      exec, "kloss::cross_entropy_backward::grad_prob", launch, rows,
+      KOKKOS_LAMBDA(const Member& mem, const std::int64_t r) {
+        const std::int64_t nidx = r / inner, m = r - nidx * inner;
+        const std::int64_t off = nidx * C * inner + m;
+        A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
+        if (red == static_cast<int>(Reduction::mean)) scale *= inv_rows;
+        const T* w = has_w ? wv.data() : nullptr;
+        // q = sum_c w_c p'_c, the softmax coefficient's factor
+        const A q = ce_prob_mass_lanes(mem, S, pv.data() + off, C, inner, eps, w);
+        ce_backward_prob_lanes(mem, S, xv.data() + off, pv.data() + off, gv.data() + off, C, inner, lv(r), q, scale,
+                               eps, zl, cap, w);
       });
 }
 
-template <class ExecSpace, class T, class I>
-void nll_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
-              const Tensor<const I, typename ExecSpace::memory_space>& target,
-              const Tensor<const T, typename ExecSpace::memory_space>& weight,
-              const Tensor<T, typename ExecSpace::memory_space>& output,
-              const Tensor<double, typename ExecSpace::memory_space>& total_weight, const NllLossOptions& opts) {
-  using A = acc_t<T>;
-  using Mem = typename ExecSpace::memory_space;
-  constexpr std::string_view op = "nll_loss";
+/// The checks nll_loss and its backward share: options, target [N, d...],
+/// weight, and the output or grad_output (`out_name`). Returns the input's
+/// geometry.
+template <class Mem, class T, class I>
+CeGeometry nll_check_common(std::string_view op, const Tensor<const T, Mem>& input, const Tensor<const I, Mem>& target,
+                            const Tensor<const T, Mem>& weight, const char* out_name, const Tensor<const T, Mem>& out,
+                            const NllLossOptions& opts) {
   const CeGeometry geo = ce_geometry(op, input);
   check_reduction(op, opts.reduction);
   ce_check_deferred<Mem>(op, opts.deferred_check);
   check_shape(op, "target", target, geo.row_shape);
   ce_check_weight(op, weight, geo.C);
-  check_output(op, "output", output, opts.reduction, geo.row_shape);
+  check_output(op, out_name, out, opts.reduction, geo.row_shape);
+  return geo;
+}
+
+template <class ExecSpace, class T, class I>
+void nll_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
+              const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
+              const TensorOut<ExecSpace, double>& total_weight, const NllLossOptions& opts) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  constexpr std::string_view op = "nll_loss";
+  const CeGeometry geo = nll_check_common<Mem, T, I>(op, input, target, weight, "output", output, opts);
   if (total_weight.present && total_weight.numel() != 1)
     fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ", total_weight.shape.str());
   check_disjoint(op, {span("output", output), span("total_weight", total_weight)},
@@ -1324,25 +1347,19 @@ void nll_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
         acc.loss += static_cast<double>(loss);
       },
       PlusViewReducer<CeSums, Mem>(sums));
-  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, true, output, total_weight, C, ignore);
+  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, true, output, total_weight, C,
+                          ignore);
 }
 
 template <class ExecSpace, class T, class I>
-void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                       const Tensor<const T, typename ExecSpace::memory_space>& input,
-                       const Tensor<const I, typename ExecSpace::memory_space>& target,
-                       const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                       const Tensor<const double, typename ExecSpace::memory_space>& total_weight,
-                       const Tensor<T, typename ExecSpace::memory_space>& grad_input, const NllLossOptions& opts) {
+void nll_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                       const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
+                       const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, double>& total_weight,
+                       const TensorOut<ExecSpace, T>& grad_input, const NllLossOptions& opts) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "nll_loss_backward";
-  const CeGeometry geo = ce_geometry(op, input);
-  check_reduction(op, opts.reduction);
-  ce_check_deferred<Mem>(op, opts.deferred_check);
-  check_shape(op, "target", target, geo.row_shape);
-  ce_check_weight(op, weight, geo.C);
-  check_output(op, "grad_output", grad_output, opts.reduction, geo.row_shape);
+  const CeGeometry geo = nll_check_common<Mem, T, I>(op, input, target, weight, "grad_output", grad_output, opts);
   if (opts.reduction == Reduction::mean) {
     check_present(op, "total_weight", total_weight);
     if (total_weight.numel() != 1)
@@ -1356,7 +1373,7 @@ void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
                   span("weight", weight), span("total_weight", total_weight)});
   ProfilingRegion region("kloss::nll_loss_backward");
   const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
-  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, rpt = launch.rows_per_team;
+  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner;
   const std::int64_t ignore = opts.ignore_index;
   const int red = static_cast<int>(opts.reduction);
   const bool has_w = weight.present;
@@ -1365,46 +1382,35 @@ void nll_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
   auto gov = grad_output.data;
   auto twv = total_weight.data;
   auto gv = grad_input.data;
-  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
   const int S = launch.row_slices;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const auto sums_s = scratch<CeSums>(exec, 1);
   const CeSumsView<Mem> sums(sums_s.data());
-  Kokkos::parallel_reduce(
-      "kloss::nll_loss_backward::grad", ce_policy(exec, league, launch),
-      KOKKOS_LAMBDA(const Member& mem, CeSums& upd) {
-        const std::int64_t r0 = mem.league_rank() * rpt;
-        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
-        CeSums local;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(mem, r0, r1),
-            [&](const std::int64_t r, CeSums& acc) {
-              const std::int64_t nidx = r / inner, m = r - nidx * inner;
-              T* g = gv.data() + nidx * C * inner + m;
-              const std::int64_t t = static_cast<std::int64_t>(tv(r));
-              // The row's one nonzero: d(-w_t x_t)/dx_t at class t (none
-              // for an ignored or invalid target).
-              std::int64_t hot = -1;
-              A val = 0;
-              if (t != ignore && (t < 0 || t >= C)) {
-                acc.bad.note(r, t);
-              } else if (t != ignore) {
-                A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
-                if (red == static_cast<int>(Reduction::mean))
-                  scale = static_cast<A>(static_cast<double>(scale) / twv(0));
-                const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
-                hot = t;
-                val = -wt * scale;
-              }
-              // Class slices on the vector lanes (lane j writes j, j + S, ...).
-              Kokkos::parallel_for(Kokkos::ThreadVectorRange(mem, S), [&](const int j) {
-                for (std::int64_t c = j; c < C; c += S) g[c * inner] = static_cast<T>(c == hot ? val : A(0));
-              });
-            },
-            CeSumsReducer<Kokkos::HostSpace>(local));
-        Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
+  ce_rows_reduce(
+      exec, "kloss::nll_loss_backward::grad", launch, rows,
+      KOKKOS_LAMBDA(const Member& mem, const std::int64_t r, CeSums& acc) {
+        const std::int64_t nidx = r / inner, m = r - nidx * inner;
+        T* g = gv.data() + nidx * C * inner + m;
+        const std::int64_t t = static_cast<std::int64_t>(tv(r));
+        // The row's one nonzero: d(-w_t x_t)/dx_t at class t (none
+        // for an ignored or invalid target).
+        std::int64_t hot = -1;
+        A val = 0;
+        if (t != ignore && (t < 0 || t >= C)) {
+          acc.bad.note(r, t);
+        } else if (t != ignore) {
+          A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
+          if (red == static_cast<int>(Reduction::mean)) scale = static_cast<A>(static_cast<double>(scale) / twv(0));
+          const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
+          hot = t;
+          val = -wt * scale;
+        }
+        // Class slices on the vector lanes (lane j writes j, j + S, ...).
+        Kokkos::parallel_for(Kokkos::ThreadVectorRange(mem, S), [&](const int j) {
+          for (std::int64_t c = j; c < C; c += S) g[c * inner] = static_cast<T>(c == hot ? val : A(0));
+        });
       },
-      PlusViewReducer<CeSums, Mem>(sums));
+      PlusViewReducer<CeSums, Mem>(sums), CeOrder::any);
   ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, Reduction::none, rows, true, {}, {}, C, ignore);
 }
 

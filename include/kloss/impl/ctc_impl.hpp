@@ -30,14 +30,13 @@
 /// (two rows [N, 2, W] for the forward alone; all rows [N, T, W] for the
 /// backward unless the caller passes the forward's log_alpha), beta
 /// [N, 2, W], gamma [N, W], per-sequence loss [N].
+#include <algorithm>
 #include <kloss/checks.hpp>
 #include <kloss/impl/reduce.hpp>
 #include <kloss/impl/scratch.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
-
-#include <algorithm>
 #include <vector>
 
 namespace kloss::impl {
@@ -66,13 +65,17 @@ KOKKOS_INLINE_FUNCTION float fast_log(float x) {
 
 template <class A>
 KOKKOS_INLINE_FUNCTION A exp_(A x) {
-  if constexpr (std::is_same_v<A, float>) return fast_exp(x);
-  else return impl::exp(x);
+  if constexpr (std::is_same_v<A, float>)
+    return fast_exp(x);
+  else
+    return impl::exp(x);
 }
 template <class A>
 KOKKOS_INLINE_FUNCTION A log_(A x) {
-  if constexpr (std::is_same_v<A, float>) return fast_log(x);
-  else return impl::log(x);
+  if constexpr (std::is_same_v<A, float>)
+    return fast_log(x);
+  else
+    return impl::log(x);
 }
 
 /// log(e^a + e^b + e^c), -inf when all three are -inf (torch: "cannot do
@@ -169,10 +172,9 @@ struct Plan {
 /// a no-op copy for host memory) - the offsets of concatenated targets and
 /// the scratch sizes need them there anyway, as in torch.
 template <class ExecSpace, class T, class I>
-Plan make_plan(const ExecSpace& exec, std::string_view op, const Tensor<const T, typename ExecSpace::memory_space>& lp,
-               const Tensor<const I, typename ExecSpace::memory_space>& targets,
-               const Tensor<const I, typename ExecSpace::memory_space>& input_lengths,
-               const Tensor<const I, typename ExecSpace::memory_space>& target_lengths, std::int64_t blank) {
+Plan make_plan(const ExecSpace& exec, std::string_view op, const TensorIn<ExecSpace, T>& lp,
+               const TensorIn<ExecSpace, I>& targets, const TensorIn<ExecSpace, I>& input_lengths,
+               const TensorIn<ExecSpace, I>& target_lengths, std::int64_t blank) {
   check_present(op, "log_probs", lp);
   check_present(op, "targets", targets);
   check_present(op, "input_lengths", input_lengths);
@@ -189,8 +191,7 @@ Plan make_plan(const ExecSpace& exec, std::string_view op, const Tensor<const T,
   if (blank < 0 || blank >= p.C)
     fail<InvalidArgument>(op, "argument 'blank' must be in [0, C) = [0, ", p.C, "), got ", blank);
   if (p.C > 2147483647) fail<InvalidArgument>(op, "argument 'log_probs' has more than 2^31 - 1 classes");
-  for (auto [name, len] : {std::pair<const char*, const Tensor<const I, typename ExecSpace::memory_space>*>{
-                               "input_lengths", &input_lengths},
+  for (auto [name, len] : {std::pair<const char*, const TensorIn<ExecSpace, I>*>{"input_lengths", &input_lengths},
                            {"target_lengths", &target_lengths}}) {
     const bool ok = p.batched ? (len->rank() == 1 && len->extent(0) == p.N) : (len->numel() == 1 && len->rank() <= 1);
     if (!ok)
@@ -274,9 +275,8 @@ struct Kernel {
   /// Calls f(begin, end) on the chunks of [0, n), spread over the team.
   template <class F>
   KOKKOS_INLINE_FUNCTION static void for_ranges(const member_type& m, std::int64_t n, const F& f) {
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, (n + chunk - 1) / chunk), [&](const std::int64_t c) {
-      f(c * chunk, (c + 1) * chunk < n ? (c + 1) * chunk : n);
-    });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(m, (n + chunk - 1) / chunk),
+                         [&](const std::int64_t c) { f(c * chunk, (c + 1) * chunk < n ? (c + 1) * chunk : n); });
   }
 
   KOKKOS_INLINE_FUNCTION const T* lp_row(std::int64_t t, std::int64_t b) const { return lp.data() + (t * N + b) * C; }
@@ -370,33 +370,25 @@ struct Kernel {
 }  // namespace ctc
 
 template <class ExecSpace, class T, class I>
-void ctc_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& log_probs,
-              const Tensor<const I, typename ExecSpace::memory_space>& targets,
-              const Tensor<const I, typename ExecSpace::memory_space>& input_lengths,
-              const Tensor<const I, typename ExecSpace::memory_space>& target_lengths,
-              const Tensor<T, typename ExecSpace::memory_space>& output,
-              const Tensor<acc_t<T>, typename ExecSpace::memory_space>& log_alpha, std::int64_t blank,
-              Reduction reduction, bool zero_infinity);
+void ctc_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& log_probs, const TensorIn<ExecSpace, I>& targets,
+              const TensorIn<ExecSpace, I>& input_lengths, const TensorIn<ExecSpace, I>& target_lengths,
+              const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, acc_t<T>>& log_alpha,
+              std::int64_t blank, Reduction reduction, bool zero_infinity);
 
 template <class ExecSpace, class T, class I>
-void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                       const Tensor<const T, typename ExecSpace::memory_space>& log_probs,
-                       const Tensor<const I, typename ExecSpace::memory_space>& targets,
-                       const Tensor<const I, typename ExecSpace::memory_space>& input_lengths,
-                       const Tensor<const I, typename ExecSpace::memory_space>& target_lengths,
-                       const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& log_alpha,
-                       const Tensor<T, typename ExecSpace::memory_space>& grad_log_probs, std::int64_t blank,
-                       Reduction reduction, bool zero_infinity, bool ctc_grad);
+void ctc_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                       const TensorIn<ExecSpace, T>& log_probs, const TensorIn<ExecSpace, I>& targets,
+                       const TensorIn<ExecSpace, I>& input_lengths, const TensorIn<ExecSpace, I>& target_lengths,
+                       const TensorIn<ExecSpace, acc_t<T>>& log_alpha, const TensorOut<ExecSpace, T>& grad_log_probs,
+                       std::int64_t blank, Reduction reduction, bool zero_infinity, bool ctc_grad);
 
 namespace ctc {
 
 /// Copies the plan's sequences to the device and takes the common work
 /// arrays from `held` (kloss's scratch cache).
 template <class ExecSpace, class T, class I>
-Kernel<ExecSpace, T, I> make_kernel(const ExecSpace& exec, const Plan& p,
-                                    const Tensor<const T, typename ExecSpace::memory_space>& lp,
-                                    const Tensor<const I, typename ExecSpace::memory_space>& targets,
-                                    std::int64_t blank, bool alpha_pass,
+Kernel<ExecSpace, T, I> make_kernel(const ExecSpace& exec, const Plan& p, const TensorIn<ExecSpace, T>& lp,
+                                    const TensorIn<ExecSpace, I>& targets, std::int64_t blank, bool alpha_pass,
                                     ScratchSet<typename ExecSpace::memory_space>& held) {
   using K = Kernel<ExecSpace, T, I>;
   K k;
@@ -465,18 +457,16 @@ void throw_if_bad_labels(const ExecSpace& exec, std::string_view op,
 }  // namespace ctc
 
 template <class ExecSpace, class T, class I>
-void ctc_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& log_probs,
-              const Tensor<const I, typename ExecSpace::memory_space>& targets,
-              const Tensor<const I, typename ExecSpace::memory_space>& input_lengths,
-              const Tensor<const I, typename ExecSpace::memory_space>& target_lengths,
-              const Tensor<T, typename ExecSpace::memory_space>& output,
-              const Tensor<acc_t<T>, typename ExecSpace::memory_space>& log_alpha, std::int64_t blank,
-              Reduction reduction, bool zero_infinity) {
+void ctc_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& log_probs, const TensorIn<ExecSpace, I>& targets,
+              const TensorIn<ExecSpace, I>& input_lengths, const TensorIn<ExecSpace, I>& target_lengths,
+              const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, acc_t<T>>& log_alpha,
+              std::int64_t blank, Reduction reduction, bool zero_infinity) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   const std::string op = "ctc_loss";
   check_reduction(op, reduction);
-  const ctc::Plan p = ctc::make_plan<ExecSpace, T, I>(exec, op, log_probs, targets, input_lengths, target_lengths, blank);
+  const ctc::Plan p =
+      ctc::make_plan<ExecSpace, T, I>(exec, op, log_probs, targets, input_lengths, target_lengths, blank);
   check_present(op, "output", output);
   check_output(op, "output", output, reduction, p.batched ? Shape{p.N} : Shape{});
   if (log_alpha.present) check_shape(op, "log_alpha", log_alpha, Shape{p.N, p.T, p.W});
@@ -510,8 +500,10 @@ void ctc_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
         const ctc::Seq q = k.seq(b);
         A* rows = rows_in_team ? static_cast<A*>(m.team_scratch(0).get_shmem(rows_bytes)) : nullptr;
         A nll;
-        if (k.setup_labels(m, b, q) > 0) nll = quiet_nan<A>();
-        else nll = -k.run_alpha(m, b, q, rows);
+        if (k.setup_labels(m, b, q) > 0)
+          nll = quiet_nan<A>();
+        else
+          nll = -k.run_alpha(m, b, q, rows);
         Kokkos::single(Kokkos::PerTeam(m), [&]() {
           // zero_infinity: an infeasible alignment counts as 0 (torch's where(res == inf, 0, res))
           const A v = zero_infinity && nll == infinity<A>() ? A(0) : nll;
@@ -545,19 +537,17 @@ void ctc_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::m
 }
 
 template <class ExecSpace, class T, class I>
-void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                       const Tensor<const T, typename ExecSpace::memory_space>& log_probs,
-                       const Tensor<const I, typename ExecSpace::memory_space>& targets,
-                       const Tensor<const I, typename ExecSpace::memory_space>& input_lengths,
-                       const Tensor<const I, typename ExecSpace::memory_space>& target_lengths,
-                       const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& log_alpha,
-                       const Tensor<T, typename ExecSpace::memory_space>& grad_log_probs, std::int64_t blank,
-                       Reduction reduction, bool zero_infinity, bool ctc_grad) {
+void ctc_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                       const TensorIn<ExecSpace, T>& log_probs, const TensorIn<ExecSpace, I>& targets,
+                       const TensorIn<ExecSpace, I>& input_lengths, const TensorIn<ExecSpace, I>& target_lengths,
+                       const TensorIn<ExecSpace, acc_t<T>>& log_alpha, const TensorOut<ExecSpace, T>& grad_log_probs,
+                       std::int64_t blank, Reduction reduction, bool zero_infinity, bool ctc_grad) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   const std::string op = "ctc_loss_backward";
   check_reduction(op, reduction);
-  const ctc::Plan p = ctc::make_plan<ExecSpace, T, I>(exec, op, log_probs, targets, input_lengths, target_lengths, blank);
+  const ctc::Plan p =
+      ctc::make_plan<ExecSpace, T, I>(exec, op, log_probs, targets, input_lengths, target_lengths, blank);
   check_present(op, "grad_output", grad_output);
   check_output(op, "grad_output", grad_output, reduction, p.batched ? Shape{p.N} : Shape{});
   check_present(op, "grad_log_probs", grad_log_probs);
@@ -656,8 +646,10 @@ void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
           // sum. Streaming the row first also brings the entries beta
           // gathers into cache.
           T* gr = row(t);
-          if (torch_mode) K::for_ranges(m, C, [&](std::int64_t c0, std::int64_t c1) { ctc::exp_row(y, gr, g, c0, c1); });
-          else K::for_chunks(m, C, [&](std::int64_t c) { gr[c] = T(0.0f); });
+          if (torch_mode)
+            K::for_ranges(m, C, [&](std::int64_t c0, std::int64_t c1) { ctc::exp_row(y, gr, g, c0, c1); });
+          else
+            K::for_chunks(m, C, [&](std::int64_t c) { gr[c] = T(0.0f); });
           A* cur = be + (t % 2) * k.W;
           const A* nxt = be + ((t + 1) % 2) * k.W;
           if (t == Tb - 1) {
@@ -675,7 +667,8 @@ void ctc_loss_backward(const ExecSpace& exec, const Tensor<const T, typename Exe
           }
           m.team_barrier();
           const A* at = al + t * k.W;
-          K::for_ranges(m, Wb, [&](std::int64_t s0, std::int64_t s1) { ctc::gamma_states(at, cur, lb, y, nll, gm, s0, s1); });
+          K::for_ranges(m, Wb,
+                        [&](std::int64_t s0, std::int64_t s1) { ctc::gamma_states(at, cur, lb, y, nll, gm, s0, s1); });
           m.team_barrier();
           // d loss / d y_t(c) = -sum_{s: l'_s = c} gamma_t(s)   (Graves eq. 16)
           A blank_sum = 0;

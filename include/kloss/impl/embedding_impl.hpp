@@ -69,9 +69,8 @@ struct BadIndexReducer {
 /// The indices of input[begin, n) outside [0, V): their count and the
 /// first one (one reduction; fences).
 template <class ExecSpace, class I>
-BadIndex count_bad_indices(const ExecSpace& exec, const std::string& op,
-                           const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t V,
-                           std::int64_t begin = 0) {
+BadIndex count_bad_indices(const ExecSpace& exec, const std::string& op, const TensorIn<ExecSpace, I>& input,
+                           std::int64_t V, std::int64_t begin = 0) {
   auto idx = input.data;
   BadIndex bad;
   Kokkos::parallel_reduce(
@@ -87,9 +86,8 @@ BadIndex count_bad_indices(const ExecSpace& exec, const std::string& op,
 
 /// Only the index-range check of input[begin, n) (fences, throws).
 template <class ExecSpace, class I>
-void check_indices_only(const ExecSpace& exec, const std::string& op,
-                        const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t V,
-                        std::int64_t begin = 0) {
+void check_indices_only(const ExecSpace& exec, const std::string& op, const TensorIn<ExecSpace, I>& input,
+                        std::int64_t V, std::int64_t begin = 0) {
   count_bad_indices<ExecSpace, I>(exec, op, input, V, begin).throw_if_any(op, "input", concat("[0, ", V, ")"));
 }
 
@@ -345,84 +343,66 @@ RowSort<typename ExecSpace::memory_space> sort_by_row(const ExecSpace& exec, con
 /// indices must lie in [0, num_embeddings). The reusable kernel of the
 /// vocabulary-parallel embedding. Returns the bad-index record (fences).
 template <class ExecSpace, class T, class I>
-BadIndex embedding_gather(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::memory_space>& input,
-                          const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                          const Tensor<T, typename ExecSpace::memory_space>& output, std::int64_t row_begin,
-                          std::int64_t num_embeddings, int team_size);
+BadIndex embedding_gather(const ExecSpace& exec, const TensorIn<ExecSpace, I>& input,
+                          const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
+                          std::int64_t row_begin, std::int64_t num_embeddings, int team_size);
 
 /// Scatter-add backward restricted to rows [row_begin, row_begin + grad
 /// rows): grad_weight (that slice) = sum over positions of the upstream
 /// row, skipping padding_idx (normalised, -1 = none), divided by the row's
 /// count with scale_grad_by_freq. Returns the bad-index record (fences).
 template <class ExecSpace, class T, class I>
-BadIndex embedding_scatter(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                           const Tensor<const I, typename ExecSpace::memory_space>& input,
-                           const Tensor<T, typename ExecSpace::memory_space>& grad_weight, std::int64_t row_begin,
-                           std::int64_t num_embeddings, std::int64_t padding_idx, bool scale_grad_by_freq,
-                           bool deterministic, int team_size, int scatter_items);
+BadIndex embedding_scatter(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                           const TensorIn<ExecSpace, I>& input, const TensorOut<ExecSpace, T>& grad_weight,
+                           std::int64_t row_begin, std::int64_t num_embeddings, std::int64_t padding_idx,
+                           bool scale_grad_by_freq, bool deterministic, int team_size, int scatter_items);
 
 template <class ExecSpace, class T, class I>
-void embedding_renorm(const ExecSpace& exec, const std::string& op,
-                      const Tensor<const I, typename ExecSpace::memory_space>& input,
-                      const Tensor<T, typename ExecSpace::memory_space>& weight, double max_norm, double norm_type);
+void embedding_renorm(const ExecSpace& exec, const std::string& op, const TensorIn<ExecSpace, I>& input,
+                      const TensorOut<ExecSpace, T>& weight, double max_norm, double norm_type);
 
 template <class ExecSpace, class T, class I>
-void embedding(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::memory_space>& input,
-               const Tensor<const T, typename ExecSpace::memory_space>& weight,
-               const Tensor<T, typename ExecSpace::memory_space>& output, const EmbeddingOptions& opts);
+void embedding(const ExecSpace& exec, const TensorIn<ExecSpace, I>& input, const TensorIn<ExecSpace, T>& weight,
+               const TensorOut<ExecSpace, T>& output, const EmbeddingOptions& opts);
 
 template <class ExecSpace, class T, class I>
-void embedding_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                        const Tensor<const I, typename ExecSpace::memory_space>& input,
-                        const Tensor<T, typename ExecSpace::memory_space>& grad_weight, const EmbeddingOptions& opts);
+void embedding_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                        const TensorIn<ExecSpace, I>& input, const TensorOut<ExecSpace, T>& grad_weight,
+                        const EmbeddingOptions& opts);
 
 template <class ExecSpace, class T, class I>
-std::int64_t embedding_backward_sparse(const ExecSpace& exec,
-                                       const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                       const Tensor<const I, typename ExecSpace::memory_space>& input,
-                                       std::int64_t num_weights,
-                                       const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
-                                       const Tensor<T, typename ExecSpace::memory_space>& grad_values,
-                                       const EmbeddingOptions& opts);
+std::int64_t embedding_backward_sparse(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                                       const TensorIn<ExecSpace, I>& input, std::int64_t num_weights,
+                                       const TensorOut<ExecSpace, I>& grad_indices,
+                                       const TensorOut<ExecSpace, T>& grad_values, const EmbeddingOptions& opts);
 
 template <class ExecSpace, class T, class I>
-void embedding_bag(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::memory_space>& input,
-                   const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                   const Tensor<const I, typename ExecSpace::memory_space>& offsets,
-                   const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
-                   const Tensor<T, typename ExecSpace::memory_space>& output,
-                   const Tensor<I, typename ExecSpace::memory_space>& max_indices, const EmbeddingBagOptions& opts);
+void embedding_bag(const ExecSpace& exec, const TensorIn<ExecSpace, I>& input, const TensorIn<ExecSpace, T>& weight,
+                   const TensorIn<ExecSpace, I>& offsets, const TensorIn<ExecSpace, T>& per_sample_weights,
+                   const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, I>& max_indices,
+                   const EmbeddingBagOptions& opts);
 
 template <class ExecSpace, class T, class I>
-void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                            const Tensor<const I, typename ExecSpace::memory_space>& input,
-                            const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                            const Tensor<const I, typename ExecSpace::memory_space>& offsets,
-                            const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
-                            const Tensor<const I, typename ExecSpace::memory_space>& max_indices,
-                            const Tensor<T, typename ExecSpace::memory_space>& grad_weight,
-                            const Tensor<T, typename ExecSpace::memory_space>& grad_per_sample_weights,
-                            const EmbeddingBagOptions& opts);
+void embedding_bag_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                            const TensorIn<ExecSpace, I>& input, const TensorIn<ExecSpace, T>& weight,
+                            const TensorIn<ExecSpace, I>& offsets, const TensorIn<ExecSpace, T>& per_sample_weights,
+                            const TensorIn<ExecSpace, I>& max_indices, const TensorOut<ExecSpace, T>& grad_weight,
+                            const TensorOut<ExecSpace, T>& grad_per_sample_weights, const EmbeddingBagOptions& opts);
 
 template <class ExecSpace, class T, class I>
-std::int64_t embedding_bag_backward_sparse(const ExecSpace& exec,
-                                           const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                           const Tensor<const I, typename ExecSpace::memory_space>& input,
-                                           const Tensor<const I, typename ExecSpace::memory_space>& offsets,
-                                           const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
-                                           std::int64_t num_weights,
-                                           const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
-                                           const Tensor<T, typename ExecSpace::memory_space>& grad_values,
-                                           const EmbeddingBagOptions& opts);
+std::int64_t embedding_bag_backward_sparse(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                                           const TensorIn<ExecSpace, I>& input, const TensorIn<ExecSpace, I>& offsets,
+                                           const TensorIn<ExecSpace, T>& per_sample_weights, std::int64_t num_weights,
+                                           const TensorOut<ExecSpace, I>& grad_indices,
+                                           const TensorOut<ExecSpace, T>& grad_values, const EmbeddingBagOptions& opts);
 
 // ---------------------------------------------------------------------------
 // Definitions.
 
 template <class ExecSpace, class T, class I>
-BadIndex embedding_gather(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::memory_space>& input,
-                          const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                          const Tensor<T, typename ExecSpace::memory_space>& output, std::int64_t row_begin,
-                          std::int64_t num_embeddings, int team_size) {
+BadIndex embedding_gather(const ExecSpace& exec, const TensorIn<ExecSpace, I>& input,
+                          const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
+                          std::int64_t row_begin, std::int64_t num_embeddings, int team_size) {
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const std::int64_t n = input.numel();
   const std::int64_t D = weight.extent(1);
@@ -458,9 +438,8 @@ BadIndex embedding_gather(const ExecSpace& exec, const Tensor<const I, typename 
 }
 
 template <class ExecSpace, class T, class I>
-void embedding_renorm(const ExecSpace& exec, const std::string& op,
-                      const Tensor<const I, typename ExecSpace::memory_space>& input,
-                      const Tensor<T, typename ExecSpace::memory_space>& weight, double max_norm, double norm_type) {
+void embedding_renorm(const ExecSpace& exec, const std::string& op, const TensorIn<ExecSpace, I>& input,
+                      const TensorOut<ExecSpace, T>& weight, double max_norm, double norm_type) {
   using A = acc_t<T>;
   check_rank(op, "weight", weight, 2);
   const std::int64_t V = weight.extent(0), D = weight.extent(1), n = input.numel();
@@ -494,9 +473,8 @@ void embedding_renorm(const ExecSpace& exec, const std::string& op,
 }
 
 template <class ExecSpace, class T, class I>
-void embedding(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::memory_space>& input,
-               const Tensor<const T, typename ExecSpace::memory_space>& weight,
-               const Tensor<T, typename ExecSpace::memory_space>& output, const EmbeddingOptions& opts) {
+void embedding(const ExecSpace& exec, const TensorIn<ExecSpace, I>& input, const TensorIn<ExecSpace, T>& weight,
+               const TensorOut<ExecSpace, T>& output, const EmbeddingOptions& opts) {
   check_rank("embedding", "weight", weight, 2);
   const std::int64_t V = weight.extent(0), D = weight.extent(1);
   normalize_padding_idx("embedding", opts.padding_idx, V);
@@ -666,12 +644,10 @@ void scatter_owner_kernel(const ExecSpace& exec, const std::string& op, std::int
 /// position p adds scale(p) * grad_output[src(p), :] into row idx[p]
 /// (skipped when src(p) < 0 or the row is padding or outside this slice).
 template <class ExecSpace, class T, class I, class Src, class Scale>
-BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
-                      const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                      const Tensor<const I, typename ExecSpace::memory_space>& input,
-                      const Tensor<T, typename ExecSpace::memory_space>& grad_weight, std::int64_t row_begin,
-                      std::int64_t num_embeddings, std::int64_t padding_idx, bool scale_grad_by_freq,
-                      bool deterministic, int team_size, int scatter_items, const Src& src_of,
+BadIndex scatter_rows(const ExecSpace& exec, const std::string& op, const TensorIn<ExecSpace, T>& grad_output,
+                      const TensorIn<ExecSpace, I>& input, const TensorOut<ExecSpace, T>& grad_weight,
+                      std::int64_t row_begin, std::int64_t num_embeddings, std::int64_t padding_idx,
+                      bool scale_grad_by_freq, bool deterministic, int team_size, int scatter_items, const Src& src_of,
                       const Scale& scale_of) {
   using Mem = typename ExecSpace::memory_space;
   using A = acc_t<T>;
@@ -755,8 +731,8 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
   const auto counts = counts_s.view();
   if (kind == ScatterKind::owner) {
     const int items = scatter_items > 0 ? scatter_items : concurrency(exec);
-    scatter_owner_kernel<ExecSpace, T>(exec, op, n, rows, D, items, acc, g, counts, scale_grad_by_freq, row_of,
-                                       src_of, scale_of);
+    scatter_owner_kernel<ExecSpace, T>(exec, op, n, rows, D, items, acc, g, counts, scale_grad_by_freq, row_of, src_of,
+                                       scale_of);
   } else {
     if (scale_grad_by_freq) {
       Kokkos::parallel_for(
@@ -776,11 +752,10 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op,
 }
 
 template <class ExecSpace, class T, class I>
-BadIndex embedding_scatter(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                           const Tensor<const I, typename ExecSpace::memory_space>& input,
-                           const Tensor<T, typename ExecSpace::memory_space>& grad_weight, std::int64_t row_begin,
-                           std::int64_t num_embeddings, std::int64_t padding_idx, bool scale_grad_by_freq,
-                           bool deterministic, int team_size, int scatter_items) {
+BadIndex embedding_scatter(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                           const TensorIn<ExecSpace, I>& input, const TensorOut<ExecSpace, T>& grad_weight,
+                           std::int64_t row_begin, std::int64_t num_embeddings, std::int64_t padding_idx,
+                           bool scale_grad_by_freq, bool deterministic, int team_size, int scatter_items) {
   using A = acc_t<T>;
   auto src = KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t { return p; };
   auto one = KOKKOS_LAMBDA(const std::int64_t)->A { return A(1); };
@@ -815,9 +790,9 @@ void check_embedding_grad_output(std::string_view op, const Tensor<const T, M>& 
 }
 
 template <class ExecSpace, class T, class I>
-void embedding_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                        const Tensor<const I, typename ExecSpace::memory_space>& input,
-                        const Tensor<T, typename ExecSpace::memory_space>& grad_weight, const EmbeddingOptions& opts) {
+void embedding_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                        const TensorIn<ExecSpace, I>& input, const TensorOut<ExecSpace, T>& grad_weight,
+                        const EmbeddingOptions& opts) {
   const std::string op = "embedding_backward";
   check_rank(op, "grad_weight", grad_weight, 2);
   const std::int64_t V = grad_weight.extent(0), D = grad_weight.extent(1);
@@ -833,13 +808,11 @@ void embedding_backward(const ExecSpace& exec, const Tensor<const T, typename Ex
 /// Row-sparse gradient from a sorted RowSort: touched rows compacted in
 /// ascending order into grad_indices / grad_values. Returns their number.
 template <class ExecSpace, class T, class I, class Src, class Scale>
-std::int64_t sparse_rows(const ExecSpace& exec, const std::string& op,
-                         const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                         const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t num_weights,
-                         std::int64_t padding_idx, bool scale_grad_by_freq,
-                         const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
-                         const Tensor<T, typename ExecSpace::memory_space>& grad_values, int team_size,
-                         const Src& src_of, const Scale& scale_of) {
+std::int64_t sparse_rows(const ExecSpace& exec, const std::string& op, const TensorIn<ExecSpace, T>& grad_output,
+                         const TensorIn<ExecSpace, I>& input, std::int64_t num_weights, std::int64_t padding_idx,
+                         bool scale_grad_by_freq, const TensorOut<ExecSpace, I>& grad_indices,
+                         const TensorOut<ExecSpace, T>& grad_values, int team_size, const Src& src_of,
+                         const Scale& scale_of) {
   using Mem = typename ExecSpace::memory_space;
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
@@ -910,13 +883,10 @@ std::int64_t sparse_rows(const ExecSpace& exec, const std::string& op,
 }
 
 template <class ExecSpace, class T, class I>
-std::int64_t embedding_backward_sparse(const ExecSpace& exec,
-                                       const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                       const Tensor<const I, typename ExecSpace::memory_space>& input,
-                                       std::int64_t num_weights,
-                                       const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
-                                       const Tensor<T, typename ExecSpace::memory_space>& grad_values,
-                                       const EmbeddingOptions& opts) {
+std::int64_t embedding_backward_sparse(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                                       const TensorIn<ExecSpace, I>& input, std::int64_t num_weights,
+                                       const TensorOut<ExecSpace, I>& grad_indices,
+                                       const TensorOut<ExecSpace, T>& grad_values, const EmbeddingOptions& opts) {
   using A = acc_t<T>;
   const std::string op = "embedding_backward_sparse";
   require(num_weights >= 0, op, "argument 'num_weights' must be >= 0, got ", num_weights);
@@ -937,14 +907,14 @@ std::int64_t embedding_backward_sparse(const ExecSpace& exec,
 // ---------------------------------------------------------------------------
 // embedding_bag
 
-
 /// Host-side checks of embedding_bag's arguments; returns the bag layout
 /// after checking the offsets' contents in a kernel (fences).
 template <class ExecSpace, class T, class I>
-Bags<I, typename ExecSpace::memory_space> check_bags(
-    const ExecSpace& exec, const std::string& op, const Tensor<const I, typename ExecSpace::memory_space>& input,
-    const Tensor<const I, typename ExecSpace::memory_space>& offsets,
-    const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights, const EmbeddingBagOptions& opts) {
+Bags<I, typename ExecSpace::memory_space> check_bags(const ExecSpace& exec, const std::string& op,
+                                                     const TensorIn<ExecSpace, I>& input,
+                                                     const TensorIn<ExecSpace, I>& offsets,
+                                                     const TensorIn<ExecSpace, T>& per_sample_weights,
+                                                     const EmbeddingBagOptions& opts) {
   using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
   Bags<I, typename ExecSpace::memory_space> bags;
   bags.n = input.numel();
@@ -1017,12 +987,9 @@ Bags<I, typename ExecSpace::memory_space> check_bags(
 template <bool Max, bool Psw, class ExecSpace, class T, class I,
           int C = is_host_space_v<ExecSpace> ? tuning::embedding_chunk_host : tuning::embedding_chunk>
 BadIndex bag_forward_kernel(const ExecSpace& exec, const Bags<I, typename ExecSpace::memory_space>& bags,
-                            const Tensor<const I, typename ExecSpace::memory_space>& input,
-                            const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                            const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
-                            const Tensor<T, typename ExecSpace::memory_space>& output,
-                            const Tensor<I, typename ExecSpace::memory_space>& max_indices, std::int64_t pad,
-                            bool is_mean, int team_size) {
+                            const TensorIn<ExecSpace, I>& input, const TensorIn<ExecSpace, T>& weight,
+                            const TensorIn<ExecSpace, T>& per_sample_weights, const TensorOut<ExecSpace, T>& output,
+                            const TensorOut<ExecSpace, I>& max_indices, std::int64_t pad, bool is_mean, int team_size) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   constexpr bool host = is_host_space_v<ExecSpace>;
@@ -1105,12 +1072,10 @@ BadIndex bag_forward_kernel(const ExecSpace& exec, const Bags<I, typename ExecSp
 }
 
 template <class ExecSpace, class T, class I>
-void embedding_bag(const ExecSpace& exec, const Tensor<const I, typename ExecSpace::memory_space>& input,
-                   const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                   const Tensor<const I, typename ExecSpace::memory_space>& offsets,
-                   const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
-                   const Tensor<T, typename ExecSpace::memory_space>& output,
-                   const Tensor<I, typename ExecSpace::memory_space>& max_indices, const EmbeddingBagOptions& opts) {
+void embedding_bag(const ExecSpace& exec, const TensorIn<ExecSpace, I>& input, const TensorIn<ExecSpace, T>& weight,
+                   const TensorIn<ExecSpace, I>& offsets, const TensorIn<ExecSpace, T>& per_sample_weights,
+                   const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, I>& max_indices,
+                   const EmbeddingBagOptions& opts) {
   const std::string op = "embedding_bag";
   check_rank(op, "weight", weight, 2);
   const std::int64_t V = weight.extent(0), D = weight.extent(1);
@@ -1162,9 +1127,9 @@ void embedding_bag(const ExecSpace& exec, const Tensor<const I, typename ExecSpa
 /// (1 / non-padding count for mean, 1 otherwise) of a backward call.
 template <class ExecSpace, class T, class I>
 void bag_of_positions(const ExecSpace& exec, const std::string& op,
-                      const Bags<I, typename ExecSpace::memory_space>& bags,
-                      const Tensor<const I, typename ExecSpace::memory_space>& input, std::int64_t V, std::int64_t pad,
-                      bool mean, const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& bag_of,
+                      const Bags<I, typename ExecSpace::memory_space>& bags, const TensorIn<ExecSpace, I>& input,
+                      std::int64_t V, std::int64_t pad, bool mean,
+                      const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& bag_of,
                       const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& bag_scale, int team_size) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
@@ -1193,12 +1158,10 @@ void bag_of_positions(const ExecSpace& exec, const std::string& op,
 /// (0 for padding and positions in no bag). One lane per entry, a
 /// sequential dot product: deterministic.
 template <class ExecSpace, class T, class I>
-void per_sample_weights_grad(const ExecSpace& exec,
-                             const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                             const Tensor<const I, typename ExecSpace::memory_space>& input,
-                             const Tensor<const T, typename ExecSpace::memory_space>& weight,
+void per_sample_weights_grad(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                             const TensorIn<ExecSpace, I>& input, const TensorIn<ExecSpace, T>& weight,
                              const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& bag_of,
-                             std::int64_t pad, const Tensor<T, typename ExecSpace::memory_space>& grad_psw) {
+                             std::int64_t pad, const TensorOut<ExecSpace, T>& grad_psw) {
   using A = acc_t<T>;
   const std::int64_t n = input.numel(), V = weight.extent(0), D = weight.extent(1);
   auto idx = input.data;
@@ -1218,15 +1181,11 @@ void per_sample_weights_grad(const ExecSpace& exec,
 }
 
 template <class ExecSpace, class T, class I>
-void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                            const Tensor<const I, typename ExecSpace::memory_space>& input,
-                            const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                            const Tensor<const I, typename ExecSpace::memory_space>& offsets,
-                            const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
-                            const Tensor<const I, typename ExecSpace::memory_space>& max_indices,
-                            const Tensor<T, typename ExecSpace::memory_space>& grad_weight,
-                            const Tensor<T, typename ExecSpace::memory_space>& grad_per_sample_weights,
-                            const EmbeddingBagOptions& opts) {
+void embedding_bag_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                            const TensorIn<ExecSpace, I>& input, const TensorIn<ExecSpace, T>& weight,
+                            const TensorIn<ExecSpace, I>& offsets, const TensorIn<ExecSpace, T>& per_sample_weights,
+                            const TensorIn<ExecSpace, I>& max_indices, const TensorOut<ExecSpace, T>& grad_weight,
+                            const TensorOut<ExecSpace, T>& grad_per_sample_weights, const EmbeddingBagOptions& opts) {
   using Mem = typename ExecSpace::memory_space;
   using A = acc_t<T>;
   using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
@@ -1341,14 +1300,11 @@ void embedding_bag_backward(const ExecSpace& exec, const Tensor<const T, typenam
 }
 
 template <class ExecSpace, class T, class I>
-std::int64_t embedding_bag_backward_sparse(const ExecSpace& exec,
-                                           const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                           const Tensor<const I, typename ExecSpace::memory_space>& input,
-                                           const Tensor<const I, typename ExecSpace::memory_space>& offsets,
-                                           const Tensor<const T, typename ExecSpace::memory_space>& per_sample_weights,
-                                           std::int64_t num_weights,
-                                           const Tensor<I, typename ExecSpace::memory_space>& grad_indices,
-                                           const Tensor<T, typename ExecSpace::memory_space>& grad_values,
+std::int64_t embedding_bag_backward_sparse(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                                           const TensorIn<ExecSpace, I>& input, const TensorIn<ExecSpace, I>& offsets,
+                                           const TensorIn<ExecSpace, T>& per_sample_weights, std::int64_t num_weights,
+                                           const TensorOut<ExecSpace, I>& grad_indices,
+                                           const TensorOut<ExecSpace, T>& grad_values,
                                            const EmbeddingBagOptions& opts) {
   using Mem = typename ExecSpace::memory_space;
   using A = acc_t<T>;

@@ -26,7 +26,6 @@
 #include <kloss/fused_linear_options.hpp>
 #include <kloss/grad_filter.hpp>
 #include <kloss/impl/cross_entropy_impl.hpp>
-
 #include <kloss/impl/kokkos_kernels_compat.hpp>
 #include <kloss/impl/scratch.hpp>
 
@@ -86,11 +85,15 @@ inline std::int64_t fl_grad_weight_block_rows(std::int64_t V, std::int64_t B) {
 template <class T>
 double fl_filter_threshold(std::string_view op, GradFilter mode, double user) {
   switch (mode) {
-    case GradFilter::exact: return 0.0;
-    case GradFilter::automatic: return grad_filter_auto_threshold<T>();
+    case GradFilter::exact:
+      return 0.0;
+    case GradFilter::automatic:
+      return grad_filter_auto_threshold<T>();
     case GradFilter::threshold:
-      require(user > 0 && std::isfinite(user), op, "option 'grad_filter_threshold' must be positive and finite with "
-              "grad_filter 'threshold', got ", user);
+      require(user > 0 && std::isfinite(user), op,
+              "option 'grad_filter_threshold' must be positive and finite with "
+              "grad_filter 'threshold', got ",
+              user);
       return user;
   }
   fail<InvalidArgument>(op, "option 'grad_filter' has an unknown value ", static_cast<int>(mode));
@@ -235,14 +238,15 @@ FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, R
   // the tile maxima on the host (a plain vector: no Kokkos allocation)
   std::vector<A> tmax_host(filtering ? static_cast<std::size_t>(blocks) : 0);
   const Kokkos::View<A*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> tmax_h(tmax_host.data(),
-                                                                                         tmax_host.size());
+                                                                                            tmax_host.size());
   std::vector<char> keep(static_cast<std::size_t>(blocks), 1);
   if (filtering) tmax = scratch<A>(exec, blocks);
   // grad_weight: without filtering the first chunk's products overwrite it
   // (beta = 0), which saves a pass over V x D; zeroed here when there is no
   // chunk or when a filtered tile may leave rows of it unwritten.
   const bool gw_zeroed = a.gw && (N == 0 || filtering);
-  if (gw_zeroed) Kokkos::deep_copy(exec, Kokkos::View<T*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(a.gw, V * D), T(0.0f));
+  if (gw_zeroed)
+    Kokkos::deep_copy(exec, Kokkos::View<T*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(a.gw, V * D), T(0.0f));
   if (a.gb) Kokkos::deep_copy(exec, Kokkos::View<T*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(a.gb, V), T(0.0f));
   const T* xp = a.x;
   const T* wp = a.w;
@@ -250,8 +254,10 @@ FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, R
   T* gxp = a.gx;
   T* gwp = a.gw;
   A* gbp = nullptr;  // grad_bias accumulates here (float for 16-bit T)
-  if constexpr (conv) gbp = gb_acc.data();
-  else gbp = a.gb;
+  if constexpr (conv)
+    gbp = gb_acc.data();
+  else
+    gbp = a.gb;
 
   for (std::int64_t r0 = 0; r0 < N; r0 += B) {
     const std::int64_t b = r0 + B < N ? B : N - r0;
@@ -313,7 +319,8 @@ FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, R
         }
       }
       if (a.gx) {
-        if (!gx_written) Kokkos::deep_copy(exec, Kokkos::subview(dxf.view(), std::make_pair(std::int64_t(0), b * D)), A(0));
+        if (!gx_written)
+          Kokkos::deep_copy(exec, Kokkos::subview(dxf.view(), std::make_pair(std::int64_t(0), b * D)), A(0));
         gx_done(dxf.data(), b * D);
         fl_convert(exec, gxp + r0 * D, dxf.data(), b * D, false);
       }
@@ -338,8 +345,8 @@ FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, R
           const A beta = r0 == 0 && !gw_zeroed ? A(0) : A(1);
           for (std::int64_t v0 = c0; v0 < c1; v0 += Bw) {
             const std::int64_t v1 = v0 + Bw < c1 ? v0 + Bw : c1;
-            gemm(exec, "T", "N", A(1), Kokkos::subview(dZ, Kokkos::ALL(), std::make_pair(v0, v1)), CMat(xc, b, D),
-                 beta, Mat(gwp + v0 * D, v1 - v0, D));
+            gemm(exec, "T", "N", A(1), Kokkos::subview(dZ, Kokkos::ALL(), std::make_pair(v0, v1)), CMat(xc, b, D), beta,
+                 Mat(gwp + v0 * D, v1 - v0, D));
           }
         }
       }
@@ -378,25 +385,6 @@ void fl_add_sums(const ExecSpace& exec, CeSums* total) {
       KOKKOS_LAMBDA(const int) { total[0] += total[1]; });
 }
 
-/// The team functor of fl_rows: rows [i0, i1) of the chunk per team, a row
-/// per team thread, row(mem, i, acc) over the thread's vector lanes. (A
-/// functor, not a lambda: nvcc allows no device lambda inside the generic
-/// lambda that passes `row` in.)
-template <class Member, class Row>
-struct FlRowsTeam {
-  Row row;
-  std::int64_t rpt, b;
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& mem, CeSums& upd) const {
-    const std::int64_t i0 = mem.league_rank() * rpt;
-    const std::int64_t i1 = i0 + rpt < b ? i0 + rpt : b;
-    CeSums local;
-    Kokkos::parallel_reduce(
-        Kokkos::TeamThreadRange(mem, i0, i1), [&](const std::int64_t i, CeSums& acc) { row(mem, i, acc); },
-        CeSumsReducer<Kokkos::HostSpace>(local));
-    Kokkos::single(Kokkos::PerTeam(mem), [&]() { upd.join(local); });
-  }
-};
-
 /// The chunk's sums: returned (host path: a fixed-order reduction, which
 /// fences), or with `total` given (the device path: total[0] += the chunk's
 /// sums, reduced through total[1], without waiting for the kernel).
@@ -421,15 +409,16 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t r0, std::int64_
   const int S = launch.row_slices;
   CeSums chunk;
   auto rows = [&](const auto& row) {
-    const FlRowsTeam<Member, std::decay_t<decltype(row)>> team{row, rpt, b};
     if (!total) {
-      fixed_order_team_reduce("kloss::fused_linear_cross_entropy::rows", ce_policy(exec, league, launch), team,
-                              CeSumsReducer<Kokkos::HostSpace>(chunk));
+      ce_rows_reduce(exec, "kloss::fused_linear_cross_entropy::rows", launch, b, row,
+                     CeSumsReducer<Kokkos::HostSpace>(chunk));
       return;
     }
+    const CeRowsTeam<Member, std::decay_t<decltype(row)>> team{row, rpt, b};
     using Mem = typename ExecSpace::memory_space;
-    Kokkos::parallel_reduce("kloss::fused_linear_cross_entropy::rows", ce_policy(exec, league, launch), team,
-                            PlusViewReducer<CeSums, Mem>(typename PlusViewReducer<CeSums, Mem>::result_view_type(total + 1)));
+    Kokkos::parallel_reduce(
+        "kloss::fused_linear_cross_entropy::rows", ce_policy(exec, league, launch), team,
+        PlusViewReducer<CeSums, Mem>(typename PlusViewReducer<CeSums, Mem>::result_view_type(total + 1)));
     fl_add_sums(exec, total);
   };
   // (two row functors, not an `if constexpr` inside one: nvcc's extended
@@ -492,7 +481,8 @@ double fl_max_row_scale(const ExecSpace& exec, const Kokkos::View<const T*, type
     m = 0;
     Kokkos::parallel_reduce(
         "kloss::fused_linear_cross_entropy::grad_output_max",
-        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, static_cast<std::int64_t>(go.extent(0))),
+        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0,
+                                                                        static_cast<std::int64_t>(go.extent(0))),
         KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
           double v = static_cast<double>(to_acc(go(i)));
           v = v < 0 ? -v : v;
@@ -510,17 +500,12 @@ double fl_max_row_scale(const ExecSpace& exec, const Kokkos::View<const T*, type
 /// gradients are computed when any grad view is present. output may be
 /// absent (the recompute backward).
 template <class ExecSpace, class T, class Tgt>
-FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op,
-                                   const Tensor<const T, typename ExecSpace::memory_space>& input,
-                                   const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                                   const Tensor<const Tgt, typename ExecSpace::memory_space>& target,
-                                   const Tensor<const T, typename ExecSpace::memory_space>& bias,
-                                   const Tensor<const T, typename ExecSpace::memory_space>& ce_weight,
-                                   const Tensor<const T, typename ExecSpace::memory_space>& go,
-                                   const Tensor<T, typename ExecSpace::memory_space>& output,
-                                   const Tensor<T, typename ExecSpace::memory_space>& grad_input,
-                                   const Tensor<T, typename ExecSpace::memory_space>& grad_weight,
-                                   const Tensor<T, typename ExecSpace::memory_space>& grad_bias,
+FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, const TensorIn<ExecSpace, T>& input,
+                                   const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, Tgt>& target,
+                                   const TensorIn<ExecSpace, T>& bias, const TensorIn<ExecSpace, T>& ce_weight,
+                                   const TensorIn<ExecSpace, T>& go, const TensorOut<ExecSpace, T>& output,
+                                   const TensorOut<ExecSpace, T>& grad_input,
+                                   const TensorOut<ExecSpace, T>& grad_weight, const TensorOut<ExecSpace, T>& grad_bias,
                                    const FusedLinearCrossEntropyOptions& opts) {
   static_assert(is_scalar_v<T>, "kloss::fused_linear_cross_entropy: float, double, float16 or bfloat16");
   constexpr bool prob = !is_index_v<Tgt>;
@@ -537,8 +522,10 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op,
   if (weight.extent(1) != D)
     fail<DimensionMismatch>(op, "arguments 'input' ", input.shape.str(), " and 'weight' ", weight.shape.str(),
                             " must agree in D (input [N, D], weight [V, D])");
-  if constexpr (prob) check_shape(op, "target", target, Shape{N, V});
-  else check_shape(op, "target", target, Shape{N});
+  if constexpr (prob)
+    check_shape(op, "target", target, Shape{N, V});
+  else
+    check_shape(op, "target", target, Shape{N});
   if (bias.present) check_shape(op, "bias", bias, Shape{V});
   if (ce_weight.present) check_shape(op, "ce_weight", ce_weight, Shape{V});
   ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
@@ -603,8 +590,10 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op,
         KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
           const std::int64_t t = static_cast<std::int64_t>(tv(r));
           if (t == ignore) return;
-          if (t < 0 || t >= V) acc.bad.note(r, t);
-          else acc.weight += cwp ? static_cast<double>(cwp[t]) : 1.0;
+          if (t < 0 || t >= V)
+            acc.bad.note(r, t);
+          else
+            acc.weight += cwp ? static_cast<double>(cwp[t]) : 1.0;
         },
         CeSumsReducer<Kokkos::HostSpace>(pre));
     pre.bad.throw_if_any(op, "target", concat("[0, ", V, ") (or ignore_index ", ignore, ")"));
@@ -618,8 +607,8 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op,
     }
   }
 
-  FusedHeadArgs<T> a = fused_head_args(input, weight, bias, grad_input, grad_weight, grad_bias, B,
-                                       opts.convert_block_rows);
+  FusedHeadArgs<T> a =
+      fused_head_args(input, weight, bias, grad_input, grad_weight, grad_bias, B, opts.convert_block_rows);
   const Kokkos::View<const T*, Mem> gov(go.data.data(), go.present ? go.numel() : 0);
   if (filter > 0 && P.want_grad)
     a.filter = filter * fl_max_row_scale<ExecSpace, T>(exec, gov, P.has_go, P.mean, P.total_weight);
@@ -637,27 +626,29 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op,
     Kokkos::deep_copy(exec, sums_d.view(), CeSums());
   }
   double loss_sum = 0;
-  const FusedLinearReport report = fused_head(exec, a, [&](A* Zc, std::int64_t r0, std::int64_t b) {
-    if (device_sums) {
-      fl_rows<ExecSpace, T, Tgt>(exec, Zc, r0, b, P, tflat, cwt, gov, ov, sums_d.data());
-      return true;
-    }
-    const CeSums chunk = fl_rows<ExecSpace, T, Tgt>(exec, Zc, r0, b, P, tflat, cwt, gov, ov);
-    if (chunk.bad_prob > 0)
-      fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", chunk.bad_prob,
-                            " negative or NaN value(s) in rows [", r0, ", ", r0 + b, "); first at position ",
-                            chunk.bad_prob_pos, ": ", chunk.bad_prob_val);
-    loss_sum += chunk.loss;
-    return true;
-  }, [](A*, std::int64_t) {});
+  const FusedLinearReport report = fused_head(
+      exec, a,
+      [&](A* Zc, std::int64_t r0, std::int64_t b) {
+        if (device_sums) {
+          fl_rows<ExecSpace, T, Tgt>(exec, Zc, r0, b, P, tflat, cwt, gov, ov, sums_d.data());
+          return true;
+        }
+        const CeSums chunk = fl_rows<ExecSpace, T, Tgt>(exec, Zc, r0, b, P, tflat, cwt, gov, ov);
+        if (chunk.bad_prob > 0)
+          fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", chunk.bad_prob,
+                                " negative or NaN value(s) in rows [", r0, ", ", r0 + b, "); first at position ",
+                                chunk.bad_prob_pos, ": ", chunk.bad_prob_val);
+        loss_sum += chunk.loss;
+        return true;
+      },
+      [](A*, std::int64_t) {});
   if (device_sums) {
     CeSums all;
     Kokkos::deep_copy(exec, all, Kokkos::View<CeSums, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(sums_d.data()));
     exec.fence();
     if (all.bad_prob > 0)
       fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", all.bad_prob,
-                            " negative or NaN value(s); first at position ", all.bad_prob_pos, ": ",
-                            all.bad_prob_val);
+                            " negative or NaN value(s); first at position ", all.bad_prob_pos, ": ", all.bad_prob_val);
     loss_sum = all.loss;
   }
   if (output.present && !P.none) {
@@ -672,8 +663,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op,
 /// The stored-gradient backward: scales grad_input, grad_weight, grad_bias
 /// (each optional) by grad_output[0].
 template <class ExecSpace, class T>
-void fused_linear_scale(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& go,
-                        const Tensor<T, typename ExecSpace::memory_space>& g) {
+void fused_linear_scale(const ExecSpace& exec, const TensorIn<ExecSpace, T>& go, const TensorOut<ExecSpace, T>& g) {
   if (!g.present) return;
   auto gv = g.data;
   auto s = go.data;

@@ -7,7 +7,6 @@
 ///  - Kokkos 3.4's Serial `half_t` is a 4-byte float, so kloss has its own
 ///    2-byte float16 / bfloat16 storage types (kloss/half.hpp) instead.
 #include <Kokkos_Core.hpp>
-
 #include <cstdint>
 #include <cstring>
 #include <string>

@@ -3,8 +3,9 @@
 /// The Kokkos Kernels counterpart of impl/kokkos_compat.hpp: the one place
 /// where Kokkos Kernels 3.x (Debian's Trilinos 13) and 4.x differ for kloss.
 /// Only the gemm-based files include it (it pulls in KokkosBlas).
-#include <KokkosBlas3_gemm.hpp>
 #include <KokkosKernels_config.h>
+
+#include <KokkosBlas3_gemm.hpp>
 
 namespace kloss::impl {
 

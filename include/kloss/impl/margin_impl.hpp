@@ -85,11 +85,10 @@ KOKKOS_INLINE_FUNCTION A sign(A z) {
   return z > A(0) ? A(1) : (z < A(0) ? A(-1) : A(0));
 }
 
-
 /// out[0] = T(value) on the device. Asynchronous.
 template <class ExecSpace, class T>
-void write_host_scalar(const ExecSpace& exec, const std::string& label,
-                       const Tensor<T, typename ExecSpace::memory_space>& out, double value) {
+void write_host_scalar(const ExecSpace& exec, const std::string& label, const TensorOut<ExecSpace, T>& out,
+                       double value) {
   auto o = out.data;
   Kokkos::parallel_for(
       label, Range<ExecSpace>(exec, 0, 1),
@@ -99,7 +98,7 @@ void write_host_scalar(const ExecSpace& exec, const std::string& label,
 /// out[0] = T(sum() * scale) on the device. Asynchronous.
 template <class ExecSpace, class T>
 void write_device_scalar(const ExecSpace& exec, const std::string& label, const DeviceScalar<ExecSpace>& sum,
-                         double scale, const Tensor<T, typename ExecSpace::memory_space>& out) {
+                         double scale, const TensorOut<ExecSpace, T>& out) {
   auto o = out.data;
   Kokkos::parallel_for(
       label, Range<ExecSpace>(exec, 0, 1),
@@ -243,8 +242,7 @@ inline I64 last_extent(const Shape& s) { return s.rank > 0 ? s.extent[s.rank - 1
 /// empty input): the call is refused for its arguments, whatever the
 /// output reads. Error path of an empty call only; fences.
 template <class ExecSpace, class T>
-void check_signs_alone(const ExecSpace& exec, std::string_view op,
-                       const Tensor<const T, typename ExecSpace::memory_space>& target) {
+void check_signs_alone(const ExecSpace& exec, std::string_view op, const TensorIn<ExecSpace, T>& target) {
   auto t = target.data;
   double ignored = 0;
   I64 bad = 0;
@@ -327,21 +325,19 @@ template <class ExecSpace, class T>
 struct SignReport {
   const ExecSpace* exec;
   std::string_view op;
-  const Tensor<const T, typename ExecSpace::memory_space>* target;
+  const TensorIn<ExecSpace, T>* target;
   void operator()(I64) const { check_signs_alone(*exec, op, *target); }
 };
 template <class ExecSpace, class T>
-SignReport<ExecSpace, T> sign_report(const ExecSpace& exec, std::string_view op,
-                                     const Tensor<const T, typename ExecSpace::memory_space>& target) {
+SignReport<ExecSpace, T> sign_report(const ExecSpace& exec, std::string_view op, const TensorIn<ExecSpace, T>& target) {
   return {&exec, op, &target};
 }
 
 }  // namespace margin
 
 template <class ExecSpace, class T>
-void hinge_embedding_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
-                          const Tensor<const T, typename ExecSpace::memory_space>& target,
-                          const Tensor<T, typename ExecSpace::memory_space>& output, double margin,
+void hinge_embedding_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
+                          const TensorIn<ExecSpace, T>& target, const TensorOut<ExecSpace, T>& output, double margin,
                           Reduction reduction) {
   using namespace margin;
   constexpr std::string_view op = "hinge_embedding_loss";
@@ -351,19 +347,15 @@ void hinge_embedding_loss(const ExecSpace& exec, const Tensor<const T, typename 
   check_disjoint(op, {span("output", output)}, {span("input", input), span("target", target)});
   ProfilingRegion region("kloss::hinge_embedding_loss");
   if (input.numel() == 0) check_signs_alone(exec, op, target);
-  pointwise_forward<ExecSpace, T, HingeOp, 2>(exec, std::string(op), HingeOp{{}, margin}, {input, target},
-                                              {input.shape, target.shape}, {"input", "target"}, input.shape, output,
-                                              reduction, reduction_scale(reduction, input.numel()),
-                                              sign_report(exec, op, target));
+  pointwise_forward<ExecSpace, T, HingeOp, 2>(
+      exec, std::string(op), HingeOp{{}, margin}, {input, target}, {input.shape, target.shape}, {"input", "target"},
+      input.shape, output, reduction, reduction_scale(reduction, input.numel()), sign_report(exec, op, target));
 }
 
 template <class ExecSpace, class T>
-void hinge_embedding_loss_backward(const ExecSpace& exec,
-                                   const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                   const Tensor<const T, typename ExecSpace::memory_space>& input,
-                                   const Tensor<const T, typename ExecSpace::memory_space>& target,
-                                   const Tensor<T, typename ExecSpace::memory_space>& grad_input, double margin,
-                                   Reduction reduction) {
+void hinge_embedding_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                                   const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
+                                   const TensorOut<ExecSpace, T>& grad_input, double margin, Reduction reduction) {
   using namespace margin;
   constexpr std::string_view op = "hinge_embedding_loss_backward";
   check_reduction(op, reduction);
@@ -381,11 +373,9 @@ void hinge_embedding_loss_backward(const ExecSpace& exec,
 }
 
 template <class ExecSpace, class T>
-void margin_ranking_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input1,
-                         const Tensor<const T, typename ExecSpace::memory_space>& input2,
-                         const Tensor<const T, typename ExecSpace::memory_space>& target,
-                         const Tensor<T, typename ExecSpace::memory_space>& output, double margin,
-                         Reduction reduction) {
+void margin_ranking_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input1,
+                         const TensorIn<ExecSpace, T>& input2, const TensorIn<ExecSpace, T>& target,
+                         const TensorOut<ExecSpace, T>& output, double margin, Reduction reduction) {
   using namespace margin;
   constexpr std::string_view op = "margin_ranking_loss";
   check_reduction(op, reduction);
@@ -403,14 +393,10 @@ void margin_ranking_loss(const ExecSpace& exec, const Tensor<const T, typename E
 }
 
 template <class ExecSpace, class T>
-void margin_ranking_loss_backward(const ExecSpace& exec,
-                                  const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                  const Tensor<const T, typename ExecSpace::memory_space>& input1,
-                                  const Tensor<const T, typename ExecSpace::memory_space>& input2,
-                                  const Tensor<const T, typename ExecSpace::memory_space>& target,
-                                  const Tensor<T, typename ExecSpace::memory_space>& grad_input1,
-                                  const Tensor<T, typename ExecSpace::memory_space>& grad_input2, double margin,
-                                  Reduction reduction) {
+void margin_ranking_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                                  const TensorIn<ExecSpace, T>& input1, const TensorIn<ExecSpace, T>& input2,
+                                  const TensorIn<ExecSpace, T>& target, const TensorOut<ExecSpace, T>& grad_input1,
+                                  const TensorOut<ExecSpace, T>& grad_input2, double margin, Reduction reduction) {
   using namespace margin;
   constexpr std::string_view op = "margin_ranking_loss_backward";
   check_reduction(op, reduction);
@@ -466,8 +452,7 @@ Kokkos::TeamPolicy<ExecSpace> lanes_policy(const ExecSpace& exec, I64 N, int S, 
     rows_per_team = tuning::margin_rows_per_team_device;
     int v = 1;
     while (v * 2 <= S && v * 2 <= Policy::vector_length_max()) v *= 2;
-    return Policy(exec, static_cast<int>((N + rows_per_team - 1) / rows_per_team),
-                  static_cast<int>(rows_per_team), v);
+    return Policy(exec, static_cast<int>((N + rows_per_team - 1) / rows_per_team), static_cast<int>(rows_per_team), v);
   }
 }
 
@@ -539,16 +524,16 @@ void lanes_rows_sum(const ExecSpace& exec, const std::string& label, I64 N, int 
 /// into out[0]. Asynchronous.
 template <class ExecSpace, class T, class RowLoss, class LanesLoss>
 void row_loss_forward(const ExecSpace& exec, const std::string& op, I64 N, int S, const RowLoss& row_loss,
-                      const LanesLoss& lanes_loss, const Tensor<T, typename ExecSpace::memory_space>& output,
-                      Reduction reduction) {
+                      const LanesLoss& lanes_loss, const TensorOut<ExecSpace, T>& output, Reduction reduction) {
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   if (reduction == Reduction::none) {
     auto o = output.data;
     if (S > 0)
-      lanes_rows_for(exec, "kloss::" + op + "::forward", N, S, KOKKOS_LAMBDA(const Member& mem, const I64 r) {
-        const auto l = lanes_loss(mem, r);
-        Kokkos::single(Kokkos::PerThread(mem), [&]() { o(r) = static_cast<T>(l); });
-      });
+      lanes_rows_for(
+          exec, "kloss::" + op + "::forward", N, S, KOKKOS_LAMBDA(const Member& mem, const I64 r) {
+            const auto l = lanes_loss(mem, r);
+            Kokkos::single(Kokkos::PerThread(mem), [&]() { o(r) = static_cast<T>(l); });
+          });
     else
       Kokkos::parallel_for(
           "kloss::" + op + "::forward", Range<ExecSpace>(exec, 0, N),
@@ -833,9 +818,8 @@ KOKKOS_INLINE_FUNCTION TripletCoef<A> triplet_coef(const NormAcc<K, A>& nrm, con
 /// Element j's gradients: d_ap = |a - p + eps| gives u_ap to a and -u_ap to
 /// p; likewise d_an (a, n) and d_pn (p, n).
 template <NormKind K, class T, class A>
-KOKKOS_INLINE_FUNCTION void triplet_grads(const NormAcc<K, A>& nrm, const TripletDists<A>& d,
-                                          const TripletCoef<A>& k, A e, bool swap, T aj_, T pj_, T nj_, A& ga, A& gp,
-                                          A& gn) {
+KOKKOS_INLINE_FUNCTION void triplet_grads(const NormAcc<K, A>& nrm, const TripletDists<A>& d, const TripletCoef<A>& k,
+                                          A e, bool swap, T aj_, T pj_, T nj_, A& ga, A& gp, A& gn) {
   const A aj = to_acc(aj_), pj = to_acc(pj_), nj = to_acc(nj_);
   const A uap = k.cap * nrm.grad(aj - pj + e, d.dap, k.fap);
   const A uan = k.can * nrm.grad(aj - nj + e, d.dan, k.fan);
@@ -846,11 +830,10 @@ KOKKOS_INLINE_FUNCTION void triplet_grads(const NormAcc<K, A>& nrm, const Triple
 }
 
 template <NormKind K, class ExecSpace, class T>
-void triplet_forward_kernel(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& anchor,
-                            const Tensor<const T, typename ExecSpace::memory_space>& positive,
-                            const Tensor<const T, typename ExecSpace::memory_space>& negative,
-                            const Tensor<T, typename ExecSpace::memory_space>& output, double margin, double p,
-                            double eps, bool swap, Reduction reduction) {
+void triplet_forward_kernel(const ExecSpace& exec, const TensorIn<ExecSpace, T>& anchor,
+                            const TensorIn<ExecSpace, T>& positive, const TensorIn<ExecSpace, T>& negative,
+                            const TensorOut<ExecSpace, T>& output, double margin, double p, double eps, bool swap,
+                            Reduction reduction) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const I64 D = last_extent(anchor.shape), N = leading_shape(anchor.shape).numel();
@@ -874,15 +857,11 @@ void triplet_forward_kernel(const ExecSpace& exec, const Tensor<const T, typenam
 }
 
 template <NormKind K, class ExecSpace, class T>
-void triplet_backward_kernel(const ExecSpace& exec,
-                             const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                             const Tensor<const T, typename ExecSpace::memory_space>& anchor,
-                             const Tensor<const T, typename ExecSpace::memory_space>& positive,
-                             const Tensor<const T, typename ExecSpace::memory_space>& negative,
-                             const Tensor<T, typename ExecSpace::memory_space>& grad_anchor,
-                             const Tensor<T, typename ExecSpace::memory_space>& grad_positive,
-                             const Tensor<T, typename ExecSpace::memory_space>& grad_negative, double margin, double p,
-                             double eps, bool swap, Reduction reduction) {
+void triplet_backward_kernel(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                             const TensorIn<ExecSpace, T>& anchor, const TensorIn<ExecSpace, T>& positive,
+                             const TensorIn<ExecSpace, T>& negative, const TensorOut<ExecSpace, T>& grad_anchor,
+                             const TensorOut<ExecSpace, T>& grad_positive, const TensorOut<ExecSpace, T>& grad_negative,
+                             double margin, double p, double eps, bool swap, Reduction reduction) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const I64 D = last_extent(anchor.shape), N = leading_shape(anchor.shape).numel();
@@ -899,19 +878,20 @@ void triplet_backward_kernel(const ExecSpace& exec,
   auto go = grad_output.data;
   const int S = row_slices<ExecSpace>();
   if (S > 0) {
-    lanes_rows_for(exec, "kloss::triplet_margin_loss::backward", N, S, KOKKOS_LAMBDA(const Member& mem, const I64 r) {
-      const I64 o = r * D;
-      const TripletDists<A> d = triplet_row_dists_lanes<K>(mem, S, nrm, a + o, ps + o, ng + o, D, e, swap);
-      const A g = none ? to_acc(go(r)) : to_acc(go(0)) * scale;
-      const TripletCoef<A> k = triplet_coef(nrm, d, g, m, swap);
-      lanes_for(mem, S, D, [&](const I64 j) {
-        A ua, up, un;
-        triplet_grads<K, T>(nrm, d, k, e, swap, a[o + j], ps[o + j], ng[o + j], ua, up, un);
-        if (ga) ga[o + j] = static_cast<T>(ua);
-        if (gp) gp[o + j] = static_cast<T>(up);
-        if (gn) gn[o + j] = static_cast<T>(un);
-      });
-    });
+    lanes_rows_for(
+        exec, "kloss::triplet_margin_loss::backward", N, S, KOKKOS_LAMBDA(const Member& mem, const I64 r) {
+          const I64 o = r * D;
+          const TripletDists<A> d = triplet_row_dists_lanes<K>(mem, S, nrm, a + o, ps + o, ng + o, D, e, swap);
+          const A g = none ? to_acc(go(r)) : to_acc(go(0)) * scale;
+          const TripletCoef<A> k = triplet_coef(nrm, d, g, m, swap);
+          lanes_for(mem, S, D, [&](const I64 j) {
+            A ua, up, un;
+            triplet_grads<K, T>(nrm, d, k, e, swap, a[o + j], ps[o + j], ng[o + j], ua, up, un);
+            if (ga) ga[o + j] = static_cast<T>(ua);
+            if (gp) gp[o + j] = static_cast<T>(up);
+            if (gn) gn[o + j] = static_cast<T>(un);
+          });
+        });
     return;
   }
   Kokkos::parallel_for(
@@ -943,11 +923,10 @@ void triplet_backward_kernel(const ExecSpace& exec,
 }  // namespace margin
 
 template <class ExecSpace, class T>
-void triplet_margin_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& anchor,
-                         const Tensor<const T, typename ExecSpace::memory_space>& positive,
-                         const Tensor<const T, typename ExecSpace::memory_space>& negative,
-                         const Tensor<T, typename ExecSpace::memory_space>& output, double margin, double p, double eps,
-                         bool swap, Reduction reduction) {
+void triplet_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& anchor,
+                         const TensorIn<ExecSpace, T>& positive, const TensorIn<ExecSpace, T>& negative,
+                         const TensorOut<ExecSpace, T>& output, double margin, double p, double eps, bool swap,
+                         Reduction reduction) {
   using namespace margin;
   constexpr std::string_view op = "triplet_margin_loss";
   check_triplet(op, anchor, positive, negative, p, reduction);
@@ -975,15 +954,12 @@ void triplet_margin_loss(const ExecSpace& exec, const Tensor<const T, typename E
 }
 
 template <class ExecSpace, class T>
-void triplet_margin_loss_backward(const ExecSpace& exec,
-                                  const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                  const Tensor<const T, typename ExecSpace::memory_space>& anchor,
-                                  const Tensor<const T, typename ExecSpace::memory_space>& positive,
-                                  const Tensor<const T, typename ExecSpace::memory_space>& negative,
-                                  const Tensor<T, typename ExecSpace::memory_space>& grad_anchor,
-                                  const Tensor<T, typename ExecSpace::memory_space>& grad_positive,
-                                  const Tensor<T, typename ExecSpace::memory_space>& grad_negative, double margin,
-                                  double p, double eps, bool swap, Reduction reduction) {
+void triplet_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                                  const TensorIn<ExecSpace, T>& anchor, const TensorIn<ExecSpace, T>& positive,
+                                  const TensorIn<ExecSpace, T>& negative, const TensorOut<ExecSpace, T>& grad_anchor,
+                                  const TensorOut<ExecSpace, T>& grad_positive,
+                                  const TensorOut<ExecSpace, T>& grad_negative, double margin, double p, double eps,
+                                  bool swap, Reduction reduction) {
   using namespace margin;
   constexpr std::string_view op = "triplet_margin_loss_backward";
   check_triplet(op, anchor, positive, negative, p, reduction);
@@ -1114,11 +1090,9 @@ Shape check_cosine(std::string_view op, const Tensor<const T, M>& input1, const 
 }  // namespace margin
 
 template <class ExecSpace, class T>
-void cosine_embedding_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input1,
-                           const Tensor<const T, typename ExecSpace::memory_space>& input2,
-                           const Tensor<const T, typename ExecSpace::memory_space>& target,
-                           const Tensor<T, typename ExecSpace::memory_space>& output, double margin,
-                           Reduction reduction) {
+void cosine_embedding_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input1,
+                           const TensorIn<ExecSpace, T>& input2, const TensorIn<ExecSpace, T>& target,
+                           const TensorOut<ExecSpace, T>& output, double margin, Reduction reduction) {
   using namespace margin;
   using A = acc_t<T>;
   constexpr std::string_view op = "cosine_embedding_loss";
@@ -1172,14 +1146,10 @@ void cosine_embedding_loss(const ExecSpace& exec, const Tensor<const T, typename
 }
 
 template <class ExecSpace, class T>
-void cosine_embedding_loss_backward(const ExecSpace& exec,
-                                    const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                    const Tensor<const T, typename ExecSpace::memory_space>& input1,
-                                    const Tensor<const T, typename ExecSpace::memory_space>& input2,
-                                    const Tensor<const T, typename ExecSpace::memory_space>& target,
-                                    const Tensor<T, typename ExecSpace::memory_space>& grad_input1,
-                                    const Tensor<T, typename ExecSpace::memory_space>& grad_input2, double margin,
-                                    Reduction reduction) {
+void cosine_embedding_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                                    const TensorIn<ExecSpace, T>& input1, const TensorIn<ExecSpace, T>& input2,
+                                    const TensorIn<ExecSpace, T>& target, const TensorOut<ExecSpace, T>& grad_input1,
+                                    const TensorOut<ExecSpace, T>& grad_input2, double margin, Reduction reduction) {
   using namespace margin;
   using A = acc_t<T>;
   constexpr std::string_view op = "cosine_embedding_loss_backward";
@@ -1296,8 +1266,8 @@ namespace margin {
 /// Throws IndexOutOfRange for multi_margin's class targets: `bad` of them
 /// outside [0, C), the first found and named. Error path only; fences.
 template <class ExecSpace, class I>
-void throw_bad_classes(const ExecSpace& exec, std::string_view op,
-                       const Tensor<const I, typename ExecSpace::memory_space>& target, I64 C, I64 bad) {
+void throw_bad_classes(const ExecSpace& exec, std::string_view op, const TensorIn<ExecSpace, I>& target, I64 C,
+                       I64 bad) {
   const I* t = target.data.data();
   BadIndex e;
   e.count = bad;
@@ -1312,11 +1282,9 @@ void throw_bad_classes(const ExecSpace& exec, std::string_view op,
 }  // namespace margin
 
 template <class ExecSpace, class T, class I>
-void multi_margin_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
-                       const Tensor<const I, typename ExecSpace::memory_space>& target,
-                       const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                       const Tensor<T, typename ExecSpace::memory_space>& output, std::int64_t p, double margin,
-                       Reduction reduction) {
+void multi_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
+                       const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output, std::int64_t p,
+                       double margin, Reduction reduction) {
   using namespace margin;
   using A = acc_t<T>;
   constexpr std::string_view op = "multi_margin_loss";
@@ -1360,37 +1328,37 @@ void multi_margin_loss(const ExecSpace& exec, const Tensor<const T, typename Exe
         },
         sum, bad);
   } else {
-  sum_and_count(
-      exec, "kloss::multi_margin_loss::forward", N,
-      KOKKOS_LAMBDA(const I64 r, double& s, I64& b) {
-        const I64 y = static_cast<I64>(t(r));
-        A loss = 0;
-        if (y < 0 || y >= C) {
-          ++b;
-        } else {
-          const T* xr = x + r * C;
-          const A xy = to_acc(xr[y]);
-          A part[L] = {};
-          I64 d = 0;
-          for (; d + L <= C; d += L)
-            for (int l = 0; l < L; ++l) {
-              const A z = positive_part(m - xy + to_acc(xr[d + l]));
-              part[l] += (d + l == y) ? A(0) : (squared ? z * z : z);
+    sum_and_count(
+        exec, "kloss::multi_margin_loss::forward", N,
+        KOKKOS_LAMBDA(const I64 r, double& s, I64& b) {
+          const I64 y = static_cast<I64>(t(r));
+          A loss = 0;
+          if (y < 0 || y >= C) {
+            ++b;
+          } else {
+            const T* xr = x + r * C;
+            const A xy = to_acc(xr[y]);
+            A part[L] = {};
+            I64 d = 0;
+            for (; d + L <= C; d += L)
+              for (int l = 0; l < L; ++l) {
+                const A z = positive_part(m - xy + to_acc(xr[d + l]));
+                part[l] += (d + l == y) ? A(0) : (squared ? z * z : z);
+              }
+            for (; d < C; ++d) {
+              const A z = positive_part(m - xy + to_acc(xr[d]));
+              part[0] += d == y ? A(0) : (squared ? z * z : z);
             }
-          for (; d < C; ++d) {
-            const A z = positive_part(m - xy + to_acc(xr[d]));
-            part[0] += d == y ? A(0) : (squared ? z * z : z);
+            for (int l = 0; l < L; ++l) loss += part[l];
+            // torch weighs each positive term: no term, no weight (a NaN or
+            // infinite w[y] leaves a zero row 0)
+            if (w && loss != A(0)) loss *= to_acc(w[y]);
+            loss /= static_cast<A>(C);
           }
-          for (int l = 0; l < L; ++l) loss += part[l];
-          // torch weighs each positive term: no term, no weight (a NaN or
-          // infinite w[y] leaves a zero row 0)
-          if (w && loss != A(0)) loss *= to_acc(w[y]);
-          loss /= static_cast<A>(C);
-        }
-        if (none) o(r) = static_cast<T>(loss);
-        s += static_cast<double>(loss);
-      },
-      sum, bad);
+          if (none) o(r) = static_cast<T>(loss);
+          s += static_cast<double>(loss);
+        },
+        sum, bad);
   }
   if (bad) throw_bad_classes(exec, op, target, C, bad);
   if (!none)
@@ -1398,13 +1366,10 @@ void multi_margin_loss(const ExecSpace& exec, const Tensor<const T, typename Exe
 }
 
 template <class ExecSpace, class T, class I>
-void multi_margin_loss_backward(const ExecSpace& exec,
-                                const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                const Tensor<const T, typename ExecSpace::memory_space>& input,
-                                const Tensor<const I, typename ExecSpace::memory_space>& target,
-                                const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                                const Tensor<T, typename ExecSpace::memory_space>& grad_input, std::int64_t p,
-                                double margin, Reduction reduction) {
+void multi_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                                const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
+                                const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& grad_input,
+                                std::int64_t p, double margin, Reduction reduction) {
   using namespace margin;
   using A = acc_t<T>;
   constexpr std::string_view op = "multi_margin_loss_backward";
@@ -1458,44 +1423,44 @@ void multi_margin_loss_backward(const ExecSpace& exec,
         },
         unused, bad);
   } else {
-  sum_and_count(
-      exec, "kloss::multi_margin_loss::backward", N,
-      KOKKOS_LAMBDA(const I64 r, double&, I64& b) {
-        const I64 y = static_cast<I64>(t(r));
-        const bool ok = y >= 0 && y < C;
-        b += ok ? 0 : 1;
-        if (!gi) return;
-        T* gr = gi + r * C;
-        if (!ok) {
-          for (I64 d = 0; d < C; ++d) gr[d] = static_cast<T>(A(0));
-          return;
-        }
-        const T* xr = x + r * C;
-        const A xy = to_acc(xr[y]);
-        A g = (none ? to_acc(go(r)) : to_acc(go(0)) * scale) / static_cast<A>(C);
-        if (w) g *= to_acc(w[y]);
-        // h_d = z_d^p with z_d = margin - x[y] + x[d] > 0 (torch's strict
-        // test): dh/dx[d] = 1 or 2 z_d, dh/dx[y] = -(the same), summed over d.
-        A part[L] = {};
-        I64 d = 0;
-        for (; d + L <= C; d += L)
-          for (int l = 0; l < L; ++l) {
-            const A z = m - xy + to_acc(xr[d + l]);
-            const A h = (d + l == y || !(z > A(0))) ? A(0) : (squared ? A(2) * g * z : g);
-            gr[d + l] = static_cast<T>(h);
-            part[l] += h;
+    sum_and_count(
+        exec, "kloss::multi_margin_loss::backward", N,
+        KOKKOS_LAMBDA(const I64 r, double&, I64& b) {
+          const I64 y = static_cast<I64>(t(r));
+          const bool ok = y >= 0 && y < C;
+          b += ok ? 0 : 1;
+          if (!gi) return;
+          T* gr = gi + r * C;
+          if (!ok) {
+            for (I64 d = 0; d < C; ++d) gr[d] = static_cast<T>(A(0));
+            return;
           }
-        for (; d < C; ++d) {
-          const A z = m - xy + to_acc(xr[d]);
-          const A h = (d == y || !(z > A(0))) ? A(0) : (squared ? A(2) * g * z : g);
-          gr[d] = static_cast<T>(h);
-          part[0] += h;
-        }
-        A total = 0;
-        for (int l = 0; l < L; ++l) total += part[l];
-        gr[y] = static_cast<T>(-total);
-      },
-      unused, bad);
+          const T* xr = x + r * C;
+          const A xy = to_acc(xr[y]);
+          A g = (none ? to_acc(go(r)) : to_acc(go(0)) * scale) / static_cast<A>(C);
+          if (w) g *= to_acc(w[y]);
+          // h_d = z_d^p with z_d = margin - x[y] + x[d] > 0 (torch's strict
+          // test): dh/dx[d] = 1 or 2 z_d, dh/dx[y] = -(the same), summed over d.
+          A part[L] = {};
+          I64 d = 0;
+          for (; d + L <= C; d += L)
+            for (int l = 0; l < L; ++l) {
+              const A z = m - xy + to_acc(xr[d + l]);
+              const A h = (d + l == y || !(z > A(0))) ? A(0) : (squared ? A(2) * g * z : g);
+              gr[d + l] = static_cast<T>(h);
+              part[l] += h;
+            }
+          for (; d < C; ++d) {
+            const A z = m - xy + to_acc(xr[d]);
+            const A h = (d == y || !(z > A(0))) ? A(0) : (squared ? A(2) * g * z : g);
+            gr[d] = static_cast<T>(h);
+            part[0] += h;
+          }
+          A total = 0;
+          for (int l = 0; l < L; ++l) total += part[l];
+          gr[y] = static_cast<T>(-total);
+        },
+        unused, bad);
   }
   if (bad) throw_bad_classes(exec, op, target, C, bad);
 }
@@ -1566,9 +1531,8 @@ namespace margin {
 /// of labels ended by -1): `bad` entries outside [-1, C) before their row's
 /// first -1, the first of them found and named. Error path only; fences.
 template <class ExecSpace, class I>
-void throw_bad_label_lists(const ExecSpace& exec, std::string_view op,
-                                        const Tensor<const I, typename ExecSpace::memory_space>& target, I64 N, I64 C,
-                                        I64 bad) {
+void throw_bad_label_lists(const ExecSpace& exec, std::string_view op, const TensorIn<ExecSpace, I>& target, I64 N,
+                           I64 C, I64 bad) {
   const I* tg = target.data.data();
   BadIndex e;
   e.count = bad;
@@ -1587,9 +1551,9 @@ void throw_bad_label_lists(const ExecSpace& exec, std::string_view op,
 }  // namespace margin
 
 template <class ExecSpace, class T, class I>
-void multilabel_margin_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
-                            const Tensor<const I, typename ExecSpace::memory_space>& target,
-                            const Tensor<T, typename ExecSpace::memory_space>& output, Reduction reduction) {
+void multilabel_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
+                            const TensorIn<ExecSpace, I>& target, const TensorOut<ExecSpace, T>& output,
+                            Reduction reduction) {
   using namespace margin;
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
@@ -1647,12 +1611,9 @@ void multilabel_margin_loss(const ExecSpace& exec, const Tensor<const T, typenam
 }
 
 template <class ExecSpace, class T, class I>
-void multilabel_margin_loss_backward(const ExecSpace& exec,
-                                     const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                     const Tensor<const T, typename ExecSpace::memory_space>& input,
-                                     const Tensor<const I, typename ExecSpace::memory_space>& target,
-                                     const Tensor<T, typename ExecSpace::memory_space>& grad_input,
-                                     Reduction reduction) {
+void multilabel_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                                     const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
+                                     const TensorOut<ExecSpace, T>& grad_input, Reduction reduction) {
   using namespace margin;
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
@@ -1756,10 +1717,9 @@ KOKKOS_INLINE_FUNCTION A soft_margin_grad(A x, A t, A g) {
 }  // namespace margin
 
 template <class ExecSpace, class T>
-void multilabel_soft_margin_loss(const ExecSpace& exec, const Tensor<const T, typename ExecSpace::memory_space>& input,
-                                 const Tensor<const T, typename ExecSpace::memory_space>& target,
-                                 const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                                 const Tensor<T, typename ExecSpace::memory_space>& output, Reduction reduction) {
+void multilabel_soft_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
+                                 const TensorIn<ExecSpace, T>& target, const TensorIn<ExecSpace, T>& weight,
+                                 const TensorOut<ExecSpace, T>& output, Reduction reduction) {
   using namespace margin;
   using A = acc_t<T>;
   constexpr std::string_view op = "multilabel_soft_margin_loss";
@@ -1800,23 +1760,22 @@ void multilabel_soft_margin_loss(const ExecSpace& exec, const Tensor<const T, ty
     const T* xr = x + r * C;
     const T* yr = y + r * C;
     const T* wr = w ? (wmode == 2 ? w + r * C : w) : nullptr;
-    return lanes_sum<Sum1<A>>(mem, S, C, [&](I64 c, Sum1<A>& q) {
-             const A term = soft_margin_term(to_acc(xr[c]), to_acc(yr[c]));
-             q.v += wr ? term * to_acc(wr[c]) : term;
-           }).v /
+    return lanes_sum<Sum1<A>>(mem, S, C,
+                              [&](I64 c, Sum1<A>& q) {
+                                const A term = soft_margin_term(to_acc(xr[c]), to_acc(yr[c]));
+                                q.v += wr ? term * to_acc(wr[c]) : term;
+                              })
+               .v /
            static_cast<A>(C);
   };
   row_loss_forward(exec, "multilabel_soft_margin_loss", N, S, row_loss, lanes_loss, output, reduction);
 }
 
 template <class ExecSpace, class T>
-void multilabel_soft_margin_loss_backward(const ExecSpace& exec,
-                                          const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                          const Tensor<const T, typename ExecSpace::memory_space>& input,
-                                          const Tensor<const T, typename ExecSpace::memory_space>& target,
-                                          const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                                          const Tensor<T, typename ExecSpace::memory_space>& grad_input,
-                                          Reduction reduction) {
+void multilabel_soft_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                                          const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
+                                          const TensorIn<ExecSpace, T>& weight,
+                                          const TensorOut<ExecSpace, T>& grad_input, Reduction reduction) {
   using namespace margin;
   using A = acc_t<T>;
   constexpr std::string_view op = "multilabel_soft_margin_loss_backward";
@@ -1839,18 +1798,18 @@ void multilabel_soft_margin_loss_backward(const ExecSpace& exec,
   const int S = row_slices<ExecSpace>();
   if (S > 0) {
     using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-    lanes_rows_for(exec, "kloss::multilabel_soft_margin_loss::backward", N, S,
-                   KOKKOS_LAMBDA(const Member& mem, const I64 r) {
-                     const T* xr = x + r * C;
-                     const T* yr = y + r * C;
-                     const T* wr = w ? (wmode == 2 ? w + r * C : w) : nullptr;
-                     const A g = (none ? to_acc(go(r)) : to_acc(go(0)) * scale) / static_cast<A>(C);
-                     T* gr = gi + r * C;
-                     lanes_for(mem, S, C, [&](const I64 c) {
-                       const A v = soft_margin_grad(to_acc(xr[c]), to_acc(yr[c]), g);
-                       gr[c] = static_cast<T>(wr ? v * to_acc(wr[c]) : v);
-                     });
-                   });
+    lanes_rows_for(
+        exec, "kloss::multilabel_soft_margin_loss::backward", N, S, KOKKOS_LAMBDA(const Member& mem, const I64 r) {
+          const T* xr = x + r * C;
+          const T* yr = y + r * C;
+          const T* wr = w ? (wmode == 2 ? w + r * C : w) : nullptr;
+          const A g = (none ? to_acc(go(r)) : to_acc(go(0)) * scale) / static_cast<A>(C);
+          T* gr = gi + r * C;
+          lanes_for(mem, S, C, [&](const I64 c) {
+            const A v = soft_margin_grad(to_acc(xr[c]), to_acc(yr[c]), g);
+            gr[c] = static_cast<T>(wr ? v * to_acc(wr[c]) : v);
+          });
+        });
     return;
   }
   Kokkos::parallel_for(

@@ -16,29 +16,23 @@
 /// grad_bias_r += colsum(G) (local). The gradients are computed in the
 /// forward (for the given upstream gradient, or ones), so the backward
 /// needs no second pass over the weight. The logits are never held whole.
-#include <kloss/impl/mpi_impl.hpp>
-
 #include <kloss/impl/fused_linear_impl.hpp>
 #include <kloss/impl/kokkos_kernels_compat.hpp>
+#include <kloss/impl/mpi_impl.hpp>
 
 namespace kloss::mpi::impl {
 
 template <class ExecSpace, class T, class I>
 FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
-    const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
-    const Tensor<const T, typename ExecSpace::memory_space>& input,
-    const Tensor<const T, typename ExecSpace::memory_space>& weight,
-    const Tensor<const I, typename ExecSpace::memory_space>& target,
-    const Tensor<const T, typename ExecSpace::memory_space>& bias,
-    const Tensor<const T, typename ExecSpace::memory_space>& ce_weight,
-    const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-    const Tensor<T, typename ExecSpace::memory_space>& output, const Tensor<T, typename ExecSpace::memory_space>& grad_input,
-    const Tensor<T, typename ExecSpace::memory_space>& grad_weight,
-    const Tensor<T, typename ExecSpace::memory_space>& grad_bias, const VocabParallelFusedLinearOptions& opts) {
+    const ExecSpace& exec, const Communicator& comm, const ClassRange& range, const TensorIn<ExecSpace, T>& input,
+    const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, I>& target, const TensorIn<ExecSpace, T>& bias,
+    const TensorIn<ExecSpace, T>& ce_weight, const TensorIn<ExecSpace, T>& grad_output,
+    const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, T>& grad_input,
+    const TensorOut<ExecSpace, T>& grad_weight, const TensorOut<ExecSpace, T>& grad_bias,
+    const VocabParallelFusedLinearOptions& opts) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>,
-                "kloss::vocab_parallel_fused_linear_cross_entropy: float, double, float16 or bfloat16");
+  static_assert(is_scalar_v<T>, "kloss::vocab_parallel_fused_linear_cross_entropy: float, double, float16 or bfloat16");
   constexpr std::string_view op = "vocab_parallel_fused_linear_cross_entropy";
   const bool smoothing = opts.label_smoothing != 0;
   const bool weighted = ce_weight.present;
@@ -66,8 +60,8 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     if (grad_input.present) check_shape(op, "grad_input", grad_input, Shape{n, d});
     if (grad_weight.present) check_shape(op, "grad_weight", grad_weight, Shape{range.count, d});
     if (grad_bias.present) check_shape(op, "grad_bias", grad_bias, Shape{range.count});
-    require(range.total > 0 && range.begin >= 0 && range.count >= 0 && range.end() <= range.total, op,
-            "class range [", range.begin, ", ", range.end(), ") is not inside [0, ", range.total, ")");
+    require(range.total > 0 && range.begin >= 0 && range.count >= 0 && range.end() <= range.total, op, "class range [",
+            range.begin, ", ", range.end(), ") is not inside [0, ", range.total, ")");
     require(opts.label_smoothing >= 0 && opts.label_smoothing <= 1, op, "label_smoothing must be in [0, 1], got ",
             opts.label_smoothing);
     require(opts.z_loss >= 0, op, "z_loss must be non-negative, got ", opts.z_loss);
@@ -159,8 +153,8 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     kloss::impl::FusedHeadArgs<T> a = kloss::impl::fused_head_args(input, weight, bias, grad_input, grad_weight,
                                                                    grad_bias, chunk, opts.convert_block_rows);
     if (filter > 0 && want_grads)
-      a.filter = filter * kloss::impl::fl_max_row_scale<ExecSpace, T>(
-                              exec, g, true, opts.reduction == Reduction::mean, sums[1]);
+      a.filter = filter *
+                 kloss::impl::fl_max_row_scale<ExecSpace, T>(exec, g, true, opts.reduction == Reduction::mean, sums[1]);
     const std::int64_t ig = opts.ignore_index;
     result.report = kloss::impl::fused_head(
         exec, a,

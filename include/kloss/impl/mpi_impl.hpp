@@ -20,18 +20,17 @@
 /// Ranks that disagree (rows, class ranges, options, arguments one rank
 /// rejects) are found by one small MPI_Allgather before the data collective,
 /// so every rank throws the same kloss::Error and none waits forever.
-#include <kloss/checks.hpp>
-#include <kloss/grad_filter.hpp>
-#include <kloss/mpi_options.hpp>
-#include <kloss/impl/cross_entropy_impl.hpp>
-#include <kloss/impl/embedding_impl.hpp>
-#include <kloss/impl/tuning.hpp>
-#include <kloss/tensor.hpp>
-#include <kloss/vocab_range.hpp>
-
 #include <mpi.h>
 
 #include <cstdint>
+#include <kloss/checks.hpp>
+#include <kloss/grad_filter.hpp>
+#include <kloss/impl/cross_entropy_impl.hpp>
+#include <kloss/impl/embedding_impl.hpp>
+#include <kloss/impl/tuning.hpp>
+#include <kloss/mpi_options.hpp>
+#include <kloss/tensor.hpp>
+#include <kloss/vocab_range.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -126,7 +125,6 @@ inline ClassRange balanced_range(std::int64_t total, int rank, int size) {
 }
 /// balanced_range(total, comm.rank(), comm.size()).
 ClassRange balanced_range(std::int64_t total, const Communicator& comm);
-
 
 /// Number of elements of the `saved` workspace that the cross-entropy
 /// forward fills and its backward reads, for N rows: 2N + 3.
@@ -252,7 +250,8 @@ void allreduce_in_place(const ExecSpace& exec, const Communicator& comm, std::st
     comm.record(bytes, MPI_Wtime() - t0);
     return;
   }
-  const auto host_s = kloss::impl::scratch<A>(Kokkos::DefaultHostExecutionSpace(), static_cast<std::int64_t>(v.extent(0)));
+  const auto host_s =
+      kloss::impl::scratch<A>(Kokkos::DefaultHostExecutionSpace(), static_cast<std::int64_t>(v.extent(0)));
   const Kokkos::View<A*, Kokkos::HostSpace> host = host_s.view();
   Kokkos::deep_copy(host, v);
   const double t0 = MPI_Wtime();
@@ -297,19 +296,15 @@ struct RecordLayout {
 /// (ce_launch / ce_policy: a block of rows per team, a row per team thread,
 /// its classes over the thread's vector lanes on devices). Asynchronous.
 template <class ExecSpace, class T, class I, class Z = T>
-void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols,
-                       std::int64_t begin, const Tensor<const I, typename ExecSpace::memory_space>& target,
-                       const Z* weight, std::int64_t ignore_index,
-                       double softcap, const RecordLayout& lay,
-                       const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec, std::int64_t row_offset,
-                       const CrossEntropyTuning& tuning = {}) {
+void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols, std::int64_t begin,
+                       const TensorIn<ExecSpace, I>& target, const Z* weight, std::int64_t ignore_index, double softcap,
+                       const RecordLayout& lay, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec,
+                       std::int64_t row_offset, const CrossEntropyTuning& tuning = {}) {
   using A = acc_t<T>;
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = typename Policy::member_type;
   namespace ki = kloss::impl;
   const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
-  const std::int64_t rpt = launch.rows_per_team;
-  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
   auto tg = target.data;
   const Z* w = weight;
   const bool weighted = w != nullptr;
@@ -318,27 +313,23 @@ void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows
   cfg.sum_mode = lay.zsum < 0 ? 0 : (weighted ? 2 : 1);
   const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
   const int S = launch.row_slices;
-  Kokkos::parallel_for(
-      "kloss::vocab_parallel::row_partials", ki::ce_policy(exec, league, launch),
-      KOKKOS_LAMBDA(const Member& team) {
-        const std::int64_t r0 = team.league_rank() * rpt;
-        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, r0, r1), [&](const std::int64_t i) {
-          const std::int64_t t = static_cast<std::int64_t>(tg(row_offset + i));
-          const bool ignored = t == ignore_index;
-          const bool owns = !ignored && t >= begin && t < begin + cols;
-          const ki::CeRowPartials<A> p = ki::ce_row_partials_lanes(team, S, logits + i * cols, cols, std::int64_t(1),
-                                                                   owns ? t - begin : std::int64_t(-1), cfg, w);
-          Kokkos::single(Kokkos::PerThread(team), [&]() {
-            A* r = &rec((row_offset + i) * k);
-            r[RecordLayout::max] = p.max;
-            r[RecordLayout::sumexp] = p.sumexp;
-            r[RecordLayout::target] = p.target_logit;
-            r[RecordLayout::owners] = owns ? A(1) : A(0);
-            r[RecordLayout::ignorers] = ignored ? A(1) : A(0);
-            if (f_wt >= 0) r[f_wt] = owns ? to_acc(w[t - begin]) : A(0);
-            if (f_zsum >= 0) r[f_zsum] = p.logit_sum;
-          });
+  ki::ce_rows_for(
+      exec, "kloss::vocab_parallel::row_partials", launch, rows,
+      KOKKOS_LAMBDA(const Member& team, const std::int64_t i) {
+        const std::int64_t t = static_cast<std::int64_t>(tg(row_offset + i));
+        const bool ignored = t == ignore_index;
+        const bool owns = !ignored && t >= begin && t < begin + cols;
+        const ki::CeRowPartials<A> p = ki::ce_row_partials_lanes(team, S, logits + i * cols, cols, std::int64_t(1),
+                                                                 owns ? t - begin : std::int64_t(-1), cfg, w);
+        Kokkos::single(Kokkos::PerThread(team), [&]() {
+          A* r = &rec((row_offset + i) * k);
+          r[RecordLayout::max] = p.max;
+          r[RecordLayout::sumexp] = p.sumexp;
+          r[RecordLayout::target] = p.target_logit;
+          r[RecordLayout::owners] = owns ? A(1) : A(0);
+          r[RecordLayout::ignorers] = ignored ? A(1) : A(0);
+          if (f_wt >= 0) r[f_wt] = owns ? to_acc(w[t - begin]) : A(0);
+          if (f_zsum >= 0) r[f_zsum] = p.logit_sum;
         });
       });
 }
@@ -429,7 +420,7 @@ template <class ExecSpace, class T>
 VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec,
                       const RecordLayout& lay, std::int64_t rows, std::int64_t row_offset, std::int64_t n,
                       const CeParams& p, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& saved,
-                      const Tensor<T, typename ExecSpace::memory_space>& out) {
+                      const TensorOut<ExecSpace, T>& out) {
   using A = acc_t<T>;
   namespace ki = kloss::impl;
   const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
@@ -489,12 +480,11 @@ void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_val
 /// for ce_slice_partials; weight may be null.
 /// Asynchronous.
 template <class ExecSpace, class T, class I, class G, class Z = T>
-void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols,
-                      std::int64_t begin, std::int64_t row_offset,
-                      const Tensor<const I, typename ExecSpace::memory_space>& target, const Z* weight,
-                      std::int64_t ignore_index,
-                      const CeParams& params, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& totals,
-                      bool per_row_g, const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& lse,
+void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols, std::int64_t begin,
+                      std::int64_t row_offset, const TensorIn<ExecSpace, I>& target, const Z* weight,
+                      std::int64_t ignore_index, const CeParams& params,
+                      const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& totals, bool per_row_g,
+                      const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& lse,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& wt, Z* grad,
                       const CrossEntropyTuning& tuning = {}) {
   using A = acc_t<T>;
@@ -502,8 +492,6 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
   using Member = typename Policy::member_type;
   namespace ki = kloss::impl;
   const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
-  const std::int64_t rpt = launch.rows_per_team;
-  const std::int64_t league = rows == 0 ? 0 : (rows + rpt - 1) / rpt;
   auto tg = target.data;
   const Z* w = weight;
   const bool weighted = w != nullptr;
@@ -512,46 +500,39 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
   const std::int64_t C = params.total;
   const bool mean = params.reduction == Reduction::mean;
   const int S = launch.row_slices;
-  Kokkos::parallel_for(
-      "kloss::vocab_parallel::backward_rows", ki::ce_policy(exec, league, launch),
-      KOKKOS_LAMBDA(const Member& team) {
-        const std::int64_t r0 = team.league_rank() * rpt;
-        const std::int64_t r1 = r0 + rpt < rows ? r0 + rpt : rows;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, r0, r1), [&](const std::int64_t j) {
-          const std::int64_t i = row_offset + j;
-          const std::int64_t t = static_cast<std::int64_t>(tg(i));
-          Z* gr = grad + j * cols;
-          if (t == ignore_index) {
-            ki::ce_zero_row_lanes(team, S, gr, cols, std::int64_t(1));
-            return;
-          }
-          double scale = static_cast<double>(to_acc(per_row_g ? g(i) : g(0)));
-          if (mean) scale /= static_cast<double>(totals(0));
-          const std::int64_t tl = t >= begin && t < begin + cols ? t - begin : -1;
-          const ki::CeRowGrad<A> kc =
-              ki::ce_row_grad(static_cast<A>(scale), wt(i), totals(2), eps, C, zl, lse(i), cap, weighted);
-          ki::ce_backward_lanes(team, S, logits + j * cols, gr, cols, std::int64_t(1), tl, lse(i), kc, w);
-        });
+  ki::ce_rows_for(
+      exec, "kloss::vocab_parallel::backward_rows", launch, rows,
+      KOKKOS_LAMBDA(const Member& team, const std::int64_t j) {
+        const std::int64_t i = row_offset + j;
+        const std::int64_t t = static_cast<std::int64_t>(tg(i));
+        Z* gr = grad + j * cols;
+        if (t == ignore_index) {
+          ki::ce_zero_row_lanes(team, S, gr, cols, std::int64_t(1));
+          return;
+        }
+        double scale = static_cast<double>(to_acc(per_row_g ? g(i) : g(0)));
+        if (mean) scale /= static_cast<double>(totals(0));
+        const std::int64_t tl = t >= begin && t < begin + cols ? t - begin : -1;
+        const ki::CeRowGrad<A> kc =
+            ki::ce_row_grad(static_cast<A>(scale), wt(i), totals(2), eps, C, zl, lse(i), cap, weighted);
+        ki::ce_backward_lanes(team, S, logits + j * cols, gr, cols, std::int64_t(1), tl, lse(i), kc, w);
       });
 }
 
 template <class ExecSpace, class T, class I>
 void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
-                                  const Tensor<const T, typename ExecSpace::memory_space>& logits,
-                                  const Tensor<const I, typename ExecSpace::memory_space>& target,
-                                  const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                                  const Tensor<T, typename ExecSpace::memory_space>& output,
-                                  const Tensor<acc_t<T>, typename ExecSpace::memory_space>& saved,
+                                  const TensorIn<ExecSpace, T>& logits, const TensorIn<ExecSpace, I>& target,
+                                  const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
+                                  const TensorOut<ExecSpace, acc_t<T>>& saved,
                                   const VocabParallelCrossEntropyOptions& opts);
 
 template <class ExecSpace, class T, class I>
 void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRange& range,
-                                           const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                           const Tensor<const T, typename ExecSpace::memory_space>& logits,
-                                           const Tensor<const I, typename ExecSpace::memory_space>& target,
-                                           const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                                           const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& saved,
-                                           const Tensor<T, typename ExecSpace::memory_space>& grad_logits,
+                                           const TensorIn<ExecSpace, T>& grad_output,
+                                           const TensorIn<ExecSpace, T>& logits, const TensorIn<ExecSpace, I>& target,
+                                           const TensorIn<ExecSpace, T>& weight,
+                                           const TensorIn<ExecSpace, acc_t<T>>& saved,
+                                           const TensorOut<ExecSpace, T>& grad_logits,
                                            const VocabParallelCrossEntropyOptions& opts);
 
 /// Host checks shared by the forward and backward of the cross-entropy.
@@ -571,18 +552,16 @@ void check_ce_arguments(std::string_view op, const ClassRange& range, const Tens
   check_rank(op, "logits", logits, 2);
   check_rank(op, "target", target, 1);
   if (target.extent(0) != logits.extent(0))
-    fail<DimensionMismatch>(op, "argument 'target' must have shape [", logits.extent(0), "] (the rows of 'logits'), got ",
-                            target.shape.str());
+    fail<DimensionMismatch>(op, "argument 'target' must have shape [", logits.extent(0),
+                            "] (the rows of 'logits'), got ", target.shape.str());
   if (logits.extent(1) != range.count)
-    fail<DimensionMismatch>(op, "argument 'logits' must have ", range.count,
-                            " columns (this rank's class range [", range.begin, ", ", range.end(), ")), got shape ",
-                            logits.shape.str());
+    fail<DimensionMismatch>(op, "argument 'logits' must have ", range.count, " columns (this rank's class range [",
+                            range.begin, ", ", range.end(), ")), got shape ", logits.shape.str());
   if (weight.present) check_shape(op, "weight", weight, Shape{range.count});
   require(range.total > 0, op, "the number of classes must be positive, got ", range.total);
   require(range.begin >= 0 && range.count >= 0 && range.end() <= range.total, op, "class range [", range.begin, ", ",
           range.end(), ") is not inside [0, ", range.total, ")");
-  require(label_smoothing >= 0 && label_smoothing <= 1, op, "label_smoothing must be in [0, 1], got ",
-          label_smoothing);
+  require(label_smoothing >= 0 && label_smoothing <= 1, op, "label_smoothing must be in [0, 1], got ", label_smoothing);
   require(z_loss >= 0, op, "z_loss must be non-negative, got ", z_loss);
   require(softcap >= 0, op, "softcap must be non-negative (0 = off), got ", softcap);
 }
@@ -595,11 +574,9 @@ std::vector<std::pair<std::string, std::int64_t>> option_fingerprint(Reduction r
 
 template <class ExecSpace, class T, class I>
 void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
-                                  const Tensor<const T, typename ExecSpace::memory_space>& logits,
-                                  const Tensor<const I, typename ExecSpace::memory_space>& target,
-                                  const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                                  const Tensor<T, typename ExecSpace::memory_space>& output,
-                                  const Tensor<acc_t<T>, typename ExecSpace::memory_space>& saved,
+                                  const TensorIn<ExecSpace, T>& logits, const TensorIn<ExecSpace, I>& target,
+                                  const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
+                                  const TensorOut<ExecSpace, acc_t<T>>& saved,
                                   const VocabParallelCrossEntropyOptions& opts) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
@@ -646,7 +623,8 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
     rec_s = kloss::impl::scratch<A>(exec, n * lay.k);
     const Kokkos::View<A*, Mem> r = rec_s.view();
     ce_slice_partials<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, target,
-                                       weight.present ? weight.data.data() : nullptr, opts.ignore_index, opts.softcap, lay, r, 0, opts.tuning);
+                                       weight.present ? weight.data.data() : nullptr, opts.ignore_index, opts.softcap,
+                                       lay, r, 0, opts.tuning);
     RowType rt(lay.k, mpi_type<A>(), op);
     allreduce_in_place<ExecSpace, A>(exec, comm, op, r, rt.get(), static_cast<int>(n),
                                      comm.row_merge_op(std::is_same_v<A, double>));
@@ -679,12 +657,11 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
 
 template <class ExecSpace, class T, class I>
 void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRange& range,
-                                           const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                           const Tensor<const T, typename ExecSpace::memory_space>& logits,
-                                           const Tensor<const I, typename ExecSpace::memory_space>& target,
-                                           const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                                           const Tensor<const acc_t<T>, typename ExecSpace::memory_space>& saved,
-                                           const Tensor<T, typename ExecSpace::memory_space>& grad_logits,
+                                           const TensorIn<ExecSpace, T>& grad_output,
+                                           const TensorIn<ExecSpace, T>& logits, const TensorIn<ExecSpace, I>& target,
+                                           const TensorIn<ExecSpace, T>& weight,
+                                           const TensorIn<ExecSpace, acc_t<T>>& saved,
+                                           const TensorOut<ExecSpace, T>& grad_logits,
                                            const VocabParallelCrossEntropyOptions& opts) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
@@ -708,10 +685,10 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
   Kokkos::View<const A*, Mem> wt(saved.data.data() + n, n);
   Kokkos::View<const A*, Mem> totals(saved.data.data() + 2 * n, 3);
   ce_backward_rows<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, 0, target,
-                                    weight.present ? weight.data.data() : nullptr, opts.ignore_index, p, totals, opts.reduction == Reduction::none, grad_output.data,
-                                    lse, wt, grad_logits.data.data(), opts.tuning);
+                                    weight.present ? weight.data.data() : nullptr, opts.ignore_index, p, totals,
+                                    opts.reduction == Reduction::none, grad_output.data, lse, wt,
+                                    grad_logits.data.data(), opts.tuning);
 }
-
 
 // ---------------------------------------------------------------------------
 // Vocabulary-parallel embedding (Megatron-LM's VocabParallelEmbedding).
@@ -738,10 +715,8 @@ void check_embedding_arguments(std::string_view op, const ClassRange& range, con
 
 template <class ExecSpace, class T, class I>
 void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
-                              const Tensor<const I, typename ExecSpace::memory_space>& input,
-                              const Tensor<const T, typename ExecSpace::memory_space>& weight,
-                              const Tensor<T, typename ExecSpace::memory_space>& output,
-                              const VocabParallelEmbeddingOptions& opts) {
+                              const TensorIn<ExecSpace, I>& input, const TensorIn<ExecSpace, T>& weight,
+                              const TensorOut<ExecSpace, T>& output, const VocabParallelEmbeddingOptions& opts) {
   using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "vocab_parallel_embedding";
   Agreement mine;
@@ -788,9 +763,8 @@ void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, c
 /// (one scan) and handed to the embedding family's renorm kernel. Fences.
 template <class ExecSpace, class T, class I>
 void vocab_parallel_embedding_renorm(const ExecSpace& exec, const ClassRange& range,
-                                     const Tensor<const I, typename ExecSpace::memory_space>& input,
-                                     const Tensor<T, typename ExecSpace::memory_space>& weight, double max_norm,
-                                     double norm_type) {
+                                     const TensorIn<ExecSpace, I>& input, const TensorOut<ExecSpace, T>& weight,
+                                     double max_norm, double norm_type) {
   using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "vocab_parallel_embedding_renorm";
   check_rank(op, "weight", weight, 2);
@@ -812,20 +786,17 @@ void vocab_parallel_embedding_renorm(const ExecSpace& exec, const ClassRange& ra
       },
       owned);
   exec.fence();
-  kloss::impl::embedding_renorm<ExecSpace, T, I>(exec, std::string(op),
-                                                 Tensor<const I, Mem>(local.data(), Shape{owned}), weight, max_norm,
-                                                 norm_type);
+  kloss::impl::embedding_renorm<ExecSpace, T, I>(
+      exec, std::string(op), Tensor<const I, Mem>(local.data(), Shape{owned}), weight, max_norm, norm_type);
 }
 
 template <class ExecSpace, class T, class I>
 void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& range,
-                                       const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                                       const Tensor<const I, typename ExecSpace::memory_space>& input,
-                                       const Tensor<T, typename ExecSpace::memory_space>& grad_weight,
+                                       const TensorIn<ExecSpace, T>& grad_output, const TensorIn<ExecSpace, I>& input,
+                                       const TensorOut<ExecSpace, T>& grad_weight,
                                        const VocabParallelEmbeddingOptions& opts) {
   constexpr std::string_view op = "vocab_parallel_embedding_backward";
-  check_embedding_arguments<T, I>(op, range, input, Tensor<const T, typename ExecSpace::memory_space>(grad_weight),
-                                  opts);
+  check_embedding_arguments<T, I>(op, range, input, TensorIn<ExecSpace, T>(grad_weight), opts);
   kloss::impl::check_embedding_grad_output(op, grad_output, input, grad_weight.extent(1), "grad_weight");
   ProfilingRegion region("kloss::vocab_parallel_embedding_backward");
   const std::int64_t pad = kloss::impl::normalize_padding_idx(op, opts.padding_idx, range.total);
@@ -833,8 +804,8 @@ void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& 
   // (scale_grad_by_freq) is the global one; rows outside this rank's range
   // are skipped by the scatter.
   const kloss::impl::BadIndex bad = kloss::impl::embedding_scatter<ExecSpace, T, I>(
-      exec, grad_output, input, grad_weight, range.begin, range.total, pad, opts.scale_grad_by_freq,
-      opts.deterministic, opts.team_size, opts.scatter_items);
+      exec, grad_output, input, grad_weight, range.begin, range.total, pad, opts.scale_grad_by_freq, opts.deterministic,
+      opts.team_size, opts.scatter_items);
   bad.throw_if_any(op, "input", kloss::impl::concat("[0, ", range.total, ") (the whole table)"));
 }
 

@@ -23,15 +23,14 @@
 /// Sources: torch 1.13 aten/src/ATen/native/Loss.cpp, LossBinaryCrossEntropy
 /// .cpp, BinaryOps kernels and torch/nn/functional.py for every formula and
 /// edge case; Cephes (S. Moshier) for the exp / log range reductions.
+#include <array>
+#include <cstdint>
 #include <kloss/checks.hpp>
 #include <kloss/impl/reduce.hpp>
 #include <kloss/impl/scratch.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
-
-#include <array>
-#include <cstdint>
 #include <string>
 
 namespace kloss::impl {
@@ -132,7 +131,7 @@ void chunked_sum(const ExecSpace& exec, const std::string& label, std::int64_t n
 template <class ExecSpace, class T>
 void write_scaled_scalar(const ExecSpace& exec, const std::string& label,
                          const Kokkos::View<double, typename ExecSpace::memory_space>& sum, double scale,
-                         const Tensor<T, typename ExecSpace::memory_space>& out) {
+                         const TensorOut<ExecSpace, T>& out) {
   auto o = out.data;
   Kokkos::parallel_for(
       label, Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
@@ -161,8 +160,8 @@ struct Unchecked {
 /// Records (atomic min into `first`) the first element of [begin, end) that
 /// fails op.bad: the rare path of a chunk that counted a violation.
 template <class T, class Op, int N>
-KOKKOS_INLINE_FUNCTION void note_first_bad(const Op& op, const Operands<T, N>& in, std::int64_t begin,
-                                           std::int64_t end, std::int64_t* first) {
+KOKKOS_INLINE_FUNCTION void note_first_bad(const Op& op, const Operands<T, N>& in, std::int64_t begin, std::int64_t end,
+                                           std::int64_t* first) {
   for (std::int64_t i = begin; i < end; ++i) {
     acc_t<T> v[N];
     in.template load<false>(i, v);
@@ -330,17 +329,16 @@ struct PointwiseForward {
 };
 
 template <bool Flat, class ExecSpace, class T, class Op, int N>
-void pointwise_forward_launch(const ExecSpace& exec, const std::string& op_name, const Op& op,
-                              const Operands<T, N>& in, const Tensor<T, typename ExecSpace::memory_space>& out,
-                              std::int64_t n, Reduction reduction, double scale, std::int64_t* first_bad) {
+void pointwise_forward_launch(const ExecSpace& exec, const std::string& op_name, const Op& op, const Operands<T, N>& in,
+                              const TensorOut<ExecSpace, T>& out, std::int64_t n, Reduction reduction, double scale,
+                              std::int64_t* first_bad) {
   using K = PointwiseForward<ExecSpace, T, Op, N, Flat>;
   const K k{op, in, out.data.data(), n, first_bad};
   const std::int64_t nchunks = (n + K::chunk - 1) / K::chunk;
   if (reduction == Reduction::none) {
-    Kokkos::parallel_for("kloss::" + op_name + "::forward",
-                         Kokkos::RangePolicy<ExecSpace, typename K::NoneTag, Kokkos::IndexType<std::int64_t>>(
-                             exec, 0, nchunks),
-                         k);
+    Kokkos::parallel_for(
+        "kloss::" + op_name + "::forward",
+        Kokkos::RangePolicy<ExecSpace, typename K::NoneTag, Kokkos::IndexType<std::int64_t>>(exec, 0, nchunks), k);
     return;
   }
   const auto sum_s = scratch<double>(exec, 1);
@@ -360,22 +358,26 @@ void pointwise_forward_launch(const ExecSpace& exec, const std::string& op_name,
 /// naming the first one).
 template <class ExecSpace, class T, class Op, int N, class Report = ThrowFirstBad>
 void pointwise_forward(const ExecSpace& exec, const std::string& op_name, const Op& op,
-                       const std::array<Tensor<const T, typename ExecSpace::memory_space>, N>& operands,
-                       const std::array<Shape, N>& shapes, const std::array<const char*, N>& names,
-                       const Shape& out_shape, const Tensor<T, typename ExecSpace::memory_space>& out,
-                       Reduction reduction, double scale, const Report& report = {}) {
+                       const std::array<TensorIn<ExecSpace, T>, N>& operands, const std::array<Shape, N>& shapes,
+                       const std::array<const char*, N>& names, const Shape& out_shape,
+                       const TensorOut<ExecSpace, T>& out, Reduction reduction, double scale,
+                       const Report& report = {}) {
   const Operands<T, N> in(operands, shapes, out_shape);
   const std::int64_t n = out_shape.numel();
   FirstBad<ExecSpace> first_bad;
   if constexpr (Op::checked) first_bad = FirstBad<ExecSpace>(exec, n);
-  if (in.flat) pointwise_forward_launch<true>(exec, op_name, op, in, out, n, reduction, scale, first_bad.ptr);
-  else pointwise_forward_launch<false>(exec, op_name, op, in, out, n, reduction, scale, first_bad.ptr);
+  if (in.flat)
+    pointwise_forward_launch<true>(exec, op_name, op, in, out, n, reduction, scale, first_bad.ptr);
+  else
+    pointwise_forward_launch<false>(exec, op_name, op, in, out, n, reduction, scale, first_bad.ptr);
 
   if constexpr (Op::checked) {
     const std::int64_t first = first_bad.read(exec);
     if (first == n) return;
-    if constexpr (std::is_same_v<Report, ThrowFirstBad>) throw_first_bad<ExecSpace, T, Op, N>(op_name, op, in, names, first);
-    else report(first);
+    if constexpr (std::is_same_v<Report, ThrowFirstBad>)
+      throw_first_bad<ExecSpace, T, Op, N>(op_name, op, in, names, first);
+    else
+      report(first);
   }
 }
 
@@ -418,16 +420,14 @@ struct PointwiseBackwardFlat {
 };
 
 template <bool PerElem, unsigned Mask, class ExecSpace, class T, class Op, int N>
-void pointwise_backward_flat(const ExecSpace& exec, const std::string& op_name, const Op& op,
-                             const Operands<T, N>& in, const T* go, acc_t<T> sc, T* const (&gp)[N], std::int64_t n,
-                             std::int64_t* first_bad) {
+void pointwise_backward_flat(const ExecSpace& exec, const std::string& op_name, const Op& op, const Operands<T, N>& in,
+                             const T* go, acc_t<T> sc, T* const (&gp)[N], std::int64_t n, std::int64_t* first_bad) {
   using K = PointwiseBackwardFlat<ExecSpace, T, Op, N, PerElem, Mask>;
   K k{op, in, go, sc, {}, n, first_bad};
   for (int j = 0; j < N; ++j) k.gp[j] = gp[j];
-  Kokkos::parallel_for("kloss::" + op_name + "::backward",
-                       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0,
-                                                                                        (n + K::chunk - 1) / K::chunk),
-                       k);
+  Kokkos::parallel_for(
+      "kloss::" + op_name + "::backward",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, (n + K::chunk - 1) / K::chunk), k);
 }
 
 /// Backward of an N-ary element-wise loss: grads[k] = g * op.grad(...)[k]
@@ -440,11 +440,10 @@ void pointwise_backward_flat(const ExecSpace& exec, const std::string& op_name, 
 /// through `report(first)` (the caller's: a backward has no names).
 template <class ExecSpace, class T, class Op, int N, class Report = ThrowFirstBad>
 void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const Op& op,
-                        const Tensor<const T, typename ExecSpace::memory_space>& grad_output,
-                        const std::array<Tensor<const T, typename ExecSpace::memory_space>, N>& operands,
-                        const std::array<Shape, N>& shapes, const Shape& out_shape,
-                        const std::array<Tensor<T, typename ExecSpace::memory_space>, N>& grads, Reduction reduction,
-                        double scale, const Report& report = {}) {
+                        const TensorIn<ExecSpace, T>& grad_output,
+                        const std::array<TensorIn<ExecSpace, T>, N>& operands, const std::array<Shape, N>& shapes,
+                        const Shape& out_shape, const std::array<TensorOut<ExecSpace, T>, N>& grads,
+                        Reduction reduction, double scale, const Report& report = {}) {
   static_assert(!Op::checked_backward || !std::is_same_v<Report, ThrowFirstBad>,
                 "an op that checks its backward passes its report");
   using A = acc_t<T>;
@@ -483,15 +482,21 @@ void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const
       constexpr unsigned D = Op::differentiable;
       constexpr unsigned lo = D & (~D + 1u);  // lowest differentiable operand
       constexpr unsigned hi = D & ~lo;
-      if (want == 0) pointwise_backward_flat<PerElem, 0u>(exec, op_name, op, in, go, sc, gp, n, first_bad);
-      else if (want == lo) pointwise_backward_flat<PerElem, lo>(exec, op_name, op, in, go, sc, gp, n, first_bad);
+      if (want == 0)
+        pointwise_backward_flat<PerElem, 0u>(exec, op_name, op, in, go, sc, gp, n, first_bad);
+      else if (want == lo)
+        pointwise_backward_flat<PerElem, lo>(exec, op_name, op, in, go, sc, gp, n, first_bad);
       else if constexpr (hi != 0) {
-        if (want == hi) pointwise_backward_flat<PerElem, hi>(exec, op_name, op, in, go, sc, gp, n, first_bad);
-        else pointwise_backward_flat<PerElem, D>(exec, op_name, op, in, go, sc, gp, n, first_bad);
+        if (want == hi)
+          pointwise_backward_flat<PerElem, hi>(exec, op_name, op, in, go, sc, gp, n, first_bad);
+        else
+          pointwise_backward_flat<PerElem, D>(exec, op_name, op, in, go, sc, gp, n, first_bad);
       }
     };
-    if (reduction == Reduction::none) with_mask(std::true_type{});
-    else with_mask(std::false_type{});
+    if (reduction == Reduction::none)
+      with_mask(std::true_type{});
+    else
+      with_mask(std::false_type{});
     finish();
     return;
   }
@@ -519,8 +524,10 @@ void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const
         for (int k = 0; k < N; ++k) {
           if (!((want >> k) & 1u)) continue;
           const A x = g * d[k];
-          if (direct[k]) gp[k][i] = static_cast<T>(x);
-          else Kokkos::atomic_add(&acc[k](in.index[k](i)), x);
+          if (direct[k])
+            gp[k][i] = static_cast<T>(x);
+          else
+            Kokkos::atomic_add(&acc[k](in.index[k](i)), x);
         }
         if (Op::checked_backward && op.bad(v) >= 0) Kokkos::atomic_fetch_min(first_bad, i);
       });
@@ -667,8 +674,10 @@ struct BceOp {
     l1mx = blend(l1mx < A(-100), A(-100), l1mx);
     lx = blend(lx < A(-100), A(-100), lx);
     const A l = (y - A(1)) * l1mx - y * lx;
-    if constexpr (W) return l * v[2];
-    else return l;
+    if constexpr (W)
+      return l * v[2];
+    else
+      return l;
   }
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
@@ -678,8 +687,10 @@ struct BceOp {
     A den = (A(1) - x) * x;
     den = blend(den < eps, eps, den);
     const A d = (x - y) / den;
-    if constexpr (W) g[0] = d * v[2];
-    else g[0] = d;
+    if constexpr (W)
+      g[0] = d * v[2];
+    else
+      g[0] = d;
   }
   template <class A>
   KOKKOS_INLINE_FUNCTION int bad(const A* v) const {
@@ -718,8 +729,10 @@ struct BceLogitsOp : Unchecked {
     const A mx = blend(-x < A(0), A(0), -x);  // max(-x, 0), NaN propagates
     const A sp = softplus_neg_abs(x, m) + mx;
     A l;
-    if constexpr (P) l = (A(1) - y) * x + ((v[ip] - A(1)) * y + A(1)) * sp;
-    else l = (A(1) - y) * x + sp;
+    if constexpr (P)
+      l = (A(1) - y) * x + ((v[ip] - A(1)) * y + A(1)) * sp;
+    else
+      l = (A(1) - y) * x + sp;
     if constexpr (W) l = l * v[iw];
     return l;
   }
@@ -779,8 +792,10 @@ struct KlDivOp : Unchecked {
   }
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
-    if constexpr (LogTarget) g[0] = -m.exp(v[1]);
-    else g[0] = -v[1];
+    if constexpr (LogTarget)
+      g[0] = -m.exp(v[1]);
+    else
+      g[0] = -v[1];
   }
 };
 
@@ -798,8 +813,10 @@ struct PoissonNllOp : Unchecked {
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
     A l;
-    if constexpr (LogInput) l = m.exp(x) - y * x;
-    else l = x - y * m.log(x + static_cast<A>(eps));
+    if constexpr (LogInput)
+      l = m.exp(x) - y * x;
+    else
+      l = x - y * m.log(x + static_cast<A>(eps));
     if constexpr (Full) {
       const A ly = m.log(y);
       // 0.5 log(2 pi y) = 0.5 (log(2 pi) + log y)
@@ -811,8 +828,10 @@ struct PoissonNllOp : Unchecked {
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
-    if constexpr (LogInput) g[0] = m.exp(x) - y;
-    else g[0] = A(1) - y / (x + static_cast<A>(eps));
+    if constexpr (LogInput)
+      g[0] = m.exp(x) - y;
+    else
+      g[0] = A(1) - y / (x + static_cast<A>(eps));
   }
 };
 
@@ -863,7 +882,8 @@ inline double reduction_scale(Reduction r, std::int64_t numel) {
 }
 inline double reduction_scale(Reduction r, std::int64_t numel, const Shape& input) {
   if (r != Reduction::batchmean) return reduction_scale(r, numel);
-  return input.rank == 0 ? 1.0 : (input.extent[0] > 0 ? 1.0 / static_cast<double>(input.extent[0]) : quiet_nan<double>());
+  return input.rank == 0 ? 1.0
+                         : (input.extent[0] > 0 ? 1.0 / static_cast<double>(input.extent[0]) : quiet_nan<double>());
 }
 
 /// Shared host-side checks of a binary element-wise loss; returns the
@@ -923,8 +943,8 @@ inline Shape gaussian_var_shape(std::string_view op, const Shape& input, const S
 // Declared for the explicit-instantiation list; each does its runtime
 // checks, opens "kloss::<op>" and makes one driver call.
 
-#define KLOSS_PW_CT(T) const Tensor<const T, typename ExecSpace::memory_space>&
-#define KLOSS_PW_T(T) const Tensor<T, typename ExecSpace::memory_space>&
+#define KLOSS_PW_CT(T) const TensorIn<ExecSpace, T>&
+#define KLOSS_PW_T(T) const TensorOut<ExecSpace, T>&
 
 /// The binary ops (mse, l1, smooth_l1, huber) share one body.
 template <class ExecSpace, class T, class Op>
@@ -960,8 +980,10 @@ void binary_loss_backward(const ExecSpace& exec, const char* name, const Op& op,
 /// Op::from checks and takes the option where the op has one.
 template <class Op, class Options>
 Op binary_op(std::string_view op_name, const Options& opts) {
-  if constexpr (std::is_empty_v<Op>) return Op{};
-  else return Op::from(opts, op_name);
+  if constexpr (std::is_empty_v<Op>)
+    return Op{};
+  else
+    return Op::from(opts, op_name);
 }
 
 /// binary_cross_entropy. Fences (the [0, 1] check must reach the host).
@@ -969,8 +991,7 @@ template <class ExecSpace, class T>
 void binary_cross_entropy(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight,
                           KLOSS_PW_T(T) output, Reduction reduction) {
   constexpr const char* name = "binary_cross_entropy";
-  const Shape shape = check_bce(name, input, target, weight, Tensor<const T, typename ExecSpace::memory_space>{},
-                                reduction);
+  const Shape shape = check_bce(name, input, target, weight, TensorIn<ExecSpace, T>{}, reduction);
   check_output(name, "output", output, reduction, shape);
   check_disjoint(name, {span("output", output)},
                  {span("input", input), span("target", target), span("weight", weight)});
@@ -990,8 +1011,7 @@ void binary_cross_entropy_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_ou
                                    KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight, KLOSS_PW_T(T) grad_input,
                                    Reduction reduction) {
   constexpr const char* name = "binary_cross_entropy_backward";
-  const Shape shape = check_bce(name, input, target, weight, Tensor<const T, typename ExecSpace::memory_space>{},
-                                reduction);
+  const Shape shape = check_bce(name, input, target, weight, TensorIn<ExecSpace, T>{}, reduction);
   check_output(name, "grad_output", grad_output, reduction, shape);
   if (grad_input.present) check_shape(name, "grad_input", grad_input, input.shape);
   check_disjoint(
@@ -1001,9 +1021,8 @@ void binary_cross_entropy_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_ou
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   if (weight.present)
     pointwise_backward<ExecSpace, T, BceOp<true>, 3>(exec, "binary_cross_entropy", BceOp<true>{}, grad_output,
-                                                     {input, target, weight},
-                                                     {input.shape, target.shape, weight.shape}, shape,
-                                                     {grad_input, {}, {}}, reduction, scale);
+                                                     {input, target, weight}, {input.shape, target.shape, weight.shape},
+                                                     shape, {grad_input, {}, {}}, reduction, scale);
   else
     pointwise_backward<ExecSpace, T, BceOp<false>, 2>(exec, "binary_cross_entropy", BceOp<false>{}, grad_output,
                                                       {input, target}, {input.shape, target.shape}, shape,
@@ -1014,10 +1033,14 @@ void binary_cross_entropy_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_ou
 /// operand lists are built by the caller from the same flags.
 template <class F>
 void with_bce_logits_op(bool w, bool p, F&& f) {
-  if (w && p) f(BceLogitsOp<true, true>{});
-  else if (w) f(BceLogitsOp<true, false>{});
-  else if (p) f(BceLogitsOp<false, true>{});
-  else f(BceLogitsOp<false, false>{});
+  if (w && p)
+    f(BceLogitsOp<true, true>{});
+  else if (w)
+    f(BceLogitsOp<true, false>{});
+  else if (p)
+    f(BceLogitsOp<false, true>{});
+  else
+    f(BceLogitsOp<false, false>{});
 }
 
 /// The operands of an op with optional ones: present ones in order.
@@ -1053,16 +1076,16 @@ void binary_cross_entropy_with_logits(const ExecSpace& exec, KLOSS_PW_CT(T) inpu
     constexpr int N = Op::arity;
     const auto ops = gather_operands<N>({input, target, weight, pos_weight});
     std::array<const char*, N> names{};
-    for (int k = 0; k < N; ++k) names[k] = k == 0 ? "input" : k == 1 ? "target" : k == Op::iw && weight.present ? "weight" : "pos_weight";
+    for (int k = 0; k < N; ++k)
+      names[k] = k == 0 ? "input" : k == 1 ? "target" : k == Op::iw && weight.present ? "weight" : "pos_weight";
     pointwise_forward<ExecSpace, T, Op, N>(exec, name, op, ops, shapes_of<N>(ops), names, shape, output, reduction,
                                            scale);
   });
 }
 template <class ExecSpace, class T>
 void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
-                                               KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight,
-                                               KLOSS_PW_CT(T) pos_weight, KLOSS_PW_T(T) grad_input,
-                                               Reduction reduction) {
+                                               KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) pos_weight,
+                                               KLOSS_PW_T(T) grad_input, Reduction reduction) {
   constexpr const char* name = "binary_cross_entropy_with_logits_backward";
   const Shape shape = check_bce(name, input, target, weight, pos_weight, reduction);
   check_output(name, "grad_output", grad_output, reduction, shape);
@@ -1076,7 +1099,7 @@ void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, KLOSS_PW_C
     using Op = decltype(op);
     constexpr int N = Op::arity;
     const auto ops = gather_operands<N>({input, target, weight, pos_weight});
-    std::array<Tensor<T, typename ExecSpace::memory_space>, N> grads{};
+    std::array<TensorOut<ExecSpace, T>, N> grads{};
     grads[0] = grad_input;
     pointwise_backward<ExecSpace, T, Op, N>(exec, "binary_cross_entropy_with_logits", op, grad_output, ops,
                                             shapes_of<N>(ops), shape, grads, reduction, scale);
@@ -1096,8 +1119,10 @@ void kl_div(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, 
     pointwise_forward<ExecSpace, T, decltype(op), 2>(exec, name, op, {input, target}, {input.shape, target.shape},
                                                      {"input", "target"}, shape, output, reduction, scale);
   };
-  if (log_target) run(KlDivOp<true>{});
-  else run(KlDivOp<false>{});
+  if (log_target)
+    run(KlDivOp<true>{});
+  else
+    run(KlDivOp<false>{});
 }
 template <class ExecSpace, class T>
 void kl_div_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target,
@@ -1115,8 +1140,10 @@ void kl_div_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW
                                                       {input.shape, target.shape}, shape, {grad_input, {}}, reduction,
                                                       scale);
   };
-  if (log_target) run(KlDivOp<true>{});
-  else run(KlDivOp<false>{});
+  if (log_target)
+    run(KlDivOp<true>{});
+  else
+    run(KlDivOp<false>{});
 }
 
 /// Runs f(PoissonNllOp<log_input, full>{eps}).
@@ -1126,10 +1153,14 @@ void with_poisson_op(bool log_input, bool full, double eps, F&& f) {
     op.eps = eps;
     f(op);
   };
-  if (log_input && full) go(PoissonNllOp<true, true>{});
-  else if (log_input) go(PoissonNllOp<true, false>{});
-  else if (full) go(PoissonNllOp<false, true>{});
-  else go(PoissonNllOp<false, false>{});
+  if (log_input && full)
+    go(PoissonNllOp<true, true>{});
+  else if (log_input)
+    go(PoissonNllOp<true, false>{});
+  else if (full)
+    go(PoissonNllOp<false, true>{});
+  else
+    go(PoissonNllOp<false, false>{});
 }
 
 template <class ExecSpace, class T>
@@ -1218,8 +1249,10 @@ void gaussian_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(
                                                      {input.shape, target.shape, sh[1]}, {"input", "target", "var"},
                                                      sh[0], output, reduction, scale);
   };
-  if (full) run(GaussianNllOp<true>{});
-  else run(GaussianNllOp<false>{});
+  if (full)
+    run(GaussianNllOp<true>{});
+  else
+    run(GaussianNllOp<false>{});
 }
 template <class ExecSpace, class T>
 void gaussian_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,

@@ -13,11 +13,9 @@
 /// the same bits. On device spaces they are Kokkos::parallel_reduce, whose
 /// order is fixed by the launch shape: the same bits run to run on one
 /// device, not across devices.
-#include <kloss/impl/tuning.hpp>
-
 #include <Kokkos_Core.hpp>
-
 #include <cstdint>
+#include <kloss/impl/tuning.hpp>
 #include <string>
 #include <vector>
 
@@ -83,8 +81,7 @@ struct SumCount {
 /// (see the file comment). Fences on host spaces; on device spaces as
 /// Kokkos::parallel_reduce into a host value (fences).
 template <class ExecSpace, class F, class Reducer>
-void fixed_order_reduce(const ExecSpace& exec, const std::string& label, std::int64_t n, const F& f,
-                        const Reducer& r) {
+void fixed_order_reduce(const ExecSpace& exec, const std::string& label, std::int64_t n, const F& f, const Reducer& r) {
   using Value = typename Reducer::value_type;
   if constexpr (is_host_space_v<ExecSpace>) {
     r.init(r.reference());
@@ -106,8 +103,7 @@ void fixed_order_reduce(const ExecSpace& exec, const std::string& label, std::in
     exec.fence();
     for (std::int64_t b = 0; b < nb; ++b) r.join(r.reference(), part[static_cast<std::size_t>(b)]);
   } else {
-    Kokkos::parallel_reduce(label, Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n), f,
-                            r);
+    Kokkos::parallel_reduce(label, Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n), f, r);
   }
 }
 

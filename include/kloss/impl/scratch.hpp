@@ -18,12 +18,10 @@
 /// that holds it (a block of at most twice the size, so that a small request
 /// never pins a large block); blocks stay allocated until
 /// kloss::release_scratch() or Kokkos::finalize().
-#include <kloss/scratch.hpp>
-
 #include <Kokkos_Core.hpp>
-
 #include <cstddef>
 #include <cstdint>
+#include <kloss/scratch.hpp>
 #include <mutex>
 #include <new>
 #include <utility>
@@ -127,7 +125,7 @@ class ScratchCache final : public ScratchCacheBase {
       hook = !hooked_;
       hooked_ = true;
     }
-    if (hook) {  // idle blocks are freed before Kokkos finalizes
+    if (hook) {                                    // idle blocks are freed before Kokkos finalizes
       std::lock_guard<std::mutex> h(all_mutex());  // Kokkos' hook stack has no lock of its own
       Kokkos::push_finalize_hook([this] {
         release_idle_fenced();

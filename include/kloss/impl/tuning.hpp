@@ -11,7 +11,6 @@
 /// reach: a GPU with unified memory (GH200, MI300A, CUDA UVM) still wants
 /// device shapes.
 #include <Kokkos_Core.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -136,7 +135,6 @@ inline constexpr int ctc_host_chunk = 64;
 /// (float) or ~680 (double) in the backward. Chosen: below the 48 KiB a
 /// CUDA block gets without opting in, on every space alike.
 inline constexpr std::size_t ctc_team_scratch_bytes = 32 * 1024;
-
 
 // --- embedding family (include/kloss/impl/embedding_impl.hpp) -------------
 /// Output rows (embedding forward) or input positions (atomic backward) or

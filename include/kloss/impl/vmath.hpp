@@ -18,9 +18,8 @@
 /// Sources: Cephes (S. Moshier) for the range reductions and the float
 /// polynomials; the log reduction by integer subtraction as in ARM's
 /// optimized-routines logf.
-#include <kloss/impl/kokkos_compat.hpp>
-
 #include <cstdint>
+#include <kloss/impl/kokkos_compat.hpp>
 #include <type_traits>
 
 namespace kloss::impl {
@@ -176,8 +175,7 @@ KOKKOS_FORCEINLINE_FUNCTION double vlog(double x) {
   const double xs = blend(sub, x * 4503599627370496.0, x);  // 2^52
   const std::uint64_t bits = bit_cast<std::uint64_t>(xs);
   const bool big = (bits & 0x000fffffffffffffull) > 0x0006a09e667f3bccull;  // mantissa above sqrt(2)
-  const std::int64_t e =
-      static_cast<std::int64_t>((bits >> 52) & 0x7ffu) - 1023 + (big ? 1 : 0) - (sub ? 52 : 0);
+  const std::int64_t e = static_cast<std::int64_t>((bits >> 52) & 0x7ffu) - 1023 + (big ? 1 : 0) - (sub ? 52 : 0);
   const double m =
       bit_cast<double>((bits & 0x000fffffffffffffull) | (big ? 0x3fe0000000000000ull : 0x3ff0000000000000ull));
   const double lm = log_mantissa(m);
