@@ -259,6 +259,29 @@ void check_signs_alone(const ExecSpace& exec, std::string_view op, const TensorI
 /// The p-norm flavours of pairwise_distance (torch's at::norm special cases).
 enum class NormKind { zero, one, two, inf, general };
 
+/// NormKind as a type, for a kernel chosen at run time.
+template <NormKind K>
+struct NormTag {
+  static constexpr NormKind kind = K;
+};
+
+/// f(NormTag<K>{}) for the kind k.
+template <class F>
+void with_norm_kind(NormKind k, F&& f) {
+  switch (k) {
+    case NormKind::zero:
+      return f(NormTag<NormKind::zero>{});
+    case NormKind::one:
+      return f(NormTag<NormKind::one>{});
+    case NormKind::two:
+      return f(NormTag<NormKind::two>{});
+    case NormKind::inf:
+      return f(NormTag<NormKind::inf>{});
+    case NormKind::general:
+      return f(NormTag<NormKind::general>{});
+  }
+}
+
 }  // namespace margin
 
 // ============================================================================
@@ -934,23 +957,10 @@ void triplet_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& an
   check_disjoint(op, {span("output", output)},
                  {span("anchor", anchor), span("positive", positive), span("negative", negative)});
   ProfilingRegion region("kloss::triplet_margin_loss");
-  switch (norm_kind(p)) {
-    case NormKind::zero:
-      return triplet_forward_kernel<NormKind::zero>(exec, anchor, positive, negative, output, margin, p, eps, swap,
-                                                    reduction);
-    case NormKind::one:
-      return triplet_forward_kernel<NormKind::one>(exec, anchor, positive, negative, output, margin, p, eps, swap,
-                                                   reduction);
-    case NormKind::two:
-      return triplet_forward_kernel<NormKind::two>(exec, anchor, positive, negative, output, margin, p, eps, swap,
-                                                   reduction);
-    case NormKind::inf:
-      return triplet_forward_kernel<NormKind::inf>(exec, anchor, positive, negative, output, margin, p, eps, swap,
-                                                   reduction);
-    case NormKind::general:
-      return triplet_forward_kernel<NormKind::general>(exec, anchor, positive, negative, output, margin, p, eps, swap,
-                                                       reduction);
-  }
+  with_norm_kind(norm_kind(p), [&](auto tag) {
+    triplet_forward_kernel<decltype(tag)::kind>(exec, anchor, positive, negative, output, margin, p, eps, swap,
+                                                reduction);
+  });
 }
 
 template <class ExecSpace, class T>
@@ -973,22 +983,10 @@ void triplet_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpac
       {span("grad_output", grad_output), span("anchor", anchor), span("positive", positive),
        span("negative", negative)});
   ProfilingRegion region("kloss::triplet_margin_loss_backward");
-#define KLOSS_TRIPLET_BWD(KIND)                                                                              \
-  return triplet_backward_kernel<NormKind::KIND>(exec, grad_output, anchor, positive, negative, grad_anchor, \
-                                                 grad_positive, grad_negative, margin, p, eps, swap, reduction)
-  switch (norm_kind(p)) {
-    case NormKind::zero:
-      KLOSS_TRIPLET_BWD(zero);
-    case NormKind::one:
-      KLOSS_TRIPLET_BWD(one);
-    case NormKind::two:
-      KLOSS_TRIPLET_BWD(two);
-    case NormKind::inf:
-      KLOSS_TRIPLET_BWD(inf);
-    case NormKind::general:
-      KLOSS_TRIPLET_BWD(general);
-  }
-#undef KLOSS_TRIPLET_BWD
+  with_norm_kind(norm_kind(p), [&](auto tag) {
+    triplet_backward_kernel<decltype(tag)::kind>(exec, grad_output, anchor, positive, negative, grad_anchor,
+                                                 grad_positive, grad_negative, margin, p, eps, swap, reduction);
+  });
 }
 
 // ============================================================================

@@ -157,6 +157,15 @@ struct Unchecked {
   }
 };
 
+/// The losses of the difference input - target (mse, l1, smooth_l1,
+/// huber): unchecked, both operands differentiable, cheap enough to sum in
+/// the lanes.
+struct Difference : Unchecked {
+  static constexpr int arity = 2;
+  static constexpr bool sum_in_lanes = true;
+  static constexpr unsigned differentiable = 0b11;
+};
+
 /// Records (atomic min into `first`) the first element of [begin, end) that
 /// fails op.bad: the rare path of a chunk that counted a violation.
 template <class T, class Op, int N>
@@ -547,10 +556,7 @@ void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const
 // term's derivation is next to it; `d` is input - target.
 
 /// (input - target)^2.  d/dinput = 2 d;  d/dtarget = -2 d.
-struct MseOp : Unchecked {
-  static constexpr int arity = 2;
-  static constexpr bool sum_in_lanes = true;
-  static constexpr unsigned differentiable = 0b11;
+struct MseOp : Difference {
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A d = v[0] - v[1];
@@ -566,10 +572,7 @@ struct MseOp : Unchecked {
 
 /// |input - target|.  d/dinput = sgn(d) (0 at d = 0 and for NaN, as torch's
 /// abs backward);  d/dtarget = -sgn(d).
-struct L1Op : Unchecked {
-  static constexpr int arity = 2;
-  static constexpr bool sum_in_lanes = true;
-  static constexpr unsigned differentiable = 0b11;
+struct L1Op : Difference {
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A d = v[0] - v[1];
@@ -588,10 +591,7 @@ struct L1Op : Unchecked {
 /// d/dinput = d <= -beta ? -1 : d >= beta ? 1 : d / beta (torch's
 /// smooth_l1_loss_backward); d/dtarget is the same function of target -
 /// input (torch swaps the arguments), so at beta = 0, d = 0 both are -1.
-struct SmoothL1Op : Unchecked {
-  static constexpr int arity = 2;
-  static constexpr bool sum_in_lanes = true;
-  static constexpr unsigned differentiable = 0b11;
+struct SmoothL1Op : Difference {
   double beta = 1.0;
   template <class Options>
   static SmoothL1Op from(const Options& o, std::string_view op_name) {
@@ -624,10 +624,7 @@ struct SmoothL1Op : Unchecked {
 /// z = |d|: z < delta ? z^2 / 2 : delta (z - delta / 2).
 /// d/dinput = d <= -delta ? -delta : d >= delta ? delta : d; d/dtarget the
 /// same of target - input (torch's huber_loss_backward with swapped args).
-struct HuberOp : Unchecked {
-  static constexpr int arity = 2;
-  static constexpr bool sum_in_lanes = true;
-  static constexpr unsigned differentiable = 0b11;
+struct HuberOp : Difference {
   double delta = 1.0;
   template <class Options>
   static HuberOp from(const Options& o, std::string_view op_name) {
