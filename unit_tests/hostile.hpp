@@ -1411,6 +1411,20 @@ inline double tolerance(rt::DType d) {
   }
 }
 
+/// The spacing of `d`'s values at 1 (its machine epsilon).
+inline double ulp(rt::DType d) {
+  switch (d) {
+    case rt::DType::float32:
+      return 0x1p-23;
+    case rt::DType::float16:
+      return 0x1p-10;
+    case rt::DType::bfloat16:
+      return 0x1p-7;
+    default:
+      return 0x1p-52;
+  }
+}
+
 /// A max_indices element either of tied rows may hold.
 inline constexpr I64 any_index = -2;
 
@@ -1426,12 +1440,19 @@ struct Expected {
   /// the compute type costs about that much wherever terms cancel.
   double out_floor = 1, grad_floor = 1;
   double terms = 1, mean_div = 1;  // loss terms reduced, and the mean's divisor
-  /// The largest magnitude of the terms a gradient element is the
-  /// difference of, per unit upstream gradient (cosine's x2 / den - cos x1 /
-  /// m1 cancels to ~eps / |x1| for one-element rows while its terms are
-  /// ~1 / |x1|): the compute type's rounding of those terms is the floor.
-  double grad_cancel = 1;
+  /// Per element of a named gradient, where it is the difference of larger
+  /// terms: their magnitude per unit upstream gradient (>= 1), which scales
+  /// that element's floor (cosine's x2 / den - cos x1 / m1 cancels to
+  /// ~eps / |x1| for one-element rows while its terms are ~1 / |x1|: the
+  /// compute type's rounding of the terms is what the result can hold).
+  std::map<std::string, Vec> grad_cancel;
 };
+
+/// E.grad_cancel's scales of gradient `name`, or null.
+inline const Vec* cancel_of(const Expected& E, const std::string& name) {
+  auto it = E.grad_cancel.find(name);
+  return it == E.grad_cancel.end() ? nullptr : &it->second;
+}
 
 /// The tolerance floors of a reduction over `terms` loss terms (mean
 /// dividing by `div`) with upstream gradient go.
@@ -1583,18 +1604,23 @@ inline Expected reference_values(const Case& c) {
     reduced(kloss_ref::cosine_ref(x1.values, in("input2").values, t.values, D, margin), t.shape);
     if (c.backward) {
       const Vec& x2 = in("input2").values;
-      auto g = kloss_ref::cosine_grad(x1.values, x2, t.values, D, margin, kloss_ref::upstream(go, red, t.values.size()));
+      auto g =
+          kloss_ref::cosine_grad(x1.values, x2, t.values, D, margin, kloss_ref::upstream(go, red, t.values.size()));
       E.grads["input1"] = g.first;
       E.grads["input2"] = g.second;
+      Vec& k1 = E.grad_cancel["input1"];
+      Vec& k2 = E.grad_cancel["input2"];
+      k1.assign(x1.values.size(), 1.0), k2.assign(x2.size(), 1.0);
       for (std::size_t r = 0; r < t.values.size(); ++r) {
-        double s12 = 0, s11 = 0, s22 = 0, a1 = 0, a2 = 0;
-        for (std::size_t j = r * D; j < (r + 1) * D; ++j) {
+        double s12 = 0, s11 = 0, s22 = 0;
+        for (std::size_t j = r * D; j < (r + 1) * D; ++j)
           s12 += x1.values[j] * x2[j], s11 += x1.values[j] * x1.values[j], s22 += x2[j] * x2[j];
-          a1 = std::max(a1, std::fabs(x1.values[j])), a2 = std::max(a2, std::fabs(x2[j]));
-        }
         const double m1 = s11 + kloss_ref::cosine_eps, m2 = s22 + kloss_ref::cosine_eps, den = std::sqrt(m1 * m2);
         const double c = std::fabs(s12) / den;
-        E.grad_cancel = std::max({E.grad_cancel, a2 / den + c * a1 / m1, a1 / den + c * a2 / m2});
+        for (std::size_t j = r * D; j < (r + 1) * D; ++j) {
+          k1[j] = std::max(1.0, std::fabs(x2[j]) / den + c * std::fabs(x1.values[j]) / m1);
+          k2[j] = std::max(1.0, std::fabs(x1.values[j]) / den + c * std::fabs(x2[j]) / m2);
+        }
       }
     }
     return E;
@@ -1713,16 +1739,17 @@ inline Expected reference_values(const Case& c) {
           const I64 best = R.max_indices[b * D + d];
           if (best < 0) continue;
           const double bv = w[best * D + d];
-          bool tie = false;
+          std::vector<I64> tied;
           for (I64 e = s.begin(b); e < s.end(b); ++e) {
             const I64 row = s.idx[e];
-            tie = tie || (row != pad && row != best &&
-                          std::fabs(w[row * D + d] - bv) <= tolerance(c.dtype) * std::fabs(bv));
+            if (row != pad && row != best && std::fabs(w[row * D + d] - bv) <= 2 * ulp(c.dtype) * std::fabs(bv))
+              tied.push_back(row);
           }
-          if (!tie) continue;
+          if (tied.empty()) continue;
           E.max_indices[b * D + d] = any_index;
+          tied.push_back(best);
           if (c.backward)
-            for (I64 e = s.begin(b); e < s.end(b); ++e) E.grads["weight"][s.idx[e] * D + d] = kloss_ref::any;
+            for (I64 row : tied) E.grads["weight"][row * D + d] = kloss_ref::any;
         }
     return E;
   }
@@ -1771,7 +1798,6 @@ inline Expected reference(const Case& c) {
   Expected E = reference_values(c);
   const Reduction red = has_option(c.op, "reduction") ? reduction_of(c) : Reduction::none;
   set_floors(E, red, E.terms, E.mean_div, c.backward ? c.grad_output.values : Vec{}, c.backward);
-  E.grad_floor *= E.grad_cancel;
   // An embedding gradient row sums the upstream rows of its positions.
   if (c.op == "embedding" || c.op == "embedding_bag") E.grad_floor *= std::max(1.0, E.terms);
   return E;
@@ -1804,7 +1830,7 @@ inline double denorm_min(rt::DType d) {
 /// infinity (or a value the dtype rounds to one) only against that
 /// infinity, `any` against anything.
 inline bool close(const Vec& got, const Vec& want, rt::DType d, const std::string& what, std::string& why,
-                  double floor = 0) {
+                  double floor = 0, const Vec* floor_scale = nullptr) {
   if (got.size() != want.size()) {
     why = what + ": " + std::to_string(got.size()) + " values, want " + std::to_string(want.size());
     return false;
@@ -1824,7 +1850,9 @@ inline bool close(const Vec& got, const Vec& want, rt::DType d, const std::strin
     else if (std::isinf(w))
       ok = g == w;
     else
-      ok = std::isfinite(g) && std::fabs(g - w) <= t * (std::fabs(w) + mag + floor) + denorm_min(d);
+      ok = std::isfinite(g) &&
+           std::fabs(g - w) <=
+               t * (std::fabs(w) + mag + floor * (floor_scale ? (*floor_scale)[i] : 1.0)) + denorm_min(d);
     if (!ok) {
       std::ostringstream os;
       os.precision(9);
@@ -1894,7 +1922,8 @@ inline Outcome compare_result(const Case& c, const Expected& E, const Ext& out_s
   for (const auto& [name, want] : E.grads) {
     auto it = grads.find(name);
     if (it == grads.end()) return Outcome::bad(via + ": no gradient of '" + name + "'");
-    if (!close(it->second, want, c.dtype, via + " grad_" + name, why, E.grad_floor)) return Outcome::bad(why);
+    if (!close(it->second, want, c.dtype, via + " grad_" + name, why, E.grad_floor, cancel_of(E, name)))
+      return Outcome::bad(why);
   }
   return {};
 }
@@ -2301,19 +2330,19 @@ void typed_calls(TypedRun<T, I>& t) {
 #define KLOSS_HOSTILE_OPTION_real(field, value, doc) o.field = real_opt(c, #field, value);
 #define KLOSS_HOSTILE_GRAD_both t.template out<T>("grad_target")
 #define KLOSS_HOSTILE_GRAD_input Ten<T>()
-#define KLOSS_HOSTILE_BINARY(name, Module, Options, Op, grads, option, summary)                                             \
-  if (op == #name) {                                                                                                \
-    kloss::Options o;                                                                                               \
-    o.reduction = red;                                                                                              \
-    KLOSS_PP_CAT(KLOSS_HOSTILE_OPTION_, option)                                                                     \
-    const auto f = ki::binary_op<ki::Op>(#name, o);                                                                 \
+#define KLOSS_HOSTILE_BINARY(name, Module, Options, Op, grads, option, summary)                                      \
+  if (op == #name) {                                                                                                 \
+    kloss::Options o;                                                                                                \
+    o.reduction = red;                                                                                               \
+    KLOSS_PP_CAT(KLOSS_HOSTILE_OPTION_, option)                                                                      \
+    const auto f = ki::binary_op<ki::Op>(#name, o);                                                                  \
     ki::binary_loss<Exec, T, ki::Op>(ex, #name, f, t.in("input"), t.in("target"), t.template out<T>("output"), red); \
-    if (bwd) {                                                                                                      \
-      auto gi = t.template out<T>("grad_input"); /* before grad_target, which may alias it */                      \
-      auto gt = KLOSS_PP_CAT(KLOSS_HOSTILE_GRAD_, grads);                                                           \
-      ki::binary_loss_backward<Exec, T, ki::Op>(ex, #name, f, t.go(), t.in("input"), t.in("target"), gi, gt, red); \
-    }                                                                                                               \
-    done = true;                                                                                                    \
+    if (bwd) {                                                                                                       \
+      auto gi = t.template out<T>("grad_input"); /* before grad_target, which may alias it */                        \
+      auto gt = KLOSS_PP_CAT(KLOSS_HOSTILE_GRAD_, grads);                                                            \
+      ki::binary_loss_backward<Exec, T, ki::Op>(ex, #name, f, t.go(), t.in("input"), t.in("target"), gi, gt, red);   \
+    }                                                                                                                \
+    done = true;                                                                                                     \
   }
   KLOSS_BINARY_LOSSES(KLOSS_HOSTILE_BINARY)
 #undef KLOSS_HOSTILE_BINARY
@@ -3029,7 +3058,7 @@ inline Outcome via_c_api(const Case& c, const Expected* E, Rng& r, std::string& 
     }
     if (accepted("get_grad")) return result;
     if (!close(c_values(g.data(), c.dtype, static_cast<std::size_t>(gn)), want, c.dtype, "C API grad_" + name, why,
-               E->grad_floor))
+               E->grad_floor, cancel_of(*E, name)))
       return Outcome::bad(why);
   }
   if (want_status >= 0) return Outcome::bad("C API: " + plan + " was never refused");

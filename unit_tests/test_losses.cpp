@@ -166,6 +166,11 @@ TEST(LossModules, NLLLossSavesTheTotalWeight) {
   EXPECT_NEAR(to_doubles(nll.total_weight())[0], 4.0, 0);
   nll.backward(lp, y, g);  // default execution space
   expect_near_all(to_doubles(g), {-0.25, 0, 0, 0, 0, -0.75}, 1e-12, 1e-12, "");
+  // The forward saw 2 rows: another batch's input and target are refused.
+  V2 g1("g1", 1, 3);
+  EXPECT_KLOSS_THROW(nll.backward(Exec(), make_view<double**>("lp1", {-1, -1, -1}, {1, 3}),
+                                  make_view<std::int64_t*>("y1", {0}, {1}), g1),
+                     kloss::DimensionMismatch, "the last forward saw 2 rows");
 }
 
 TEST(LossModules, FloatModulesHoldAFloatOne) {
@@ -315,6 +320,27 @@ TEST(LossModules, SavedStateIsNamedAndReused) {
   EXPECT_FALSE(first.kloss.empty());
   const auto second = allocations_during(step);
   EXPECT_TRUE(second.all.empty()) << second.kloss_list();
+}
+
+TEST(LossModules, EmptyBatchesAreSavedToo) {
+  // A first forward of zero sequences / zero bags leaves a backward that runs.
+  kloss::CTCLoss<double> ctc({0, kloss::Reduction::sum});
+  Kokkos::View<double***, Mem> lp("lp", 2, 0, 3), g("g", 2, 0, 3);
+  Kokkos::View<std::int64_t**, Mem> targets("targets", 0, 1);
+  Kokkos::View<std::int64_t*, Mem> il("il", 0), tl("tl", 0);
+  V0 loss = scalar(7);
+  ctc.forward(Exec(), lp, targets, il, tl, loss);
+  EXPECT_EQ(value(loss), 0.0);
+  ctc.backward(Exec(), lp, targets, il, tl, g);
+
+  kloss::EmbeddingBagOptions o;
+  o.mode = kloss::EmbeddingBagMode::max;
+  kloss::EmbeddingBag<double> bag(make_view<double**>("w", {1, 2, 3, 4}, {2, 2}), o);
+  const Kokkos::View<std::int64_t*, Mem> idx("idx", 0), off("off", 0);
+  V2 out("out", 0, 2), gw("gw", 2, 2);
+  bag.forward(Exec(), idx, off, out);
+  bag.backward(Exec(), out, idx, off, gw);
+  expect_near_all(to_doubles(gw), {0, 0, 0, 0}, 0, 0, "grad_weight");
 }
 
 }  // namespace

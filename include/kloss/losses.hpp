@@ -14,7 +14,10 @@
 ///     kloss::MultiMarginLoss<float> mm({/*p*/ 1, /*margin*/ 0.5, kloss::Reduction::sum}, weight);
 ///
 /// Every module takes the views its functional op takes, in the same order,
-/// less the class weights (held) and the options (held): forward(exec,
+/// less the class weights (held, rank 1: [C], or a weight broadcast along
+/// the last dimension; other shapes through the functional op) and the
+/// options (held) - the fused heads take (input, weight, bias, target), as
+/// torch's linear then cross_entropy: forward(exec,
 /// inputs..., output) and backward(exec, [grad_output,] inputs...,
 /// gradients...), a gradient view empty to skip it. Without grad_output the
 /// reduced loss is the objective (an upstream gradient of 1, which the
@@ -279,16 +282,19 @@ class NLLLoss : public impl::DefaultExecCalls<NLLLoss<T, ExecSpace>, ExecSpace>,
 
   template <class InputView, class TargetView, class OutputView>
   void forward(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output) {
-    saved_ = false;  // a forward that throws leaves nothing for a backward
+    rows_ = -1;  // a forward that throws leaves nothing for a backward
     nll_loss(exec, input, target, weight_, output, total_weight_, opts_);
-    saved_ = true;
+    rows_ = static_cast<std::int64_t>(target.size());
   }
   /// grad_input = d(loss)/d(input) contracted with grad_output, for the
   /// input and target of the last forward.
   template <class GradOutputView, class InputView, class TargetView, class GradInputView>
   void backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                 const TargetView& target, const GradInputView& grad_input) const {
-    if (!saved_) fail<InvalidArgument>("NLLLoss::backward", "needs a forward first (no total weight is saved)");
+    if (rows_ < 0) fail<InvalidArgument>("NLLLoss::backward", "needs a forward first (no total weight is saved)");
+    if (static_cast<std::int64_t>(target.size()) != rows_)
+      fail<DimensionMismatch>("NLLLoss::backward", "the last forward saw ", rows_, " rows, this target holds ",
+                              target.size(), ": pass the forward's input and target");
     nll_loss_backward(exec, grad_output, input, target, weight_, total_weight_, grad_input, opts_);
   }
   /// The gradient of the reduced loss itself (reduction mean or sum).
@@ -305,7 +311,7 @@ class NLLLoss : public impl::DefaultExecCalls<NLLLoss<T, ExecSpace>, ExecSpace>,
   weight_view weight_;
   Kokkos::View<double, memory_space> total_weight_;
   Kokkos::View<T, memory_space> one_;
-  bool saved_ = false;
+  std::int64_t rows_ = -1;
 };
 
 /// ctc_loss as a module: the forward's variables (log_alpha, [N, T,
@@ -337,7 +343,7 @@ class CTCLoss : public impl::DefaultExecCalls<CTCLoss<T, ExecSpace>, ExecSpace>,
                const OutputView& output) {
     static_assert(LogProbsView::rank == 2 || LogProbsView::rank == 3,
                   "kloss::CTCLoss::forward: log_probs must be [T, N, C] or [T, C]");
-    alpha_ = {};  // a forward that throws leaves nothing for a backward
+    alpha_ = {}, saved_ = false;  // a forward that throws leaves nothing for a backward
     const auto T_ = static_cast<std::size_t>(log_probs.extent(0));
     const auto N = LogProbsView::rank == 3 ? static_cast<std::size_t>(log_probs.extent(1)) : std::size_t(1);
     // The state count 2 max(target_length) + 1; lengths beyond what the
@@ -350,12 +356,14 @@ class CTCLoss : public impl::DefaultExecCalls<CTCLoss<T, ExecSpace>, ExecSpace>,
     for (std::size_t i = 0; i < tl.size(); ++i)
       longest = std::max(longest, std::min(most, static_cast<std::int64_t>(tl.data()[i])));
     const auto W = static_cast<std::size_t>(2 * longest + 1);
-    if (N * T_ * W > buffer_.extent(0))
+    if (N * T_ * W > buffer_.extent(0) || buffer_.data() == nullptr)  // never null: an empty batch is saved too
       buffer_ = Kokkos::View<acc_t<T>*, memory_space>(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::CTCLoss::log_alpha"), N * T_ * W);
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::CTCLoss::log_alpha"),
+          std::max<std::size_t>(N * T_ * W, 1));
     const alpha_view alpha(buffer_.data(), N, T_, W);
     ctc_loss(exec, log_probs, targets, input_lengths, target_lengths, output, alpha, opts_);
     alpha_ = alpha;
+    saved_ = true;
   }
 
   /// grad_log_probs (log_probs' shape) from grad_output, for the inputs of
@@ -365,8 +373,7 @@ class CTCLoss : public impl::DefaultExecCalls<CTCLoss<T, ExecSpace>, ExecSpace>,
   void backward(const ExecSpace& exec, const GradOutputView& grad_output, const LogProbsView& log_probs,
                 const TargetsView& targets, const InputLengthsView& input_lengths,
                 const TargetLengthsView& target_lengths, const GradLogProbsView& grad_log_probs) const {
-    if (alpha_.data() == nullptr)
-      fail<InvalidArgument>("CTCLoss::backward", "needs a forward first (no log_alpha is saved)");
+    if (!saved_) fail<InvalidArgument>("CTCLoss::backward", "needs a forward first (no log_alpha is saved)");
     const auto N = LogProbsView::rank == 3 ? static_cast<std::size_t>(log_probs.extent(1)) : std::size_t(1);
     if (static_cast<std::size_t>(log_probs.extent(0)) != alpha_.extent(1) || N != alpha_.extent(0))
       fail<DimensionMismatch>("CTCLoss::backward", "the last forward saw [T, N] = [", alpha_.extent(1), ", ",
@@ -391,6 +398,7 @@ class CTCLoss : public impl::DefaultExecCalls<CTCLoss<T, ExecSpace>, ExecSpace>,
   Kokkos::View<acc_t<T>*, memory_space> buffer_;
   alpha_view alpha_;
   Kokkos::View<T, memory_space> one_;
+  bool saved_ = false;
 };
 
 /// torch.nn.Embedding: the table weight [V, D] and the options held.
@@ -469,9 +477,10 @@ class EmbeddingBag : public impl::DefaultExecCalls<EmbeddingBag<T, I, ExecSpace>
     arg_view arg;
     if (opts_.mode == EmbeddingBagMode::max) {
       const std::size_t need = output.extent(0) * output.extent(1);
-      if (need > buffer_.extent(0))
+      if (need > buffer_.extent(0) || buffer_.data() == nullptr)  // never null: an empty batch is saved too
         buffer_ = Kokkos::View<I*, memory_space>(
-            Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::EmbeddingBag::max_indices"), need);
+            Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::EmbeddingBag::max_indices"),
+            std::max<std::size_t>(need, 1));
       arg = arg_view(buffer_.data(), output.extent(0), output.extent(1));
     }
     embedding_bag(exec, input, weight_, offsets, per_sample_weights, output, arg, opts_);

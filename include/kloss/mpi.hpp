@@ -345,8 +345,10 @@ class VocabParallelEmbedding : public kloss::impl::DefaultExecCalls<VocabParalle
 /// Without grad_output the gradients are those of the loss as the
 /// objective (an upstream gradient of 1 per output element).
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
-class VocabParallelFusedLinearCrossEntropyLoss {
+class VocabParallelFusedLinearCrossEntropyLoss
+    : public kloss::impl::DefaultExecCalls<VocabParallelFusedLinearCrossEntropyLoss<T, ExecSpace>, ExecSpace> {
  public:
+  using kloss::impl::DefaultExecCalls<VocabParallelFusedLinearCrossEntropyLoss, ExecSpace>::forward;
   using execution_space = ExecSpace;
   using memory_space = typename ExecSpace::memory_space;
   using weight_view = Kokkos::View<const T*, memory_space>;
@@ -385,6 +387,10 @@ class VocabParallelFusedLinearCrossEntropyLoss {
                                      const GradWeightView& grad_weight, const GradBiasView& grad_bias) const {
     return vocab_parallel_fused_linear_cross_entropy(exec, comm_, range_, input, weight, target, bias, ce_weight_,
                                                      grad_output, output, grad_input, grad_weight, grad_bias, opts_);
+  }
+  template <class A0, class... A, class = std::enable_if_t<!Kokkos::is_execution_space<A0>::value>>
+  FusedLinearReport forward_backward(const A0& a0, const A&... a) const {
+    return forward_backward(ExecSpace(), a0, a...);
   }
 
  private:
