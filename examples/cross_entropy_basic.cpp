@@ -8,7 +8,7 @@ int main(int argc, char** argv) {
   Kokkos::ScopeGuard guard(argc, argv);
   const int N = 4, C = 5;
   Kokkos::DefaultExecutionSpace exec;
-  Kokkos::View<float**> logits("logits", N, C);         // [N, C]
+  Kokkos::View<float**, Kokkos::LayoutRight> logits("logits", N, C);  // [N, C]
   Kokkos::View<std::int64_t*> labels("labels", N);      // class indices
   Kokkos::View<float> loss("loss");                     // reduced (mean): one element
   Kokkos::parallel_for("fill", N * C, KOKKOS_LAMBDA(const int i) { logits(i / C, i % C) = 0.1f * (i % 7); });

@@ -182,7 +182,8 @@ int main(int argc, char** argv) {
     Kokkos::View<float*, Mem> emb_flat("lm::embedding", Vr * D), head_flat("lm::head", Vr * D), bias("lm::bias", Vr);
     Kokkos::View<float*, Mem> gemb_flat("lm::grad_embedding", Vr * D), ghead_flat("lm::grad_head", Vr * D),
         gbias("lm::grad_bias", Vr);
-    Kokkos::View<float**, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> emb(emb_flat.data(), Vr, D),
+    Kokkos::View<float**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> emb(emb_flat.data(), Vr,
+                                                                                                 D),
         head(head_flat.data(), Vr, D), gemb(gemb_flat.data(), Vr, D), ghead(ghead_flat.data(), Vr, D);
     {
       auto he = Kokkos::create_mirror_view(emb_flat);
@@ -209,7 +210,7 @@ int main(int argc, char** argv) {
         kloss::mpi::Communicator(MPI_COMM_WORLD), range);
 
     Kokkos::View<std::int32_t*, Mem> x("lm::tokens", N), y("lm::next", N);
-    Kokkos::View<float**, Mem> h("lm::hidden", N, D), gh("lm::grad_hidden", N, D);
+    Kokkos::View<float**, Kokkos::LayoutRight, Mem> h("lm::hidden", N, D), gh("lm::grad_hidden", N, D);
     Kokkos::View<float, Mem> loss("lm::loss");
     auto hx = Kokkos::create_mirror_view(x);
     auto hy = Kokkos::create_mirror_view(y);

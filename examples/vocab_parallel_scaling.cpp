@@ -116,7 +116,8 @@ Row run_ce(MPI_Comm sub, std::int64_t n, std::int64_t c, int reps) {
   // sub), the balanced split of the classes, the saved state.
   kloss::mpi::VocabParallelCrossEntropyLoss<float, Exec> ce(sub, c);
   kloss::mpi::Communicator& comm = ce.communicator();
-  Kokkos::View<float**, Mem> logits("logits", n, ce.range().count), grad("grad", n, ce.range().count);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> logits("logits", n, ce.range().count),
+      grad("grad", n, ce.range().count);
   Kokkos::View<std::int64_t*, Mem> target("target", n);
   Kokkos::View<float*, Mem> out("out", 1);
   Kokkos::Random_XorShift64_Pool<Exec> pool(1234 + comm.rank());
@@ -138,7 +139,8 @@ Row run_ce(MPI_Comm sub, std::int64_t n, std::int64_t c, int reps) {
 
 Row run_fused(kloss::mpi::Communicator& comm, std::int64_t n, std::int64_t d, std::int64_t c, int reps) {
   const auto range = kloss::mpi::balanced_range(c, comm);
-  Kokkos::View<float**, Mem> x("x", n, d), w("w", range.count, d), gi("gi", n, d), gw("gw", range.count, d);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", n, d), w("w", range.count, d), gi("gi", n, d),
+      gw("gw", range.count, d);
   Kokkos::View<std::int64_t*, Mem> target("target", n);
   Kokkos::View<float*, Mem> none, out("out", 1);
   Kokkos::Random_XorShift64_Pool<Exec> pool(99);

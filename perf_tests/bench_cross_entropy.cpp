@@ -40,7 +40,7 @@ double exp_rate_per_s() {
 }
 
 template <class T>
-void fill_logits(const Kokkos::View<T**, Mem>& x, const Kokkos::View<std::int64_t*, Mem>& t) {
+void fill_logits(const Kokkos::View<T**, Kokkos::LayoutRight, Mem>& x, const Kokkos::View<std::int64_t*, Mem>& t) {
   const std::int64_t C = x.extent(1);
   Kokkos::parallel_for(
       "kloss::perf::fill", Kokkos::RangePolicy<Exec>(0, x.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) {
@@ -81,7 +81,7 @@ template <class T>
 void BM_cross_entropy_fwd(benchmark::State& state) {
   const std::int64_t N = state.range(0), C = state.range(1);
   Exec exec;
-  Kokkos::View<T**, Mem> x("x", N, C);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> x("x", N, C);
   Kokkos::View<std::int64_t*, Mem> t("t", N);
   Kokkos::View<float*, Mem> lse("lse", N);
   Kokkos::View<double, Mem> tw("tw");
@@ -89,6 +89,7 @@ void BM_cross_entropy_fwd(benchmark::State& state) {
   fill_logits(x, t);
   for (auto _ : state) {
     kloss::cross_entropy(exec, x, t, Kokkos::View<T*, Mem>(), out, lse, tw);
+    exec.fence();
   }
   counters<T>(state, double(N) * C * sizeof(T), double(N) * C, "fwd", N, C);
 }
@@ -99,7 +100,7 @@ template <class T, bool WithForward>
 void BM_cross_entropy_backward_run(benchmark::State& state) {
   const std::int64_t N = state.range(0), C = state.range(1);
   Exec exec;
-  Kokkos::View<T**, Mem> x("x", N, C), x0("x0", N, C);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> x("x", N, C), x0("x0", N, C);
   Kokkos::View<std::int64_t*, Mem> t("t", N);
   Kokkos::View<float*, Mem> lse("lse", N);
   Kokkos::View<double, Mem> tw("tw");

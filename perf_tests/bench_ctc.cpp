@@ -22,10 +22,10 @@ template <class T>
 void BM_ctc(benchmark::State& state, bool backward) {
   const std::int64_t Tn = state.range(0), N = state.range(1), C = state.range(2), S = state.range(3);
   Exec exec;
-  Kokkos::View<T***, Mem> lp("lp", Tn, N, C), grad("grad", Tn, N, C);
-  Kokkos::View<std::int64_t**, Mem> tg("tg", N, S);
+  Kokkos::View<T***, Kokkos::LayoutRight, Mem> lp("lp", Tn, N, C), grad("grad", Tn, N, C);
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> tg("tg", N, S);
   Kokkos::View<std::int64_t*, Mem> il("il", N), tl("tl", N);
-  Kokkos::View<float***, Mem> la("la", N, Tn, 2 * S + 1);
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> la("la", N, Tn, 2 * S + 1);
   Kokkos::View<T, Mem> out("out"), go("go");
   // log_probs: -log C plus a hashed perturbation in [-1, 1) (values do not
   // change the work); labels in [1, C), blank 0; full lengths.

@@ -71,7 +71,7 @@ std::map<std::string, double> torch_bag(kloss::EmbeddingBagMode m) {
 void BM_embedding_forward(benchmark::State& state) {
   Exec exec;
   auto idx = random_rows(emb_n, emb_v, 1);
-  Kokkos::View<float**, Mem> w("w", emb_v, emb_d), out("out", emb_n, emb_d);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> w("w", emb_v, emb_d), out("out", emb_n, emb_d);
   fill(w, 0.5f);
   double secs = 0;
   for (auto _ : state) {
@@ -86,7 +86,7 @@ void BM_embedding_forward(benchmark::State& state) {
 void BM_embedding_backward(benchmark::State& state) {
   Exec exec;
   auto idx = random_rows(emb_n, emb_v, 2);
-  Kokkos::View<float**, Mem> go("go", emb_n, emb_d), gw("gw", emb_v, emb_d);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> go("go", emb_n, emb_d), gw("gw", emb_v, emb_d);
   fill(go, 0.25f);
   kloss::EmbeddingOptions o;
   const std::string label = set_flavour(o, state.range(0));
@@ -109,8 +109,8 @@ void BM_embedding_bag_forward(benchmark::State& state) {
   Kokkos::parallel_for(
       "kloss::bench::offsets", Kokkos::RangePolicy<Exec>(0, bag_b),
       KOKKOS_LAMBDA(const std::int64_t b) { off(b) = b * bag_l; });
-  Kokkos::View<float**, Mem> w("w", bag_v, bag_d), out("out", bag_b, bag_d);
-  Kokkos::View<std::int64_t**, Mem> mi("mi", bag_b, bag_d);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> w("w", bag_v, bag_d), out("out", bag_b, bag_d);
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> mi("mi", bag_b, bag_d);
   fill(w, 0.5f);
   kloss::EmbeddingBagOptions o;
   o.mode = mode;
@@ -133,9 +133,9 @@ void BM_embedding_bag_backward(benchmark::State& state) {
   Kokkos::parallel_for(
       "kloss::bench::offsets", Kokkos::RangePolicy<Exec>(0, bag_b),
       KOKKOS_LAMBDA(const std::int64_t b) { off(b) = b * bag_l; });
-  Kokkos::View<float**, Mem> w("w", bag_v, bag_d), out("out", bag_b, bag_d), go("go", bag_b, bag_d),
-      gw("gw", bag_v, bag_d);
-  Kokkos::View<std::int64_t**, Mem> mi("mi", bag_b, bag_d);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> w("w", bag_v, bag_d), out("out", bag_b, bag_d),
+      go("go", bag_b, bag_d), gw("gw", bag_v, bag_d);
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> mi("mi", bag_b, bag_d);
   Kokkos::View<float*, Mem> none;
   fill(w, 0.5f);
   fill(go, 0.25f);

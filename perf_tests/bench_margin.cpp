@@ -13,7 +13,7 @@ using namespace kloss_perf;
 namespace {
 
 using T = float;
-using V2 = Kokkos::View<T**, Mem>;
+using V2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem>;
 using V1 = Kokkos::View<T*, Mem>;
 using V0 = Kokkos::View<T, Mem>;
 
@@ -200,8 +200,8 @@ void BM_multi_margin_loss_backward(benchmark::State& state) {
 }
 
 /// Multilabel targets as torch_bench_margin.py: 4 labels, then -1, then -1s.
-Kokkos::View<std::int64_t**, Mem> multilabel_targets(std::int64_t n, std::int64_t d) {
-  Kokkos::View<std::int64_t**, Mem> y("y", n, d);
+Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> multilabel_targets(std::int64_t n, std::int64_t d) {
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> y("y", n, d);
   auto h = Kokkos::create_mirror_view(y);
   Kokkos::View<std::int64_t*, Mem> labels("labels", n * 4);
   fill(labels, 0, d, 5);

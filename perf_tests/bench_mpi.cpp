@@ -37,7 +37,7 @@ void BM_VocabParallelCE(benchmark::State& state, bool backward) {
   const std::int64_t n = state.range(0), c = state.range(1);
   auto& comm = world();
   const auto range = kloss::mpi::balanced_range(c, comm);
-  Kokkos::View<float**, Mem> logits("logits", n, range.count), grad("grad", n, range.count);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> logits("logits", n, range.count), grad("grad", n, range.count);
   Kokkos::View<std::int64_t*, Mem> target("target", n);
   Kokkos::View<float*, Mem> weight, out("out", 1), go("go", 1), saved("saved", kloss::mpi::saved_extent(n));
   Kokkos::Random_XorShift64_Pool<Exec> pool(7 + comm.rank());
@@ -73,7 +73,7 @@ void BM_VocabParallelCE(benchmark::State& state, bool backward) {
 /// cost of the vocabulary-parallel path is the difference.
 void BM_SingleProcessCE(benchmark::State& state, bool backward) {
   const std::int64_t n = state.range(0), c = state.range(1);
-  Kokkos::View<float**, Mem> logits("logits", n, c), grad("grad", n, c);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> logits("logits", n, c), grad("grad", n, c);
   Kokkos::View<std::int64_t*, Mem> target("target", n);
   Kokkos::View<float*, Mem> weight, out("out", 1), go("go", 1), lse("lse", n);
   Kokkos::View<double, Mem> tw("tw");
@@ -97,7 +97,8 @@ void BM_VocabParallelFused(benchmark::State& state) {
   const std::int64_t n = state.range(0), d = state.range(1), c = state.range(2);
   auto& comm = world();
   const auto range = kloss::mpi::balanced_range(c, comm);
-  Kokkos::View<float**, Mem> x("x", n, d), w("w", range.count, d), gi("gi", n, d), gw("gw", range.count, d);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", n, d), w("w", range.count, d), gi("gi", n, d),
+      gw("gw", range.count, d);
   Kokkos::View<std::int64_t*, Mem> target("target", n);
   Kokkos::View<float*, Mem> none, out("out", 1);
   Kokkos::Random_XorShift64_Pool<Exec> pool(11 + comm.rank());

@@ -127,7 +127,7 @@ void register_all(const char* dtype) {
     for (Pass pass : {Pass::forward, Pass::backward}) {
       const std::string name = op.name + (pass == Pass::forward ? "/forward/" : "/backward/") + dtype;
       benchmark::RegisterBenchmark(name.c_str(), [op, pass](benchmark::State& s) { run<T>(s, op, pass); })
-          ->Arg(16 << 20)
+          ->Arg(kloss::impl::is_host_space_v<Exec> ? 16 << 20 : 1 << 28)  // a device: 1 GiB of float32
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime()
           ->MinTime(0.5);

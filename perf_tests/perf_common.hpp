@@ -4,12 +4,14 @@
 // same work, measured in the same run by its tools/torch_bench_*.py peer.
 #include <benchmark/benchmark.h>
 
+#include <kloss/impl/tuning.hpp>
 #include <kloss/kloss.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,8 +24,9 @@ using Mem = Exec::memory_space;
 
 /// Read bandwidth in GB/s (best of 7), measured once per process on the
 /// default execution space: two 128 MiB arrays read together, as the losses
-/// read their operands, summed into 64 independent lanes per 4096-element
-/// chunk so that the adds keep up with memory. (Summing each 16 elements in
+/// read their operands; on a host summed into 64 independent lanes per
+/// 4096-element chunk so that the adds keep up with memory, on a device one
+/// element of each per work item. (Summing each 16 elements in
 /// a serial chain instead is compute-bound at 17-19 GB/s on Zen 4, where
 /// plain two-operand loops read 30-40 GB/s, and would flatter every ratio.)
 inline double stream_read_gbs() {
@@ -46,17 +49,24 @@ inline double stream_read_gbs() {
     for (int rep = 0; rep < 7; ++rep) {
       const auto t0 = std::chrono::steady_clock::now();
       float s = 0;
-      Kokkos::parallel_reduce(
-          "kloss::perf::stream_read", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(0, n / chunk),
-          KOKKOS_LAMBDA(const std::int64_t c, float& acc) {
-            float p[lanes] = {};
-            for (std::int64_t i = c * chunk; i < (c + 1) * chunk; i += lanes)
-              for (int l = 0; l < lanes; ++l) p[l] += pa[i + l] + pb[i + l];
-            float t = 0;
-            for (int l = 0; l < lanes; ++l) t += p[l];
-            acc += t;
-          },
-          s);
+      if (!kloss::impl::is_host_space_v<Exec>) {
+        // A device reads coalesced: one element of each array per work item.
+        Kokkos::parallel_reduce(
+            "kloss::perf::stream_read", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(0, n),
+            KOKKOS_LAMBDA(const std::int64_t i, float& acc) { acc += pa[i] + pb[i]; }, s);
+      } else {
+        Kokkos::parallel_reduce(
+            "kloss::perf::stream_read", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(0, n / chunk),
+            KOKKOS_LAMBDA(const std::int64_t c, float& acc) {
+              float p[lanes] = {};
+              for (std::int64_t i = c * chunk; i < (c + 1) * chunk; i += lanes)
+                for (int l = 0; l < lanes; ++l) p[l] += pa[i + l] + pb[i + l];
+              float t = 0;
+              for (int l = 0; l < lanes; ++l) t += p[l];
+              acc += t;
+            },
+            s);
+      }
       const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       benchmark::DoNotOptimize(s);
       best = std::max(best, 2.0 * n * 4.0 / dt / 1e9);
@@ -68,9 +78,12 @@ inline double stream_read_gbs() {
 
 /// Runs tools/<script> (a torch_bench_*.py peer) with `args` and returns its
 /// numbers by key (milliseconds, median of repeats; e.g. "fwd", "bwd",
-/// "fwdbwd"). Empty when /usr/bin/python3 has no torch. Threads: torch gets
-/// `--threads` = the concurrency of Kokkos' default execution space.
+/// "fwdbwd"). Empty when /usr/bin/python3 has no torch, or with
+/// KLOSS_BENCH_TORCH=0 in the environment (a GPU run, whose peers are
+/// tools/gpu_peers.py). Threads: torch gets `--threads` = the concurrency of
+/// Kokkos' default execution space.
 inline std::map<std::string, double> torch_times(const std::string& args, const std::string& script) {
+  if (const char* e = std::getenv("KLOSS_BENCH_TORCH"); e && std::string(e) == "0") return {};
   static std::map<std::string, std::map<std::string, double>> cache;
   auto it = cache.find(script + " " + args);
   if (it != cache.end()) return it->second;

@@ -110,7 +110,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op, std:
 
 namespace impl {
 void throw_not_contiguous(std::string_view op, std::string_view arg) {
-  fail<InvalidArgument>(op, "argument '", arg, "' must be contiguous and row-major (LayoutRight)");
+  fail<InvalidArgument>(op, "argument '", arg,
+                        "' must be contiguous and row-major (LayoutRight; a View of rank 2 or more on CUDA or HIP is "
+                        "LayoutLeft unless declared with Kokkos::LayoutRight)");
 }
 
 void BadIndex::throw_if_any(std::string_view op, std::string_view arg, std::string_view allowed) const {

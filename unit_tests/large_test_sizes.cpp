@@ -56,7 +56,8 @@ TEST(LargeSizes, CrossEntropyBfloat16PastTwoToThe31) {
   using T = kloss::bfloat16;
   const std::int64_t N = 16400, C = 131072;
   ASSERT_GT(N * C, two31);
-  Kokkos::View<T**, Mem> logits(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss_test::logits"), N, C);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> logits(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss_test::logits"), N, C);
   Kokkos::View<std::int64_t*, Mem> target("kloss_test::target", N);
   T* lp = logits.data();
   std::int64_t* tp = target.data();
@@ -114,7 +115,7 @@ TEST(LargeSizes, CrossEntropyBfloat16PastTwoToThe31) {
 TEST(LargeSizes, EmbeddingBagGathersPastTwoToThe31) {
   const std::int64_t V = 1000, D = 1024, E = 2100000, B = 4096;
   ASSERT_GT(E * D, two31);
-  Kokkos::View<float**, Mem> weight("kloss_test::weight", V, D);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> weight("kloss_test::weight", V, D);
   Kokkos::View<std::int64_t*, Mem> input("kloss_test::input", E);
   Kokkos::View<std::int64_t*, Mem> offsets("kloss_test::offsets", B);
   float* wp = weight.data();
@@ -132,11 +133,11 @@ TEST(LargeSizes, EmbeddingBagGathersPastTwoToThe31) {
         const double f = static_cast<double>(b) / B;
         op[b] = static_cast<std::int64_t>(E * f * kloss::impl::sqrt(f));
       });
-  Kokkos::View<float**, Mem> out("kloss_test::out", B, D);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> out("kloss_test::out", B, D);
   kloss::EmbeddingBagOptions opts;
   opts.mode = kloss::EmbeddingBagMode::sum;
   kloss::embedding_bag(Exec(), input, weight, offsets, Kokkos::View<float*, Mem>(), out,
-                       Kokkos::View<std::int64_t**, Mem>(), opts);
+                       Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem>(), opts);
 
   auto h_in = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), input);
   auto h_off = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), offsets);
@@ -153,14 +154,15 @@ TEST(LargeSizes, EmbeddingBagGathersPastTwoToThe31) {
 
   // Backward: grad_weight[v] = sum over the entries e with input[e] == v of
   // grad_output[bag(e)].
-  Kokkos::View<float**, Mem> grad_out("kloss_test::grad_out", B, D);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> grad_out("kloss_test::grad_out", B, D);
   float* gp = grad_out.data();
   Kokkos::parallel_for(
       "kloss_test::fill_grad_out", Range(0, B * D),
       KOKKOS_LAMBDA(std::int64_t i) { gp[i] = static_cast<float>(hashed(i, 5, -1.0, 1.0)); });
-  Kokkos::View<float**, Mem> grad_weight("kloss_test::grad_weight", V, D);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> grad_weight("kloss_test::grad_weight", V, D);
   kloss::embedding_bag_backward(Exec(), grad_out, input, weight, offsets, Kokkos::View<float*, Mem>(),
-                                Kokkos::View<std::int64_t**, Mem>(), grad_weight, Kokkos::View<float*, Mem>(), opts);
+                                Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem>(), grad_weight,
+                                Kokkos::View<float*, Mem>(), opts);
   auto h_gw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad_weight);
   const std::int64_t bag_of_last = B - 1;
   const std::int64_t v_last = h_in(E - 1);

@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
     kloss::mpi::Communicator comm(MPI_COMM_WORLD);
     const std::int64_t V = 65536, n = 8192, d = 8;
     const kloss::mpi::ClassRange range = kloss::mpi::balanced_range(V, comm);
-    Kokkos::View<float**, Mem> input("input", n, d), weight("weight", range.count, d);
+    Kokkos::View<float**, Kokkos::LayoutRight, Mem> input("input", n, d), weight("weight", range.count, d);
     Kokkos::View<std::int64_t*, Mem> target("target", n);
     Kokkos::deep_copy(input, 0.5f);
     Kokkos::deep_copy(weight, 0.25f);
@@ -49,9 +49,10 @@ int main(int argc, char** argv) {
       setrlimit(RLIMIT_AS, &lim);
     }
     Kokkos::View<float*, Mem> none;
-    kloss::mpi::vocab_parallel_fused_linear_cross_entropy(Exec(), comm, range, input, weight, target, none, none,
-                                                          none, loss, Kokkos::View<float**, Mem>(),
-                                                          Kokkos::View<float**, Mem>(), none, opts);
+    kloss::mpi::vocab_parallel_fused_linear_cross_entropy(Exec(), comm, range, input, weight, target, none, none, none,
+                                                          loss, Kokkos::View<float**, Kokkos::LayoutRight, Mem>(),
+                                                          Kokkos::View<float**, Kokkos::LayoutRight, Mem>(), none,
+                                                          opts);
     std::printf("rank %d: the call returned\n", rank);
   }
   Kokkos::finalize();

@@ -194,7 +194,7 @@ Run<T, I> run_parallel(const Communicator& comm, const Problem& p, const ClassRa
   Exec exec;
   kloss::mpi::vocab_parallel_cross_entropy(exec, comm, r, logits, target, weight, out, saved, o);
   auto go = make_view<T*>("grad_output", p.grad_output, {p.grad_output.size()});
-  Kokkos::View<T**, Mem> grad("grad", std::size_t(n), std::size_t(r.count));
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> grad("grad", std::size_t(n), std::size_t(r.count));
   kloss::mpi::vocab_parallel_cross_entropy_backward(exec, r, go, logits, target, weight, saved, grad, o);
   exec.fence();
   return {to_doubles(out), to_doubles(grad)};
@@ -218,7 +218,7 @@ Run<T, I> run_single(const Problem& p, const Opts& o) {
   const kloss::CrossEntropyOptions& co = o;
   kloss::cross_entropy(exec, logits, target, weight, out, lse, tw, co);
   auto go = make_view<T*>("grad_output", p.grad_output, {p.grad_output.size()});
-  Kokkos::View<T**, Mem> grad("grad", std::size_t(n), std::size_t(p.c));
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> grad("grad", std::size_t(n), std::size_t(p.c));
   kloss::cross_entropy_backward(exec, go, logits, target, weight, lse, tw, grad, co);
   exec.fence();
   return {to_doubles(out), to_doubles(grad)};
@@ -649,7 +649,8 @@ TEST(VocabParallelCEErrors, DeferredChecksAreRefusedOnEveryRank) {
 
 TEST(VocabParallelCEErrors, LocalChecksOfTheBackward) {
   const ClassRange r = range_for(10, false);
-  Kokkos::View<float**, Mem> logits("l", 3, std::size_t(r.count)), grad("g", 3, std::size_t(r.count) + 1);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> logits("l", 3, std::size_t(r.count)),
+      grad("g", 3, std::size_t(r.count) + 1);
   Kokkos::View<std::int64_t*, Mem> target("t", 3);
   Kokkos::View<float*, Mem> go("go", 1), saved("s", 9);
   EXPECT_KLOSS_THROW(kloss::mpi::vocab_parallel_cross_entropy_backward(Exec(), r, go, logits, target,
@@ -733,7 +734,7 @@ TEST(VocabParallelCEModule, HoldsThePlanAndMatchesTheReference) {
     expect_near_all(to_doubles(loss), reference_forward(p, o), 1e-12, 1e-12, "loss");
     ce.backward(Exec(), logits, target, logits);  // in place
     expect_near_all(to_doubles(logits), slice_cols(reference_backward(p, o), n, c, r), 1e-12, 1e-12, "grad");
-    Kokkos::View<double**, Mem> fewer("fewer", std::size_t(n - 1), std::size_t(r.count));
+    Kokkos::View<double**, Kokkos::LayoutRight, Mem> fewer("fewer", std::size_t(n - 1), std::size_t(r.count));
     EXPECT_KLOSS_THROW(ce.backward(Exec(), fewer, Kokkos::subview(target, std::make_pair(0, int(n - 1))), fewer),
                        kloss::DimensionMismatch, "the last forward saw");
   }
@@ -745,7 +746,7 @@ TEST(VocabParallelCEModule, BalancedSplitFromTheCallersCommunicator) {
   EXPECT_EQ(ce.range().begin, want.begin);
   EXPECT_EQ(ce.range().count, want.count);
   EXPECT_EQ(ce.communicator().size(), world_size());
-  Kokkos::View<float**, Mem> logits("logits", 2, std::size_t(want.count));  // all zeros: uniform
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> logits("logits", 2, std::size_t(want.count));  // all zeros: uniform
   auto target = make_view<std::int32_t*>("t", {0, 9}, {2});
   Kokkos::View<float*, Mem> loss("loss", 2);
   ce.forward(Exec(), logits, target, loss);

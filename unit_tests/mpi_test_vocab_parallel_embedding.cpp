@@ -64,16 +64,18 @@ void check_embedding(std::int64_t v, std::int64_t d, std::vector<std::size_t> id
   };
   if (idx_shape.size() == 1) {
     auto iv = make_view<I*>("idx", idx, idx_shape);
-    Kokkos::View<T**, Mem> os("os", m, std::size_t(d)), op("op", m, std::size_t(d));
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> os("os", m, std::size_t(d)), op("op", m, std::size_t(d));
     auto go = make_view<T**>("go", go_vals, out_shape);
-    Kokkos::View<T**, Mem> gs("gs", std::size_t(v), std::size_t(d)), gp("gp", std::size_t(r.count), std::size_t(d));
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> gs("gs", std::size_t(v), std::size_t(d)),
+        gp("gp", std::size_t(r.count), std::size_t(d));
     run(iv, os, op, go, gs, gp);
   } else {
     auto iv = make_view<I**>("idx", idx, idx_shape);
-    Kokkos::View<T***, Mem> os("os", idx_shape[0], idx_shape[1], std::size_t(d)),
+    Kokkos::View<T***, Kokkos::LayoutRight, Mem> os("os", idx_shape[0], idx_shape[1], std::size_t(d)),
         op("op", idx_shape[0], idx_shape[1], std::size_t(d));
     auto go = make_view<T***>("go", go_vals, out_shape);
-    Kokkos::View<T**, Mem> gs("gs", std::size_t(v), std::size_t(d)), gp("gp", std::size_t(r.count), std::size_t(d));
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> gs("gs", std::size_t(v), std::size_t(d)),
+        gp("gp", std::size_t(r.count), std::size_t(d));
     run(iv, os, op, go, gs, gp);
   }
 }
@@ -106,7 +108,8 @@ TEST(VocabParallelEmbedding, MaxNormRenormalisesOwnedRowsAsTorch) {
   auto w_mine =
       make_view<double**>("w_mine", std::vector<double>(table.begin() + r.begin * d, table.begin() + r.end() * d),
                           {std::size_t(r.count), std::size_t(d)});
-  Kokkos::View<double**, Mem> os("os", idx.size(), std::size_t(d)), op("op", idx.size(), std::size_t(d));
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> os("os", idx.size(), std::size_t(d)),
+      op("op", idx.size(), std::size_t(d));
   Opts o;
   o.max_norm = 1.5;
   kloss::EmbeddingOptions so = o;
@@ -154,8 +157,9 @@ void expect_every_rank_throws(const std::function<void()>& f, const std::string&
 void call(const std::vector<double>& idx, ClassRange r, const Opts& o, std::int64_t d = 4) {
   Communicator comm(MPI_COMM_WORLD);
   auto iv = make_view<std::int64_t*>("idx", idx, {idx.size()});
-  Kokkos::View<float**, Mem> w("w", std::size_t(std::max<std::int64_t>(r.count, 0)), std::size_t(d));
-  Kokkos::View<float**, Mem> out("out", idx.size(), std::size_t(d));
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> w("w", std::size_t(std::max<std::int64_t>(r.count, 0)),
+                                                    std::size_t(d));
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> out("out", idx.size(), std::size_t(d));
   kloss::mpi::vocab_parallel_embedding(Exec(), comm, r, iv, w, out, o);
 }
 
@@ -214,7 +218,7 @@ TEST(VocabParallelEmbeddingModule, HoldsItsRows) {
   const kloss::mpi::VocabParallelEmbedding<double> emb(Communicator(MPI_COMM_WORLD), r,
                                                        make_view<double**>("w", rows, {std::size_t(r.count), 2}));
   const auto idx = make_view<std::int64_t*>("idx", {3, 0, 4, 3}, {4});
-  Kokkos::View<double**, Mem> out("out", 4, 2), gw("gw", std::size_t(r.count), 2);
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> out("out", 4, 2), gw("gw", std::size_t(r.count), 2);
   emb.forward(idx, out);  // default execution space
   expect_near_all(to_doubles(out), {3, 30, 0, 0, 4, 40, 3, 30}, 0, 0, "output");
   emb.backward(Exec(), make_view<double**>("go", {1, 2, 3, 4, 5, 6, 7, 8}, {4, 2}), idx, gw);

@@ -52,7 +52,7 @@ Expected unfused(const std::vector<double>& x, const std::vector<double>& w, con
   co.softcap = o.softcap;
   kloss::cross_entropy(Exec(), zv, tg, cwv, out, lse, tw, co);
   auto gov = make_view<double*>("go", go, {go.size()});
-  Kokkos::View<double**, Mem> gz("gz", std::size_t(n), std::size_t(c));
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> gz("gz", std::size_t(n), std::size_t(c));
   kloss::cross_entropy_backward(Exec(), gov, zv, tg, cwv, lse, tw, gz, co);
   const auto g = to_doubles(gz);
   Expected e;
@@ -105,7 +105,8 @@ void check_fused(std::int64_t n, std::int64_t d, std::int64_t c, bool with_bias,
   if (weighted) cwv = make_view<T*>("cw", slice(cw, 1), {std::size_t(r.count)});
   auto gov = make_view<T*>("go", go, {go.size()});
   Kokkos::View<T*, Mem> out("out", o.reduction == Reduction::none ? std::size_t(n) : 1);
-  Kokkos::View<T**, Mem> gi("gi", std::size_t(n), std::size_t(d)), gw("gw", std::size_t(r.count), std::size_t(d));
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gi("gi", std::size_t(n), std::size_t(d)),
+      gw("gw", std::size_t(r.count), std::size_t(d));
   Kokkos::View<T*, Mem> gb("gb", std::size_t(r.count));
   Opts oo = o;
   if (chunk_rows > 0) oo.chunk_bytes = chunk_rows * std::max<std::int64_t>(r.count, 1) * std::int64_t(sizeof(T));
@@ -208,10 +209,10 @@ TEST(VocabParallelFused, RuntimeAdapterMatchesTheUnfusedReference) {
 TEST(VocabParallelFused, TargetOutsideEveryRangeThrowsOnEveryRank) {
   Communicator comm(MPI_COMM_WORLD);
   const ClassRange r = kloss::mpi::balanced_range(10, comm);
-  Kokkos::View<double**, Mem> x("x", 3, 2), w("w", std::size_t(r.count), 2), gi("gi", 3, 2);
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> x("x", 3, 2), w("w", std::size_t(r.count), 2), gi("gi", 3, 2);
   auto t = make_view<std::int64_t*>("t", {1, 10, 2}, {3});
   Kokkos::View<double*, Mem> none, out("out", 1);
-  Kokkos::View<double**, Mem> no2;
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> no2;
   EXPECT_KLOSS_THROW(kloss::mpi::vocab_parallel_fused_linear_cross_entropy(Exec(), comm, r, x, w, t, none, none, none,
                                                                            out, gi, no2, none),
                      kloss::IndexOutOfRange, "target[1] = 10 is outside every rank's class range [0, 10)");
@@ -254,7 +255,7 @@ TEST(VocabParallelFused, GradFilterSkipsEachRanksDeadTiles) {
   Kokkos::View<double*, Mem> none;
   auto run = [&](const Opts& o, std::vector<double>& gi_out, std::vector<double>& gw_out, double& loss) {
     Kokkos::View<double*, Mem> out("out", 1), gb("gb", std::size_t(r.count));
-    Kokkos::View<double**, Mem> gi("gi", std::size_t(n), std::size_t(d)),
+    Kokkos::View<double**, Kokkos::LayoutRight, Mem> gi("gi", std::size_t(n), std::size_t(d)),
         gw("gw", std::size_t(r.count), std::size_t(d));
     Kokkos::deep_copy(gw, 7.0);
     const kloss::FusedLinearReport rep = kloss::mpi::vocab_parallel_fused_linear_cross_entropy(
@@ -307,7 +308,7 @@ TEST(VocabParallelFused, ModuleHoldsThePlan) {
   Kokkos::View<double, Mem> loss("loss");
   head.forward(Exec(), x, wv, Kokkos::View<double*, Mem>(), t, loss);
   EXPECT_NEAR(to_doubles(loss)[0], std::log1p(std::exp(-1.0)), 1e-12);
-  Kokkos::View<double**, Mem> gx("gx", 1, 2), gw("gw", std::size_t(r.count), 2);
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> gx("gx", 1, 2), gw("gw", std::size_t(r.count), 2);
   Kokkos::View<double*, Mem> gb("gb", std::size_t(r.count));
   head.forward_backward(Exec(), x, wv, Kokkos::View<double*, Mem>(), t, loss, gx, gw, gb);
   EXPECT_NEAR(to_doubles(loss)[0], std::log1p(std::exp(-1.0)), 1e-12);
@@ -320,6 +321,6 @@ TEST(VocabParallelFused, ModuleHoldsThePlan) {
   expect_near_all(to_doubles(gb), gb_want, 1e-12, 1e-12, "grad_bias");
   // With an upstream gradient 2.
   head.forward_backward(Exec(), make_view<double>("go", {2.0}, {}), x, wv, Kokkos::View<double*, Mem>(), t, loss, gx,
-                        Kokkos::View<double**, Mem>(), Kokkos::View<double*, Mem>());
+                        Kokkos::View<double**, Kokkos::LayoutRight, Mem>(), Kokkos::View<double*, Mem>());
   expect_near_all(to_doubles(gx), {-2 * e, 2 * e}, 1e-12, 1e-12, "grad_input x 2");
 }

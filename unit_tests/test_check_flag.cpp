@@ -69,7 +69,7 @@ TEST(CheckFlag, DeferredForwardAndBackwardMatchTheReferenceAndThrowAtTheVerdict)
       Kokkos::View<double, Mem> red_out("red_out");
       Kokkos::View<double*, Mem> lse("lse", N);
       Kokkos::View<double, Mem> tw("tw");
-      Kokkos::View<double**, Mem> gx("gx", N, C);
+      Kokkos::View<double**, Kokkos::LayoutRight, Mem> gx("gx", N, C);
       kloss::CrossEntropyOptions o;
       o.reduction = red;
       o.label_smoothing = 0.05;
@@ -130,7 +130,7 @@ TEST(CheckFlag, TheFirstFailingCallIsNamedAndCountsAdd) {
   auto t2 = make_view<std::int32_t*>("t2", {0, 2, 1, -1}, {4});
   Kokkos::View<float, Mem> out("out");
   Kokkos::View<double, Mem> tw("tw");
-  Kokkos::View<float**, Mem> gx("gx", 4, 3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gx("gx", 4, 3);
   kloss::NllLossOptions no;
   no.deferred_check = flag;  // copies share the record
   kloss::nll_loss(exec, x, t1, Kokkos::View<float*, Mem>(), out, tw, no);
@@ -170,7 +170,7 @@ TEST(CheckFlag, AnEmptyBatchGivesTorchsNaNMeanOnTheDevice) {
   Exec exec;
   kloss::CrossEntropyOptions o;
   o.deferred_check = kloss::CheckFlag(exec);
-  Kokkos::View<float**, Mem> x("x", 0, 4);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", 0, 4);
   Kokkos::View<std::int64_t*, Mem> t("t", 0);
   Kokkos::View<float, Mem> out("out");
   Kokkos::View<float*, Mem> lse("lse", 0);

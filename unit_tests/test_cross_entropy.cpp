@@ -63,29 +63,36 @@ KlossResult run_kloss(const Problem& P, const kloss::CrossEntropyOptions& o, con
   };
   using U = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
   if (P.shape.size() == 2) {
-    Kokkos::View<T**, Mem, U> x2(x.data(), P.shape[0], P.shape[1]), g2(gx.data(), P.shape[0], P.shape[1]),
-        xi2(xin.data(), P.shape[0], P.shape[1]);
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem, U> x2(x.data(), P.shape[0], P.shape[1]),
+        g2(gx.data(), P.shape[0], P.shape[1]), xi2(xin.data(), P.shape[0], P.shape[1]);
     if (none) {
       Kokkos::View<T*, Mem, U> o1(out.data(), P.shape[0]), go1(gout.data(), P.shape[0]);
-      if (P.probs) call(x2, o1, go1, g2, xi2, Kokkos::View<T**, Mem, U>(make_view<T*>("p", P.p, {P.p.size()}).data(), P.shape[0], P.shape[1]));
+      if (P.probs)
+        call(x2, o1, go1, g2, xi2,
+             Kokkos::View<T**, Kokkos::LayoutRight, Mem, U>(make_view<T*>("p", P.p, {P.p.size()}).data(), P.shape[0],
+                                                            P.shape[1]));
       else call(x2, o1, go1, g2, xi2, make_view<I*>("t", std::vector<double>(P.t.begin(), P.t.end()), {P.t.size()}));
     } else {
       Kokkos::View<T, Mem, U> o0(out.data()), go0(gout.data());
-      if (P.probs) call(x2, o0, go0, g2, xi2, Kokkos::View<T**, Mem, U>(make_view<T*>("p", P.p, {P.p.size()}).data(), P.shape[0], P.shape[1]));
+      if (P.probs)
+        call(x2, o0, go0, g2, xi2,
+             Kokkos::View<T**, Kokkos::LayoutRight, Mem, U>(make_view<T*>("p", P.p, {P.p.size()}).data(), P.shape[0],
+                                                            P.shape[1]));
       else call(x2, o0, go0, g2, xi2, make_view<I*>("t", std::vector<double>(P.t.begin(), P.t.end()), {P.t.size()}));
     }
   } else {
     // [N, C, d1, d2]
     const auto& s = P.shape;
-    Kokkos::View<T****, Mem, U> x4(x.data(), s[0], s[1], s[2], s[3]), g4(gx.data(), s[0], s[1], s[2], s[3]),
-        xi4(xin.data(), s[0], s[1], s[2], s[3]);
+    Kokkos::View<T****, Kokkos::LayoutRight, Mem, U> x4(x.data(), s[0], s[1], s[2], s[3]),
+        g4(gx.data(), s[0], s[1], s[2], s[3]), xi4(xin.data(), s[0], s[1], s[2], s[3]);
     auto tv = make_view<I*>("t", std::vector<double>(P.t.begin(), P.t.end()), {P.t.size()});
-    Kokkos::View<I***, Mem, U> t3(tv.data(), rs[0], rs[1], rs[2]);
+    Kokkos::View<I***, Kokkos::LayoutRight, Mem, U> t3(tv.data(), rs[0], rs[1], rs[2]);
     Kokkos::View<T*, Mem> pv;
     if (P.probs) pv = make_view<T*>("p", P.p, {P.p.size()});
-    Kokkos::View<T****, Mem, U> p4(pv.data(), s[0], s[1], s[2], s[3]);
+    Kokkos::View<T****, Kokkos::LayoutRight, Mem, U> p4(pv.data(), s[0], s[1], s[2], s[3]);
     if (none) {
-      Kokkos::View<T***, Mem, U> o3(out.data(), rs[0], rs[1], rs[2]), go3(gout.data(), rs[0], rs[1], rs[2]);
+      Kokkos::View<T***, Kokkos::LayoutRight, Mem, U> o3(out.data(), rs[0], rs[1], rs[2]),
+          go3(gout.data(), rs[0], rs[1], rs[2]);
       if (P.probs) call(x4, o3, go3, g4, xi4, p4);
       else call(x4, o3, go3, g4, xi4, t3);
     } else {
@@ -190,7 +197,7 @@ TEST(CrossEntropyHand, HandCheckedValues) {
   // backward of the unweighted sum at row 0: softmax - onehot = [.25, -.75, .25, .25]
   Kokkos::View<double, Mem> g("g");
   Kokkos::deep_copy(g, 1.0);
-  Kokkos::View<double**, Mem> gx("gx", 3, 4);
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> gx("gx", 3, 4);
   kloss::cross_entropy(exec, x, t, Kokkos::View<double*, Mem>(), sum, lse, tw, {-100, Reduction::sum});
   kloss::cross_entropy_backward(exec, g, x, t, Kokkos::View<double*, Mem>(), lse, tw, gx, {-100, Reduction::sum});
   auto gv = to_doubles(gx);
@@ -402,7 +409,7 @@ TYPED_TEST(CrossEntropy, MinusInfinityLogitsHaveZeroGradient) {
   const double l0 = std::log(std::exp(1) + std::exp(2) + 1) - 1;
   expect_near_all(to_doubles(out), {l0, 0}, tol<T>(), tol<T>(), "losses with -inf logits");
   auto go = make_view<T*>("go", {1, 1}, {2});
-  Kokkos::View<T**, Mem> gx("gx", 2, 6);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 2, 6);
   kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<T*, Mem>(), lse, tw, gx, {-100, Reduction::none});
   const auto g = to_doubles(gx);
   for (int c : {0, 3, 5, 6, 7, 8, 9, 11}) EXPECT_EQ(g[c], 0.0) << "class " << c;
@@ -420,7 +427,7 @@ TYPED_TEST(CrossEntropy, AllIgnoredMeanIsNaNWithZeroGradients) {
   kloss::cross_entropy(exec, x, t, Kokkos::View<T*, Mem>(), out, lse, tw);
   EXPECT_TRUE(std::isnan(to_doubles(out)[0]));
   Kokkos::deep_copy(go, T(1.0f));
-  Kokkos::View<T**, Mem> gx("gx", 2, 3);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 2, 3);
   Kokkos::deep_copy(gx, T(7.0f));
   kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<T*, Mem>(), lse, tw, gx);
   expect_near_all(to_doubles(gx), std::vector<double>(6, 0.0), 0, 0, "grads");
@@ -433,7 +440,7 @@ TEST(CrossEntropyErrors, OnlyTheExactInPlaceGradientMayShareMemory) {
   Exec exec;
   using U = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
   Kokkos::View<float*, Mem> buf("buf", 13);
-  Kokkos::View<float**, Mem, U> x(buf.data(), 3, 4), shifted(buf.data() + 1, 3, 4);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem, U> x(buf.data(), 3, 4), shifted(buf.data() + 1, 3, 4);
   auto t = make_view<std::int64_t*>("t", {0, 3, 1}, {3});
   Kokkos::View<float*, Mem> lse("lse", 3), out3("out3", 3);
   Kokkos::View<double, Mem> tw("tw");
@@ -446,9 +453,9 @@ TEST(CrossEntropyErrors, OnlyTheExactInPlaceGradientMayShareMemory) {
                      "output must not overlap an input (only 'grad_input' may be exactly 'input')");
   Kokkos::View<float*, Mem> big("big", 12);
   Kokkos::deep_copy(Kokkos::subview(big, std::make_pair(0, 3)), lse);
-  EXPECT_KLOSS_THROW(kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<float*, Mem>(),
-                                                   Kokkos::View<float*, Mem, U>(big.data(), 3), tw,
-                                                   Kokkos::View<float**, Mem, U>(big.data(), 3, 4)),
+  EXPECT_KLOSS_THROW(kloss::cross_entropy_backward(
+                         exec, go, x, t, Kokkos::View<float*, Mem>(), Kokkos::View<float*, Mem, U>(big.data(), 3), tw,
+                         Kokkos::View<float**, Kokkos::LayoutRight, Mem, U>(big.data(), 3, 4)),
                      kloss::InvalidArgument, "argument 'grad_input' shares memory with argument 'lse'");
   Kokkos::View<float*, Mem, U> lse_over_out(out3.data(), 3);
   EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t, Kokkos::View<float*, Mem>(), out3, lse_over_out, tw,
@@ -470,30 +477,36 @@ TYPED_TEST(CrossEntropy, NonFiniteLogitsPoisonOnlyTheirRow) {
   // row 2: -inf at the target -> +inf, finite gradient (softmax - onehot);
   // row 3: +inf away from the target -> NaN (inf - inf in log_softmax);
   // row 4: every logit -inf -> NaN;  row 5: finite, log 4.
-  auto x = make_view<T**>("x",
-                          {0, kNaN, 0, 0, 0, -kInf, 0, 0, 0, 0, -kInf, 0, 0, kInf, 0, 0, -kInf, -kInf, -kInf, -kInf,
-                           0, 0, 0, 0},
-                          {6, 4});
+  // Also over 7 and 32 class slices (a device's lanes: a slice may hold
+  // the NaN alone).
+  auto x = make_view<T**>(
+      "x", {0, kNaN, 0, 0, 0, -kInf, 0, 0, 0, 0, -kInf, 0, 0, kInf, 0, 0, -kInf, -kInf, -kInf, -kInf, 0, 0, 0, 0},
+      {6, 4});
   auto t = make_view<std::int64_t*>("t", {0, 0, 2, 0, 1, 3}, {6});
-  Kokkos::View<T*, Mem> out("out", 6), w;
-  Kokkos::View<kloss::acc_t<T>*, Mem> lse("lse", 6);
-  Kokkos::View<double, Mem> tw("tw");
-  kloss::cross_entropy(exec, x, t, w, out, lse, tw, {-100, Reduction::none});
-  const double l3 = std::log(3.0), l4 = std::log(4.0), t3 = tol<T>() * 4;
-  expect_near_all(to_doubles(out), {kNaN, l3, kInf, kNaN, kNaN, l4}, t3, t3, "row losses");
-  auto go = make_view<T*>("go", std::vector<double>(6, 1.0), {6});
-  Kokkos::View<T**, Mem> gx("gx", 6, 4);
-  kloss::cross_entropy_backward(exec, go, x, t, w, lse, tw, gx, {-100, Reduction::none});
-  const double q = 1.0 / 3;
-  expect_near_all(to_doubles(gx),
-                  {kNaN, kNaN, kNaN, kNaN, q - 1, 0, q, q, q, q, -1, q, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN, kNaN,
-                   0.25, 0.25, 0.25, -0.75},
-                  t3, t3, "row gradients");
-  EXPECT_EQ(to_doubles(gx)[5], 0.0) << "the -inf logit's gradient is exactly 0";
-  // mean and sum see the NaN rows
-  Kokkos::View<T, Mem> mean("mean");
-  kloss::cross_entropy(exec, x, t, w, mean, lse, tw);
-  EXPECT_TRUE(std::isnan(to_doubles(mean)[0]));
+  for (int slices : {0, 7, 32}) {
+    SCOPED_TRACE("row_slices " + std::to_string(slices));
+    kloss::CrossEntropyOptions o{-100, Reduction::none};
+    o.tuning.row_slices = slices;
+    Kokkos::View<T*, Mem> out("out", 6), w;
+    Kokkos::View<kloss::acc_t<T>*, Mem> lse("lse", 6);
+    Kokkos::View<double, Mem> tw("tw");
+    kloss::cross_entropy(exec, x, t, w, out, lse, tw, o);
+    const double l3 = std::log(3.0), l4 = std::log(4.0), t3 = tol<T>() * 4;
+    expect_near_all(to_doubles(out), {kNaN, l3, kInf, kNaN, kNaN, l4}, t3, t3, "row losses");
+    auto go = make_view<T*>("go", std::vector<double>(6, 1.0), {6});
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 6, 4);
+    kloss::cross_entropy_backward(exec, go, x, t, w, lse, tw, gx, o);
+    const double q = 1.0 / 3;
+    expect_near_all(to_doubles(gx), {kNaN, kNaN, kNaN, kNaN, q - 1, 0,    q,    q,    q,    q,    -1,   q,
+                                     kNaN, kNaN, kNaN, kNaN, kNaN,  kNaN, kNaN, kNaN, 0.25, 0.25, 0.25, -0.75},
+                    t3, t3, "row gradients");
+    EXPECT_EQ(to_doubles(gx)[5], 0.0) << "the -inf logit's gradient is exactly 0";
+    // mean and sum see the NaN rows
+    Kokkos::View<T, Mem> mean("mean");
+    o.reduction = Reduction::mean;
+    kloss::cross_entropy(exec, x, t, w, mean, lse, tw, o);
+    EXPECT_TRUE(std::isnan(to_doubles(mean)[0]));
+  }
 }
 
 TYPED_TEST(CrossEntropy, MinusInfinityAtTheTargetGivesInfinityAndItsMean) {
@@ -508,7 +521,7 @@ TYPED_TEST(CrossEntropy, MinusInfinityAtTheTargetGivesInfinityAndItsMean) {
   EXPECT_EQ(to_doubles(mean)[0], kInf);
   Kokkos::View<T, Mem> go("go");
   Kokkos::deep_copy(go, T(1.0f));
-  Kokkos::View<T**, Mem> gx("gx", 2, 3);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 2, 3);
   kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<T*, Mem>(), lse, tw, gx);
   const double e = std::exp(1.0) + std::exp(2.0) + std::exp(3.0), t3 = tol<T>() * 4;
   // mean over 2 rows: (softmax - onehot) / 2, finite at the -inf target
@@ -533,7 +546,7 @@ TYPED_TEST(CrossEntropy, IgnoredRowsHoldingNaNDoNotPoisonTheMean) {
   expect_near_all(to_doubles(mean), {(l4 + l3) / 2}, t3, t3, "mean");
   expect_near_all(to_doubles(tw), {2.0}, 0, 0, "total_weight");
   Kokkos::deep_copy(go, T(1.0f));
-  Kokkos::View<T**, Mem> gx("gx", 3, 4);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 3, 4);
   kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<T*, Mem>(), lse, tw, gx);
   const double q = 1.0 / 3;
   expect_near_all(to_doubles(gx), {0.125, -0.375, 0.125, 0.125, 0, 0, 0, 0, (q - 1) / 2, 0, q / 2, q / 2}, t3, t3,
@@ -570,7 +583,7 @@ TYPED_TEST(CrossEntropy, ProbabilityTargetOfZeroAtMinusInfinityAddsNothing) {
 
 TEST(CrossEntropyEdges, EmptyBatchAndSingleSampleInput) {
   Exec exec;
-  Kokkos::View<float**, Mem> x0("x0", 0, 5);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x0("x0", 0, 5);
   Kokkos::View<std::int64_t*, Mem> t0("t0", 0);
   Kokkos::View<float, Mem> out("out");
   kloss::cross_entropy(exec, x0, t0, Kokkos::View<float*, Mem>(), out, Kokkos::View<float*, Mem>(),
@@ -637,7 +650,7 @@ TEST(CrossEntropyErrors, EveryBadInputThrowsNamingIt) {
                      "argument 'target' must have shape [3, 4], got [3, 3]");
   // backward
   Kokkos::View<float, Mem> go("go");
-  Kokkos::View<float**, Mem> gx("gx", 3, 4), gx_bad("gxb", 3, 5);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gx("gx", 3, 4), gx_bad("gxb", 3, 5);
   kloss::cross_entropy(exec, x, t_ok, nw, out, lse, tw);
   EXPECT_KLOSS_THROW(kloss::cross_entropy_backward(exec, go, x, t_ok, nw, lse, tw, gx_bad), kloss::DimensionMismatch,
                      "kloss::cross_entropy_backward: argument 'grad_input' must have shape [3, 4], got [3, 5]");
@@ -674,7 +687,7 @@ TYPED_TEST(NllLoss, HandCheckedForwardAndBackward) {
   expect_near_all(to_doubles(tw), {7}, 0, 0, "total_weight");
   Kokkos::View<T, Mem> go("go");
   Kokkos::deep_copy(go, T(2.0f));
-  Kokkos::View<T**, Mem> gx("gx", 4, 3);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 4, 3);
   Kokkos::deep_copy(gx, T(5.0f));
   kloss::nll_loss_backward(exec, go, x, t, w, tw, gx);
   expect_near_all(to_doubles(gx), {0, 0, -8.0 / 7, -2.0 / 7, 0, 0, 0, 0, 0, 0, -4.0 / 7, 0}, tol<T>(), 0,
@@ -699,7 +712,7 @@ TYPED_TEST(NllLoss, BackwardRowsSplitOverSlices) {
     auto w = make_view<T*>("w", wh, {std::size_t(C)});
     Kokkos::View<T*, Mem> go("go", N);
     Kokkos::View<double, Mem> tw("tw");
-    Kokkos::View<T**, Mem> gx("gx", N, C);
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", N, C);
     const auto goh = rounded<T>(random_values(static_cast<std::size_t>(N), -2, 2, 14));
     Kokkos::deep_copy(go, make_view<T*>("goh", goh, {std::size_t(N)}));
     for (int S : {2, 7, 32}) {
@@ -722,7 +735,7 @@ TYPED_TEST(NllLoss, KDimensionalInt32AndAllIgnored) {
   // input [1, 2, 3]: rows are the 3 positions, classes stride 3.
   auto x = make_view<T***>("x", {-1, -2, -3, -4, -5, -6}, {1, 2, 3});
   auto t = make_view<std::int32_t**>("t", {1, 0, 1}, {1, 3});
-  Kokkos::View<T**, Mem> none("none", 1, 3);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> none("none", 1, 3);
   kloss::nll_loss(exec, x, t, Kokkos::View<T*, Mem>(), none, Kokkos::View<double, Mem>(), {-100, Reduction::none});
   expect_near_all(to_doubles(none), {4, 2, 6}, tol<T>(), 0, "K-dim none");
   auto ti = make_view<std::int32_t**>("ti", {-100, -100, -100}, {1, 3});
@@ -744,7 +757,7 @@ TYPED_TEST(NllLoss, NonFiniteLogProbabilitiesAreReadOnlyAtTheTarget) {
   kloss::nll_loss(exec, x, t, w, out, tw, {-100, Reduction::none});
   expect_near_all(to_doubles(out), {nan, 1, kInf, 0}, 0, 0, "row losses");
   auto go = make_view<T*>("go", {1, 1, 1, 1}, {4});
-  Kokkos::View<T**, Mem> gx("gx", 4, 3);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 4, 3);
   kloss::nll_loss_backward(exec, go, x, t, w, tw, gx, {-100, Reduction::none});
   expect_near_all(to_doubles(gx), {-1, 0, 0, -1, 0, 0, 0, 0, -1, 0, 0, 0}, 0, 0,
                   "gradients: -1 at the target whatever its value, 0 elsewhere");
@@ -770,7 +783,7 @@ TEST(NllLossErrors, BadTargetsAndShapes) {
   EXPECT_KLOSS_THROW(kloss::nll_loss(exec, x, tok, w, out, tw), kloss::DimensionMismatch,
                      "kloss::nll_loss: argument 'weight' must have shape [3]");
   Kokkos::View<float, Mem> go("go");
-  Kokkos::View<float**, Mem> gx("gx", 2, 3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gx("gx", 2, 3);
   EXPECT_KLOSS_THROW(kloss::nll_loss_backward(exec, go, x, t, Kokkos::View<float*, Mem>(), tw, gx,
                                               {-100, Reduction::sum}),
                      kloss::IndexOutOfRange, "kloss::nll_loss_backward: argument 'target'");

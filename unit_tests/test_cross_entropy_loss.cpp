@@ -73,7 +73,7 @@ TEST(CrossEntropyLoss, ReductionNoneAndProbabilityTargetsWithoutAnExecutionSpace
   const auto go = rounded<float>(random_values(6, 0.5, 1.5, 9));
   auto gov = make_view<float*>("go", go, {6});
   Kokkos::View<float*, Mem> rows("rows", 6);
-  Kokkos::View<float**, Mem> gx("gx", 6, 11);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gx("gx", 6, 11);
   kloss::CrossEntropyLoss<float> ce(o);
   ce.forward(x, p, rows);
   ce.backward(gov, x, p, gx);
@@ -111,7 +111,7 @@ TEST(CrossEntropyLoss, ASecondStepAllocatesNothing) {
 TEST(CrossEntropyLoss, AnEmptyFirstBatchAndAnLseThatOutlivesTheBuffer) {
   Exec exec;
   kloss::CrossEntropyLoss<float> ce;
-  Kokkos::View<float**, Mem> x0("x0", 0, 4), gx0("gx0", 0, 4);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x0("x0", 0, 4), gx0("gx0", 0, 4);
   Kokkos::View<std::int64_t*, Mem> t0("t0", 0);
   Kokkos::View<float, Mem> loss("loss");
   ce.forward(exec, x0, t0, loss);  // mean of nothing: NaN, as torch
@@ -138,7 +138,7 @@ TEST(CrossEntropyLoss, BackwardNeedsTheForwardsRows) {
   auto t2 = make_view<std::int64_t*>("t2", {0, 3}, {2});
   auto t_bad = make_view<std::int64_t*>("tb", {0, 4, 1}, {3});
   Kokkos::View<float, Mem> loss("loss");
-  Kokkos::View<float**, Mem> gx("gx", 3, 4), gx2("gx2", 2, 4);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gx("gx", 3, 4), gx2("gx2", 2, 4);
   kloss::CrossEntropyLoss<float> ce;
   EXPECT_KLOSS_THROW(ce.backward(exec, x, t, gx), kloss::InvalidArgument, "needs a forward first");
   ce.forward(exec, x, t, loss);

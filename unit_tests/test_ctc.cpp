@@ -122,7 +122,7 @@ Got run(const Case& c, const std::vector<double>* gout = nullptr, bool save_alph
   auto body = [&](auto lp, auto tg, auto il, auto tlv, auto out, auto go) {
     std::int64_t W = 1;
     for (auto v : tl) W = std::max(W, 2 * v + 1);
-    Kokkos::View<kloss::acc_t<T>***, Mem> la("la", N, T_, static_cast<std::size_t>(W));
+    Kokkos::View<kloss::acc_t<T>***, Kokkos::LayoutRight, Mem> la("la", N, T_, static_cast<std::size_t>(W));
     if (save_alpha) kloss::ctc_loss(exec, lp, tg, il, tlv, out, la, o);
     else kloss::ctc_loss(exec, lp, tg, il, tlv, out, o);
     g.out = to_doubles(out);
@@ -563,7 +563,7 @@ TEST(CtcLossErrors, EveryBadArgumentIsNamed) {
   auto il = make_view<std::int64_t*>("il", {5, 4}, {2});
   auto tl = make_view<std::int64_t*>("tl", {2, 1}, {2});
   Kokkos::View<float, Mem> out("out");
-  Kokkos::View<float***, Mem> gl("gl", 5, 2, 4);
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> gl("gl", 5, 2, 4);
   auto go = make_view<float>("go", {1.0}, {});
   auto call = [&](auto tg_, auto il_, auto tl_, CtcLossOptions o = {}) { kloss::ctc_loss(exec, lp, tg_, il_, tl_, out, o); };
   using E = kloss::InvalidArgument;
@@ -613,10 +613,10 @@ TEST(CtcLossErrors, EveryBadArgumentIsNamed) {
   EXPECT_KLOSS_THROW(kloss::ctc_loss(exec, lp, tg, il, tl, out3, o), D, "argument 'output' must have shape [2], got [3]");
   o.reduction = Reduction::batchmean;
   EXPECT_KLOSS_THROW(kloss::ctc_loss(exec, lp, tg, il, tl, out, o), E, "'batchmean' is only valid for kl_div");
-  Kokkos::View<float***, Mem> la_bad("la", 2, 5, 4);
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> la_bad("la", 2, 5, 4);
   EXPECT_KLOSS_THROW(kloss::ctc_loss(exec, lp, tg, il, tl, out, la_bad), D,
                      "argument 'log_alpha' must have shape [2, 5, 5], got [2, 5, 4]");
-  Kokkos::View<float***, Mem> gl_bad("gl", 5, 2, 3);
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> gl_bad("gl", 5, 2, 3);
   EXPECT_KLOSS_THROW(kloss::ctc_loss_backward(exec, go, lp, tg, il, tl, gl_bad), D,
                      "kloss::ctc_loss_backward: argument 'grad_log_probs' must have shape [5, 2, 4], got [5, 2, 3]");
   Kokkos::View<float*, Mem> go2("go2", 2);

@@ -148,7 +148,7 @@ TEST(Determinism, CrossEntropyManyRowsAndFewLongRows) {
     expect_same_bits("cross_entropy " + std::to_string(N) + " x " + std::to_string(C), [&](const Exec& exec) {
       Kokkos::View<double, Mem> loss("loss"), tw("tw");
       Kokkos::View<double*, Mem> lse("lse", N);
-      Kokkos::View<double**, Mem> grad("grad", N, C);
+      Kokkos::View<double**, Kokkos::LayoutRight, Mem> grad("grad", N, C);
       Kokkos::View<double, Mem> one("one");
       Kokkos::deep_copy(one, 1.0);
       kloss::cross_entropy(exec, xv, tv, wv, loss, lse, tw, opts);

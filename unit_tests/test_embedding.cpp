@@ -73,8 +73,8 @@ BagRun<T, I> run_bag(const BagSpec& s, const std::vector<double>& w, std::int64_
   Exec exec;
   const std::int64_t B = s.num_bags();
   auto weight = make_view<T**>("w", w, {std::size_t(V), std::size_t(D)});
-  Kokkos::View<T**, Mem> out("out", B, D), gw("gw", V, D);
-  Kokkos::View<I**, Mem> mi("mi", B, D);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> out("out", B, D), gw("gw", V, D);
+  Kokkos::View<I**, Kokkos::LayoutRight, Mem> mi("mi", B, D);
   Kokkos::View<T*, Mem> pv, gp;
   if (psw) {
     pv = make_view<T*>("psw", *psw, {s.idx.size()});
@@ -83,13 +83,13 @@ BagRun<T, I> run_bag(const BagSpec& s, const std::vector<double>& w, std::int64_
   auto g = make_view<T**>("go", go, {std::size_t(B), std::size_t(D)});
   BagRun<T, I> r;
   if (s.fixed >= 0) {
-    Kokkos::View<I**, Mem> in("in", s.fixed > 0 ? s.idx.size() / s.fixed : B, s.fixed);
+    Kokkos::View<I**, Kokkos::LayoutRight, Mem> in("in", s.fixed > 0 ? s.idx.size() / s.fixed : B, s.fixed);
     Kokkos::deep_copy(Kokkos::View<I*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(in.data(), in.size()),
                       index_view<I>("flat", s.idx));
-    Kokkos::View<T**, Mem> pv2, gp2;
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> pv2, gp2;
     if (psw) {
-      pv2 = Kokkos::View<T**, Mem>(pv.data(), in.extent(0), in.extent(1));
-      gp2 = Kokkos::View<T**, Mem>(gp.data(), in.extent(0), in.extent(1));
+      pv2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem>(pv.data(), in.extent(0), in.extent(1));
+      gp2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem>(gp.data(), in.extent(0), in.extent(1));
     }
     kloss::embedding_bag(exec, in, weight, Kokkos::View<I*, Mem>(), pv2, out, mi, o);
     kloss::embedding_bag_backward(exec, g, in, weight, Kokkos::View<I*, Mem>(), pv2, mi, gw, gp2, o);
@@ -121,12 +121,12 @@ TYPED_TEST(Embedding, HandCheckedGatherAndScatterWithPaddingAndFrequency) {
     // weight row r = [r, 10 + r]; input [[0, 2, 2], [3, 2, 1]].
     auto w = make_view<T**>("w", {0, 10, 1, 11, 2, 12, 3, 13}, {4, 2});
     auto flat = index_view<I>("in", {0, 2, 2, 3, 2, 1});
-    Kokkos::View<I**, Mem> in(flat.data(), 2, 3);
-    Kokkos::View<T***, Mem> out("out", 2, 3, 2);
+    Kokkos::View<I**, Kokkos::LayoutRight, Mem> in(flat.data(), 2, 3);
+    Kokkos::View<T***, Kokkos::LayoutRight, Mem> out("out", 2, 3, 2);
     kloss::embedding(exec, in, w, out);
     expect_near_all(to_doubles(out), {0, 10, 2, 12, 2, 12, 3, 13, 2, 12, 1, 11}, 0, 0, "output");
     auto go = make_view<T***>("go", {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 3, 2});
-    Kokkos::View<T**, Mem> gw("gw", 4, 2);
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> gw("gw", 4, 2);
     kloss::EmbeddingOptions o;
     o.padding_idx = -1;  // row 3
     for (bool det : {false, true}) {
@@ -156,7 +156,7 @@ TYPED_TEST(Embedding, MatchesReferenceForOddSizesAndEveryOption) {
         auto in = index_view<I>("in", idx);
         auto wv = make_view<T**>("w", w, {std::size_t(V), std::size_t(D)});
         auto gv = make_view<T**>("go", go, {std::size_t(n), std::size_t(D)});
-        Kokkos::View<T**, Mem> out("out", n, D), gw("gw", V, D);
+        Kokkos::View<T**, Kokkos::LayoutRight, Mem> out("out", n, D), gw("gw", V, D);
         kloss::embedding(exec, in, wv, out);
         for (std::int64_t pad : {std::int64_t(-100), std::int64_t(3), std::int64_t(-2)}) {
           for (bool freq : {false, true}) {
@@ -193,14 +193,14 @@ TEST(EmbeddingFd, GradientMatchesFiniteDifferences) {
   const auto go = random_values(n * D, -1, 1, 5);
   auto in = index_view<std::int64_t>("in", idx);
   auto g = make_view<double**>("go", go, {std::size_t(n), std::size_t(D)});
-  Kokkos::View<double**, Mem> gw("gw", V, D);
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> gw("gw", V, D);
   kloss::EmbeddingOptions o;
   o.padding_idx = 2;
   kloss::embedding_backward(exec, g, in, gw, o);
   // f(W) = sum_p <go_p, W[idx_p]>, with padding rows treated as constants.
   auto f = [&](const std::vector<double>& x) {
     auto wv = make_view<double**>("w", x, {std::size_t(V), std::size_t(D)});
-    Kokkos::View<double**, Mem> out("out", n, D);
+    Kokkos::View<double**, Kokkos::LayoutRight, Mem> out("out", n, D);
     kloss::embedding(exec, in, wv, out);
     auto o2 = to_doubles(out);
     double s = 0;
@@ -219,7 +219,7 @@ TYPED_TEST(Embedding, MaxNormRenormalisesOnlyLookedUpRowsInPlace) {
   for (double p : {2.0, 1.0, std::numeric_limits<double>::infinity()}) {
     auto w = make_view<T**>("w", {3, 4, 0.5, 0.5, 6, 8}, {3, 2});
     auto in = index_view<std::int64_t>("in", {0, 0, 1});
-    Kokkos::View<T**, Mem> out("out", 3, 2);
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> out("out", 3, 2);
     kloss::EmbeddingOptions o;
     o.max_norm = 2.0;
     o.norm_type = p;
@@ -244,7 +244,7 @@ TYPED_TEST(Embedding, MaxNormOfNonFiniteRowsAsTorch) {
   for (double p : {2.0, 1.0, inf}) {
     auto w = make_view<T**>("w", {3, nan, inf, 1}, {2, 2});
     auto in = index_view<std::int64_t>("in", {0, 1});
-    Kokkos::View<T**, Mem> out("out", 2, 2);
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> out("out", 2, 2);
     kloss::EmbeddingOptions o;
     o.max_norm = 1.0;
     o.norm_type = p;
@@ -267,7 +267,7 @@ TYPED_TEST(Embedding, SparseGradientEqualsDenseRows) {
     o.padding_idx = idx[0];
     o.scale_grad_by_freq = freq;
     o.deterministic = true;
-    Kokkos::View<T**, Mem> gw("gw", V, D), gv("gv", n, D);
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> gw("gw", V, D), gv("gv", n, D);
     Kokkos::View<std::int32_t*, Mem> gi("gi", n);
     kloss::embedding_backward(exec, g, in, gw, o);
     const std::int64_t U = kloss::embedding_backward_sparse(exec, g, in, V, gi, gv, o);
@@ -320,7 +320,7 @@ TEST(EmbeddingDeterminism, BitwiseEqualOverRunsTeamSizesAndDecompositions) {
   for (int rep = 0; rep < 3; ++rep) {
     for (int ts : team_sizes) {
       o.team_size = ts;
-      Kokkos::View<float**, Mem> gw("gw", V, D);
+      Kokkos::View<float**, Kokkos::LayoutRight, Mem> gw("gw", V, D);
       kloss::embedding_backward(exec, g, in, gw, o);
       auto h = Kokkos::create_mirror_view(gw);
       Kokkos::deep_copy(h, gw);
@@ -334,7 +334,7 @@ TEST(EmbeddingDeterminism, BitwiseEqualOverRunsTeamSizesAndDecompositions) {
   }
   // The sparse path (a team per touched row, another decomposition) gives
   // the same bits.
-  Kokkos::View<float**, Mem> gv("gv", n, D);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gv("gv", n, D);
   Kokkos::View<std::int64_t*, Mem> gi("gi", n);
   const std::int64_t U = kloss::embedding_backward_sparse(exec, g, in, V, gi, gv, o);
   auto hv = Kokkos::create_mirror_view(gv);
@@ -361,7 +361,7 @@ TEST(EmbeddingOwnerScatter, PositionOrderSumForEveryCut) {
     EXPECT_GE(cut.rows * cut.cols, items) << items;
     kloss::EmbeddingOptions o;
     o.scatter_items = items;
-    Kokkos::View<float**, Mem> gw("gw", V, D);
+    Kokkos::View<float**, Kokkos::LayoutRight, Mem> gw("gw", V, D);
     Kokkos::deep_copy(gw, 3.0f);
     kloss::embedding_backward(exec, g, in, gw, o);
     auto h = Kokkos::create_mirror_view(gw);
@@ -394,8 +394,8 @@ TYPED_TEST(EmbeddingBag, HandCheckedModesWithEmptyBagAndPadding) {
     auto w = make_view<T**>("w", {0, 0, 1, -1, 2, -2, 3, -3, 4, -4}, {5, 2});
     auto in = index_view<I>("in", {1, 3, 3, 2, 0, 4});
     auto off = index_view<I>("off", {0, 3, 3});
-    Kokkos::View<T**, Mem> out("out", 3, 2), gw("gw", 5, 2);
-    Kokkos::View<I**, Mem> mi("mi", 3, 2);
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> out("out", 3, 2), gw("gw", 5, 2);
+    Kokkos::View<I**, Kokkos::LayoutRight, Mem> mi("mi", 3, 2);
     auto go = make_view<T**>("go", {1, 2, 3, 4, 5, 6}, {3, 2});
     kloss::EmbeddingBagOptions o;
     o.padding_idx = 0;
@@ -433,8 +433,8 @@ TYPED_TEST(EmbeddingBag, MaxModeKeepsANaNOnlyWhenItComesFirst) {
   auto w = make_view<T**>("w", {nan, 1, 2, nan, inf, -inf, 0, 0}, {4, 2});
   auto in = index_view<std::int64_t>("in", {0, 1, 1, 0, 3, 2});
   auto off = index_view<std::int64_t>("off", {0, 2, 4});
-  Kokkos::View<T**, Mem> out("out", 3, 2), gw("gw", 4, 2);
-  Kokkos::View<std::int64_t**, Mem> mi("mi", 3, 2);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> out("out", 3, 2), gw("gw", 4, 2);
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> mi("mi", 3, 2);
   Kokkos::View<T*, Mem> none;
   kloss::EmbeddingBagOptions o;
   o.mode = EmbeddingBagMode::max;
@@ -456,9 +456,9 @@ TYPED_TEST(EmbeddingBag, PerSampleWeightsForwardAndBothGradients) {
   auto in = index_view<std::int64_t>("in", {0, 2, 1, 2});
   auto off = index_view<std::int64_t>("off", {0, 2});
   auto psw = make_view<T*>("psw", {0.5, 2, -1, 1}, {4});
-  Kokkos::View<T**, Mem> out("out", 2, 2), gw("gw", 3, 2);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> out("out", 2, 2), gw("gw", 3, 2);
   Kokkos::View<T*, Mem> gp("gp", 4);
-  Kokkos::View<std::int64_t**, Mem> mi;
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> mi;
   kloss::EmbeddingBagOptions o;
   o.mode = EmbeddingBagMode::sum;
   kloss::embedding_bag(exec, in, w, off, psw, out, mi, o);
@@ -629,14 +629,14 @@ TYPED_TEST(EmbeddingBag, SparseGradientEqualsDenseRows) {
   auto w = make_view<T**>("w", random_values(V * D, -1, 1, 72), {std::size_t(V), std::size_t(D)});
   auto go = make_view<T**>("go", random_values(4 * D, -1, 1, 73), {4, std::size_t(D)});
   Kokkos::View<T*, Mem> none;
-  Kokkos::View<std::int64_t**, Mem> mi;
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> mi;
   for (auto mode : {EmbeddingBagMode::sum, EmbeddingBagMode::mean}) {
     kloss::EmbeddingBagOptions o;
     o.mode = mode;
     o.padding_idx = idx[5];
     o.scale_grad_by_freq = true;
     o.deterministic = true;
-    Kokkos::View<T**, Mem> gw("gw", V, D), gv("gv", 60, D);
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> gw("gw", V, D), gv("gv", 60, D);
     Kokkos::View<std::int64_t*, Mem> gi("gi", 60);
     kloss::embedding_bag_backward(exec, go, in, w, off, none, mi, gw, none, o);
     const std::int64_t U = kloss::embedding_bag_backward_sparse(exec, go, in, off, none, V, gi, gv, o);
@@ -662,8 +662,8 @@ TEST(EmbeddingBagMaxNorm, RenormalisesBeforeReducing) {
   auto w = make_view<double**>("w", {3, 4, 0.3, 0.4}, {2, 2});
   auto in = index_view<std::int64_t>("in", {0, 1});
   auto off = index_view<std::int64_t>("off", {0});
-  Kokkos::View<double**, Mem> out("out", 1, 2);
-  Kokkos::View<std::int64_t**, Mem> mi;
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> out("out", 1, 2);
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> mi;
   kloss::EmbeddingBagOptions o;
   o.mode = EmbeddingBagMode::sum;
   o.max_norm = 1.0;
@@ -725,7 +725,8 @@ TEST(EmbeddingRuntime, RegistryRunsBothOpsWithDenseAndSparseGradients) {
 
 TEST(EmbeddingErrors, IndicesOutOfRangeNamePositionAndValue) {
   Exec exec;
-  Kokkos::View<float**, Mem> w("w", 4, 2), gw("gw", 4, 2), out("out", 3, 2), go("go", 3, 2), gv("gv", 3, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> w("w", 4, 2), gw("gw", 4, 2), out("out", 3, 2), go("go", 3, 2),
+      gv("gv", 3, 2);
   auto bad = index_view<std::int64_t>("in", {1, 7, -2});
   const char* msg = "argument 'input' has 2 value(s) outside [0, 4); first at position 1: 7";
   EXPECT_KLOSS_THROW(kloss::embedding(exec, bad, w, out), kloss::IndexOutOfRange,
@@ -748,14 +749,14 @@ TEST(EmbeddingErrors, IndicesOutOfRangeNamePositionAndValue) {
 
 TEST(EmbeddingErrors, ShapesOptionsAndWritability) {
   Exec exec;
-  Kokkos::View<float**, Mem> w("w", 4, 2), out("out", 3, 3), gw("gw", 4, 2);
-  Kokkos::View<const float**, Mem> cw = w;
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> w("w", 4, 2), out("out", 3, 3), gw("gw", 4, 2);
+  Kokkos::View<const float**, Kokkos::LayoutRight, Mem> cw = w;
   auto in = index_view<std::int64_t>("in", {1, 2, 3});
   EXPECT_KLOSS_THROW(kloss::embedding(exec, in, w, out), kloss::DimensionMismatch,
                      "kloss::embedding: argument 'output' must have shape [3, 2], got [3, 3]");
   kloss::EmbeddingOptions o;
   o.padding_idx = 4;
-  Kokkos::View<float**, Mem> out2("out2", 3, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> out2("out2", 3, 2);
   EXPECT_KLOSS_THROW(kloss::embedding(exec, in, w, out2, o), kloss::InvalidArgument,
                      "kloss::embedding: option 'padding_idx' must be within [-4, 4) (num_embeddings 4), got 4");
   o.padding_idx = -5;
@@ -765,17 +766,17 @@ TEST(EmbeddingErrors, ShapesOptionsAndWritability) {
   mn.max_norm = 1.0;
   EXPECT_KLOSS_THROW(kloss::embedding(exec, in, cw, out2, mn), kloss::InvalidArgument,
                      "kloss::embedding: argument 'weight' must be writable with max_norm");
-  Kokkos::View<float**, Mem> go_bad("go", 3, 5);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> go_bad("go", 3, 5);
   EXPECT_KLOSS_THROW(kloss::embedding_backward(exec, go_bad, in, gw), kloss::DimensionMismatch,
                      "kloss::embedding_backward: argument 'grad_output' must have shape [3, 2] (the shape of 'input' "
                      "and the D = 2 of 'grad_weight'), got [3, 5]");
   Kokkos::View<float*, Mem> w1("w1", 4);
-  Kokkos::View<float**, Mem> o1("o1", 3, 1);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> o1("o1", 3, 1);
   EXPECT_KLOSS_THROW(kloss::embedding(exec, in, w1, o1), kloss::DimensionMismatch,
                      "kloss::embedding: argument 'weight' must have rank 2, got shape [4]");
   // Sparse output too small for the distinct rows.
   Kokkos::View<std::int64_t*, Mem> gi("gi", 2);
-  Kokkos::View<float**, Mem> gv("gv", 2, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gv("gv", 2, 2);
   EXPECT_KLOSS_THROW(kloss::embedding_backward_sparse(exec, out2, in, 4, gi, gv), kloss::InvalidArgument,
                      "kloss::embedding_backward_sparse: arguments 'grad_indices' and 'grad_values' hold 2 rows; 3 are "
                      "needed");
@@ -786,18 +787,18 @@ TEST(EmbeddingErrors, ShapesOptionsAndWritability) {
 TEST(EmbeddingBagErrors, OutputsSharingMemoryAreRefused) {
   Exec exec;
   using U = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
-  Kokkos::View<float**, Mem> w("w", 4, 2), big("big", 4, 2);
-  Kokkos::View<float**, Mem, U> go(big.data(), 2, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> w("w", 4, 2), big("big", 4, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem, U> go(big.data(), 2, 2);
   auto in = index_view<std::int64_t>("in", {0, 1, 2, 3});
   auto off = index_view<std::int64_t>("off", {0, 2});
-  Kokkos::View<std::int64_t**, Mem> mi("mi", 2, 2);
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> mi("mi", 2, 2);
   kloss::EmbeddingBagOptions o;
   o.mode = EmbeddingBagMode::sum;
-  EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in, w, off, Kokkos::View<float*, Mem>(),
-                                          Kokkos::View<float**, Mem, U>(w.data() + 2, 2, 2), mi, o),
-                     kloss::InvalidArgument,
-                     "kloss::embedding_bag: argument 'output' shares memory with argument 'weight'");
-  Kokkos::View<float**, Mem> gw("gw", 4, 2);
+  EXPECT_KLOSS_THROW(
+      kloss::embedding_bag(exec, in, w, off, Kokkos::View<float*, Mem>(),
+                           Kokkos::View<float**, Kokkos::LayoutRight, Mem, U>(w.data() + 2, 2, 2), mi, o),
+      kloss::InvalidArgument, "kloss::embedding_bag: argument 'output' shares memory with argument 'weight'");
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gw("gw", 4, 2);
   EXPECT_KLOSS_THROW(kloss::embedding_bag_backward(exec, go, in, w, off, Kokkos::View<float*, Mem>(), mi, big,
                                                    Kokkos::View<float*, Mem>(), o),
                      kloss::InvalidArgument,
@@ -811,38 +812,39 @@ TEST(EmbeddingBagErrors, OutputsSharingMemoryAreRefused) {
 // pass unchecked.
 TEST(EmbeddingBagErrors, IndicesInNoBagAreChecked) {
   Exec exec;
-  Kokkos::View<float**, Mem> w("w", 4, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> w("w", 4, 2);
   kloss::EmbeddingBagOptions o;
   o.mode = EmbeddingBagMode::sum;
   {
     auto in = index_view<std::int64_t>("in", {1, 9});
     Kokkos::View<std::int64_t*, Mem> off("off", 0);
-    Kokkos::View<float**, Mem> out("out", 0, 2);
+    Kokkos::View<float**, Kokkos::LayoutRight, Mem> out("out", 0, 2);
     EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in, w, off, Kokkos::View<float*, Mem>(), out,
-                                            Kokkos::View<std::int64_t**, Mem>(), o),
+                                            Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem>(), o),
                        kloss::IndexOutOfRange,
                        "kloss::embedding_bag: argument 'input' has 1 value(s) outside [0, 4); first at position 1: 9");
   }
   o.include_last_offset = true;
   auto in = index_view<std::int64_t>("in", {1, 2, -7});
   auto off = index_view<std::int64_t>("off", {0, 2});
-  Kokkos::View<float**, Mem> out("out", 1, 2);
-  EXPECT_KLOSS_THROW(
-      kloss::embedding_bag(exec, in, w, off, Kokkos::View<float*, Mem>(), out, Kokkos::View<std::int64_t**, Mem>(), o),
-      kloss::IndexOutOfRange, "argument 'input' has 1 value(s) outside [0, 4); first at position 2: -7");
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> out("out", 1, 2);
+  EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in, w, off, Kokkos::View<float*, Mem>(), out,
+                                          Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem>(), o),
+                     kloss::IndexOutOfRange, "argument 'input' has 1 value(s) outside [0, 4); first at position 2: -7");
 }
 
 TEST(EmbeddingBagErrors, OffsetsAreChecked) {
   Exec exec;
-  Kokkos::View<float**, Mem> w("w", 4, 2), gw("gw", 4, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> w("w", 4, 2), gw("gw", 4, 2);
   Kokkos::View<float*, Mem> none;
-  Kokkos::View<std::int64_t**, Mem> mi;
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> mi;
   auto in = index_view<std::int64_t>("in", {1, 2, 3, 0, 1});
   auto run = [&](std::vector<std::int64_t> offv, bool ilo) {
     auto off = index_view<std::int64_t>("off", offv);
     kloss::EmbeddingBagOptions o;
     o.include_last_offset = ilo;
-    Kokkos::View<float**, Mem> out("out", ilo ? std::max<std::size_t>(offv.size(), 1) - 1 : offv.size(), 2);
+    Kokkos::View<float**, Kokkos::LayoutRight, Mem> out(
+        "out", ilo ? std::max<std::size_t>(offv.size(), 1) - 1 : offv.size(), 2);
     kloss::embedding_bag(exec, in, w, off, none, out, mi, o);
   };
   EXPECT_KLOSS_THROW(run({2, 3}, false), kloss::InvalidArgument,
@@ -856,7 +858,7 @@ TEST(EmbeddingBagErrors, OffsetsAreChecked) {
                      "argument 'offsets' must hold at least 1 entry with include_last_offset");
   // The backward checks them too.
   auto off = index_view<std::int64_t>("off", {0, 9});
-  Kokkos::View<float**, Mem> go("go", 2, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> go("go", 2, 2);
   EXPECT_KLOSS_THROW(
       kloss::embedding_bag_backward(exec, go, in, w, off, none, mi, gw, none), kloss::InvalidArgument,
       "kloss::embedding_bag_backward: argument 'offsets' has offsets[1] = 9 beyond the input's 5 entries");
@@ -864,9 +866,9 @@ TEST(EmbeddingBagErrors, OffsetsAreChecked) {
 
 TEST(EmbeddingBagErrors, ArgumentsAndOptionsAreChecked) {
   Exec exec;
-  Kokkos::View<float**, Mem> w("w", 4, 2), gw("gw", 4, 2), out("out", 2, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> w("w", 4, 2), gw("gw", 4, 2), out("out", 2, 2);
   Kokkos::View<float*, Mem> none, psw("psw", 5), psw4("psw4", 4);
-  Kokkos::View<std::int64_t**, Mem> mi, mi_ok("mi", 2, 2);
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> mi, mi_ok("mi", 2, 2);
   auto in = index_view<std::int64_t>("in", {1, 2, 3, 0, 1});
   auto off = index_view<std::int64_t>("off", {0, 2});
   kloss::EmbeddingBagOptions o;  // mean
@@ -878,7 +880,7 @@ TEST(EmbeddingBagErrors, ArgumentsAndOptionsAreChecked) {
                      "kloss::embedding_bag: argument 'per_sample_weights' must have the shape of 'input' [5], got [4]");
   EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in, w, Kokkos::View<std::int64_t*, Mem>(), none, out, mi, o),
                      kloss::InvalidArgument, "kloss::embedding_bag: argument 'offsets' is required");
-  Kokkos::View<std::int64_t**, Mem> in2("in2", 2, 2);
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> in2("in2", 2, 2);
   EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, in2, w, off, none, out, mi, o), kloss::InvalidArgument,
                      "kloss::embedding_bag: argument 'offsets' must be absent for 2-D input");
   o.mode = EmbeddingBagMode::max;
@@ -891,7 +893,7 @@ TEST(EmbeddingBagErrors, ArgumentsAndOptionsAreChecked) {
   auto bad = index_view<std::int64_t>("bad", {1, 2, 4, 0, 1});
   EXPECT_KLOSS_THROW(kloss::embedding_bag(exec, bad, w, off, none, out, mi_ok, o), kloss::IndexOutOfRange,
                      "kloss::embedding_bag: argument 'input' has 1 value(s) outside [0, 4); first at position 2: 4");
-  Kokkos::View<float**, Mem> go("go", 2, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> go("go", 2, 2);
   for (auto mode : {EmbeddingBagMode::sum, EmbeddingBagMode::max})
     for (bool det : {false, true}) {
       o.mode = mode;
@@ -906,7 +908,7 @@ TEST(EmbeddingBagErrors, ArgumentsAndOptionsAreChecked) {
   EXPECT_KLOSS_THROW(kloss::embedding_bag_backward(exec, go, in, w, off, none, mi_ok, gw, none, o),
                      kloss::IndexOutOfRange, "argument 'max_indices' has 4 value(s) outside [-1, 4)");
   Kokkos::View<std::int64_t*, Mem> gi("gi", 5);
-  Kokkos::View<float**, Mem> gv("gv", 5, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gv("gv", 5, 2);
   EXPECT_KLOSS_THROW(kloss::embedding_bag_backward_sparse(exec, go, in, off, none, 4, gi, gv, o),
                      kloss::InvalidArgument, "kloss::embedding_bag_backward_sparse: option 'mode' 'max' has no sparse");
   EXPECT_KLOSS_THROW(kloss::parse_embedding_bag_mode("avg"), kloss::InvalidArgument,
@@ -942,17 +944,18 @@ namespace {
 template <int C, bool Max, bool Psw, class T>
 std::pair<std::vector<T>, std::vector<std::int64_t>> bag_forward_with_chunk(
     const Kokkos::View<std::int64_t*, Mem>& idx, const Kokkos::View<std::int64_t*, Mem>& off,
-    const Kokkos::View<T**, Mem>& w, const Kokkos::View<T*, Mem>& psw, std::int64_t pad, bool mean) {
+    const Kokkos::View<T**, Kokkos::LayoutRight, Mem>& w, const Kokkos::View<T*, Mem>& psw, std::int64_t pad,
+    bool mean) {
   const std::int64_t B = off.extent(0), D = w.extent(1);
   kloss::impl::Bags<std::int64_t, Mem> bags;
   bags.offsets = off;
   bags.num_bags = B;
   bags.n = idx.extent(0);
-  Kokkos::View<T**, Mem> out("out", B, D);
-  Kokkos::View<std::int64_t**, Mem> mi("mi", B, D);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> out("out", B, D);
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> mi("mi", B, D);
   const auto bad = kloss::impl::bag_forward_kernel<Max, Psw, Exec, T, std::int64_t, C>(
       Exec(), bags, kloss::as_tensor<Mem>(Kokkos::View<const std::int64_t*, Mem>(idx), "t", "input"),
-      kloss::as_tensor<Mem>(Kokkos::View<const T**, Mem>(w), "t", "weight"),
+      kloss::as_tensor<Mem>(Kokkos::View<const T**, Kokkos::LayoutRight, Mem>(w), "t", "weight"),
       kloss::as_tensor<Mem>(Kokkos::View<const T*, Mem>(psw), "t", "psw"), kloss::as_tensor<Mem>(out, "t", "out"),
       kloss::as_tensor<Mem>(mi, "t", "mi"), pad, mean, 0);
   EXPECT_EQ(bad.count, 0);
@@ -978,7 +981,7 @@ void check_chunk_widths_agree() {
   const auto idx = index_view<std::int64_t>("idx", rows);
   const auto off = index_view<std::int64_t>("off", offsets);
   for (std::int64_t D : {1, 13, 16, 64, 65, 130}) {
-    Kokkos::View<T**, Mem> w("w", V, D);
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> w("w", V, D);
     Kokkos::View<T*, Mem> psw("psw", n);
     {
       auto hw = Kokkos::create_mirror_view(w);

@@ -141,7 +141,7 @@ TEST(Tensor, RejectsNonContiguousViews) {
   Kokkos::View<float**, Kokkos::LayoutLeft, Mem> left("left", 3, 4);
   EXPECT_KLOSS_THROW(kloss::as_tensor<Mem>(left, "mse_loss", "input"), kloss::InvalidArgument,
                      "kloss::mse_loss: argument 'input' must be contiguous and row-major");
-  Kokkos::View<float**, Mem> right("right", 3, 4);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> right("right", 3, 4);
   auto sub = Kokkos::subview(right, Kokkos::ALL(), std::make_pair(0, 2));
   EXPECT_THROW(kloss::as_tensor<Mem>(sub, "op", "x"), kloss::InvalidArgument);
   auto t = kloss::as_tensor<Mem>(right, "op", "x");

@@ -114,7 +114,7 @@ std::pair<Grads, Grads> fused_with(const FlProblem& P, const kloss::FusedLinearC
   Kokkos::View<T*, Mem> b, cw;
   if (!P.b.empty()) b = make_view<T*>("b", P.b, {P.b.size()});
   if (!P.cw.empty()) cw = make_view<T*>("cw", P.cw, {P.cw.size()});
-  Kokkos::View<T**, Mem> gx("gx", N, D), gw("gw", V, D);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", N, D), gw("gw", V, D);
   Kokkos::View<T*, Mem> gb;  // no bias: no grad_bias (default-constructed = not given)
   if (!P.b.empty()) gb = Kokkos::View<T*, Mem>("gb", V);
   Kokkos::deep_copy(gx, T(7.0f));  // the forward overwrites the gradients too
@@ -131,8 +131,8 @@ std::pair<Grads, Grads> fused_with(const FlProblem& P, const kloss::FusedLinearC
     if (!P.b.empty()) G.gb = to_doubles(gb);
   };
   if (none) {
-    kloss::fused_linear_cross_entropy(exec, x, w, t, b, cw, out, Kokkos::View<T**, Mem>(), Kokkos::View<T**, Mem>(),
-                                      Kokkos::View<T*, Mem>(), o);
+    kloss::fused_linear_cross_entropy(exec, x, w, t, b, cw, out, Kokkos::View<T**, Kokkos::LayoutRight, Mem>(),
+                                      Kokkos::View<T**, Kokkos::LayoutRight, Mem>(), Kokkos::View<T*, Mem>(), o);
     stored.out = to_doubles(out);
   } else {
     Kokkos::View<T, Mem, U> out0(out.data()), go0(go.data());
@@ -336,7 +336,7 @@ TEST(FusedLinearCEFd, ProbabilityTargetGradientsMatchFiniteDifferences) {
 
 TEST(FusedLinearCEEdge, EmptyBatchGivesZeroGradientsAndTorchsReductions) {
   Exec exec;
-  Kokkos::View<float**, Mem> x("x", 0, 3), w("w", 5, 3), gx("gx", 0, 3), gw("gw", 5, 3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", 0, 3), w("w", 5, 3), gx("gx", 0, 3), gw("gw", 5, 3);
   Kokkos::View<std::int64_t*, Mem> t("t", 0);
   Kokkos::View<float*, Mem> none, b("b", 5), gb("gb", 5);
   Kokkos::View<float, Mem> out("out");
@@ -356,7 +356,8 @@ TEST(FusedLinearCEEdge, EmptyBatchGivesZeroGradientsAndTorchsReductions) {
 
 TEST(FusedLinearCEErrors, EveryBadInputThrows) {
   Exec exec;
-  Kokkos::View<float**, Mem> x("x", 4, 3), w("w", 5, 3), w_bad("w", 5, 2), gx("gx", 4, 3), gw("gw", 5, 3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", 4, 3), w("w", 5, 3), w_bad("w", 5, 2), gx("gx", 4, 3),
+      gw("gw", 5, 3);
   Kokkos::View<float*, Mem> b_bad("b", 4), none;
   Kokkos::View<float, Mem> out("out");
   auto t = make_view<std::int64_t*>("t", {0, 1, 2, 3}, {4});
@@ -384,17 +385,21 @@ TEST(FusedLinearCEErrors, EveryBadInputThrows) {
   EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, x, w, t, none, none, out, gx, gw, none, o),
                      kloss::InvalidArgument, "option 'convert_block_rows' must be >= 0 (0 = default), got -1");
   // class-probability targets: shape [N, V], no negative or NaN values
-  Kokkos::View<float**, Mem> p_bad_shape("p", 4, 4);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> p_bad_shape("p", 4, 4);
   EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, x, w, p_bad_shape, none, none, out, gx, gw, none),
                      kloss::DimensionMismatch, "argument 'target' must have shape [4, 5], got [4, 4]");
   std::vector<double> pv(20, 0.2);
   pv[13] = -0.5;
   pv[17] = std::nan("");
   auto p_bad = make_view<float**>("p", pv, {4, 5});
+  // a host checks each chunk as it ends (its rows named), a device once after the last
+  const std::string bad_p = kloss::impl::is_host_space_v<Exec>
+                                ? "argument 'target' (class probabilities) has 2 negative or NaN value(s) in rows [0, "
+                                  "4); first at position 13: -0.5"
+                                : "argument 'target' (class probabilities) has 2 negative or NaN value(s); first at "
+                                  "position 13: -0.5";
   EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, x, w, p_bad, none, none, out, gx, gw, none),
-                     kloss::InvalidArgument,
-                     "argument 'target' (class probabilities) has 2 negative or NaN value(s) in rows [0, 4); first at "
-                     "position 13: -0.5");
+                     kloss::InvalidArgument, bad_p);
   {  // the device path (sums kept in device memory, checked once after the last chunk), forced on the host
     kloss::FusedLinearCrossEntropyOptions od;
     od.tuning.row_slices = 4;
@@ -404,7 +409,8 @@ TEST(FusedLinearCEErrors, EveryBadInputThrows) {
                        "argument 'target' (class probabilities) has 2 negative or NaN value(s); first at position 13: "
                        "-0.5");
   }
-  Kokkos::View<kloss::bfloat16**, Mem> xb("x", 4, 3), wb("w", 5, 2), gxb("gx", 4, 3), gwb("gw", 5, 2);
+  Kokkos::View<kloss::bfloat16**, Kokkos::LayoutRight, Mem> xb("x", 4, 3), wb("w", 5, 2), gxb("gx", 4, 3),
+      gwb("gw", 5, 2);
   Kokkos::View<kloss::bfloat16, Mem> outb("out");
   Kokkos::View<kloss::bfloat16*, Mem> noneb;
   EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, xb, wb, t, noneb, noneb, outb, gxb, gwb, noneb),
@@ -435,7 +441,7 @@ FilterRun run_filtered(const FlProblem& P, const kloss::FusedLinearCrossEntropyO
     b = make_view<T*>("b", P.b, {P.b.size()});
     gb = Kokkos::View<T*, Mem>("gb", V);
   }
-  Kokkos::View<T**, Mem> gx("gx", N, D), gw("gw", V, D);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", N, D), gw("gw", V, D);
   Kokkos::deep_copy(gw, T(7.0f));  // every element must be written
   Kokkos::View<T, Mem> out("out");
   FilterRun r;
@@ -576,7 +582,7 @@ TEST(FusedLinearCEFilter, NaNTilesAreNeverSkipped) {
 
 TEST(FusedLinearCEFilter, BadThresholdsAreRefused) {
   Exec exec;
-  Kokkos::View<float**, Mem> x("x", 4, 3), w("w", 5, 3), gx("gx", 4, 3), gw("gw", 5, 3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", 4, 3), w("w", 5, 3), gx("gx", 4, 3), gw("gw", 5, 3);
   Kokkos::View<float*, Mem> none;
   Kokkos::View<float, Mem> out("out");
   auto t = make_view<std::int64_t*>("t", {0, 1, 2, 3}, {4});

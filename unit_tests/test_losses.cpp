@@ -12,7 +12,7 @@ namespace {
 
 using namespace kloss_test;
 using V1 = Kokkos::View<double*, Mem>;
-using V2 = Kokkos::View<double**, Mem>;
+using V2 = Kokkos::View<double**, Kokkos::LayoutRight, Mem>;
 using V0 = Kokkos::View<double, Mem>;
 
 V1 vec(const std::vector<double>& v) { return make_view<double*>("v", v, {v.size()}); }
@@ -182,7 +182,7 @@ TEST(LossModules, FloatModulesHoldAFloatOne) {
   Kokkos::View<float, Mem> loss("loss");
   cos.forward(Exec(), a, b, y, loss);
   EXPECT_NEAR(to_doubles(loss)[0], 1.0, 1e-6);  // 1 - cos 90 degrees
-  Kokkos::View<float**, Mem> ga("ga", 1, 2), gb("gb", 1, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> ga("ga", 1, 2), gb("gb", 1, 2);
   cos.backward(Exec(), a, b, y, ga, gb);
   // d(1 - cos)/da = -(b / (|a||b|) - cos a / |a|^2) = -b.
   expect_near_all(to_doubles(ga), {0, -1}, 1e-6, 1e-6, "");
@@ -197,7 +197,7 @@ TEST(LossModules, CTCLossSavesLogAlpha) {
   const auto targets = make_view<std::int64_t**>("targets", {1, 1}, {2, 1});
   const auto il = make_view<std::int64_t*>("il", {2, 1}, {2});
   const auto tl = make_view<std::int64_t*>("tl", {1, 1}, {2});
-  Kokkos::View<double***, Mem> g("g", 2, 2, 2);
+  Kokkos::View<double***, Kokkos::LayoutRight, Mem> g("g", 2, 2, 2);
   EXPECT_KLOSS_THROW(ctc.backward(Exec(), lp, targets, il, tl, g), kloss::InvalidArgument, "needs a forward first");
   V0 loss = scalar();
   ctc.forward(Exec(), lp, targets, il, tl, loss);
@@ -216,7 +216,7 @@ TEST(LossModules, CTCLossSavesLogAlpha) {
   sum.forward(Exec(), lp, t2, il, tl2, loss);
   EXPECT_NEAR(value(loss), -std::log(0.5), 1e-12);  // the infeasible sequence counts 0
   EXPECT_EQ(sum.log_alpha().extent(2), 5u);
-  Kokkos::View<double***, Mem> fewer("fewer", 1, 2, 2);
+  Kokkos::View<double***, Kokkos::LayoutRight, Mem> fewer("fewer", 1, 2, 2);
   EXPECT_KLOSS_THROW(sum.backward(Exec(), fewer, t2, il, tl2, fewer), kloss::DimensionMismatch, "the last forward saw");
 }
 
@@ -295,7 +295,7 @@ TEST(LossModules, SavedStateIsNamedAndReused) {
   const auto targets = make_view<std::int64_t**>("targets", {1, 1}, {2, 1});
   const auto il = make_view<std::int64_t*>("il", {2, 1}, {2});
   const auto tl = make_view<std::int64_t*>("tl", {1, 1}, {2});
-  Kokkos::View<double***, Mem> g("g", 2, 2, 2);
+  Kokkos::View<double***, Kokkos::LayoutRight, Mem> g("g", 2, 2, 2);
   V0 loss = scalar();
   auto w = make_view<double**>("w", {1, 2, 3, 4, 5, 6}, {3, 2});
   const auto idx = make_view<std::int64_t*>("idx", {0, 2, 1}, {3});
@@ -325,8 +325,8 @@ TEST(LossModules, SavedStateIsNamedAndReused) {
 TEST(LossModules, EmptyBatchesAreSavedToo) {
   // A first forward of zero sequences / zero bags leaves a backward that runs.
   kloss::CTCLoss<double> ctc({0, kloss::Reduction::sum});
-  Kokkos::View<double***, Mem> lp("lp", 2, 0, 3), g("g", 2, 0, 3);
-  Kokkos::View<std::int64_t**, Mem> targets("targets", 0, 1);
+  Kokkos::View<double***, Kokkos::LayoutRight, Mem> lp("lp", 2, 0, 3), g("g", 2, 0, 3);
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> targets("targets", 0, 1);
   Kokkos::View<std::int64_t*, Mem> il("il", 0), tl("tl", 0);
   V0 loss = scalar(7);
   ctc.forward(Exec(), lp, targets, il, tl, loss);

@@ -136,7 +136,7 @@ TYPED_TEST(Margin, HingeTargetBroadcastsOverRows) {
   Exec exec;
   auto x = make_view<T**>("x", {0.5, 2, -1, 3}, {2, 2});
   auto t = make_view<T*>("t", {1, -1}, {2});
-  Kokkos::View<T**, Mem> out("out", 2, 2);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> out("out", 2, 2);
   kloss::hinge_embedding_loss(exec, x, t, out, {1.0, Reduction::none});
   expect_near_all(to_doubles(out), {0.5, 0, -1, 0}, tol<T>(), 0, "none");
 }
@@ -145,7 +145,7 @@ TYPED_TEST(Margin, HingeTargetBroadcastsOverRows) {
 // -1: a call is refused for its arguments, whatever its output reads.
 TEST(MarginErrors, HingeAndRankingCheckTheTargetsOfAnEmptyInput) {
   Exec exec;
-  Kokkos::View<float**, Mem> x("x", 0, 3), gx("gx", 0, 3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", 0, 3), gx("gx", 0, 3);
   auto t = make_view<float*>("t", {1, 0, -1}, {3});
   Kokkos::View<float, Mem> s("s"), go("go");
   EXPECT_KLOSS_THROW(kloss::hinge_embedding_loss(exec, x, t, s), kloss::InvalidArgument,
@@ -153,7 +153,7 @@ TEST(MarginErrors, HingeAndRankingCheckTheTargetsOfAnEmptyInput) {
                      "first at position 1: 0");
   EXPECT_KLOSS_THROW(kloss::hinge_embedding_loss_backward(exec, go, x, t, gx), kloss::InvalidArgument,
                      "kloss::hinge_embedding_loss_backward: argument 'target' must hold only 1 or -1");
-  Kokkos::View<float**, Mem> x2("x2", 0, 3), g2("g2", 0, 3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x2("x2", 0, 3), g2("g2", 0, 3);
   EXPECT_KLOSS_THROW(kloss::margin_ranking_loss(exec, x, x2, t, s), kloss::InvalidArgument,
                      "kloss::margin_ranking_loss: argument 'target' must hold only 1 or -1");
   EXPECT_KLOSS_THROW(kloss::margin_ranking_loss_backward(exec, go, x, x2, t, gx, g2), kloss::InvalidArgument,
@@ -303,7 +303,7 @@ TYPED_TEST(Margin, TripletHandCheckedWithAndWithoutSwap) {
   // d/dp = -sign(a-p) - sign(p-n) = (1,1) - (0,-1) = (1, 2), d/dn = sign(p-n) = (0,-1).
   Kokkos::View<T*, Mem> g("g", 1);
   Kokkos::deep_copy(g, T(1.0f));
-  Kokkos::View<T**, Mem> ga("ga", 1, 2), gp("gp", 1, 2), gn("gn", 1, 2);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> ga("ga", 1, 2), gp("gp", 1, 2), gn("gn", 1, 2);
   kloss::triplet_margin_loss_backward(exec, g, a1, p1, n2, ga, gp, gn, q);
   expect_near_all(to_doubles(ga), {-1, -1}, tol<T>(), 0, "grad_anchor");
   expect_near_all(to_doubles(gp), {1, 2}, tol<T>(), 0, "grad_positive");
@@ -338,7 +338,7 @@ TYPED_TEST(Margin, TripletGradientsMatchFiniteDifferencesForEveryP) {
       const Vec go = upstream<T>(c.N, red, ++seed);
       auto g = grad_view<T>(go, red);
       Kokkos::View<T*, Mem> out("out", red == Reduction::none ? c.N : 1);
-      Kokkos::View<T**, Mem> ga("ga", c.N, c.D), gp("gp", c.N, c.D), gn("gn", c.N, c.D);
+      Kokkos::View<T**, Kokkos::LayoutRight, Mem> ga("ga", c.N, c.D), gp("gp", c.N, c.D), gn("gn", c.N, c.D);
       kloss::TripletMarginLossOptions o{c.margin, c.p, c.eps, c.swap, red};
       if (red == Reduction::none) {
         kloss::triplet_margin_loss(exec, a, p, ng, out, o);
@@ -387,7 +387,7 @@ TYPED_TEST(Margin, TripletUnbatchedAndLargeBatch) {
 
 TEST(MarginErrors, Triplet) {
   Exec exec;
-  Kokkos::View<float**, Mem> a("a", 2, 3), b("b", 3, 3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> a("a", 2, 3), b("b", 3, 3);
   Kokkos::View<float*, Mem> v("v", 3), out("out", 2);
   Kokkos::View<float, Mem> s("s");
   EXPECT_KLOSS_THROW(kloss::triplet_margin_loss(exec, a, v, a, s), kloss::DimensionMismatch,
@@ -452,7 +452,7 @@ TYPED_TEST(Margin, CosineGradientsMatchFiniteDifferences) {
       const Vec go = upstream<T>(c.N, red, ++seed);
       auto g = grad_view<T>(go, red);
       Kokkos::View<T*, Mem> out("out", red == Reduction::none ? c.N : 1);
-      Kokkos::View<T**, Mem> g1("g1", c.N, c.D), g2("g2", c.N, c.D);
+      Kokkos::View<T**, Kokkos::LayoutRight, Mem> g1("g1", c.N, c.D), g2("g2", c.N, c.D);
       const kloss::CosineEmbeddingLossOptions o{c.margin, red};
       if (red == Reduction::none) {
         kloss::cosine_embedding_loss(exec, x1, x2, t, out, o);
@@ -475,10 +475,10 @@ TYPED_TEST(Margin, CosineGradientsMatchFiniteDifferences) {
 
 TEST(MarginErrors, Cosine) {
   Exec exec;
-  Kokkos::View<float**, Mem> x("x", 2, 3), x33("x33", 3, 3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", 2, 3), x33("x33", 3, 3);
   Kokkos::View<float*, Mem> v("v", 3), t2("t2", 2), t3("t3", 3);
   Kokkos::View<float, Mem> s("s");
-  Kokkos::View<float**, Mem> t22("t22", 2, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> t22("t22", 2, 2);
   EXPECT_KLOSS_THROW(kloss::cosine_embedding_loss(exec, x, x, t22, s), kloss::DimensionMismatch,
                      "kloss::cosine_embedding_loss: 0D or 1D target tensor expected, multi-target not supported");
   EXPECT_KLOSS_THROW(kloss::cosine_embedding_loss(exec, v, v, t3, s), kloss::DimensionMismatch,
@@ -494,7 +494,7 @@ TEST(MarginErrors, Cosine) {
   EXPECT_KLOSS_THROW(kloss::cosine_embedding_loss(exec, x, x, t2, s), kloss::InvalidArgument,
                      "kloss::cosine_embedding_loss: argument 'target' must hold only 1 or -1, found 2 other value(s); "
                      "first at position 0: 0");
-  Kokkos::View<float**, Mem> g1("g1", 2, 3), g2("g2", 2, 3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> g1("g1", 2, 3), g2("g2", 2, 3);
   EXPECT_KLOSS_THROW(kloss::cosine_embedding_loss_backward(exec, s, x, x, t2, g1, g2), kloss::InvalidArgument,
                      "kloss::cosine_embedding_loss_backward: argument 'target' must hold only 1 or -1");
 }
@@ -537,7 +537,7 @@ TYPED_TEST(MultiMargin, HandCheckedTorchDocExampleForEveryReductionAndP) {
   // Gradient (sum, p = 1): 1/4 on each active class, minus their sum on the target.
   Kokkos::View<T, Mem> g("g");
   Kokkos::deep_copy(g, T(1.0f));
-  Kokkos::View<T**, Mem> gx("gx", 2, 4);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 2, 4);
   kloss::multi_margin_loss_backward(exec, g, x, y, w, gx, {1, 1.0, Reduction::sum});
   expect_near_all(to_doubles(gx), {0.25, 0.25, 0.25, -0.75, 0, 0, 0, 0}, t, t, "grad_input");
 }
@@ -557,7 +557,7 @@ TYPED_TEST(MultiMargin, NonFiniteTermsFollowTorchsStrictlyPositiveTest) {
   const double t = tol<T>() * 4, q = 1.0 / 3;
   expect_near_all(to_doubles(none), {0.5 / 3, 0, inf, q}, t, t, "losses");
   auto g = make_view<T*>("g", {1, 1, 1, 1}, {4});
-  Kokkos::View<T**, Mem> gx("gx", 4, 3);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 4, 3);
   kloss::multi_margin_loss_backward(exec, g, x, y, w, gx, {1, 1.0, Reduction::none});
   expect_near_all(to_doubles(gx), {-q, 0, q, 0, 0, 0, -2 * q, q, q, q, -q, 0}, t, t, "grad_input");
   // torch weighs each counted term: a row with none stays 0 under a NaN w[y]
@@ -594,7 +594,7 @@ TYPED_TEST(MultiMargin, GradientsMatchFiniteDifferences) {
       const Vec go = upstream<T>(c.N, red, ++seed);
       auto g = grad_view<T>(go, red);
       Kokkos::View<T*, Mem> out("out", red == Reduction::none ? c.N : 1);
-      Kokkos::View<T**, Mem> gx("gx", c.N, c.C);
+      Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", c.N, c.C);
       const kloss::MultiMarginLossOptions o{c.p, c.margin, red};
       if (red == Reduction::none) {
         kloss::multi_margin_loss(exec, x, y, w, out, o);
@@ -634,7 +634,7 @@ TEST(MarginErrors, MultiMargin) {
   auto yok = make_view<std::int64_t*>("y", {0, 1}, {2});
   Kokkos::View<float*, Mem> w, w3("w3", 3);
   Kokkos::View<float, Mem> s("s");
-  Kokkos::View<float**, Mem> gx("gx", 2, 4);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gx("gx", 2, 4);
   EXPECT_KLOSS_THROW(
       kloss::multi_margin_loss(exec, x, y, w, s), kloss::IndexOutOfRange,
       "kloss::multi_margin_loss: argument 'target' has 1 value(s) outside [0, 4); first at position 1: 4");
@@ -649,11 +649,11 @@ TEST(MarginErrors, MultiMargin) {
   auto y3 = make_view<std::int64_t*>("y", {0, 1, 2}, {3});
   EXPECT_KLOSS_THROW(kloss::multi_margin_loss(exec, x, y3, w, s), kloss::DimensionMismatch,
                      "argument 'target' must hold 2 class index(es) (shape [2]), got [3]");
-  Kokkos::View<float***, Mem> x3("x3", 2, 4, 1);
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> x3("x3", 2, 4, 1);
   EXPECT_KLOSS_THROW(
       kloss::multi_margin_loss(exec, x3, yok, w, s), kloss::DimensionMismatch,
       "argument 'input' must be a non-empty vector or matrix with optional 0-dim batch size, got [2, 4, 1]");
-  Kokkos::View<float**, Mem> x0("x0", 2, 0);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x0("x0", 2, 0);
   EXPECT_KLOSS_THROW(kloss::multi_margin_loss(exec, x0, yok, w, s), kloss::DimensionMismatch, "got [2, 0]");
   // The bad value is reported exactly: it was read back through float
   // (123456789 printed as 123456792; INT64_MAX cast back from 2^63, which
@@ -669,7 +669,7 @@ TEST(MarginErrors, MultiMargin) {
   Kokkos::deep_copy(ybig, hb);
   EXPECT_KLOSS_THROW(kloss::multi_margin_loss_backward(exec, s, x, ybig, w, gx), kloss::IndexOutOfRange,
                      "first at position 1: 9223372036854775807");
-  Kokkos::View<std::int64_t**, Mem> ylab("ylab", 2, 4);
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> ylab("ylab", 2, 4);
   auto hl = Kokkos::create_mirror_view(ylab);
   Kokkos::deep_copy(hl, -1);
   hl(1, 0) = INT64_MAX - 1;
@@ -702,7 +702,7 @@ TYPED_TEST(MultiMargin, MultilabelHandCheckedTorchDocExample) {
   expect_near_all(to_doubles(sum), {1.5}, t, t, "sum");
   Kokkos::View<T*, Mem> g("g", 3);
   Kokkos::deep_copy(g, T(1.0f));
-  Kokkos::View<T**, Mem> gx("gx", 3, 4);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 3, 4);
   kloss::multilabel_margin_loss_backward(exec, g, x, y, gx, {Reduction::none});
   expect_near_all(to_doubles(gx), {-0.5, 0.5, 0.5, -0.5, 0.5, 0.5, 0.5, -1.5, 0, 0, 0, 0}, t, t, "grad_input");
   // Out-of-range garbage after the -1 is ignored too (torch would reject it).
@@ -726,7 +726,7 @@ TYPED_TEST(MultiMargin, MultilabelNaNTermsCountAsZero) {
   const double t = tol<T>() * 4;
   expect_near_all(to_doubles(none), {0.475, inf}, t, t, "losses");
   auto g = make_view<T*>("g", {1, 1}, {2});
-  Kokkos::View<T**, Mem> gx("gx", 2, 4);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 2, 4);
   kloss::multilabel_margin_loss_backward(exec, g, x, y, gx, {Reduction::none});
   expect_near_all(to_doubles(gx), {-0.25, 0, 0.5, -0.25, -0.75, 0.25, 0.25, 0.25}, t, t, "grad_input");
 }
@@ -752,7 +752,7 @@ TYPED_TEST(MultiMargin, MultilabelGradientsMatchFiniteDifferences) {
         const Vec go = upstream<T>(N, red, ++seed);
         auto g = grad_view<T>(go, red);
         Kokkos::View<T*, Mem> out("out", red == Reduction::none ? N : 1);
-        Kokkos::View<T**, Mem> gx("gx", N, C);
+        Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", N, C);
         if (red == Reduction::none) {
           kloss::multilabel_margin_loss(exec, x, y, out, {red});
           kloss::multilabel_margin_loss_backward(exec, g, x, y, gx, {red});
@@ -784,14 +784,14 @@ TEST(MarginErrors, MultilabelMargin) {
   auto y = make_view<std::int64_t**>("y", {0, -1, 9, 9, 1, 4, -1, 0}, {2, 4});
   auto y2 = make_view<std::int32_t**>("y", {0, -2, -1, 0, 1, -1, 0, 0}, {2, 4});
   Kokkos::View<float, Mem> s("s");
-  Kokkos::View<float**, Mem> gx("gx", 2, 4);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gx("gx", 2, 4);
   EXPECT_KLOSS_THROW(kloss::multilabel_margin_loss(exec, x, y, s), kloss::IndexOutOfRange,
                      "kloss::multilabel_margin_loss: argument 'target' has 1 value(s) outside [-1, 4) before the row's "
                      "first -1; first at position 5: 4");
   EXPECT_KLOSS_THROW(kloss::multilabel_margin_loss_backward(exec, s, x, y2, gx), kloss::IndexOutOfRange,
                      "kloss::multilabel_margin_loss_backward: argument 'target' has 1 value(s) outside [-1, 4) before "
                      "the row's first -1; first at position 1: -2");
-  Kokkos::View<std::int64_t**, Mem> y3("y3", 2, 3);
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> y3("y3", 2, 3);
   EXPECT_KLOSS_THROW(kloss::multilabel_margin_loss(exec, x, y3, s), kloss::DimensionMismatch,
                      "kloss::multilabel_margin_loss: argument 'target' must have shape [2, 4], got [2, 3]");
   Kokkos::View<float*, Mem> v("v", 4);
@@ -821,7 +821,7 @@ TYPED_TEST(Margin, SoftMarginHandCheckedForEveryReduction) {
   // Gradient: (sigmoid(x) - t) / C.
   Kokkos::View<T, Mem> g("g");
   Kokkos::deep_copy(g, T(1.0f));
-  Kokkos::View<T**, Mem> gx("gx", 2, 2);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 2, 2);
   kloss::multilabel_soft_margin_loss_backward(exec, g, x, y, w, gx, {Reduction::sum});
   auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
   expect_near_all(to_doubles(gx), {(0.5 - 1) / 2, sig(2) / 2, (sig(-1) - 1) / 2, (sig(1) - 1) / 2}, tol<T>() * 2,
@@ -841,7 +841,7 @@ TYPED_TEST(Margin, SoftMarginNonFiniteInputs) {
   kloss::multilabel_soft_margin_loss(exec, x, y, w, none, {Reduction::none});
   expect_near_all(to_doubles(none), {nan, nan, inf}, 0, 0, "losses");
   auto g = make_view<T*>("g", {1, 1, 1}, {3});
-  Kokkos::View<T**, Mem> gx("gx", 3, 1);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 3, 1);
   kloss::multilabel_soft_margin_loss_backward(exec, g, x, y, w, gx, {Reduction::none});
   expect_near_all(to_doubles(gx), {nan, 0, -1}, 0, 0, "grad_input");
 }
@@ -883,7 +883,7 @@ TYPED_TEST(Margin, SoftMarginGradientsMatchFiniteDifferencesWithWeights) {
           const Vec go = upstream<T>(N, red, ++seed);
           auto g = grad_view<T>(go, red);
           Kokkos::View<T*, Mem> out("out", red == Reduction::none ? N : 1);
-          Kokkos::View<T**, Mem> gx("gx", N, C);
+          Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", N, C);
           if (red == Reduction::none) {
             kloss::multilabel_soft_margin_loss(exec, x, y, w, out, {red});
             kloss::multilabel_soft_margin_loss_backward(exec, g, x, y, w, gx, {red});
@@ -913,7 +913,7 @@ TYPED_TEST(Margin, SoftMarginUnbatchedLargeLogitsAndEmptyClasses) {
                                      {Reduction::none});
   expect_near_all(to_doubles(s), {60}, tol<T>(), 0, "[C], large logits");
   // C = 0: 0 / 0 per row, NaN (torch).
-  Kokkos::View<T**, Mem> x0("x0", 2, 0);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> x0("x0", 2, 0);
   Kokkos::View<T*, Mem> out("out", 2);
   kloss::multilabel_soft_margin_loss(exec, x0, x0, w, out, {Reduction::none});
   for (double v : to_doubles(out)) EXPECT_TRUE(std::isnan(v));
@@ -921,7 +921,7 @@ TYPED_TEST(Margin, SoftMarginUnbatchedLargeLogitsAndEmptyClasses) {
 
 TEST(MarginErrors, SoftMargin) {
   Exec exec;
-  Kokkos::View<float**, Mem> x("x", 2, 3), y("y", 2, 4);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", 2, 3), y("y", 2, 4);
   Kokkos::View<float*, Mem> w, w2("w2", 2);
   Kokkos::View<float, Mem> s("s"), x0("x0");
   EXPECT_KLOSS_THROW(kloss::multilabel_soft_margin_loss(exec, x, y, w, s), kloss::DimensionMismatch,
@@ -931,7 +931,7 @@ TEST(MarginErrors, SoftMargin) {
                      "argument 'weight' must have shape [3] or the shape of 'input' [2, 3], got [2]");
   EXPECT_KLOSS_THROW(kloss::multilabel_soft_margin_loss(exec, x0, x0, w, s), kloss::DimensionMismatch,
                      "argument 'input' must have at least one dimension");
-  Kokkos::View<float**, Mem> gx("gx", 3, 2);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gx("gx", 3, 2);
   EXPECT_KLOSS_THROW(
       kloss::multilabel_soft_margin_loss_backward(exec, s, x, x, w, gx), kloss::DimensionMismatch,
       "kloss::multilabel_soft_margin_loss_backward: argument 'grad_input' must have shape [2, 3], got [3, 2]");

@@ -19,7 +19,7 @@ TYPED_TEST(MseLoss, HandCheckedForwardForEveryReduction) {
   Exec exec;
   auto x = make_view<T**>("x", {1, 2, 3, 4, 5, 6}, {2, 3});
   auto y = make_view<T**>("y", {1, 0, 3, 2, 5, 9}, {2, 3});
-  Kokkos::View<T**, Mem> none("none", 2, 3);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> none("none", 2, 3);
   Kokkos::View<T, Mem> mean("mean"), sum("sum");
   kloss::mse_loss(exec, x, y, none, {kloss::Reduction::none});
   kloss::mse_loss(exec, x, y, mean);
@@ -38,7 +38,7 @@ TYPED_TEST(MseLoss, BroadcastTargetAndItsSummedGradient) {
   kloss::mse_loss(exec, x, y, out, {kloss::Reduction::sum});
   expect_near_all(to_doubles(out), {0 + 1 + 4 + 9 + 16 + 25}, tol<T>(), 0, "sum");
   Kokkos::deep_copy(gout, T(1.0f));
-  Kokkos::View<T**, Mem> gx("gx", 2, 3);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 2, 3);
   Kokkos::View<T*, Mem> gy("gy", 3);
   kloss::mse_loss_backward(exec, gout, x, y, gx, gy, {kloss::Reduction::sum});
   expect_near_all(to_doubles(gx), {0, 2, 4, 6, 8, 10}, tol<T>(), 0, "grad_input");
@@ -786,7 +786,7 @@ TEST(PointwiseErrors, ShapesAreChecked) {
   using namespace kloss_test;
   Exec exec;
   Kokkos::View<float*, Mem> x("x", 3), y4("y4", 4), none, w3("w3", 3);
-  Kokkos::View<float**, Mem> x23("x23", 2, 3), w23("w23", 2, 3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x23("x23", 2, 3), w23("w23", 2, 3);
   Kokkos::View<float, Mem> s("s");
   Kokkos::View<float*, Mem> out3("o3", 3);
   EXPECT_KLOSS_THROW(kloss::l1_loss(exec, x, y4, s), kloss::DimensionMismatch,
@@ -812,7 +812,7 @@ TEST(PointwiseErrors, ShapesAreChecked) {
                      "kloss::binary_cross_entropy_backward: argument 'grad_input' must have shape [3], got [4]");
   // gaussian_nll_loss: var's three allowed shapes, nothing else.
   Kokkos::View<float*, Mem> v2("v2", 2);
-  Kokkos::View<float**, Mem> v21("v21", 2, 1), v13("v13", 1, 3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> v21("v21", 2, 1), v13("v13", 1, 3);
   EXPECT_NO_THROW(kloss::gaussian_nll_loss(exec, x23, x23, v2, s));
   EXPECT_NO_THROW(kloss::gaussian_nll_loss(exec, x23, x23, v21, s));
   EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x23, x23, w3, s), kloss::DimensionMismatch,
@@ -863,14 +863,14 @@ TYPED_TEST(Pointwise, GaussianNllRejectsNegativeVar) {
   auto v = make_view<T*>("v", {1, -0.5}, {2});  // [2] broadcast as [2, 1]
   EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x, x, v, s), kloss::InvalidArgument,
                      "kloss::gaussian_nll_loss: argument 'var' must be non-negative, got -0.5 at position 1");
-  Kokkos::View<T**, Mem> out("out", 2, 3);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> out("out", 2, 3);
   kloss::GaussianNllLossOptions o;
   o.reduction = Reduction::none;
   EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x, x, v, out, o), kloss::InvalidArgument,
                      "argument 'var' must be non-negative, got -0.5 at position 1");
   // An empty output reads no var element; the negative one is refused all
   // the same (as torch), where it used to pass.
-  Kokkos::View<T**, Mem> x0("x0", 2, 0), out0("out0", 2, 0);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> x0("x0", 2, 0), out0("out0", 2, 0);
   auto v1 = make_view<T**>("v1", {1, -0.5}, {2, 1});
   EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x0, x0, v1, out0, o), kloss::InvalidArgument,
                      "kloss::gaussian_nll_loss: argument 'var' must be non-negative, got -0.5 at position 1");

@@ -22,51 +22,61 @@ namespace {
 struct Step {
   Exec exec;
   // cross_entropy [64, 1000] and a few-rows batch [2, 40000] (rows split over teams)
-  Kokkos::View<float**, Mem> logits = make_view<float**>("x", random_values(64 * 1000, -3, 3, 1), {64, 1000});
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> logits =
+      make_view<float**>("x", random_values(64 * 1000, -3, 3, 1), {64, 1000});
   Kokkos::View<std::int64_t*, Mem> labels = make_view<std::int64_t*>("t", random_values(64, 0, 999, 2), {64});
-  Kokkos::View<float**, Mem> few = make_view<float**>("xf", random_values(2 * 40000, -3, 3, 3), {2, 40000});
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> few =
+      make_view<float**>("xf", random_values(2 * 40000, -3, 3, 3), {2, 40000});
   Kokkos::View<std::int64_t*, Mem> few_labels = make_view<std::int64_t*>("tf", {7, 39999}, {2});
   Kokkos::View<float*, Mem> lse{"lse", 64}, lse_few{"lse_few", 2}, no_weight;
   Kokkos::View<float, Mem> loss{"loss"}, one{"one"};
   Kokkos::View<double, Mem> total_weight{"tw"};
-  Kokkos::View<float**, Mem> grad_logits{"gx", 64, 1000}, grad_few{"gxf", 2, 40000};
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> grad_logits{"gx", 64, 1000}, grad_few{"gxf", 2, 40000};
   // fused head, bfloat16 [48, 16] x [300, 16], bias, gradient filter
-  Kokkos::View<kloss::bfloat16**, Mem> h = make_view<kloss::bfloat16**>("h", random_values(48 * 16, -1, 1, 4), {48, 16});
-  Kokkos::View<kloss::bfloat16**, Mem> W = make_view<kloss::bfloat16**>("W", random_values(300 * 16, -1, 1, 5), {300, 16});
+  Kokkos::View<kloss::bfloat16**, Kokkos::LayoutRight, Mem> h =
+      make_view<kloss::bfloat16**>("h", random_values(48 * 16, -1, 1, 4), {48, 16});
+  Kokkos::View<kloss::bfloat16**, Kokkos::LayoutRight, Mem> W =
+      make_view<kloss::bfloat16**>("W", random_values(300 * 16, -1, 1, 5), {300, 16});
   Kokkos::View<kloss::bfloat16*, Mem> b = make_view<kloss::bfloat16*>("b", random_values(300, -1, 1, 6), {300});
   Kokkos::View<std::int32_t*, Mem> tok = make_view<std::int32_t*>("tok", random_values(48, 0, 299, 7), {48});
   Kokkos::View<kloss::bfloat16, Mem> head_loss{"head_loss"};
   Kokkos::View<kloss::bfloat16*, Mem> no_bf;
-  Kokkos::View<kloss::bfloat16**, Mem> gh{"gh", 48, 16}, gW{"gW", 300, 16};
+  Kokkos::View<kloss::bfloat16**, Kokkos::LayoutRight, Mem> gh{"gh", 48, 16}, gW{"gW", 300, 16};
   Kokkos::View<kloss::bfloat16*, Mem> gb{"gb", 300};
   // mse with a broadcast target [32, 8] vs [8], binary_cross_entropy (a checked op)
-  Kokkos::View<float**, Mem> pred = make_view<float**>("p", random_values(32 * 8, 0.1, 0.9, 8), {32, 8});
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> pred =
+      make_view<float**>("p", random_values(32 * 8, 0.1, 0.9, 8), {32, 8});
   Kokkos::View<float*, Mem> row = make_view<float*>("r", random_values(8, 0.1, 0.9, 9), {8});
-  Kokkos::View<float**, Mem> y = make_view<float**>("y", random_values(32 * 8, 0, 1, 10), {32, 8});
-  Kokkos::View<float**, Mem> gpred{"gp", 32, 8};
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> y = make_view<float**>("y", random_values(32 * 8, 0, 1, 10), {32, 8});
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gpred{"gp", 32, 8};
   Kokkos::View<float*, Mem> grow{"gr", 8};
   Kokkos::View<float, Mem> mse{"mse"}, bce{"bce"}, triplet{"triplet"}, soft{"soft"};
   // embedding [50, 12] looked up at 200 positions, sorted and owner-computes backward;
   // embedding_bag (mean) over 20 bags
-  Kokkos::View<float**, Mem> table = make_view<float**>("E", random_values(50 * 12, -1, 1, 11), {50, 12});
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> table =
+      make_view<float**>("E", random_values(50 * 12, -1, 1, 11), {50, 12});
   Kokkos::View<std::int64_t*, Mem> ids = make_view<std::int64_t*>("ids", random_values(200, 0, 49, 12), {200});
-  Kokkos::View<float**, Mem> emb{"emb", 200, 12}, gemb = make_view<float**>("ge", random_values(200 * 12, -1, 1, 13), {200, 12});
-  Kokkos::View<float**, Mem> gtable{"gE", 50, 12};
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> emb{"emb", 200, 12},
+      gemb = make_view<float**>("ge", random_values(200 * 12, -1, 1, 13), {200, 12});
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gtable{"gE", 50, 12};
   Kokkos::View<std::int64_t*, Mem> offsets = make_view<std::int64_t*>("off", [] {
     std::vector<double> o;
     for (int i = 0; i < 20; ++i) o.push_back(10 * i);
     return o;
   }(), {20});
-  Kokkos::View<float**, Mem> bag{"bag", 20, 12}, gbag = make_view<float**>("gbag", random_values(20 * 12, -1, 1, 14), {20, 12});
-  Kokkos::View<std::int64_t**, Mem> max_idx;
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> bag{"bag", 20, 12},
+      gbag = make_view<float**>("gbag", random_values(20 * 12, -1, 1, 14), {20, 12});
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> max_idx;
   Kokkos::View<float*, Mem> no_psw;
   // ctc_loss: log-probabilities [12, 3, 6], padded targets [3, 4]
-  Kokkos::View<float***, Mem> lp = make_view<float***>("lp", random_values(12 * 3 * 6, -3, -0.1, 15), {12, 3, 6});
-  Kokkos::View<std::int64_t**, Mem> ctc_t = make_view<std::int64_t**>("ct", {1, 2, 2, 5, 3, 1, 4, 0, 5, 5, 0, 0}, {3, 4});
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> lp =
+      make_view<float***>("lp", random_values(12 * 3 * 6, -3, -0.1, 15), {12, 3, 6});
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> ctc_t =
+      make_view<std::int64_t**>("ct", {1, 2, 2, 5, 3, 1, 4, 0, 5, 5, 0, 0}, {3, 4});
   Kokkos::View<std::int64_t*, Mem> in_len = make_view<std::int64_t*>("il", {12, 10, 8}, {3});
   Kokkos::View<std::int64_t*, Mem> tg_len = make_view<std::int64_t*>("tl", {4, 3, 2}, {3});
   Kokkos::View<float, Mem> ctc{"ctc"};
-  Kokkos::View<float***, Mem> glp{"glp", 12, 3, 6};
+  Kokkos::View<float***, Kokkos::LayoutRight, Mem> glp{"glp", 12, 3, 6};
 
   Step() { Kokkos::deep_copy(one, 1.0f); }
 
@@ -88,12 +98,12 @@ struct Step {
     kloss::mse_loss(exec, pred, row, mse);
     kloss::mse_loss_backward(exec, one, pred, row, gpred, grow);
     r.push_back(to_doubles(mse)[0]);
-    kloss::binary_cross_entropy(exec, pred, y, Kokkos::View<float**, Mem>(), bce);
+    kloss::binary_cross_entropy(exec, pred, y, Kokkos::View<float**, Kokkos::LayoutRight, Mem>(), bce);
     r.push_back(to_doubles(bce)[0]);
     // row-wise margin losses reduced on the device (triplet's negative: the mse gradient)
     kloss::triplet_margin_loss(exec, pred, y, gpred, triplet);
     r.push_back(to_doubles(triplet)[0]);
-    kloss::multilabel_soft_margin_loss(exec, pred, y, Kokkos::View<float**, Mem>(), soft);
+    kloss::multilabel_soft_margin_loss(exec, pred, y, Kokkos::View<float**, Kokkos::LayoutRight, Mem>(), soft);
     r.push_back(to_doubles(soft)[0]);
     kloss::embedding(exec, ids, table, emb);
     for (int items : {0, 2}) {

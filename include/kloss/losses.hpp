@@ -332,7 +332,8 @@ class CTCLoss : public impl::DefaultExecCalls<CTCLoss<T, ExecSpace>, ExecSpace>,
 
   const CtcLossOptions& options() const { return opts_; }
   /// The saved log_alpha of the last forward (empty before one).
-  Kokkos::View<const acc_t<T>***, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> log_alpha() const {
+  Kokkos::View<const acc_t<T>***, Kokkos::LayoutRight, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+  log_alpha() const {
     return alpha_;
   }
 
@@ -350,8 +351,7 @@ class CTCLoss : public impl::DefaultExecCalls<CTCLoss<T, ExecSpace>, ExecSpace>,
     // targets hold are left to ctc_loss to refuse.
     const std::int64_t most = TargetsView::rank == 2 ? static_cast<std::int64_t>(targets.extent(1))
                                                      : static_cast<std::int64_t>(targets.extent(0));
-    exec.fence();
-    const auto tl = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), target_lengths);
+    const auto tl = impl::host_copy(exec, target_lengths);
     std::int64_t longest = 0;
     for (std::size_t i = 0; i < tl.size(); ++i)
       longest = std::max(longest, std::min(most, static_cast<std::int64_t>(tl.data()[i])));
@@ -393,7 +393,8 @@ class CTCLoss : public impl::DefaultExecCalls<CTCLoss<T, ExecSpace>, ExecSpace>,
   }
 
  private:
-  using alpha_view = Kokkos::View<acc_t<T>***, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using alpha_view =
+      Kokkos::View<acc_t<T>***, Kokkos::LayoutRight, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   CtcLossOptions opts_;
   Kokkos::View<acc_t<T>*, memory_space> buffer_;
   alpha_view alpha_;
@@ -413,7 +414,7 @@ class Embedding : public impl::DefaultExecCalls<Embedding<T, ExecSpace>, ExecSpa
   using impl::DefaultExecCalls<Embedding, ExecSpace>::backward;
   using execution_space = ExecSpace;
   using memory_space = typename ExecSpace::memory_space;
-  using weight_view = Kokkos::View<T**, memory_space>;
+  using weight_view = Kokkos::View<T**, Kokkos::LayoutRight, memory_space>;
 
   explicit Embedding(const weight_view& weight, const EmbeddingOptions& opts = {}) : weight_(weight), opts_(opts) {}
 
@@ -453,7 +454,7 @@ class EmbeddingBag : public impl::DefaultExecCalls<EmbeddingBag<T, I, ExecSpace>
   using impl::DefaultExecCalls<EmbeddingBag, ExecSpace>::backward;
   using execution_space = ExecSpace;
   using memory_space = typename ExecSpace::memory_space;
-  using weight_view = Kokkos::View<T**, memory_space>;
+  using weight_view = Kokkos::View<T**, Kokkos::LayoutRight, memory_space>;
   using psw_view = Kokkos::View<const T*, memory_space>;
 
   explicit EmbeddingBag(const weight_view& weight, const EmbeddingBagOptions& opts = {})
@@ -462,7 +463,10 @@ class EmbeddingBag : public impl::DefaultExecCalls<EmbeddingBag<T, I, ExecSpace>
   const weight_view& weight() const { return weight_; }
   const EmbeddingBagOptions& options() const { return opts_; }
   /// Max mode: the arg-max rows of the last forward ([B, D]; empty before one).
-  Kokkos::View<const I**, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> max_indices() const { return arg_; }
+  Kokkos::View<const I**, Kokkos::LayoutRight, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> max_indices()
+      const {
+    return arg_;
+  }
 
   template <class InputView, class OffsetsView, class OutputView>
   void forward(const ExecSpace& exec, const InputView& input, const OffsetsView& offsets, const OutputView& output) {
@@ -509,7 +513,7 @@ class EmbeddingBag : public impl::DefaultExecCalls<EmbeddingBag<T, I, ExecSpace>
   }
 
  private:
-  using arg_view = Kokkos::View<I**, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using arg_view = Kokkos::View<I**, Kokkos::LayoutRight, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   weight_view weight_;
   EmbeddingBagOptions opts_;
   Kokkos::View<I*, memory_space> buffer_;
@@ -554,7 +558,7 @@ class FusedLinearCrossEntropyLoss
   template <class InputView, class WeightView, class BiasView, class TargetView, class OutputView>
   void forward(const ExecSpace& exec, const InputView& input, const WeightView& weight, const BiasView& bias,
                const TargetView& target, const OutputView& output) const {
-    const Kokkos::View<T**, memory_space> none;
+    const Kokkos::View<T**, Kokkos::LayoutRight, memory_space> none;
     fused_linear_cross_entropy(exec, input, weight, target, bias, ce_weight_, output, none, none,
                                Kokkos::View<T*, memory_space>(), opts_);
   }

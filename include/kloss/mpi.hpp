@@ -302,7 +302,7 @@ class VocabParallelEmbedding : public kloss::impl::DefaultExecCalls<VocabParalle
   using kloss::impl::DefaultExecCalls<VocabParallelEmbedding, ExecSpace>::backward;
   using execution_space = ExecSpace;
   using memory_space = typename ExecSpace::memory_space;
-  using weight_view = Kokkos::View<T**, memory_space>;
+  using weight_view = Kokkos::View<T**, Kokkos::LayoutRight, memory_space>;
 
   VocabParallelEmbedding(Communicator&& comm, const ClassRange& range, const weight_view& weight,
                          const VocabParallelEmbeddingOptions& opts = {})
@@ -367,7 +367,7 @@ class VocabParallelFusedLinearCrossEntropyLoss
   template <class InputView, class WeightView, class BiasView, class TargetView, class OutputView>
   void forward(const ExecSpace& exec, const InputView& input, const WeightView& weight, const BiasView& bias,
                const TargetView& target, const OutputView& output) const {
-    const Kokkos::View<T**, memory_space> none;
+    const Kokkos::View<T**, Kokkos::LayoutRight, memory_space> none;
     forward_backward(exec, input, weight, bias, target, output, none, none, Kokkos::View<T*, memory_space>());
   }
   template <class InputView, class WeightView, class BiasView, class TargetView, class OutputView, class GradInputView,

@@ -44,21 +44,32 @@ namespace impl {
 /// exponent bits through the round-to-nearest "magic" 1.5 * 2^23 (whose low
 /// mantissa bits hold k). exp(-inf) = 0, results below 2^-126 flush to 0,
 /// x > 88 gives +inf, NaN stays NaN.
-/// The polynomial core is vexp_core (impl/vmath.hpp).
+/// The polynomial core is vexp_core (impl/vmath.hpp). Device code (CUDA,
+/// HIP) uses the device's expf instead (at most 2 ulp, through the special
+/// function unit: the polynomial made the row kernels instruction-bound
+/// there); it keeps results below 2^-126 as subnormals.
 KOKKOS_FORCEINLINE_FUNCTION float ce_exp(float x) {
+#ifdef KLOSS_DEVICE_CODE
+  return ::expf(x);
+#else
   constexpr float lo = -87.3365447505531f;  // ln(2^-126)
   constexpr float hi = 88.0f;
   float xc = x < lo ? lo : x;
   xc = xc > hi ? hi : xc;
   const float res = vexp_core(xc);
   return x < lo ? 0.0f : (x > hi ? __builtin_huge_valf() : res);
+#endif
 }
 /// exp(x) for x <= 0 (or NaN) where a result below 2^-126 may come out as
 /// 2^-126 instead of 0 (the forward's rescale factors and new terms: at most
 /// C * 1.2e-38 added to a sum >= 1). Fewer operations than ce_exp.
 KOKKOS_FORCEINLINE_FUNCTION float ce_exp_nonpos(float x) {
+#ifdef KLOSS_DEVICE_CODE
+  return ::expf(x);
+#else
   constexpr float lo = -87.3365447505531f;
   return vexp_core(x < lo ? lo : x);
+#endif
 }
 KOKKOS_FORCEINLINE_FUNCTION double ce_exp_nonpos(double x) { return exp(x); }
 /// -|d| by setting the sign bit (one instruction when vectorised).
@@ -178,8 +189,9 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_pass(const T* x, std::int64_t n, 
     sum += s[l] * ce_exp(m[l] - mx);
     zsum += zs[l];
   }
-  // every logit -inf: the flushed exponentials above are not real mass
-  if (mx == ce_lowest<A>()) sum = 0;
+  // every logit -inf: the flushed exponentials above are not real mass (a
+  // NaN logit never raises the max: its NaN sum stays)
+  if (mx == ce_lowest<A>() && sum == sum) sum = 0;
   return {mx, sum, A(0), zsum};
 }
 }  // namespace detail
@@ -292,11 +304,30 @@ KOKKOS_FORCEINLINE_FUNCTION A ce_bwd_elem(A v, A lse, A a, A b, A cap, A w_c, A 
   }
   return gz;
 }
+/// The strided backward (a device's lanes: stride S; K-dimensional input)
+/// in batches of tuning::ce_bwd_batch logits, all read before any is
+/// written: g may alias x, so a plain loop keeps one read in flight per
+/// thread and a GPU waits on memory at every logit. Advances c past the
+/// last whole batch.
+template <bool Cap, bool WB, class T, class G, class A>
+KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_batches(const T* x, G* g, std::int64_t n, std::int64_t stride, A lse,
+                                                const CeRowGrad<A>& k, const T* w, std::int64_t ws, std::int64_t& c) {
+  constexpr int U = tuning::ce_bwd_batch;
+  for (; c + U <= n; c += U) {
+    A v[U];
+    for (int u = 0; u < U; ++u) v[u] = static_cast<A>(x[(c + u) * stride]);
+    for (int u = 0; u < U; ++u)
+      g[(c + u) * stride] = static_cast<G>(
+          ce_bwd_elem<Cap, WB>(v[u], lse, k.a, k.b, k.softcap, WB ? static_cast<A>(w[(c + u) * ws]) : A(0)));
+  }
+}
 template <bool Contig, bool Cap, bool WB, class T, class G, class A>
 KOKKOS_INLINE_FUNCTION void ce_bwd_pass(const T* x, G* g, std::int64_t n, std::int64_t stride, A lse,
                                         const CeRowGrad<A>& k, const T* w, std::int64_t ws) {
   const A a = k.a, b = k.b, cap = k.softcap;
-  for (std::int64_t c = 0; c < n; ++c) {
+  std::int64_t c = 0;
+  if constexpr (!Contig) ce_bwd_batches<Cap, WB>(x, g, n, stride, lse, k, w, ws, c);
+  for (; c < n; ++c) {
     const std::int64_t o = Contig ? c : c * stride;
     g[o] = static_cast<G>(
         ce_bwd_elem<Cap, WB>(static_cast<A>(x[o]), lse, a, b, cap, WB ? static_cast<A>(w[Contig ? c : c * ws]) : A(0)));
@@ -307,7 +338,9 @@ template <bool Contig, bool Cap, bool WB, class T, class A>
 KOKKOS_INLINE_FUNCTION void ce_bwd_inplace(T* x, std::int64_t n, std::int64_t stride, A lse, const CeRowGrad<A>& k,
                                            const T* w, std::int64_t ws) {
   const A a = k.a, b = k.b, cap = k.softcap;
-  for (std::int64_t c = 0; c < n; ++c) {
+  std::int64_t c = 0;
+  if constexpr (!Contig) ce_bwd_batches<Cap, WB>(x, x, n, stride, lse, k, w, ws, c);
+  for (; c < n; ++c) {
     const std::int64_t o = Contig ? c : c * stride;
     x[o] = static_cast<T>(
         ce_bwd_elem<Cap, WB>(static_cast<A>(x[o]), lse, a, b, cap, WB ? static_cast<A>(w[Contig ? c : c * ws]) : A(0)));
@@ -993,15 +1026,9 @@ void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
   const bool none = opts.reduction == Reduction::none;
   const bool has_w = weight.present;
   // sum_c w_c (C without weights): the label-smoothing term's lse factor.
-  A w_all = static_cast<A>(C);
-  if (has_w && eps != A(0)) {
-    A s = 0;
-    auto wv = weight.data;
-    fixed_order_reduce(
-        exec, "kloss::cross_entropy::weight_sum", C,
-        KOKKOS_LAMBDA(const std::int64_t c, A& acc) { acc += static_cast<A>(wv(c)); }, Kokkos::Sum<A>(s));
-    w_all = s;
-  }
+  const A w_all = has_w && eps != A(0)
+                      ? fixed_order_total<A>(exec, "kloss::cross_entropy::weight_sum", weight.data.data(), C)
+                      : static_cast<A>(C);
   CeRowConfig<A> cfg;
   cfg.softcap = cap;
   cfg.sum_mode = eps == A(0) ? 0 : (has_w ? 2 : 1);
@@ -1138,15 +1165,9 @@ void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
   const A cap = static_cast<A>(opts.softcap);
   const int red = static_cast<int>(opts.reduction);
   const bool has_w = weight.present;
-  A w_all = static_cast<A>(C);
-  if (has_w && eps != A(0)) {
-    A s = 0;
-    auto wv = weight.data;
-    fixed_order_reduce(
-        exec, "kloss::cross_entropy_backward::weight_sum", C,
-        KOKKOS_LAMBDA(const std::int64_t c, A& acc) { acc += static_cast<A>(wv(c)); }, Kokkos::Sum<A>(s));
-    w_all = s;
-  }
+  const A w_all = has_w && eps != A(0)
+                      ? fixed_order_total<A>(exec, "kloss::cross_entropy_backward::weight_sum", weight.data.data(), C)
+                      : static_cast<A>(C);
   auto xv = input.data;
   auto tv = target.data;
   auto wv = weight.data;

@@ -203,9 +203,8 @@ Plan make_plan(const ExecSpace& exec, std::string_view op, const TensorIn<ExecSp
     fail<DimensionMismatch>(op, "argument 'targets' must have shape [", p.N,
                             ", S] (padded) or [sum(target_lengths)] (concatenated), got ", targets.shape.str());
 
-  exec.fence();
-  auto il = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), input_lengths.data);
-  auto tl = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), target_lengths.data);
+  const auto ils = host_copy(exec, input_lengths.data), tls = host_copy(exec, target_lengths.data);
+  const auto il = ils.view(), tl = tls.view();
   p.seqs.resize(static_cast<std::size_t>(p.N));
   std::int64_t offset = 0;
   for (std::int64_t b = 0; b < p.N; ++b) {
@@ -441,8 +440,8 @@ template <class ExecSpace>
 void throw_if_bad_labels(const ExecSpace& exec, std::string_view op,
                          const Kokkos::View<BadIndex*, typename ExecSpace::memory_space>& bad, std::int64_t C,
                          std::int64_t blank) {
-  exec.fence();
-  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), bad);
+  const auto hs = host_copy(exec, bad);
+  const auto h = hs.view();
   std::int64_t total = 0, first_seq = -1;
   for (std::size_t b = 0; b < h.extent(0); ++b) {
     total += h(b).count;

@@ -598,13 +598,8 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
         CeSumsReducer<Kokkos::HostSpace>(pre));
     pre.bad.throw_if_any(op, "target", concat("[0, ", V, ") (or ignore_index ", ignore, ")"));
     P.total_weight = pre.weight;
-    if (has_cw && P.eps != A(0)) {
-      A s = 0;
-      fixed_order_reduce(
-          exec, "kloss::fused_linear_cross_entropy::ce_weight_sum", V,
-          KOKKOS_LAMBDA(const std::int64_t c, A& acc) { acc += cwp[c]; }, Kokkos::Sum<A>(s));
-      P.w_all = s;
-    }
+    if (has_cw && P.eps != A(0))
+      P.w_all = fixed_order_total<A>(exec, "kloss::fused_linear_cross_entropy::ce_weight_sum", cwp, V);
   }
 
   FusedHeadArgs<T> a =

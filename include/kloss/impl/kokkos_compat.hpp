@@ -70,13 +70,17 @@ KOKKOS_INLINE_FUNCTION To bit_cast(const From& from) {
   return to;
 }
 
-/// The execution space's concurrency; a static member in 3.x, an instance
-/// member in 4.x.
+/// Defined while compiling device code for CUDA or HIP (the pass that
+/// builds the kernels), where some functions use the device's own math.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define KLOSS_DEVICE_CODE 1
+#endif
+
 /// A hint that the cache line holding p is read soon (into all cache
 /// levels). Kokkos has no prefetch; host compilers have a builtin, device
 /// code gets a no-op (GPUs hide latency by occupancy instead).
 KOKKOS_FORCEINLINE_FUNCTION void prefetch(const void* p) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || defined(__SYCL_DEVICE_ONLY__)
+#if defined(KLOSS_DEVICE_CODE) || defined(__SYCL_DEVICE_ONLY__)
   (void)p;
 #elif defined(__GNUC__) || defined(__clang__)
   __builtin_prefetch(p, 0, 3);
@@ -85,6 +89,8 @@ KOKKOS_FORCEINLINE_FUNCTION void prefetch(const void* p) {
 #endif
 }
 
+/// The execution space's concurrency; a static member in 3.x, an instance
+/// member in 4.x.
 template <class ExecSpace>
 inline int concurrency(const ExecSpace& exec) {
 #if KLOSS_KOKKOS4

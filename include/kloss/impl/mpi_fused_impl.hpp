@@ -79,9 +79,8 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     const std::int64_t b = range.begin, e = range.end(), ig = opts.ignore_index;
     double wsum = static_cast<double>(range.count), tsum = 0;
     if (weighted)
-      kloss::impl::fixed_order_sum(
-          exec, "kloss::vocab_parallel_fused_linear::weight_sum", range.count,
-          KOKKOS_LAMBDA(const std::int64_t c, double& acc) { acc += static_cast<double>(cw(c)); }, wsum);
+      wsum = kloss::impl::fixed_order_total<double>(exec, "kloss::vocab_parallel_fused_linear::weight_sum", cw.data(),
+                                                    range.count);
     kloss::impl::fixed_order_sum(
         exec, "kloss::vocab_parallel_fused_linear::target_weight_sum", n,
         KOKKOS_LAMBDA(const std::int64_t i, double& acc) {

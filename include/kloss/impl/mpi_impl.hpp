@@ -597,12 +597,8 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
     check_shape(op, "saved", saved, Shape{saved_extent(n)});
     if (weight.present && smoothing) {
       // sum of this rank's class weights (host: O(C_r), only with smoothing)
-      double s = 0;
-      auto w = weight.data;
-      kloss::impl::fixed_order_sum(
-          exec, "kloss::vocab_parallel_cross_entropy::weight_sum", range.count,
-          KOKKOS_LAMBDA(const std::int64_t c, double& acc) { acc += static_cast<double>(to_acc(w(c))); }, s);
-      local_wsum = s;
+      local_wsum = kloss::impl::fixed_order_total<double>(exec, "kloss::vocab_parallel_cross_entropy::weight_sum",
+                                                          weight.data.data(), range.count);
     }
   };
   // With weights and smoothing, sum_c w_c over all classes travels with the

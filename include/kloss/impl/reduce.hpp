@@ -16,6 +16,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <kloss/impl/tuning.hpp>
+#include <kloss/types.hpp>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,17 @@ void fixed_order_reduce(const ExecSpace& exec, const std::string& label, std::in
   } else {
     Kokkos::parallel_reduce(label, Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n), f, r);
   }
+}
+
+/// sum_i values[i] over n values of any kloss scalar, as R, in fixed order
+/// (fixed_order_reduce): the class-weight totals of label smoothing.
+template <class R, class ExecSpace, class V>
+R fixed_order_total(const ExecSpace& exec, const std::string& label, const V* values, std::int64_t n) {
+  R s = 0;
+  fixed_order_reduce(
+      exec, label, n, KOKKOS_LAMBDA(const std::int64_t i, R& acc) { acc += static_cast<R>(to_acc(values[i])); },
+      Kokkos::Sum<R>(s));
+  return s;
 }
 
 /// Sum over the work items of double contributions: result = sum f(i, acc).

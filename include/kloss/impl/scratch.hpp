@@ -243,5 +243,22 @@ Scratch<T, typename ExecSpace::memory_space> scratch_zeroed(const ExecSpace& exe
   return s;
 }
 
+/// The n values of `v` (a contiguous view of exec's memory) copied to the
+/// host scratch cache, for a call that reads a few values on the host
+/// (lengths, error records): no allocation once the cache holds a block.
+/// Fences exec.
+template <class ExecSpace, class V>
+Scratch<typename V::non_const_value_type, Kokkos::HostSpace> host_copy(const ExecSpace& exec, const V& v) {
+  using T = typename V::non_const_value_type;
+  const auto n = static_cast<std::int64_t>(v.size());
+  Scratch<T, Kokkos::HostSpace> h(scratch_instance(Kokkos::DefaultHostExecutionSpace()), n);
+  if (n > 0)
+    Kokkos::deep_copy(exec, Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(h.data(), n),
+                      Kokkos::View<const T*, typename V::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+                          v.data(), static_cast<std::size_t>(n)));
+  exec.fence();
+  return h;
+}
+
 }  // namespace impl
 }  // namespace kloss

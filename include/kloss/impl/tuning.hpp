@@ -71,6 +71,9 @@ inline constexpr int pointwise_sum_block = 256;
 /// 64 lanes within 5 % of each other (about 1.45 ms); a two-step block
 /// variant (block max, then one exp per element) was slower under GCC.
 inline constexpr int ce_lanes = 16;
+/// Logits per batch of the strided cross-entropy backward (read all, then
+/// write all; a device's lanes): reads in flight per thread.
+inline constexpr int ce_bwd_batch = 8;
 /// Threads per team: host spaces give each thread whole rows (team of 1);
 /// on devices a team thread is a warp of vector lanes, one row at a time.
 /// Chosen, not measured on a device (none here).

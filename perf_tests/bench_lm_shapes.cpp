@@ -1,0 +1,189 @@
+// The GPU table's work (docs/gpu.md): cross_entropy at language-model
+// shapes (N, V) = (4096, 32000), (16384, 128256), (2048, 256000), float32
+// and bfloat16, forward and forward + in-place backward, and the fused
+// linear head's forward + backward at (N, D, V) = (4096, 2048, 32000) and
+// (8192, 2048, 128256). Sized for a device's memory (the largest float32
+// case holds 2 x 8.4 GB of logits); on a host, run it with a filter.
+//
+// Every iteration is fenced and timed alone (manual time); an in-place
+// backward gets its logits restored, untimed, first. Counters:
+//   GBps       bytes that must move / time: the forward reads the logits
+//              once; forward + in-place backward reads them twice and
+//              writes them once
+//   copy_GBps  the memory ceiling, measured in the same run: a device copy
+//              of 1 GiB, bytes read + written
+//   x_floor    time / (bytes / copy_GBps)
+//   TFLOPs     the fused head: 6 N D V / time; scratch_MB its work arrays
+// PyTorch CUDA, Liger-Kernel and Cut Cross-Entropy on the same shapes:
+// tools/gpu_peers.py.
+#include "perf_common.hpp"
+
+#include <kloss/cross_entropy.hpp>
+#include <kloss/fused_linear.hpp>
+#include <kloss/scratch.hpp>
+
+#include <chrono>
+
+using namespace kloss_perf;
+
+namespace {
+
+/// Bytes read + written per second of a 1 GiB device-to-device copy (best of 10).
+double copy_gbs() {
+  static const double gbs = [] {
+    const std::int64_t n = std::int64_t(1) << 28;
+    Kokkos::View<float*, Mem> a("kloss::perf::copy_a", n), b("kloss::perf::copy_b", n);
+    Kokkos::deep_copy(a, 1.5f);
+    double best = 0;
+    for (int rep = 0; rep < 10; ++rep) {
+      Kokkos::fence();
+      const auto t0 = std::chrono::steady_clock::now();
+      Kokkos::deep_copy(b, a);
+      Kokkos::fence();
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best = std::max(best, 2.0 * n * sizeof(float) / dt / 1e9);
+    }
+    return best;
+  }();
+  return gbs;
+}
+
+KOKKOS_INLINE_FUNCTION std::uint64_t hash(std::uint64_t s) {
+  s ^= s >> 33;
+  s *= 0xff51afd7ed558ccdull;
+  s ^= s >> 33;
+  s *= 0xc4ceb9fe1a85ec53ull;
+  return s ^ (s >> 33);
+}
+
+/// Logits uniform in [-4, 4) from a per-element hash, targets in [0, V).
+template <class T>
+void fill(const Kokkos::View<T**, Kokkos::LayoutRight, Mem>& x, const Kokkos::View<std::int64_t*, Mem>& t,
+          std::uint64_t seed) {
+  const std::int64_t N = x.extent(0), C = x.extent(1);
+  Kokkos::parallel_for(
+      "kloss::perf::fill_logits", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(0, N * C),
+      KOKKOS_LAMBDA(const std::int64_t k) {
+        const std::uint64_t h = hash(seed + static_cast<std::uint64_t>(k));
+        x(k / C, k % C) = static_cast<T>(static_cast<float>((h >> 40) * (1.0 / 16777216.0) * 8.0 - 4.0));
+        if (k % C == 0) t(k / C) = static_cast<std::int64_t>(hash(~seed - k) % static_cast<std::uint64_t>(C));
+      });
+  Kokkos::fence();
+}
+
+/// The benchmark loop: untimed(), then step() timed alone between fences
+/// (manual time); returns the timed seconds of all iterations.
+template <class Untimed, class Step>
+double timed_loop(benchmark::State& state, const Exec& exec, const Untimed& untimed, const Step& step) {
+  double seconds = 0;
+  for (auto _ : state) {
+    untimed();
+    exec.fence();
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    exec.fence();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state.SetIterationTime(dt);
+    seconds += dt;
+  }
+  return seconds;
+}
+
+/// Plain-valued counters from the timed seconds of the loop.
+void ce_counters(benchmark::State& state, double bytes, double seconds) {
+  const double per_iter = seconds / static_cast<double>(state.iterations());
+  state.counters["GBps"] = bytes / per_iter / 1e9;
+  state.counters["copy_GBps"] = copy_gbs();
+  state.counters["x_floor"] = per_iter / (bytes / (copy_gbs() * 1e9));
+}
+
+/// Args: N, V, backward (0 forward alone, 1 forward + in-place backward).
+template <class T>
+void BM_ce(benchmark::State& state) {
+  const std::int64_t N = state.range(0), C = state.range(1);
+  const bool backward = state.range(2) != 0;
+  Exec exec;
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> x("x", N, C), x0;
+  Kokkos::View<std::int64_t*, Mem> t("t", N);
+  Kokkos::View<float*, Mem> lse("lse", N);
+  Kokkos::View<double, Mem> tw("tw");
+  Kokkos::View<T, Mem> out("out"), gout("gout");
+  Kokkos::View<T*, Mem> none;
+  Kokkos::deep_copy(gout, T(1.0f));
+  fill(x, t, 2026);
+  if (backward) {
+    x0 = Kokkos::View<T**, Kokkos::LayoutRight, Mem>("x0", N, C);
+    Kokkos::deep_copy(x0, x);
+  }
+  auto step = [&] {
+    kloss::cross_entropy(exec, x, t, none, out, lse, tw);
+    if (backward) kloss::cross_entropy_backward(exec, gout, x, t, none, lse, tw, x);
+  };
+  for (int w = 0; w < 2; ++w) {  // warm-up: module load, scratch cache
+    if (backward) Kokkos::deep_copy(exec, x, x0);
+    step();
+  }
+  exec.fence();
+  const double seconds = timed_loop(
+      state, exec,
+      [&] {
+        if (backward) Kokkos::deep_copy(exec, x, x0);
+      },
+      step);
+  ce_counters(state, (backward ? 3.0 : 1.0) * double(N) * double(C) * sizeof(T), seconds);
+}
+
+/// Args: N, D, V. Forward with the gradients (upstream 1), then the
+/// backward that scales them by the upstream gradient.
+template <class T>
+void BM_fused_linear(benchmark::State& state) {
+  const std::int64_t N = state.range(0), D = state.range(1), V = state.range(2);
+  using M2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem>;
+  Exec exec;
+  M2 x("x", N, D), w("w", V, D), gx("gx", N, D), gw("gw", V, D);
+  Kokkos::View<std::int64_t*, Mem> t("t", N);
+  Kokkos::View<T*, Mem> none;
+  Kokkos::View<T, Mem> out("out"), one("one");
+  Kokkos::deep_copy(one, T(1.0f));
+  Kokkos::parallel_for(
+      "kloss::perf::fill_head", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(0, V * D),
+      KOKKOS_LAMBDA(const std::int64_t k) {
+        const float u = static_cast<float>((k * 2654435761ll) % 2048) / 1024.0f - 1.0f;
+        w.data()[k] = static_cast<T>(0.05f * u);
+        if (k < N * D) x.data()[k] = static_cast<T>(u);
+        if (k < N) t(k) = (k * 7919) % V;
+      });
+  exec.fence();
+  auto step = [&] {
+    kloss::fused_linear_cross_entropy(exec, x, w, t, none, none, out, gx, gw, none);
+    kloss::fused_linear_cross_entropy_backward(exec, one, gx, gw, none);
+  };
+  step();
+  exec.fence();
+  const double seconds = timed_loop(
+      state, exec, [] {}, step);
+  state.counters["TFLOPs"] = 6.0 * N * D * V * static_cast<double>(state.iterations()) / seconds / 1e12;
+  state.counters["scratch_MB"] = static_cast<double>(kloss::scratch_bytes()) / 1e6;
+  kloss::release_scratch();
+}
+
+void ce_shapes(benchmark::internal::Benchmark* b) {
+  for (int backward : {0, 1})
+    for (auto s : std::vector<std::pair<int, int>>{{4096, 32000}, {16384, 128256}, {2048, 256000}})
+      b->Args({s.first, s.second, backward});
+  b->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
+}
+
+void head_shapes(benchmark::internal::Benchmark* b) {
+  b->Args({4096, 2048, 32000})->Args({8192, 2048, 128256});
+  b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+}
+
+}  // namespace
+
+BENCHMARK_TEMPLATE(BM_ce, float)->Apply(ce_shapes);
+BENCHMARK_TEMPLATE(BM_ce, kloss::bfloat16)->Apply(ce_shapes);
+BENCHMARK_TEMPLATE(BM_fused_linear, float)->Apply(head_shapes);
+BENCHMARK_TEMPLATE(BM_fused_linear, kloss::bfloat16)->Apply(head_shapes);
+
+int main(int argc, char** argv) { return kloss_perf::run_benchmarks(argc, argv); }
