@@ -146,10 +146,10 @@ void BM_fused_linear(benchmark::State& state) {
   Kokkos::View<T, Mem> out("out"), one("one");
   Kokkos::deep_copy(one, T(1.0f));
   Kokkos::parallel_for(
-      "kloss::perf::fill_head", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(0, V * D),
+      "kloss::perf::fill_head", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(0, (V > N ? V : N) * D),
       KOKKOS_LAMBDA(const std::int64_t k) {
         const float u = static_cast<float>((k * 2654435761ll) % 2048) / 1024.0f - 1.0f;
-        w.data()[k] = static_cast<T>(0.05f * u);
+        if (k < V * D) w.data()[k] = static_cast<T>(0.05f * u);
         if (k < N * D) x.data()[k] = static_cast<T>(u);
         if (k < N) t(k) = (k * 7919) % V;
       });

@@ -9,6 +9,10 @@
 # cmake line); OUT_DIR receives tests.log, bench.log and peers.log. With no
 # stage named, all three run. Prints a summary at the end.
 set -u
+if [ $# -lt 2 ]; then
+  echo "usage: $0 BUILD_DIR OUT_DIR [tests|bench|peers ...]" >&2
+  exit 2
+fi
 build=$(realpath "$1")
 out=$(realpath -m "$2")
 shift 2
@@ -35,10 +39,14 @@ for stage in $stages; do
     benches=${KLOSS_GPU_CHECK_BENCHES:-"bench_lm_shapes;bench_pointwise --benchmark_filter=(mse_loss|l1_loss|smooth_l1_loss|binary_cross_entropy_with_logits)/;bench_embedding;bench_ctc"}
     IFS=';' read -ra list <<<"$benches"
     for b in "${list[@]}"; do
-      set -- $b
+      read -ra args <<<"$b"  # no glob expansion of the filters
+      set -- "${args[@]}"
       exe="$build/perf_tests/$1"
       shift
-      [ -x "$exe" ] || continue
+      if [ ! -x "$exe" ]; then
+        echo "### $(basename "$exe"): not built" >>"$out/bench.log"
+        continue
+      fi
       echo "### $(basename "$exe") $*" >>"$out/bench.log"
       timeout "${KLOSS_GPU_CHECK_BENCH_SECONDS:-90}" "$exe" "$@" --benchmark_counters_tabular=true >>"$out/bench.log" 2>&1 ||
         echo "### exit $?" >>"$out/bench.log"
@@ -49,6 +57,7 @@ for stage in $stages; do
     PYTHONUNBUFFERED=1 timeout "${KLOSS_GPU_CHECK_PEER_SECONDS:-240}" python3 "$src/tools/gpu_peers.py" >"$out/peers.log" 2>&1
     summary+=("peers: exit $?")
     ;;
+  *) summary+=("unknown stage: $stage") ;;
   esac
 done
 printf '%s\n' "${summary[@]}"

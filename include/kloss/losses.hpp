@@ -351,9 +351,10 @@ class CTCLoss : public impl::DefaultExecCalls<CTCLoss<T, ExecSpace>, ExecSpace>,
     // targets hold are left to ctc_loss to refuse.
     const std::int64_t most = TargetsView::rank == 2 ? static_cast<std::int64_t>(targets.extent(1))
                                                      : static_cast<std::int64_t>(targets.extent(0));
+    if (!impl::is_row_major_contiguous(target_lengths)) impl::throw_not_contiguous("ctc_loss", "target_lengths");
     const auto tl = impl::host_copy(exec, target_lengths);
     std::int64_t longest = 0;
-    for (std::size_t i = 0; i < tl.size(); ++i)
+    for (std::int64_t i = 0; i < tl.size(); ++i)
       longest = std::max(longest, std::min(most, static_cast<std::int64_t>(tl.data()[i])));
     const auto W = static_cast<std::size_t>(2 * longest + 1);
     if (N * T_ * W > buffer_.extent(0) || buffer_.data() == nullptr)  // never null: an empty batch is saved too

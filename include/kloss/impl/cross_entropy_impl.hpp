@@ -47,7 +47,8 @@ namespace impl {
 /// The polynomial core is vexp_core (impl/vmath.hpp). Device code (CUDA,
 /// HIP) uses the device's expf instead (at most 2 ulp, through the special
 /// function unit: the polynomial made the row kernels instruction-bound
-/// there); it keeps results below 2^-126 as subnormals.
+/// there); it keeps results below 2^-126 as subnormals and overflows to
+/// +inf above 88.72 (the host's polynomial above 88).
 KOKKOS_FORCEINLINE_FUNCTION float ce_exp(float x) {
 #ifdef KLOSS_DEVICE_CODE
   return ::expf(x);

@@ -72,7 +72,8 @@ inline constexpr int pointwise_sum_block = 256;
 /// variant (block max, then one exp per element) was slower under GCC.
 inline constexpr int ce_lanes = 16;
 /// Logits per batch of the strided cross-entropy backward (read all, then
-/// write all; a device's lanes): reads in flight per thread.
+/// write all: reads in flight per thread) - a device's lanes, and on any
+/// space K-dimensional input or row_slices > 1.
 inline constexpr int ce_bwd_batch = 8;
 /// Threads per team: host spaces give each thread whole rows (team of 1);
 /// on devices a team thread is a warp of vector lanes, one row at a time.
