@@ -34,19 +34,21 @@ void check_reduction(std::string_view op, Reduction r, bool allow_batchmean) {
     fail<InvalidArgument>(op, "option 'reduction' = 'batchmean' is only valid for kl_div");
 }
 
-void check_disjoint(std::string_view op, std::initializer_list<Span> outputs, std::initializer_list<Span> inputs,
-                    std::pair<std::string_view, std::string_view> in_place) {
+void check_disjoint(std::string_view op, const Span* outputs, std::size_t n_outputs, const Span* inputs,
+                    std::size_t n_inputs, std::pair<std::string_view, std::string_view> in_place) {
   auto overlap = [](const Span& a, const Span& b) {
     if (a.bytes == 0 || b.bytes == 0) return false;
     const auto a0 = reinterpret_cast<std::uintptr_t>(a.data), b0 = reinterpret_cast<std::uintptr_t>(b.data);
     return a0 < b0 + b.bytes && b0 < a0 + a.bytes;
   };
-  for (auto o = outputs.begin(); o != outputs.end(); ++o) {
-    for (auto p = o + 1; p != outputs.end(); ++p)
+  const Span* const outputs_end = outputs + n_outputs;
+  for (const Span* o = outputs; o != outputs_end; ++o) {
+    for (const Span* p = o + 1; p != outputs_end; ++p)
       if (overlap(*o, *p))
         fail<InvalidArgument>(op, "arguments '", o->name, "' and '", p->name,
                               "' share memory: outputs must not overlap each other");
-    for (const Span& i : inputs) {
+    for (std::size_t k = 0; k < n_inputs; ++k) {
+      const Span& i = inputs[k];
       if (!overlap(*o, i)) continue;
       if (o->name == in_place.first && i.name == in_place.second && o->data == i.data && o->bytes == i.bytes) continue;
       fail<InvalidArgument>(op, "argument '", o->name, "' shares memory with argument '", i.name,
@@ -56,6 +58,25 @@ void check_disjoint(std::string_view op, std::initializer_list<Span> outputs, st
                                                                   in_place.second, "')"));
     }
   }
+}
+
+void check_grads(std::string_view op, std::initializer_list<GradArg> grads, const Span& grad_output,
+                 std::initializer_list<Span> inputs, std::pair<std::string_view, std::string_view> in_place) {
+  constexpr std::size_t most = 16;
+  if (grads.size() > most || inputs.size() + 1 > most)
+    fail<InvalidArgument>(op, "check_grads takes at most ", most, " gradients and ", most - 1, " inputs");
+  Span writes[most], reads[most];
+  std::size_t n = 0;
+  for (const GradArg& g : grads) {
+    if (g.present && g.shape != g.want)
+      fail<DimensionMismatch>(op, "argument '", g.span.name, "' must have shape ", g.want.str(), ", got ",
+                              g.shape.str());
+    writes[n++] = g.span;
+  }
+  reads[0] = grad_output;
+  std::size_t m = 1;
+  for (const Span& i : inputs) reads[m++] = i;
+  check_disjoint(op, writes, n, reads, m, in_place);
 }
 
 // --- shapes -----------------------------------------------------------------

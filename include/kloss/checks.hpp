@@ -96,13 +96,39 @@ Span span(std::string_view name, const Tensor<T, M>& t) {
   return {name, t.data.data(), static_cast<std::size_t>(t.numel()) * sizeof(T)};
 }
 
-/// Outputs must share no byte with each other or with an input: a shared
-/// byte makes the result depend on the order in which kernels read and
-/// write. Throws InvalidArgument naming both arguments. `in_place` is the
-/// one (output, input) pair the op documents as an allowed in-place use:
-/// the two may coincide exactly (same address, same size), nothing else.
-void check_disjoint(std::string_view op, std::initializer_list<Span> outputs, std::initializer_list<Span> inputs,
-                    std::pair<std::string_view, std::string_view> in_place = {});
+void check_disjoint(std::string_view op, const Span* outputs, std::size_t n_outputs, const Span* inputs,
+                    std::size_t n_inputs, std::pair<std::string_view, std::string_view> in_place = {});
+inline void check_disjoint(std::string_view op, std::initializer_list<Span> outputs, std::initializer_list<Span> inputs,
+                           std::pair<std::string_view, std::string_view> in_place = {}) {
+  check_disjoint(op, outputs.begin(), outputs.size(), inputs.begin(), inputs.size(), in_place);
+}
+
+/// A gradient output and the shape it must have when given (its input's).
+struct GradArg {
+  Span span;
+  bool present = false;
+  Shape shape, want;
+};
+template <class T, class M>
+GradArg grad_arg(std::string_view name, const Tensor<T, M>& g, const Shape& want) {
+  return {span(name, g), g.present, g.shape, want};
+}
+
+/// The checks of a backward's gradient outputs: each one given has its
+/// input's shape, and none shares a byte with another, with grad_output or
+/// with an input (check_disjoint, `in_place` as there).
+void check_grads(std::string_view op, std::initializer_list<GradArg> grads, const Span& grad_output,
+                 std::initializer_list<Span> inputs, std::pair<std::string_view, std::string_view> in_place = {});
+
+/// A backward's argument checks: grad_output shaped as the forward's output
+/// (check_output of out_shape), then check_grads.
+template <class T, class M>
+void check_backward(std::string_view op, const Tensor<T, M>& grad_output, Reduction reduction, const Shape& out_shape,
+                    std::initializer_list<GradArg> grads, std::initializer_list<Span> inputs,
+                    std::pair<std::string_view, std::string_view> in_place = {}) {
+  check_output(op, "grad_output", grad_output, reduction, out_shape);
+  check_grads(op, grads, span("grad_output", grad_output), inputs, in_place);
+}
 
 namespace impl {
 

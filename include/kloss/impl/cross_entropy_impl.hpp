@@ -322,28 +322,18 @@ KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_batches(const T* x, G* g, std::int64_t n
           ce_bwd_elem<Cap, WB>(v[u], lse, k.a, k.b, k.softcap, WB ? static_cast<A>(w[(c + u) * ws]) : A(0)));
   }
 }
+/// The gradient loop. In place, the caller passes one pointer as both x and
+/// g, and the forced inlining lets the compiler see that each g[o] is the
+/// x[o] just read: no aliasing to check, the loop vectorises.
 template <bool Contig, bool Cap, bool WB, class T, class G, class A>
-KOKKOS_INLINE_FUNCTION void ce_bwd_pass(const T* x, G* g, std::int64_t n, std::int64_t stride, A lse,
-                                        const CeRowGrad<A>& k, const T* w, std::int64_t ws) {
+KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_pass(const T* x, G* g, std::int64_t n, std::int64_t stride, A lse,
+                                             const CeRowGrad<A>& k, const T* w, std::int64_t ws) {
   const A a = k.a, b = k.b, cap = k.softcap;
   std::int64_t c = 0;
   if constexpr (!Contig) ce_bwd_batches<Cap, WB>(x, g, n, stride, lse, k, w, ws, c);
   for (; c < n; ++c) {
     const std::int64_t o = Contig ? c : c * stride;
     g[o] = static_cast<G>(
-        ce_bwd_elem<Cap, WB>(static_cast<A>(x[o]), lse, a, b, cap, WB ? static_cast<A>(w[Contig ? c : c * ws]) : A(0)));
-  }
-}
-// In place (g == x): one pointer, so the loop has no aliasing to check.
-template <bool Contig, bool Cap, bool WB, class T, class A>
-KOKKOS_INLINE_FUNCTION void ce_bwd_inplace(T* x, std::int64_t n, std::int64_t stride, A lse, const CeRowGrad<A>& k,
-                                           const T* w, std::int64_t ws) {
-  const A a = k.a, b = k.b, cap = k.softcap;
-  std::int64_t c = 0;
-  if constexpr (!Contig) ce_bwd_batches<Cap, WB>(x, x, n, stride, lse, k, w, ws, c);
-  for (; c < n; ++c) {
-    const std::int64_t o = Contig ? c : c * stride;
-    x[o] = static_cast<T>(
         ce_bwd_elem<Cap, WB>(static_cast<A>(x[o]), lse, a, b, cap, WB ? static_cast<A>(w[Contig ? c : c * ws]) : A(0)));
   }
 }
@@ -398,9 +388,9 @@ KOKKOS_INLINE_FUNCTION void ce_backward_from_lse(const T* x, T* g, std::int64_t 
       detail::ce_bwd_blocks16<CAP, false>(x, g, n, lse, k, w);                      \
   } else if (static_cast<const void*>(g) == static_cast<const void*>(x)) {          \
     if (wb)                                                                         \
-      detail::ce_bwd_inplace<CONTIG, CAP, true>(g, n, stride, lse, k, w, wstride);  \
+      detail::ce_bwd_pass<CONTIG, CAP, true>(g, g, n, stride, lse, k, w, wstride);  \
     else                                                                            \
-      detail::ce_bwd_inplace<CONTIG, CAP, false>(g, n, stride, lse, k, w, wstride); \
+      detail::ce_bwd_pass<CONTIG, CAP, false>(g, g, n, stride, lse, k, w, wstride); \
   } else {                                                                          \
     if (wb)                                                                         \
       detail::ce_bwd_pass<CONTIG, CAP, true>(x, g, n, stride, lse, k, w, wstride);  \
@@ -463,26 +453,20 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_merge(const CeRowPartials<A>& a, cons
   return ce_merge_partials(a, b);
 }
 
-/// A Kokkos reducer that merges the partials of a row's slices (ce_merge,
-/// ce_neutral of V), for the nested reductions over a thread's vector lanes.
-template <class V>
-struct CeMergeReducer {
-  using reducer = CeMergeReducer;
-  using value_type = V;
-  using result_view_type = Kokkos::View<value_type, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  value_type* ptr;
-  KOKKOS_INLINE_FUNCTION explicit CeMergeReducer(value_type& v) : ptr(&v) {}
-  KOKKOS_INLINE_FUNCTION void join(value_type& d, const value_type& s) const { d = ce_merge(d, s); }
-  KOKKOS_INLINE_FUNCTION void join(volatile value_type& d, const volatile value_type& s) const {
-    value_type a = const_cast<value_type&>(d);
-    const value_type b = const_cast<const value_type&>(s);
-    const_cast<value_type&>(d) = ce_merge(a, b);
+/// The join of a row's slices' partials (ce_merge, from ce_neutral), for
+/// the nested reductions over a thread's vector lanes.
+struct CeMergeJoin {
+  template <class V>
+  KOKKOS_INLINE_FUNCTION static void join(V& d, const V& s) {
+    d = ce_merge(d, s);
   }
-  KOKKOS_INLINE_FUNCTION void init(value_type& v) const { ce_neutral(v); }
-  KOKKOS_INLINE_FUNCTION value_type& reference() const { return *ptr; }
-  result_view_type view() const { return result_view_type(ptr); }
-  KOKKOS_INLINE_FUNCTION bool references_scalar() const { return true; }
+  template <class V>
+  KOKKOS_INLINE_FUNCTION static void init(V& v) {
+    ce_neutral(v);
+  }
 };
+template <class V>
+using CeMergeReducer = JoinReducer<V, CeMergeJoin>;
 template <class A>
 using CePartialsReducer = CeMergeReducer<CeRowPartials<A>>;
 

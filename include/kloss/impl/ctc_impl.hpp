@@ -45,7 +45,7 @@ namespace ctc {
 /// exp and log for float that GCC/Clang vectorise: vmath.hpp's cores
 /// (about 1 ulp) with ctc's own range handling. double uses Kokkos' (libm)
 /// functions.
-KOKKOS_INLINE_FUNCTION float fast_exp(float x) {
+KOKKOS_INLINE_FUNCTION float exp_(float x) {
   // NaN compares false, so it is clamped to a finite value here and restored
   // below.
   float xc = x >= -87.0f ? x : -87.0f;
@@ -58,25 +58,13 @@ KOKKOS_INLINE_FUNCTION float fast_exp(float x) {
 
 /// log(x) for positive normal x (the only arguments ctc passes: sums >= 1)
 /// or NaN, which stays NaN (a NaN log-prob reaches the sums).
-KOKKOS_INLINE_FUNCTION float fast_log(float x) {
+KOKKOS_INLINE_FUNCTION float log_(float x) {
   const float r = vlog_core(x);
   return x != x ? x : r;
 }
 
-template <class A>
-KOKKOS_INLINE_FUNCTION A exp_(A x) {
-  if constexpr (std::is_same_v<A, float>)
-    return fast_exp(x);
-  else
-    return impl::exp(x);
-}
-template <class A>
-KOKKOS_INLINE_FUNCTION A log_(A x) {
-  if constexpr (std::is_same_v<A, float>)
-    return fast_log(x);
-  else
-    return impl::log(x);
-}
+KOKKOS_INLINE_FUNCTION double exp_(double x) { return impl::exp(x); }
+KOKKOS_INLINE_FUNCTION double log_(double x) { return impl::log(x); }
 
 /// log(e^a + e^b + e^c), -inf when all three are -inf (torch: "cannot do
 /// neginf - neginf"), NaN when any is NaN (as torch's sum of exps). The
@@ -453,6 +441,22 @@ void throw_if_bad_labels(const ExecSpace& exec, std::string_view op,
                         blank, "); first in sequence ", first_seq, " at position ", f.position, ": ", f.value);
 }
 
+/// The checks ctc_loss and its backward share: the reduction, the plan
+/// (shapes, lengths), `out` ("output" / "grad_output": present, [N] or one
+/// element by the reduction) and a given log_alpha ([N, T, W]).
+template <class ExecSpace, class T, class I, class O, class LA>
+Plan checked_plan(const ExecSpace& exec, std::string_view op, Reduction reduction,
+                  const TensorIn<ExecSpace, T>& log_probs, const TensorIn<ExecSpace, I>& targets,
+                  const TensorIn<ExecSpace, I>& input_lengths, const TensorIn<ExecSpace, I>& target_lengths,
+                  std::int64_t blank, std::string_view out_name, const O& out, const LA& log_alpha) {
+  check_reduction(op, reduction);
+  const Plan p = make_plan<ExecSpace, T, I>(exec, op, log_probs, targets, input_lengths, target_lengths, blank);
+  check_present(op, out_name, out);
+  check_output(op, out_name, out, reduction, p.batched ? Shape{p.N} : Shape{});
+  if (log_alpha.present) check_shape(op, "log_alpha", log_alpha, Shape{p.N, p.T, p.W});
+  return p;
+}
+
 }  // namespace ctc
 
 template <class ExecSpace, class T, class I>
@@ -463,12 +467,8 @@ void ctc_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& log_probs, co
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   const std::string op = "ctc_loss";
-  check_reduction(op, reduction);
-  const ctc::Plan p =
-      ctc::make_plan<ExecSpace, T, I>(exec, op, log_probs, targets, input_lengths, target_lengths, blank);
-  check_present(op, "output", output);
-  check_output(op, "output", output, reduction, p.batched ? Shape{p.N} : Shape{});
-  if (log_alpha.present) check_shape(op, "log_alpha", log_alpha, Shape{p.N, p.T, p.W});
+  const ctc::Plan p = ctc::checked_plan(exec, op, reduction, log_probs, targets, input_lengths, target_lengths, blank,
+                                        "output", output, log_alpha);
   check_disjoint(op, {span("output", output), span("log_alpha", log_alpha)},
                  {span("log_probs", log_probs), span("targets", targets), span("input_lengths", input_lengths),
                   span("target_lengths", target_lengths)});
@@ -544,14 +544,10 @@ void ctc_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   const std::string op = "ctc_loss_backward";
-  check_reduction(op, reduction);
-  const ctc::Plan p =
-      ctc::make_plan<ExecSpace, T, I>(exec, op, log_probs, targets, input_lengths, target_lengths, blank);
-  check_present(op, "grad_output", grad_output);
-  check_output(op, "grad_output", grad_output, reduction, p.batched ? Shape{p.N} : Shape{});
+  const ctc::Plan p = ctc::checked_plan(exec, op, reduction, log_probs, targets, input_lengths, target_lengths, blank,
+                                        "grad_output", grad_output, log_alpha);
   check_present(op, "grad_log_probs", grad_log_probs);
   check_shape(op, "grad_log_probs", grad_log_probs, log_probs.shape);
-  if (log_alpha.present) check_shape(op, "log_alpha", log_alpha, Shape{p.N, p.T, p.W});
   check_disjoint(
       op, {span("grad_log_probs", grad_log_probs)},
       {span("grad_output", grad_output), span("log_probs", log_probs), span("targets", targets),

@@ -33,6 +33,7 @@
 ///    (like torch's sparse=True, but coalesced).
 #include <kloss/checks.hpp>
 #include <kloss/embedding_options.hpp>
+#include <kloss/impl/reduce.hpp>
 #include <kloss/impl/scratch.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/tensor.hpp>
@@ -42,29 +43,13 @@
 
 namespace kloss::impl {
 
-/// Kokkos reducer of BadIndex (the first out-of-range index met and the
+/// The reduction of BadIndex (the first out-of-range index met and the
 /// number of them).
-struct BadIndexReducer {
-  using reducer = BadIndexReducer;
-  using value_type = BadIndex;
-  using result_view_type = Kokkos::View<BadIndex, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  value_type* ptr;
-  KOKKOS_INLINE_FUNCTION explicit BadIndexReducer(value_type& v) : ptr(&v) {}
-  KOKKOS_INLINE_FUNCTION void join(value_type& dst, const value_type& src) const { dst.join(src); }
-#if !KLOSS_KOKKOS4
-  KOKKOS_INLINE_FUNCTION void join(volatile value_type& dst, const volatile value_type& src) const {
-    if (src.count > 0 && (dst.count == 0 || src.position < dst.position)) {
-      dst.position = src.position;
-      dst.value = src.value;
-    }
-    dst.count += src.count;
-  }
-#endif
-  KOKKOS_INLINE_FUNCTION void init(value_type& v) const { v = BadIndex(); }
-  KOKKOS_INLINE_FUNCTION value_type& reference() const { return *ptr; }
-  result_view_type view() const { return result_view_type(ptr); }
-  KOKKOS_INLINE_FUNCTION bool references_scalar() const { return true; }
+struct BadIndexJoin {
+  KOKKOS_INLINE_FUNCTION static void join(BadIndex& d, const BadIndex& s) { d.join(s); }
+  KOKKOS_INLINE_FUNCTION static void init(BadIndex& v) { v = BadIndex(); }
 };
+using BadIndexReducer = JoinReducer<BadIndex, BadIndexJoin>;
 
 /// The indices of input[begin, n) outside [0, V): their count and the
 /// first one (one reduction; fences).
@@ -112,6 +97,26 @@ struct FixedLen {
   KOKKOS_INLINE_FUNCTION constexpr operator int() const { return C; }
 };
 
+/// Items [0, n) in blocks of tuning::embedding_rows_per_team consecutive
+/// ones a team: the team policy, and a team's block [begin(m), end(m)).
+struct ItemsByTeam {
+  std::int64_t n;
+  std::int64_t per_team = tuning::embedding_rows_per_team;
+  template <class ExecSpace>
+  Kokkos::TeamPolicy<ExecSpace> policy(const ExecSpace& exec, int team_size) const {
+    return make_team_policy(exec, (n + per_team - 1) / per_team, team_size);
+  }
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION std::int64_t begin(const Member& m) const {
+    return m.league_rank() * per_team;
+  }
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION std::int64_t end(const Member& m) const {
+    const std::int64_t e = begin(m) + per_team;
+    return e < n ? e : n;
+  }
+};
+
 /// Runs body(d0, len) over the embedding dimension [0, D) in chunks of C
 /// features spread across the team's threads and vector lanes; full chunks
 /// get len as a compile-time constant, so a chunk's loop over its features
@@ -127,6 +132,28 @@ KOKKOS_INLINE_FUNCTION void for_each_chunk(const Member& m, std::int64_t D, cons
       body(c * C, FixedLen<C>{});
     else
       body(c * C, static_cast<int>(D - c * C));
+  });
+}
+
+/// One gradient row from the positions [k0, k1) that hit it (sorted by
+/// row): out[d] = freq * sum_k scale(k) g[src(k) * D + d] for d in [0, D),
+/// each feature summed in ascending position order (positions with
+/// src(k) < 0 are skipped; freq applied when by_freq). The d/dW[r] of
+/// sum_p scale(p) <g[src p], W[idx p]> of the sorted backwards.
+template <int C, class A, class Member, class G, class KSrc, class KScale, class T>
+KOKKOS_INLINE_FUNCTION void sum_row_grad(const Member& m, std::int64_t D, std::int64_t k0, std::int64_t k1, const G& g,
+                                         const KSrc& ksrc, const KScale& kscale, bool by_freq, A freq, T* out) {
+  for_each_chunk<C>(m, D, [&](const std::int64_t d0, const auto len) {
+    A acc[C];
+    for (int j = 0; j < len; ++j) acc[j] = A(0);
+    for (std::int64_t k = k0; k < k1; ++k) {
+      const std::int64_t src = ksrc(k);
+      if (src < 0) continue;
+      const A sc = kscale(k);
+      const auto* gr = &g(src * D + d0);
+      for (int j = 0; j < len; ++j) acc[j] += sc * to_acc(gr[j]);
+    }
+    for (int j = 0; j < len; ++j) out[d0 + j] = static_cast<T>(by_freq ? acc[j] * freq : acc[j]);
   });
 }
 
@@ -407,18 +434,16 @@ BadIndex embedding_gather(const ExecSpace& exec, const TensorIn<ExecSpace, I>& i
   const std::int64_t n = input.numel();
   const std::int64_t D = weight.extent(1);
   const std::int64_t rows = weight.extent(0);
-  const std::int64_t per_team = tuning::embedding_rows_per_team;
   auto idx = input.data;
   auto w = weight.data;
   auto out = output.data;
   BadIndex bad;
   if (n == 0) return bad;
+  const ItemsByTeam items{n};
   Kokkos::parallel_reduce(
-      "kloss::embedding::gather", make_team_policy(exec, (n + per_team - 1) / per_team, team_size),
+      "kloss::embedding::gather", items.policy(exec, team_size),
       KOKKOS_LAMBDA(const Member& m, BadIndex& b) {
-        const std::int64_t p0 = m.league_rank() * per_team;
-        const std::int64_t p1 = p0 + per_team < n ? p0 + per_team : n;
-        for (std::int64_t p = p0; p < p1; ++p) {
+        for (std::int64_t p = items.begin(m); p < items.end(m); ++p) {
           const std::int64_t r = static_cast<std::int64_t>(idx(p));
           const bool valid = r >= 0 && r < num_embeddings;
           if (!valid) Kokkos::single(Kokkos::PerTeam(m), [&]() { b.note(p, r); });
@@ -489,19 +514,28 @@ void embedding(const ExecSpace& exec, const TensorIn<ExecSpace, I>& input, const
       .throw_if_any("embedding", "input", concat("[0, ", V, ")"));
 }
 
-/// The source row and scale of each sorted position, laid out in sorted
-/// order, so the per-row sums read them contiguously instead of chasing
-/// perm -> bag -> scale once per feature chunk.
-template <class ExecSpace, class A, class Src, class Scale>
-void sorted_sources(const ExecSpace& exec, const std::string& op,
-                    const Kokkos::View<std::int64_t*, typename ExecSpace::memory_space>& perm, const Src& src_of,
-                    const Scale& scale_of, Scratch<std::int64_t, typename ExecSpace::memory_space>& ksrc,
-                    Scratch<A, typename ExecSpace::memory_space>& kscale) {
+/// Positions sorted by the row they hit (sort_by_row of row_of; row r's
+/// are [start(r), start(r + 1))), with each one's source row and scale laid
+/// out in sorted order, so the per-row sums read them contiguously instead
+/// of chasing perm -> bag -> scale once per feature chunk.
+template <class Mem, class A>
+struct SortedPositions {
+  RowSort<Mem> sort;
+  Scratch<std::int64_t, Mem> src_s;
+  Scratch<A, Mem> scale_s;
+};
+template <class ExecSpace, class A, class RowOf, class Src, class Scale>
+SortedPositions<typename ExecSpace::memory_space, A> sort_positions(const ExecSpace& exec, const std::string& op,
+                                                                    std::int64_t n, std::int64_t rows,
+                                                                    const RowOf& row_of, const Src& src_of,
+                                                                    const Scale& scale_of) {
+  SortedPositions<typename ExecSpace::memory_space, A> out{sort_by_row(exec, op, n, rows, row_of), {}, {}};
+  const auto perm = out.sort.perm;
   const std::int64_t total = perm.extent(0);
-  ksrc = scratch<std::int64_t>(exec, total);
-  kscale = scratch<A>(exec, total);
-  auto ks = ksrc.view();
-  auto kc = kscale.view();
+  out.src_s = scratch<std::int64_t>(exec, total);
+  out.scale_s = scratch<A>(exec, total);
+  auto ks = out.src_s.view();
+  auto kc = out.scale_s.view();
   Kokkos::parallel_for(
       "kloss::" + op + "::sorted_sources",
       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, total),
@@ -511,6 +545,40 @@ void sorted_sources(const ExecSpace& exec, const std::string& op,
         ks(k) = src;
         kc(k) = src < 0 ? A(0) : scale_of(p);
       });
+  return out;
+}
+
+/// Where a backward accumulates grad_weight's `count` values: float and
+/// double in grad_weight itself (zeroed first), 16-bit types in a zeroed
+/// float scratch that `held` keeps, cast into grad_weight at the end.
+template <class ExecSpace, class A, class GW>
+Kokkos::View<A*, typename ExecSpace::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> grad_accumulator(
+    const ExecSpace& exec, const std::string& op, const GW& gw, std::int64_t count,
+    Scratch<A, typename ExecSpace::memory_space>& held) {
+  using T = typename GW::non_const_value_type;
+  using Acc = Kokkos::View<A*, typename ExecSpace::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  if constexpr (std::is_same_v<T, A>) {
+    Kokkos::parallel_for(
+        "kloss::" + op + "::zero_grad", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, count),
+        KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = T(0); });
+    return Acc(gw.data(), count);
+  } else {
+    held = scratch_zeroed<A>(exec, count);
+    return Acc(held.data(), count);
+  }
+}
+
+/// Casts the float accumulator of a 16-bit grad_weight into it (nothing to
+/// do for float and double, which accumulate in place).
+template <class ExecSpace, class GW, class Acc>
+void finish_grad(const ExecSpace& exec, const std::string& op, const GW& gw, const Acc& acc) {
+  using T = typename GW::non_const_value_type;
+  if constexpr (!std::is_same_v<T, typename Acc::non_const_value_type>) {
+    Kokkos::parallel_for(
+        "kloss::" + op + "::grad_cast",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, acc.extent(0)),
+        KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = static_cast<T>(acc(i)); });
+  }
 }
 
 /// The device backward's kernel: position p atomically adds scale(p)
@@ -521,13 +589,10 @@ void scatter_add_kernel(const ExecSpace& exec, const std::string& op, std::int64
                         const RowOf& row_of, const Src& src_of, const Scale& scale_of) {
   using A = typename AccView::non_const_value_type;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  const std::int64_t per_team = tuning::embedding_rows_per_team;
+  const ItemsByTeam items{n};
   Kokkos::parallel_for(
-      "kloss::" + op + "::backward_atomic", make_team_policy(exec, (n + per_team - 1) / per_team, team_size),
-      KOKKOS_LAMBDA(const Member& m) {
-        const std::int64_t p0 = m.league_rank() * per_team;
-        const std::int64_t p1 = p0 + per_team < n ? p0 + per_team : n;
-        for (std::int64_t p = p0; p < p1; ++p) {
+      "kloss::" + op + "::backward_atomic", items.policy(exec, team_size), KOKKOS_LAMBDA(const Member& m) {
+        for (std::int64_t p = items.begin(m); p < items.end(m); ++p) {
           const std::int64_t r = row_of(p);
           const std::int64_t src = src_of(p);
           if (r < 0 || src < 0) continue;
@@ -673,39 +738,18 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op, const Tensor
     // Rows counted over every position (torch's counts for
     // scale_grad_by_freq include positions outside any bag); src < 0
     // positions are skipped in the sum below.
-    const RowSort<Mem> s = sort_by_row(exec, op, n, rows, row_of);
-    auto start = s.start;
-    Scratch<std::int64_t, Mem> ksrc_s;
-    Scratch<A, Mem> kscale_s;
-    sorted_sources<ExecSpace, A>(exec, op, s.perm, src_of, scale_of, ksrc_s, kscale_s);
-    const auto ksrc = ksrc_s.view();
-    const auto kscale = kscale_s.view();
-    const std::int64_t per_team = tuning::embedding_rows_per_team;
+    const auto sp = sort_positions<ExecSpace, A>(exec, op, n, rows, row_of, src_of, scale_of);
+    const auto start = sp.sort.start;
+    const auto ksrc = sp.src_s.view();
+    const auto kscale = sp.scale_s.view();
     constexpr int C = tuning::embedding_chunk;
+    const ItemsByTeam items{rows};
     Kokkos::parallel_for(
-        "kloss::" + op + "::backward_sorted", make_team_policy(exec, (rows + per_team - 1) / per_team, team_size),
-        KOKKOS_LAMBDA(const Member& m) {
-          const std::int64_t r0 = m.league_rank() * per_team;
-          const std::int64_t r1 = r0 + per_team < rows ? r0 + per_team : rows;
-          for (std::int64_t r = r0; r < r1; ++r) {
+        "kloss::" + op + "::backward_sorted", items.policy(exec, team_size), KOKKOS_LAMBDA(const Member& m) {
+          for (std::int64_t r = items.begin(m); r < items.end(m); ++r) {
             const std::int64_t k0 = start(r), k1 = start(r + 1);
             const A freq = (scale_grad_by_freq && k1 > k0) ? A(1) / static_cast<A>(k1 - k0) : A(1);
-            // d/dW[r] of sum_p scale(p) <g[src p], W[idx p]> = sum over the
-            // positions of r of scale(p) g[src p]: each feature a sequential
-            // sum in ascending position order.
-            for_each_chunk<C>(m, D, [&](const std::int64_t d0, const auto len) {
-              A acc[C];
-              for (int j = 0; j < len; ++j) acc[j] = A(0);
-              for (std::int64_t k = k0; k < k1; ++k) {
-                const std::int64_t src = ksrc(k);
-                if (src < 0) continue;
-                const A sc = kscale(k);
-                const T* gr = &g(src * D + d0);
-                for (int j = 0; j < len; ++j) acc[j] += sc * to_acc(gr[j]);
-              }
-              for (int j = 0; j < len; ++j)
-                gw(r * D + d0 + j) = static_cast<T>(scale_grad_by_freq ? acc[j] * freq : acc[j]);
-            });
+            sum_row_grad<C>(m, D, k0, k1, g, ksrc, kscale, scale_grad_by_freq, freq, gw.data() + r * D);
           }
         });
     return bad;
@@ -713,19 +757,8 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op, const Tensor
 
   // Fast path: atomic adds. float / double accumulate in grad_weight itself,
   // 16-bit types in a float scratch cast at the end.
-  constexpr bool direct = std::is_same_v<T, A>;
   Scratch<A, Mem> grad_acc;
-  if constexpr (!direct) grad_acc = scratch_zeroed<A>(exec, rows * D);
-  A* accp = nullptr;
-  if constexpr (direct) {
-    Kokkos::parallel_for(
-        "kloss::" + op + "::zero_grad", Range(exec, 0, rows * D),
-        KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = T(0); });
-    accp = reinterpret_cast<A*>(gw.data());
-  } else {
-    accp = grad_acc.data();
-  }
-  Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> acc(accp, rows * D);
+  const auto acc = grad_accumulator<ExecSpace, A>(exec, op, gw, rows * D, grad_acc);
   Scratch<std::int64_t, Mem> counts_s;
   if (scale_grad_by_freq) counts_s = scratch_zeroed<std::int64_t>(exec, rows);
   const auto counts = counts_s.view();
@@ -743,11 +776,7 @@ BadIndex scatter_rows(const ExecSpace& exec, const std::string& op, const Tensor
     }
     scatter_add_kernel(exec, op, n, D, team_size, acc, g, counts, scale_grad_by_freq, row_of, src_of, scale_of);
   }
-  if constexpr (!direct) {
-    Kokkos::parallel_for(
-        "kloss::" + op + "::grad_cast", Range(exec, 0, rows * D),
-        KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = static_cast<T>(acc(i)); });
-  }
+  finish_grad(exec, op, gw, acc);
   return bad;
 }
 
@@ -813,7 +842,6 @@ std::int64_t sparse_rows(const ExecSpace& exec, const std::string& op, const Ten
                          bool scale_grad_by_freq, const TensorOut<ExecSpace, I>& grad_indices,
                          const TensorOut<ExecSpace, T>& grad_values, int team_size, const Src& src_of,
                          const Scale& scale_of) {
-  using Mem = typename ExecSpace::memory_space;
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
@@ -825,13 +853,10 @@ std::int64_t sparse_rows(const ExecSpace& exec, const std::string& op, const Ten
     const std::int64_t r = static_cast<std::int64_t>(idx(p));
     return r == padding_idx ? -1 : r;
   };
-  const RowSort<Mem> s = sort_by_row(exec, op, n, V, row_of);
-  auto start = s.start;
-  Scratch<std::int64_t, Mem> ksrc_s;
-  Scratch<A, Mem> kscale_s;
-  sorted_sources<ExecSpace, A>(exec, op, s.perm, src_of, scale_of, ksrc_s, kscale_s);
-  const auto ksrc = ksrc_s.view();
-  const auto kscale = kscale_s.view();
+  const auto sp = sort_positions<ExecSpace, A>(exec, op, n, V, row_of, src_of, scale_of);
+  const auto start = sp.sort.start;
+  const auto ksrc = sp.src_s.view();
+  const auto kscale = sp.scale_s.view();
   // Compact the touched rows: slot(r) = number of touched rows before r.
   const auto slot_s = scratch_zeroed<std::int64_t>(exec, V);
   const auto slot = slot_s.view();
@@ -862,20 +887,7 @@ std::int64_t sparse_rows(const ExecSpace& exec, const std::string& op, const Ten
         const std::int64_t r = rows_of(u);
         const std::int64_t k0 = start(r), k1 = start(r + 1);
         const A freq = scale_grad_by_freq ? A(1) / static_cast<A>(k1 - k0) : A(1);
-        // The same per-feature order as the dense sorted backward.
-        for_each_chunk<C>(m, D, [&](const std::int64_t d0, const auto len) {
-          A acc[C];
-          for (int j = 0; j < len; ++j) acc[j] = A(0);
-          for (std::int64_t k = k0; k < k1; ++k) {
-            const std::int64_t src = ksrc(k);
-            if (src < 0) continue;
-            const A sc = kscale(k);
-            const T* gr = &g(src * D + d0);
-            for (int j = 0; j < len; ++j) acc[j] += sc * to_acc(gr[j]);
-          }
-          for (int j = 0; j < len; ++j)
-            gv(u * D + d0 + j) = static_cast<T>(scale_grad_by_freq ? acc[j] * freq : acc[j]);
-        });
+        sum_row_grad<C>(m, D, k0, k1, g, ksrc, kscale, scale_grad_by_freq, freq, gv.data() + u * D);
         Kokkos::single(Kokkos::PerTeam(m), [&]() { gi(u) = static_cast<I>(r); });
       });
   exec.fence();
@@ -1254,18 +1266,8 @@ void embedding_bag_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
       },
       BadIndexReducer(bad_mi));
   bad_mi.throw_if_any(op, "max_indices", concat("[-1, ", V, ")"));
-  constexpr bool direct = std::is_same_v<T, A>;
   Scratch<A, Mem> grad_acc;
-  if constexpr (!direct) grad_acc = scratch_zeroed<A>(exec, V * D);
-  A* accp = nullptr;
-  if constexpr (direct) {
-    Kokkos::parallel_for(
-        "kloss::" + op + "::zero_grad", Range(exec, 0, V * D), KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = T(0); });
-    accp = reinterpret_cast<A*>(gw.data());
-  } else {
-    accp = grad_acc.data();
-  }
-  Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> acc(accp, V * D);
+  const auto acc = grad_accumulator<ExecSpace, A>(exec, op, gw, V * D, grad_acc);
   // Owner computes, the default: element (r, d) receives grad_output[b, d]
   // from the bags b with max_indices[b, d] = r. One thread owns each chunk
   // of features and walks the bags in ascending order: every element is a
@@ -1292,11 +1294,7 @@ void embedding_bag_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
           if (r >= 0) Kokkos::atomic_add(&acc(r * D + i % D), to_acc(g(i)));
         });
   }
-  if constexpr (!direct) {
-    Kokkos::parallel_for(
-        "kloss::" + op + "::grad_cast", Range(exec, 0, V * D),
-        KOKKOS_LAMBDA(const std::int64_t i) { gw(i) = static_cast<T>(acc(i)); });
-  }
+  finish_grad(exec, op, gw, acc);
 }
 
 template <class ExecSpace, class T, class I>

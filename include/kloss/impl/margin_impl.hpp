@@ -34,6 +34,7 @@
 /// accumulate in double. The mean of nothing is NaN (torch returns NaN for
 /// most of these; for multi_margin / multilabel_margin it returns an
 /// uninitialised value, kloss returns NaN).
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <kloss/checks.hpp>
@@ -160,8 +161,8 @@ template <class T, class M>
 }
 
 /// exp(-a) for a >= 0. float: a branch-free inline
-/// version (Cody-Waite reduction to r in [-ln2/2, ln2/2], degree-7 Taylor
-/// polynomial, 2^n from the exponent bits; relative error about 1e-7) that
+/// version (Cody-Waite reduction to r in [-ln2/2, ln2/2], vmath.hpp's expf
+/// polynomial, 2^n from the exponent bits; about 1 ulp) that
 /// the compiler vectorises where libm's expf stays a scalar call; double:
 /// libm.
 template <class A>
@@ -175,16 +176,8 @@ KOKKOS_INLINE_FUNCTION A exp_neg(A a) {
     const float y = -bit_cast<float>(bits < 0x42AE0000 ? bits : 0x42AE0000);       // 0x42AE0000 = 87.0f
     const float n = static_cast<float>(static_cast<int>(y * 1.44269504f - 0.5f));  // round(y / ln2), y <= 0
     const float r = (y - n * 0.693145752f) - n * 1.42860677e-6f;
-    float p = 1.0f / 5040;
-    p = p * r + 1.0f / 720;
-    p = p * r + 1.0f / 120;
-    p = p * r + 1.0f / 24;
-    p = p * r + 1.0f / 6;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
     const float scale = bit_cast<float>(static_cast<std::int32_t>((static_cast<int>(n) + 127) << 23));
-    return p * scale;
+    return expf_poly(r) * scale;
   } else {
     return exp(-a);
   }
@@ -196,17 +189,8 @@ KOKKOS_INLINE_FUNCTION A exp_neg(A a) {
 template <class A>
 KOKKOS_INLINE_FUNCTION A log1p_unit(A e) {
   if constexpr (std::is_same_v<A, float>) {
-    const float s = e / (2.0f + e), s2 = s * s;
-    float p = 1.0f / 17;
-    p = p * s2 + 1.0f / 15;
-    p = p * s2 + 1.0f / 13;
-    p = p * s2 + 1.0f / 11;
-    p = p * s2 + 1.0f / 9;
-    p = p * s2 + 1.0f / 7;
-    p = p * s2 + 1.0f / 5;
-    p = p * s2 + 1.0f / 3;
-    p = p * s2 + 1.0f;
-    return 2.0f * s * p;
+    const float s = e / (2.0f + e);
+    return 2.0f * s * odd_reciprocal_poly<17, 1>(s * s);
   } else {
     return log1p(e);
   }
@@ -356,63 +340,89 @@ SignReport<ExecSpace, T> sign_report(const ExecSpace& exec, std::string_view op,
   return {&exec, op, &target};
 }
 
+/// The ±1-target element-wise ops (hinge_embedding_loss,
+/// margin_ranking_loss): K inputs of one shape and a target broadcasting to
+/// it, run by the element-wise engine over (inputs..., target). names: the
+/// inputs' and then "target".
+template <class ExecSpace, class T, class Op, std::size_t K>
+void signed_forward(const ExecSpace& exec, std::string_view op, const Op& f,
+                    const std::array<TensorIn<ExecSpace, T>, K + 1>& in, const std::array<const char*, K + 1>& names,
+                    const TensorOut<ExecSpace, T>& output, Reduction reduction) {
+  const TensorIn<ExecSpace, T>& target = in[K];
+  const Shape shape = in[0].shape;
+  check_reduction(op, reduction);
+  for (std::size_t j = 1; j < K; ++j) check_same_shape(op, names[0], in[0], names[j], in[j]);
+  check_target_broadcasts(op, target, names[0], shape);
+  check_output(op, "output", output, reduction, shape);
+  std::array<Span, K + 1> reads;
+  for (std::size_t j = 0; j <= K; ++j) reads[j] = span(names[j], in[j]);
+  const Span write = span("output", output);
+  check_disjoint(op, &write, 1, reads.data(), reads.size());
+  ProfilingRegion region("kloss::" + std::string(op));
+  if (shape.numel() == 0) check_signs_alone(exec, op, target);
+  std::array<Shape, K + 1> shapes;
+  for (std::size_t j = 0; j <= K; ++j) shapes[j] = in[j].shape;
+  pointwise_forward<ExecSpace, T, Op, K + 1>(exec, std::string(op), f, in, shapes, names, shape, output, reduction,
+                                             reduction_scale(reduction, shape.numel()), sign_report(exec, op, target));
+}
+
+/// The backward of signed_forward's ops: op is the backward's name, name
+/// the forward's; grads: the inputs' gradients (each may be absent).
+template <class ExecSpace, class T, class Op, std::size_t K>
+void signed_backward(const ExecSpace& exec, std::string_view op, const char* name, const Op& f,
+                     const TensorIn<ExecSpace, T>& grad_output, const std::array<TensorIn<ExecSpace, T>, K + 1>& in,
+                     const std::array<const char*, K + 1>& names, const std::array<TensorOut<ExecSpace, T>, K>& grads,
+                     const std::array<const char*, K>& grad_names, Reduction reduction) {
+  const TensorIn<ExecSpace, T>& target = in[K];
+  const Shape shape = in[0].shape;
+  check_reduction(op, reduction);
+  for (std::size_t j = 1; j < K; ++j) check_same_shape(op, names[0], in[0], names[j], in[j]);
+  check_target_broadcasts(op, target, names[0], shape);
+  check_output(op, "grad_output", grad_output, reduction, shape);
+  std::array<Span, K> writes;
+  std::array<Span, K + 2> reads;
+  reads[K + 1] = span("grad_output", grad_output);
+  for (std::size_t j = 0; j < K; ++j) {
+    if (grads[j].present) check_shape(op, grad_names[j], grads[j], in[j].shape);
+    writes[j] = span(grad_names[j], grads[j]);
+  }
+  for (std::size_t j = 0; j <= K; ++j) reads[j] = span(names[j], in[j]);
+  check_disjoint(op, writes.data(), K, reads.data(), reads.size());
+  ProfilingRegion region("kloss::" + std::string(op));
+  if (shape.numel() == 0) check_signs_alone(exec, op, target);
+  std::array<Shape, K + 1> shapes;
+  std::array<TensorOut<ExecSpace, T>, K + 1> g;
+  for (std::size_t j = 0; j <= K; ++j) shapes[j] = in[j].shape;
+  for (std::size_t j = 0; j < K; ++j) g[j] = grads[j];
+  pointwise_backward<ExecSpace, T, Op, K + 1>(exec, name, f, grad_output, in, shapes, shape, g, reduction,
+                                              reduction_scale(reduction, shape.numel()), sign_report(exec, op, target));
+}
 }  // namespace margin
 
 template <class ExecSpace, class T>
 void hinge_embedding_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
                           const TensorIn<ExecSpace, T>& target, const TensorOut<ExecSpace, T>& output, double margin,
                           Reduction reduction) {
-  using namespace margin;
-  constexpr std::string_view op = "hinge_embedding_loss";
-  check_reduction(op, reduction);
-  check_target_broadcasts(op, target, "input", input.shape);
-  check_output(op, "output", output, reduction, input.shape);
-  check_disjoint(op, {span("output", output)}, {span("input", input), span("target", target)});
-  ProfilingRegion region("kloss::hinge_embedding_loss");
-  if (input.numel() == 0) check_signs_alone(exec, op, target);
-  pointwise_forward<ExecSpace, T, HingeOp, 2>(
-      exec, std::string(op), HingeOp{{}, margin}, {input, target}, {input.shape, target.shape}, {"input", "target"},
-      input.shape, output, reduction, reduction_scale(reduction, input.numel()), sign_report(exec, op, target));
+  margin::signed_forward<ExecSpace, T, margin::HingeOp, 1>(exec, "hinge_embedding_loss", margin::HingeOp{{}, margin},
+                                                           {input, target}, {"input", "target"}, output, reduction);
 }
 
 template <class ExecSpace, class T>
 void hinge_embedding_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                                    const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
                                    const TensorOut<ExecSpace, T>& grad_input, double margin, Reduction reduction) {
-  using namespace margin;
-  constexpr std::string_view op = "hinge_embedding_loss_backward";
-  check_reduction(op, reduction);
-  check_target_broadcasts(op, target, "input", input.shape);
-  check_output(op, "grad_output", grad_output, reduction, input.shape);
-  if (grad_input.present) check_shape(op, "grad_input", grad_input, input.shape);
-  check_disjoint(op, {span("grad_input", grad_input)},
-                 {span("grad_output", grad_output), span("input", input), span("target", target)});
-  ProfilingRegion region("kloss::hinge_embedding_loss_backward");
-  if (input.numel() == 0) check_signs_alone(exec, op, target);
-  pointwise_backward<ExecSpace, T, HingeOp, 2>(exec, "hinge_embedding_loss", HingeOp{{}, margin}, grad_output,
-                                               {input, target}, {input.shape, target.shape}, input.shape,
-                                               {grad_input, {}}, reduction, reduction_scale(reduction, input.numel()),
-                                               sign_report(exec, op, target));
+  margin::signed_backward<ExecSpace, T, margin::HingeOp, 1>(
+      exec, "hinge_embedding_loss_backward", "hinge_embedding_loss", margin::HingeOp{{}, margin}, grad_output,
+      {input, target}, {"input", "target"}, {grad_input}, {"grad_input"}, reduction);
 }
 
 template <class ExecSpace, class T>
 void margin_ranking_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input1,
                          const TensorIn<ExecSpace, T>& input2, const TensorIn<ExecSpace, T>& target,
                          const TensorOut<ExecSpace, T>& output, double margin, Reduction reduction) {
-  using namespace margin;
-  constexpr std::string_view op = "margin_ranking_loss";
-  check_reduction(op, reduction);
-  check_same_shape(op, "input1", input1, "input2", input2);
-  check_target_broadcasts(op, target, "input1", input1.shape);
-  check_output(op, "output", output, reduction, input1.shape);
-  check_disjoint(op, {span("output", output)},
-                 {span("input1", input1), span("input2", input2), span("target", target)});
-  ProfilingRegion region("kloss::margin_ranking_loss");
-  if (input1.numel() == 0) check_signs_alone(exec, op, target);
-  pointwise_forward<ExecSpace, T, MarginRankingOp, 3>(
-      exec, std::string(op), MarginRankingOp{{}, margin}, {input1, input2, target},
-      {input1.shape, input2.shape, target.shape}, {"input1", "input2", "target"}, input1.shape, output, reduction,
-      reduction_scale(reduction, input1.numel()), sign_report(exec, op, target));
+  margin::signed_forward<ExecSpace, T, margin::MarginRankingOp, 2>(
+      exec, "margin_ranking_loss", margin::MarginRankingOp{{}, margin}, {input1, input2, target},
+      {"input1", "input2", "target"}, output, reduction);
 }
 
 template <class ExecSpace, class T>
@@ -420,23 +430,10 @@ void margin_ranking_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpac
                                   const TensorIn<ExecSpace, T>& input1, const TensorIn<ExecSpace, T>& input2,
                                   const TensorIn<ExecSpace, T>& target, const TensorOut<ExecSpace, T>& grad_input1,
                                   const TensorOut<ExecSpace, T>& grad_input2, double margin, Reduction reduction) {
-  using namespace margin;
-  constexpr std::string_view op = "margin_ranking_loss_backward";
-  check_reduction(op, reduction);
-  check_same_shape(op, "input1", input1, "input2", input2);
-  check_target_broadcasts(op, target, "input1", input1.shape);
-  check_output(op, "grad_output", grad_output, reduction, input1.shape);
-  if (grad_input1.present) check_shape(op, "grad_input1", grad_input1, input1.shape);
-  if (grad_input2.present) check_shape(op, "grad_input2", grad_input2, input2.shape);
-  check_disjoint(
-      op, {span("grad_input1", grad_input1), span("grad_input2", grad_input2)},
-      {span("grad_output", grad_output), span("input1", input1), span("input2", input2), span("target", target)});
-  ProfilingRegion region("kloss::margin_ranking_loss_backward");
-  if (input1.numel() == 0) check_signs_alone(exec, op, target);
-  pointwise_backward<ExecSpace, T, MarginRankingOp, 3>(
-      exec, "margin_ranking_loss", MarginRankingOp{{}, margin}, grad_output, {input1, input2, target},
-      {input1.shape, input2.shape, target.shape}, input1.shape, {grad_input1, grad_input2, {}}, reduction,
-      reduction_scale(reduction, input1.numel()), sign_report(exec, op, target));
+  margin::signed_backward<ExecSpace, T, margin::MarginRankingOp, 2>(
+      exec, "margin_ranking_loss_backward", "margin_ranking_loss", margin::MarginRankingOp{{}, margin}, grad_output,
+      {input1, input2, target}, {"input1", "input2", "target"}, {grad_input1, grad_input2},
+      {"grad_input1", "grad_input2"}, reduction);
 }
 
 // ============================================================================
@@ -973,15 +970,11 @@ void triplet_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpac
   using namespace margin;
   constexpr std::string_view op = "triplet_margin_loss_backward";
   check_triplet(op, anchor, positive, negative, p, reduction);
-  check_output(op, "grad_output", grad_output, reduction, leading_shape(anchor.shape));
-  if (grad_anchor.present) check_shape(op, "grad_anchor", grad_anchor, anchor.shape);
-  if (grad_positive.present) check_shape(op, "grad_positive", grad_positive, positive.shape);
-  if (grad_negative.present) check_shape(op, "grad_negative", grad_negative, negative.shape);
-  check_disjoint(
-      op,
-      {span("grad_anchor", grad_anchor), span("grad_positive", grad_positive), span("grad_negative", grad_negative)},
-      {span("grad_output", grad_output), span("anchor", anchor), span("positive", positive),
-       span("negative", negative)});
+  check_backward(
+      op, grad_output, reduction, leading_shape(anchor.shape),
+      {grad_arg("grad_anchor", grad_anchor, anchor.shape), grad_arg("grad_positive", grad_positive, positive.shape),
+       grad_arg("grad_negative", grad_negative, negative.shape)},
+      {span("anchor", anchor), span("positive", positive), span("negative", negative)});
   ProfilingRegion region("kloss::triplet_margin_loss_backward");
   with_norm_kind(norm_kind(p), [&](auto tag) {
     triplet_backward_kernel<decltype(tag)::kind>(exec, grad_output, anchor, positive, negative, grad_anchor,
@@ -1152,12 +1145,10 @@ void cosine_embedding_loss_backward(const ExecSpace& exec, const TensorIn<ExecSp
   using A = acc_t<T>;
   constexpr std::string_view op = "cosine_embedding_loss_backward";
   const Shape out_shape = check_cosine(op, input1, input2, target, reduction);
-  check_output(op, "grad_output", grad_output, reduction, out_shape);
-  if (grad_input1.present) check_shape(op, "grad_input1", grad_input1, input1.shape);
-  if (grad_input2.present) check_shape(op, "grad_input2", grad_input2, input2.shape);
-  check_disjoint(
-      op, {span("grad_input1", grad_input1), span("grad_input2", grad_input2)},
-      {span("grad_output", grad_output), span("input1", input1), span("input2", input2), span("target", target)});
+  check_backward(
+      op, grad_output, reduction, out_shape,
+      {grad_arg("grad_input1", grad_input1, input1.shape), grad_arg("grad_input2", grad_input2, input2.shape)},
+      {span("input1", input1), span("input2", input2), span("target", target)});
   ProfilingRegion region("kloss::cosine_embedding_loss_backward");
   const I64 D = last_extent(input1.shape), N = target.numel();
   const T* x1 = input1.data.data();
@@ -1372,11 +1363,8 @@ void multi_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace,
   using A = acc_t<T>;
   constexpr std::string_view op = "multi_margin_loss_backward";
   const Shape out_shape = check_multi_margin(op, input, target, weight, p, reduction);
-  check_output(op, "grad_output", grad_output, reduction, out_shape);
-  if (grad_input.present) check_shape(op, "grad_input", grad_input, input.shape);
-  check_disjoint(
-      op, {span("grad_input", grad_input)},
-      {span("grad_output", grad_output), span("input", input), span("target", target), span("weight", weight)});
+  check_backward(op, grad_output, reduction, out_shape, {grad_arg("grad_input", grad_input, input.shape)},
+                 {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::multi_margin_loss_backward");
   const auto rows = margin_rows(op, input);
   const I64 N = rows.first, C = rows.second;
@@ -1619,10 +1607,8 @@ void multilabel_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecS
       Kokkos::View<std::int32_t*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   constexpr std::string_view op = "multilabel_margin_loss_backward";
   const Shape out_shape = check_multilabel_margin(op, input, target, reduction);
-  check_output(op, "grad_output", grad_output, reduction, out_shape);
-  if (grad_input.present) check_shape(op, "grad_input", grad_input, input.shape);
-  check_disjoint(op, {span("grad_input", grad_input)},
-                 {span("grad_output", grad_output), span("input", input), span("target", target)});
+  check_backward(op, grad_output, reduction, out_shape, {grad_arg("grad_input", grad_input, input.shape)},
+                 {span("input", input), span("target", target)});
   ProfilingRegion region("kloss::multilabel_margin_loss_backward");
   const auto rows = margin_rows(op, input);
   const I64 N = rows.first, C = rows.second;
@@ -1778,11 +1764,9 @@ void multilabel_soft_margin_loss_backward(const ExecSpace& exec, const TensorIn<
   using A = acc_t<T>;
   constexpr std::string_view op = "multilabel_soft_margin_loss_backward";
   const int wmode = check_soft_margin(op, input, target, weight, reduction);
-  check_output(op, "grad_output", grad_output, reduction, leading_shape(input.shape));
-  if (grad_input.present) check_shape(op, "grad_input", grad_input, input.shape);
-  check_disjoint(
-      op, {span("grad_input", grad_input)},
-      {span("grad_output", grad_output), span("input", input), span("target", target), span("weight", weight)});
+  check_backward(op, grad_output, reduction, leading_shape(input.shape),
+                 {grad_arg("grad_input", grad_input, input.shape)},
+                 {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::multilabel_soft_margin_loss_backward");
   if (!grad_input.present) return;
   const I64 C = last_extent(input.shape), N = leading_shape(input.shape).numel();

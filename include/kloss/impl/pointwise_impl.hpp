@@ -587,69 +587,74 @@ struct L1Op : Difference {
   }
 };
 
-/// z = |d|: z < beta ? z^2 / (2 beta) : z - beta / 2 (beta = 0 is L1).
-/// d/dinput = d <= -beta ? -1 : d >= beta ? 1 : d / beta (torch's
-/// smooth_l1_loss_backward); d/dtarget is the same function of target -
-/// input (torch swaps the arguments), so at beta = 0, d = 0 both are -1.
-struct SmoothL1Op : Difference {
-  double beta = 1.0;
+/// The quadratic-then-linear losses of d = input - target (smooth_l1_loss,
+/// huber_loss) with their knee k (beta, delta): z = |d|, Op::quad(z, k)
+/// below the knee, Op::lin(z, k) from it; d/dinput = Op::dloss(d, k),
+/// d/dtarget = Op::dloss(-d, k) (torch's backwards swap the arguments, so
+/// at d = 0 with a zero knee both are -1).
+template <class Op>
+struct KneeLoss : Difference {
+  double k = 1.0;
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
+    const A kn = static_cast<A>(k);
+    const A d = v[0] - v[1];
+    const A z = d < A(0) ? -d : d;
+    return blend(z < kn, Op::quad(z, kn), Op::lin(z, kn));
+  }
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
+    const A kn = static_cast<A>(k);
+    g[0] = Op::dloss(v[0] - v[1], kn);
+    g[1] = Op::dloss(v[1] - v[0], kn);
+  }
+};
+
+/// smooth_l1 (k = beta >= 0; 0 is L1): z < k ? z^2 / (2 k) : z - k / 2;
+/// dloss(x) = x <= -k ? -1 : x >= k ? 1 : x / k.
+struct SmoothL1Op : KneeLoss<SmoothL1Op> {
   template <class Options>
   static SmoothL1Op from(const Options& o, std::string_view op_name) {
     require(o.beta >= 0, op_name, "option 'beta' must be non-negative, got ", o.beta);
     SmoothL1Op op;
-    op.beta = o.beta;
+    op.k = o.beta;
     return op;
   }
-  template <class A, class M>
-  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
-    const A b = static_cast<A>(beta);
-    const A d = v[0] - v[1];
-    const A z = d < A(0) ? -d : d;
-    const A quad = A(0.5) * z * z / b, lin = z - A(0.5) * b;
-    return blend(z < b, quad, lin);
+  template <class A>
+  KOKKOS_FORCEINLINE_FUNCTION static A quad(A z, A b) {
+    return A(0.5) * z * z / b;
   }
   template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION A dloss(A x) const {
-    const A b = static_cast<A>(beta);
-    const A q = x / b;
-    return blend(x <= -b, A(-1), blend(x >= b, A(1), q));
+  KOKKOS_FORCEINLINE_FUNCTION static A lin(A z, A b) {
+    return z - A(0.5) * b;
   }
-  template <class A, class M>
-  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
-    g[0] = dloss(v[0] - v[1]);
-    g[1] = dloss(v[1] - v[0]);
+  template <class A>
+  KOKKOS_FORCEINLINE_FUNCTION static A dloss(A x, A b) {
+    return blend(x <= -b, A(-1), blend(x >= b, A(1), x / b));
   }
 };
 
-/// z = |d|: z < delta ? z^2 / 2 : delta (z - delta / 2).
-/// d/dinput = d <= -delta ? -delta : d >= delta ? delta : d; d/dtarget the
-/// same of target - input (torch's huber_loss_backward with swapped args).
-struct HuberOp : Difference {
-  double delta = 1.0;
+/// huber (k = delta > 0): z < k ? z^2 / 2 : k (z - k / 2); dloss(x) = x
+/// clamped to [-k, k].
+struct HuberOp : KneeLoss<HuberOp> {
   template <class Options>
   static HuberOp from(const Options& o, std::string_view op_name) {
     require(o.delta > 0, op_name, "option 'delta' must be positive, got ", o.delta);
     HuberOp op;
-    op.delta = o.delta;
+    op.k = o.delta;
     return op;
   }
-  template <class A, class M>
-  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
-    const A dl = static_cast<A>(delta);
-    const A d = v[0] - v[1];
-    const A z = d < A(0) ? -d : d;
-    const A quad = A(0.5) * z * z, lin = dl * (z - A(0.5) * dl);
-    return blend(z < dl, quad, lin);
+  template <class A>
+  KOKKOS_FORCEINLINE_FUNCTION static A quad(A z, A) {
+    return A(0.5) * z * z;
   }
   template <class A>
-  KOKKOS_FORCEINLINE_FUNCTION A dloss(A x) const {
-    const A dl = static_cast<A>(delta);
-    return x <= -dl ? -dl : (x >= dl ? dl : x);
+  KOKKOS_FORCEINLINE_FUNCTION static A lin(A z, A dl) {
+    return dl * (z - A(0.5) * dl);
   }
-  template <class A, class M>
-  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
-    g[0] = dloss(v[0] - v[1]);
-    g[1] = dloss(v[1] - v[0]);
+  template <class A>
+  KOKKOS_FORCEINLINE_FUNCTION static A dloss(A x, A dl) {
+    return x <= -dl ? -dl : (x >= dl ? dl : x);
   }
 };
 
@@ -962,11 +967,9 @@ void binary_loss_backward(const ExecSpace& exec, const char* name, const Op& op,
                           KLOSS_PW_T(T) grad_target, Reduction reduction) {
   const std::string bname = std::string(name) + "_backward";
   const Shape shape = check_binary(bname, input, target, reduction);
-  check_output(bname, "grad_output", grad_output, reduction, shape);
-  if (grad_input.present) check_shape(bname, "grad_input", grad_input, input.shape);
-  if (grad_target.present) check_shape(bname, "grad_target", grad_target, target.shape);
-  check_disjoint(bname, {span("grad_input", grad_input), span("grad_target", grad_target)},
-                 {span("grad_output", grad_output), span("input", input), span("target", target)});
+  check_backward(bname, grad_output, reduction, shape,
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
+                 {span("input", input), span("target", target)});
   ProfilingRegion region("kloss::" + bname);
   pointwise_backward<ExecSpace, T, Op, 2>(exec, name, op, grad_output, {input, target}, {input.shape, target.shape},
                                           shape, {grad_input, grad_target}, reduction,
@@ -1009,11 +1012,8 @@ void binary_cross_entropy_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_ou
                                    Reduction reduction) {
   constexpr const char* name = "binary_cross_entropy_backward";
   const Shape shape = check_bce(name, input, target, weight, TensorIn<ExecSpace, T>{}, reduction);
-  check_output(name, "grad_output", grad_output, reduction, shape);
-  if (grad_input.present) check_shape(name, "grad_input", grad_input, input.shape);
-  check_disjoint(
-      name, {span("grad_input", grad_input)},
-      {span("grad_output", grad_output), span("input", input), span("target", target), span("weight", weight)});
+  check_backward(name, grad_output, reduction, shape, {grad_arg("grad_input", grad_input, input.shape)},
+                 {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::binary_cross_entropy_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   if (weight.present)
@@ -1085,11 +1085,9 @@ void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, KLOSS_PW_C
                                                KLOSS_PW_T(T) grad_input, Reduction reduction) {
   constexpr const char* name = "binary_cross_entropy_with_logits_backward";
   const Shape shape = check_bce(name, input, target, weight, pos_weight, reduction);
-  check_output(name, "grad_output", grad_output, reduction, shape);
-  if (grad_input.present) check_shape(name, "grad_input", grad_input, input.shape);
-  check_disjoint(name, {span("grad_input", grad_input)},
-                 {span("grad_output", grad_output), span("input", input), span("target", target),
-                  span("weight", weight), span("pos_weight", pos_weight)});
+  check_backward(
+      name, grad_output, reduction, shape, {grad_arg("grad_input", grad_input, input.shape)},
+      {span("input", input), span("target", target), span("weight", weight), span("pos_weight", pos_weight)});
   ProfilingRegion region("kloss::binary_cross_entropy_with_logits_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   with_bce_logits_op(weight.present, pos_weight.present, [&](auto op) {
@@ -1126,10 +1124,8 @@ void kl_div_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW
                      KLOSS_PW_T(T) grad_input, Reduction reduction, bool log_target) {
   constexpr const char* name = "kl_div_backward";
   const Shape shape = check_binary(name, input, target, reduction, true);
-  check_output(name, "grad_output", grad_output, reduction, shape);
-  if (grad_input.present) check_shape(name, "grad_input", grad_input, input.shape);
-  check_disjoint(name, {span("grad_input", grad_input)},
-                 {span("grad_output", grad_output), span("input", input), span("target", target)});
+  check_backward(name, grad_output, reduction, shape, {grad_arg("grad_input", grad_input, input.shape)},
+                 {span("input", input), span("target", target)});
   ProfilingRegion region("kloss::kl_div_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   auto run = [&](auto op) {
@@ -1180,10 +1176,8 @@ void poisson_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output
                                bool full, double eps) {
   constexpr const char* name = "poisson_nll_loss_backward";
   const Shape shape = check_binary(name, input, target, reduction);
-  check_output(name, "grad_output", grad_output, reduction, shape);
-  if (grad_input.present) check_shape(name, "grad_input", grad_input, input.shape);
-  check_disjoint(name, {span("grad_input", grad_input)},
-                 {span("grad_output", grad_output), span("input", input), span("target", target)});
+  check_backward(name, grad_output, reduction, shape, {grad_arg("grad_input", grad_input, input.shape)},
+                 {span("input", input), span("target", target)});
   ProfilingRegion region("kloss::poisson_nll_loss_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   // The Stirling term does not depend on input: `full` changes no gradient.
@@ -1257,11 +1251,9 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_outpu
                                 KLOSS_PW_T(T) grad_var, Reduction reduction, bool full, double eps) {
   constexpr const char* name = "gaussian_nll_loss_backward";
   const auto sh = check_gaussian(name, input, target, var, reduction);
-  check_output(name, "grad_output", grad_output, reduction, sh[0]);
-  if (grad_input.present) check_shape(name, "grad_input", grad_input, input.shape);
-  if (grad_var.present) check_shape(name, "grad_var", grad_var, var.shape);
-  check_disjoint(name, {span("grad_input", grad_input), span("grad_var", grad_var)},
-                 {span("grad_output", grad_output), span("input", input), span("target", target), span("var", var)});
+  check_backward(name, grad_output, reduction, sh[0],
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_var", grad_var, var.shape)},
+                 {span("input", input), span("target", target), span("var", var)});
   ProfilingRegion region("kloss::gaussian_nll_loss_backward");
   const double scale = reduction_scale(reduction, sh[0].numel(), input.shape);
   // The constant of `full` has no gradient.

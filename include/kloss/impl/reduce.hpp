@@ -27,43 +27,46 @@ namespace kloss::impl {
 /// them costs nothing.
 inline constexpr std::int64_t fixed_order_blocks = 512;
 
-/// A Kokkos reducer summing a struct value with += (value-initialised to
-/// zero): several sums or counts carried by one reduction.
-template <class V, class Space = Kokkos::HostSpace>
-struct PlusReducer {
-  using reducer = PlusReducer;
-  using value_type = V;
-  using result_view_type = Kokkos::View<V, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  V* ptr;
-  KOKKOS_INLINE_FUNCTION explicit PlusReducer(V& v) : ptr(&v) {}
-  KOKKOS_INLINE_FUNCTION void join(V& d, const V& s) const { d += s; }
-  KOKKOS_INLINE_FUNCTION void join(volatile V& d, const volatile V& s) const {
-    const_cast<V&>(d) += const_cast<const V&>(s);
-  }
-  KOKKOS_INLINE_FUNCTION void init(V& v) const { v = V(); }
-  KOKKOS_INLINE_FUNCTION V& reference() const { return *ptr; }
-  result_view_type view() const { return result_view_type(ptr); }
-  KOKKOS_INLINE_FUNCTION bool references_scalar() const { return true; }
-};
-
-/// As PlusReducer, the result written to a rank-0 view of Space (a device
-/// result: Kokkos::parallel_reduce into it does not wait for the kernel).
-template <class V, class Space>
-struct PlusViewReducer {
-  using reducer = PlusViewReducer;
+/// A Kokkos reducer of V joined by Join::join(V&, const V&) and
+/// initialised by Join::init(V&); the result goes to a host scalar or to a
+/// rank-0 view of Space (a device result: Kokkos::parallel_reduce into it
+/// does not wait for the kernel).
+template <class V, class Join, class Space = Kokkos::HostSpace>
+struct JoinReducer {
+  using reducer = JoinReducer;
   using value_type = V;
   using result_view_type = Kokkos::View<V, Space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   result_view_type value;
-  KOKKOS_INLINE_FUNCTION explicit PlusViewReducer(const result_view_type& v) : value(v) {}
-  KOKKOS_INLINE_FUNCTION void join(V& d, const V& s) const { d += s; }
+  bool scalar;
+  KOKKOS_INLINE_FUNCTION explicit JoinReducer(V& v) : value(&v), scalar(true) {}
+  KOKKOS_INLINE_FUNCTION explicit JoinReducer(const result_view_type& v) : value(v), scalar(false) {}
+  KOKKOS_INLINE_FUNCTION void join(V& d, const V& s) const { Join::join(d, s); }
   KOKKOS_INLINE_FUNCTION void join(volatile V& d, const volatile V& s) const {
-    const_cast<V&>(d) += const_cast<const V&>(s);
+    Join::join(const_cast<V&>(d), const_cast<const V&>(s));
   }
-  KOKKOS_INLINE_FUNCTION void init(V& v) const { v = V(); }
+  KOKKOS_INLINE_FUNCTION void init(V& v) const { Join::init(v); }
   KOKKOS_INLINE_FUNCTION V& reference() const { return *value.data(); }
   result_view_type view() const { return value; }
-  KOKKOS_INLINE_FUNCTION bool references_scalar() const { return false; }
+  KOKKOS_INLINE_FUNCTION bool references_scalar() const { return scalar; }
 };
+
+/// Sums of a struct value with += from a value-initialised zero: several
+/// sums or counts carried by one reduction.
+struct PlusJoin {
+  template <class V>
+  KOKKOS_INLINE_FUNCTION static void join(V& d, const V& s) {
+    d += s;
+  }
+  template <class V>
+  KOKKOS_INLINE_FUNCTION static void init(V& v) {
+    v = V();
+  }
+};
+template <class V, class Space = Kokkos::HostSpace>
+using PlusReducer = JoinReducer<V, PlusJoin, Space>;
+/// PlusReducer whose result is a rank-0 view of Space.
+template <class V, class Space>
+using PlusViewReducer = JoinReducer<V, PlusJoin, Space>;
 
 /// A sum and a count (a loss sum and the number of invalid entries met).
 struct SumCount {

@@ -78,63 +78,77 @@ KOKKOS_FORCEINLINE_FUNCTION float logf_poly(float f) {
   p = p * f - 2.4999993993e-1f;
   return p * f + 3.3333331174e-1f;
 }
+/// sum_k z^k / (Bottom + 2k) for the odd Bottom, Bottom + 2, ..., Top by
+/// Horner's rule: the tail of 2 atanh(s) = 2 s (1 + s^2/3 + s^4/5 + ...)
+/// at z = s^2.
+template <int Top, int Bottom, class A>
+KOKKOS_FORCEINLINE_FUNCTION A odd_reciprocal_poly(A z) {
+  static_assert(Top >= Bottom && (Top - Bottom) % 2 == 0, "odd_reciprocal_poly: Top - Bottom must be even");
+  if constexpr (Top == Bottom)
+    return A(1) / A(Top);
+  else
+    return odd_reciprocal_poly<Top, Bottom + 2>(z) * z + A(1) / A(Bottom);
+}
 /// log(m) for m in [sqrt(1/2), sqrt(2)), double: 2 atanh(s), s = (m - 1) /
 /// (m + 1), |s| <= 0.172, series to s^21 (truncation 1e-18).
 KOKKOS_FORCEINLINE_FUNCTION double log_mantissa(double m) {
   const double s = (m - 1.0) / (m + 1.0);
   const double z = s * s;
-  double p = 1.0 / 21;
-  p = p * z + 1.0 / 19;
-  p = p * z + 1.0 / 17;
-  p = p * z + 1.0 / 15;
-  p = p * z + 1.0 / 13;
-  p = p * z + 1.0 / 11;
-  p = p * z + 1.0 / 9;
-  p = p * z + 1.0 / 7;
-  p = p * z + 1.0 / 5;
-  p = p * z + 1.0 / 3;
-  return 2.0 * s + 2.0 * s * (p * z);
+  return 2.0 * s + 2.0 * s * (odd_reciprocal_poly<21, 3>(z) * z);
 }
 
-/// e^x in float: x = k ln2 + r, |r| <= ln2/2 (Cody-Waite split of ln2),
-/// Cephes' degree-7 minimax for e^r, 2^k applied in two halves so that
-/// subnormal results come out right.
-KOKKOS_FORCEINLINE_FUNCTION float vexp(float x) {
+/// The constants of e^x = 2^k e^r per type: x = k ln2 + r with ln2 split
+/// Cody-Waite style into a high part exact in few bits and the rest; k
+/// rounded to nearest through the magic 1.5 * 2^mant; the argument clamp
+/// [lo, hi] (NaN aside), the exponent bias and ln(max finite).
+template <class A>
+struct ExpParams;
+template <>
+struct ExpParams<float> {
+  using I = std::int32_t;
+  using U = std::uint32_t;
+  static constexpr float lo = -104.0f, hi = 89.0f, log2e = 1.44269504088896341f, magic = 12582912.0f,
+                         ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f, log_max = 88.7228391f;
+  static constexpr int bias = 127, mant = 23;
+  KOKKOS_FORCEINLINE_FUNCTION static float poly(float r) { return expf_poly(r); }
+};
+template <>
+struct ExpParams<double> {
+  using I = std::int64_t;
+  using U = std::uint64_t;
+  static constexpr double lo = -746.0, hi = 710.0, log2e = 1.4426950408889634074, magic = 6755399441055744.0,
+                          ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10,
+                          log_max = 709.782712893384;
+  static constexpr int bias = 1023, mant = 52;
+  KOKKOS_FORCEINLINE_FUNCTION static double poly(double r) { return exp_poly(r); }
+};
+
+/// e^x: x = k ln2 + r, |r| <= ln2/2; Cephes' degree-7 minimax (float) or a
+/// degree-13 Taylor polynomial (double, truncation below 5e-18) for e^r;
+/// 2^k applied in two halves so that subnormal results come out right.
+template <class A>
+KOKKOS_FORCEINLINE_FUNCTION A vexp(A x) {
+  using P = ExpParams<A>;
+  using I = typename P::I;
+  using U = typename P::U;
+  constexpr A lo = P::lo, hi = P::hi, magic = P::magic, ln2_hi = P::ln2_hi, ln2_lo = P::ln2_lo;
+  constexpr int bias = P::bias, mant = P::mant;
   const bool nan = !(x == x);
-  float xc = x < -104.0f ? -104.0f : x;
-  xc = xc > 89.0f ? 89.0f : xc;
-  xc = nan ? 0.0f : xc;
-  const float k = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest (2^23 + 2^22 trick)
-  const float r = (xc - k * 0.693359375f) - k * (-2.12194440e-4f);
-  const float p = expf_poly(r);
-  const std::int32_t ki = static_cast<std::int32_t>(k);
-  const std::int32_t k1 = ki >> 1, k2 = ki - k1;
-  const float s1 = bit_cast<float>(static_cast<std::uint32_t>(k1 + 127) << 23);
-  const float s2 = bit_cast<float>(static_cast<std::uint32_t>(k2 + 127) << 23);
-  const float res = p * s1 * s2;
+  A xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc;
+  xc = nan ? A(0) : xc;
+  const A k = (xc * P::log2e + magic) - magic;  // round to nearest
+  const A r = (xc - k * ln2_hi) - k * ln2_lo;
+  const A p = P::poly(r);
+  const I ki = static_cast<I>(k);
+  const I k1 = ki >> 1, k2 = ki - k1;
+  const A s1 = bit_cast<A>(static_cast<U>(k1 + bias) << mant);
+  const A s2 = bit_cast<A>(static_cast<U>(k2 + bias) << mant);
+  const A res = p * s1 * s2;
   // Overflow is selected, not left to the product: contracted into a
   // caller's subtraction (e^x - y x -> fma), p * s1 * s2 is never rounded
   // and e^inf - inf came out -inf instead of NaN.
-  const float big = blend(x > 88.7228391f, infinity<float>(), res);  // ln(FLT_MAX)
-  return blend(nan, x, big);
-}
-
-/// e^x in double: as the float version with a degree-13 Taylor polynomial
-/// (truncation below 5e-18 on |r| <= ln2/2).
-KOKKOS_FORCEINLINE_FUNCTION double vexp(double x) {
-  const bool nan = !(x == x);
-  double xc = x < -746.0 ? -746.0 : x;
-  xc = xc > 710.0 ? 710.0 : xc;
-  xc = nan ? 0.0 : xc;
-  const double k = (xc * 1.4426950408889634074 + 6755399441055744.0) - 6755399441055744.0;
-  const double r = (xc - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
-  const double p = exp_poly(r);
-  const std::int64_t ki = static_cast<std::int64_t>(k);
-  const std::int64_t k1 = ki >> 1, k2 = ki - k1;
-  const double s1 = bit_cast<double>(static_cast<std::uint64_t>(k1 + 1023) << 52);
-  const double s2 = bit_cast<double>(static_cast<std::uint64_t>(k2 + 1023) << 52);
-  const double res = p * s1 * s2;
-  const double big = blend(x > 709.782712893384, infinity<double>(), res);  // ln(DBL_MAX); see vexp(float)
+  const A big = blend(x > P::log_max, infinity<A>(), res);
   return blend(nan, x, big);
 }
 
@@ -202,28 +216,20 @@ KOKKOS_FORCEINLINE_FUNCTION A vlog1p(A z) {
 
 // --- cores: normal range only ------------------------------------------------
 
-/// e^x in float for x in [ln 2^-126, 88] (or NaN): Cody-Waite reduction,
-/// Cephes' expf polynomial; 2^k built in the exponent bits through the
-/// round-to-nearest "magic" 1.5 * 2^23 (whose low mantissa bits hold k).
-KOKKOS_FORCEINLINE_FUNCTION float vexp_core(float xc) {
-  const float t = xc * 1.44269504088896341f + 12582912.0f;  // 1.5 * 2^23: rounds xc/ln2 to an integer
-  const float k = t - 12582912.0f;
-  float r = xc - k * 0.693359375f;  // ln2 high part (exact in 9 bits)
-  r = r - k * -2.12194440e-4f;      // ln2 - high part
-  const float p = expf_poly(r);
-  // low mantissa bits of t hold k (two's complement); (k + 127) << 23 is 2^k.
-  const std::uint32_t bits = (bit_cast<std::uint32_t>(t) + 127u) << 23;
-  return p * bit_cast<float>(bits);
-}
-/// e^x in double for x in [ln 2^-1022, 709]: as vexp(double) with 2^k
-/// built from the magic 1.5 * 2^52's low bits (no float-to-int conversion).
-KOKKOS_FORCEINLINE_FUNCTION double vexp_core(double xc) {
-  const double t = xc * 1.4426950408889634074 + 6755399441055744.0;
-  const double k = t - 6755399441055744.0;
-  const double r = (xc - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10;
-  const double p = exp_poly(r);
-  const std::uint64_t bits = (bit_cast<std::uint64_t>(t) + 1023u) << 52;
-  return p * bit_cast<double>(bits);
+/// e^x for x in the normal range ([ln 2^-126, 88] in float, [ln 2^-1022,
+/// 709] in double; or NaN): vexp's reduction and polynomial with 2^k built
+/// in the exponent bits from the magic's low mantissa bits, which hold k
+/// (two's complement): no float-to-int conversion.
+template <class A>
+KOKKOS_FORCEINLINE_FUNCTION A vexp_core(A xc) {
+  using P = ExpParams<A>;
+  using U = typename P::U;
+  constexpr A magic = P::magic;
+  const A t = xc * P::log2e + magic;
+  const A k = t - magic;
+  const A r = (xc - k * P::ln2_hi) - k * P::ln2_lo;
+  const U bits = (bit_cast<U>(t) + U(P::bias)) << P::mant;
+  return P::poly(r) * bit_cast<A>(bits);
 }
 
 /// log(x) in float for positive normal finite x: x = 2^e m with m in
