@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "common/args.hpp"
 #include "common/plot.hpp"
 #include "common/progress.hpp"
 
@@ -53,27 +54,16 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a.log.parse(argc, argv, i)) continue;
-    if (s == "--data")
-      a.data = next();
-    else if (s == "--steps")
-      a.steps = std::stoi(next());
-    else if (s == "--batch")
-      a.batch = std::stoi(next());
-    else if (s == "--dim")
-      a.dim = std::stoi(next());
-    else if (s == "--lr")
-      a.lr = std::stod(next());
-    else if (s == "--out")
-      a.out = next();
-    else if (s == "--short") {
-      a.short_run = true;
-      a.steps = 40;
-    }
-  }
+  const auto short_run = [&a] {
+    a.short_run = true;
+    a.steps = 40;
+  };
+  using kloss_examples::flag, kloss_examples::option;
+  kloss_examples::parse_args(
+      argc, argv,
+      {option("--data", a.data), option("--steps", a.steps), option("--batch", a.batch), option("--dim", a.dim),
+       option("--lr", a.lr), option("--out", a.out), flag("--short", short_run)},
+      &a.log);
   return a;
 }
 

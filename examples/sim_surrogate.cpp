@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "common/args.hpp"
 #include "common/plot.hpp"
 #include "common/progress.hpp"
 
@@ -53,21 +54,16 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a.log.parse(argc, argv, i)) continue;
-    if (s == "--nx") a.nx = std::stoi(next());
-    else if (s == "--steps") a.steps = std::stoi(next());
-    else if (s == "--train-every") a.train_every = std::stoi(next());
-    else if (s == "--iters") a.iters = std::stoi(next());
-    else if (s == "--hidden") a.hidden = std::stoi(next());
-    else if (s == "--out") a.out = next();
-    else if (s == "--short") {
-      a.nx = 48;
-      a.steps = 300;
-    }
-  }
+  const auto short_run = [&a] {
+    a.nx = 48;
+    a.steps = 300;
+  };
+  using kloss_examples::flag, kloss_examples::option;
+  kloss_examples::parse_args(
+      argc, argv,
+      {option("--nx", a.nx), option("--steps", a.steps), option("--train-every", a.train_every),
+       option("--iters", a.iters), option("--hidden", a.hidden), option("--out", a.out), flag("--short", short_run)},
+      &a.log);
   return a;
 }
 

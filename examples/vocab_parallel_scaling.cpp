@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "common/args.hpp"
 #include "common/plot.hpp"
 
 namespace {
@@ -43,28 +44,12 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string s = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (s == "--n")
-      a.n = std::stoll(next());
-    else if (s == "--c")
-      a.c = std::stoll(next());
-    else if (s == "--d")
-      a.d = std::stoll(next());
-    else if (s == "--fused-n")
-      a.fused_n = std::stoll(next());
-    else if (s == "--reps")
-      a.reps = std::stoi(next());
-    else if (s == "--max-p")
-      a.max_p = std::stoi(next());
-    else if (s == "--csv")
-      a.csv = next();
-    else if (s == "--png")
-      a.png = next();
-    else if (s == "--no-fused")
-      a.fused = false;
-  }
+  using kloss_examples::flag, kloss_examples::option;
+  kloss_examples::parse_args(
+      argc, argv,
+      {option("--n", a.n), option("--c", a.c), option("--d", a.d), option("--fused-n", a.fused_n),
+       option("--reps", a.reps), option("--max-p", a.max_p), option("--csv", a.csv), option("--png", a.png),
+       flag("--no-fused", [&a] { a.fused = false; })});
   return a;
 }
 
@@ -83,11 +68,20 @@ double median(std::vector<double> v) {
 using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
 
+/// Targets [n] of `c` classes: (i * 7919) mod c.
+Kokkos::View<std::int64_t*, Mem> targets(std::int64_t n, std::int64_t c) {
+  Kokkos::View<std::int64_t*, Mem> target("target", n);
+  Kokkos::parallel_for(
+      "example::targets", Kokkos::RangePolicy<Exec>(0, n),
+      KOKKOS_LAMBDA(const std::int64_t i) { target(i) = (i * 7919) % c; });
+  return target;
+}
+
 /// Times `step` (collective over comm) `reps` times after one warm-up;
-/// returns the median of the slowest rank's time and MPI time per step, and
-/// this rank's bytes per step.
+/// returns the row of shape (n, c, d) with the median of the slowest rank's
+/// time and MPI time per step, and this rank's bytes per step.
 template <class F>
-Row time_steps(kloss::mpi::Communicator& comm, int reps, F&& step) {
+Row time_steps(kloss::mpi::Communicator& comm, int reps, std::int64_t n, std::int64_t c, std::int64_t d, F&& step) {
   step();  // warm-up: first touch, BLAS threads
   std::vector<double> t, m;
   double bytes = 0;
@@ -105,6 +99,9 @@ Row time_steps(kloss::mpi::Communicator& comm, int reps, F&& step) {
     m.push_back(worst[1]);
   }
   Row row{};
+  row.n = n;
+  row.c = c;
+  row.d = d;
   row.ms = median(t);
   row.mpi_ms = median(m);
   row.bytes = bytes;
@@ -118,47 +115,33 @@ Row run_ce(MPI_Comm sub, std::int64_t n, std::int64_t c, int reps) {
   kloss::mpi::Communicator& comm = ce.communicator();
   Kokkos::View<float**, Kokkos::LayoutRight, Mem> logits("logits", n, ce.range().count),
       grad("grad", n, ce.range().count);
-  Kokkos::View<std::int64_t*, Mem> target("target", n);
+  const auto target = targets(n, c);
   Kokkos::View<float*, Mem> out("out", 1);
   Kokkos::Random_XorShift64_Pool<Exec> pool(1234 + comm.rank());
   Kokkos::fill_random(logits, pool, -4.0f, 4.0f);
-  Kokkos::parallel_for(
-      "example::targets", Kokkos::RangePolicy<Exec>(0, n),
-      KOKKOS_LAMBDA(const std::int64_t i) { target(i) = (i * 7919) % c; });
   Exec exec;
-  Row r = time_steps(comm, reps, [&] {
+  return time_steps(comm, reps, n, c, 0, [&] {
     ce.forward(exec, logits, target, out);
     ce.backward(exec, logits, target, grad);  // the mean loss as the objective
     exec.fence();
   });
-  r.n = n;
-  r.c = c;
-  r.d = 0;
-  return r;
 }
 
 Row run_fused(kloss::mpi::Communicator& comm, std::int64_t n, std::int64_t d, std::int64_t c, int reps) {
   const auto range = kloss::mpi::balanced_range(c, comm);
   Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", n, d), w("w", range.count, d), gi("gi", n, d),
       gw("gw", range.count, d);
-  Kokkos::View<std::int64_t*, Mem> target("target", n);
+  const auto target = targets(n, c);
   Kokkos::View<float*, Mem> none, out("out", 1);
   Kokkos::Random_XorShift64_Pool<Exec> pool(99);
   Kokkos::fill_random(x, pool, -1.0f, 1.0f);
   Kokkos::Random_XorShift64_Pool<Exec> pool_w(100 + comm.rank());
   Kokkos::fill_random(w, pool_w, -0.05f, 0.05f);
-  Kokkos::parallel_for(
-      "example::targets", Kokkos::RangePolicy<Exec>(0, n),
-      KOKKOS_LAMBDA(const std::int64_t i) { target(i) = (i * 7919) % c; });
   Exec exec;
-  Row r = time_steps(comm, reps, [&] {
+  return time_steps(comm, reps, n, c, d, [&] {
     kloss::mpi::vocab_parallel_fused_linear_cross_entropy(exec, comm, range, x, w, target, none, none, none, out, gi,
                                                           gw, none);
   });
-  r.n = n;
-  r.c = c;
-  r.d = d;
-  return r;
 }
 
 }  // namespace
@@ -182,25 +165,18 @@ int main(int argc, char** argv) {
           kloss::mpi::Communicator comm(sub);
           const std::int64_t c_weak = a.c / max_p * p;  // C/P classes per rank
           std::vector<Row> mine;
-          Row r = run_ce(sub, a.n, a.c, a.reps);
-          r.study = "strong";
-          r.op = "cross_entropy";
-          mine.push_back(r);
-          r = run_ce(sub, a.n, c_weak, a.reps);
-          r.study = "weak";
-          r.op = "cross_entropy";
-          mine.push_back(r);
+          auto add = [&](const char* study, const char* op, Row r) {
+            r.study = study;
+            r.op = op;
+            r.p = p;
+            mine.push_back(r);
+          };
+          add("strong", "cross_entropy", run_ce(sub, a.n, a.c, a.reps));
+          add("weak", "cross_entropy", run_ce(sub, a.n, c_weak, a.reps));
           if (a.fused) {
-            r = run_fused(comm, a.fused_n, a.d, a.c, a.reps);
-            r.study = "strong";
-            r.op = "fused_linear";
-            mine.push_back(r);
-            r = run_fused(comm, a.fused_n, a.d, c_weak, a.reps);
-            r.study = "weak";
-            r.op = "fused_linear";
-            mine.push_back(r);
+            add("strong", "fused_linear", run_fused(comm, a.fused_n, a.d, a.c, a.reps));
+            add("weak", "fused_linear", run_fused(comm, a.fused_n, a.d, c_weak, a.reps));
           }
-          for (auto& m : mine) m.p = p;
           if (rank == 0) rows.insert(rows.end(), mine.begin(), mine.end());
           MPI_Comm_free(&sub);
         }

@@ -12,49 +12,6 @@ using namespace kloss_perf;
 
 namespace {
 
-/// Exponentials per second of kloss' inline exp over an L2-resident
-/// array, measured once per process (the exp-rate floor of the issue).
-double exp_rate_per_s() {
-  static const double rate = [] {
-    const std::int64_t n = 1 << 16;
-    Kokkos::View<float*, Mem> a("kloss::perf::exp_in", n), e("kloss::perf::exp_out", n);
-    Kokkos::deep_copy(a, -1.5f);
-    double best = 0;
-    for (int rep = 0; rep < 20; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      // Results stored (256 KiB, in L2), not summed: a running float sum is
-      // a serial add chain that would bound the rate, not the exp (measured:
-      // 1.1 Gexp/s summed vs several stored).
-      Kokkos::parallel_for(
-          "kloss::perf::exp_rate", Kokkos::RangePolicy<Exec>(0, n / 16), KOKKOS_LAMBDA(const std::int64_t c) {
-            for (int l = 0; l < 16; ++l) e(c * 16 + l) = kloss::impl::ce_exp(a(c * 16 + l) - 0.001f * l);
-          });
-      Kokkos::fence();
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      benchmark::DoNotOptimize(e.data());
-      best = std::max(best, n / dt);
-    }
-    return best;
-  }();
-  return rate;
-}
-
-template <class T>
-void fill_logits(const Kokkos::View<T**, Kokkos::LayoutRight, Mem>& x, const Kokkos::View<std::int64_t*, Mem>& t) {
-  const std::int64_t C = x.extent(1);
-  Kokkos::parallel_for(
-      "kloss::perf::fill", Kokkos::RangePolicy<Exec>(0, x.extent(0)), KOKKOS_LAMBDA(const std::int64_t i) {
-        std::uint64_t s = 0x9E3779B97F4A7C15ull * (i + 1);
-        for (std::int64_t c = 0; c < C; ++c) {
-          s ^= s << 13;
-          s ^= s >> 7;
-          s ^= s << 17;
-          x(i, c) = static_cast<T>(static_cast<float>((s >> 40) * (1.0 / 16777216.0) * 8.0 - 4.0));
-        }
-        t(i) = static_cast<std::int64_t>(s % static_cast<std::uint64_t>(C));
-      });
-}
-
 template <class T>
 void counters(benchmark::State& state, double bytes, double exps, const std::string& key, std::int64_t N,
               std::int64_t C) {
@@ -86,7 +43,7 @@ void BM_cross_entropy_fwd(benchmark::State& state) {
   Kokkos::View<float*, Mem> lse("lse", N);
   Kokkos::View<double, Mem> tw("tw");
   Kokkos::View<T, Mem> out("out");
-  fill_logits(x, t);
+  fill_logits(x, t, 2026);
   for (auto _ : state) {
     kloss::cross_entropy(exec, x, t, Kokkos::View<T*, Mem>(), out, lse, tw);
     exec.fence();
@@ -105,7 +62,7 @@ void BM_cross_entropy_backward_run(benchmark::State& state) {
   Kokkos::View<float*, Mem> lse("lse", N);
   Kokkos::View<double, Mem> tw("tw");
   Kokkos::View<T, Mem> out("out"), gout("gout");
-  fill_logits(x0, t);
+  fill_logits(x0, t, 2026);
   Kokkos::deep_copy(gout, T(1.0f));
   for (auto _ : state) {
     state.PauseTiming();

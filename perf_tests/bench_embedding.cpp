@@ -7,7 +7,6 @@
 // index + the dense grad_weight written), the stream read bandwidth, and
 // PyTorch CPU's time for the same work in the same run (torch_ms) with
 // vs_torch = torch_ms / our ms (> 1: kloss faster).
-#include <chrono>
 #include <kloss/embedding.hpp>
 
 #include "perf_common.hpp"
@@ -68,18 +67,33 @@ std::map<std::string, double> torch_bag(kloss::EmbeddingBagMode m) {
                      "torch_bench_embedding.py");
 }
 
+/// embedding_bag's operands: 65536 bags of 20 uniform random rows (seeded)
+/// of a [1,000,000, 64] table of 0.5, in the mode of the benchmark's first
+/// argument.
+struct Bags {
+  const kloss::EmbeddingBagMode mode;
+  const Kokkos::View<std::int64_t*, Mem> idx, off{"off", bag_b};
+  const Kokkos::View<float**, Kokkos::LayoutRight, Mem> w{"w", bag_v, bag_d}, out{"out", bag_b, bag_d};
+  const Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> mi{"mi", bag_b, bag_d};
+  kloss::EmbeddingBagOptions o;
+
+  Bags(const benchmark::State& state, std::uint64_t seed)
+      : mode(static_cast<kloss::EmbeddingBagMode>(state.range(0))), idx(random_rows(bag_b * bag_l, bag_v, seed)) {
+    const auto offsets = off;
+    Kokkos::parallel_for(
+        "kloss::bench::offsets", Kokkos::RangePolicy<Exec>(0, bag_b),
+        KOKKOS_LAMBDA(const std::int64_t b) { offsets(b) = b * bag_l; });
+    fill(w, 0.5f);
+    o.mode = mode;
+  }
+};
+
 void BM_embedding_forward(benchmark::State& state) {
   Exec exec;
   auto idx = random_rows(emb_n, emb_v, 1);
   Kokkos::View<float**, Kokkos::LayoutRight, Mem> w("w", emb_v, emb_d), out("out", emb_n, emb_d);
   fill(w, 0.5f);
-  double secs = 0;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    kloss::embedding(exec, idx, w, out);
-    exec.fence();
-    secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
+  const double secs = timed_loop(state, exec, [&] { kloss::embedding(exec, idx, w, out); });
   finish(state, 2.0 * emb_n * emb_d * sizeof(float), secs, torch_embedding(), "fwd");
 }
 
@@ -90,69 +104,34 @@ void BM_embedding_backward(benchmark::State& state) {
   fill(go, 0.25f);
   kloss::EmbeddingOptions o;
   const std::string label = set_flavour(o, state.range(0));
-  double secs = 0;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    kloss::embedding_backward(exec, go, idx, gw, o);
-    exec.fence();
-    secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
+  const double secs = timed_loop(state, exec, [&] { kloss::embedding_backward(exec, go, idx, gw, o); });
   state.SetLabel(label);
   finish(state, (double(emb_n) + double(emb_v)) * emb_d * sizeof(float), secs, torch_embedding(), "bwd");
 }
 
 void BM_embedding_bag_forward(benchmark::State& state) {
   Exec exec;
-  const auto mode = static_cast<kloss::EmbeddingBagMode>(state.range(0));
-  auto idx = random_rows(bag_b * bag_l, bag_v, 3);
-  Kokkos::View<std::int64_t*, Mem> off("off", bag_b);
-  Kokkos::parallel_for(
-      "kloss::bench::offsets", Kokkos::RangePolicy<Exec>(0, bag_b),
-      KOKKOS_LAMBDA(const std::int64_t b) { off(b) = b * bag_l; });
-  Kokkos::View<float**, Kokkos::LayoutRight, Mem> w("w", bag_v, bag_d), out("out", bag_b, bag_d);
-  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> mi("mi", bag_b, bag_d);
-  fill(w, 0.5f);
-  kloss::EmbeddingBagOptions o;
-  o.mode = mode;
-  double secs = 0;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    kloss::embedding_bag(exec, idx, w, off, Kokkos::View<float*, Mem>(), out, mi, o);
-    exec.fence();
-    secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  state.SetLabel(std::string(kloss::to_string(mode)));
-  finish(state, (double(bag_b) * bag_l + double(bag_b)) * bag_d * sizeof(float), secs, torch_bag(mode), "fwd");
+  Bags s(state, 3);
+  const double secs = timed_loop(state, exec, [&] {
+    kloss::embedding_bag(exec, s.idx, s.w, s.off, Kokkos::View<float*, Mem>(), s.out, s.mi, s.o);
+  });
+  state.SetLabel(std::string(kloss::to_string(s.mode)));
+  finish(state, (double(bag_b) * bag_l + double(bag_b)) * bag_d * sizeof(float), secs, torch_bag(s.mode), "fwd");
 }
 
 void BM_embedding_bag_backward(benchmark::State& state) {
   Exec exec;
-  const auto mode = static_cast<kloss::EmbeddingBagMode>(state.range(0));
-  auto idx = random_rows(bag_b * bag_l, bag_v, 4);
-  Kokkos::View<std::int64_t*, Mem> off("off", bag_b);
-  Kokkos::parallel_for(
-      "kloss::bench::offsets", Kokkos::RangePolicy<Exec>(0, bag_b),
-      KOKKOS_LAMBDA(const std::int64_t b) { off(b) = b * bag_l; });
-  Kokkos::View<float**, Kokkos::LayoutRight, Mem> w("w", bag_v, bag_d), out("out", bag_b, bag_d),
-      go("go", bag_b, bag_d), gw("gw", bag_v, bag_d);
-  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> mi("mi", bag_b, bag_d);
+  Bags s(state, 4);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> go("go", bag_b, bag_d), gw("gw", bag_v, bag_d);
   Kokkos::View<float*, Mem> none;
-  fill(w, 0.5f);
   fill(go, 0.25f);
-  kloss::EmbeddingBagOptions o;
-  o.mode = mode;
-  const std::string label = set_flavour(o, state.range(1));
-  kloss::embedding_bag(exec, idx, w, off, none, out, mi, o);  // max_indices for max mode
-  double secs = 0;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    kloss::embedding_bag_backward(exec, go, idx, w, off, none, mi, gw, none, o);
-    exec.fence();
-    secs += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  state.SetLabel(std::string(kloss::to_string(mode)) + " " + label);
-  const double scattered = mode == kloss::EmbeddingBagMode::max ? double(bag_b) : double(bag_b) * bag_l;
-  finish(state, (scattered + double(bag_v)) * bag_d * sizeof(float), secs, torch_bag(mode), "bwd");
+  const std::string label = set_flavour(s.o, state.range(1));
+  kloss::embedding_bag(exec, s.idx, s.w, s.off, none, s.out, s.mi, s.o);  // max_indices for max mode
+  const double secs = timed_loop(
+      state, exec, [&] { kloss::embedding_bag_backward(exec, go, s.idx, s.w, s.off, none, s.mi, gw, none, s.o); });
+  state.SetLabel(std::string(kloss::to_string(s.mode)) + " " + label);
+  const double scattered = s.mode == kloss::EmbeddingBagMode::max ? double(bag_b) : double(bag_b) * bag_l;
+  finish(state, (scattered + double(bag_v)) * bag_d * sizeof(float), secs, torch_bag(s.mode), "bwd");
 }
 
 }  // namespace

@@ -22,72 +22,9 @@
 #include <kloss/fused_linear.hpp>
 #include <kloss/scratch.hpp>
 
-#include <chrono>
-
 using namespace kloss_perf;
 
 namespace {
-
-/// Bytes read + written per second of a 1 GiB device-to-device copy (best of 10).
-double copy_gbs() {
-  static const double gbs = [] {
-    const std::int64_t n = std::int64_t(1) << 28;
-    Kokkos::View<float*, Mem> a("kloss::perf::copy_a", n), b("kloss::perf::copy_b", n);
-    Kokkos::deep_copy(a, 1.5f);
-    double best = 0;
-    for (int rep = 0; rep < 10; ++rep) {
-      Kokkos::fence();
-      const auto t0 = std::chrono::steady_clock::now();
-      Kokkos::deep_copy(b, a);
-      Kokkos::fence();
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      best = std::max(best, 2.0 * n * sizeof(float) / dt / 1e9);
-    }
-    return best;
-  }();
-  return gbs;
-}
-
-KOKKOS_INLINE_FUNCTION std::uint64_t hash(std::uint64_t s) {
-  s ^= s >> 33;
-  s *= 0xff51afd7ed558ccdull;
-  s ^= s >> 33;
-  s *= 0xc4ceb9fe1a85ec53ull;
-  return s ^ (s >> 33);
-}
-
-/// Logits uniform in [-4, 4) from a per-element hash, targets in [0, V).
-template <class T>
-void fill(const Kokkos::View<T**, Kokkos::LayoutRight, Mem>& x, const Kokkos::View<std::int64_t*, Mem>& t,
-          std::uint64_t seed) {
-  const std::int64_t N = x.extent(0), C = x.extent(1);
-  Kokkos::parallel_for(
-      "kloss::perf::fill_logits", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(0, N * C),
-      KOKKOS_LAMBDA(const std::int64_t k) {
-        const std::uint64_t h = hash(seed + static_cast<std::uint64_t>(k));
-        x(k / C, k % C) = static_cast<T>(static_cast<float>((h >> 40) * (1.0 / 16777216.0) * 8.0 - 4.0));
-        if (k % C == 0) t(k / C) = static_cast<std::int64_t>(hash(~seed - k) % static_cast<std::uint64_t>(C));
-      });
-  Kokkos::fence();
-}
-
-/// The benchmark loop: untimed(), then step() timed alone between fences
-/// (manual time); returns the timed seconds of all iterations.
-template <class Untimed, class Step>
-double timed_loop(benchmark::State& state, const Exec& exec, const Untimed& untimed, const Step& step) {
-  double seconds = 0;
-  for (auto _ : state) {
-    untimed();
-    exec.fence();
-    const auto t0 = std::chrono::steady_clock::now();
-    step();
-    exec.fence();
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    state.SetIterationTime(dt);
-    seconds += dt;
-  }
-  return seconds;
-}
 
 /// Plain-valued counters from the timed seconds of the loop.
 void ce_counters(benchmark::State& state, double bytes, double seconds) {
@@ -110,7 +47,7 @@ void BM_ce(benchmark::State& state) {
   Kokkos::View<T, Mem> out("out"), gout("gout");
   Kokkos::View<T*, Mem> none;
   Kokkos::deep_copy(gout, T(1.0f));
-  fill(x, t, 2026);
+  fill_logits(x, t, 2026);
   if (backward) {
     x0 = Kokkos::View<T**, Kokkos::LayoutRight, Mem>("x0", N, C);
     Kokkos::deep_copy(x0, x);
@@ -124,12 +61,9 @@ void BM_ce(benchmark::State& state) {
     step();
   }
   exec.fence();
-  const double seconds = timed_loop(
-      state, exec,
-      [&] {
-        if (backward) Kokkos::deep_copy(exec, x, x0);
-      },
-      step);
+  const double seconds = timed_loop(state, exec, step, [&] {
+    if (backward) Kokkos::deep_copy(exec, x, x0);
+  });
   ce_counters(state, (backward ? 3.0 : 1.0) * double(N) * double(C) * sizeof(T), seconds);
 }
 
@@ -160,8 +94,7 @@ void BM_fused_linear(benchmark::State& state) {
   };
   step();
   exec.fence();
-  const double seconds = timed_loop(
-      state, exec, [] {}, step);
+  const double seconds = timed_loop(state, exec, step);
   state.counters["TFLOPs"] = 6.0 * N * D * V * static_cast<double>(state.iterations()) / seconds / 1e12;
   state.counters["scratch_MB"] = static_cast<double>(kloss::scratch_bytes()) / 1e6;
   kloss::release_scratch();

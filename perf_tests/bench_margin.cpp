@@ -17,9 +17,10 @@ using V2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem>;
 using V1 = Kokkos::View<T*, Mem>;
 using V0 = Kokkos::View<T, Mem>;
 
-/// Deterministic fill in [lo, hi) (or ±1 when sign), on the host then copied.
+/// Deterministic fill in [lo, hi) (or ±1 when sign), on the host then
+/// copied; returns v.
 template <class View>
-void fill(const View& v, double lo, double hi, unsigned seed, bool sign = false) {
+View fill(const View& v, double lo, double hi, unsigned seed, bool sign = false) {
   auto h = Kokkos::create_mirror_view(v);
   auto* p = h.data();
   std::uint64_t s = 0x9E3779B97F4A7C15ull * (seed + 1);
@@ -35,256 +36,149 @@ void fill(const View& v, double lo, double hi, unsigned seed, bool sign = false)
       p[i] = static_cast<E>(sign ? (u < 0.5 ? -1.0 : 1.0) : lo + (hi - lo) * u);
   }
   Kokkos::deep_copy(v, h);
+  return v;
 }
 
-/// Times `body` (which must fence) and sets the counters: GB/s, fraction of
-/// stream, torch's time and kloss's speed-up over it.
-template <class F>
-void run(benchmark::State& state, const char* op, const char* key, double bytes, const F& body) {
-  double seconds = 0;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    body();
-    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+/// One benchmark: `op` (its torch_bench_margin.py name and the kloss call's)
+/// forward or backward at [n, d] = the benchmark's arguments, with the
+/// output, the upstream gradient (1) and the execution space that its calls
+/// share.
+struct Case {
+  benchmark::State& state;
+  const char* op;
+  bool backward;
+  std::int64_t n = state.range(0), d = state.range(1);
+  Exec exec;
+  V0 out{"out"}, g{"g"};
+
+  Case(benchmark::State& s, const char* name, bool bwd) : state(s), op(name), backward(bwd) {
+    Kokkos::deep_copy(g, 1.0f);
   }
-  const double per_iter = seconds / static_cast<double>(state.iterations());
-  const auto torch = torch_times(std::string(op) + " --shape " + std::to_string(state.range(0)) + " " +
-                                     std::to_string(state.range(1)) + " --dtype float32",
-                                 "torch_bench_margin.py");
-  const double torch_ms = torch.count(key) ? torch.at(key) : 0;
-  report(state, bytes, torch_ms);
-  state.counters["of_stream"] = bytes / per_iter / 1e9 / stream_read_gbs();
-  if (torch_ms > 0) state.counters["x_torch"] = torch_ms / (per_iter * 1e3);
+  /// [n, d] in [-1, 1), or in [lo, hi)
+  V2 uniform(const std::string& label, unsigned seed, double lo = -1, double hi = 1) const {
+    return fill(V2(label, n, d), lo, hi, seed);
+  }
+  /// [n, d] of ±1
+  V2 signs(const std::string& label, unsigned seed) const { return fill(V2(label, n, d), 0, 0, seed, true); }
+  V2 grad(const std::string& label) const { return V2(label, n, d); }
+  /// The bytes of `per_nd` values of T per element of [n, d]
+  double nd_bytes(double per_nd) const { return per_nd * n * d * sizeof(T); }
+
+  /// Times `call` and sets the counters for `bytes` moved per
+  /// call: GB/s, fraction of stream, torch's time and the speed-up over it.
+  template <class F>
+  void run(double bytes, const F& call) {
+    const double seconds = timed_loop(state, exec, call);
+    const double per_iter = seconds / static_cast<double>(state.iterations());
+    const auto torch =
+        torch_times(std::string(op) + " --shape " + std::to_string(n) + " " + std::to_string(d) + " --dtype float32",
+                    "torch_bench_margin.py");
+    const char* key = backward ? "bwd" : "fwd";
+    const double torch_ms = torch.count(key) ? torch.at(key) : 0;
+    report(state, bytes, torch_ms);
+    state.counters["of_stream"] = bytes / per_iter / 1e9 / stream_read_gbs();
+    if (torch_ms > 0) state.counters["x_torch"] = torch_ms / (per_iter * 1e3);
+  }
+};
+
+void hinge_embedding_loss(Case& c) {
+  const V2 x = c.uniform("x", 1), t = c.signs("t", 2);
+  if (!c.backward) return c.run(c.nd_bytes(2), [&] { kloss::hinge_embedding_loss(c.exec, x, t, c.out); });
+  const V2 gx = c.grad("gx");
+  c.run(c.nd_bytes(3), [&] { kloss::hinge_embedding_loss_backward(c.exec, c.g, x, t, gx); });
 }
 
-void BM_hinge_embedding_loss_forward(benchmark::State& state) {
-  const auto n = state.range(0), d = state.range(1);
-  V2 x("x", n, d), t("t", n, d);
-  V0 out("out");
-  fill(x, -1, 1, 1);
-  fill(t, 0, 0, 2, true);
-  Exec exec;
-  run(state, "hinge_embedding_loss", "fwd", 2.0 * n * d * sizeof(T), [&] {
-    kloss::hinge_embedding_loss(exec, x, t, out);
-    exec.fence();
-  });
-}
-void BM_hinge_embedding_loss_backward(benchmark::State& state) {
-  const auto n = state.range(0), d = state.range(1);
-  V2 x("x", n, d), t("t", n, d), gx("gx", n, d);
-  V0 g("g");
-  fill(x, -1, 1, 1);
-  fill(t, 0, 0, 2, true);
-  Kokkos::deep_copy(g, 1.0f);
-  Exec exec;
-  run(state, "hinge_embedding_loss", "bwd", 3.0 * n * d * sizeof(T), [&] {
-    kloss::hinge_embedding_loss_backward(exec, g, x, t, gx);
-    exec.fence();
-  });
+void margin_ranking_loss(Case& c) {
+  const V2 a = c.uniform("a", 1), b = c.uniform("b", 2), t = c.signs("t", 3);
+  if (!c.backward) return c.run(c.nd_bytes(3), [&] { kloss::margin_ranking_loss(c.exec, a, b, t, c.out, {0.1}); });
+  const V2 ga = c.grad("ga"), gb = c.grad("gb");
+  c.run(c.nd_bytes(5), [&] { kloss::margin_ranking_loss_backward(c.exec, c.g, a, b, t, ga, gb, {0.1}); });
 }
 
-void BM_margin_ranking_loss_forward(benchmark::State& state) {
-  const auto n = state.range(0), d = state.range(1);
-  V2 a("a", n, d), b("b", n, d), t("t", n, d);
-  V0 out("out");
-  fill(a, -1, 1, 1);
-  fill(b, -1, 1, 2);
-  fill(t, 0, 0, 3, true);
-  Exec exec;
-  run(state, "margin_ranking_loss", "fwd", 3.0 * n * d * sizeof(T), [&] {
-    kloss::margin_ranking_loss(exec, a, b, t, out, {0.1});
-    exec.fence();
-  });
-}
-void BM_margin_ranking_loss_backward(benchmark::State& state) {
-  const auto n = state.range(0), d = state.range(1);
-  V2 a("a", n, d), b("b", n, d), t("t", n, d), ga("ga", n, d), gb("gb", n, d);
-  V0 g("g");
-  fill(a, -1, 1, 1);
-  fill(b, -1, 1, 2);
-  fill(t, 0, 0, 3, true);
-  Kokkos::deep_copy(g, 1.0f);
-  Exec exec;
-  run(state, "margin_ranking_loss", "bwd", 5.0 * n * d * sizeof(T), [&] {
-    kloss::margin_ranking_loss_backward(exec, g, a, b, t, ga, gb, {0.1});
-    exec.fence();
-  });
+void triplet_margin_loss(Case& c) {
+  const V2 a = c.uniform("a", 1), p = c.uniform("p", 2), q = c.uniform("q", 3);
+  if (!c.backward) return c.run(c.nd_bytes(3), [&] { kloss::triplet_margin_loss(c.exec, a, p, q, c.out); });
+  const V2 ga = c.grad("ga"), gp = c.grad("gp"), gq = c.grad("gq");
+  c.run(c.nd_bytes(6), [&] { kloss::triplet_margin_loss_backward(c.exec, c.g, a, p, q, ga, gp, gq); });
 }
 
-void BM_triplet_margin_loss_forward(benchmark::State& state) {
-  const auto n = state.range(0), d = state.range(1);
-  V2 a("a", n, d), p("p", n, d), q("q", n, d);
-  V0 out("out");
-  fill(a, -1, 1, 1);
-  fill(p, -1, 1, 2);
-  fill(q, -1, 1, 3);
-  Exec exec;
-  run(state, "triplet_margin_loss", "fwd", 3.0 * n * d * sizeof(T), [&] {
-    kloss::triplet_margin_loss(exec, a, p, q, out);
-    exec.fence();
-  });
-}
-void BM_triplet_margin_loss_backward(benchmark::State& state) {
-  const auto n = state.range(0), d = state.range(1);
-  V2 a("a", n, d), p("p", n, d), q("q", n, d), ga("ga", n, d), gp("gp", n, d), gq("gq", n, d);
-  V0 g("g");
-  fill(a, -1, 1, 1);
-  fill(p, -1, 1, 2);
-  fill(q, -1, 1, 3);
-  Kokkos::deep_copy(g, 1.0f);
-  Exec exec;
-  run(state, "triplet_margin_loss", "bwd", 6.0 * n * d * sizeof(T), [&] {
-    kloss::triplet_margin_loss_backward(exec, g, a, p, q, ga, gp, gq);
-    exec.fence();
-  });
+void cosine_embedding_loss(Case& c) {
+  const V2 a = c.uniform("a", 1), b = c.uniform("b", 2);
+  const V1 t = fill(V1("t", c.n), 0, 0, 3, true);
+  const double rows = static_cast<double>(c.n) * sizeof(T);
+  if (!c.backward)
+    return c.run(c.nd_bytes(2) + rows, [&] { kloss::cosine_embedding_loss(c.exec, a, b, t, c.out, {0.1}); });
+  const V2 ga = c.grad("ga"), gb = c.grad("gb");
+  c.run(c.nd_bytes(4) + rows, [&] { kloss::cosine_embedding_loss_backward(c.exec, c.g, a, b, t, ga, gb, {0.1}); });
 }
 
-void BM_cosine_embedding_loss_forward(benchmark::State& state) {
-  const auto n = state.range(0), d = state.range(1);
-  V2 a("a", n, d), b("b", n, d);
-  V1 t("t", n);
-  V0 out("out");
-  fill(a, -1, 1, 1);
-  fill(b, -1, 1, 2);
-  fill(t, 0, 0, 3, true);
-  Exec exec;
-  run(state, "cosine_embedding_loss", "fwd", (2.0 * n * d + n) * sizeof(T), [&] {
-    kloss::cosine_embedding_loss(exec, a, b, t, out, {0.1});
-    exec.fence();
-  });
-}
-void BM_cosine_embedding_loss_backward(benchmark::State& state) {
-  const auto n = state.range(0), d = state.range(1);
-  V2 a("a", n, d), b("b", n, d), ga("ga", n, d), gb("gb", n, d);
-  V1 t("t", n);
-  V0 g("g");
-  fill(a, -1, 1, 1);
-  fill(b, -1, 1, 2);
-  fill(t, 0, 0, 3, true);
-  Kokkos::deep_copy(g, 1.0f);
-  Exec exec;
-  run(state, "cosine_embedding_loss", "bwd", (4.0 * n * d + n) * sizeof(T), [&] {
-    kloss::cosine_embedding_loss_backward(exec, g, a, b, t, ga, gb, {0.1});
-    exec.fence();
-  });
-}
-
-void BM_multi_margin_loss_forward(benchmark::State& state) {
-  const auto n = state.range(0), d = state.range(1);
-  V2 x("x", n, d);
-  Kokkos::View<std::int64_t*, Mem> y("y", n);
-  V1 w;
-  V0 out("out");
-  fill(x, -1, 1, 1);
-  fill(y, 0, d, 2);
-  Exec exec;
-  run(state, "multi_margin_loss", "fwd", n * d * sizeof(T) + n * 8.0, [&] {
-    kloss::multi_margin_loss(exec, x, y, w, out);
-    exec.fence();
-  });
-}
-void BM_multi_margin_loss_backward(benchmark::State& state) {
-  const auto n = state.range(0), d = state.range(1);
-  V2 x("x", n, d), gx("gx", n, d);
-  Kokkos::View<std::int64_t*, Mem> y("y", n);
-  V1 w;
-  V0 g("g");
-  fill(x, -1, 1, 1);
-  fill(y, 0, d, 2);
-  Kokkos::deep_copy(g, 1.0f);
-  Exec exec;
-  run(state, "multi_margin_loss", "bwd", 2.0 * n * d * sizeof(T) + n * 8.0, [&] {
-    kloss::multi_margin_loss_backward(exec, g, x, y, w, gx);
-    exec.fence();
-  });
+void multi_margin_loss(Case& c) {
+  const V2 x = c.uniform("x", 1);
+  const auto y = fill(Kokkos::View<std::int64_t*, Mem>("y", c.n), 0, c.d, 2);
+  const V1 w;
+  if (!c.backward) return c.run(c.nd_bytes(1) + c.n * 8.0, [&] { kloss::multi_margin_loss(c.exec, x, y, w, c.out); });
+  const V2 gx = c.grad("gx");
+  c.run(c.nd_bytes(2) + c.n * 8.0, [&] { kloss::multi_margin_loss_backward(c.exec, c.g, x, y, w, gx); });
 }
 
 /// Multilabel targets as torch_bench_margin.py: 4 labels, then -1, then -1s.
-Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> multilabel_targets(std::int64_t n, std::int64_t d) {
-  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> y("y", n, d);
+Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> multilabel_targets(const Case& c) {
+  Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Mem> y("y", c.n, c.d);
   auto h = Kokkos::create_mirror_view(y);
-  Kokkos::View<std::int64_t*, Mem> labels("labels", n * 4);
-  fill(labels, 0, d, 5);
+  const auto labels = fill(Kokkos::View<std::int64_t*, Mem>("labels", c.n * 4), 0, c.d, 5);
   auto hl = Kokkos::create_mirror_view(labels);
   Kokkos::deep_copy(hl, labels);
-  for (std::int64_t r = 0; r < n; ++r)
-    for (std::int64_t j = 0; j < d; ++j) h(r, j) = j < 4 ? hl(r * 4 + j) : -1;
+  for (std::int64_t r = 0; r < c.n; ++r)
+    for (std::int64_t j = 0; j < c.d; ++j) h(r, j) = j < 4 ? hl(r * 4 + j) : -1;
   Kokkos::deep_copy(y, h);
   return y;
 }
 
-void BM_multilabel_margin_loss_forward(benchmark::State& state) {
-  const auto n = state.range(0), d = state.range(1);
-  V2 x("x", n, d);
-  V0 out("out");
-  fill(x, -1, 1, 1);
-  auto y = multilabel_targets(n, d);
-  Exec exec;
+void multilabel_margin_loss(Case& c) {
+  const V2 x = c.uniform("x", 1);
+  const auto y = multilabel_targets(c);
   // The targets are read up to the first -1 only: 5 of d entries per row.
-  run(state, "multilabel_margin_loss", "fwd", n * d * sizeof(T) + n * 5 * 8.0, [&] {
-    kloss::multilabel_margin_loss(exec, x, y, out);
-    exec.fence();
-  });
-}
-void BM_multilabel_margin_loss_backward(benchmark::State& state) {
-  const auto n = state.range(0), d = state.range(1);
-  V2 x("x", n, d), gx("gx", n, d);
-  V0 g("g");
-  fill(x, -1, 1, 1);
-  Kokkos::deep_copy(g, 1.0f);
-  auto y = multilabel_targets(n, d);
-  Exec exec;
-  run(state, "multilabel_margin_loss", "bwd", 2.0 * n * d * sizeof(T) + n * 5 * 8.0, [&] {
-    kloss::multilabel_margin_loss_backward(exec, g, x, y, gx);
-    exec.fence();
-  });
+  const double targets = c.n * 5 * 8.0;
+  if (!c.backward) return c.run(c.nd_bytes(1) + targets, [&] { kloss::multilabel_margin_loss(c.exec, x, y, c.out); });
+  const V2 gx = c.grad("gx");
+  c.run(c.nd_bytes(2) + targets, [&] { kloss::multilabel_margin_loss_backward(c.exec, c.g, x, y, gx); });
 }
 
-void BM_multilabel_soft_margin_loss_forward(benchmark::State& state) {
-  const auto n = state.range(0), d = state.range(1);
-  V2 x("x", n, d), t("t", n, d);
-  V1 w;
-  V0 out("out");
-  fill(x, -1, 1, 1);
-  fill(t, 0, 1, 2);  // soft targets in [0, 1)
-  Exec exec;
-  run(state, "multilabel_soft_margin_loss", "fwd", 2.0 * n * d * sizeof(T), [&] {
-    kloss::multilabel_soft_margin_loss(exec, x, t, w, out);
-    exec.fence();
-  });
+void multilabel_soft_margin_loss(Case& c) {
+  const V2 x = c.uniform("x", 1), t = c.uniform("t", 2, 0, 1);  // soft targets in [0, 1)
+  const V1 w;
+  if (!c.backward) return c.run(c.nd_bytes(2), [&] { kloss::multilabel_soft_margin_loss(c.exec, x, t, w, c.out); });
+  const V2 gx = c.grad("gx");
+  c.run(c.nd_bytes(3), [&] { kloss::multilabel_soft_margin_loss_backward(c.exec, c.g, x, t, w, gx); });
 }
-void BM_multilabel_soft_margin_loss_backward(benchmark::State& state) {
-  const auto n = state.range(0), d = state.range(1);
-  V2 x("x", n, d), t("t", n, d), gx("gx", n, d);
-  V1 w;
-  V0 g("g");
-  fill(x, -1, 1, 1);
-  fill(t, 0, 1, 2);
-  Kokkos::deep_copy(g, 1.0f);
-  Exec exec;
-  run(state, "multilabel_soft_margin_loss", "bwd", 3.0 * n * d * sizeof(T), [&] {
-    kloss::multilabel_soft_margin_loss_backward(exec, g, x, t, w, gx);
-    exec.fence();
-  });
+
+/// Registers BM_<op>_forward and BM_<op>_backward at [65536, 256].
+void register_op(const char* name, void (*op)(Case&)) {
+  for (const bool backward : {false, true}) {
+    const std::string label = std::string("BM_") + name + (backward ? "_backward" : "_forward");
+    benchmark::RegisterBenchmark(label.c_str(),
+                                 [=](benchmark::State& state) {
+                                   Case c(state, name, backward);
+                                   op(c);
+                                 })
+        ->Args({65536, 256})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.5);
+  }
 }
 
 }  // namespace
 
-#define KLOSS_MARGIN_BENCH(NAME) \
-  BENCHMARK(NAME)->Args({65536, 256})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
-KLOSS_MARGIN_BENCH(BM_hinge_embedding_loss_forward)
-KLOSS_MARGIN_BENCH(BM_hinge_embedding_loss_backward)
-KLOSS_MARGIN_BENCH(BM_margin_ranking_loss_forward)
-KLOSS_MARGIN_BENCH(BM_margin_ranking_loss_backward)
-KLOSS_MARGIN_BENCH(BM_triplet_margin_loss_forward)
-KLOSS_MARGIN_BENCH(BM_triplet_margin_loss_backward)
-KLOSS_MARGIN_BENCH(BM_cosine_embedding_loss_forward)
-KLOSS_MARGIN_BENCH(BM_cosine_embedding_loss_backward)
-KLOSS_MARGIN_BENCH(BM_multi_margin_loss_forward)
-KLOSS_MARGIN_BENCH(BM_multi_margin_loss_backward)
-KLOSS_MARGIN_BENCH(BM_multilabel_margin_loss_forward)
-KLOSS_MARGIN_BENCH(BM_multilabel_margin_loss_backward)
-KLOSS_MARGIN_BENCH(BM_multilabel_soft_margin_loss_forward)
-KLOSS_MARGIN_BENCH(BM_multilabel_soft_margin_loss_backward)
-
-int main(int argc, char** argv) { return kloss_perf::run_benchmarks(argc, argv); }
+int main(int argc, char** argv) {
+#define KLOSS_MARGIN_BENCH(OP) register_op(#OP, OP);
+  KLOSS_MARGIN_BENCH(hinge_embedding_loss)
+  KLOSS_MARGIN_BENCH(margin_ranking_loss)
+  KLOSS_MARGIN_BENCH(triplet_margin_loss)
+  KLOSS_MARGIN_BENCH(cosine_embedding_loss)
+  KLOSS_MARGIN_BENCH(multi_margin_loss)
+  KLOSS_MARGIN_BENCH(multilabel_margin_loss)
+  KLOSS_MARGIN_BENCH(multilabel_soft_margin_loss)
+#undef KLOSS_MARGIN_BENCH
+  return kloss_perf::run_benchmarks(argc, argv);
+}

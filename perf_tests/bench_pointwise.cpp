@@ -138,12 +138,8 @@ void register_all(const char* dtype) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Kokkos::ScopeGuard guard(argc, argv);
-  benchmark::Initialize(&argc, argv);
   register_all<float>("float32");
   register_all<double>("float64");
   register_all<kloss::bfloat16>("bfloat16");
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return kloss_perf::run_benchmarks(argc, argv);
 }

@@ -1,7 +1,8 @@
 #pragma once
 // Shared pieces of the kloss benchmarks: this machine's measured floors
-// (stream read bandwidth, vectorised exp rate) and PyTorch's time for the
-// same work, measured in the same run by its tools/torch_bench_*.py peer.
+// (stream read and copy bandwidth, vectorised exp rate), the inputs' fill,
+// the timed loop and PyTorch's time for the same work, measured in the same
+// run by its tools/torch_bench_*.py peer.
 #include <benchmark/benchmark.h>
 
 #include <kloss/impl/tuning.hpp>
@@ -74,6 +75,109 @@ inline double stream_read_gbs() {
     return best;
   }();
   return gbs;
+}
+
+/// Bytes read + written per second of a 1 GiB copy on the default
+/// execution space (best of 10), measured once per process: the memory
+/// ceiling of a loop that reads one array and writes another.
+inline double copy_gbs() {
+  static const double gbs = [] {
+    const std::int64_t n = std::int64_t(1) << 28;
+    Kokkos::View<float*, Mem> a("kloss::perf::copy_a", n), b("kloss::perf::copy_b", n);
+    Kokkos::deep_copy(a, 1.5f);
+    double best = 0;
+    for (int rep = 0; rep < 10; ++rep) {
+      Kokkos::fence();
+      const auto t0 = std::chrono::steady_clock::now();
+      Kokkos::deep_copy(b, a);
+      Kokkos::fence();
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best = std::max(best, 2.0 * n * sizeof(float) / dt / 1e9);
+    }
+    return best;
+  }();
+  return gbs;
+}
+
+/// Exponentials per second of kloss' inline exp over an L2-resident array
+/// (best of 20), measured once per process: the exp-rate floor of a loss
+/// that takes one exponential per logit.
+inline double exp_rate_per_s() {
+  static const double rate = [] {
+    const std::int64_t n = 1 << 16;
+    Kokkos::View<float*, Mem> a("kloss::perf::exp_in", n), e("kloss::perf::exp_out", n);
+    Kokkos::deep_copy(a, -1.5f);
+    double best = 0;
+    for (int rep = 0; rep < 20; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      // Results stored (256 KiB, in L2), not summed: a running float sum is
+      // a serial add chain that would bound the rate, not the exp (measured:
+      // 1.1 Gexp/s summed vs several stored).
+      Kokkos::parallel_for(
+          "kloss::perf::exp_rate", Kokkos::RangePolicy<Exec>(0, n / 16), KOKKOS_LAMBDA(const std::int64_t c) {
+            for (int l = 0; l < 16; ++l) e(c * 16 + l) = kloss::impl::ce_exp(a(c * 16 + l) - 0.001f * l);
+          });
+      Kokkos::fence();
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      benchmark::DoNotOptimize(e.data());
+      best = std::max(best, n / dt);
+    }
+    return best;
+  }();
+  return rate;
+}
+
+/// A 64-bit mix (MurmurHash3's finaliser): independent-looking bits from
+/// consecutive seeds.
+KOKKOS_INLINE_FUNCTION std::uint64_t mix64(std::uint64_t s) {
+  s ^= s >> 33;
+  s *= 0xff51afd7ed558ccdull;
+  s ^= s >> 33;
+  s *= 0xc4ceb9fe1a85ec53ull;
+  return s ^ (s >> 33);
+}
+
+/// Logits x [N, C] uniform in [-4, 4) and targets t [N] in [0, C), each
+/// from a hash of its element index and `seed`: one work item per element,
+/// so that a device writes the rows coalesced.
+template <class T>
+void fill_logits(const Kokkos::View<T**, Kokkos::LayoutRight, Mem>& x, const Kokkos::View<std::int64_t*, Mem>& t,
+                 std::uint64_t seed) {
+  const std::int64_t C = x.extent(1);
+  Kokkos::parallel_for(
+      "kloss::perf::fill_logits", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(0, x.extent(0) * C),
+      KOKKOS_LAMBDA(const std::int64_t k) {
+        const std::uint64_t h = mix64(seed + static_cast<std::uint64_t>(k));
+        x(k / C, k % C) = static_cast<T>(static_cast<float>((h >> 40) * (1.0 / 16777216.0) * 8.0 - 4.0));
+        if (k % C == 0) t(k / C) = static_cast<std::int64_t>(mix64(~seed - k) % static_cast<std::uint64_t>(C));
+      });
+  Kokkos::fence();
+}
+
+/// The benchmark loop: untimed(), then step() timed alone between fences of
+/// `exec`, its seconds also the iteration's manual time (which benchmarks
+/// registered with UseManualTime report); returns the timed seconds of all
+/// iterations.
+template <class Step, class Untimed>
+double timed_loop(benchmark::State& state, const Exec& exec, const Step& step, const Untimed& untimed) {
+  double seconds = 0;
+  for (auto _ : state) {
+    untimed();
+    exec.fence();
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    exec.fence();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state.SetIterationTime(dt);
+    seconds += dt;
+  }
+  return seconds;
+}
+
+/// timed_loop with nothing untimed.
+template <class Step>
+double timed_loop(benchmark::State& state, const Exec& exec, const Step& step) {
+  return timed_loop(state, exec, step, [] {});
 }
 
 /// Runs tools/<script> (a torch_bench_*.py peer) with `args` and returns its

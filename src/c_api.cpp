@@ -8,6 +8,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <kloss/checks.hpp>
 #include <kloss/error.hpp>
 #include <kloss/registry.hpp>
@@ -44,6 +45,28 @@ class InvalidState : public kloss::Error {
 bool kokkos_owned = false;      // kloss_initialize() initialised Kokkos
 bool kokkos_finalized = false;  // and kloss_finalize() finalised it
 
+// The status of a failure, its message kept for kloss_last_error().
+int failure(int status, std::string message) {
+  last_error = std::move(message);
+  return status;
+}
+
+// An exception class of kloss's and the status code it maps to.
+template <class E, int Status>
+struct StatusOf {
+  static constexpr int status = Status;
+  static bool matches(const std::exception& e) { return dynamic_cast<const E*>(&e) != nullptr; }
+};
+
+// The status of the first of Maps (StatusOf) whose class `e` is of;
+// KLOSS_ERROR_INTERNAL where none.
+template <class... Maps>
+int status_of(const std::exception& e) {
+  int status = KLOSS_ERROR_INTERNAL;
+  (void)((Maps::matches(e) && (status = Maps::status, true)) || ...);
+  return status;
+}
+
 // Runs `body`, mapping each kloss exception class to its status code.
 template <class F>
 int guarded(F&& body) {
@@ -51,43 +74,21 @@ int guarded(F&& body) {
     body();
     last_error.clear();
     return KLOSS_OK;
-  } catch (const InvalidState& e) {
-    last_error = e.what();
-    return KLOSS_ERROR_INVALID_STATE;
-  } catch (const kloss::InvalidArgument& e) {
-    last_error = e.what();
-    return KLOSS_ERROR_INVALID_ARGUMENT;
-  } catch (const kloss::DimensionMismatch& e) {
-    last_error = e.what();
-    return KLOSS_ERROR_DIMENSION_MISMATCH;
-  } catch (const kloss::IndexOutOfRange& e) {
-    last_error = e.what();
-    return KLOSS_ERROR_INDEX_OUT_OF_RANGE;
-  } catch (const kloss::NotImplemented& e) {
-    last_error = e.what();
-    return KLOSS_ERROR_NOT_IMPLEMENTED;
-  } catch (const kloss::MpiError& e) {
-    last_error = e.what();
-    return KLOSS_ERROR_MPI;
-  } catch (const kloss::Hdf5Error& e) {
-    last_error = e.what();
-    return KLOSS_ERROR_HDF5;
   } catch (const std::bad_alloc&) {
-    last_error = "kloss: out of memory";
-    return KLOSS_ERROR_OUT_OF_MEMORY;
+    return failure(KLOSS_ERROR_OUT_OF_MEMORY, "kloss: out of memory");
   } catch (const std::exception& e) {
-    last_error = std::string("kloss: internal error: ") + e.what();
-    return KLOSS_ERROR_INTERNAL;
+    const int status =
+        status_of<StatusOf<InvalidState, KLOSS_ERROR_INVALID_STATE>,
+                  StatusOf<kloss::InvalidArgument, KLOSS_ERROR_INVALID_ARGUMENT>,
+                  StatusOf<kloss::DimensionMismatch, KLOSS_ERROR_DIMENSION_MISMATCH>,
+                  StatusOf<kloss::IndexOutOfRange, KLOSS_ERROR_INDEX_OUT_OF_RANGE>,
+                  StatusOf<kloss::NotImplemented, KLOSS_ERROR_NOT_IMPLEMENTED>,
+                  StatusOf<kloss::MpiError, KLOSS_ERROR_MPI>, StatusOf<kloss::Hdf5Error, KLOSS_ERROR_HDF5>>(e);
+    return failure(status,
+                   status == KLOSS_ERROR_INTERNAL ? std::string("kloss: internal error: ") + e.what() : e.what());
   } catch (...) {
-    last_error = "kloss: internal error: unknown exception";
-    return KLOSS_ERROR_INTERNAL;
+    return failure(KLOSS_ERROR_INTERNAL, "kloss: internal error: unknown exception");
   }
-}
-
-// The status of a failure that is not an exception of kloss's own.
-int failure(int status, std::string message) {
-  last_error = std::move(message);
-  return status;
 }
 
 // Checks shared by the entry points: non-null pointers and Kokkos ready.
@@ -107,20 +108,12 @@ int null_arg(const char* fn, const char* arg) {
 // The runtime dtype of a C dtype value (which may be any int from C or
 // Fortran); throws InvalidArgument for a value outside the enum.
 DType to_dtype(int d, const char* fn, const char* arg) {
-  switch (d) {
-    case KLOSS_FLOAT32:
-      return DType::float32;
-    case KLOSS_FLOAT64:
-      return DType::float64;
-    case KLOSS_FLOAT16:
-      return DType::float16;
-    case KLOSS_BFLOAT16:
-      return DType::bfloat16;
-    case KLOSS_INT32:
-      return DType::int32;
-    case KLOSS_INT64:
-      return DType::int64;
-  }
+  // The runtime dtypes by kloss_dtype value.
+  constexpr DType dtypes[] = {DType::float32,  DType::float64, DType::float16,
+                              DType::bfloat16, DType::int32,   DType::int64};
+  static_assert(KLOSS_FLOAT32 == 0 && KLOSS_FLOAT64 == 1 && KLOSS_FLOAT16 == 2 && KLOSS_BFLOAT16 == 3 &&
+                KLOSS_INT32 == 4 && KLOSS_INT64 == 5);
+  if (d >= 0 && d < static_cast<int>(std::size(dtypes))) return dtypes[d];
   fail<kloss::InvalidArgument>(fn, "argument '", arg, "' is ", d, ", not a kloss_dtype (0-5)");
 }
 
@@ -265,30 +258,22 @@ const char* kloss_last_error(void) { return last_error.c_str(); }
 
 const char* kloss_status_name(int status) {
   switch (status) {
-    case KLOSS_OK:
-      return "KLOSS_OK";
-    case KLOSS_ERROR_INVALID_ARGUMENT:
-      return "KLOSS_ERROR_INVALID_ARGUMENT";
-    case KLOSS_ERROR_DIMENSION_MISMATCH:
-      return "KLOSS_ERROR_DIMENSION_MISMATCH";
-    case KLOSS_ERROR_INDEX_OUT_OF_RANGE:
-      return "KLOSS_ERROR_INDEX_OUT_OF_RANGE";
-    case KLOSS_ERROR_NOT_IMPLEMENTED:
-      return "KLOSS_ERROR_NOT_IMPLEMENTED";
-    case KLOSS_ERROR_MPI:
-      return "KLOSS_ERROR_MPI";
-    case KLOSS_ERROR_HDF5:
-      return "KLOSS_ERROR_HDF5";
-    case KLOSS_ERROR_NOT_INITIALIZED:
-      return "KLOSS_ERROR_NOT_INITIALIZED";
-    case KLOSS_ERROR_NULL_POINTER:
-      return "KLOSS_ERROR_NULL_POINTER";
-    case KLOSS_ERROR_INVALID_STATE:
-      return "KLOSS_ERROR_INVALID_STATE";
-    case KLOSS_ERROR_OUT_OF_MEMORY:
-      return "KLOSS_ERROR_OUT_OF_MEMORY";
-    case KLOSS_ERROR_INTERNAL:
-      return "KLOSS_ERROR_INTERNAL";
+#define KLOSS_STATUS_NAME(STATUS) \
+  case STATUS:                    \
+    return #STATUS;
+    KLOSS_STATUS_NAME(KLOSS_OK)
+    KLOSS_STATUS_NAME(KLOSS_ERROR_INVALID_ARGUMENT)
+    KLOSS_STATUS_NAME(KLOSS_ERROR_DIMENSION_MISMATCH)
+    KLOSS_STATUS_NAME(KLOSS_ERROR_INDEX_OUT_OF_RANGE)
+    KLOSS_STATUS_NAME(KLOSS_ERROR_NOT_IMPLEMENTED)
+    KLOSS_STATUS_NAME(KLOSS_ERROR_MPI)
+    KLOSS_STATUS_NAME(KLOSS_ERROR_HDF5)
+    KLOSS_STATUS_NAME(KLOSS_ERROR_NOT_INITIALIZED)
+    KLOSS_STATUS_NAME(KLOSS_ERROR_NULL_POINTER)
+    KLOSS_STATUS_NAME(KLOSS_ERROR_INVALID_STATE)
+    KLOSS_STATUS_NAME(KLOSS_ERROR_OUT_OF_MEMORY)
+    KLOSS_STATUS_NAME(KLOSS_ERROR_INTERNAL)
+#undef KLOSS_STATUS_NAME
   }
   return "unknown status";
 }

@@ -21,7 +21,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-from golden_writer import ce_options, DTYPES, GoldenFile, rounded, tolerances
+from golden_writer import ce_options, DEFAULT_OUT_DIR, DTYPES, golden_file, GoldenFile, rounded, tolerances
 
 REDUCTIONS = ["none", "mean", "sum"]
 
@@ -94,10 +94,8 @@ def _add(g, name, op, dtype, x, target, weight, reduction, index_dtype, options,
 
 
 def main(out_dir):
-    os.makedirs(out_dir, exist_ok=True)
     gen = torch.Generator().manual_seed(1234)
-    path = os.path.join(out_dir, "cross_entropy.h5")
-    with CompactGoldenFile(path) as g:
+    with golden_file(out_dir, "cross_entropy.h5", CompactGoldenFile) as g:
         # --- cross_entropy with class indices: option sets x dtype x index dtype x reduction
         option_sets = [
             # name, N, C, kdim, weighted, ignore_frac, ignore_index, smoothing, z_loss, softcap
@@ -210,8 +208,8 @@ def main(out_dir):
             t = torch.full((2,), -100)
             _add(g, f"nll_all_ignored_{dtype}_mean", "nll_loss", dtype, x, t, None, "mean", "int64", {},
                  lambda xr, tr, wr: F.nll_loss(xr, tr, reduction="mean"), gen)
-    print(path, os.path.getsize(path), "bytes,", len(g.names), "cases")
+    print(g.path, os.path.getsize(g.path), "bytes,", len(g.names), "cases")
 
 
 if __name__ == "__main__":
-    main(os.path.join(os.path.dirname(__file__), "..", "..", "data", "golden"))
+    main(DEFAULT_OUT_DIR)

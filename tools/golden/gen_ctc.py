@@ -14,12 +14,11 @@ accepts them and computes garbage; kloss raises IndexOutOfRange).
 
 Run: cd tools/golden && /usr/bin/python3 -c "import gen_ctc as g; g.main('../../data/golden')"
 """
-import os
 
 import torch
 import torch.nn.functional as F
 
-from golden_writer import GoldenFile, rounded
+from golden_writer import DEFAULT_OUT_DIR, golden_file, rounded
 
 OP = "ctc_loss"
 
@@ -133,9 +132,7 @@ def concatenated(seqs):
 def main(out_dir):
     gen = torch.Generator().manual_seed(20261122)
     fd_check_plain(gen)
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "ctc.h5")
-    with GoldenFile(path) as g:
+    with golden_file(out_dir, "ctc.h5") as g:
         b = Builder(g, gen)
 
         def batch(T, C, tls, blank, ils=None, repeat=None):
@@ -219,8 +216,8 @@ def main(out_dir):
                       reduction="none", zero_infinity=zero_infinity, rtol=rtol, atol=atol)
             b.add("unbatched", dtype, lp1, torch.tensor(s1), torch.tensor(7), torch.tensor(3), blank=1,
                   reduction="none", rtol=rtol, atol=atol)
-    return path
+    return g.path
 
 
 if __name__ == "__main__":
-    main(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "golden"))
+    main(DEFAULT_OUT_DIR)

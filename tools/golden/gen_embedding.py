@@ -16,13 +16,12 @@ scale_grad_by_freq cases here use inputs whose rows all occur equally
 often, where torch is right, and the generator checks every such case
 against the formula.
 """
-import os
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from golden_writer import DTYPES, GoldenFile, rounded
+from golden_writer import DEFAULT_OUT_DIR, DTYPES, golden_file, rounded
 
 INDEX_DTYPES = ["int64", "int32"]
 MODES = {"sum": 0, "mean": 1, "max": 2}
@@ -171,9 +170,8 @@ class Selector:
 
 
 def main(out_dir):
-    os.makedirs(out_dir, exist_ok=True)
     gen = torch.Generator().manual_seed(20261122)
-    with GoldenFile(os.path.join(out_dir, "embedding.h5")) as gf:
+    with golden_file(out_dir, "embedding.h5") as gf:
         for dtype in DTYPES:
             for it in INDEX_DTYPES:
                 g = Selector(gf, dtype, it)
@@ -224,4 +222,4 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    main(os.path.join(os.path.dirname(__file__), "..", "..", "data", "golden"))
+    main(DEFAULT_OUT_DIR)

@@ -15,13 +15,11 @@ import os
 import torch
 
 from gen_cross_entropy import CompactGoldenFile, _ce_reference
-from golden_writer import ce_options, rounded, tolerances
+from golden_writer import ce_options, DEFAULT_OUT_DIR, golden_file, rounded, tolerances
 
 
 def main(out_dir):
-    os.makedirs(out_dir, exist_ok=True)
     gen = torch.Generator().manual_seed(4321)
-    path = os.path.join(out_dir, "fused_linear.h5")
     sets = [
         # name, N, D, V, bias, ce_weight, ignore_frac, smoothing, z_loss, softcap, probability targets
         ("plain", 7, 5, 11, False, False, 0.0, 0.0, 0.0, 0.0, False),
@@ -31,7 +29,7 @@ def main(out_dir):
         ("probs", 7, 5, 11, True, False, 0.0, 0.0, 0.0, 0.0, True),
         ("probs_weight_smooth_zl_cap", 6, 4, 13, True, True, 0.0, 0.1, 1e-2, 2.5, True),
     ]
-    with CompactGoldenFile(path) as g:
+    with golden_file(out_dir, "fused_linear.h5", CompactGoldenFile) as g:
         for (name, n, d, v, has_b, has_cw, ifrac, eps, zl, cap, probs) in sets:
             for dtype in ["float32", "float64", "float16", "bfloat16"]:
                 idts = ["int64"] if probs or dtype in ("float16", "bfloat16") else ["int64", "int32"]
@@ -76,8 +74,8 @@ def main(out_dir):
                         g.add_case(f"flce_{name}_{tag}", "fused_linear_cross_entropy", dtype, inputs,
                                    out, grads=grads, grad_output=go, reduction=red, index_dtype=idt, options=opts,
                                    rtol=rtol, atol=atol)
-    print(path, os.path.getsize(path), "bytes,", len(g.names), "cases")
+    print(g.path, os.path.getsize(g.path), "bytes,", len(g.names), "cases")
 
 
 if __name__ == "__main__":
-    main(os.path.join(os.path.dirname(__file__), "..", "..", "data", "golden"))
+    main(DEFAULT_OUT_DIR)

@@ -8,12 +8,11 @@ dtype; gradients from autograd with a random grad_output.
 
 Run: cd tools/golden && /usr/bin/python3 -c "import gen_margin as g; g.main('../../data/golden')"
 """
-import os
 
 import torch
 import torch.nn.functional as F
 
-from golden_writer import DTYPES, GoldenFile, rounded, tolerances  # noqa: F401
+from golden_writer import DEFAULT_OUT_DIR, DTYPES, golden_file, GoldenFile, rounded, tolerances  # noqa: F401
 
 REDUCTIONS = ["none", "mean", "sum"]
 
@@ -261,19 +260,13 @@ def gen_multilabel_soft_margin(G):
 
 
 def main(out_dir):
-    os.makedirs(out_dir, exist_ok=True)
-    with CompactGoldenFile(os.path.join(out_dir, "margin.h5")) as g:
+    with golden_file(out_dir, "margin.h5", CompactGoldenFile) as g:
         G = Gen(g)
-        gen_hinge(G)
-        gen_margin_ranking(G)
-        gen_triplet(G)
-        gen_cosine(G)
-        gen_cosine_zero_vector(G)
-        gen_multi_margin(G)
-        gen_multilabel_margin(G)
-        gen_multilabel_soft_margin(G)
+        for ops in (gen_hinge, gen_margin_ranking, gen_triplet, gen_cosine, gen_cosine_zero_vector, gen_multi_margin,
+                    gen_multilabel_margin, gen_multilabel_soft_margin):
+            ops(G)
         print("margin.h5:", G.n, "cases")
 
 
 if __name__ == "__main__":
-    main(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "golden"))
+    main(DEFAULT_OUT_DIR)

@@ -45,7 +45,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from golden_writer import compact_dataset_writer, DTYPES, SCHEMA, GoldenFile, rounded, tolerances
+from golden_writer import (compact_dataset_writer, DEFAULT_OUT_DIR, DTYPES, golden_file, GoldenFile, rounded, SCHEMA,
+                           tolerances)
 
 warnings.simplefilter("ignore")
 
@@ -264,6 +265,18 @@ def gen_pointwise(G):
 
 # --- margin -------------------------------------------------------------------------------
 
+def pair_cases(G, name, op, dtype, red, margin, input1, input2, target):
+    """Cases `name` (default margin) and `name`_m (`margin`) of the margin
+    family's `op`(input1, input2, target), torch.nn.functional's op of that
+    name, differentiated in both inputs."""
+    fn = getattr(F, op)
+    for opts in ({}, {"margin": margin}):
+        G.case("margin", name + ("_m" if opts else ""), op, dtype,
+               lambda input1, input2, target, opts=opts: fn(input1, input2, target, reduction=red, **opts),
+               {"input1": input1, "input2": input2}, {"target": target}, diff=("input1", "input2"), reduction=red,
+               options=opts)
+
+
 def gen_margin(G):
     for dtype in DTYPES:
         for red in REDUCTIONS:
@@ -285,12 +298,7 @@ def gen_margin(G):
             a[2], b[3] = INF, INF
             a[4], b[5] = -INF, -INF
             a[6], b[6] = INF, INF
-            for opts in ({}, {"margin": 0.5}):
-                G.case("margin", "ranking%s" % ("_m" if opts else ""), "margin_ranking_loss", dtype,
-                       lambda input1, input2, target, red=red, opts=opts: F.margin_ranking_loss(
-                           input1, input2, target, reduction=red, **opts),
-                       {"input1": a, "input2": b}, {"target": tr}, diff=("input1", "input2"), reduction=red,
-                       options=opts)
+            pair_cases(G, "ranking", "margin_ranking_loss", dtype, red, 0.5, a, b, tr)
 
             # triplet_margin_loss: NaN anchor, inf positive, inf negative, inf
             # anchor (both distances inf), -inf negative, a finite row.
@@ -315,12 +323,7 @@ def gen_margin(G):
             c2[1, 1] = INF
             c1[2, 2] = c2[2, 2] = INF
             c1[3, 3] = -INF
-            for opts in ({}, {"margin": 0.3}):
-                G.case("margin", "cosine%s" % ("_m" if opts else ""), "cosine_embedding_loss", dtype,
-                       lambda input1, input2, target, red=red, opts=opts: F.cosine_embedding_loss(
-                           input1, input2, target, reduction=red, **opts),
-                       {"input1": c1, "input2": c2}, {"target": tc}, diff=("input1", "input2"), reduction=red,
-                       options=opts)
+            pair_cases(G, "cosine", "cosine_embedding_loss", dtype, red, 0.3, c1, c2, tc)
 
             # multi_margin_loss: rows with NaN / -inf / +inf away from and at
             # the target, and a finite row; p = 1 and 2; a class weight.
@@ -639,20 +642,14 @@ def gen_fused_linear(G):
 
 
 def main(out_dir):
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "nonfinite.h5")
-    with CompactGoldenFile(path) as g:
+    with golden_file(out_dir, "nonfinite.h5", CompactGoldenFile) as g:
         G = Gen(g)
-        gen_pointwise(G)
-        gen_margin(G)
-        gen_cross_entropy(G)
-        gen_ctc(G)
-        gen_embedding(G)
-        gen_fused_linear(G)
-    print(path, os.path.getsize(path), "bytes,", sum(G.counts.values()), "cases:",
+        for family in (gen_pointwise, gen_margin, gen_cross_entropy, gen_ctc, gen_embedding, gen_fused_linear):
+            family(G)
+    print(g.path, os.path.getsize(g.path), "bytes,", sum(G.counts.values()), "cases:",
           ", ".join("%s %d" % kv for kv in G.counts.items()))
-    return path
+    return g.path
 
 
 if __name__ == "__main__":
-    main(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "golden"))
+    main(DEFAULT_OUT_DIR)

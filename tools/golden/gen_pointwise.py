@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import h5py
 
-from golden_writer import DTYPES, SCHEMA, GoldenFile, rounded, tolerances
+from golden_writer import DEFAULT_OUT_DIR, DTYPES, golden_file, GoldenFile, rounded, SCHEMA, tolerances
 
 warnings.simplefilter("ignore")  # torch warns about broadcasting and kl_div's 'mean'
 
@@ -81,10 +81,8 @@ class Writer:
 
 
 def main(out_dir):
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "pointwise.h5")
     gen = torch.Generator().manual_seed(20261122)
-    with CompactGoldenFile(path) as g:
+    with golden_file(out_dir, "pointwise.h5", CompactGoldenFile) as g:
         w = Writer(g, gen)
         for di, dtype in enumerate(DTYPES):
             add_regression(w, gen, dtype, di)
@@ -99,7 +97,7 @@ def main(out_dir):
         w.gen = gen_sm
         for di, dtype in enumerate(DTYPES):
             add_soft_margin(w, gen_sm, dtype, di)
-    print("wrote %d cases to %s (%d bytes)" % (w.count, path, os.path.getsize(path)))
+    print("wrote %d cases to %s (%d bytes)" % (w.count, g.path, os.path.getsize(g.path)))
 
 
 def add_regression(w, gen, dtype, di):
@@ -283,4 +281,4 @@ def add_soft_margin(w, gen, dtype, di):
 
 if __name__ == "__main__":
     import sys
-    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "data", "golden"))
+    main(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_OUT_DIR)

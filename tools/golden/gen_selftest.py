@@ -11,7 +11,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-from golden_writer import DTYPES, GoldenFile, rounded
+from golden_writer import DEFAULT_OUT_DIR, DTYPES, golden_file, rounded
 
 REDUCTIONS = ["none", "mean", "sum"]
 
@@ -39,9 +39,8 @@ def _broadcast_mse(x, t, reduction):
 
 
 def main(out_dir):
-    os.makedirs(out_dir, exist_ok=True)
     gen = torch.Generator().manual_seed(20261122)
-    with GoldenFile(os.path.join(out_dir, "selftest.h5")) as g:
+    with golden_file(out_dir, "selftest.h5") as g:
         for dtype in DTYPES:
             for red in REDUCTIONS:
                 _case(g, f"mse_{dtype}_{red}_3x5", dtype, (3, 5), (3, 5), red, gen)
@@ -61,7 +60,7 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    main(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "golden"))
+    main(DEFAULT_OUT_DIR)
 
 
 def write_fuzz_corpus(out_dir):

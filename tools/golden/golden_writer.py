@@ -13,11 +13,15 @@ Conventions every generator follows:
     reals as float64, booleans as int64 0/1, strings as strings;
   * `tolerances(dtype)` gives the default rtol/atol per dtype.
 """
+import os
+
 import h5py
 import numpy as np
 import torch
 
 SCHEMA = "kloss-golden/1"
+# Where the generators write when run as scripts: the committed data/golden.
+DEFAULT_OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "golden")
 TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64,
                 "float16": torch.float16, "bfloat16": torch.bfloat16}
 DTYPES = list(TORCH_DTYPES)
@@ -92,6 +96,13 @@ class GoldenFile:
         ex.create_dataset("output", data=_np(output))
         for k, v in (grads or {}).items():
             ex.create_dataset("grad_" + k, data=_np(v))
+
+
+def golden_file(out_dir, name, cls=GoldenFile):
+    """`cls` (GoldenFile or a subclass) writing out_dir/name, out_dir made
+    where missing."""
+    os.makedirs(out_dir, exist_ok=True)
+    return cls(os.path.join(out_dir, name))
 
 
 def _np(t):
