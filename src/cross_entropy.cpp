@@ -9,13 +9,6 @@
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_CROSS_ENTROPY_DEFINE)
 KLOSS_FOR_EACH_SCALAR(KLOSS_CROSS_ENTROPY_PROB_DEFINE)
 
-#ifdef KLOSS_HAVE_MPI
-// The vocabulary-parallel adapter (src/mpi.cpp).
-namespace kloss::impl {
-rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard& shard);
-}
-#endif
-
 namespace kloss::impl {
 namespace {
 
@@ -40,12 +33,7 @@ Shape row_shape_of(const Shape& s) {
 }
 
 rt::Result run_cross_entropy(const rt::Call& c) {
-  CrossEntropyOptions o;
-  o.ignore_index = c.options.get_int(c.op, "ignore_index", -100);
-  o.reduction = c.options.get_reduction(c.op);
-  o.label_smoothing = c.options.get_real(c.op, "label_smoothing", 0.0);
-  o.z_loss = c.options.get_real(c.op, "z_loss", 0.0);
-  o.softcap = c.options.get_real(c.op, "softcap", 0.0);
+  auto o = read_ce_options<CrossEntropyOptions>(c);
   auto tit = c.inputs.find("target");
   if (tit == c.inputs.end()) fail<InvalidArgument>(c.op, "input 'target' is missing");
   // The target's buffer dtype decides: integers are class indices, floats

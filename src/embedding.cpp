@@ -6,13 +6,6 @@
 #define KLOSS_EMBEDDING_DEFINE(T, I) KLOSS_EMBEDDING_INSTANTIATE(, T, I)
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_EMBEDDING_DEFINE)
 
-#ifdef KLOSS_HAVE_MPI
-// The vocabulary-parallel adapter (src/mpi.cpp).
-namespace kloss::impl {
-rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& shard);
-}
-#endif
-
 namespace kloss::impl {
 namespace {
 
@@ -36,16 +29,6 @@ const std::vector<OptionInfo> embedding_bag_options = {
     {"deterministic", "bool", "False", "kloss extension: sort-based, bitwise reproducible backward"},
 };
 
-template <class Opts>
-void read_common(const rt::Call& c, Opts& o) {
-  if (c.options.has("padding_idx")) o.padding_idx = c.options.get_int(c.op, "padding_idx", 0);
-  if (c.options.has("max_norm")) o.max_norm = c.options.get_real(c.op, "max_norm", 0);
-  o.norm_type = c.options.get_real(c.op, "norm_type", 2.0);
-  o.scale_grad_by_freq = c.options.get_bool(c.op, "scale_grad_by_freq", false);
-  o.sparse = c.options.get_bool(c.op, "sparse", false);
-  o.deterministic = c.options.get_bool(c.op, "deterministic", false);
-}
-
 /// A dense [V, D] host buffer from a row-sparse gradient.
 template <class T, class I>
 rt::Buffer densify(const DeviceTensor<I>& idx, const DeviceTensor<T>& val, std::int64_t U, std::int64_t V,
@@ -68,7 +51,7 @@ rt::Result run_embedding(const rt::Call& c) {
     return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
       using I = typename decltype(itag)::type;
       EmbeddingOptions o;
-      read_common(c, o);
+      read_embedding_options(c, o);
       auto in = input<I>(c, "input");
       auto w = input<T>(c, "weight");
       check_rank("embedding", "weight", w.ctensor(), 2);
@@ -110,7 +93,7 @@ rt::Result run_embedding_bag(const rt::Call& c) {
     return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
       using I = typename decltype(itag)::type;
       EmbeddingBagOptions o;
-      read_common(c, o);
+      read_embedding_options(c, o);
       o.mode = parse_embedding_bag_mode(c.options.get_string(c.op, "mode", "mean"));
       o.include_last_offset = c.options.get_bool(c.op, "include_last_offset", false);
       auto in = input<I>(c, "input");

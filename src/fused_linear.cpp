@@ -7,13 +7,6 @@
 #define KLOSS_FUSED_LINEAR_DEFINE(T, I) KLOSS_FUSED_LINEAR_INSTANTIATE(, T, I)
 KLOSS_FUSED_LINEAR_FOR_EACH(KLOSS_FUSED_LINEAR_DEFINE)
 
-#ifdef KLOSS_HAVE_MPI
-// The vocabulary-parallel adapter (src/mpi.cpp).
-namespace kloss::impl {
-rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, const VocabShard& shard);
-}
-#endif
-
 namespace kloss::impl {
 namespace {
 
@@ -26,12 +19,7 @@ const std::vector<OptionInfo> fused_linear_options = {
 };
 
 rt::Result run_fused_linear(const rt::Call& c) {
-  FusedLinearCrossEntropyOptions o;
-  o.ignore_index = c.options.get_int(c.op, "ignore_index", -100);
-  o.reduction = c.options.get_reduction(c.op);
-  o.label_smoothing = c.options.get_real(c.op, "label_smoothing", 0.0);
-  o.z_loss = c.options.get_real(c.op, "z_loss", 0.0);
-  o.softcap = c.options.get_real(c.op, "softcap", 0.0);
+  auto o = read_ce_options<FusedLinearCrossEntropyOptions>(c);
   auto tit = c.inputs.find("target");
   const bool prob = tit != c.inputs.end() && rt::is_floating(tit->second.dtype());
   auto go_ = [&](auto tag, auto itag) {

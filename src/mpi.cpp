@@ -344,12 +344,7 @@ std::vector<double> from_rows(const std::vector<double>& r, std::int64_t n, std:
 }  // namespace
 
 rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard& shard) {
-  mpi::VocabParallelCrossEntropyOptions o;
-  o.ignore_index = c.options.get_int(c.op, "ignore_index", -100);
-  o.reduction = c.options.get_reduction(c.op);
-  o.label_smoothing = c.options.get_real(c.op, "label_smoothing", 0.0);
-  o.z_loss = c.options.get_real(c.op, "z_loss", 0.0);
-  o.softcap = c.options.get_real(c.op, "softcap", 0.0);
+  auto o = read_ce_options<mpi::VocabParallelCrossEntropyOptions>(c);
   auto iit = c.inputs.find("input");
   auto tit = c.inputs.find("target");
   if (iit == c.inputs.end()) fail<InvalidArgument>(c.op, "input 'input' is missing");
@@ -406,12 +401,7 @@ rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard&
 
 rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& shard) {
   mpi::VocabParallelEmbeddingOptions o;
-  if (c.options.has("padding_idx")) o.padding_idx = c.options.get_int(c.op, "padding_idx", 0);
-  if (c.options.has("max_norm")) o.max_norm = c.options.get_real(c.op, "max_norm", 0);
-  o.norm_type = c.options.get_real(c.op, "norm_type", 2.0);
-  o.scale_grad_by_freq = c.options.get_bool(c.op, "scale_grad_by_freq", false);
-  o.sparse = c.options.get_bool(c.op, "sparse", false);
-  o.deterministic = c.options.get_bool(c.op, "deterministic", false);
+  read_embedding_options(c, o);
   // torch's sparse=True only changes the gradient's storage: the runtime
   // API returns it dense, so a sharded run computes the dense slice.
   o.sparse = false;
@@ -455,12 +445,7 @@ rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& sha
 namespace kloss::impl {
 
 rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, const VocabShard& shard) {
-  mpi::VocabParallelFusedLinearOptions o;
-  o.ignore_index = c.options.get_int(c.op, "ignore_index", -100);
-  o.reduction = c.options.get_reduction(c.op);
-  o.label_smoothing = c.options.get_real(c.op, "label_smoothing", 0.0);
-  o.z_loss = c.options.get_real(c.op, "z_loss", 0.0);
-  o.softcap = c.options.get_real(c.op, "softcap", 0.0);
+  auto o = read_ce_options<mpi::VocabParallelFusedLinearOptions>(c);
   mpi::Communicator comm(shard.comm);
   const mpi::ClassRange range = range_of(shard);
   auto run = [&](auto tag) {

@@ -87,9 +87,11 @@ rt::Result run_binary_cross_entropy_with_logits(const rt::Call& c) {
   });
 }
 
-rt::Result run_kl_div(const rt::Call& c) {
-  const Reduction red = c.options.get_reduction(c.op);
-  const bool log_target = c.options.get_bool(c.op, "log_target", false);
+/// An (input, target) op with a gradient for input only:
+/// forward(exec, input, target, output) and backward(exec, grad_output,
+/// input, target, grad_input), generic over the dtype.
+template <class Fwd, class Bwd>
+rt::Result run_input_target(const rt::Call& c, Reduction red, const Fwd& forward, const Bwd& backward) {
   c.options.check_all_used(c.op);
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -99,11 +101,24 @@ rt::Result run_kl_div(const rt::Call& c) {
     RtExec exec;
     return run_forward_backward<T>(
         c, red, shape, {{"input", in.shape}},
-        [&](const Tensor<T, RtMem>& out) { kl_div<RtExec, T>(exec, in.ctensor(), tg.ctensor(), out, red, log_target); },
+        [&](const Tensor<T, RtMem>& out) { forward(exec, in.ctensor(), tg.ctensor(), out); },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          kl_div_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), red, log_target);
+          backward(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor());
         });
   });
+}
+
+rt::Result run_kl_div(const rt::Call& c) {
+  const Reduction red = c.options.get_reduction(c.op);
+  const bool log_target = c.options.get_bool(c.op, "log_target", false);
+  return run_input_target(
+      c, red,
+      [&](const RtExec& exec, const auto& in, const auto& tg, const auto& out) {
+        impl::kl_div<RtExec>(exec, in, tg, out, red, log_target);
+      },
+      [&](const RtExec& exec, const auto& go, const auto& in, const auto& tg, const auto& gi) {
+        impl::kl_div_backward<RtExec>(exec, go, in, tg, gi, red, log_target);
+      });
 }
 
 rt::Result run_poisson_nll_loss(const rt::Call& c) {
@@ -111,23 +126,14 @@ rt::Result run_poisson_nll_loss(const rt::Call& c) {
   const bool log_input = c.options.get_bool(c.op, "log_input", true);
   const bool full = c.options.get_bool(c.op, "full", false);
   const double eps = c.options.get_real(c.op, "eps", 1e-8);
-  c.options.check_all_used(c.op);
-  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    auto in = input<T>(c, "input");
-    auto tg = input<T>(c, "target");
-    const Shape shape = broadcast_shapes(in.shape, tg.shape, c.op, "input", "target");
-    RtExec exec;
-    return run_forward_backward<T>(
-        c, red, shape, {{"input", in.shape}},
-        [&](const Tensor<T, RtMem>& out) {
-          poisson_nll_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), out, red, log_input, full, eps);
-        },
-        [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          poisson_nll_loss_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), red, log_input,
-                                               full, eps);
-        });
-  });
+  return run_input_target(
+      c, red,
+      [&](const RtExec& exec, const auto& in, const auto& tg, const auto& out) {
+        impl::poisson_nll_loss<RtExec>(exec, in, tg, out, red, log_input, full, eps);
+      },
+      [&](const RtExec& exec, const auto& go, const auto& in, const auto& tg, const auto& gi) {
+        impl::poisson_nll_loss_backward<RtExec>(exec, go, in, tg, gi, red, log_input, full, eps);
+      });
 }
 
 rt::Result run_gaussian_nll_loss(const rt::Call& c) {

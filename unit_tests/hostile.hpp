@@ -484,6 +484,82 @@ inline std::vector<I64> class_targets(Rng& r, I64 n, I64 C, std::optional<I64> i
   return t;
 }
 
+/// ignore_index over C classes: -100 (torch's default) unless the call sets
+/// one (a class, a negative value or -100 itself).
+inline I64 draw_ignore_index(Rng& r, Case& c, I64 C) {
+  I64 ignore = -100;
+  if (r.coin(0.3)) {
+    ignore = r.coin() ? r.range(-3, std::max<I64>(C - 1, 0)) : I64{-100};
+    c.options["ignore_index"] = ignore;
+  }
+  return ignore;
+}
+
+/// The cross-entropy options label_smoothing, z_loss and softcap, each set or not.
+inline void draw_ce_options(Rng& r, Case& c) {
+  if (r.coin(0.3)) c.options["label_smoothing"] = r.pick(Vec{0.0, 0.1, 0.5, 1.0});
+  if (r.coin(0.2)) c.options["z_loss"] = r.pick(Vec{0.0, 1e-2, 0.5});
+  if (r.coin(0.2)) c.options["softcap"] = r.pick(Vec{0.0, 1.5, 10.0});
+}
+
+/// Writes an index outside [0, n) at a random element of the index argument
+/// `a`: n (plus below `spread`) or a hostile one, never `ignore` (a skipped
+/// class is no error). Returns the index written.
+inline I64 put_bad_index(Rng& r, const Case& c, Arg& a, I64 n, I64 spread = 1, std::optional<I64> ignore = {}) {
+  I64 v = r.coin() ? n + (spread > 1 ? static_cast<I64>(r.below(static_cast<std::uint64_t>(spread))) : 0)
+                   : hostile_index(r, c);
+  if (ignore && v == *ignore) v = std::max(n, *ignore) + 1;  // (ignore_index may be n or more)
+  a.ivalues[r.below(a.ivalues.size())] = v;
+  return v;
+}
+
+/// Breaks a class target: a negative probability (value `negative`), or an
+/// index outside [0, C) (`range` names that interval).
+inline Mutation bad_class_target(bool probs, I64 C, I64 spread, double negative, const std::string& range) {
+  return [=](Rng& r, Case& c) {
+    Arg* t = c.find("target");
+    if (probs) {
+      if (t->values.empty()) return;
+      t->values[r.below(t->values.size())] = negative;
+      c.set_bad("a negative class probability", {"target"});
+      return;
+    }
+    if (t->ivalues.empty()) return;
+    const I64 v = put_bad_index(r, c, *t, C, spread, int_opt(c, "ignore_index", -100));
+    c.set_bad("target " + std::to_string(v) + " outside " + range, {"target"});
+  };
+}
+
+/// Gives the target shape `s` (zeros, or halves for probabilities) and marks
+/// the call broken by it.
+inline void reshape_target(Case& c, const Ext& s) {
+  Arg* t = c.find("target");
+  t->shape = s;
+  if (t->index)
+    t->ivalues.assign(static_cast<std::size_t>(t->numel()), 0);
+  else
+    t->values.assign(static_cast<std::size_t>(t->numel()), 0.5);
+  c.set_bad("target of shape " + Shape(s).str(), {"target"});
+}
+
+/// Gives the floating argument `name` shape `s`, every element `fill`
+/// (adding it when the call has none).
+inline void refill(Case& c, const std::string& name, const Ext& s, double fill) {
+  const Vec v(static_cast<std::size_t>(kloss_ref::numel(s)), fill);
+  if (Arg* a = c.find(name))
+    a->shape = s, a->values = v;
+  else
+    c.inputs.push_back(floating(c, name, s, v));
+}
+
+/// Breaks a per-class weight over C classes: C + 1 entries.
+inline Mutation long_weight(I64 C) {
+  return [C](Rng&, Case& c) {
+    refill(c, "weight", {C + 1}, 1.0);
+    c.set_bad("weight of C + 1 entries", {"weight"});
+  };
+}
+
 inline void gen_cross_entropy(Rng& r, Draft& d) {
   Case& c = d.c;
   const bool ce = c.op == "cross_entropy";
@@ -502,11 +578,7 @@ inline void gen_cross_entropy(Rng& r, Draft& d) {
   const I64 nrows = kloss_ref::numel(rows);
   c.inputs.push_back(floating(
       c, "input", s, ce ? rand_vals(r, c, kloss_ref::numel(s), -3, 3) : rand_vals(r, c, kloss_ref::numel(s), -4, 0)));
-  I64 ignore = -100;
-  if (r.coin(0.3)) {
-    ignore = r.coin() ? r.range(-3, std::max<I64>(C - 1, 0)) : I64{-100};
-    c.options["ignore_index"] = ignore;
-  }
+  const I64 ignore = draw_ignore_index(r, c, C);
   const bool probs = ce && C > 0 && r.coin(0.3);
   if (probs) {
     Vec p = rand_vals(r, c, kloss_ref::numel(s), 0, 1);
@@ -515,50 +587,22 @@ inline void gen_cross_entropy(Rng& r, Draft& d) {
     c.inputs.push_back(indices(c, "target", rows, class_targets(r, nrows, C, ignore)));
   }
   if (r.coin(0.35)) c.inputs.push_back(floating(c, "weight", {C}, rand_vals(r, c, C, 0.2, 2)));
-  if (ce) {
-    if (r.coin(0.3)) c.options["label_smoothing"] = r.pick(Vec{0.0, 0.1, 0.5, 1.0});
-    if (r.coin(0.2)) c.options["z_loss"] = r.pick(Vec{0.0, 1e-2, 0.5});
-    if (r.coin(0.2)) c.options["softcap"] = r.pick(Vec{0.0, 1.5, 10.0});
-  }
+  if (ce) draw_ce_options(r, c);
   maybe_reduction(r, c);
   d.none_shape = rows;
 
-  d.breaks.push_back([probs, C](Rng& r, Case& c) {
-    Arg* t = c.find("target");
-    if (probs) {
-      if (t->values.empty()) return;
-      t->values[r.below(t->values.size())] = -0.5;
-      c.set_bad("a negative class probability", {"target"});
-      return;
-    }
-    if (t->ivalues.empty()) return;
-    const I64 ignore = int_opt(c, "ignore_index", -100);
-    I64 v = r.coin() ? C + static_cast<I64>(r.below(3)) : hostile_index(r, c);
-    if (v == ignore) v = std::max(C, ignore) + 1;  // (ignore_index may be C or more)
-    t->ivalues[r.below(t->ivalues.size())] = v;
-    c.set_bad("target " + std::to_string(v) + " outside [0, C)", {"target"});
-  });
+  d.breaks.push_back(bad_class_target(probs, C, 3, -0.5, "[0, C)"));
   d.breaks.push_back([](Rng& r, Case& c) {
-    Arg* t = c.find("target");
-    Ext s = t->shape;
+    Ext s = c.find("target")->shape;
     if (s.empty() || r.coin())
       s.push_back(2);
     else
       s[0] += 1;
-    t->shape = s;
-    if (t->index)
-      t->ivalues.assign(static_cast<std::size_t>(t->numel()), 0);
-    else
-      t->values.assign(static_cast<std::size_t>(t->numel()), 0.5);
-    c.set_bad("target of shape " + Shape(s).str(), {"target"});
+    reshape_target(c, s);
   });
   d.breaks.push_back([C](Rng& r, Case& c) {
-    Arg* w = c.find("weight");
     const Ext s = r.coin() ? Ext{C + 1} : Ext{1, C};
-    if (w)
-      w->shape = s, w->values.assign(static_cast<std::size_t>(kloss_ref::numel(s)), 1.0);
-    else
-      c.inputs.push_back(floating(c, "weight", s, Vec(static_cast<std::size_t>(kloss_ref::numel(s)), 1.0)));
+    refill(c, "weight", s, 1.0);
     c.set_bad("weight of shape " + Shape(s).str(), {"weight"});
   });
   d.breaks.push_back([](Rng&, Case& c) {
@@ -720,21 +764,11 @@ inline void gen_margin(Rng& r, Draft& d) {
         c.options["p"] = r.coin() ? I64{3} : I64{0};
         c.set_bad("p not 1 or 2", {"'p'"});
       });
-      d.breaks.push_back([Ce](Rng& r, Case& c) {
-        Arg* w = c.find("weight");
-        const Ext ws{Ce + 1};
-        if (w)
-          w->shape = ws, w->values.assign(static_cast<std::size_t>(Ce + 1), 1.0);
-        else
-          c.inputs.push_back(floating(c, "weight", ws, Vec(static_cast<std::size_t>(Ce + 1), 1.0)));
-        (void)r;
-        c.set_bad("weight of C + 1 entries", {"weight"});
-      });
+      d.breaks.push_back(long_weight(Ce));
       d.breaks.push_back([Ce](Rng& r, Case& c) {
         Arg* t = c.find("target");
         if (t->ivalues.empty()) return;
-        const I64 v = r.coin() ? Ce : hostile_index(r, c);
-        t->ivalues[r.below(t->ivalues.size())] = v;
+        const I64 v = put_bad_index(r, c, *t, Ce);
         c.set_bad("target " + std::to_string(v) + " outside [0, C)", {"target"});
       });
       d.breaks.push_back([](Rng&, Case& c) {
@@ -811,15 +845,7 @@ inline void gen_margin(Rng& r, Draft& d) {
       t->values = rand_vals(r, c, t->numel(), 0, 1);
       c.set_bad("target shaped unlike input", {"target"});
     });
-    d.breaks.push_back([C](Rng&, Case& c) {
-      Arg* w = c.find("weight");
-      const Ext ws{C + 1};
-      if (w)
-        w->shape = ws, w->values.assign(static_cast<std::size_t>(C + 1), 1.0);
-      else
-        c.inputs.push_back(floating(c, "weight", ws, Vec(static_cast<std::size_t>(C + 1), 1.0)));
-      c.set_bad("weight of C + 1 entries", {"weight"});
-    });
+    d.breaks.push_back(long_weight(C));
   }
   maybe_reduction(r, c);
   if (op != "multilabel_margin_loss" && op != "multilabel_soft_margin_loss" && op != "multi_margin_loss")
@@ -1017,8 +1043,7 @@ inline void gen_embedding(Rng& r, Draft& d) {
   d.breaks.push_back([V](Rng& r, Case& c) {
     Arg* in = c.find("input");
     if (in->ivalues.empty()) return;
-    const I64 v = r.coin() ? V : hostile_index(r, c);
-    in->ivalues[r.below(in->ivalues.size())] = v;
+    const I64 v = put_bad_index(r, c, *in, V);
     c.set_bad("index " + std::to_string(v) + " outside [0, V)", {"input"});
   });
   d.breaks.push_back([V](Rng& r, Case& c) {
@@ -1112,11 +1137,7 @@ inline void gen_fused(Rng& r, Draft& d) {
   const I64 N = rand_extent(r, 6), D = r.range(1, 5), V = r.range(1, 9);
   c.inputs.push_back(floating(c, "input", {N, D}, rand_vals(r, c, N * D, -1.5, 1.5)));
   c.inputs.push_back(floating(c, "weight", {V, D}, rand_vals(r, c, V * D, -1.5, 1.5)));
-  I64 ignore = -100;
-  if (r.coin(0.3)) {
-    ignore = r.coin() ? r.range(-3, V - 1) : I64{-100};
-    c.options["ignore_index"] = ignore;
-  }
+  const I64 ignore = draw_ignore_index(r, c, V);
   const bool probs = r.coin(0.25);
   if (probs)
     c.inputs.push_back(floating(c, "target", {N, V}, rand_vals(r, c, N * V, 0, 1)));
@@ -1124,9 +1145,7 @@ inline void gen_fused(Rng& r, Draft& d) {
     c.inputs.push_back(indices(c, "target", {N}, class_targets(r, N, V, ignore)));
   if (r.coin(0.4)) c.inputs.push_back(floating(c, "bias", {V}, rand_vals(r, c, V, -1, 1)));
   if (r.coin(0.3)) c.inputs.push_back(floating(c, "ce_weight", {V}, rand_vals(r, c, V, 0.2, 2)));
-  if (r.coin(0.3)) c.options["label_smoothing"] = r.pick(Vec{0.0, 0.1, 0.5, 1.0});
-  if (r.coin(0.2)) c.options["z_loss"] = r.pick(Vec{0.0, 1e-2, 0.5});
-  if (r.coin(0.2)) c.options["softcap"] = r.pick(Vec{0.0, 1.5, 10.0});
+  draw_ce_options(r, c);
   maybe_reduction(r, c);
   d.none_shape = {N};
   d.breaks.push_back([](Rng& r, Case& c) {
@@ -1137,37 +1156,14 @@ inline void gen_fused(Rng& r, Draft& d) {
   });
   d.breaks.push_back([V](Rng& r, Case& c) {
     const char* n = r.pick(std::vector<const char*>{"bias", "ce_weight"});
-    Arg* b = c.find(n);
-    if (b)
-      b->shape = {V + 1}, b->values.assign(static_cast<std::size_t>(V + 1), 0.5);
-    else
-      c.inputs.push_back(floating(c, n, {V + 1}, Vec(static_cast<std::size_t>(V + 1), 0.5)));
+    refill(c, n, {V + 1}, 0.5);
     c.set_bad(std::string(n) + " of V + 1 entries", {n});
   });
-  d.breaks.push_back([probs, V](Rng& r, Case& c) {
-    Arg* t = c.find("target");
-    if (probs) {
-      if (t->values.empty()) return;
-      t->values[r.below(t->values.size())] = -1;
-      c.set_bad("a negative class probability", {"target"});
-      return;
-    }
-    if (t->ivalues.empty()) return;
-    const I64 ignore = int_opt(c, "ignore_index", -100);
-    I64 v = r.coin() ? V : hostile_index(r, c);
-    if (v == ignore) v = std::max(V, ignore) + 1;
-    t->ivalues[r.below(t->ivalues.size())] = v;
-    c.set_bad("target " + std::to_string(v) + " outside [0, V)", {"target"});
-  });
-  d.breaks.push_back([](Rng& r, Case& c) {
-    Arg* t = c.find("target");
-    t->shape.push_back(3);
-    if (t->index)
-      t->ivalues.assign(static_cast<std::size_t>(t->numel()), 0);
-    else
-      t->values.assign(static_cast<std::size_t>(t->numel()), 0.5);
-    (void)r;
-    c.set_bad("target of shape " + Shape(t->shape).str(), {"target"});
+  d.breaks.push_back(bad_class_target(probs, V, 1, -1, "[0, V)"));
+  d.breaks.push_back([](Rng&, Case& c) {
+    Ext s = c.find("target")->shape;
+    s.push_back(3);
+    reshape_target(c, s);
   });
   d.breaks.push_back([](Rng& r, Case& c) {
     c.options["label_smoothing"] = r.coin() ? -0.1 : 2.0;
@@ -1196,28 +1192,38 @@ inline bool has_option(const std::string& op, const std::string& name) {
   return false;
 }
 
+/// The pointwise losses (gen_pointwise).
+inline bool is_pointwise(const std::string& op) {
+  static const std::set<std::string> ops = {"mse_loss",
+                                            "l1_loss",
+                                            "smooth_l1_loss",
+                                            "huber_loss",
+                                            "soft_margin_loss",
+                                            "binary_cross_entropy",
+                                            "binary_cross_entropy_with_logits",
+                                            "kl_div",
+                                            "poisson_nll_loss",
+                                            "gaussian_nll_loss"};
+  return ops.count(op) != 0;
+}
+
+/// The margin losses (gen_margin).
+inline bool is_margin(const std::string& op) {
+  static const std::set<std::string> ops = {
+      "hinge_embedding_loss", "margin_ranking_loss",    "triplet_margin_loss",        "cosine_embedding_loss",
+      "multi_margin_loss",    "multilabel_margin_loss", "multilabel_soft_margin_loss"};
+  return ops.count(op) != 0;
+}
+
 /// Fills the draft of one op; false if the harness has no generator for it
 /// (a newly registered op: the test then fails until one is written).
 inline bool generate_op(Rng& r, Draft& d) {
-  static const std::set<std::string> pointwise = {"mse_loss",
-                                                  "l1_loss",
-                                                  "smooth_l1_loss",
-                                                  "huber_loss",
-                                                  "soft_margin_loss",
-                                                  "binary_cross_entropy",
-                                                  "binary_cross_entropy_with_logits",
-                                                  "kl_div",
-                                                  "poisson_nll_loss",
-                                                  "gaussian_nll_loss"};
-  static const std::set<std::string> margin = {
-      "hinge_embedding_loss", "margin_ranking_loss",    "triplet_margin_loss",        "cosine_embedding_loss",
-      "multi_margin_loss",    "multilabel_margin_loss", "multilabel_soft_margin_loss"};
   const std::string& op = d.c.op;
-  if (pointwise.count(op))
+  if (is_pointwise(op))
     gen_pointwise(r, d);
   else if (op == "cross_entropy" || op == "nll_loss")
     gen_cross_entropy(r, d);
-  else if (margin.count(op))
+  else if (is_margin(op))
     gen_margin(r, d);
   else if (op == "ctc_loss")
     gen_ctc(r, d);
@@ -1465,6 +1471,36 @@ inline void set_floors(Expected& E, Reduction red, double terms, double div, con
 
 inline Vec ivals_as_doubles(const Arg& a) { return Vec(a.ivalues.begin(), a.ivalues.end()); }
 
+/// The target of a cross-entropy problem: class probabilities or indices.
+inline void set_ce_target(kloss_ref::CeProblem& P, const Arg& t) {
+  P.probs = !t.index;
+  if (P.probs)
+    P.p = t.values;
+  else
+    P.t = t.ivalues;
+}
+
+/// A call's cross-entropy options, in the reference's or a kloss options struct.
+template <class O>
+void set_ce_options(const Case& c, Reduction red, O& o) {
+  o.ignore_index = int_opt(c, "ignore_index", -100);
+  o.reduction = red;
+  o.label_smoothing = real_opt(c, "label_smoothing", 0);
+  o.z_loss = real_opt(c, "z_loss", 0);
+  o.softcap = real_opt(c, "softcap", 0);
+}
+
+/// A shape as rows along its last axis.
+struct Rows {
+  Ext lead;         // the shape before the last axis
+  std::size_t n;    // the row count
+  std::size_t len;  // the last extent
+  explicit Rows(const Ext& s)
+      : lead(s.begin(), s.end() - 1),
+        n(static_cast<std::size_t>(kloss_ref::numel(lead))),
+        len(static_cast<std::size_t>(s.back())) {}
+};
+
 inline Expected reference_values(const Case& c) {
   Expected E;
   const std::string& op = c.op;
@@ -1526,12 +1562,7 @@ inline Expected reference_values(const Case& c) {
     P.inner = 1;
     for (std::size_t i = 2; i < x.shape.size(); ++i) P.inner *= x.shape[i];
     P.x = x.values;
-    const Arg& t = in("target");
-    P.probs = !t.index;
-    if (P.probs)
-      P.p = t.values;
-    else
-      P.t = t.ivalues;
+    set_ce_target(P, in("target"));
     if (has("weight")) P.w = in("weight").values;
     Ext rows = x.shape.size() == 1 ? Ext{} : Ext{x.shape[0]};
     for (std::size_t i = 2; i < x.shape.size(); ++i) rows.push_back(x.shape[i]);
@@ -1546,11 +1577,7 @@ inline Expected reference_values(const Case& c) {
       return E;
     }
     kloss_ref::CeOptions o;
-    o.ignore_index = ignore;
-    o.reduction = red;
-    o.label_smoothing = real_opt(c, "label_smoothing", 0);
-    o.z_loss = real_opt(c, "z_loss", 0);
-    o.softcap = real_opt(c, "softcap", 0);
+    set_ce_options(c, red, o);
     const auto R = kloss_ref::cross_entropy(P, P.x, o);
     E.mean_div = R.denom;
     E.out_shape = out_shape_of(red, rows);
@@ -1581,16 +1608,15 @@ inline Expected reference_values(const Case& c) {
   }
   if (op == "triplet_margin_loss") {
     const Arg& a = in("anchor");
-    const auto D = static_cast<std::size_t>(a.shape.back());
-    const Ext lead(a.shape.begin(), a.shape.end() - 1);
-    const auto N = static_cast<std::size_t>(kloss_ref::numel(lead));
+    const Rows rows(a.shape);
     const double p = real_opt(c, "p", 2.0), eps = real_opt(c, "eps", 1e-6);
     const bool swap = bool_opt(c, "swap", false);
-    reduced(kloss_ref::triplet_ref(a.values, in("positive").values, in("negative").values, N, D, margin, p, eps, swap),
-            lead);
+    reduced(kloss_ref::triplet_ref(a.values, in("positive").values, in("negative").values, rows.n, rows.len, margin, p,
+                                   eps, swap),
+            rows.lead);
     if (c.backward) {
-      auto g = kloss_ref::triplet_grad(a.values, in("positive").values, in("negative").values, N, D, margin, p, eps,
-                                       swap, kloss_ref::upstream(go, red, N));
+      auto g = kloss_ref::triplet_grad(a.values, in("positive").values, in("negative").values, rows.n, rows.len, margin,
+                                       p, eps, swap, kloss_ref::upstream(go, red, rows.n));
       E.grads["anchor"] = g[0];
       E.grads["positive"] = g[1];
       E.grads["negative"] = g[2];
@@ -1648,14 +1674,12 @@ inline Expected reference_values(const Case& c) {
   }
   if (op == "multilabel_soft_margin_loss") {
     const Arg& x = in("input");
-    const auto C = static_cast<std::size_t>(x.shape.back());
-    const Ext lead(x.shape.begin(), x.shape.end() - 1);
-    const auto N = static_cast<std::size_t>(kloss_ref::numel(lead));
+    const Rows rows(x.shape);
     const Vec w = has("weight") ? in("weight").values : Vec{};
-    reduced(kloss_ref::soft_margin_ref(x.values, in("target").values, w, C, N), lead);
+    reduced(kloss_ref::soft_margin_ref(x.values, in("target").values, w, rows.len, rows.n), rows.lead);
     if (c.backward)
       E.grads["input"] =
-          kloss_ref::soft_margin_grad(x.values, in("target").values, w, C, kloss_ref::upstream(go, red, N));
+          kloss_ref::soft_margin_grad(x.values, in("target").values, w, rows.len, kloss_ref::upstream(go, red, rows.n));
     return E;
   }
   if (op == "ctc_loss") {
@@ -1758,19 +1782,10 @@ inline Expected reference_values(const Case& c) {
     const Arg& W = in("weight");
     const I64 N = x.shape[0], D = x.shape[1], V = W.shape[0];
     kloss_ref::CeProblem P;
-    const Arg& t = in("target");
-    P.probs = !t.index;
-    if (P.probs)
-      P.p = t.values;
-    else
-      P.t = t.ivalues;
+    set_ce_target(P, in("target"));
     if (has("ce_weight")) P.w = in("ce_weight").values;
     kloss_ref::CeOptions o;
-    o.ignore_index = int_opt(c, "ignore_index", -100);
-    o.reduction = red;
-    o.label_smoothing = real_opt(c, "label_smoothing", 0);
-    o.z_loss = real_opt(c, "z_loss", 0);
-    o.softcap = real_opt(c, "softcap", 0);
+    set_ce_options(c, red, o);
     const auto R = kloss_ref::fused_linear(x.values, W.values, has("bias") ? in("bias").values : Vec{}, N, D, V, P, o,
                                            c.backward ? &go : nullptr);
     E.out_shape = out_shape_of(red, {N});
@@ -2096,26 +2111,8 @@ void typed_layout(const Case& c, const Expected& E, std::vector<std::pair<std::s
 
 /// The outputs a backward may leave out (an empty view skips them).
 inline bool optional_grad(const std::string& op, const std::string& out) {
-  static const std::set<std::string> ops = {"mse_loss",
-                                            "l1_loss",
-                                            "smooth_l1_loss",
-                                            "huber_loss",
-                                            "soft_margin_loss",
-                                            "binary_cross_entropy",
-                                            "binary_cross_entropy_with_logits",
-                                            "kl_div",
-                                            "poisson_nll_loss",
-                                            "gaussian_nll_loss",
-                                            "hinge_embedding_loss",
-                                            "margin_ranking_loss",
-                                            "triplet_margin_loss",
-                                            "cosine_embedding_loss",
-                                            "multi_margin_loss",
-                                            "multilabel_margin_loss",
-                                            "multilabel_soft_margin_loss",
-                                            "fused_linear_cross_entropy"};
   if (op == "embedding_bag") return out == "grad_per_sample_weights";
-  return ops.count(op) && out.rfind("grad_", 0) == 0;
+  return (is_pointwise(op) || is_margin(op) || op == "fused_linear_cross_entropy") && out.rfind("grad_", 0) == 0;
 }
 
 /// A typed call of a valid case: the outputs, their guards and aliasing.
@@ -2384,11 +2381,7 @@ void typed_calls(TypedRun<T, I>& t) {
     }
   } else if (op == "cross_entropy") {
     kloss::CrossEntropyOptions o;
-    o.ignore_index = int_opt(c, "ignore_index", -100);
-    o.reduction = red;
-    o.label_smoothing = real_opt(c, "label_smoothing", 0);
-    o.z_loss = real_opt(c, "z_loss", 0);
-    o.softcap = real_opt(c, "softcap", 0);
+    set_ce_options(c, red, o);
     if (c.find("target")->index) {
       auto out = t.template out<T>("output");
       auto lse = t.template out<A>("lse");
@@ -2535,11 +2528,7 @@ void typed_calls(TypedRun<T, I>& t) {
                                            o);
   } else if (op == "fused_linear_cross_entropy") {
     kloss::FusedLinearCrossEntropyOptions o;
-    o.ignore_index = int_opt(c, "ignore_index", -100);
-    o.reduction = red;
-    o.label_smoothing = real_opt(c, "label_smoothing", 0);
-    o.z_loss = real_opt(c, "z_loss", 0);
-    o.softcap = real_opt(c, "softcap", 0);
+    set_ce_options(c, red, o);
     const I64 V = c.find("weight")->shape[0];
     if (c.find("input")->shape[0] % 3 == 1)
       o.memory_budget_bytes = V * static_cast<I64>(sizeof(A)) * 2;  // chunks of 2 rows
@@ -2773,6 +2762,11 @@ inline Outcome via_c_api(const Case& c, const Expected* E, Rng& r, std::string& 
     words = std::move(w);
     plan = what;
   };
+  // A NULL pointer for argument `word` of `fn` ("" = any function).
+  auto null_arg = [&](auto& ptr, std::string fn, std::string word, std::string what) {
+    ptr = nullptr;
+    expect(KLOSS_ERROR_NULL_POINTER, std::move(fn), {std::move(word)}, std::move(what));
+  };
   kloss_loss* loss = nullptr;
   struct Destroy {
     kloss_loss*& l;
@@ -2820,8 +2814,7 @@ inline Outcome via_c_api(const Case& c, const Expected* E, Rng& r, std::string& 
       expect(KLOSS_ERROR_INVALID_ARGUMENT, "", {"index_dtype"}, "create with index_dtype " + std::to_string(it));
       break;
     case CBreak::create_null_op:
-      op = nullptr;
-      expect(KLOSS_ERROR_NULL_POINTER, "kloss_loss_create", {"op"}, "create with op NULL");
+      null_arg(op, "kloss_loss_create", "op", "create with op NULL");
       break;
     case CBreak::create_unknown_op:
       op = misspelt.c_str();
@@ -2842,10 +2835,7 @@ inline Outcome via_c_api(const Case& c, const Expected* E, Rng& r, std::string& 
   bool first_option = true;
   for (const auto& [k, v] : c.options) {
     const char* name = k.c_str();
-    if (brk == CBreak::option_null_name && first_option) {
-      name = nullptr;
-      expect(KLOSS_ERROR_NULL_POINTER, "", {"name"}, "an option with name NULL");
-    }
+    if (brk == CBreak::option_null_name && first_option) null_arg(name, "", "name", "an option with name NULL");
     if (std::holds_alternative<std::string>(v) && brk == CBreak::option_null_value && first_option) {
       expect(KLOSS_ERROR_NULL_POINTER, "kloss_loss_set_option_string", {"value"}, "a string option of value NULL");
       st = kloss_loss_set_option_string(loss, name, nullptr);
@@ -2898,13 +2888,10 @@ inline Outcome via_c_api(const Case& c, const Expected* E, Rng& r, std::string& 
           expect(KLOSS_ERROR_INVALID_ARGUMENT, "", {a.name}, "input data NULL");
           break;
         case CBreak::input_null_name:
-          name = nullptr;
-          expect(KLOSS_ERROR_NULL_POINTER, "kloss_loss_set_input", {"name"}, "input name NULL");
+          null_arg(name, "kloss_loss_set_input", "name", "input name NULL");
           break;
         case CBreak::input_null_shape:
-          if (ndim == 0) break;
-          sp = nullptr;
-          expect(KLOSS_ERROR_NULL_POINTER, "kloss_loss_set_input", {"shape"}, "input shape NULL");
+          if (ndim != 0) null_arg(sp, "kloss_loss_set_input", "shape", "input shape NULL");
           break;
         case CBreak::input_dtype_int:
           idt = r.pick(std::vector<int>{-1, 17, INT32_MAX});
@@ -2970,17 +2957,14 @@ inline Outcome via_c_api(const Case& c, const Expected* E, Rng& r, std::string& 
         expect(KLOSS_ERROR_DIMENSION_MISMATCH, "", {"output"}, "output of " + std::to_string(n) + " elements");
         break;
       case CBreak::forward_null_output:
-        if (n == 0) break;
-        p = nullptr;
-        expect(KLOSS_ERROR_NULL_POINTER, "kloss_loss_forward", {"output"}, "output NULL");
+        if (n != 0) null_arg(p, "kloss_loss_forward", "output", "output NULL");
         break;
       case CBreak::forward_dtype:
         fdt = c.dtype == rt::DType::float64 ? KLOSS_FLOAT32 : KLOSS_FLOAT64;
         expect(KLOSS_ERROR_INVALID_ARGUMENT, "", {"output"}, "output of another dtype");
         break;
       case CBreak::null_loss:
-        l = nullptr;
-        expect(KLOSS_ERROR_NULL_POINTER, "kloss_loss_forward", {"loss"}, "loss NULL");
+        null_arg(l, "kloss_loss_forward", "loss", "loss NULL");
         break;
       default:
         break;

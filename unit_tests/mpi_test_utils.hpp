@@ -1,9 +1,15 @@
 #pragma once
 // What the mpi_test_*.cpp programs share: this process's place in
-// MPI_COMM_WORLD (initialised by unit_main.cpp).
+// MPI_COMM_WORLD (initialised by unit_main.cpp) and the names of the
+// vocabulary-parallel API.
 #include <mpi.h>
 
+#include <kloss/mpi.hpp>
+
 namespace kloss_test {
+
+using kloss::mpi::ClassRange;
+using kloss::mpi::Communicator;
 
 inline int world_rank() {
   int r = 0;

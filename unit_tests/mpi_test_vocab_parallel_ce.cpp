@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <kloss/cross_entropy.hpp>
 #include <kloss/mpi.hpp>
 #include <numeric>
@@ -17,8 +18,6 @@ namespace {
 
 using namespace kloss_test;
 using kloss::Reduction;
-using kloss::mpi::ClassRange;
-using kloss::mpi::Communicator;
 using Opts = kloss::mpi::VocabParallelCrossEntropyOptions;
 
 /// The whole-vocabulary problem every rank builds identically.
@@ -49,6 +48,21 @@ Problem make_problem(std::int64_t n, std::int64_t c, bool weighted, const Opts& 
   return p;
 }
 
+/// Row i's logits after the softcap (into z) and their log-sum-exp.
+double capped_row(const Problem& p, const Opts& o, std::int64_t i, std::vector<double>& z) {
+  z.assign(static_cast<std::size_t>(p.c), 0.0);
+  double m = -INFINITY;
+  for (std::int64_t c = 0; c < p.c; ++c) {
+    double v = p.x[static_cast<std::size_t>(i * p.c + c)];
+    if (o.softcap > 0) v = o.softcap * std::tanh(v / o.softcap);
+    z[static_cast<std::size_t>(c)] = v;
+    m = std::max(m, v);
+  }
+  double s = 0;
+  for (double v : z) s += std::exp(v - m);
+  return m + std::log(s);
+}
+
 /// torch.nn.functional.cross_entropy (class indices) in float64, with the
 /// z-loss / softcap extensions; returns the output ([N] or [1]).
 std::vector<double> reference_forward(const Problem& p, const Opts& o) {
@@ -58,17 +72,8 @@ std::vector<double> reference_forward(const Problem& p, const Opts& o) {
   for (std::int64_t i = 0; i < p.n; ++i) {
     const std::int64_t t = p.t[static_cast<std::size_t>(i)];
     if (t == o.ignore_index) continue;
-    std::vector<double> z(static_cast<std::size_t>(p.c));
-    double m = -INFINITY;
-    for (std::int64_t c = 0; c < p.c; ++c) {
-      double v = p.x[static_cast<std::size_t>(i * p.c + c)];
-      if (o.softcap > 0) v = o.softcap * std::tanh(v / o.softcap);
-      z[static_cast<std::size_t>(c)] = v;
-      m = std::max(m, v);
-    }
-    double s = 0;
-    for (double v : z) s += std::exp(v - m);
-    const double lse = m + std::log(s);
+    std::vector<double> z;
+    const double lse = capped_row(p, o, i, z);
     auto wc = [&](std::int64_t c) { return weighted ? p.w[static_cast<std::size_t>(c)] : 1.0; };
     const double nll = -wc(t) * (z[static_cast<std::size_t>(t)] - lse);
     double smooth = 0;
@@ -118,17 +123,8 @@ std::vector<double> reference_backward(const Problem& p, const Opts& o) {
     const std::int64_t t = p.t[static_cast<std::size_t>(i)];
     if (t == o.ignore_index) continue;
     const double up = o.reduction == Reduction::none ? p.grad_output[static_cast<std::size_t>(i)] : p.grad_output[0];
-    std::vector<double> z(static_cast<std::size_t>(p.c));
-    double m = -INFINITY;
-    for (std::int64_t c = 0; c < p.c; ++c) {
-      double v = p.x[static_cast<std::size_t>(i * p.c + c)];
-      if (o.softcap > 0) v = o.softcap * std::tanh(v / o.softcap);
-      z[static_cast<std::size_t>(c)] = v;
-      m = std::max(m, v);
-    }
-    double s = 0;
-    for (double v : z) s += std::exp(v - m);
-    const double lse = m + std::log(s);
+    std::vector<double> z;
+    const double lse = capped_row(p, o, i, z);
     const double an = (1 - o.label_smoothing) / (mean ? wt_s : 1);
     const double as = o.label_smoothing / static_cast<double>(p.c) / (mean ? wt_s : 1);
     const double az = o.z_loss / (mean ? wt_s : 1);
@@ -495,6 +491,14 @@ void call_with(const Problem& p, ClassRange r, Opts o, Mutate&& mutate) {
   kloss::mpi::vocab_parallel_cross_entropy(Exec(), comm, r, logits, target, weight, out, saved, o);
 }
 
+/// A float call over C = 10 and N = 4 (balanced ranges, reduction mean),
+/// changed by `mutate` before it runs, must throw Err with `substr` on every rank.
+template <class Err, class Mutate>
+void expect_mutated_call_throws(unsigned seed, Mutate&& mutate, const std::string& substr) {
+  const Problem p = make_problem<float>(4, 10, false, base, seed);
+  expect_every_rank_throws<Err>([&] { call_with(p, range_for(10, false), with(Reduction::mean), mutate); }, substr);
+}
+
 /// Two ranks' signatures of a consistent call over C = 10, N = 4.
 std::vector<kloss::mpi::impl::Signature> two_signatures() {
   std::vector<kloss::mpi::impl::Signature> s(2);
@@ -544,66 +548,46 @@ TEST(VocabParallelCEErrors, SignatureValidationIsAPureFunction) {
 
 // The collective tests below need a second rank to disagree with; at one
 // rank the same verdicts are covered by SignatureValidationIsAPureFunction.
-TEST(VocabParallelCEMultiRank, RanksWithDifferentRowCountsAllThrow) {
+TEST(VocabParallelCEMultiRank, DisagreeingRanksAllThrow) {
   if (world_size() < 2) GTEST_SKIP_("needs two ranks");
-  Problem p = make_problem<float>(4, 10, false, base, 131);
-  expect_every_rank_throws<kloss::MpiError>(
-      [&] {
-        call_with(p, range_for(10, false), with(Reduction::mean), [](std::int64_t& n, ClassRange&, Opts&, auto&) {
-          if (world_rank() == world_size() - 1) n += 1;
-        });
-      },
-      "ranks disagree on the number of rows: rank 0 has 4, rank");
-}
-
-TEST(VocabParallelCEMultiRank, OverlappingClassRangesAllThrow) {
-  if (world_size() < 2) GTEST_SKIP_("needs two ranks");
-  Problem p = make_problem<float>(4, 10, false, base, 132);
-  expect_every_rank_throws<kloss::MpiError>(
-      [&] {
-        call_with(p, range_for(10, false), with(Reduction::mean), [](std::int64_t&, ClassRange& r, Opts&, auto&) {
-          if (world_rank() == 1) {
-            r.begin -= 1;
-            r.count += 1;
-          }
-        });
-      },
-      "both own classes");
+  using Mutate = std::function<void(std::int64_t&, ClassRange&, Opts&, Kokkos::View<float*, Mem>&)>;
+  const bool first = world_rank() == 0, second = world_rank() == 1, last = world_rank() == world_size() - 1;
+  const struct {
+    unsigned seed;
+    Mutate mutate;
+    const char* what;
+  } disagreements[] = {
+      {131,
+       [&](std::int64_t& n, ClassRange&, Opts&, auto&) {
+         if (last) n += 1;
+       },
+       "ranks disagree on the number of rows: rank 0 has 4, rank"},
+      {132,
+       [&](std::int64_t&, ClassRange& r, Opts&, auto&) {
+         if (second) r.begin -= 1, r.count += 1;  // into the range of rank 0
+       },
+       "both own classes"},
+      {134,
+       [&](std::int64_t&, ClassRange& r, Opts&, auto&) {
+         if (second) r.total = 11;
+       },
+       "ranks disagree on the vocabulary size"},
+      {135,
+       [&](std::int64_t&, ClassRange&, Opts& o, auto&) {
+         if (first) o.label_smoothing = 0.1;
+       },
+       "ranks disagree on option 'label_smoothing'"},
+  };
+  for (const auto& d : disagreements) expect_mutated_call_throws<kloss::MpiError>(d.seed, d.mutate, d.what);
 }
 
 TEST(VocabParallelCEErrors, GapInClassRangesAllThrow) {
-  Problem p = make_problem<float>(4, 10, false, base, 133);
-  expect_every_rank_throws<kloss::MpiError>(
-      [&] {
-        call_with(p, range_for(10, false), with(Reduction::mean), [](std::int64_t&, ClassRange& r, Opts&, auto&) {
-          if (world_rank() == world_size() - 1) r.count -= 1;  // the last class belongs to nobody
-        });
+  expect_mutated_call_throws<kloss::MpiError>(
+      133,
+      [](std::int64_t&, ClassRange& r, Opts&, auto&) {
+        if (world_rank() == world_size() - 1) r.count -= 1;  // the last class belongs to nobody
       },
       "classes [9, 10) belong to no rank");
-}
-
-TEST(VocabParallelCEMultiRank, DifferentVocabularySizesAllThrow) {
-  if (world_size() < 2) GTEST_SKIP_("needs two ranks");
-  Problem p = make_problem<float>(4, 10, false, base, 134);
-  expect_every_rank_throws<kloss::MpiError>(
-      [&] {
-        call_with(p, range_for(10, false), with(Reduction::mean), [](std::int64_t&, ClassRange& r, Opts&, auto&) {
-          if (world_rank() == 1) r.total = 11;
-        });
-      },
-      "ranks disagree on the vocabulary size");
-}
-
-TEST(VocabParallelCEMultiRank, DifferentOptionsAllThrow) {
-  if (world_size() < 2) GTEST_SKIP_("needs two ranks");
-  Problem p = make_problem<float>(4, 10, false, base, 135);
-  expect_every_rank_throws<kloss::MpiError>(
-      [&] {
-        call_with(p, range_for(10, false), with(Reduction::mean), [](std::int64_t&, ClassRange&, Opts& o, auto&) {
-          if (world_rank() == 0) o.label_smoothing = 0.1;
-        });
-      },
-      "ranks disagree on option 'label_smoothing'");
 }
 
 TEST(VocabParallelCEErrors, TargetOutsideEveryRangeAllThrow) {
@@ -619,31 +603,21 @@ TEST(VocabParallelCEErrors, TargetOutsideEveryRangeAllThrow) {
 }
 
 TEST(VocabParallelCEErrors, ArgumentRejectedOnOneRankIsThrownOnAll) {
-  Problem p = make_problem<float>(4, 10, false, base, 137);
-  const std::string last = std::to_string(world_size() - 1);
-  expect_every_rank_throws<kloss::DimensionMismatch>(
-      [&] {
-        call_with(p, range_for(10, false), with(Reduction::mean), [](std::int64_t&, ClassRange& r, Opts&, auto& w) {
-          w = Kokkos::View<float*, Mem>("w", std::size_t(r.count + (world_rank() == world_size() - 1 ? 1 : 0)));
-          if (world_rank() != world_size() - 1) Kokkos::deep_copy(w, 1.0f);
-        });
+  expect_mutated_call_throws<kloss::DimensionMismatch>(
+      137,
+      [](std::int64_t&, ClassRange& r, Opts&, auto& w) {
+        w = Kokkos::View<float*, Mem>("w", std::size_t(r.count + (world_rank() == world_size() - 1 ? 1 : 0)));
+        if (world_rank() != world_size() - 1) Kokkos::deep_copy(w, 1.0f);
       },
       "kloss::vocab_parallel_cross_entropy: argument 'weight' must have shape [");
-  expect_every_rank_throws<kloss::InvalidArgument>(
-      [&] {
-        call_with(p, range_for(10, false), with(Reduction::mean),
-                  [](std::int64_t&, ClassRange&, Opts& o, auto&) { o.label_smoothing = 1.5; });
-      },
+  expect_mutated_call_throws<kloss::InvalidArgument>(
+      137, [](std::int64_t&, ClassRange&, Opts& o, auto&) { o.label_smoothing = 1.5; },
       "label_smoothing must be in [0, 1], got 1.5 (on rank 0)");
 }
 
 TEST(VocabParallelCEErrors, DeferredChecksAreRefusedOnEveryRank) {
-  Problem p = make_problem<float>(4, 10, false, base, 138);
-  expect_every_rank_throws<kloss::InvalidArgument>(
-      [&] {
-        call_with(p, range_for(10, false), with(Reduction::mean),
-                  [](std::int64_t&, ClassRange&, Opts& o, auto&) { o.deferred_check = kloss::CheckFlag(Exec()); });
-      },
+  expect_mutated_call_throws<kloss::InvalidArgument>(
+      138, [](std::int64_t&, ClassRange&, Opts& o, auto&) { o.deferred_check = kloss::CheckFlag(Exec()); },
       "kloss::vocab_parallel_cross_entropy: options.deferred_check is not supported");
 }
 

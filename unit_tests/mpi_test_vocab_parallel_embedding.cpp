@@ -14,8 +14,6 @@
 namespace {
 
 using namespace kloss_test;
-using kloss::mpi::ClassRange;
-using kloss::mpi::Communicator;
 using Opts = kloss::mpi::VocabParallelEmbeddingOptions;
 
 /// Balanced, or uneven with rank 0 owning nothing (several ranks).

@@ -16,8 +16,6 @@ namespace {
 
 using namespace kloss_test;
 using kloss::Reduction;
-using kloss::mpi::ClassRange;
-using kloss::mpi::Communicator;
 using Opts = kloss::mpi::VocabParallelFusedLinearOptions;
 
 struct Expected {
@@ -44,12 +42,7 @@ Expected unfused(const std::vector<double>& x, const std::vector<double>& w, con
   Kokkos::View<double*, Mem> out("out", o.reduction == Reduction::none ? std::size_t(n) : 1),
       lse("lse", std::size_t(n));
   Kokkos::View<double, Mem> tw("tw");
-  kloss::CrossEntropyOptions co;
-  co.reduction = o.reduction;
-  co.ignore_index = o.ignore_index;
-  co.label_smoothing = o.label_smoothing;
-  co.z_loss = o.z_loss;
-  co.softcap = o.softcap;
+  const kloss::CrossEntropyOptions co = ce_options(o);
   kloss::cross_entropy(Exec(), zv, tg, cwv, out, lse, tw, co);
   auto gov = make_view<double*>("go", go, {go.size()});
   Kokkos::View<double**, Kokkos::LayoutRight, Mem> gz("gz", std::size_t(n), std::size_t(c));

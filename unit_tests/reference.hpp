@@ -180,6 +180,10 @@ struct PwOptions {
   bool weight = false, pos_weight = false;  // bce / bce_logits operands present
 };
 
+/// A BCE element's weight (v[2] when present) and pos_weight (the operand after it).
+inline double bce_weight(const PwOptions& o, const Vec& v) { return o.weight ? v[2] : 1.0; }
+inline double bce_pos_weight(const PwOptions& o, const Vec& v) { return o.pos_weight ? v[o.weight ? 3 : 2] : 1.0; }
+
 /// One element's loss from its operand values v.
 inline double pw_loss(Pw op, const PwOptions& o, const Vec& v) {
   switch (op) {
@@ -194,11 +198,9 @@ inline double pw_loss(Pw op, const PwOptions& o, const Vec& v) {
     case Pw::soft_margin:
       return std::log1p(std::exp(-v[1] * v[0]));  // torch's formula
     case Pw::bce:
-      return bce(v[0], v[1]) * (o.weight ? v[2] : 1.0);
-    case Pw::bce_logits: {
-      const double w = o.weight ? v[2] : 1.0, pw = o.pos_weight ? v[o.weight ? 3 : 2] : 1.0;
-      return bce_logits(v[0], v[1], pw) * w;
-    }
+      return bce(v[0], v[1]) * bce_weight(o, v);
+    case Pw::bce_logits:
+      return bce_logits(v[0], v[1], bce_pos_weight(o, v)) * bce_weight(o, v);
     case Pw::kl_div:
       return kl_div(v[0], v[1], o.log_target);
     case Pw::poisson:
@@ -229,11 +231,9 @@ inline double pw_grad(Pw op, const PwOptions& o, const Vec& v, std::size_t k) {
       return -v[1] * z / (1 + z);  // torch's soft_margin_loss_backward
     }
     case Pw::bce:
-      return bce_grad(v[0], v[1]) * (o.weight ? v[2] : 1.0);
-    case Pw::bce_logits: {
-      const double w = o.weight ? v[2] : 1.0, pw = o.pos_weight ? v[o.weight ? 3 : 2] : 1.0;
-      return bce_logits_grad(v[0], v[1], pw) * w;
-    }
+      return bce_grad(v[0], v[1]) * bce_weight(o, v);
+    case Pw::bce_logits:
+      return bce_logits_grad(v[0], v[1], bce_pos_weight(o, v)) * bce_weight(o, v);
     case Pw::kl_div:
       return o.log_target ? -std::exp(v[1]) : -v[1];
     case Pw::poisson:
@@ -614,16 +614,24 @@ inline std::array<Vec, 3> triplet_grad(const Vec& a, const Vec& p, const Vec& n,
 }
 
 inline constexpr double cosine_eps = 1e-12;
-inline Vec cosine_ref(const Vec& x1, const Vec& x2, const Vec& t, std::size_t D, double margin) {
-  Vec l(t.size());
-  for (std::size_t r = 0; r < t.size(); ++r) {
-    double s12 = 0, s11 = 0, s22 = 0;
+
+/// Row r (of D) of x1 and x2: their dot product and squared norms.
+struct RowDots {
+  double s12 = 0, s11 = 0, s22 = 0;
+  RowDots(const Vec& x1, const Vec& x2, std::size_t r, std::size_t D) {
     for (std::size_t j = 0; j < D; ++j) {
       s12 += x1[r * D + j] * x2[r * D + j];
       s11 += x1[r * D + j] * x1[r * D + j];
       s22 += x2[r * D + j] * x2[r * D + j];
     }
-    const double c = s12 / std::sqrt((s11 + cosine_eps) * (s22 + cosine_eps));
+  }
+};
+
+inline Vec cosine_ref(const Vec& x1, const Vec& x2, const Vec& t, std::size_t D, double margin) {
+  Vec l(t.size());
+  for (std::size_t r = 0; r < t.size(); ++r) {
+    const RowDots s(x1, x2, r, D);
+    const double c = s.s12 / std::sqrt((s.s11 + cosine_eps) * (s.s22 + cosine_eps));
     l[r] = t[r] == 1 ? 1 - c : std::max(0.0, c - margin);
   }
   return l;
@@ -634,13 +642,8 @@ inline std::pair<Vec, Vec> cosine_grad(const Vec& x1, const Vec& x2, const Vec& 
                                        const Vec& g) {
   Vec d1(x1.size(), 0.0), d2(x2.size(), 0.0);
   for (std::size_t r = 0; r < t.size(); ++r) {
-    double s12 = 0, s11 = 0, s22 = 0;
-    for (std::size_t j = 0; j < D; ++j) {
-      s12 += x1[r * D + j] * x2[r * D + j];
-      s11 += x1[r * D + j] * x1[r * D + j];
-      s22 += x2[r * D + j] * x2[r * D + j];
-    }
-    const double m1 = s11 + cosine_eps, m2 = s22 + cosine_eps, den = std::sqrt(m1 * m2), c = s12 / den;
+    const RowDots s(x1, x2, r, D);
+    const double m1 = s.s11 + cosine_eps, m2 = s.s22 + cosine_eps, den = std::sqrt(m1 * m2), c = s.s12 / den;
     double f;
     if (t[r] == 1)
       f = -g[r];

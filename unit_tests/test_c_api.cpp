@@ -14,6 +14,7 @@
 #include <Kokkos_Core.hpp>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #ifdef KLOSS_HAVE_HDF5
@@ -202,20 +203,12 @@ TEST(CApi, RealOptionReachesTheOp) {
 #ifdef KLOSS_HAVE_HDF5
 
 kloss_dtype c_dtype(kloss::rt::DType d) {
-  switch (d) {
-    case kloss::rt::DType::float32:
-      return KLOSS_FLOAT32;
-    case kloss::rt::DType::float64:
-      return KLOSS_FLOAT64;
-    case kloss::rt::DType::float16:
-      return KLOSS_FLOAT16;
-    case kloss::rt::DType::bfloat16:
-      return KLOSS_BFLOAT16;
-    case kloss::rt::DType::int32:
-      return KLOSS_INT32;
-    case kloss::rt::DType::int64:
-      return KLOSS_INT64;
-  }
+  using kloss::rt::DType;
+  const std::pair<DType, kloss_dtype> to_c[] = {{DType::float32, KLOSS_FLOAT32}, {DType::float64, KLOSS_FLOAT64},
+                                                {DType::float16, KLOSS_FLOAT16}, {DType::bfloat16, KLOSS_BFLOAT16},
+                                                {DType::int32, KLOSS_INT32},     {DType::int64, KLOSS_INT64}};
+  for (const auto& [r, c] : to_c)
+    if (r == d) return c;
   return KLOSS_FLOAT32;
 }
 
@@ -509,18 +502,17 @@ TEST(CApiErrors, GradientOfAnAbsentOptionalInput) {
 }
 
 TEST(CApi, StatusNames) {
-  EXPECT_STREQ(kloss_status_name(KLOSS_OK), "KLOSS_OK");
-  EXPECT_STREQ(kloss_status_name(KLOSS_ERROR_INVALID_ARGUMENT), "KLOSS_ERROR_INVALID_ARGUMENT");
-  EXPECT_STREQ(kloss_status_name(KLOSS_ERROR_DIMENSION_MISMATCH), "KLOSS_ERROR_DIMENSION_MISMATCH");
-  EXPECT_STREQ(kloss_status_name(KLOSS_ERROR_INDEX_OUT_OF_RANGE), "KLOSS_ERROR_INDEX_OUT_OF_RANGE");
-  EXPECT_STREQ(kloss_status_name(KLOSS_ERROR_NOT_IMPLEMENTED), "KLOSS_ERROR_NOT_IMPLEMENTED");
-  EXPECT_STREQ(kloss_status_name(KLOSS_ERROR_MPI), "KLOSS_ERROR_MPI");
-  EXPECT_STREQ(kloss_status_name(KLOSS_ERROR_HDF5), "KLOSS_ERROR_HDF5");
-  EXPECT_STREQ(kloss_status_name(KLOSS_ERROR_NOT_INITIALIZED), "KLOSS_ERROR_NOT_INITIALIZED");
-  EXPECT_STREQ(kloss_status_name(KLOSS_ERROR_NULL_POINTER), "KLOSS_ERROR_NULL_POINTER");
-  EXPECT_STREQ(kloss_status_name(KLOSS_ERROR_INVALID_STATE), "KLOSS_ERROR_INVALID_STATE");
-  EXPECT_STREQ(kloss_status_name(KLOSS_ERROR_OUT_OF_MEMORY), "KLOSS_ERROR_OUT_OF_MEMORY");
-  EXPECT_STREQ(kloss_status_name(KLOSS_ERROR_INTERNAL), "KLOSS_ERROR_INTERNAL");
+  // Each status is named by its constant's own spelling.
+#define KLOSS_TEST_STATUS(s) std::pair<int, const char*>(s, #s)
+  for (const auto& [status, name] :
+       {KLOSS_TEST_STATUS(KLOSS_OK), KLOSS_TEST_STATUS(KLOSS_ERROR_INVALID_ARGUMENT),
+        KLOSS_TEST_STATUS(KLOSS_ERROR_DIMENSION_MISMATCH), KLOSS_TEST_STATUS(KLOSS_ERROR_INDEX_OUT_OF_RANGE),
+        KLOSS_TEST_STATUS(KLOSS_ERROR_NOT_IMPLEMENTED), KLOSS_TEST_STATUS(KLOSS_ERROR_MPI),
+        KLOSS_TEST_STATUS(KLOSS_ERROR_HDF5), KLOSS_TEST_STATUS(KLOSS_ERROR_NOT_INITIALIZED),
+        KLOSS_TEST_STATUS(KLOSS_ERROR_NULL_POINTER), KLOSS_TEST_STATUS(KLOSS_ERROR_INVALID_STATE),
+        KLOSS_TEST_STATUS(KLOSS_ERROR_OUT_OF_MEMORY), KLOSS_TEST_STATUS(KLOSS_ERROR_INTERNAL)})
+    EXPECT_STREQ(kloss_status_name(status), name);
+#undef KLOSS_TEST_STATUS
   EXPECT_STREQ(kloss_status_name(12), "unknown status");
   EXPECT_STREQ(kloss_status_name(-1), "unknown status");
   // Initialising again when the program already did is a no-op success.

@@ -88,6 +88,18 @@ std::vector<double> rounded(const std::vector<double>& v) {
   return r;
 }
 
+/// The cross-entropy options that a fused head's options carry.
+template <class O>
+kloss::CrossEntropyOptions ce_options(const O& f) {
+  kloss::CrossEntropyOptions o;
+  o.ignore_index = f.ignore_index;
+  o.reduction = f.reduction;
+  o.label_smoothing = f.label_smoothing;
+  o.z_loss = f.z_loss;
+  o.softcap = f.softcap;
+  return o;
+}
+
 /// Element-wise |got - want| <= atol + rtol |want|, NaN only against NaN.
 inline void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol,
                             const std::string& what) {

@@ -169,6 +169,25 @@ constexpr bool same_value_types() {
 }
 }  // namespace kloss::impl
 
+/// The prologue of a typed entry point OP (a string literal) taking index
+/// views: T, the value type of FloatView, one of the four scalar types; I,
+/// that of IndexView, int32 or int64; M, the execution space's memory
+/// space; op, the name for messages.
+#define KLOSS_INDEXED_ENTRY(OP, FloatView, IndexView)                                          \
+  using T = typename FloatView::non_const_value_type;                                          \
+  using I = typename IndexView::non_const_value_type;                                          \
+  using M = typename ExecSpace::memory_space;                                                  \
+  [[maybe_unused]] constexpr const char* op = OP;                                              \
+  static_assert(::kloss::is_scalar_v<T>,                                                       \
+                "kloss::" OP ": floating views must hold float, double, float16 or bfloat16"); \
+  static_assert(::kloss::is_index_v<I>, "kloss::" OP ": index views must hold int32 or int64")
+
+/// The static check that the listed views hold the entry's T (floating) or
+/// I (index) type.
+#define KLOSS_SAME_TYPES(OP, T, ...)                               \
+  static_assert(::kloss::impl::same_value_types<T, __VA_ARGS__>(), \
+                "kloss::" OP ": views of one kind must hold one type")
+
 /// The static checks of a typed entry point OP (a string literal): its value
 /// type T and the views (types) that must hold T.
 #define KLOSS_STATIC_CHECKS(OP, T, ...)                                                                  \

@@ -128,19 +128,10 @@ template <class ExecSpace, class InputView, class TargetView, class WeightView, 
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
 void nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
               const OutputView& output, const TotalWeightView& total_weight, const NllLossOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  using I = typename TargetView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  static_assert(!std::is_integral_v<T>,
-                "kloss::nll_loss: input must be floating point (log-probabilities): the log-likelihood needs "
-                "floating point, as torch also refuses integer input");
-  static_assert(is_scalar_v<T>, "kloss::nll_loss: input must be float, double, float16 or bfloat16");
-  static_assert(is_index_v<I>, "kloss::nll_loss: target must hold int32 or int64 class indices");
-  static_assert(std::is_same_v<typename OutputView::non_const_value_type, T>,
-                "kloss::nll_loss: output must have the input's value type");
+  KLOSS_INDEXED_ENTRY("nll_loss", InputView, TargetView);
+  KLOSS_SAME_TYPES("nll_loss", T, OutputView);
   static_assert(std::is_same_v<typename TotalWeightView::non_const_value_type, double>,
                 "kloss::nll_loss: total_weight must be a double view");
-  constexpr std::string_view op = "nll_loss";
   impl::nll_loss<ExecSpace, T, I>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
                                   as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(output, op, "output"),
                                   as_optional_tensor<M>(total_weight, op, "total_weight"), opts);
@@ -156,15 +147,7 @@ template <class ExecSpace, class GradOutputView, class InputView, class TargetVi
 void nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                        const TargetView& target, const WeightView& weight, const TotalWeightView& total_weight,
                        const GradInputView& grad_input, const NllLossOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  using I = typename TargetView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  static_assert(!std::is_integral_v<T>,
-                "kloss::nll_loss_backward: input must be floating point (log-probabilities): the log-likelihood "
-                "needs floating point");
-  static_assert(is_scalar_v<T>, "kloss::nll_loss_backward: input must be float, double, float16 or bfloat16");
-  static_assert(is_index_v<I>, "kloss::nll_loss_backward: target must hold int32 or int64 class indices");
-  constexpr std::string_view op = "nll_loss_backward";
+  KLOSS_INDEXED_ENTRY("nll_loss_backward", InputView, TargetView);
   impl::nll_loss_backward<ExecSpace, T, I>(exec, as_tensor<M>(grad_output, op, "grad_output"),
                                            as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
                                            as_optional_tensor<M>(weight, op, "weight"),

@@ -50,17 +50,9 @@ template <
 void ctc_loss(const ExecSpace& exec, const LogProbsView& log_probs, const TargetsView& targets,
               const InputLengthsView& input_lengths, const TargetLengthsView& target_lengths, const OutputView& output,
               const LogAlphaView& log_alpha, const CtcLossOptions& opts = {}) {
-  using T = typename LogProbsView::non_const_value_type;
-  using I = typename TargetsView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  constexpr const char* op = "ctc_loss";
-  static_assert(is_scalar_v<T>, "kloss::ctc_loss: log_probs must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename OutputView::non_const_value_type, T>,
-                "kloss::ctc_loss: output must have the value type of log_probs");
-  static_assert(is_index_v<I>, "kloss::ctc_loss: targets must be int32 or int64");
-  static_assert(std::is_same_v<typename InputLengthsView::non_const_value_type, I> &&
-                    std::is_same_v<typename TargetLengthsView::non_const_value_type, I>,
-                "kloss::ctc_loss: input_lengths and target_lengths must have the index type of targets");
+  KLOSS_INDEXED_ENTRY("ctc_loss", LogProbsView, TargetsView);
+  KLOSS_SAME_TYPES("ctc_loss", T, OutputView);
+  KLOSS_SAME_TYPES("ctc_loss", I, InputLengthsView, TargetLengthsView);
   static_assert(std::is_same_v<typename LogAlphaView::value_type, acc_t<T>>,
                 "kloss::ctc_loss: log_alpha must hold acc_t<T> (double for double, float otherwise)");
   impl::ctc_loss<ExecSpace, T, I>(exec, as_tensor<M>(log_probs, op, "log_probs"), as_tensor<M>(targets, op, "targets"),
@@ -100,20 +92,11 @@ void ctc_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output,
                        const TargetsView& targets, const InputLengthsView& input_lengths,
                        const TargetLengthsView& target_lengths, const LogAlphaView& log_alpha,
                        const GradLogProbsView& grad_log_probs, const CtcLossOptions& opts = {}) {
-  using T = typename LogProbsView::non_const_value_type;
-  using I = typename TargetsView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>, "kloss::ctc_loss_backward: log_probs must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename GradOutputView::non_const_value_type, T> &&
-                    std::is_same_v<typename GradLogProbsView::non_const_value_type, T>,
-                "kloss::ctc_loss_backward: grad_output and grad_log_probs must have the value type of log_probs");
-  static_assert(is_index_v<I>, "kloss::ctc_loss_backward: targets must be int32 or int64");
-  static_assert(std::is_same_v<typename InputLengthsView::non_const_value_type, I> &&
-                    std::is_same_v<typename TargetLengthsView::non_const_value_type, I>,
-                "kloss::ctc_loss_backward: input_lengths and target_lengths must have the index type of targets");
+  KLOSS_INDEXED_ENTRY("ctc_loss_backward", LogProbsView, TargetsView);
+  KLOSS_SAME_TYPES("ctc_loss_backward", T, GradOutputView, GradLogProbsView);
+  KLOSS_SAME_TYPES("ctc_loss_backward", I, InputLengthsView, TargetLengthsView);
   static_assert(std::is_same_v<typename LogAlphaView::non_const_value_type, acc_t<T>>,
                 "kloss::ctc_loss_backward: log_alpha must hold acc_t<T> (double for double, float otherwise)");
-  const char* op = "ctc_loss_backward";
   impl::ctc_loss_backward<ExecSpace, T, I>(
       exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(log_probs, op, "log_probs"),
       as_tensor<M>(targets, op, "targets"), as_tensor<M>(input_lengths, op, "input_lengths"),

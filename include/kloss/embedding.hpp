@@ -27,12 +27,7 @@ using enable_exec_t = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::va
 template <class ExecSpace, class InputView, class WeightView, class = impl::enable_exec_t<ExecSpace>>
 void embedding_renorm(const ExecSpace& exec, const InputView& input, const WeightView& weight, double max_norm,
                       double norm_type = 2.0) {
-  using T = impl::value_t<WeightView>;
-  using I = impl::value_t<InputView>;
-  using M = typename ExecSpace::memory_space;
-  constexpr const char* op = "embedding_renorm";
-  static_assert(is_scalar_v<T>, "kloss::embedding_renorm: weight must be float, double, float16 or bfloat16");
-  static_assert(is_index_v<I>, "kloss::embedding_renorm: input must be int32 or int64");
+  KLOSS_INDEXED_ENTRY("embedding_renorm", WeightView, InputView);
   static_assert(!std::is_const_v<typename WeightView::value_type>, "kloss::embedding_renorm: weight must be writable");
   impl::embedding_renorm<ExecSpace, T, I>(exec, "embedding_renorm", as_tensor<M>(input, op, "input"),
                                           as_tensor<M>(weight, op, "weight"), max_norm, norm_type);
@@ -46,14 +41,8 @@ void embedding_renorm(const ExecSpace& exec, const InputView& input, const Weigh
 template <class ExecSpace, class InputView, class WeightView, class OutputView, class = impl::enable_exec_t<ExecSpace>>
 void embedding(const ExecSpace& exec, const InputView& input, const WeightView& weight, const OutputView& output,
                const EmbeddingOptions& opts = {}) {
-  using T = impl::value_t<OutputView>;
-  using I = impl::value_t<InputView>;
-  using M = typename ExecSpace::memory_space;
-  constexpr const char* op = "embedding";
-  static_assert(is_scalar_v<T>, "kloss::embedding: weight must be float, double, float16 or bfloat16");
-  static_assert(is_index_v<I>, "kloss::embedding: input must be int32 or int64");
-  static_assert(std::is_same_v<impl::value_t<WeightView>, T>,
-                "kloss::embedding: weight and output must have the same type");
+  KLOSS_INDEXED_ENTRY("embedding", OutputView, InputView);
+  KLOSS_SAME_TYPES("embedding", T, WeightView);
   auto w = as_tensor<M>(weight, op, "weight");
   auto in = as_tensor<M>(input, op, "input");
   if (opts.max_norm) {
@@ -75,13 +64,8 @@ template <class ExecSpace, class GradOutputView, class InputView, class GradWeig
           class = impl::enable_exec_t<ExecSpace>>
 void embedding_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                         const GradWeightView& grad_weight, const EmbeddingOptions& opts = {}) {
-  using T = impl::value_t<GradWeightView>;
-  using I = impl::value_t<InputView>;
-  using M = typename ExecSpace::memory_space;
-  constexpr const char* op = "embedding_backward";
-  static_assert(is_scalar_v<T> && std::is_same_v<impl::value_t<GradOutputView>, T>,
-                "kloss::embedding_backward: grad_output and grad_weight must have the same floating type");
-  static_assert(is_index_v<I>, "kloss::embedding_backward: input must be int32 or int64");
+  KLOSS_INDEXED_ENTRY("embedding_backward", GradWeightView, InputView);
+  KLOSS_SAME_TYPES("embedding_backward", T, GradOutputView);
   impl::embedding_backward<ExecSpace, T, I>(exec, as_tensor<M>(grad_output, op, "grad_output"),
                                             as_tensor<M>(input, op, "input"),
                                             as_tensor<M>(grad_weight, op, "grad_weight"), opts);
@@ -97,14 +81,9 @@ template <class ExecSpace, class GradOutputView, class InputView, class GradIndi
 std::int64_t embedding_backward_sparse(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                                        std::int64_t num_weights, const GradIndicesView& grad_indices,
                                        const GradValuesView& grad_values, const EmbeddingOptions& opts = {}) {
-  using T = impl::value_t<GradValuesView>;
-  using I = impl::value_t<InputView>;
-  using M = typename ExecSpace::memory_space;
-  constexpr const char* op = "embedding_backward_sparse";
-  static_assert(is_scalar_v<T> && std::is_same_v<impl::value_t<GradOutputView>, T>,
-                "kloss::embedding_backward_sparse: grad_output and grad_values must have the same floating type");
-  static_assert(is_index_v<I> && std::is_same_v<impl::value_t<GradIndicesView>, I>,
-                "kloss::embedding_backward_sparse: input and grad_indices must have the same index type");
+  KLOSS_INDEXED_ENTRY("embedding_backward_sparse", GradValuesView, InputView);
+  KLOSS_SAME_TYPES("embedding_backward_sparse", T, GradOutputView);
+  KLOSS_SAME_TYPES("embedding_backward_sparse", I, GradIndicesView);
   return impl::embedding_backward_sparse<ExecSpace, T, I>(
       exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"), num_weights,
       as_tensor<M>(grad_indices, op, "grad_indices"), as_tensor<M>(grad_values, op, "grad_values"), opts);
@@ -125,16 +104,9 @@ template <class ExecSpace, class InputView, class WeightView, class OffsetsView,
 void embedding_bag(const ExecSpace& exec, const InputView& input, const WeightView& weight, const OffsetsView& offsets,
                    const PswView& per_sample_weights, const OutputView& output, const MaxIndicesView& max_indices,
                    const EmbeddingBagOptions& opts = {}) {
-  using T = impl::value_t<OutputView>;
-  using I = impl::value_t<InputView>;
-  using M = typename ExecSpace::memory_space;
-  constexpr const char* op = "embedding_bag";
-  static_assert(is_scalar_v<T>, "kloss::embedding_bag: weight must be float, double, float16 or bfloat16");
-  static_assert(is_index_v<I>, "kloss::embedding_bag: input must be int32 or int64");
-  static_assert(std::is_same_v<impl::value_t<WeightView>, T> && std::is_same_v<impl::value_t<PswView>, T>,
-                "kloss::embedding_bag: weight, per_sample_weights and output must have the same type");
-  static_assert(std::is_same_v<impl::value_t<OffsetsView>, I> && std::is_same_v<impl::value_t<MaxIndicesView>, I>,
-                "kloss::embedding_bag: input, offsets and max_indices must have the same index type");
+  KLOSS_INDEXED_ENTRY("embedding_bag", OutputView, InputView);
+  KLOSS_SAME_TYPES("embedding_bag", T, WeightView, PswView);
+  KLOSS_SAME_TYPES("embedding_bag", I, OffsetsView, MaxIndicesView);
   auto w = as_tensor<M>(weight, op, "weight");
   auto in = as_tensor<M>(input, op, "input");
   if (opts.max_norm) {
@@ -164,17 +136,9 @@ void embedding_bag_backward(const ExecSpace& exec, const GradOutputView& grad_ou
                             const WeightView& weight, const OffsetsView& offsets, const PswView& per_sample_weights,
                             const MaxIndicesView& max_indices, const GradWeightView& grad_weight,
                             const GradPswView& grad_per_sample_weights, const EmbeddingBagOptions& opts = {}) {
-  using T = impl::value_t<GradWeightView>;
-  using I = impl::value_t<InputView>;
-  using M = typename ExecSpace::memory_space;
-  constexpr const char* op = "embedding_bag_backward";
-  static_assert(is_scalar_v<T>, "kloss::embedding_bag_backward: weights must be float, double, float16 or bfloat16");
-  static_assert(is_index_v<I>, "kloss::embedding_bag_backward: input must be int32 or int64");
-  static_assert(std::is_same_v<impl::value_t<GradOutputView>, T> && std::is_same_v<impl::value_t<WeightView>, T> &&
-                    std::is_same_v<impl::value_t<PswView>, T> && std::is_same_v<impl::value_t<GradPswView>, T>,
-                "kloss::embedding_bag_backward: every floating argument must have the same type");
-  static_assert(std::is_same_v<impl::value_t<OffsetsView>, I> && std::is_same_v<impl::value_t<MaxIndicesView>, I>,
-                "kloss::embedding_bag_backward: input, offsets and max_indices must have the same index type");
+  KLOSS_INDEXED_ENTRY("embedding_bag_backward", GradWeightView, InputView);
+  KLOSS_SAME_TYPES("embedding_bag_backward", T, GradOutputView, WeightView, PswView, GradPswView);
+  KLOSS_SAME_TYPES("embedding_bag_backward", I, OffsetsView, MaxIndicesView);
   impl::embedding_bag_backward<ExecSpace, T, I>(
       exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
       as_optional_tensor<M>(weight, op, "weight"), as_optional_tensor<M>(offsets, op, "offsets"),
@@ -193,16 +157,9 @@ std::int64_t embedding_bag_backward_sparse(const ExecSpace& exec, const GradOutp
                                            const PswView& per_sample_weights, std::int64_t num_weights,
                                            const GradIndicesView& grad_indices, const GradValuesView& grad_values,
                                            const EmbeddingBagOptions& opts = {}) {
-  using T = impl::value_t<GradValuesView>;
-  using I = impl::value_t<InputView>;
-  using M = typename ExecSpace::memory_space;
-  constexpr const char* op = "embedding_bag_backward_sparse";
-  static_assert(
-      is_scalar_v<T> && std::is_same_v<impl::value_t<GradOutputView>, T> && std::is_same_v<impl::value_t<PswView>, T>,
-      "kloss::embedding_bag_backward_sparse: every floating argument must have the same type");
-  static_assert(is_index_v<I> && std::is_same_v<impl::value_t<OffsetsView>, I> &&
-                    std::is_same_v<impl::value_t<GradIndicesView>, I>,
-                "kloss::embedding_bag_backward_sparse: input, offsets and grad_indices must have the same index type");
+  KLOSS_INDEXED_ENTRY("embedding_bag_backward_sparse", GradValuesView, InputView);
+  KLOSS_SAME_TYPES("embedding_bag_backward_sparse", T, GradOutputView, PswView);
+  KLOSS_SAME_TYPES("embedding_bag_backward_sparse", I, OffsetsView, GradIndicesView);
   return impl::embedding_bag_backward_sparse<ExecSpace, T, I>(
       exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
       as_optional_tensor<M>(offsets, op, "offsets"),

@@ -231,18 +231,11 @@ template <class ExecSpace, class InputView, class TargetView, class WeightView, 
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
 void multi_margin_loss(const ExecSpace& exec, const InputView& input, const TargetView& target,
                        const WeightView& weight, const OutputView& output, const MultiMarginLossOptions& opts = {}) {
-  using T = typename OutputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  constexpr const char* op = "multi_margin_loss";
-  KLOSS_STATIC_CHECKS("multi_margin_loss", T, InputView);
-  static_assert(is_index_v<typename TargetView::non_const_value_type>,
-                "kloss::multi_margin_loss: 'target' must hold int32 or int64 class indices");
-  static_assert(std::is_same_v<typename WeightView::non_const_value_type, T>,
-                "kloss::multi_margin_loss: 'weight' must have the output's value type");
-  impl::multi_margin_loss<ExecSpace, T, typename TargetView::non_const_value_type>(
-      exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-      as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(output, op, "output"), opts.p, opts.margin,
-      opts.reduction);
+  KLOSS_INDEXED_ENTRY("multi_margin_loss", OutputView, TargetView);
+  KLOSS_SAME_TYPES("multi_margin_loss", T, InputView, WeightView);
+  impl::multi_margin_loss<ExecSpace, T, I>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
+                                           as_optional_tensor<M>(weight, op, "weight"),
+                                           as_tensor<M>(output, op, "output"), opts.p, opts.margin, opts.reduction);
 }
 
 /// Backward of multi_margin_loss: grad_input (the input's shape). Fences.
@@ -251,17 +244,11 @@ template <class ExecSpace, class GradOutputView, class InputView, class TargetVi
 void multi_margin_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                                 const TargetView& target, const WeightView& weight, const GradInputView& grad_input,
                                 const MultiMarginLossOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  constexpr const char* op = "multi_margin_loss_backward";
-  KLOSS_STATIC_CHECKS("multi_margin_loss_backward", T, GradOutputView);
-  static_assert(is_index_v<typename TargetView::non_const_value_type>,
-                "kloss::multi_margin_loss_backward: 'target' must hold int32 or int64 class indices");
-  static_assert(std::is_same_v<typename WeightView::non_const_value_type, T>,
-                "kloss::multi_margin_loss_backward: 'weight' must have the value type of 'input'");
+  KLOSS_INDEXED_ENTRY("multi_margin_loss_backward", InputView, TargetView);
+  KLOSS_SAME_TYPES("multi_margin_loss_backward", T, GradOutputView, WeightView);
   static_assert(std::is_same_v<typename GradInputView::non_const_value_type, T>,
                 "kloss::multi_margin_loss_backward: 'grad_input' must have the value type of 'input'");
-  impl::multi_margin_loss_backward<ExecSpace, T, typename TargetView::non_const_value_type>(
+  impl::multi_margin_loss_backward<ExecSpace, T, I>(
       exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
       as_tensor<M>(target, op, "target"), as_optional_tensor<M>(weight, op, "weight"),
       as_optional_tensor<M>(grad_input, op, "grad_input"), opts.p, opts.margin, opts.reduction);
@@ -278,15 +265,11 @@ template <class ExecSpace, class InputView, class TargetView, class OutputView,
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
 void multilabel_margin_loss(const ExecSpace& exec, const InputView& input, const TargetView& target,
                             const OutputView& output, const MultilabelMarginLossOptions& opts = {}) {
-  using T = typename OutputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  constexpr const char* op = "multilabel_margin_loss";
-  KLOSS_STATIC_CHECKS("multilabel_margin_loss", T, InputView);
-  static_assert(is_index_v<typename TargetView::non_const_value_type>,
-                "kloss::multilabel_margin_loss: 'target' must hold int32 or int64 class indices");
-  impl::multilabel_margin_loss<ExecSpace, T, typename TargetView::non_const_value_type>(
-      exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"), as_tensor<M>(output, op, "output"),
-      opts.reduction);
+  KLOSS_INDEXED_ENTRY("multilabel_margin_loss", OutputView, TargetView);
+  KLOSS_SAME_TYPES("multilabel_margin_loss", T, InputView);
+  impl::multilabel_margin_loss<ExecSpace, T, I>(exec, as_tensor<M>(input, op, "input"),
+                                                as_tensor<M>(target, op, "target"), as_tensor<M>(output, op, "output"),
+                                                opts.reduction);
 }
 
 /// Backward of multilabel_margin_loss: grad_input (the input's shape). Fences.
@@ -295,15 +278,9 @@ template <class ExecSpace, class GradOutputView, class InputView, class TargetVi
 void multilabel_margin_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                                      const TargetView& target, const GradInputView& grad_input,
                                      const MultilabelMarginLossOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  constexpr const char* op = "multilabel_margin_loss_backward";
-  KLOSS_STATIC_CHECKS("multilabel_margin_loss_backward", T, GradOutputView);
-  static_assert(is_index_v<typename TargetView::non_const_value_type>,
-                "kloss::multilabel_margin_loss_backward: 'target' must hold int32 or int64 class indices");
-  static_assert(std::is_same_v<typename GradInputView::non_const_value_type, T>,
-                "kloss::multilabel_margin_loss_backward: 'grad_input' must have the value type of 'input'");
-  impl::multilabel_margin_loss_backward<ExecSpace, T, typename TargetView::non_const_value_type>(
+  KLOSS_INDEXED_ENTRY("multilabel_margin_loss_backward", InputView, TargetView);
+  KLOSS_SAME_TYPES("multilabel_margin_loss_backward", T, GradOutputView, GradInputView);
+  impl::multilabel_margin_loss_backward<ExecSpace, T, I>(
       exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
       as_tensor<M>(target, op, "target"), as_optional_tensor<M>(grad_input, op, "grad_input"), opts.reduction);
 }

@@ -45,15 +45,8 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
                                   const LogitsView& logits, const TargetView& target, const WeightView& weight,
                                   const OutputView& output, const SavedView& saved,
                                   const VocabParallelCrossEntropyOptions& opts = {}) {
-  using T = typename OutputView::non_const_value_type;
-  using I = typename TargetView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  constexpr std::string_view op = "vocab_parallel_cross_entropy";
-  static_assert(is_scalar_v<T>,
-                "kloss::vocab_parallel_cross_entropy: value type must be float, double, float16 or bfloat16");
-  static_assert(is_index_v<I>, "kloss::vocab_parallel_cross_entropy: target must hold int32 or int64 class indices");
-  static_assert(std::is_same_v<typename LogitsView::non_const_value_type, T>,
-                "kloss::vocab_parallel_cross_entropy: logits and output must have the same value type");
+  KLOSS_INDEXED_ENTRY("vocab_parallel_cross_entropy", OutputView, TargetView);
+  KLOSS_SAME_TYPES("vocab_parallel_cross_entropy", T, LogitsView);
   static_assert(std::is_same_v<typename SavedView::non_const_value_type, acc_t<T>>,
                 "kloss::vocab_parallel_cross_entropy: saved must hold acc_t<T> (float, or double for double)");
   impl::vocab_parallel_cross_entropy<ExecSpace, T, I>(
@@ -73,13 +66,7 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
                                            const TargetView& target, const WeightView& weight, const SavedView& saved,
                                            const GradLogitsView& grad_logits,
                                            const VocabParallelCrossEntropyOptions& opts = {}) {
-  using T = typename GradLogitsView::non_const_value_type;
-  using I = typename TargetView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  constexpr std::string_view op = "vocab_parallel_cross_entropy_backward";
-  static_assert(is_scalar_v<T>,
-                "kloss::vocab_parallel_cross_entropy_backward: value type must be float, double, float16 or bfloat16");
-  static_assert(is_index_v<I>, "kloss::vocab_parallel_cross_entropy_backward: target must hold int32 or int64");
+  KLOSS_INDEXED_ENTRY("vocab_parallel_cross_entropy_backward", GradLogitsView, TargetView);
   impl::vocab_parallel_cross_entropy_backward<ExecSpace, T, I>(
       exec, range, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(logits, op, "logits"),
       as_tensor<M>(target, op, "target"), as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(saved, op, "saved"),
@@ -102,15 +89,8 @@ template <class ExecSpace, class InputView, class WeightView, class OutputView,
 void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
                               const InputView& input, const WeightView& weight, const OutputView& output,
                               const VocabParallelEmbeddingOptions& opts = {}) {
-  using T = typename OutputView::non_const_value_type;
-  using I = typename InputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  constexpr std::string_view op = "vocab_parallel_embedding";
-  static_assert(is_scalar_v<T>,
-                "kloss::vocab_parallel_embedding: value type must be float, double, float16 or bfloat16");
-  static_assert(is_index_v<I>, "kloss::vocab_parallel_embedding: input must hold int32 or int64 indices");
-  static_assert(std::is_same_v<typename WeightView::non_const_value_type, T>,
-                "kloss::vocab_parallel_embedding: weight and output must have the same value type");
+  KLOSS_INDEXED_ENTRY("vocab_parallel_embedding", OutputView, InputView);
+  KLOSS_SAME_TYPES("vocab_parallel_embedding", T, WeightView);
   if (opts.max_norm) {
     // torch renormalises the looked-up rows in place before the lookup.
     if constexpr (std::is_const_v<typename WeightView::value_type>) {
@@ -137,13 +117,7 @@ void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& 
                                        const GradOutputView& grad_output, const InputView& input,
                                        const GradWeightView& grad_weight,
                                        const VocabParallelEmbeddingOptions& opts = {}) {
-  using T = typename GradWeightView::non_const_value_type;
-  using I = typename InputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  constexpr std::string_view op = "vocab_parallel_embedding_backward";
-  static_assert(is_scalar_v<T>,
-                "kloss::vocab_parallel_embedding_backward: value type must be float, double, float16 or bfloat16");
-  static_assert(is_index_v<I>, "kloss::vocab_parallel_embedding_backward: input must hold int32 or int64 indices");
+  KLOSS_INDEXED_ENTRY("vocab_parallel_embedding_backward", GradWeightView, InputView);
   impl::vocab_parallel_embedding_backward<ExecSpace, T, I>(exec, range, as_tensor<M>(grad_output, op, "grad_output"),
                                                            as_tensor<M>(input, op, "input"),
                                                            as_tensor<M>(grad_weight, op, "grad_weight"), opts);
@@ -175,14 +149,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     const GradOutputView& grad_output, const OutputView& output, const GradInputView& grad_input,
     const GradWeightView& grad_weight, const GradBiasView& grad_bias,
     const VocabParallelFusedLinearOptions& opts = {}) {
-  using T = typename OutputView::non_const_value_type;
-  using I = typename TargetView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  constexpr std::string_view op = "vocab_parallel_fused_linear_cross_entropy";
-  static_assert(is_scalar_v<T>,
-                "kloss::vocab_parallel_fused_linear_cross_entropy: value type must be float, double, float16 or "
-                "bfloat16");
-  static_assert(is_index_v<I>, "kloss::vocab_parallel_fused_linear_cross_entropy: target must hold int32 or int64");
+  KLOSS_INDEXED_ENTRY("vocab_parallel_fused_linear_cross_entropy", OutputView, TargetView);
   return impl::vocab_parallel_fused_linear_cross_entropy<ExecSpace, T, I>(
       exec, comm, range, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
       as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),

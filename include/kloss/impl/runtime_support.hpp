@@ -177,4 +177,42 @@ rt::Result run_forward_backward(const rt::Call& c, Reduction red, const Shape& n
   return r;
 }
 
+/// The cross-entropy family's options of a call (cross_entropy, the fused
+/// head and their vocabulary-parallel forms), torch's defaults where absent.
+template <class Options>
+Options read_ce_options(const rt::Call& c) {
+  Options o;
+  o.ignore_index = c.options.get_int(c.op, "ignore_index", -100);
+  o.reduction = c.options.get_reduction(c.op);
+  o.label_smoothing = c.options.get_real(c.op, "label_smoothing", 0.0);
+  o.z_loss = c.options.get_real(c.op, "z_loss", 0.0);
+  o.softcap = c.options.get_real(c.op, "softcap", 0.0);
+  return o;
+}
+
+/// The embedding family's options of a call shared by embedding,
+/// embedding_bag and vocab_parallel_embedding.
+template <class Options>
+void read_embedding_options(const rt::Call& c, Options& o) {
+  if (c.options.has("padding_idx")) o.padding_idx = c.options.get_int(c.op, "padding_idx", 0);
+  if (c.options.has("max_norm")) o.max_norm = c.options.get_real(c.op, "max_norm", 0);
+  o.norm_type = c.options.get_real(c.op, "norm_type", 2.0);
+  o.scale_grad_by_freq = c.options.get_bool(c.op, "scale_grad_by_freq", false);
+  o.sparse = c.options.get_bool(c.op, "sparse", false);
+  o.deterministic = c.options.get_bool(c.op, "deterministic", false);
+}
+
+#ifdef KLOSS_HAVE_MPI
+}  // namespace kloss::impl
+namespace kloss {
+struct VocabShard;  // kloss/registry.hpp
+}
+namespace kloss::impl {
+/// The vocabulary-parallel adapters (src/mpi.cpp), attached to the registry
+/// lines of cross_entropy, embedding and fused_linear_cross_entropy.
+rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard& shard);
+rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& shard);
+rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, const VocabShard& shard);
+#endif
+
 }  // namespace kloss::impl
