@@ -340,6 +340,18 @@ SignReport<ExecSpace, T> sign_report(const ExecSpace& exec, std::string_view op,
   return {&exec, op, &target};
 }
 
+/// The input checks of the ±1-target element-wise ops below: the
+/// reduction, the K inputs of one shape, the target (in[K]) broadcasting to
+/// it. Returns that shape.
+template <class T, class M, std::size_t N>
+Shape check_signed_inputs(std::string_view op, const std::array<Tensor<const T, M>, N>& in,
+                          const std::array<const char*, N>& names, Reduction reduction) {
+  check_reduction(op, reduction);
+  for (std::size_t j = 1; j + 1 < N; ++j) check_same_shape(op, names[0], in[0], names[j], in[j]);
+  check_target_broadcasts(op, in[N - 1], names[0], in[0].shape);
+  return in[0].shape;
+}
+
 /// The ±1-target element-wise ops (hinge_embedding_loss,
 /// margin_ranking_loss): K inputs of one shape and a target broadcasting to
 /// it, run by the element-wise engine over (inputs..., target). names: the
@@ -349,10 +361,7 @@ void signed_forward(const ExecSpace& exec, std::string_view op, const Op& f,
                     const std::array<TensorIn<ExecSpace, T>, K + 1>& in, const std::array<const char*, K + 1>& names,
                     const TensorOut<ExecSpace, T>& output, Reduction reduction) {
   const TensorIn<ExecSpace, T>& target = in[K];
-  const Shape shape = in[0].shape;
-  check_reduction(op, reduction);
-  for (std::size_t j = 1; j < K; ++j) check_same_shape(op, names[0], in[0], names[j], in[j]);
-  check_target_broadcasts(op, target, names[0], shape);
+  const Shape shape = check_signed_inputs(op, in, names, reduction);
   check_output(op, "output", output, reduction, shape);
   std::array<Span, K + 1> reads;
   for (std::size_t j = 0; j <= K; ++j) reads[j] = span(names[j], in[j]);
@@ -374,10 +383,7 @@ void signed_backward(const ExecSpace& exec, std::string_view op, const char* nam
                      const std::array<const char*, K + 1>& names, const std::array<TensorOut<ExecSpace, T>, K>& grads,
                      const std::array<const char*, K>& grad_names, Reduction reduction) {
   const TensorIn<ExecSpace, T>& target = in[K];
-  const Shape shape = in[0].shape;
-  check_reduction(op, reduction);
-  for (std::size_t j = 1; j < K; ++j) check_same_shape(op, names[0], in[0], names[j], in[j]);
-  check_target_broadcasts(op, target, names[0], shape);
+  const Shape shape = check_signed_inputs(op, in, names, reduction);
   check_output(op, "grad_output", grad_output, reduction, shape);
   std::array<Span, K> writes;
   std::array<Span, K + 2> reads;

@@ -292,21 +292,19 @@ struct RecordLayout {
 /// weighted logit sum; one read of the row) plus the target's class weight
 /// and the owner / ignorer counters. Z is the logits' and class weights'
 /// type (T, or its accumulation type for the fused head's float chunks);
-/// weight may be null. The launch is cross_entropy's
+/// w (class weights) may be null. The launch is cross_entropy's
 /// (ce_launch / ce_policy: a block of rows per team, a row per team thread,
 /// its classes over the thread's vector lanes on devices). Asynchronous.
 template <class ExecSpace, class T, class I, class Z = T>
 void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols, std::int64_t begin,
-                       const TensorIn<ExecSpace, I>& target, const Z* weight, std::int64_t ignore_index, double softcap,
+                       const TensorIn<ExecSpace, I>& target, const Z* w, std::int64_t ignore_index, double softcap,
                        const RecordLayout& lay, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec,
                        std::int64_t row_offset, const CrossEntropyTuning& tuning = {}) {
   using A = acc_t<T>;
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  using Member = typename Policy::member_type;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   namespace ki = kloss::impl;
   const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
   auto tg = target.data;
-  const Z* w = weight;
   const bool weighted = w != nullptr;
   ki::CeRowConfig<A> cfg;
   cfg.softcap = static_cast<A>(softcap);
@@ -470,23 +468,21 @@ void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_val
 /// grad_output for sum). `g` has one element or N; `totals` the saved
 /// (sum of target weights, valid rows, sum of class weights) on the device,
 /// read in the kernel (no fence). grad may be the logits (in place). Z as
-/// for ce_slice_partials; weight may be null.
+/// for ce_slice_partials; w (class weights) may be null.
 /// Asynchronous.
 template <class ExecSpace, class T, class I, class G, class Z = T>
 void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols, std::int64_t begin,
-                      std::int64_t row_offset, const TensorIn<ExecSpace, I>& target, const Z* weight,
+                      std::int64_t row_offset, const TensorIn<ExecSpace, I>& target, const Z* w,
                       std::int64_t ignore_index, const CeParams& params,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& totals, bool per_row_g,
                       const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& lse,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& wt, Z* grad,
                       const CrossEntropyTuning& tuning = {}) {
   using A = acc_t<T>;
-  using Policy = Kokkos::TeamPolicy<ExecSpace>;
-  using Member = typename Policy::member_type;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   namespace ki = kloss::impl;
   const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
   auto tg = target.data;
-  const Z* w = weight;
   const bool weighted = w != nullptr;
   const A eps = static_cast<A>(params.label_smoothing), zl = static_cast<A>(params.z_loss);
   const A cap = static_cast<A>(params.softcap);

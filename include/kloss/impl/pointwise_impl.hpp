@@ -32,6 +32,7 @@
 #include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
 #include <string>
+#include <type_traits>
 
 namespace kloss::impl {
 
@@ -1026,18 +1027,26 @@ void binary_cross_entropy_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_ou
                                                       {grad_input, {}}, reduction, scale);
 }
 
+/// Runs f(std::bool_constant<a>{}, std::bool_constant<b>{}) for the
+/// runtime flags a and b: one of the four instantiations of a functor
+/// templated on two flags.
+template <class F>
+void with_two_flags(bool a, bool b, F&& f) {
+  if (a && b)
+    f(std::true_type{}, std::true_type{});
+  else if (a)
+    f(std::true_type{}, std::false_type{});
+  else if (b)
+    f(std::false_type{}, std::true_type{});
+  else
+    f(std::false_type{}, std::false_type{});
+}
+
 /// Runs f(BceLogitsOp<W, P>{}) for the optional operands present; the
 /// operand lists are built by the caller from the same flags.
 template <class F>
 void with_bce_logits_op(bool w, bool p, F&& f) {
-  if (w && p)
-    f(BceLogitsOp<true, true>{});
-  else if (w)
-    f(BceLogitsOp<true, false>{});
-  else if (p)
-    f(BceLogitsOp<false, true>{});
-  else
-    f(BceLogitsOp<false, false>{});
+  with_two_flags(w, p, [&](auto W, auto P) { f(BceLogitsOp<decltype(W)::value, decltype(P)::value>{}); });
 }
 
 /// The operands of an op with optional ones: present ones in order.
@@ -1142,18 +1151,11 @@ void kl_div_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW
 /// Runs f(PoissonNllOp<log_input, full>{eps}).
 template <class F>
 void with_poisson_op(bool log_input, bool full, double eps, F&& f) {
-  auto go = [&](auto op) {
+  with_two_flags(log_input, full, [&](auto L, auto Full) {
+    PoissonNllOp<decltype(L)::value, decltype(Full)::value> op{};
     op.eps = eps;
     f(op);
-  };
-  if (log_input && full)
-    go(PoissonNllOp<true, true>{});
-  else if (log_input)
-    go(PoissonNllOp<true, false>{});
-  else if (full)
-    go(PoissonNllOp<false, true>{});
-  else
-    go(PoissonNllOp<false, false>{});
+  });
 }
 
 template <class ExecSpace, class T>
