@@ -96,6 +96,13 @@ Span span(std::string_view name, const Tensor<T, M>& t) {
   return {name, t.data.data(), static_cast<std::size_t>(t.numel()) * sizeof(T)};
 }
 
+/// Outputs must share no byte with each other or with an input: a shared
+/// byte makes the result depend on the order in which kernels read and
+/// write. Throws InvalidArgument naming both arguments. `in_place` is the
+/// one (output, input) pair the op documents as an allowed in-place use:
+/// the two may coincide exactly (same address, same size), nothing else.
+/// The spans as arrays (outputs[0, n_outputs), inputs[0, n_inputs)) or as
+/// braced lists.
 void check_disjoint(std::string_view op, const Span* outputs, std::size_t n_outputs, const Span* inputs,
                     std::size_t n_inputs, std::pair<std::string_view, std::string_view> in_place = {});
 inline void check_disjoint(std::string_view op, std::initializer_list<Span> outputs, std::initializer_list<Span> inputs,
