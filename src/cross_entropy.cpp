@@ -12,18 +12,6 @@ KLOSS_FOR_EACH_SCALAR(KLOSS_CROSS_ENTROPY_PROB_DEFINE)
 namespace kloss::impl {
 namespace {
 
-const std::vector<OptionInfo> cross_entropy_options = {
-    {"ignore_index", "int", "-100", "class-index targets equal to this are skipped"},
-    {"reduction", "string", "mean", "none | mean | sum"},
-    {"label_smoothing", "real", "0.0", "in [0, 1]: mix the target with the uniform distribution"},
-    {"z_loss", "real", "0.0", "extension: adds z_loss * lse^2 per non-ignored row"},
-    {"softcap", "real", "0.0", "extension: logits -> softcap * tanh(x / softcap) before the softmax; 0 = off"},
-};
-const std::vector<OptionInfo> nll_loss_options = {
-    {"ignore_index", "int", "-100", "targets equal to this are skipped"},
-    {"reduction", "string", "mean", "none | mean | sum"},
-};
-
 /// The row count of an input shape ([C] -> 1, [N, C, d...] -> N * prod(d)).
 Shape row_shape_of(const Shape& s) {
   if (s.rank <= 1) return Shape{};
@@ -72,8 +60,8 @@ rt::Result run_cross_entropy(const rt::Call& c) {
       if (c.grad_output) {
         auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
         auto gi = device_zeros<T>(in.shape, "kloss::rt::grad_input");
-        cross_entropy_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), w.ctensor(),
-                                             lse.ctensor(), tw.ctensor(), gi.tensor(), o);
+        cross_entropy_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), w.ctensor(), lse.ctensor(),
+                                             tw.ctensor(), gi.tensor(), o);
         r.grads["input"] = to_host(gi, c.dtype);
       }
       return r;
@@ -119,17 +107,17 @@ rt::Result run_nll_loss(const rt::Call& c) {
 }  // namespace
 
 void register_cross_entropy(std::vector<OpInfo>& ops) {
-  ops.push_back({"nll_loss", "kloss/cross_entropy.hpp", {"input", "target", "weight?"}, {"input"},
-                 nll_loss_options, "negative log-likelihood of log-probabilities, -weight[t] * input[t]",
-                 run_nll_loss});
-  ops.back().index_inputs = {"target"};
-  ops.push_back({"cross_entropy", "kloss/cross_entropy.hpp", {"input", "target", "weight?"}, {"input"}, cross_entropy_options,
-                 "softmax cross-entropy over logits (class indices or probabilities), online log-sum-exp",
-                 run_cross_entropy});
+  FamilyRegistry family{ops, "kloss/cross_entropy.hpp"};
+  family.add("nll_loss", {"input", "target", "weight?"}, {"input"},
+             {{"ignore_index", "int", "-100", "targets equal to this are skipped"}, reduction_option},
+             "negative log-likelihood of log-probabilities, -weight[t] * input[t]", run_nll_loss, {"target"});
+  family.add("cross_entropy", {"input", "target", "weight?"}, {"input"},
+             ce_option_list("class-index targets equal to this are skipped",
+                            "in [0, 1]: mix the target with the uniform distribution",
+                            "extension: logits -> softcap * tanh(x / softcap) before the softmax; 0 = off"),
+             "softmax cross-entropy over logits (class indices or probabilities), online log-sum-exp",
+             run_cross_entropy);
   ops.back().index_or_real_inputs = {"target"};
-#ifdef KLOSS_HAVE_MPI
-  ops.back().run_vocab_parallel = run_vocab_parallel_cross_entropy;
-#endif
 }
 
 }  // namespace kloss::impl

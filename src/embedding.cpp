@@ -9,26 +9,6 @@ KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_EMBEDDING_DEFINE)
 namespace kloss::impl {
 namespace {
 
-const std::vector<OptionInfo> embedding_options = {
-    {"padding_idx", "int", "None", "row whose gradient stays zero; negative counts from the end"},
-    {"max_norm", "real", "None", "renormalise looked-up rows with a larger norm (in place)"},
-    {"norm_type", "real", "2", "p of the p-norm for max_norm"},
-    {"scale_grad_by_freq", "bool", "False", "divide each row's gradient by its count in input"},
-    {"sparse", "bool", "False", "row-sparse gradient (the runtime API returns it densified)"},
-    {"deterministic", "bool", "False", "kloss extension: sort-based, bitwise reproducible backward"},
-};
-
-const std::vector<OptionInfo> embedding_bag_options = {
-    {"mode", "string", "mean", "sum | mean | max"},
-    {"padding_idx", "int", "None", "entries left out of sums, means and counts; negative counts from the end"},
-    {"max_norm", "real", "None", "renormalise looked-up rows with a larger norm (in place)"},
-    {"norm_type", "real", "2", "p of the p-norm for max_norm"},
-    {"scale_grad_by_freq", "bool", "False", "divide each row's gradient by its count in input"},
-    {"include_last_offset", "bool", "False", "offsets has B + 1 entries, the last the end of the last bag"},
-    {"sparse", "bool", "False", "row-sparse gradient (the runtime API returns it densified)"},
-    {"deterministic", "bool", "False", "kloss extension: sort-based, bitwise reproducible backward"},
-};
-
 /// A dense [V, D] host buffer from a row-sparse gradient.
 template <class T, class I>
 rt::Buffer densify(const DeviceTensor<I>& idx, const DeviceTensor<T>& val, std::int64_t U, std::int64_t V,
@@ -46,127 +26,110 @@ rt::Buffer densify(const DeviceTensor<I>& idx, const DeviceTensor<T>& val, std::
 }
 
 rt::Result run_embedding(const rt::Call& c) {
-  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+  return dispatch_scalar_index(c, [&](auto tag, auto itag) {
     using T = typename decltype(tag)::type;
-    return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
-      using I = typename decltype(itag)::type;
-      EmbeddingOptions o;
-      read_embedding_options(c, o);
-      auto in = input<I>(c, "input");
-      auto w = input<T>(c, "weight");
-      check_rank("embedding", "weight", w.ctensor(), 2);
-      const std::int64_t V = w.shape[0], D = w.shape[1];
-      Shape os = in.shape;
-      require(os.rank < max_rank, c.op, "argument 'input' has too many dimensions");
-      os.extent[os.rank++] = D;
-      auto out = device_zeros<T>(os, "kloss::rt::output");
-      RtExec exec;
-      if (o.max_norm)
-        embedding_renorm<RtExec, T, I>(exec, "embedding", in.ctensor(), w.tensor(), *o.max_norm, o.norm_type);
-      embedding<RtExec, T, I>(exec, in.ctensor(), w.ctensor(), out.tensor(), o);
-      rt::Result r;
-      r.output = to_host(out, c.dtype);
-      if (c.grad_output) {
-        auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-        if (o.sparse) {
-          const std::int64_t cap = in.shape.numel();
-          auto gi = device_zeros<I>(Shape{cap}, "kloss::rt::grad_indices");
-          auto gv = device_zeros<T>(Shape{cap, D}, "kloss::rt::grad_values");
-          const std::int64_t U =
-              embedding_backward_sparse<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), V, gi.tensor(), gv.tensor(), o);
-          r.grads["weight"] = densify(gi, gv, U, V, D, c.dtype);
-        } else {
-          auto gw = device_zeros<T>(Shape{V, D}, "kloss::rt::grad_weight");
-          embedding_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), gw.tensor(), o);
-          r.grads["weight"] = to_host(gw, c.dtype);
-        }
+    using I = typename decltype(itag)::type;
+    auto o = read_embedding_options<EmbeddingOptions>(c);
+    auto in = input<I>(c, "input");
+    auto w = input<T>(c, "weight");
+    check_rank("embedding", "weight", w.ctensor(), 2);
+    const std::int64_t V = w.shape[0], D = w.shape[1];
+    auto out = device_zeros<T>(lookup_shape(c.op, in.shape, D), "kloss::rt::output");
+    RtExec exec;
+    if (o.max_norm)
+      embedding_renorm<RtExec, T, I>(exec, "embedding", in.ctensor(), w.tensor(), *o.max_norm, o.norm_type);
+    embedding<RtExec, T, I>(exec, in.ctensor(), w.ctensor(), out.tensor(), o);
+    rt::Result r;
+    r.output = to_host(out, c.dtype);
+    if (c.grad_output) {
+      auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
+      if (o.sparse) {
+        const std::int64_t cap = in.shape.numel();
+        auto gi = device_zeros<I>(Shape{cap}, "kloss::rt::grad_indices");
+        auto gv = device_zeros<T>(Shape{cap, D}, "kloss::rt::grad_values");
+        const std::int64_t U =
+            embedding_backward_sparse<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), V, gi.tensor(), gv.tensor(), o);
+        r.grads["weight"] = densify(gi, gv, U, V, D, c.dtype);
+      } else {
+        auto gw = device_zeros<T>(Shape{V, D}, "kloss::rt::grad_weight");
+        embedding_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), gw.tensor(), o);
+        r.grads["weight"] = to_host(gw, c.dtype);
       }
-      exec.fence();
-      return r;
-    });
+    }
+    exec.fence();
+    return r;
   });
 }
 
 rt::Result run_embedding_bag(const rt::Call& c) {
-  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+  return dispatch_scalar_index(c, [&](auto tag, auto itag) {
     using T = typename decltype(tag)::type;
-    return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
-      using I = typename decltype(itag)::type;
-      EmbeddingBagOptions o;
-      read_embedding_options(c, o);
-      o.mode = parse_embedding_bag_mode(c.options.get_string(c.op, "mode", "mean"));
-      o.include_last_offset = c.options.get_bool(c.op, "include_last_offset", false);
-      auto in = input<I>(c, "input");
-      auto w = input<T>(c, "weight");
-      auto off = input<I>(c, "offsets", false);
-      auto psw = input<T>(c, "per_sample_weights", false);
-      check_rank("embedding_bag", "weight", w.ctensor(), 2);
-      const std::int64_t V = w.shape[0], D = w.shape[1];
-      std::int64_t B = 0;
-      if (in.shape.rank == 2)
-        B = in.shape[0];
-      else if (off.present)
-        B = o.include_last_offset ? std::max<std::int64_t>(off.shape.numel() - 1, 0) : off.shape.numel();
-      auto out = device_zeros<T>(Shape{B, D}, "kloss::rt::output");
-      auto mi = device_zeros<I>(Shape{B, D}, "kloss::rt::max_indices");
-      RtExec exec;
-      if (o.max_norm)
-        embedding_renorm<RtExec, T, I>(exec, "embedding_bag", in.ctensor(), w.tensor(), *o.max_norm, o.norm_type);
-      embedding_bag<RtExec, T, I>(exec, in.ctensor(), w.ctensor(), off.ctensor(), psw.ctensor(), out.tensor(),
-                                  mi.tensor(), o);
-      rt::Result r;
-      r.output = to_host(out, c.dtype);
-      if (c.grad_output) {
-        auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-        DeviceTensor<T> gpsw;
-        if (psw.present) gpsw = device_zeros<T>(psw.shape, "kloss::rt::grad_per_sample_weights");
-        if (o.sparse && o.mode != EmbeddingBagMode::max) {
-          const std::int64_t cap = in.shape.numel();
-          auto gi = device_zeros<I>(Shape{cap}, "kloss::rt::grad_indices");
-          auto gv = device_zeros<T>(Shape{cap, D}, "kloss::rt::grad_values");
-          const std::int64_t U = embedding_bag_backward_sparse<RtExec, T, I>(
-              exec, go.ctensor(), in.ctensor(), off.ctensor(), psw.ctensor(), V, gi.tensor(), gv.tensor(), o);
-          r.grads["weight"] = densify(gi, gv, U, V, D, c.dtype);
-          if (psw.present)  // the per-sample-weight gradient is dense either way
-            embedding_bag_backward<RtExec, T, I>(
-                exec, go.ctensor(), in.ctensor(), w.ctensor(), off.ctensor(), psw.ctensor(), mi.ctensor(),
-                device_zeros<T>(Shape{V, D}, "kloss::rt::gw").tensor(), gpsw.tensor(), o);
-        } else {
-          auto gw = device_zeros<T>(Shape{V, D}, "kloss::rt::grad_weight");
-          embedding_bag_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), w.ctensor(), off.ctensor(),
-                                               psw.ctensor(), mi.ctensor(), gw.tensor(), gpsw.tensor(), o);
-          r.grads["weight"] = to_host(gw, c.dtype);
-        }
-        if (psw.present) r.grads["per_sample_weights"] = to_host(gpsw, c.dtype);
+    using I = typename decltype(itag)::type;
+    auto o = read_embedding_options<EmbeddingBagOptions>(c);
+    o.mode = parse_embedding_bag_mode(c.options.get_string(c.op, "mode", "mean"));
+    o.include_last_offset = c.options.get_bool(c.op, "include_last_offset", false);
+    auto in = input<I>(c, "input");
+    auto w = input<T>(c, "weight");
+    auto off = input<I>(c, "offsets", false);
+    auto psw = input<T>(c, "per_sample_weights", false);
+    check_rank("embedding_bag", "weight", w.ctensor(), 2);
+    const std::int64_t V = w.shape[0], D = w.shape[1];
+    std::int64_t B = 0;
+    if (in.shape.rank == 2)
+      B = in.shape[0];
+    else if (off.present)
+      B = o.include_last_offset ? std::max<std::int64_t>(off.shape.numel() - 1, 0) : off.shape.numel();
+    auto out = device_zeros<T>(Shape{B, D}, "kloss::rt::output");
+    auto mi = device_zeros<I>(Shape{B, D}, "kloss::rt::max_indices");
+    RtExec exec;
+    if (o.max_norm)
+      embedding_renorm<RtExec, T, I>(exec, "embedding_bag", in.ctensor(), w.tensor(), *o.max_norm, o.norm_type);
+    embedding_bag<RtExec, T, I>(exec, in.ctensor(), w.ctensor(), off.ctensor(), psw.ctensor(), out.tensor(),
+                                mi.tensor(), o);
+    rt::Result r;
+    r.output = to_host(out, c.dtype);
+    if (c.grad_output) {
+      auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
+      DeviceTensor<T> gpsw;
+      if (psw.present) gpsw = device_zeros<T>(psw.shape, "kloss::rt::grad_per_sample_weights");
+      if (o.sparse && o.mode != EmbeddingBagMode::max) {
+        const std::int64_t cap = in.shape.numel();
+        auto gi = device_zeros<I>(Shape{cap}, "kloss::rt::grad_indices");
+        auto gv = device_zeros<T>(Shape{cap, D}, "kloss::rt::grad_values");
+        const std::int64_t U = embedding_bag_backward_sparse<RtExec, T, I>(
+            exec, go.ctensor(), in.ctensor(), off.ctensor(), psw.ctensor(), V, gi.tensor(), gv.tensor(), o);
+        r.grads["weight"] = densify(gi, gv, U, V, D, c.dtype);
+        if (psw.present)  // the per-sample-weight gradient is dense either way
+          embedding_bag_backward<RtExec, T, I>(
+              exec, go.ctensor(), in.ctensor(), w.ctensor(), off.ctensor(), psw.ctensor(), mi.ctensor(),
+              device_zeros<T>(Shape{V, D}, "kloss::rt::gw").tensor(), gpsw.tensor(), o);
+      } else {
+        auto gw = device_zeros<T>(Shape{V, D}, "kloss::rt::grad_weight");
+        embedding_bag_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), w.ctensor(), off.ctensor(),
+                                             psw.ctensor(), mi.ctensor(), gw.tensor(), gpsw.tensor(), o);
+        r.grads["weight"] = to_host(gw, c.dtype);
       }
-      exec.fence();
-      return r;
-    });
+      if (psw.present) r.grads["per_sample_weights"] = to_host(gpsw, c.dtype);
+    }
+    exec.fence();
+    return r;
   });
 }
 
 }  // namespace
 
 void register_embedding(std::vector<OpInfo>& ops) {
-  ops.push_back({"embedding",
-                 "kloss/embedding.hpp",
-                 {"input", "weight"},
-                 {"weight"},
-                 embedding_options,
-                 "row gather weight[input]; backward scatter-add (atomic or deterministic)",
-                 run_embedding});
-  ops.back().index_inputs = {"input"};
-#ifdef KLOSS_HAVE_MPI
-  ops.back().run_vocab_parallel = run_vocab_parallel_embedding;
-#endif
-  ops.push_back({"embedding_bag",
-                 "kloss/embedding.hpp",
-                 {"input", "weight", "offsets?", "per_sample_weights?"},
-                 {"weight", "per_sample_weights"},
-                 embedding_bag_options,
-                 "sum / mean / max of bags of embedding rows, optional per-sample weights",
-                 run_embedding_bag});
-  ops.back().index_inputs = {"input", "offsets"};
+  FamilyRegistry family{ops, "kloss/embedding.hpp"};
+  family.add("embedding", {"input", "weight"}, {"weight"},
+             embedding_option_list("row whose gradient stays zero; negative counts from the end"),
+             "row gather weight[input]; backward scatter-add (atomic or deterministic)", run_embedding, {"input"});
+  auto bag_options = embedding_option_list(
+      "entries left out of sums, means and counts; negative counts from the end",
+      {{"include_last_offset", "bool", "False", "offsets has B + 1 entries, the last the end of the last bag"}});
+  bag_options.insert(bag_options.begin(), OptionInfo{"mode", "string", "mean", "sum | mean | max"});
+  family.add("embedding_bag", {"input", "weight", "offsets?", "per_sample_weights?"}, {"weight", "per_sample_weights"},
+             std::move(bag_options), "sum / mean / max of bags of embedding rows, optional per-sample weights",
+             run_embedding_bag, {"input", "offsets"});
 }
 
 }  // namespace kloss::impl

@@ -12,26 +12,35 @@ KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_MARGIN_DEFINE_INDEXED)
 namespace kloss::impl {
 namespace {
 
-const OptionInfo reduction_option = {"reduction", "string", "mean", "none | mean | sum"};
-
 /// The leading shape of a row-wise op's input (all but the last extent).
 Shape rows_shape(const Shape& s) { return margin::leading_shape(s); }
+
+/// The `reduction` and `margin` options of hinge_embedding_loss,
+/// margin_ranking_loss, cosine_embedding_loss and triplet_margin_loss, read
+/// in that order; torch's default margin differs by op.
+struct ReductionMargin {
+  Reduction red;
+  double margin;
+};
+ReductionMargin read_reduction_margin(const rt::Call& c, double default_margin) {
+  return {c.options.get_reduction(c.op), c.options.get_real(c.op, "margin", default_margin)};
+}
 
 rt::Result run_hinge_embedding_loss(const rt::Call& c) {
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const Reduction red = c.options.get_reduction(c.op);
-    const double margin = c.options.get_real(c.op, "margin", 1.0);
+    const ReductionMargin o = read_reduction_margin(c, 1.0);
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
     RtExec exec;
     return run_forward_backward<T>(
-        c, red, in.shape, {{"input", in.shape}},
+        c, o.red, in.shape, {{"input", in.shape}},
         [&](const Tensor<T, RtMem>& out) {
-          hinge_embedding_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), out, margin, red);
+          hinge_embedding_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), out, o.margin, o.red);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          hinge_embedding_loss_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), margin, red);
+          hinge_embedding_loss_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), o.margin,
+                                                   o.red);
         });
   });
 }
@@ -42,17 +51,16 @@ template <class Fwd, class Bwd>
 rt::Result run_pair_with_target(const rt::Call& c, bool rows, const Fwd& fwd, const Bwd& bwd) {
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const Reduction red = c.options.get_reduction(c.op);
-    const double margin = c.options.get_real(c.op, "margin", 0.0);
+    const ReductionMargin o = read_reduction_margin(c, 0.0);
     auto x1 = input<T>(c, "input1");
     auto x2 = input<T>(c, "input2");
     auto tg = input<T>(c, "target");
     RtExec exec;
     return run_forward_backward<T>(
-        c, red, rows ? tg.shape : x1.shape, {{"input1", x1.shape}, {"input2", x2.shape}},
-        [&](const Tensor<T, RtMem>& out) { fwd(exec, x1.ctensor(), x2.ctensor(), tg.ctensor(), out, margin, red); },
+        c, o.red, rows ? tg.shape : x1.shape, {{"input1", x1.shape}, {"input2", x2.shape}},
+        [&](const Tensor<T, RtMem>& out) { fwd(exec, x1.ctensor(), x2.ctensor(), tg.ctensor(), out, o.margin, o.red); },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          bwd(exec, go, x1.ctensor(), x2.ctensor(), tg.ctensor(), g[0].tensor(), g[1].tensor(), margin, red);
+          bwd(exec, go, x1.ctensor(), x2.ctensor(), tg.ctensor(), g[0].tensor(), g[1].tensor(), o.margin, o.red);
         });
   });
 }
@@ -79,8 +87,7 @@ rt::Result run_cosine_embedding_loss(const rt::Call& c) {
 rt::Result run_triplet_margin_loss(const rt::Call& c) {
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const Reduction red = c.options.get_reduction(c.op);
-    const double margin = c.options.get_real(c.op, "margin", 1.0);
+    const ReductionMargin o = read_reduction_margin(c, 1.0);
     const double p = c.options.get_real(c.op, "p", 2.0);
     const double eps = c.options.get_real(c.op, "eps", 1e-6);
     const bool swap = c.options.get_bool(c.op, "swap", false);
@@ -89,60 +96,57 @@ rt::Result run_triplet_margin_loss(const rt::Call& c) {
     auto ng = input<T>(c, "negative");
     RtExec exec;
     return run_forward_backward<T>(
-        c, red, rows_shape(a.shape), {{"anchor", a.shape}, {"positive", ps.shape}, {"negative", ng.shape}},
+        c, o.red, rows_shape(a.shape), {{"anchor", a.shape}, {"positive", ps.shape}, {"negative", ng.shape}},
         [&](const Tensor<T, RtMem>& out) {
-          triplet_margin_loss<RtExec, T>(exec, a.ctensor(), ps.ctensor(), ng.ctensor(), out, margin, p, eps, swap, red);
+          triplet_margin_loss<RtExec, T>(exec, a.ctensor(), ps.ctensor(), ng.ctensor(), out, o.margin, p, eps, swap,
+                                         o.red);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
           triplet_margin_loss_backward<RtExec, T>(exec, go, a.ctensor(), ps.ctensor(), ng.ctensor(), g[0].tensor(),
-                                                  g[1].tensor(), g[2].tensor(), margin, p, eps, swap, red);
+                                                  g[1].tensor(), g[2].tensor(), o.margin, p, eps, swap, o.red);
         });
   });
 }
 
 rt::Result run_multi_margin_loss(const rt::Call& c) {
-  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+  return dispatch_scalar_index(c, [&](auto tag, auto itag) {
     using T = typename decltype(tag)::type;
-    return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
-      using I = typename decltype(itag)::type;
-      const Reduction red = c.options.get_reduction(c.op);
-      const std::int64_t p = c.options.get_int(c.op, "p", 1);
-      const double margin = c.options.get_real(c.op, "margin", 1.0);
-      auto in = input<T>(c, "input");
-      auto tg = input<I>(c, "target");
-      auto w = input<T>(c, "weight", false);
-      RtExec exec;
-      return run_forward_backward<T>(
-          c, red, tg.shape.rank > 0 ? Shape{tg.shape.numel()} : Shape{}, {{"input", in.shape}},
-          [&](const Tensor<T, RtMem>& out) {
-            multi_margin_loss<RtExec, T, I>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out, p, margin, red);
-          },
-          [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-            multi_margin_loss_backward<RtExec, T, I>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(), g[0].tensor(),
-                                                     p, margin, red);
-          });
-    });
+    using I = typename decltype(itag)::type;
+    const Reduction red = c.options.get_reduction(c.op);
+    const std::int64_t p = c.options.get_int(c.op, "p", 1);
+    const double margin = c.options.get_real(c.op, "margin", 1.0);
+    auto in = input<T>(c, "input");
+    auto tg = input<I>(c, "target");
+    auto w = input<T>(c, "weight", false);
+    RtExec exec;
+    return run_forward_backward<T>(
+        c, red, tg.shape.rank > 0 ? Shape{tg.shape.numel()} : Shape{}, {{"input", in.shape}},
+        [&](const Tensor<T, RtMem>& out) {
+          multi_margin_loss<RtExec, T, I>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out, p, margin, red);
+        },
+        [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
+          multi_margin_loss_backward<RtExec, T, I>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(), g[0].tensor(), p,
+                                                   margin, red);
+        });
   });
 }
 
 rt::Result run_multilabel_margin_loss(const rt::Call& c) {
-  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+  return dispatch_scalar_index(c, [&](auto tag, auto itag) {
     using T = typename decltype(tag)::type;
-    return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
-      using I = typename decltype(itag)::type;
-      const Reduction red = c.options.get_reduction(c.op);
-      auto in = input<T>(c, "input");
-      auto tg = input<I>(c, "target");
-      RtExec exec;
-      return run_forward_backward<T>(
-          c, red, in.shape.rank == 2 ? Shape{in.shape.extent[0]} : Shape{}, {{"input", in.shape}},
-          [&](const Tensor<T, RtMem>& out) {
-            multilabel_margin_loss<RtExec, T, I>(exec, in.ctensor(), tg.ctensor(), out, red);
-          },
-          [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-            multilabel_margin_loss_backward<RtExec, T, I>(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), red);
-          });
-    });
+    using I = typename decltype(itag)::type;
+    const Reduction red = c.options.get_reduction(c.op);
+    auto in = input<T>(c, "input");
+    auto tg = input<I>(c, "target");
+    RtExec exec;
+    return run_forward_backward<T>(
+        c, red, in.shape.rank == 2 ? Shape{in.shape.extent[0]} : Shape{}, {{"input", in.shape}},
+        [&](const Tensor<T, RtMem>& out) {
+          multilabel_margin_loss<RtExec, T, I>(exec, in.ctensor(), tg.ctensor(), out, red);
+        },
+        [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
+          multilabel_margin_loss_backward<RtExec, T, I>(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), red);
+        });
   });
 }
 
@@ -169,62 +173,32 @@ rt::Result run_multilabel_soft_margin_loss(const rt::Call& c) {
 }  // namespace
 
 void register_margin(std::vector<OpInfo>& ops) {
-  const char* hdr = "kloss/margin.hpp";
-  ops.push_back({"hinge_embedding_loss",
-                 hdr,
-                 {"input", "target"},
-                 {"input"},
-                 {{"margin", "real", "1.0", "margin of the target = -1 branch"}, reduction_option},
-                 "x where target = 1, max(0, margin - x) where target = -1",
-                 run_hinge_embedding_loss});
-  ops.push_back({"margin_ranking_loss",
-                 hdr,
-                 {"input1", "input2", "target"},
-                 {"input1", "input2"},
-                 {{"margin", "real", "0.0", "required separation"}, reduction_option},
-                 "max(0, -target (input1 - input2) + margin)",
-                 run_margin_ranking_loss});
-  ops.push_back({"triplet_margin_loss",
-                 hdr,
-                 {"anchor", "positive", "negative"},
-                 {"anchor", "positive", "negative"},
-                 {{"margin", "real", "1.0", "required separation"},
-                  {"p", "real", "2.0", "norm degree of the pairwise distance (any real, or inf)"},
-                  {"eps", "real", "1e-06", "added to the differences (torch's pairwise_distance)"},
-                  {"swap", "bool", "false", "use min(d(a, n), d(p, n)) as the negative distance"},
-                  reduction_option},
-                 "max(0, margin + d(anchor, positive) - d(anchor, negative)) over rows",
-                 run_triplet_margin_loss});
-  ops.push_back({"cosine_embedding_loss",
-                 hdr,
-                 {"input1", "input2", "target"},
-                 {"input1", "input2"},
-                 {{"margin", "real", "0.0", "margin of the target = -1 branch"}, reduction_option},
-                 "1 - cos where target = 1, max(0, cos - margin) where target = -1, over rows",
-                 run_cosine_embedding_loss});
-  ops.push_back({"multi_margin_loss",
-                 hdr,
-                 {"input", "target", "weight?"},
-                 {"input"},
-                 {{"p", "int", "1", "1 or 2"}, {"margin", "real", "1.0", "required separation"}, reduction_option},
-                 "multi-class hinge: sum_{d != y} w[y] max(0, margin - x[y] + x[d])^p / C",
-                 run_multi_margin_loss});
-  ops.back().index_inputs = {"target"};
-  ops.push_back({"multilabel_margin_loss",
-                 hdr,
-                 {"input", "target"},
-                 {"input"},
-                 {reduction_option},
-                 "multi-label hinge over the -1-terminated target list of each row",
-                 run_multilabel_margin_loss});
-  ops.back().index_inputs = {"target"};
-  ops.push_back({"multilabel_soft_margin_loss",
-                 hdr,
-                 {"input", "target", "weight?"},
-                 {"input"},
-                 {reduction_option},
-                 "per-class logistic loss, averaged over classes",
-                 run_multilabel_soft_margin_loss});
+  FamilyRegistry family{ops, "kloss/margin.hpp"};
+  family.add("hinge_embedding_loss", {"input", "target"}, {"input"},
+             {{"margin", "real", "1.0", "margin of the target = -1 branch"}, reduction_option},
+             "x where target = 1, max(0, margin - x) where target = -1", run_hinge_embedding_loss);
+  family.add("margin_ranking_loss", {"input1", "input2", "target"}, {"input1", "input2"},
+             {{"margin", "real", "0.0", "required separation"}, reduction_option},
+             "max(0, -target (input1 - input2) + margin)", run_margin_ranking_loss);
+  family.add("triplet_margin_loss", {"anchor", "positive", "negative"}, {"anchor", "positive", "negative"},
+             {{"margin", "real", "1.0", "required separation"},
+              {"p", "real", "2.0", "norm degree of the pairwise distance (any real, or inf)"},
+              {"eps", "real", "1e-06", "added to the differences (torch's pairwise_distance)"},
+              {"swap", "bool", "false", "use min(d(a, n), d(p, n)) as the negative distance"},
+              reduction_option},
+             "max(0, margin + d(anchor, positive) - d(anchor, negative)) over rows", run_triplet_margin_loss);
+  family.add("cosine_embedding_loss", {"input1", "input2", "target"}, {"input1", "input2"},
+             {{"margin", "real", "0.0", "margin of the target = -1 branch"}, reduction_option},
+             "1 - cos where target = 1, max(0, cos - margin) where target = -1, over rows", run_cosine_embedding_loss);
+  family.add("multi_margin_loss", {"input", "target", "weight?"}, {"input"},
+             {{"p", "int", "1", "1 or 2"}, {"margin", "real", "1.0", "required separation"}, reduction_option},
+             "multi-class hinge: sum_{d != y} w[y] max(0, margin - x[y] + x[d])^p / C", run_multi_margin_loss,
+             {"target"});
+  family.add("multilabel_margin_loss", {"input", "target"}, {"input"}, {reduction_option},
+             "multi-label hinge over the -1-terminated target list of each row", run_multilabel_margin_loss,
+             {"target"});
+  family.add("multilabel_soft_margin_loss", {"input", "target", "weight?"}, {"input"}, {reduction_option},
+             "per-class logistic loss, averaged over classes", run_multilabel_soft_margin_loss);
 }
 
 }  // namespace kloss::impl

@@ -60,12 +60,18 @@ void merge_rows(void* in, void* inout, int* len, MPI_Datatype* type) {
 
 [[noreturn]] void throw_kind(int kind, const std::string& msg) {
   switch (kind) {
-    case 2: throw InvalidArgument(msg);
-    case 3: throw DimensionMismatch(msg);
-    case 4: throw IndexOutOfRange(msg);
-    case 5: throw NotImplemented(msg);
-    case 6: throw MpiError(msg);
-    default: throw Error(msg);
+    case 2:
+      throw InvalidArgument(msg);
+    case 3:
+      throw DimensionMismatch(msg);
+    case 4:
+      throw IndexOutOfRange(msg);
+    case 5:
+      throw NotImplemented(msg);
+    case 6:
+      throw MpiError(msg);
+    default:
+      throw Error(msg);
   }
 }
 
@@ -113,8 +119,13 @@ void Communicator::release() noexcept {
 Communicator::~Communicator() { release(); }
 
 Communicator::Communicator(Communicator&& o) noexcept
-    : comm_(o.comm_), rank_(o.rank_), size_(o.size_), options_(o.options_), merge_float_(o.merge_float_),
-      merge_double_(o.merge_double_), stats_(o.stats_) {
+    : comm_(o.comm_),
+      rank_(o.rank_),
+      size_(o.size_),
+      options_(o.options_),
+      merge_float_(o.merge_float_),
+      merge_double_(o.merge_double_),
+      stats_(o.stats_) {
   o.comm_ = MPI_COMM_NULL;
   o.merge_float_ = o.merge_double_ = MPI_OP_NULL;
 }
@@ -171,10 +182,14 @@ int error_kind_of(const Error& e) {
 
 MPI_Datatype mpi_bits_type(std::size_t bytes) {
   switch (bytes) {
-    case 2: return MPI_UINT16_T;
-    case 4: return MPI_UINT32_T;
-    case 8: return MPI_UINT64_T;
-    default: fail<NotImplemented>("vocab_parallel_embedding", "no MPI integer type of ", bytes, " bytes");
+    case 2:
+      return MPI_UINT16_T;
+    case 4:
+      return MPI_UINT32_T;
+    case 8:
+      return MPI_UINT64_T;
+    default:
+      fail<NotImplemented>("vocab_parallel_embedding", "no MPI integer type of ", bytes, " bytes");
   }
 }
 
@@ -188,7 +203,8 @@ RowType::~RowType() {
 
 std::vector<std::pair<std::string, std::int64_t>> option_fingerprint(Reduction reduction, std::int64_t ignore_index,
                                                                      double label_smoothing, double z_loss,
-                                                                     double softcap, bool weighted, std::int64_t extra) {
+                                                                     double softcap, bool weighted,
+                                                                     std::int64_t extra) {
   auto bits = [](double d) {
     std::int64_t b;
     std::memcpy(&b, &d, sizeof b);
@@ -311,8 +327,9 @@ void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_val
 
 // ---------------------------------------------------------------------------
 // Runtime-typed vocabulary-parallel adapters (OpInfo::run_vocab_parallel),
-// attached to the registry lines of cross_entropy and embedding. The call's
-// vocabulary-sized inputs hold this rank's slice (SCHEMA.md).
+// attached to the registry lines of cross_entropy, embedding and
+// fused_linear_cross_entropy. The call's vocabulary-sized inputs hold this
+// rank's slice (SCHEMA.md).
 // ---------------------------------------------------------------------------
 namespace kloss::impl {
 
@@ -322,26 +339,22 @@ mpi::ClassRange range_of(const VocabShard& s) { return {s.begin, s.count, s.tota
 
 /// [N, C_r, d...] (or [C_r]) -> rows-major [N * prod(d), C_r] and back:
 /// the vocabulary-parallel kernels take one row per position.
-std::vector<double> to_rows(const std::vector<double>& v, std::int64_t n, std::int64_t c, std::int64_t inner) {
+std::vector<double> permute_rows(const std::vector<double>& v, std::int64_t n, std::int64_t c, std::int64_t inner,
+                                 bool to_rows) {
   if (inner == 1) return v;
   std::vector<double> r(v.size());
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t k = 0; k < c; ++k)
-      for (std::int64_t m = 0; m < inner; ++m)
-        r[static_cast<std::size_t>((i * inner + m) * c + k)] = v[static_cast<std::size_t>((i * c + k) * inner + m)];
+      for (std::int64_t m = 0; m < inner; ++m) {
+        const auto by_class = static_cast<std::size_t>((i * c + k) * inner + m);
+        const auto by_row = static_cast<std::size_t>((i * inner + m) * c + k);
+        if (to_rows)
+          r[by_row] = v[by_class];
+        else
+          r[by_class] = v[by_row];
+      }
   return r;
 }
-std::vector<double> from_rows(const std::vector<double>& r, std::int64_t n, std::int64_t c, std::int64_t inner) {
-  if (inner == 1) return r;
-  std::vector<double> v(r.size());
-  for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t k = 0; k < c; ++k)
-      for (std::int64_t m = 0; m < inner; ++m)
-        v[static_cast<std::size_t>((i * c + k) * inner + m)] = r[static_cast<std::size_t>((i * inner + m) * c + k)];
-  return v;
-}
-
-}  // namespace
 
 rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard& shard) {
   auto o = read_ce_options<mpi::VocabParallelCrossEntropyOptions>(c);
@@ -369,18 +382,18 @@ rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard&
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     RtExec exec;
-    auto x = to_device<T>(rt::Buffer::from_doubles(c.dtype, Shape{rows, cr},
-                                                   to_rows(iit->second.to_doubles(), n, cr, inner)),
-                          "kloss::rt::input");
+    auto x = to_device<T>(
+        rt::Buffer::from_doubles(c.dtype, Shape{rows, cr}, permute_rows(iit->second.to_doubles(), n, cr, inner, true)),
+        "kloss::rt::input");
     auto w = input<T>(c, "weight", false);
     auto out = device_zeros<T>(o.reduction == Reduction::none ? Shape{rows} : Shape{}, "kloss::rt::output");
     auto saved = device_zeros<A>(Shape{mpi::saved_extent(rows)}, "kloss::rt::saved");
     return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
       using I = typename decltype(itag)::type;
-      auto tg = to_device<I>(rt::Buffer::from_int64(c.index_dtype, Shape{rows}, tit->second.to_int64()),
-                             "kloss::rt::target");
-      mpi::impl::vocab_parallel_cross_entropy<RtExec, T, I>(exec, comm, range, x.ctensor(), tg.ctensor(),
-                                                            w.ctensor(), out.tensor(), saved.tensor(), o);
+      auto tg =
+          to_device<I>(rt::Buffer::from_int64(c.index_dtype, Shape{rows}, tit->second.to_int64()), "kloss::rt::target");
+      mpi::impl::vocab_parallel_cross_entropy<RtExec, T, I>(exec, comm, range, x.ctensor(), tg.ctensor(), w.ctensor(),
+                                                            out.tensor(), saved.tensor(), o);
       rt::Result r;
       r.output = to_host(out, c.dtype);
       if (o.reduction == Reduction::none)
@@ -391,8 +404,8 @@ rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard&
         auto gi = device_zeros<T>(Shape{rows, cr}, "kloss::rt::grad_input");
         mpi::impl::vocab_parallel_cross_entropy_backward<RtExec, T, I>(
             exec, range, go.ctensor(), x.ctensor(), tg.ctensor(), w.ctensor(), saved.ctensor(), gi.tensor(), o);
-        r.grads["input"] =
-            rt::Buffer::from_doubles(c.dtype, in_shape, from_rows(to_host(gi, c.dtype).to_doubles(), n, cr, inner));
+        r.grads["input"] = rt::Buffer::from_doubles(
+            c.dtype, in_shape, permute_rows(to_host(gi, c.dtype).to_doubles(), n, cr, inner, false));
       }
       return r;
     });
@@ -400,87 +413,77 @@ rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard&
 }
 
 rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& shard) {
-  mpi::VocabParallelEmbeddingOptions o;
-  read_embedding_options(c, o);
+  auto o = read_embedding_options<mpi::VocabParallelEmbeddingOptions>(c);
   // torch's sparse=True only changes the gradient's storage: the runtime
   // API returns it dense, so a sharded run computes the dense slice.
   o.sparse = false;
   mpi::Communicator comm(shard.comm);
   const mpi::ClassRange range = range_of(shard);
-  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+  return dispatch_scalar_index(c, [&](auto tag, auto itag) {
     using T = typename decltype(tag)::type;
-    return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
-      using I = typename decltype(itag)::type;
-      auto in = input<I>(c, "input");
-      auto w = input<T>(c, "weight");
-      require(w.shape.rank == 2, c.op, "argument 'weight' must have rank 2, got shape ", w.shape.str());
-      const std::int64_t D = w.shape[1];
-      Shape os = in.shape;
-      require(os.rank < max_rank, c.op, "argument 'input' has too many dimensions");
-      os.extent[os.rank++] = D;
-      auto out = device_zeros<T>(os, "kloss::rt::output");
-      RtExec exec;
-      if (o.max_norm)
-        mpi::impl::vocab_parallel_embedding_renorm<RtExec, T, I>(exec, range, in.ctensor(), w.tensor(), *o.max_norm,
-                                                                 o.norm_type);
-      mpi::impl::vocab_parallel_embedding<RtExec, T, I>(exec, comm, range, in.ctensor(), w.ctensor(), out.tensor(),
-                                                        o);
-      rt::Result r;
-      r.output = to_host(out, c.dtype);
-      if (c.grad_output) {
-        auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-        auto gw = device_zeros<T>(w.shape, "kloss::rt::grad_weight");
-        mpi::impl::vocab_parallel_embedding_backward<RtExec, T, I>(exec, range, go.ctensor(), in.ctensor(),
-                                                                   gw.tensor(), o);
-        r.grads["weight"] = to_host(gw, c.dtype);
-      }
-      exec.fence();
-      return r;
-    });
+    using I = typename decltype(itag)::type;
+    auto in = input<I>(c, "input");
+    auto w = input<T>(c, "weight");
+    require(w.shape.rank == 2, c.op, "argument 'weight' must have rank 2, got shape ", w.shape.str());
+    const std::int64_t D = w.shape[1];
+    auto out = device_zeros<T>(lookup_shape(c.op, in.shape, D), "kloss::rt::output");
+    RtExec exec;
+    if (o.max_norm)
+      mpi::impl::vocab_parallel_embedding_renorm<RtExec, T, I>(exec, range, in.ctensor(), w.tensor(), *o.max_norm,
+                                                               o.norm_type);
+    mpi::impl::vocab_parallel_embedding<RtExec, T, I>(exec, comm, range, in.ctensor(), w.ctensor(), out.tensor(), o);
+    rt::Result r;
+    r.output = to_host(out, c.dtype);
+    if (c.grad_output) {
+      auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
+      auto gw = device_zeros<T>(w.shape, "kloss::rt::grad_weight");
+      mpi::impl::vocab_parallel_embedding_backward<RtExec, T, I>(exec, range, go.ctensor(), in.ctensor(), gw.tensor(),
+                                                                 o);
+      r.grads["weight"] = to_host(gw, c.dtype);
+    }
+    exec.fence();
+    return r;
   });
 }
-
-}  // namespace kloss::impl
-
-namespace kloss::impl {
 
 rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, const VocabShard& shard) {
   auto o = read_ce_options<mpi::VocabParallelFusedLinearOptions>(c);
   mpi::Communicator comm(shard.comm);
   const mpi::ClassRange range = range_of(shard);
-  auto run = [&](auto tag) {
+  return dispatch_scalar_index(c, [&](auto tag, auto itag) {
     using T = typename decltype(tag)::type;
-    return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
-      using I = typename decltype(itag)::type;
-      RtExec exec;
-      auto x = input<T>(c, "input");
-      auto w = input<T>(c, "weight");
-      auto tg = input<I>(c, "target");
-      auto b = input<T>(c, "bias", false);
-      auto cw = input<T>(c, "ce_weight", false);
-      const std::int64_t n = x.shape.rank >= 1 ? x.shape[0] : 0;
-      auto out = device_zeros<T>(o.reduction == Reduction::none ? Shape{n} : Shape{}, "kloss::rt::output");
-      DeviceTensor<T> go, gi, gw, gb;
-      if (c.grad_output) {
-        go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-        gi = device_zeros<T>(x.shape, "kloss::rt::grad_input");
-        gw = device_zeros<T>(w.shape, "kloss::rt::grad_weight");
-        if (b.present) gb = device_zeros<T>(b.shape, "kloss::rt::grad_bias");
-      }
-      mpi::impl::vocab_parallel_fused_linear_cross_entropy<RtExec, T, I>(
-          exec, comm, range, x.ctensor(), w.ctensor(), tg.ctensor(), b.ctensor(), cw.ctensor(), go.ctensor(),
-          out.tensor(), gi.tensor(), gw.tensor(), gb.tensor(), o);
-      rt::Result r;
-      r.output = to_host(out, c.dtype);
-      if (c.grad_output) {
-        r.grads["input"] = to_host(gi, c.dtype);
-        r.grads["weight"] = to_host(gw, c.dtype);
-        if (b.present) r.grads["bias"] = to_host(gb, c.dtype);
-      }
-      return r;
-    });
-  };
-  return dispatch_scalar(c.dtype, c.op, run);
+    using I = typename decltype(itag)::type;
+    RtExec exec;
+    FusedLinearTensors<T, I> f(c);
+    auto out = f.zero_output(o.reduction);
+    DeviceTensor<T> go;
+    if (c.grad_output) {
+      go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
+      f.zero_grads();
+    }
+    mpi::impl::vocab_parallel_fused_linear_cross_entropy<RtExec, T, I>(
+        exec, comm, range, f.x.ctensor(), f.w.ctensor(), f.t.ctensor(), f.b.ctensor(), f.cw.ctensor(), go.ctensor(),
+        out.tensor(), f.gx.tensor(), f.gw.tensor(), f.gb.tensor(), o);
+    rt::Result r;
+    r.output = to_host(out, c.dtype);
+    if (c.grad_output) f.grads_to_host(r, c.dtype);
+    return r;
+  });
+}
+
+}  // namespace
+
+void register_vocab_parallel(std::vector<OpInfo>& ops) {
+  const std::pair<std::string_view, rt::Result (*)(const rt::Call&, const VocabShard&)> runs[] = {
+      {"cross_entropy", run_vocab_parallel_cross_entropy},
+      {"embedding", run_vocab_parallel_embedding},
+      {"fused_linear_cross_entropy", run_vocab_parallel_fused_linear_cross_entropy}};
+  for (const auto& [name, run] : runs) {
+    auto op = ops.begin();
+    while (op != ops.end() && op->name != name) ++op;
+    if (op == ops.end()) fail<Error>("ops", "internal: no registry line '", name, "' for its vocabulary-parallel form");
+    op->run_vocab_parallel = run;
+  }
 }
 
 }  // namespace kloss::impl

@@ -13,9 +13,6 @@ KLOSS_BINARY_LOSSES(KLOSS_BL_DEFINE)
 namespace kloss::impl {
 namespace {
 
-const OptionInfo reduction_option = {"reduction", "string", "mean", "none | mean | sum"};
-const std::vector<OptionInfo> reduction_only = {reduction_option};
-
 /// A binary table op (kloss/binary_losses.hpp): input, target -> grads
 /// for input and, where the functor differentiates it, target.
 template <class Op, class Options>
@@ -43,7 +40,11 @@ rt::Result run_binary(const rt::Call& c, const char* name, const Options& opts) 
   });
 }
 
-rt::Result run_binary_cross_entropy(const rt::Call& c) {
+/// binary_cross_entropy (Logits false) and
+/// binary_cross_entropy_with_logits (Logits true, which also takes
+/// pos_weight): input, target, weight -> a gradient for input.
+template <bool Logits>
+rt::Result run_bce(const rt::Call& c) {
   const Reduction red = c.options.get_reduction(c.op);
   c.options.check_all_used(c.op);
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
@@ -51,38 +52,24 @@ rt::Result run_binary_cross_entropy(const rt::Call& c) {
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
     auto w = input<T>(c, "weight", false);
+    auto pw = Logits ? input<T>(c, "pos_weight", false) : DeviceTensor<T>{};
     RtExec exec;
     return run_forward_backward<T>(
         c, red, in.shape, {{"input", in.shape}},
         [&](const Tensor<T, RtMem>& out) {
-          binary_cross_entropy<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out, red);
+          if constexpr (Logits)
+            binary_cross_entropy_with_logits<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), pw.ctensor(),
+                                                        out, red);
+          else
+            binary_cross_entropy<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out, red);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          binary_cross_entropy_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(), g[0].tensor(),
-                                                   red);
-        });
-  });
-}
-
-rt::Result run_binary_cross_entropy_with_logits(const rt::Call& c) {
-  const Reduction red = c.options.get_reduction(c.op);
-  c.options.check_all_used(c.op);
-  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    auto in = input<T>(c, "input");
-    auto tg = input<T>(c, "target");
-    auto w = input<T>(c, "weight", false);
-    auto pw = input<T>(c, "pos_weight", false);
-    RtExec exec;
-    return run_forward_backward<T>(
-        c, red, in.shape, {{"input", in.shape}},
-        [&](const Tensor<T, RtMem>& out) {
-          binary_cross_entropy_with_logits<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), pw.ctensor(), out,
-                                                      red);
-        },
-        [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          binary_cross_entropy_with_logits_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(),
-                                                               pw.ctensor(), g[0].tensor(), red);
+          if constexpr (Logits)
+            binary_cross_entropy_with_logits_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(),
+                                                                 pw.ctensor(), g[0].tensor(), red);
+          else
+            binary_cross_entropy_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(), g[0].tensor(),
+                                                     red);
         });
   });
 }
@@ -163,6 +150,7 @@ rt::Result run_gaussian_nll_loss(const rt::Call& c) {
 }  // namespace
 
 void register_pointwise(std::vector<OpInfo>& ops) {
+  FamilyRegistry family{ops, "kloss/pointwise.hpp"};
 #define KLOSS_BL_DIFF_both {"input", "target"}
 #define KLOSS_BL_DIFF_input \
   { "input" }
@@ -171,61 +159,36 @@ void register_pointwise(std::vector<OpInfo>& ops) {
   , { #field, "real", #value, doc }
 #define KLOSS_BL_READ_none()
 #define KLOSS_BL_READ_real(field, value, doc) opts.field = c.options.get_real(c.op, #field, value);
-#define KLOSS_BL_REGISTER(name, Module, Options, Op, grads, option, summary) \
-  ops.push_back({#name,                                                      \
-                 "kloss/pointwise.hpp",                                      \
-                 {"input", "target"},                                        \
-                 KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads),                        \
-                 {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option)},  \
-                 summary,                                                    \
-                 [](const rt::Call& c) {                                     \
-                   Options opts;                                             \
-                   opts.reduction = c.options.get_reduction(c.op);           \
-                   KLOSS_PP_CAT(KLOSS_BL_READ_, option)                      \
-                   return run_binary<Op>(c, #name, opts);                    \
-                 }});
+#define KLOSS_BL_REGISTER(name, Module, Options, Op, grads, option, summary)                             \
+  family.add(#name, {"input", "target"}, KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads),                            \
+             {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option)}, summary, [](const rt::Call& c) { \
+               Options opts;                                                                             \
+               opts.reduction = c.options.get_reduction(c.op);                                           \
+               KLOSS_PP_CAT(KLOSS_BL_READ_, option)                                                      \
+               return run_binary<Op>(c, #name, opts);                                                    \
+             });
   KLOSS_BINARY_LOSSES(KLOSS_BL_REGISTER)
-  ops.push_back({"binary_cross_entropy",
-                 "kloss/pointwise.hpp",
-                 {"input", "target", "weight?"},
-                 {"input"},
-                 reduction_only,
-                 "BCE on probabilities, logs clamped at -100; values outside [0, 1] are an error",
-                 run_binary_cross_entropy});
-  ops.push_back({"binary_cross_entropy_with_logits",
-                 "kloss/pointwise.hpp",
-                 {"input", "target", "weight?", "pos_weight?"},
-                 {"input"},
-                 reduction_only,
-                 "BCE on logits, numerically stable; pos_weight broadcast over the class axis",
-                 run_binary_cross_entropy_with_logits});
-  ops.push_back({"kl_div",
-                 "kloss/pointwise.hpp",
-                 {"input", "target"},
-                 {"input"},
-                 {{"reduction", "string", "mean", "none | mean | sum | batchmean"},
-                  {"log_target", "bool", "False", "target given as log-probabilities"}},
-                 "Kullback-Leibler divergence, input as log-probabilities",
-                 run_kl_div});
-  ops.push_back({"poisson_nll_loss",
-                 "kloss/pointwise.hpp",
-                 {"input", "target"},
-                 {"input"},
-                 {{"log_input", "bool", "True", "input is log(rate)"},
-                  {"full", "bool", "False", "add the Stirling term for target > 1"},
-                  {"eps", "real", "1e-8", "added to input before the log when log_input is false"},
-                  reduction_option},
-                 "Poisson negative log-likelihood",
-                 run_poisson_nll_loss});
-  ops.push_back({"gaussian_nll_loss",
-                 "kloss/pointwise.hpp",
-                 {"input", "target", "var"},
-                 {"input", "var"},
-                 {{"full", "bool", "False", "add log(2 pi) / 2"},
-                  {"eps", "real", "1e-6", "var is clamped at eps"},
-                  reduction_option},
-                 "Gaussian negative log-likelihood; var like input, without its last dim, or last dim 1",
-                 run_gaussian_nll_loss});
+  family.add("binary_cross_entropy", {"input", "target", "weight?"}, {"input"}, {reduction_option},
+             "BCE on probabilities, logs clamped at -100; values outside [0, 1] are an error", run_bce<false>);
+  family.add("binary_cross_entropy_with_logits", {"input", "target", "weight?", "pos_weight?"}, {"input"},
+             {reduction_option}, "BCE on logits, numerically stable; pos_weight broadcast over the class axis",
+             run_bce<true>);
+  family.add("kl_div", {"input", "target"}, {"input"},
+             {{"reduction", "string", "mean", "none | mean | sum | batchmean"},
+              {"log_target", "bool", "False", "target given as log-probabilities"}},
+             "Kullback-Leibler divergence, input as log-probabilities", run_kl_div);
+  family.add("poisson_nll_loss", {"input", "target"}, {"input"},
+             {{"log_input", "bool", "True", "input is log(rate)"},
+              {"full", "bool", "False", "add the Stirling term for target > 1"},
+              {"eps", "real", "1e-8", "added to input before the log when log_input is false"},
+              reduction_option},
+             "Poisson negative log-likelihood", run_poisson_nll_loss);
+  family.add("gaussian_nll_loss", {"input", "target", "var"}, {"input", "var"},
+             {{"full", "bool", "False", "add log(2 pi) / 2"},
+              {"eps", "real", "1e-6", "var is clamped at eps"},
+              reduction_option},
+             "Gaussian negative log-likelihood; var like input, without its last dim, or last dim 1",
+             run_gaussian_nll_loss);
 }
 
 }  // namespace kloss::impl

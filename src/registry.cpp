@@ -1,4 +1,5 @@
 // The op registry: every family's registration function, called once.
+#include <kloss/impl/runtime_support.hpp>
 #include <kloss/registry.hpp>
 
 namespace kloss {
@@ -12,6 +13,9 @@ const std::vector<OpInfo>& ops() {
     impl::register_ctc(v);
     impl::register_embedding(v);
     impl::register_fused_linear(v);
+#ifdef KLOSS_HAVE_MPI
+    impl::register_vocab_parallel(v);
+#endif
     return v;
   }();
   return all;

@@ -62,44 +62,34 @@ KlossResult run_kloss(const Problem& P, const kloss::CrossEntropyOptions& o, con
     exec.fence();
   };
   using U = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
-  if (P.shape.size() == 2) {
-    Kokkos::View<T**, Kokkos::LayoutRight, Mem, U> x2(x.data(), P.shape[0], P.shape[1]),
-        g2(gx.data(), P.shape[0], P.shape[1]), xi2(xin.data(), P.shape[0], P.shape[1]);
-    if (none) {
-      Kokkos::View<T*, Mem, U> o1(out.data(), P.shape[0]), go1(gout.data(), P.shape[0]);
+  // The target: class indices of the rows' shape, or probabilities of the
+  // input's shape.
+  auto tv = make_view<I*>("t", std::vector<double>(P.t.begin(), P.t.end()), {P.t.size()});
+  Kokkos::View<T*, Mem> pv;
+  if (P.probs) pv = make_view<T*>("p", P.p, {P.p.size()});
+  // `in(data)` views data in the input's torch shape, `rows(data)` in the
+  // rows' shape (an unreduced output's); `target` is the index target.
+  auto shaped = [&](auto in, auto rows, auto target) {
+    auto with_outputs = [&](auto outs, auto gos) {
       if (P.probs)
-        call(x2, o1, go1, g2, xi2,
-             Kokkos::View<T**, Kokkos::LayoutRight, Mem, U>(make_view<T*>("p", P.p, {P.p.size()}).data(), P.shape[0],
-                                                            P.shape[1]));
-      else call(x2, o1, go1, g2, xi2, make_view<I*>("t", std::vector<double>(P.t.begin(), P.t.end()), {P.t.size()}));
-    } else {
-      Kokkos::View<T, Mem, U> o0(out.data()), go0(gout.data());
-      if (P.probs)
-        call(x2, o0, go0, g2, xi2,
-             Kokkos::View<T**, Kokkos::LayoutRight, Mem, U>(make_view<T*>("p", P.p, {P.p.size()}).data(), P.shape[0],
-                                                            P.shape[1]));
-      else call(x2, o0, go0, g2, xi2, make_view<I*>("t", std::vector<double>(P.t.begin(), P.t.end()), {P.t.size()}));
-    }
+        call(in(x.data()), outs, gos, in(gx.data()), in(xin.data()), in(pv.data()));
+      else
+        call(in(x.data()), outs, gos, in(gx.data()), in(xin.data()), target);
+    };
+    if (none)
+      with_outputs(rows(out.data()), rows(gout.data()));
+    else
+      with_outputs(Kokkos::View<T, Mem, U>(out.data()), Kokkos::View<T, Mem, U>(gout.data()));
+  };
+  const auto& s = P.shape;
+  if (s.size() == 2) {
+    shaped([&](T* d) { return Kokkos::View<T**, Kokkos::LayoutRight, Mem, U>(d, s[0], s[1]); },
+           [&](T* d) { return Kokkos::View<T*, Mem, U>(d, s[0]); }, tv);
   } else {
     // [N, C, d1, d2]
-    const auto& s = P.shape;
-    Kokkos::View<T****, Kokkos::LayoutRight, Mem, U> x4(x.data(), s[0], s[1], s[2], s[3]),
-        g4(gx.data(), s[0], s[1], s[2], s[3]), xi4(xin.data(), s[0], s[1], s[2], s[3]);
-    auto tv = make_view<I*>("t", std::vector<double>(P.t.begin(), P.t.end()), {P.t.size()});
-    Kokkos::View<I***, Kokkos::LayoutRight, Mem, U> t3(tv.data(), rs[0], rs[1], rs[2]);
-    Kokkos::View<T*, Mem> pv;
-    if (P.probs) pv = make_view<T*>("p", P.p, {P.p.size()});
-    Kokkos::View<T****, Kokkos::LayoutRight, Mem, U> p4(pv.data(), s[0], s[1], s[2], s[3]);
-    if (none) {
-      Kokkos::View<T***, Kokkos::LayoutRight, Mem, U> o3(out.data(), rs[0], rs[1], rs[2]),
-          go3(gout.data(), rs[0], rs[1], rs[2]);
-      if (P.probs) call(x4, o3, go3, g4, xi4, p4);
-      else call(x4, o3, go3, g4, xi4, t3);
-    } else {
-      Kokkos::View<T, Mem, U> o0(out.data()), go0(gout.data());
-      if (P.probs) call(x4, o0, go0, g4, xi4, p4);
-      else call(x4, o0, go0, g4, xi4, t3);
-    }
+    shaped([&](T* d) { return Kokkos::View<T****, Kokkos::LayoutRight, Mem, U>(d, s[0], s[1], s[2], s[3]); },
+           [&](T* d) { return Kokkos::View<T***, Kokkos::LayoutRight, Mem, U>(d, rs[0], rs[1], rs[2]); },
+           Kokkos::View<I***, Kokkos::LayoutRight, Mem, U>(tv.data(), rs[0], rs[1], rs[2]));
   }
   K.out = to_doubles(out);
   K.lse = to_doubles(lse);

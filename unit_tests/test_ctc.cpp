@@ -169,6 +169,39 @@ Case random_case(std::int64_t T, std::int64_t C, const std::vector<std::int64_t>
   return c;
 }
 
+/// A ctc_loss call through the runtime API: log_probs of `dtype`; the
+/// targets (flat, of `targets_shape`) and the lengths of `index_dtype`.
+kloss::rt::Call rt_ctc_call(kloss::rt::DType dtype, kloss::rt::DType index_dtype, const kloss::Shape& lp_shape,
+                            const std::vector<double>& lp, const kloss::Shape& targets_shape,
+                            const std::vector<std::int64_t>& targets, const std::vector<std::int64_t>& il,
+                            const std::vector<std::int64_t>& tl) {
+  namespace rt = kloss::rt;
+  rt::Call call;
+  call.op = "ctc_loss";
+  call.dtype = dtype;
+  call.index_dtype = index_dtype;
+  call.inputs["log_probs"] = rt::Buffer::from_doubles(dtype, lp_shape, lp);
+  call.inputs["targets"] = rt::Buffer::from_int64(index_dtype, targets_shape, targets);
+  const kloss::Shape n{static_cast<std::int64_t>(il.size())};
+  call.inputs["input_lengths"] = rt::Buffer::from_int64(index_dtype, n, il);
+  call.inputs["target_lengths"] = rt::Buffer::from_int64(index_dtype, n, tl);
+  return call;
+}
+
+/// One sequence labelled `label` over its whole input (T frames): the
+/// probabilities [T, C] row-major, whose logs are the log_probs.
+Case single_sequence(std::int64_t T, std::int64_t C, const std::vector<double>& probs, std::vector<std::int64_t> label,
+                     Reduction red, std::int64_t blank = 0) {
+  Case c;
+  c.T = T, c.N = 1, c.C = C;
+  for (double p : probs) c.lp.push_back(std::log(p));
+  c.labels = {std::move(label)};
+  c.il = {T};
+  c.opts.reduction = red;
+  c.opts.blank = blank;
+  return c;
+}
+
 std::string what(const Case& c, const char* extra = "") {
   return std::string(extra) + " reduction " + std::string(kloss::to_string(c.opts.reduction)) +
          (c.concatenated ? " concatenated" : " padded") + " blank " + std::to_string(c.opts.blank);
@@ -181,12 +214,7 @@ std::string what(const Case& c, const char* extra = "") {
 // T = 1, C = 2, target (1): the only path is "1": loss = -log y_0(1).
 // Gradient (plain): -1 at (0, 1), 0 at (0, 0); torch's adds exp(y).
 TEST(CtcLoss, HandCheckedSingleFrame) {
-  Case c;
-  c.T = 1, c.N = 1, c.C = 2;
-  c.lp = {std::log(0.3), std::log(0.7)};
-  c.labels = {{1}};
-  c.il = {1};
-  c.opts.reduction = Reduction::sum;
+  const Case c = single_sequence(1, 2, {0.3, 0.7}, {1}, Reduction::sum);
   const std::vector<double> g1 = {1.0};
   auto plain = run<double, std::int64_t>(c, &g1, true, true);
   expect_near_all(plain.out, {-std::log(0.7)}, 1e-14, 0, "loss");
@@ -199,12 +227,7 @@ TEST(CtcLoss, HandCheckedSingleFrame) {
 // p = .6*.7 + .4*.7 + .6*.3 = .88. d(-log p)/d log y_t(c) = -y_t(c) (dp/dy_t(c)) / p:
 // (0,0): -.4*.7/.88, (0,1): -.6*(.7+.3)/.88, (1,0): -.3*.6/.88, (1,1): -.7*(.6+.4)/.88.
 TEST(CtcLoss, HandCheckedTwoFrames) {
-  Case c;
-  c.T = 2, c.N = 1, c.C = 2;
-  c.lp = {std::log(0.4), std::log(0.6), std::log(0.3), std::log(0.7)};
-  c.labels = {{1}};
-  c.il = {2};
-  c.opts.reduction = Reduction::none;
+  const Case c = single_sequence(2, 2, {0.4, 0.6, 0.3, 0.7}, {1}, Reduction::none);
   const std::vector<double> g = {2.0};
   auto plain = run<double, std::int64_t>(c, &g, true, true);
   expect_near_all(plain.out, {-std::log(0.88)}, 1e-14, 0, "loss");
@@ -240,30 +263,14 @@ TEST(CtcLoss, HandCheckedPathsRepeatsAndEmptyTarget) {
 // blank = 2 (not 0), C = 3, T = 2, target (0): paths 00, 20, 02:
 // p = y0(0) y1(0) + y0(2) y1(0) + y0(0) y1(2).
 TEST(CtcLoss, HandCheckedBlankNotZero) {
-  Case c;
-  c.T = 2, c.N = 1, c.C = 3;
-  c.lp = {std::log(.2), std::log(.3), std::log(.5), std::log(.6), std::log(.1), std::log(.3)};
-  c.labels = {{0}};
-  c.il = {2};
-  c.opts.blank = 2;
-  c.opts.reduction = Reduction::mean;
+  const Case c = single_sequence(2, 3, {.2, .3, .5, .6, .1, .3}, {0}, Reduction::mean, /*blank=*/2);
   auto got = run<double, std::int64_t>(c);
   expect_near_all(got.out, {-std::log(.2 * .6 + .5 * .6 + .2 * .3)}, 1e-14, 0, "mean over a target of length 1");
 }
 
 // --- reductions, layouts, index types, dtypes against the reference -------------
 
-template <class P>
-class CtcTyped : public ::testing::Test {};
-template <class T, class I>
-struct Pair {
-  using Scalar = T;
-  using Index = I;
-};
-using Pairs = ::testing::Types<Pair<float, std::int32_t>, Pair<float, std::int64_t>, Pair<double, std::int32_t>,
-                               Pair<double, std::int64_t>, Pair<kloss::float16, std::int64_t>,
-                               Pair<kloss::bfloat16, std::int32_t>>;
-TYPED_TEST_SUITE(CtcTyped, Pairs);
+KLOSS_SCALAR_INDEX_TYPED_SUITE(CtcTyped);
 
 TYPED_TEST(CtcTyped, ForwardMatchesReferenceForEveryReductionAndLayout) {
   using T = typename TypeParam::Scalar;
@@ -536,14 +543,8 @@ TEST(CtcLoss, RuntimeApiAcceptsCtcGradAsStringOrInt) {
   const auto plain = run<double, std::int64_t>(c, &go, true, true).grad;
   namespace rt = kloss::rt;
   for (int variant = 0; variant < 3; ++variant) {
-    rt::Call call;
-    call.op = "ctc_loss";
-    call.dtype = rt::DType::float64;
-    call.index_dtype = rt::DType::int32;
-    call.inputs["log_probs"] = rt::Buffer::from_doubles(rt::DType::float64, {5, 2, 3}, c.lp);
-    call.inputs["targets"] = rt::Buffer::from_int64(rt::DType::int32, {3}, {c.labels[0][0], c.labels[0][1], c.labels[1][0]});
-    call.inputs["input_lengths"] = rt::Buffer::from_int64(rt::DType::int32, {2}, c.il);
-    call.inputs["target_lengths"] = rt::Buffer::from_int64(rt::DType::int32, {2}, {2, 1});
+    rt::Call call = rt_ctc_call(rt::DType::float64, rt::DType::int32, {5, 2, 3}, c.lp, {3},
+                                {c.labels[0][0], c.labels[0][1], c.labels[1][0]}, c.il, {2, 1});
     call.options.set("reduction", std::string("sum"));
     if (variant == 1) call.options.set("ctc_grad", std::string("true"));
     if (variant == 2) call.options.set("ctc_grad", std::int64_t(1));
@@ -626,13 +627,8 @@ TEST(CtcLossErrors, EveryBadArgumentIsNamed) {
 
 TEST(CtcLossErrors, RuntimeApiRejectsBadOptions) {
   namespace rt = kloss::rt;
-  rt::Call call;
-  call.op = "ctc_loss";
-  call.dtype = rt::DType::float32;
-  call.inputs["log_probs"] = rt::Buffer::from_doubles(rt::DType::float32, {2, 1, 3}, std::vector<double>(6, -1.0));
-  call.inputs["targets"] = rt::Buffer::from_int64(rt::DType::int64, {1}, {1});
-  call.inputs["input_lengths"] = rt::Buffer::from_int64(rt::DType::int64, {1}, {2});
-  call.inputs["target_lengths"] = rt::Buffer::from_int64(rt::DType::int64, {1}, {1});
+  rt::Call call =
+      rt_ctc_call(rt::DType::float32, rt::DType::int64, {2, 1, 3}, std::vector<double>(6, -1.0), {1}, {1}, {2}, {1});
   call.options.set("ctc_grad", std::string("maybe"));
   EXPECT_KLOSS_THROW(rt::run(call), kloss::InvalidArgument, "option 'ctc_grad' must be a boolean, got 'maybe'");
   call.options = {};
@@ -646,14 +642,8 @@ TEST(CtcLossErrors, RuntimeApiRejectsBadOptions) {
 TEST(CtcLossErrors, RuntimeApiRefusesAHugeTargetLengthBeforeAllocating) {
   namespace rt = kloss::rt;
   for (const std::int64_t len : {std::int64_t{2147483647}, std::int64_t{1} << 40}) {
-    rt::Call call;
-    call.op = "ctc_loss";
-    call.dtype = rt::DType::float32;
-    call.index_dtype = len > 2147483647 ? rt::DType::int64 : rt::DType::int32;
-    call.inputs["log_probs"] = rt::Buffer::from_doubles(rt::DType::float32, {3, 1, 2}, std::vector<double>(6, -0.7));
-    call.inputs["targets"] = rt::Buffer::from_int64(call.index_dtype, {1, 2}, {1, 1});
-    call.inputs["input_lengths"] = rt::Buffer::from_int64(call.index_dtype, {1}, {3});
-    call.inputs["target_lengths"] = rt::Buffer::from_int64(call.index_dtype, {1}, {len});
+    rt::Call call = rt_ctc_call(rt::DType::float32, len > 2147483647 ? rt::DType::int64 : rt::DType::int32, {3, 1, 2},
+                                std::vector<double>(6, -0.7), {1, 2}, {1, 1}, {3}, {len});
     call.grad_output = rt::Buffer::from_doubles(rt::DType::float32, {}, {1.0});
     EXPECT_KLOSS_THROW(rt::run(call), kloss::InvalidArgument,
                        "kloss::ctc_loss: argument 'target_lengths' must hold values in [0, 2]");

@@ -287,14 +287,43 @@ TYPED_TEST(Embedding, SparseGradientEqualsDenseRows) {
 }
 
 namespace {
-/// The dense float gradient of an embedding backward with every element a
-/// float sum over its row's positions in ascending order (no scaling).
-std::vector<float> position_order_sums(const std::vector<std::int64_t>& idx, const std::vector<double>& grad_output,
-                                       std::int64_t V, std::int64_t D) {
-  std::vector<float> sums(V * D, 0.0f);
-  for (std::size_t p = 0; p < idx.size(); ++p)
-    for (std::int64_t d = 0; d < D; ++d) sums[idx[p] * D + d] += static_cast<float>(grad_output[p * D + d]);
-  return sums;
+/// A float embedding backward: n random rows of a V-row table and a
+/// grad_output [n, D] in [-1, 1), with the gradient their defined order
+/// gives: every element a float sum over its row's positions in ascending
+/// order (no scaling).
+template <class I>
+struct PositionOrderCase {
+  std::int64_t V, D;
+  std::vector<std::int64_t> idx;
+  Kokkos::View<I*, Mem> in;
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> g;
+  std::vector<float> want;
+
+  PositionOrderCase(std::int64_t V_, std::int64_t D_, std::int64_t n, unsigned seed)
+      : V(V_),
+        D(D_),
+        idx(random_indices(n, V, seed)),
+        in(index_view<I>("in", idx)),
+        g(make_view<float**>("go", random_values(n * D, -1, 1, seed + 1), {std::size_t(n), std::size_t(D)})),
+        want(V * D, 0.0f) {
+    const auto go = to_doubles(g);
+    for (std::size_t p = 0; p < idx.size(); ++p)
+      for (std::int64_t d = 0; d < D; ++d) want[idx[p] * D + d] += static_cast<float>(go[p * D + d]);
+  }
+
+  /// The dense gradient kloss computes with `o` into a grad_weight that
+  /// holds `fill` before the call.
+  std::vector<float> backward(const kloss::EmbeddingOptions& o, float fill = 0) const {
+    Kokkos::View<float**, Kokkos::LayoutRight, Mem> gw("gw", V, D);
+    Kokkos::deep_copy(gw, fill);
+    kloss::embedding_backward(Exec(), g, in, gw, o);
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gw);
+    return std::vector<float>(h.data(), h.data() + h.size());
+  }
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 }  // namespace
 
@@ -302,13 +331,7 @@ TEST(EmbeddingDeterminism, BitwiseEqualOverRunsTeamSizesAndDecompositions) {
   Exec exec;
   // Many repeats of few rows: the sums are long and order-sensitive.
   const std::int64_t V = 37, D = 33, n = 5000;
-  const auto idx = random_indices(n, V, 21);
-  const auto go = random_values(n * D, -1, 1, 22);
-  auto in = index_view<std::int64_t>("in", idx);
-  auto g = make_view<float**>("go", go, {std::size_t(n), std::size_t(D)});
-  // The defined order: each element a float sum over its row's positions in
-  // ascending order.
-  const std::vector<float> want = position_order_sums(idx, to_doubles(g), V, D);
+  const PositionOrderCase<std::int64_t> c(V, D, n, 21);
   kloss::EmbeddingOptions o;
   o.deterministic = true;
   Kokkos::TeamPolicy<Exec> probe(1, Kokkos::AUTO);
@@ -320,23 +343,17 @@ TEST(EmbeddingDeterminism, BitwiseEqualOverRunsTeamSizesAndDecompositions) {
   for (int rep = 0; rep < 3; ++rep) {
     for (int ts : team_sizes) {
       o.team_size = ts;
-      Kokkos::View<float**, Kokkos::LayoutRight, Mem> gw("gw", V, D);
-      kloss::embedding_backward(exec, g, in, gw, o);
-      auto h = Kokkos::create_mirror_view(gw);
-      Kokkos::deep_copy(h, gw);
-      std::vector<float> got(h.data(), h.data() + h.size());
+      const std::vector<float> got = c.backward(o);
       if (first.empty()) first = got;
-      EXPECT_EQ(std::memcmp(got.data(), first.data(), got.size() * sizeof(float)), 0)
-          << "rep " << rep << " team " << ts;
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-          << "not the ascending-position float sum, team " << ts;
+      EXPECT_TRUE(same_bits(got, first)) << "rep " << rep << " team " << ts;
+      EXPECT_TRUE(same_bits(got, c.want)) << "not the ascending-position float sum, team " << ts;
     }
   }
   // The sparse path (a team per touched row, another decomposition) gives
   // the same bits.
   Kokkos::View<float**, Kokkos::LayoutRight, Mem> gv("gv", n, D);
   Kokkos::View<std::int64_t*, Mem> gi("gi", n);
-  const std::int64_t U = kloss::embedding_backward_sparse(exec, g, in, V, gi, gv, o);
+  const std::int64_t U = kloss::embedding_backward_sparse(exec, c.g, c.in, V, gi, gv, o);
   auto hv = Kokkos::create_mirror_view(gv);
   Kokkos::deep_copy(hv, gv);
   const auto rows = to_int64(gi);
@@ -349,25 +366,15 @@ TEST(EmbeddingDeterminism, BitwiseEqualOverRunsTeamSizesAndDecompositions) {
 // in ascending order, bit for bit, for any cut (1 item: the single-thread
 // loop; 2..8: row blocks, feature blocks, both, and blocks of unequal size).
 TEST(EmbeddingOwnerScatter, PositionOrderSumForEveryCut) {
-  Exec exec;
   const std::int64_t V = 37, D = 200, n = 3000;
-  const auto idx = random_indices(n, V, 23);
-  const auto go = random_values(n * D, -1, 1, 24);
-  auto in = index_view<std::int32_t>("in", idx);
-  auto g = make_view<float**>("go", go, {std::size_t(n), std::size_t(D)});
-  const std::vector<float> want = position_order_sums(idx, to_doubles(g), V, D);
+  const PositionOrderCase<std::int32_t> c(V, D, n, 23);
   for (int items : {1, 2, 3, 4, 5, 8}) {
     const auto cut = kloss::impl::owner_blocks(items, V, D);
     EXPECT_GE(cut.rows * cut.cols, items) << items;
     kloss::EmbeddingOptions o;
     o.scatter_items = items;
-    Kokkos::View<float**, Kokkos::LayoutRight, Mem> gw("gw", V, D);
-    Kokkos::deep_copy(gw, 3.0f);
-    kloss::embedding_backward(exec, g, in, gw, o);
-    auto h = Kokkos::create_mirror_view(gw);
-    Kokkos::deep_copy(h, gw);
-    EXPECT_EQ(std::memcmp(h.data(), want.data(), want.size() * sizeof(float)), 0)
-        << items << " items cut " << cut.rows << " x " << cut.cols;
+    // grad_weight holds 3 before: every element must be overwritten.
+    EXPECT_TRUE(same_bits(c.backward(o, 3.0f), c.want)) << items << " items cut " << cut.rows << " x " << cut.cols;
   }
   // Feature blocks start on 16-element boundaries and cover [0, D).
   for (std::int64_t Dx : {1, 15, 16, 17, 64, 200, 1000}) {

@@ -51,6 +51,20 @@ Kokkos::View<T*, Mem> grad_view(const Vec& go, Reduction) {
   return make_view<T*>("go", go, {go.size()});
 }
 
+/// Calls `call(output, grad_output)` for n per-row losses under `red`: the
+/// output and the upstream gradient `go` as [n] views under reduction none,
+/// else as 0-D views. Returns the output, [n] or [1].
+template <class T, class F>
+Kokkos::View<T*, Mem> forward_backward(std::size_t n, Reduction red, const Vec& go, const F& call) {
+  Kokkos::View<T*, Mem> out("out", red == Reduction::none ? n : 1);
+  auto g = grad_view<T>(go, red);
+  if (red == Reduction::none)
+    call(out, g);
+  else
+    call(Kokkos::subview(out, 0), Kokkos::subview(g, 0));
+  return out;
+}
+
 /// Tolerance scaled for a row sum of D terms in T (16-bit inputs rounded,
 /// float accumulation).
 template <class T>
@@ -224,16 +238,12 @@ TYPED_TEST(Margin, MarginRankingGradientsMatchFiniteDifferences) {
       auto x2 = make_view<T*>("x2", x2v, {n});
       auto t = make_view<T*>("t", tv, {n});
       const Vec go = upstream<T>(n, red, 7);
-      auto g = grad_view<T>(go, red);
-      Kokkos::View<T*, Mem> out("out", red == Reduction::none ? n : 1), g1("g1", n), g2("g2", n);
+      Kokkos::View<T*, Mem> g1("g1", n), g2("g2", n);
       const kloss::MarginRankingLossOptions o{margin, red};
-      if (red == Reduction::none) {
-        kloss::margin_ranking_loss(exec, x1, x2, t, out, o);
+      auto out = forward_backward<T>(n, red, go, [&](auto out_, auto g) {
+        kloss::margin_ranking_loss(exec, x1, x2, t, out_, o);
         kloss::margin_ranking_loss_backward(exec, g, x1, x2, t, g1, g2, o);
-      } else {
-        kloss::margin_ranking_loss(exec, x1, x2, t, Kokkos::subview(out, 0), o);
-        kloss::margin_ranking_loss_backward(exec, Kokkos::subview(g, 0), x1, x2, t, g1, g2, o);
-      }
+      });
       const std::string what = "n=" + std::to_string(n) + " " + std::string(kloss::to_string(red));
       auto f = [&](const std::vector<Vec>& in) { return ranking_ref(in[0], in[1], in[2], margin); };
       expect_near_all(to_doubles(out), reduce(f({x1v, x2v, tv}), red), tol<T>() * 4, tol<T>() * 4, what);
@@ -336,17 +346,12 @@ TYPED_TEST(Margin, TripletGradientsMatchFiniteDifferencesForEveryP) {
       auto p = make_view<T**>("p", pv, {c.N, c.D});
       auto ng = make_view<T**>("n", nv, {c.N, c.D});
       const Vec go = upstream<T>(c.N, red, ++seed);
-      auto g = grad_view<T>(go, red);
-      Kokkos::View<T*, Mem> out("out", red == Reduction::none ? c.N : 1);
       Kokkos::View<T**, Kokkos::LayoutRight, Mem> ga("ga", c.N, c.D), gp("gp", c.N, c.D), gn("gn", c.N, c.D);
       kloss::TripletMarginLossOptions o{c.margin, c.p, c.eps, c.swap, red};
-      if (red == Reduction::none) {
-        kloss::triplet_margin_loss(exec, a, p, ng, out, o);
+      auto out = forward_backward<T>(c.N, red, go, [&](auto out_, auto g) {
+        kloss::triplet_margin_loss(exec, a, p, ng, out_, o);
         kloss::triplet_margin_loss_backward(exec, g, a, p, ng, ga, gp, gn, o);
-      } else {
-        kloss::triplet_margin_loss(exec, a, p, ng, Kokkos::subview(out, 0), o);
-        kloss::triplet_margin_loss_backward(exec, Kokkos::subview(g, 0), a, p, ng, ga, gp, gn, o);
-      }
+      });
       const std::string what = "p=" + std::to_string(c.p) + " N=" + std::to_string(c.N) + " " +
                                std::string(kloss::to_string(red)) + (c.swap ? " swap" : "");
       auto f = [&](const std::vector<Vec>& in) {
@@ -450,17 +455,12 @@ TYPED_TEST(Margin, CosineGradientsMatchFiniteDifferences) {
       auto x2 = make_view<T**>("x2", x2v, {c.N, c.D});
       auto t = make_view<T*>("t", tv, {c.N});
       const Vec go = upstream<T>(c.N, red, ++seed);
-      auto g = grad_view<T>(go, red);
-      Kokkos::View<T*, Mem> out("out", red == Reduction::none ? c.N : 1);
       Kokkos::View<T**, Kokkos::LayoutRight, Mem> g1("g1", c.N, c.D), g2("g2", c.N, c.D);
       const kloss::CosineEmbeddingLossOptions o{c.margin, red};
-      if (red == Reduction::none) {
-        kloss::cosine_embedding_loss(exec, x1, x2, t, out, o);
+      auto out = forward_backward<T>(c.N, red, go, [&](auto out_, auto g) {
+        kloss::cosine_embedding_loss(exec, x1, x2, t, out_, o);
         kloss::cosine_embedding_loss_backward(exec, g, x1, x2, t, g1, g2, o);
-      } else {
-        kloss::cosine_embedding_loss(exec, x1, x2, t, Kokkos::subview(out, 0), o);
-        kloss::cosine_embedding_loss_backward(exec, Kokkos::subview(g, 0), x1, x2, t, g1, g2, o);
-      }
+      });
       const std::string what =
           "N=" + std::to_string(c.N) + " D=" + std::to_string(c.D) + " " + std::string(kloss::to_string(red));
       auto f = [&](const std::vector<Vec>& in) { return cosine_ref(in[0], in[1], in[2], c.D, c.margin); };
@@ -475,21 +475,21 @@ TYPED_TEST(Margin, CosineGradientsMatchFiniteDifferences) {
 
 TEST(MarginErrors, Cosine) {
   Exec exec;
-  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", 2, 3), x33("x33", 3, 3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", 2, 3), x33("x33", 3, 3), t22("t22", 2, 2);
   Kokkos::View<float*, Mem> v("v", 3), t2("t2", 2), t3("t3", 3);
   Kokkos::View<float, Mem> s("s");
-  Kokkos::View<float**, Kokkos::LayoutRight, Mem> t22("t22", 2, 2);
-  EXPECT_KLOSS_THROW(kloss::cosine_embedding_loss(exec, x, x, t22, s), kloss::DimensionMismatch,
-                     "kloss::cosine_embedding_loss: 0D or 1D target tensor expected, multi-target not supported");
-  EXPECT_KLOSS_THROW(kloss::cosine_embedding_loss(exec, v, v, t3, s), kloss::DimensionMismatch,
-                     "kloss::cosine_embedding_loss: arguments 'input1' [3] and 'input2' [3] must have rank 2 for a 1-D "
-                     "'target' [3]");
-  EXPECT_KLOSS_THROW(kloss::cosine_embedding_loss(exec, x, x, s, s), kloss::DimensionMismatch,
-                     "must have rank 1 for a 0-D 'target' []");
-  EXPECT_KLOSS_THROW(kloss::cosine_embedding_loss(exec, x, x33, t2, s), kloss::DimensionMismatch,
-                     "arguments 'input1' [2, 3] and 'input2' [3, 3] must have the same shape");
-  EXPECT_KLOSS_THROW(kloss::cosine_embedding_loss(exec, x, x, t3, s), kloss::DimensionMismatch,
-                     "argument 'target' [3] must have one entry per row of 'input1' [2, 3]");
+  // cosine_embedding_loss(input1, input2, target) of these shapes is refused.
+  auto mismatch = [&](auto x1, auto x2, auto t, const std::string& why) {
+    SCOPED_TRACE(why);
+    EXPECT_KLOSS_THROW(kloss::cosine_embedding_loss(exec, x1, x2, t, s), kloss::DimensionMismatch, why);
+  };
+  mismatch(x, x, t22, "kloss::cosine_embedding_loss: 0D or 1D target tensor expected, multi-target not supported");
+  mismatch(v, v, t3,
+           "kloss::cosine_embedding_loss: arguments 'input1' [3] and 'input2' [3] must have rank 2 for a 1-D "
+           "'target' [3]");
+  mismatch(x, x, s, "must have rank 1 for a 0-D 'target' []");
+  mismatch(x, x33, t2, "arguments 'input1' [2, 3] and 'input2' [3, 3] must have the same shape");
+  mismatch(x, x, t3, "argument 'target' [3] must have one entry per row of 'input1' [2, 3]");
   // t2 is zero-filled: not a valid ±1 target.
   EXPECT_KLOSS_THROW(kloss::cosine_embedding_loss(exec, x, x, t2, s), kloss::InvalidArgument,
                      "kloss::cosine_embedding_loss: argument 'target' must hold only 1 or -1, found 2 other value(s); "
@@ -503,21 +503,11 @@ TEST(MarginErrors, Cosine) {
 // multi_margin_loss (typed over dtype x index type via a pair list)
 // ============================================================================
 
-template <class P>
-class MultiMargin : public ::testing::Test {};
-template <class T, class I>
-struct TI {
-  using S = T;
-  using Idx = I;
-};
-using ScalarIndexTypes =
-    ::testing::Types<TI<float, std::int32_t>, TI<float, std::int64_t>, TI<double, std::int32_t>,
-                     TI<double, std::int64_t>, TI<kloss::float16, std::int64_t>, TI<kloss::bfloat16, std::int32_t>>;
-TYPED_TEST_SUITE(MultiMargin, ScalarIndexTypes);
+KLOSS_SCALAR_INDEX_TYPED_SUITE(MultiMargin);
 
 TYPED_TEST(MultiMargin, HandCheckedTorchDocExampleForEveryReductionAndP) {
-  using T = typename TypeParam::S;
-  using I = typename TypeParam::Idx;
+  using T = typename TypeParam::Scalar;
+  using I = typename TypeParam::Index;
   Exec exec;
   auto x = make_view<T**>("x", {0.1, 0.2, 0.4, 0.8, 1, 0, 0, 0}, {2, 4});
   auto y = make_view<I*>("y", {3, 0}, {2});
@@ -543,8 +533,8 @@ TYPED_TEST(MultiMargin, HandCheckedTorchDocExampleForEveryReductionAndP) {
 }
 
 TYPED_TEST(MultiMargin, NonFiniteTermsFollowTorchsStrictlyPositiveTest) {
-  using T = typename TypeParam::S;
-  using I = typename TypeParam::Idx;
+  using T = typename TypeParam::Scalar;
+  using I = typename TypeParam::Index;
   Exec exec;
   constexpr double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   // torch's kernel adds a term only `if (z > 0)`: a NaN term counts 0.
@@ -570,8 +560,8 @@ TYPED_TEST(MultiMargin, NonFiniteTermsFollowTorchsStrictlyPositiveTest) {
 }
 
 TYPED_TEST(MultiMargin, GradientsMatchFiniteDifferences) {
-  using T = typename TypeParam::S;
-  using I = typename TypeParam::Idx;
+  using T = typename TypeParam::Scalar;
+  using I = typename TypeParam::Index;
   Exec exec;
   struct Cfg {
     std::size_t N, C;
@@ -592,17 +582,12 @@ TYPED_TEST(MultiMargin, GradientsMatchFiniteDifferences) {
       Kokkos::View<T*, Mem> w;
       if (c.weighted) w = make_view<T*>("w", wv, {c.C});
       const Vec go = upstream<T>(c.N, red, ++seed);
-      auto g = grad_view<T>(go, red);
-      Kokkos::View<T*, Mem> out("out", red == Reduction::none ? c.N : 1);
       Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", c.N, c.C);
       const kloss::MultiMarginLossOptions o{c.p, c.margin, red};
-      if (red == Reduction::none) {
-        kloss::multi_margin_loss(exec, x, y, w, out, o);
+      auto out = forward_backward<T>(c.N, red, go, [&](auto out_, auto g) {
+        kloss::multi_margin_loss(exec, x, y, w, out_, o);
         kloss::multi_margin_loss_backward(exec, g, x, y, w, gx, o);
-      } else {
-        kloss::multi_margin_loss(exec, x, y, w, Kokkos::subview(out, 0), o);
-        kloss::multi_margin_loss_backward(exec, Kokkos::subview(g, 0), x, y, w, gx, o);
-      }
+      });
       const std::string what = "N=" + std::to_string(c.N) + " C=" + std::to_string(c.C) + " p=" + std::to_string(c.p) +
                                " " + std::string(kloss::to_string(red));
       auto f = [&](const std::vector<Vec>& in) { return multi_margin_ref(in[0], yv, wv, c.C, c.p, c.margin); };
@@ -614,8 +599,8 @@ TYPED_TEST(MultiMargin, GradientsMatchFiniteDifferences) {
 }
 
 TYPED_TEST(MultiMargin, UnbatchedInputGivesScalarOrOneRow) {
-  using T = typename TypeParam::S;
-  using I = typename TypeParam::Idx;
+  using T = typename TypeParam::Scalar;
+  using I = typename TypeParam::Index;
   Exec exec;
   auto x = make_view<T*>("x", {0.1, 0.2, 0.4, 0.8}, {4});
   Kokkos::View<T*, Mem> w;
@@ -683,8 +668,8 @@ TEST(MarginErrors, MultiMargin) {
 // ============================================================================
 
 TYPED_TEST(MultiMargin, MultilabelHandCheckedTorchDocExample) {
-  using T = typename TypeParam::S;
-  using I = typename TypeParam::Idx;
+  using T = typename TypeParam::Scalar;
+  using I = typename TypeParam::Index;
   Exec exec;
   // torch's docs: x = [0.1, 0.2, 0.4, 0.8], y = [3, 0, -1, 1] -> 0.85; the 1
   // after the -1 is ignored. Second row: the label 3 twice counts twice
@@ -713,8 +698,8 @@ TYPED_TEST(MultiMargin, MultilabelHandCheckedTorchDocExample) {
 }
 
 TYPED_TEST(MultiMargin, MultilabelNaNTermsCountAsZero) {
-  using T = typename TypeParam::S;
-  using I = typename TypeParam::Idx;
+  using T = typename TypeParam::Scalar;
+  using I = typename TypeParam::Index;
   Exec exec;
   constexpr double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   // torch's docs example with x[1] = NaN: its terms (z > 0 fails) drop out,
@@ -732,8 +717,8 @@ TYPED_TEST(MultiMargin, MultilabelNaNTermsCountAsZero) {
 }
 
 TYPED_TEST(MultiMargin, MultilabelGradientsMatchFiniteDifferences) {
-  using T = typename TypeParam::S;
-  using I = typename TypeParam::Idx;
+  using T = typename TypeParam::Scalar;
+  using I = typename TypeParam::Index;
   Exec exec;
   unsigned seed = 100;
   for (const std::size_t N : {0, 1, 13}) {
@@ -750,16 +735,11 @@ TYPED_TEST(MultiMargin, MultilabelGradientsMatchFiniteDifferences) {
         auto x = make_view<T**>("x", xv, {N, C});
         auto y = make_view<I**>("y", yv, {N, C});
         const Vec go = upstream<T>(N, red, ++seed);
-        auto g = grad_view<T>(go, red);
-        Kokkos::View<T*, Mem> out("out", red == Reduction::none ? N : 1);
         Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", N, C);
-        if (red == Reduction::none) {
-          kloss::multilabel_margin_loss(exec, x, y, out, {red});
+        auto out = forward_backward<T>(N, red, go, [&](auto out_, auto g) {
+          kloss::multilabel_margin_loss(exec, x, y, out_, {red});
           kloss::multilabel_margin_loss_backward(exec, g, x, y, gx, {red});
-        } else {
-          kloss::multilabel_margin_loss(exec, x, y, Kokkos::subview(out, 0), {red});
-          kloss::multilabel_margin_loss_backward(exec, Kokkos::subview(g, 0), x, y, gx, {red});
-        }
+        });
         const std::string what =
             "N=" + std::to_string(N) + " C=" + std::to_string(C) + " " + std::string(kloss::to_string(red));
         // The reference reads only entries before the -1; garbage 7 after it
@@ -881,16 +861,11 @@ TYPED_TEST(Margin, SoftMarginGradientsMatchFiniteDifferencesWithWeights) {
           Kokkos::View<T*, Mem> w;
           if (weighted) w = make_view<T*>("w", wv, {C});
           const Vec go = upstream<T>(N, red, ++seed);
-          auto g = grad_view<T>(go, red);
-          Kokkos::View<T*, Mem> out("out", red == Reduction::none ? N : 1);
           Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", N, C);
-          if (red == Reduction::none) {
-            kloss::multilabel_soft_margin_loss(exec, x, y, w, out, {red});
+          auto out = forward_backward<T>(N, red, go, [&](auto out_, auto g) {
+            kloss::multilabel_soft_margin_loss(exec, x, y, w, out_, {red});
             kloss::multilabel_soft_margin_loss_backward(exec, g, x, y, w, gx, {red});
-          } else {
-            kloss::multilabel_soft_margin_loss(exec, x, y, w, Kokkos::subview(out, 0), {red});
-            kloss::multilabel_soft_margin_loss_backward(exec, Kokkos::subview(g, 0), x, y, w, gx, {red});
-          }
+          });
           const std::string what = "N=" + std::to_string(N) + " C=" + std::to_string(C) + (weighted ? " w " : " ") +
                                    std::string(kloss::to_string(red));
           auto f = [&](const std::vector<Vec>& in) { return soft_margin_ref(in[0], tv, wv, C); };

@@ -604,27 +604,56 @@ TYPED_TEST(Pointwise, TranscendentalOpsMatchReferenceOverManyChunks) {
                 {Reduction::sum});
 }
 
+namespace {
+/// The worst relative errors, in float (`f`) and in double (`d`), of a fast
+/// function against libm's `exact` in double: |fast(x) - exact(x)| /
+/// max(|exact(x)|, floor), the float one at the float-rounded argument.
+template <class Fast, class Exact>
+struct WorstError {
+  Fast fast;
+  Exact exact;
+  double floor = 0;
+  double f = 0, d = 0;
+  void at_float(double x) {
+    const float xf = static_cast<float>(x);
+    const double e = exact(static_cast<double>(xf));
+    f = std::max(f, std::fabs(fast(xf) - e) / std::max(std::fabs(e), floor));
+  }
+  void at_double(double x) {
+    const double e = exact(x);
+    d = std::max(d, std::fabs(fast(x) - e) / std::max(std::fabs(e), floor));
+  }
+  void at(double x) {
+    at_float(x);
+    at_double(x);
+  }
+};
+template <class Fast, class Exact>
+WorstError<Fast, Exact> worst_error(Fast fast, Exact exact, double floor = 0) {
+  return {fast, exact, floor};
+}
+const auto libm_exp = [](double x) { return std::exp(x); };
+const auto libm_log = [](double x) { return std::log(x); };
+}  // namespace
+
 TEST(PointwiseMath, VectorisedExpAndLogAgreeWithLibm) {
   using namespace kloss::impl;
-  double worst_f = 0, worst_d = 0;
+  auto exp_err = worst_error([](auto x) { return vexp(x); }, libm_exp);
   for (double x = -100; x <= 88; x += 0.0137) {
     // float: relative error over the normal range (results below 2^-126,
     // x < -87.3, are subnormal and hold fewer bits: checked absolutely).
     const double ef = std::exp(static_cast<double>(static_cast<float>(x)));
-    if (x > -87) worst_f = std::max(worst_f, std::fabs(vexp(static_cast<float>(x)) - ef) / ef);
+    if (x > -87)
+      exp_err.at_float(x);
     else EXPECT_LE(std::fabs(vexp(static_cast<float>(x)) - ef), 1.5e-45) << x;
-    worst_d = std::max(worst_d, std::fabs(vexp(x) - std::exp(x)) / std::exp(x));
+    exp_err.at_double(x);
   }
-  EXPECT_LT(worst_f, 3e-7);
-  EXPECT_LT(worst_d, 1e-15);
-  worst_f = worst_d = 0;
-  for (double x = 1e-30; x < 1e30; x *= 1.37) {
-    const double lf = std::log(static_cast<double>(static_cast<float>(x)));
-    worst_f = std::max(worst_f, std::fabs(vlog(static_cast<float>(x)) - lf) / std::max(std::fabs(lf), 1.0));
-    worst_d = std::max(worst_d, std::fabs(vlog(x) - std::log(x)) / std::max(std::fabs(std::log(x)), 1.0));
-  }
-  EXPECT_LT(worst_f, 3e-7);
-  EXPECT_LT(worst_d, 1e-15);
+  EXPECT_LT(exp_err.f, 3e-7);
+  EXPECT_LT(exp_err.d, 1e-15);
+  auto log_err = worst_error([](auto x) { return vlog(x); }, libm_log, 1.0);
+  for (double x = 1e-30; x < 1e30; x *= 1.37) log_err.at(x);
+  EXPECT_LT(log_err.f, 3e-7);
+  EXPECT_LT(log_err.d, 1e-15);
   EXPECT_EQ(vexp(-1000.0), 0.0);
   EXPECT_EQ(vexp(1000.0), std::numeric_limits<double>::infinity());
   EXPECT_EQ(vexp(-200.0f), 0.0f);
@@ -643,42 +672,24 @@ TEST(PointwiseMath, VectorisedExpAndLogAgreeWithLibm) {
 
 TEST(PointwiseMath, FastCoresAgreeWithLibmOnTheirRange) {
   using namespace kloss::impl;
-  double worst_f = 0, worst_d = 0;
-  for (double x = -87.3; x <= 88; x += 0.0137) {
-    const double ef = std::exp(static_cast<double>(static_cast<float>(x)));
-    worst_f = std::max(worst_f, std::fabs(vexp_core(static_cast<float>(x)) - ef) / ef);
-    worst_d = std::max(worst_d, std::fabs(vexp_core(x) - std::exp(x)) / std::exp(x));
-  }
-  for (double x = -708; x <= 709; x += 0.731)
-    worst_d = std::max(worst_d, std::fabs(vexp_core(x) - std::exp(x)) / std::exp(x));
-  EXPECT_LT(worst_f, 3e-7);
-  EXPECT_LT(worst_d, 1e-15);
-  worst_f = worst_d = 0;
+  auto exp_err = worst_error([](auto x) { return vexp_core(x); }, libm_exp);
+  for (double x = -87.3; x <= 88; x += 0.0137) exp_err.at(x);
+  for (double x = -708; x <= 709; x += 0.731) exp_err.at_double(x);
+  EXPECT_LT(exp_err.f, 3e-7);
+  EXPECT_LT(exp_err.d, 1e-15);
   // The whole normal range, both sides of sqrt(2)'s mantissa cut.
-  for (double x = 1.2e-38; x < 3.4e38; x *= 1.0137) {
-    const double lf = std::log(static_cast<double>(static_cast<float>(x)));
-    worst_f = std::max(worst_f, std::fabs(vlog_core(static_cast<float>(x)) - lf) / std::max(std::fabs(lf), 1.0));
-  }
-  for (double x = 2.3e-308; x < 1.7e308; x *= 1.0371)
-    worst_d = std::max(worst_d, std::fabs(vlog_core(x) - std::log(x)) / std::max(std::fabs(std::log(x)), 1.0));
-  EXPECT_LT(worst_f, 2e-7);
-  EXPECT_LT(worst_d, 5e-16);
+  auto log_err = worst_error([](auto x) { return vlog_core(x); }, libm_log, 1.0);
+  for (double x = 1.2e-38; x < 3.4e38; x *= 1.0137) log_err.at_float(x);
+  for (double x = 2.3e-308; x < 1.7e308; x *= 1.0371) log_err.at_double(x);
+  EXPECT_LT(log_err.f, 2e-7);
+  EXPECT_LT(log_err.d, 5e-16);
   // log1p on [-1, 1], relative to libm: 2 ulp in float, 4 in double.
-  worst_f = worst_d = 0;
   CheckedFastMath m;
-  for (double z = -0.999999; z <= 1.0; z += 1.0 / 4093) {
-    const float zf = static_cast<float>(z);
-    const double lf = std::log1p(static_cast<double>(zf));
-    worst_f = std::max(worst_f, std::fabs(m.log1p(zf) - lf) / std::fabs(lf));
-    worst_d = std::max(worst_d, std::fabs(m.log1p(z) - std::log1p(z)) / std::fabs(std::log1p(z)));
-  }
-  for (double z = 1e-30; z < 1e-3; z *= 1.37) {
-    worst_f = std::max(worst_f, std::fabs(m.log1p(static_cast<float>(z)) - std::log1p(static_cast<double>(static_cast<float>(z)))) /
-                                    std::log1p(static_cast<double>(static_cast<float>(z))));
-    worst_d = std::max(worst_d, std::fabs(m.log1p(-z) - std::log1p(-z)) / std::fabs(std::log1p(-z)));
-  }
-  EXPECT_LT(worst_f, 2.4e-7);
-  EXPECT_LT(worst_d, 9e-16);
+  auto log1p_err = worst_error([&m](auto z) { return m.log1p(z); }, [](double z) { return std::log1p(z); });
+  for (double z = -0.999999; z <= 1.0; z += 1.0 / 4093) log1p_err.at(z);
+  for (double z = 1e-30; z < 1e-3; z *= 1.37) log1p_err.at_float(z), log1p_err.at_double(-z);
+  EXPECT_LT(log1p_err.f, 2.4e-7);
+  EXPECT_LT(log1p_err.d, 9e-16);
   EXPECT_EQ(m.outside, 0);  // none of the above is outside the cores' range
 }
 

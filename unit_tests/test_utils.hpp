@@ -24,6 +24,25 @@ using IndexTypes = ::testing::Types<std::int32_t, std::int64_t>;
   class Name : public ::testing::Test {}; \
   TYPED_TEST_SUITE(Name, ::kloss_test::ScalarTypes)
 
+/// A scalar type and an index type, for ops typed over both.
+template <class T, class I>
+struct ScalarIndex {
+  using Scalar = T;
+  using Index = I;
+};
+/// Both index types with the full-precision dtypes, one each with the half
+/// ones.
+using ScalarIndexTypes =
+    ::testing::Types<ScalarIndex<float, std::int32_t>, ScalarIndex<float, std::int64_t>,
+                     ScalarIndex<double, std::int32_t>, ScalarIndex<double, std::int64_t>,
+                     ScalarIndex<kloss::float16, std::int64_t>, ScalarIndex<kloss::bfloat16, std::int32_t>>;
+
+/// A typed test suite over ScalarIndexTypes.
+#define KLOSS_SCALAR_INDEX_TYPED_SUITE(Name) \
+  template <class P>                         \
+  class Name : public ::testing::Test {};    \
+  TYPED_TEST_SUITE(Name, ::kloss_test::ScalarIndexTypes)
+
 /// Tolerances per dtype, in one table (relative; the absolute one is the
 /// same number times the magnitude scale of the test).
 template <class T>

@@ -20,6 +20,8 @@
 ///   grads    both: gradients for input and target; input: for input only
 ///   option   none() or real(field, default, "doc"), a double option
 ///   summary  one line for the op table
+#include <kloss/preprocessor.hpp>
+
 #define KLOSS_BINARY_LOSSES(X)                                                                        \
   X(mse_loss, MSELoss, MseLossOptions, MseOp, both, none(), "mean squared error, (input - target)^2") \
   X(l1_loss, L1Loss, L1LossOptions, L1Op, both, none(), "mean absolute error, |input - target|")      \
@@ -31,8 +33,3 @@
     "Huber: z^2 / 2 below delta, delta (z - delta / 2) above")                                        \
   X(soft_margin_loss, SoftMarginLoss, SoftMarginLossOptions, SoftMarginOp, input, none(),             \
     "two-class logistic loss, log(1 + exp(-target input)), target +-1")
-
-/// Pastes a prefix onto the first token of a table field: with
-/// option = real(beta, ...), KLOSS_PP_CAT(P_, option) is P_real(beta, ...).
-#define KLOSS_PP_CAT(a, b) KLOSS_PP_CAT_(a, b)
-#define KLOSS_PP_CAT_(a, b) a##b

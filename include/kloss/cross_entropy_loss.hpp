@@ -27,12 +27,9 @@ namespace kloss {
 /// T: the logits' value type (float, double, float16, bfloat16).
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class CrossEntropyLoss : public impl::DefaultExecCalls<CrossEntropyLoss<T, ExecSpace>, ExecSpace>, impl::SavedState {
- public:
   /// Every call below also has an overload without the execution space.
-  using impl::DefaultExecCalls<CrossEntropyLoss, ExecSpace>::forward;
-  using impl::DefaultExecCalls<CrossEntropyLoss, ExecSpace>::backward;
-  using execution_space = ExecSpace;
-  using memory_space = typename ExecSpace::memory_space;
+ public:
+  KLOSS_MODULE_HEAD(CrossEntropyLoss)
   /// The class weight [C] (torch's `weight=`), or an empty view.
   using weight_view = Kokkos::View<const T*, memory_space>;
   /// The saved per-row log-sum-exp, in the accumulation type.

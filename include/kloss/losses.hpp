@@ -120,40 +120,55 @@ KLOSS_MODULE_SPEC(BCEWithLogitsLossSpec, binary_cross_entropy_with_logits, Binar
 KLOSS_MODULE_SPEC(KLDivLossSpec, kl_div, KlDivOptions, 2, 1, 0)
 KLOSS_MODULE_SPEC(PoissonNLLLossSpec, poisson_nll_loss, PoissonNllLossOptions, 2, 1, 0)
 KLOSS_MODULE_SPEC(GaussianNLLLossSpec, gaussian_nll_loss, GaussianNllLossOptions, 3, 2, 0)
-KLOSS_MODULE_SPEC(HingeEmbeddingLossSpec, hinge_embedding_loss, HingeEmbeddingLossOptions, 2, 1, 0)
-KLOSS_MODULE_SPEC(MarginRankingLossSpec, margin_ranking_loss, MarginRankingLossOptions, 3, 2, 0)
-KLOSS_MODULE_SPEC(TripletMarginLossSpec, triplet_margin_loss, TripletMarginLossOptions, 3, 3, 0)
-KLOSS_MODULE_SPEC(CosineEmbeddingLossSpec, cosine_embedding_loss, CosineEmbeddingLossOptions, 3, 2, 0)
-KLOSS_MODULE_SPEC(MultiMarginLossSpec, multi_margin_loss, MultiMarginLossOptions, 2, 1, 1)
-KLOSS_MODULE_SPEC(MultiLabelMarginLossSpec, multilabel_margin_loss, MultilabelMarginLossOptions, 2, 1, 0)
-KLOSS_MODULE_SPEC(MultiLabelSoftMarginLossSpec, multilabel_soft_margin_loss, MultilabelSoftMarginLossOptions, 2, 1, 1)
+// The margin losses' specs from their tables (kloss/margin.hpp): the `opt`
+// inputs (class weights) held, the others taken.
+#define KLOSS_MG_HELD(_, v) KLOSS_PP_CAT(KLOSS_MG_HELD_, v)
+#define KLOSS_MG_HELD_view(x)
+#define KLOSS_MG_HELD_index(x)
+#define KLOSS_MG_HELD_opt(x) +1
+#define KLOSS_MG_N_HELD(inputs) (0 KLOSS_PP_MAP(KLOSS_MG_HELD, , KLOSS_PP_NOTHING, inputs))
+#define KLOSS_MG_MODULE_SPEC(_, name, Module, Options, inputs, grads, fields)                     \
+  KLOSS_MODULE_SPEC(Module##Spec, name, Options, KLOSS_PP_COUNT inputs - KLOSS_MG_N_HELD(inputs), \
+                    KLOSS_PP_COUNT grads, KLOSS_MG_N_HELD(inputs))
+KLOSS_MARGIN_LOSSES(KLOSS_MG_MODULE_SPEC, )
+KLOSS_MARGIN_INDEXED_LOSSES(KLOSS_MG_MODULE_SPEC, )
+#undef KLOSS_MG_MODULE_SPEC
+#undef KLOSS_MG_N_HELD
+#undef KLOSS_MG_HELD_opt
+#undef KLOSS_MG_HELD_index
+#undef KLOSS_MG_HELD_view
+#undef KLOSS_MG_HELD
 #undef KLOSS_MODULE_SPEC
+
+/// Inside class Self: name(a0, a...) and its const twin, Self's own
+/// name(ExecSpace(), a0, a...) where a0 is not an execution space.
+#define KLOSS_DEFAULT_EXEC_OVERLOADS(Self, name)                                                    \
+  template <class A0, class... A, class = std::enable_if_t<!Kokkos::is_execution_space<A0>::value>> \
+  decltype(auto) name(const A0& a0, const A&... a) {                                                \
+    return static_cast<Self&>(*this).name(ExecSpace(), a0, a...);                                   \
+  }                                                                                                 \
+  template <class A0, class... A, class = std::enable_if_t<!Kokkos::is_execution_space<A0>::value>> \
+  decltype(auto) name(const A0& a0, const A&... a) const {                                          \
+    return static_cast<const Self&>(*this).name(ExecSpace(), a0, a...);                             \
+  }
 
 /// The overloads of a module's forward and backward without the execution
 /// space: the module's own on a default-constructed ExecSpace.
 template <class Derived, class ExecSpace>
 class DefaultExecCalls {
-  template <class A0>
-  using not_exec = std::enable_if_t<!Kokkos::is_execution_space<A0>::value>;
-
  public:
-  template <class A0, class... A, class = not_exec<A0>>
-  decltype(auto) forward(const A0& a0, const A&... a) {
-    return static_cast<Derived&>(*this).forward(ExecSpace(), a0, a...);
-  }
-  template <class A0, class... A, class = not_exec<A0>>
-  decltype(auto) forward(const A0& a0, const A&... a) const {
-    return static_cast<const Derived&>(*this).forward(ExecSpace(), a0, a...);
-  }
-  template <class A0, class... A, class = not_exec<A0>>
-  decltype(auto) backward(const A0& a0, const A&... a) {
-    return static_cast<Derived&>(*this).backward(ExecSpace(), a0, a...);
-  }
-  template <class A0, class... A, class = not_exec<A0>>
-  decltype(auto) backward(const A0& a0, const A&... a) const {
-    return static_cast<const Derived&>(*this).backward(ExecSpace(), a0, a...);
-  }
+  KLOSS_DEFAULT_EXEC_OVERLOADS(Derived, forward)
+  KLOSS_DEFAULT_EXEC_OVERLOADS(Derived, backward)
 };
+
+/// The public opening of a module class Module (its ExecSpace its last
+/// template parameter) derived from DefaultExecCalls: the overloads without
+/// the execution space, execution_space and memory_space.
+#define KLOSS_MODULE_HEAD(Module)                                     \
+  using ::kloss::impl::DefaultExecCalls<Module, ExecSpace>::forward;  \
+  using ::kloss::impl::DefaultExecCalls<Module, ExecSpace>::backward; \
+  using execution_space = ExecSpace;                                  \
+  using memory_space = typename ExecSpace::memory_space;
 
 /// The base of a module whose forward saves state for its backward:
 /// move-only, since a copy would share the saved buffers but not what
@@ -182,10 +197,7 @@ Kokkos::View<T, MemorySpace> device_one(const char* label) {
 template <class Spec, class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class Loss : public impl::DefaultExecCalls<Loss<Spec, T, ExecSpace>, ExecSpace> {
  public:
-  using impl::DefaultExecCalls<Loss, ExecSpace>::forward;
-  using impl::DefaultExecCalls<Loss, ExecSpace>::backward;
-  using execution_space = ExecSpace;
-  using memory_space = typename ExecSpace::memory_space;
+  KLOSS_MODULE_HEAD(Loss)
   using options_type = typename Spec::options_type;
   /// A held class weight (torch's `weight=`, `pos_weight=`), or an empty view.
   using weight_view = Kokkos::View<const T*, memory_space>;
@@ -247,13 +259,10 @@ KLOSS_MODULE(BCEWithLogitsLoss)
 KLOSS_MODULE(KLDivLoss)
 KLOSS_MODULE(PoissonNLLLoss)
 KLOSS_MODULE(GaussianNLLLoss)
-KLOSS_MODULE(HingeEmbeddingLoss)
-KLOSS_MODULE(MarginRankingLoss)
-KLOSS_MODULE(TripletMarginLoss)
-KLOSS_MODULE(CosineEmbeddingLoss)
-KLOSS_MODULE(MultiMarginLoss)
-KLOSS_MODULE(MultiLabelMarginLoss)
-KLOSS_MODULE(MultiLabelSoftMarginLoss)
+#define KLOSS_MG_MODULE(_, name, Module, ...) KLOSS_MODULE(Module)
+KLOSS_MARGIN_LOSSES(KLOSS_MG_MODULE, )
+KLOSS_MARGIN_INDEXED_LOSSES(KLOSS_MG_MODULE, )
+#undef KLOSS_MG_MODULE
 #undef KLOSS_MODULE
 
 /// nll_loss as a module: its class weight held, and the mean's divisor
@@ -263,10 +272,7 @@ KLOSS_MODULE(MultiLabelSoftMarginLoss)
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class NLLLoss : public impl::DefaultExecCalls<NLLLoss<T, ExecSpace>, ExecSpace>, impl::SavedState {
  public:
-  using impl::DefaultExecCalls<NLLLoss, ExecSpace>::forward;
-  using impl::DefaultExecCalls<NLLLoss, ExecSpace>::backward;
-  using execution_space = ExecSpace;
-  using memory_space = typename ExecSpace::memory_space;
+  KLOSS_MODULE_HEAD(NLLLoss)
   using weight_view = Kokkos::View<const T*, memory_space>;
 
   explicit NLLLoss(const NllLossOptions& opts = {}, const weight_view& weight = {})
@@ -322,10 +328,7 @@ class NLLLoss : public impl::DefaultExecCalls<NLLLoss<T, ExecSpace>, ExecSpace>,
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class CTCLoss : public impl::DefaultExecCalls<CTCLoss<T, ExecSpace>, ExecSpace>, impl::SavedState {
  public:
-  using impl::DefaultExecCalls<CTCLoss, ExecSpace>::forward;
-  using impl::DefaultExecCalls<CTCLoss, ExecSpace>::backward;
-  using execution_space = ExecSpace;
-  using memory_space = typename ExecSpace::memory_space;
+  KLOSS_MODULE_HEAD(CTCLoss)
 
   explicit CTCLoss(const CtcLossOptions& opts = {})
       : opts_(opts), one_(impl::device_one<T, memory_space>("kloss::CTCLoss::one")) {}
@@ -411,10 +414,7 @@ class CTCLoss : public impl::DefaultExecCalls<CTCLoss<T, ExecSpace>, ExecSpace>,
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class Embedding : public impl::DefaultExecCalls<Embedding<T, ExecSpace>, ExecSpace> {
  public:
-  using impl::DefaultExecCalls<Embedding, ExecSpace>::forward;
-  using impl::DefaultExecCalls<Embedding, ExecSpace>::backward;
-  using execution_space = ExecSpace;
-  using memory_space = typename ExecSpace::memory_space;
+  KLOSS_MODULE_HEAD(Embedding)
   using weight_view = Kokkos::View<T**, Kokkos::LayoutRight, memory_space>;
 
   explicit Embedding(const weight_view& weight, const EmbeddingOptions& opts = {}) : weight_(weight), opts_(opts) {}
@@ -451,10 +451,7 @@ class Embedding : public impl::DefaultExecCalls<Embedding<T, ExecSpace>, ExecSpa
 template <class T, class I = std::int64_t, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class EmbeddingBag : public impl::DefaultExecCalls<EmbeddingBag<T, I, ExecSpace>, ExecSpace>, impl::SavedState {
  public:
-  using impl::DefaultExecCalls<EmbeddingBag, ExecSpace>::forward;
-  using impl::DefaultExecCalls<EmbeddingBag, ExecSpace>::backward;
-  using execution_space = ExecSpace;
-  using memory_space = typename ExecSpace::memory_space;
+  KLOSS_MODULE_HEAD(EmbeddingBag)
   using weight_view = Kokkos::View<T**, Kokkos::LayoutRight, memory_space>;
   using psw_view = Kokkos::View<const T*, memory_space>;
 
@@ -540,10 +537,7 @@ template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class FusedLinearCrossEntropyLoss
     : public impl::DefaultExecCalls<FusedLinearCrossEntropyLoss<T, ExecSpace>, ExecSpace> {
  public:
-  using impl::DefaultExecCalls<FusedLinearCrossEntropyLoss, ExecSpace>::forward;
-  using impl::DefaultExecCalls<FusedLinearCrossEntropyLoss, ExecSpace>::backward;
-  using execution_space = ExecSpace;
-  using memory_space = typename ExecSpace::memory_space;
+  KLOSS_MODULE_HEAD(FusedLinearCrossEntropyLoss)
   using weight_view = Kokkos::View<const T*, memory_space>;
 
   explicit FusedLinearCrossEntropyLoss(const FusedLinearCrossEntropyOptions& opts = {},
@@ -576,10 +570,7 @@ class FusedLinearCrossEntropyLoss
     return fused_linear_cross_entropy(exec, input, weight, target, bias, ce_weight_, output, grad_input, grad_weight,
                                       grad_bias, opts_);
   }
-  template <class A0, class... A, class = std::enable_if_t<!Kokkos::is_execution_space<A0>::value>>
-  FusedLinearReport forward_backward(const A0& a0, const A&... a) const {
-    return forward_backward(ExecSpace(), a0, a...);
-  }
+  KLOSS_DEFAULT_EXEC_OVERLOADS(FusedLinearCrossEntropyLoss, forward_backward)
 
   template <class GradOutputView, class InputView, class WeightView, class BiasView, class TargetView,
             class GradInputView, class GradWeightView, class GradBiasView>

@@ -158,6 +158,22 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
       as_optional_tensor<M>(grad_weight, op, "grad_weight"), as_optional_tensor<M>(grad_bias, op, "grad_bias"), opts);
 }
 
+namespace impl {
+/// The communicator and this rank's class (or row) range a sharded module
+/// holds, and their accessors.
+class RankShare {
+ public:
+  RankShare(Communicator&& comm, const ClassRange& range) : comm_(std::move(comm)), range_(range) {}
+  const Communicator& communicator() const { return comm_; }
+  Communicator& communicator() { return comm_; }
+  const ClassRange& range() const { return range_; }
+
+ protected:
+  Communicator comm_;
+  ClassRange range_;
+};
+}  // namespace impl
+
 /// vocab_parallel_cross_entropy as a module (the plan of a sharded
 /// cross-entropy): the communicator, this rank's class range, the options
 /// and this rank's class-weight slice held from construction, the
@@ -171,12 +187,10 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class VocabParallelCrossEntropyLoss
     : public kloss::impl::DefaultExecCalls<VocabParallelCrossEntropyLoss<T, ExecSpace>, ExecSpace>,
+      public impl::RankShare,
       kloss::impl::SavedState {
  public:
-  using kloss::impl::DefaultExecCalls<VocabParallelCrossEntropyLoss, ExecSpace>::forward;
-  using kloss::impl::DefaultExecCalls<VocabParallelCrossEntropyLoss, ExecSpace>::backward;
-  using execution_space = ExecSpace;
-  using memory_space = typename ExecSpace::memory_space;
+  KLOSS_MODULE_HEAD(VocabParallelCrossEntropyLoss)
   /// This rank's slice [range.count] of the class weights, or an empty view.
   using weight_view = Kokkos::View<const T*, memory_space>;
 
@@ -188,15 +202,11 @@ class VocabParallelCrossEntropyLoss
   /// Holds `comm` and `range`: any contiguous split that tiles the classes.
   VocabParallelCrossEntropyLoss(Communicator&& comm, const ClassRange& range,
                                 const VocabParallelCrossEntropyOptions& opts = {}, const weight_view& weight = {})
-      : comm_(std::move(comm)),
-        range_(range),
+      : impl::RankShare(std::move(comm), range),
         opts_(opts),
         weight_(weight),
         one_(kloss::impl::device_one<T, memory_space>("kloss::mpi::VocabParallelCrossEntropyLoss::one")) {}
 
-  const Communicator& communicator() const { return comm_; }
-  Communicator& communicator() { return comm_; }
-  const ClassRange& range() const { return range_; }
   const VocabParallelCrossEntropyOptions& options() const { return opts_; }
   const weight_view& weight() const { return weight_; }
 
@@ -248,8 +258,6 @@ class VocabParallelCrossEntropyLoss
     return saved_view(saved_.data(), static_cast<std::size_t>(saved_extent(n)));
   }
 
-  Communicator comm_;
-  ClassRange range_;
   VocabParallelCrossEntropyOptions opts_;
   weight_view weight_;
   Kokkos::View<acc_t<T>*, memory_space> saved_;
@@ -263,21 +271,16 @@ class VocabParallelCrossEntropyLoss
 /// rank); backward(exec, grad_output, input, grad_weight) is local (this
 /// rank's rows).
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
-class VocabParallelEmbedding : public kloss::impl::DefaultExecCalls<VocabParallelEmbedding<T, ExecSpace>, ExecSpace> {
+class VocabParallelEmbedding : public kloss::impl::DefaultExecCalls<VocabParallelEmbedding<T, ExecSpace>, ExecSpace>,
+                               public impl::RankShare {
  public:
-  using kloss::impl::DefaultExecCalls<VocabParallelEmbedding, ExecSpace>::forward;
-  using kloss::impl::DefaultExecCalls<VocabParallelEmbedding, ExecSpace>::backward;
-  using execution_space = ExecSpace;
-  using memory_space = typename ExecSpace::memory_space;
+  KLOSS_MODULE_HEAD(VocabParallelEmbedding)
   using weight_view = Kokkos::View<T**, Kokkos::LayoutRight, memory_space>;
 
   VocabParallelEmbedding(Communicator&& comm, const ClassRange& range, const weight_view& weight,
                          const VocabParallelEmbeddingOptions& opts = {})
-      : comm_(std::move(comm)), range_(range), weight_(weight), opts_(opts) {}
+      : impl::RankShare(std::move(comm), range), weight_(weight), opts_(opts) {}
 
-  const Communicator& communicator() const { return comm_; }
-  Communicator& communicator() { return comm_; }
-  const ClassRange& range() const { return range_; }
   const weight_view& weight() const { return weight_; }
   const VocabParallelEmbeddingOptions& options() const { return opts_; }
 
@@ -292,8 +295,6 @@ class VocabParallelEmbedding : public kloss::impl::DefaultExecCalls<VocabParalle
   }
 
  private:
-  Communicator comm_;
-  ClassRange range_;
   weight_view weight_;
   VocabParallelEmbeddingOptions opts_;
 };
@@ -313,7 +314,8 @@ class VocabParallelEmbedding : public kloss::impl::DefaultExecCalls<VocabParalle
 /// objective (an upstream gradient of 1 per output element).
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class VocabParallelFusedLinearCrossEntropyLoss
-    : public kloss::impl::DefaultExecCalls<VocabParallelFusedLinearCrossEntropyLoss<T, ExecSpace>, ExecSpace> {
+    : public kloss::impl::DefaultExecCalls<VocabParallelFusedLinearCrossEntropyLoss<T, ExecSpace>, ExecSpace>,
+      public impl::RankShare {
  public:
   using kloss::impl::DefaultExecCalls<VocabParallelFusedLinearCrossEntropyLoss, ExecSpace>::forward;
   using execution_space = ExecSpace;
@@ -323,11 +325,8 @@ class VocabParallelFusedLinearCrossEntropyLoss
   VocabParallelFusedLinearCrossEntropyLoss(Communicator&& comm, const ClassRange& range,
                                            const VocabParallelFusedLinearOptions& opts = {},
                                            const weight_view& ce_weight = {})
-      : comm_(std::move(comm)), range_(range), opts_(opts), ce_weight_(ce_weight) {}
+      : impl::RankShare(std::move(comm), range), opts_(opts), ce_weight_(ce_weight) {}
 
-  const Communicator& communicator() const { return comm_; }
-  Communicator& communicator() { return comm_; }
-  const ClassRange& range() const { return range_; }
   const VocabParallelFusedLinearOptions& options() const { return opts_; }
   const weight_view& ce_weight() const { return ce_weight_; }
 
@@ -337,14 +336,11 @@ class VocabParallelFusedLinearCrossEntropyLoss
     const Kokkos::View<T**, Kokkos::LayoutRight, memory_space> none;
     forward_backward(exec, input, weight, bias, target, output, none, none, Kokkos::View<T*, memory_space>());
   }
-  template <class InputView, class WeightView, class BiasView, class TargetView, class OutputView, class GradInputView,
-            class GradWeightView, class GradBiasView>
-  FusedLinearReport forward_backward(const ExecSpace& exec, const InputView& input, const WeightView& weight,
-                                     const BiasView& bias, const TargetView& target, const OutputView& output,
-                                     const GradInputView& grad_input, const GradWeightView& grad_weight,
-                                     const GradBiasView& grad_bias) const {
-    return forward_backward(exec, Kokkos::View<const T*, memory_space>(), input, weight, bias, target, output,
-                            grad_input, grad_weight, grad_bias);
+  /// forward_backward(exec, input, weight, bias, target, output, grad_input,
+  /// grad_weight, grad_bias): with an empty grad_output.
+  template <class... A, class = std::enable_if_t<sizeof...(A) == 8>>
+  FusedLinearReport forward_backward(const ExecSpace& exec, const A&... a) const {
+    return forward_backward(exec, Kokkos::View<const T*, memory_space>(), a...);
   }
   template <class GradOutputView, class InputView, class WeightView, class BiasView, class TargetView, class OutputView,
             class GradInputView, class GradWeightView, class GradBiasView>
@@ -355,14 +351,9 @@ class VocabParallelFusedLinearCrossEntropyLoss
     return vocab_parallel_fused_linear_cross_entropy(exec, comm_, range_, input, weight, target, bias, ce_weight_,
                                                      grad_output, output, grad_input, grad_weight, grad_bias, opts_);
   }
-  template <class A0, class... A, class = std::enable_if_t<!Kokkos::is_execution_space<A0>::value>>
-  FusedLinearReport forward_backward(const A0& a0, const A&... a) const {
-    return forward_backward(ExecSpace(), a0, a...);
-  }
+  KLOSS_DEFAULT_EXEC_OVERLOADS(VocabParallelFusedLinearCrossEntropyLoss, forward_backward)
 
  private:
-  Communicator comm_;
-  ClassRange range_;
   VocabParallelFusedLinearOptions opts_;
   weight_view ce_weight_;
 };

@@ -106,6 +106,9 @@ KLOSS_BINARY_LOSSES(KLOSS_BL_FUNCTIONS)
 #undef KLOSS_BL_MASK_input
 
 // --- binary_cross_entropy ------------------------------------------------------
+// Each op below: name(exec, inputs..., output, opts = {}) and
+// name_backward(exec, grad_output, inputs..., grads..., opts = {}), the
+// views in the order of its KLOSS_LOSS_ENTRY_POINTS line (kloss/checks.hpp).
 
 /// Options of binary_cross_entropy (torch: `reduction='mean'`; `weight` is
 /// a tensor argument).
@@ -121,35 +124,10 @@ struct BinaryCrossEntropyOptions {
 /// [0, 1] or is NaN (torch 1.13 checks input only and accepts any target;
 /// kloss also rejects a target outside [0, 1]). Checked in the kernel:
 /// this call fences.
-template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView, KLOSS_PW_ENABLE>
-void binary_cross_entropy(const ExecSpace& exec, const InputView& input, const TargetView& target,
-                          const WeightView& weight, const OutputView& output,
-                          const BinaryCrossEntropyOptions& opts = {}) {
-  using T = typename OutputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_STATIC_CHECKS("binary_cross_entropy", T, InputView, TargetView, WeightView);
-  constexpr const char* op = "binary_cross_entropy";
-  impl::binary_cross_entropy<ExecSpace, T>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                                           as_optional_tensor<M>(weight, op, "weight"),
-                                           as_tensor<M>(output, op, "output"), opts.reduction);
-}
-
 /// Backward of binary_cross_entropy w.r.t. input: weight (input - target) /
 /// max(input (1 - input), 1e-12), as torch (no range check, no fence).
-template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
-          class GradInputView, KLOSS_PW_ENABLE>
-void binary_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
-                                   const TargetView& target, const WeightView& weight, const GradInputView& grad_input,
-                                   const BinaryCrossEntropyOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_STATIC_CHECKS("binary_cross_entropy_backward", T, GradOutputView, TargetView, WeightView, GradInputView);
-  constexpr const char* op = "binary_cross_entropy_backward";
-  impl::binary_cross_entropy_backward<ExecSpace, T>(
-      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
-      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(weight, op, "weight"),
-      as_optional_tensor<M>(grad_input, op, "grad_input"), opts.reduction);
-}
+KLOSS_LOSS_ENTRY_POINTS(floating, binary_cross_entropy, BinaryCrossEntropyOptions,
+                        (view(input), view(target), opt(weight)), (opt(grad_input)), (reduction))
 
 // --- binary_cross_entropy_with_logits ------------------------------------------
 
@@ -164,42 +142,11 @@ struct BinaryCrossEntropyWithLogitsOptions {
 /// stable form (exact for |input| ~ 1e4). input: logits, any shape; target:
 /// input's shape; weight, pos_weight: optional (empty views), each must
 /// broadcast to input's shape (pos_weight typically [C], the class axis).
-template <class ExecSpace, class InputView, class TargetView, class WeightView, class PosWeightView, class OutputView,
-          KLOSS_PW_ENABLE>
-void binary_cross_entropy_with_logits(const ExecSpace& exec, const InputView& input, const TargetView& target,
-                                      const WeightView& weight, const PosWeightView& pos_weight,
-                                      const OutputView& output, const BinaryCrossEntropyWithLogitsOptions& opts = {}) {
-  using T = typename OutputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_STATIC_CHECKS("binary_cross_entropy_with_logits", T, InputView, TargetView, WeightView, PosWeightView);
-  constexpr const char* op = "binary_cross_entropy_with_logits";
-  impl::binary_cross_entropy_with_logits<ExecSpace, T>(
-      exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-      as_optional_tensor<M>(weight, op, "weight"), as_optional_tensor<M>(pos_weight, op, "pos_weight"),
-      as_tensor<M>(output, op, "output"), opts.reduction);
-}
-
 /// Backward of binary_cross_entropy_with_logits w.r.t. input: weight
 /// (sigmoid(input) - target), or with pos_weight (t = pos_weight target)
 /// weight ((t + 1 - target) sigmoid(input) - t).
-template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
-          class PosWeightView, class GradInputView, KLOSS_PW_ENABLE>
-void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, const GradOutputView& grad_output,
-                                               const InputView& input, const TargetView& target,
-                                               const WeightView& weight, const PosWeightView& pos_weight,
-                                               const GradInputView& grad_input,
-                                               const BinaryCrossEntropyWithLogitsOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_STATIC_CHECKS("binary_cross_entropy_with_logits_backward", T, GradOutputView, TargetView, WeightView,
-                      PosWeightView, GradInputView);
-  constexpr const char* op = "binary_cross_entropy_with_logits_backward";
-  impl::binary_cross_entropy_with_logits_backward<ExecSpace, T>(
-      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
-      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(weight, op, "weight"),
-      as_optional_tensor<M>(pos_weight, op, "pos_weight"), as_optional_tensor<M>(grad_input, op, "grad_input"),
-      opts.reduction);
-}
+KLOSS_LOSS_ENTRY_POINTS(floating, binary_cross_entropy_with_logits, BinaryCrossEntropyWithLogitsOptions,
+                        (view(input), view(target), opt(weight), opt(pos_weight)), (opt(grad_input)), (reduction))
 
 // --- kl_div ----------------------------------------------------------------------
 
@@ -215,32 +162,10 @@ struct KlDivOptions {
 /// (target log target - target input, 0 where target = 0) or, with
 /// log_target, log-probabilities (e^target (target - input)).
 /// input, target: broadcastable.
-template <class ExecSpace, class InputView, class TargetView, class OutputView, KLOSS_PW_ENABLE>
-void kl_div(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,
-            const KlDivOptions& opts = {}) {
-  using T = typename OutputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_STATIC_CHECKS("kl_div", T, InputView, TargetView);
-  constexpr const char* op = "kl_div";
-  impl::kl_div<ExecSpace, T>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                             as_tensor<M>(output, op, "output"), opts.reduction, opts.log_target);
-}
-
 /// Backward of kl_div w.r.t. input: -target (-e^target with log_target).
 /// (torch 1.13 also differentiates target; kloss does not.)
-template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
-          KLOSS_PW_ENABLE>
-void kl_div_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
-                     const TargetView& target, const GradInputView& grad_input, const KlDivOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_STATIC_CHECKS("kl_div_backward", T, GradOutputView, TargetView, GradInputView);
-  constexpr const char* op = "kl_div_backward";
-  impl::kl_div_backward<ExecSpace, T>(exec, as_tensor<M>(grad_output, op, "grad_output"),
-                                      as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                                      as_optional_tensor<M>(grad_input, op, "grad_input"), opts.reduction,
-                                      opts.log_target);
-}
+KLOSS_LOSS_ENTRY_POINTS(floating, kl_div, KlDivOptions, (view(input), view(target)), (opt(grad_input)),
+                        (reduction, log_target))
 
 // --- poisson_nll_loss ------------------------------------------------------------
 
@@ -256,34 +181,10 @@ struct PoissonNllLossOptions {
 /// poisson_nll_loss: e^input - target input (log_input) or input - target
 /// log(input + eps); full adds Stirling's target log target - target +
 /// log(2 pi target) / 2 where target > 1. input, target: broadcastable.
-template <class ExecSpace, class InputView, class TargetView, class OutputView, KLOSS_PW_ENABLE>
-void poisson_nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,
-                      const PoissonNllLossOptions& opts = {}) {
-  using T = typename OutputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_STATIC_CHECKS("poisson_nll_loss", T, InputView, TargetView);
-  constexpr const char* op = "poisson_nll_loss";
-  impl::poisson_nll_loss<ExecSpace, T>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                                       as_tensor<M>(output, op, "output"), opts.reduction, opts.log_input, opts.full,
-                                       opts.eps);
-}
-
 /// Backward of poisson_nll_loss w.r.t. input: e^input - target
 /// (log_input) or 1 - target / (input + eps).
-template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
-          KLOSS_PW_ENABLE>
-void poisson_nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
-                               const TargetView& target, const GradInputView& grad_input,
-                               const PoissonNllLossOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_STATIC_CHECKS("poisson_nll_loss_backward", T, GradOutputView, TargetView, GradInputView);
-  constexpr const char* op = "poisson_nll_loss_backward";
-  impl::poisson_nll_loss_backward<ExecSpace, T>(exec, as_tensor<M>(grad_output, op, "grad_output"),
-                                                as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                                                as_optional_tensor<M>(grad_input, op, "grad_input"), opts.reduction,
-                                                opts.log_input, opts.full, opts.eps);
-}
+KLOSS_LOSS_ENTRY_POINTS(floating, poisson_nll_loss, PoissonNllLossOptions, (view(input), view(target)),
+                        (opt(grad_input)), (reduction, log_input, full, eps))
 
 // --- gaussian_nll_loss -----------------------------------------------------------
 
@@ -301,38 +202,13 @@ struct GaussianNllLossOptions {
 /// its last dimension 1 (torch's rules). Throws InvalidArgument naming the
 /// position and value of a negative var element. Checked in the kernel:
 /// this call fences.
-template <class ExecSpace, class InputView, class TargetView, class VarView, class OutputView, KLOSS_PW_ENABLE>
-void gaussian_nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const VarView& var,
-                       const OutputView& output, const GaussianNllLossOptions& opts = {}) {
-  using T = typename OutputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_STATIC_CHECKS("gaussian_nll_loss", T, InputView, TargetView, VarView);
-  constexpr const char* op = "gaussian_nll_loss";
-  impl::gaussian_nll_loss<ExecSpace, T>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                                        as_tensor<M>(var, op, "var"), as_tensor<M>(output, op, "output"),
-                                        opts.reduction, opts.full, opts.eps);
-}
-
 /// Backward of gaussian_nll_loss w.r.t. input ((input - target) / v) and
 /// var ((1 / v - (input - target)^2 / v^2) / 2), both at the clamped v:
 /// as torch, whose clamp runs under no_grad, a var below eps still gets
 /// this gradient. grad_var: var's shape (summed over broadcast
 /// dimensions). No var sign check (the forward makes it).
-template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class VarView, class GradInputView,
-          class GradVarView, KLOSS_PW_ENABLE>
-void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
-                                const TargetView& target, const VarView& var, const GradInputView& grad_input,
-                                const GradVarView& grad_var, const GaussianNllLossOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  KLOSS_STATIC_CHECKS("gaussian_nll_loss_backward", T, GradOutputView, TargetView, VarView, GradInputView, GradVarView);
-  constexpr const char* op = "gaussian_nll_loss_backward";
-  impl::gaussian_nll_loss_backward<ExecSpace, T>(
-      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
-      as_tensor<M>(target, op, "target"), as_tensor<M>(var, op, "var"),
-      as_optional_tensor<M>(grad_input, op, "grad_input"), as_optional_tensor<M>(grad_var, op, "grad_var"),
-      opts.reduction, opts.full, opts.eps);
-}
+KLOSS_LOSS_ENTRY_POINTS(floating, gaussian_nll_loss, GaussianNllLossOptions, (view(input), view(target), view(var)),
+                        (opt(grad_input), opt(grad_var)), (reduction, full, eps))
 
 #undef KLOSS_PW_ENABLE
 

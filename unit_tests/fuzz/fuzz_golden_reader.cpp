@@ -31,6 +31,8 @@
 #include <cstring>
 #include <kloss/golden.hpp>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 using kloss::golden::Handle;
@@ -130,6 +132,15 @@ void write_attr(FuzzedDataProvider& p, hid_t obj, const std::string& name, const
   const signed char b = p.ConsumeBool() ? 1 : 0;
   const void* src = nullptr;
   auto copy = [](hid_t t) { return Handle(H5Tcopy(t)); };
+  struct Numeric {
+    hid_t file, mem;
+    const void* src;
+  };
+  const Numeric numeric[] = {{H5T_STD_I64LE, H5T_NATIVE_INT64, &i},
+                             {H5T_STD_U64LE, H5T_NATIVE_INT64, &i},
+                             {H5T_STD_I8LE, H5T_NATIVE_INT64, &i},
+                             {H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &d},
+                             {H5T_IEEE_F32BE, H5T_NATIVE_DOUBLE, &d}};
   switch (kind) {
     case 0:
     case 1:
@@ -152,20 +163,14 @@ void write_attr(FuzzedDataProvider& p, hid_t obj, const std::string& name, const
       break;
     }
     case 3:
-      type = copy(H5T_STD_I64LE), mem = copy(H5T_NATIVE_INT64), src = &i;
-      break;
     case 4:
-      type = copy(H5T_STD_U64LE), mem = copy(H5T_NATIVE_INT64), src = &i;
-      break;
     case 5:
-      type = copy(H5T_STD_I8LE), mem = copy(H5T_NATIVE_INT64), src = &i;
-      break;
     case 6:
-      type = copy(H5T_IEEE_F64LE), mem = copy(H5T_NATIVE_DOUBLE), src = &d;
+    case 7: {  // an integer or a real of another width, sign or byte order
+      const Numeric& t = numeric[kind - 3];
+      type = copy(t.file), mem = copy(t.mem), src = t.src;
       break;
-    case 7:
-      type = copy(H5T_IEEE_F32BE), mem = copy(H5T_NATIVE_DOUBLE), src = &d;
-      break;
+    }
     case 8: {
       type = Handle(H5Tenum_create(H5T_NATIVE_SCHAR));
       const signed char v0 = 0, v1 = 1;
@@ -212,29 +217,16 @@ void write_dataset(FuzzedDataProvider& p, hid_t loc, const std::string& name, st
         p.ConsumeIntegralInRange<hsize_t>(1, hsize_t(1) << 40);
     huge = true;
   }
+  // The file type and the memory type the values are written from: 4-9
+  // another type class, byte order or width.
+  const std::pair<hid_t, hid_t> odd_types[] = {{H5T_STD_I64LE, H5T_NATIVE_INT64},
+                                               {H5T_STD_U64LE, H5T_NATIVE_UINT64},
+                                               {H5T_IEEE_F32BE, H5T_NATIVE_FLOAT},
+                                               {H5T_STD_U8LE, H5T_NATIVE_UINT8},
+                                               {H5T_C_S1, H5T_C_S1},
+                                               {H5T_STD_I32BE, H5T_NATIVE_INT32}};
   hid_t file_type = H5T_IEEE_F64LE, mem_type = H5T_NATIVE_DOUBLE;
-  switch (what) {
-    case 4:
-      file_type = H5T_STD_I64LE, mem_type = H5T_NATIVE_INT64;
-      break;
-    case 5:
-      file_type = H5T_STD_U64LE, mem_type = H5T_NATIVE_UINT64;
-      break;
-    case 6:
-      file_type = H5T_IEEE_F32BE, mem_type = H5T_NATIVE_FLOAT;
-      break;
-    case 7:
-      file_type = H5T_STD_U8LE, mem_type = H5T_NATIVE_UINT8;
-      break;
-    case 8:
-      file_type = H5T_C_S1, mem_type = H5T_C_S1;
-      break;
-    case 9:
-      file_type = H5T_STD_I32BE, mem_type = H5T_NATIVE_INT32;
-      break;
-    default:
-      break;
-  }
+  if (what >= 4 && what <= 9) std::tie(file_type, mem_type) = odd_types[what - 4];
   if (what >= 12 && what <= 15) file_type = H5T_STD_I64LE, mem_type = H5T_NATIVE_INT64;
   Handle space(what == 11     ? H5Screate(H5S_NULL)
                : dims.empty() ? H5Screate(H5S_SCALAR)

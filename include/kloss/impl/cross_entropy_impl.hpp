@@ -987,122 +987,170 @@ CeGeometry ce_check_common(std::string_view op, const Tensor<const T, Mem>& inpu
   return geo;
 }
 
+/// total_weight, where given, holds one element; a mean backward needs it.
+template <class TotalWeight>
+void ce_check_total_weight(std::string_view op, const TotalWeight& total_weight, bool required) {
+  if (required) check_present(op, "total_weight", total_weight);
+  if (total_weight.present && total_weight.numel() != 1)
+    fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ", total_weight.shape.str());
+}
+
+/// What the row kernels of one cross_entropy / nll_loss call read: the row
+/// geometry, the options in the accumulation type A and the launch. The
+/// kernels' lambdas capture it whole.
+template <class A>
+struct CeCall {
+  std::int64_t rows = 0, C = 0, inner = 1, ignore = -100;
+  A eps = 0, zl = 0, cap = 0;
+  int red = 0;  // the Reduction, as the int the device lambdas compare
+  bool has_w = false;
+  int S = 1;  // class slices per row (launch.row_slices)
+  CrossEntropyTuning launch;
+
+  template <class ExecSpace, class Options>
+  CeCall(const ExecSpace&, const CeGeometry& geo, const Options& opts, bool weighted)
+      : rows(geo.rows),
+        C(geo.C),
+        inner(geo.inner),
+        ignore(opts.ignore_index),
+        red(static_cast<int>(opts.reduction)),
+        has_w(weighted),
+        launch(ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning)) {
+    S = launch.row_slices;
+    if constexpr (std::is_same_v<Options, CrossEntropyOptions>) {
+      eps = static_cast<A>(opts.label_smoothing);
+      zl = static_cast<A>(opts.z_loss);
+      cap = static_cast<A>(opts.softcap);
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION bool none() const { return red == static_cast<int>(Reduction::none); }
+  /// Offset of row r's first class in the [N, C, d...] input (64-bit).
+  KOKKOS_INLINE_FUNCTION std::int64_t offset(std::int64_t r) const {
+    const std::int64_t nidx = r / inner;
+    return nidx * C * inner + (r - nidx * inner);
+  }
+  /// Row r's upstream gradient factor: grad_output[r] (none),
+  /// grad_output (sum), grad_output / total weight (mean).
+  template <class GradOut, class TotalWeight>
+  KOKKOS_INLINE_FUNCTION A upstream(const GradOut& go, std::int64_t r, const TotalWeight& tw) const {
+    const A scale = none() ? static_cast<A>(go(r)) : static_cast<A>(go(0));
+    return red == static_cast<int>(Reduction::mean) ? static_cast<A>(static_cast<double>(scale) / tw(0)) : scale;
+  }
+  /// sum_c w_c, the label-smoothing term's lse factor (C without weights
+  /// or without label smoothing, where it is not read).
+  template <class ExecSpace, class W>
+  A weight_total(const ExecSpace& exec, std::string_view op, const W& weight) const {
+    if (!has_w || eps == A(0)) return static_cast<A>(C);
+    return fixed_order_total<A>(exec, concat("kloss::", op, "::weight_sum"), weight.data.data(), C);
+  }
+};
+
+/// One CeSums in the space's memory (a scratch block) and its view.
+template <class ExecSpace>
+struct CeSumsScratch {
+  Scratch<CeSums, typename ExecSpace::memory_space> block;
+  CeSumsView<typename ExecSpace::memory_space> view;
+  explicit CeSumsScratch(const ExecSpace& exec) : block(scratch<CeSums>(exec, 1)), view(block.data()) {}
+  /// The reducer a kernel of the call reduces into the block with.
+  PlusViewReducer<CeSums, typename ExecSpace::memory_space> reducer() const {
+    return PlusViewReducer<CeSums, typename ExecSpace::memory_space>(view);
+  }
+};
+
 template <class ExecSpace, class T, class I>
 void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
                    const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
                    const TensorOut<ExecSpace, acc_t<T>>& lse, const TensorOut<ExecSpace, double>& total_weight,
                    const CrossEntropyOptions& opts) {
   using A = acc_t<T>;
-  using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "cross_entropy";
-  const CeGeometry geo = ce_check_common<Mem, T>(op, input, weight, "output", output, lse, opts);
+  const CeGeometry geo = ce_check_common(op, input, weight, "output", output, lse, opts);
   check_shape(op, "target", target, geo.row_shape);
-  if (total_weight.present && total_weight.numel() != 1)
-    fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ", total_weight.shape.str());
+  ce_check_total_weight(op, total_weight, false);
   check_disjoint(op, {span("output", output), span("lse", lse), span("total_weight", total_weight)},
                  {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::cross_entropy");
 
-  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
-  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner;
-  const std::int64_t ignore = opts.ignore_index;
-  const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
-  const A cap = static_cast<A>(opts.softcap);
-  const bool none = opts.reduction == Reduction::none;
-  const bool has_w = weight.present;
-  // sum_c w_c (C without weights): the label-smoothing term's lse factor.
-  const A w_all = has_w && eps != A(0)
-                      ? fixed_order_total<A>(exec, "kloss::cross_entropy::weight_sum", weight.data.data(), C)
-                      : static_cast<A>(C);
+  const CeCall<A> call(exec, geo, opts, weight.present);
+  const A w_all = call.weight_total(exec, op, weight);
   CeRowConfig<A> cfg;
-  cfg.softcap = cap;
-  cfg.sum_mode = eps == A(0) ? 0 : (has_w ? 2 : 1);
-  auto xv = input.data;
-  auto tv = target.data;
-  auto wv = weight.data;
-  auto ov = output.data;
-  auto lv = lse.data;
+  cfg.softcap = call.cap;
+  cfg.sum_mode = call.eps == A(0) ? 0 : (call.has_w ? 2 : 1);
   const bool save_lse = lse.present;
-  const int S = launch.row_slices;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  const auto sums_s = scratch<CeSums>(exec, 1);
-  const CeSumsView<Mem> sums(sums_s.data());
-  const std::int64_t K = ce_row_splits(exec, rows, C, opts.tuning);
+  const CeSumsScratch<ExecSpace> sums(exec);
+  // Row r's loss and lse from its merged partials p (zero for an ignored or
+  // invalid target t, which it notes); adds its loss and weight to acc.
+  const auto finish_row =
+      KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t t, const CeRowPartials<A>& p, CeSums& acc) {
+    A loss = 0, l = 0;
+    if (t == call.ignore) {
+      // torch: an ignored row contributes nothing (and no weight).
+    } else if (t < 0 || t >= call.C) {
+      acc.bad.note(r, t);
+    } else {
+      const A wt = call.has_w ? static_cast<A>(weight.data(t)) : A(1);
+      l = ce_lse(p);
+      loss = ce_index_row_loss(p, l, wt, call.eps, call.zl, call.C, w_all);
+      acc.weight += static_cast<double>(wt);
+    }
+    acc.loss += static_cast<double>(loss);
+    return Kokkos::pair<A, A>(loss, l);
+  };
+  const std::int64_t K = ce_row_splits(exec, call.rows, call.C, opts.tuning);
   if (K > 1) {
     // Few rows: segment k of row r is work item r * K + k (a team thread
     // with its vector lanes); its partials go to `parts`, merged per row by
     // a second kernel.
-    const auto parts_s = scratch<CeRowPartials<A>>(exec, rows * K);
+    const auto parts_s = scratch<CeRowPartials<A>>(exec, call.rows * K);
     const auto parts = parts_s.view();
-    CrossEntropyTuning per_thread = launch;  // an item per team thread
-    per_thread.rows_per_team = launch.team_size;
+    CrossEntropyTuning per_thread = call.launch;  // an item per team thread
+    per_thread.rows_per_team = call.launch.team_size;
     ce_rows_for(
-        exec, "kloss::cross_entropy::segments", per_thread, rows * K,
+        exec, "kloss::cross_entropy::segments", per_thread, call.rows * K,
         KOKKOS_LAMBDA(const Member& mem, const std::int64_t it) {
           const std::int64_t r = it / K, k = it - r * K;
-          const std::int64_t c0 = ce_segment_begin(C, k, K), c1 = ce_segment_begin(C, k + 1, K);
-          const std::int64_t nidx = r / inner, m = r - nidx * inner;
-          const T* x = xv.data() + nidx * C * inner + m + c0 * inner;
-          const std::int64_t t = static_cast<std::int64_t>(tv(r));
+          const std::int64_t c0 = ce_segment_begin(call.C, k, K), c1 = ce_segment_begin(call.C, k + 1, K);
+          const std::int64_t t = static_cast<std::int64_t>(target.data(r));
           CeRowPartials<A> p = ce_empty_partials<A>();
-          if (t != ignore && t >= 0 && t < C) {
+          if (t != call.ignore && t >= 0 && t < call.C) {
             const std::int64_t tl = t >= c0 && t < c1 ? t - c0 : -1;
-            p = ce_row_partials_lanes(mem, S, x, c1 - c0, inner, tl, cfg, has_w ? wv.data() + c0 : nullptr);
+            p = ce_row_partials_lanes(mem, call.S, input.data.data() + call.offset(r) + c0 * call.inner, c1 - c0,
+                                      call.inner, tl, cfg, call.has_w ? weight.data.data() + c0 : nullptr);
           }
           Kokkos::single(Kokkos::PerThread(mem), [&]() { parts(it) = p; });
         });
     fixed_order_reduce(
-        exec, "kloss::cross_entropy::merge_segments", rows,
+        exec, "kloss::cross_entropy::merge_segments", call.rows,
         KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
-          const std::int64_t t = static_cast<std::int64_t>(tv(r));
-          A loss = 0, l = 0;
-          if (t == ignore) {
-          } else if (t < 0 || t >= C) {
-            acc.bad.note(r, t);
-          } else {
-            CeRowPartials<A> p = parts(r * K);
-            for (std::int64_t k = 1; k < K; ++k) p = ce_merge_partials(p, parts(r * K + k));
-            const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
-            l = ce_lse(p);
-            loss = ce_index_row_loss(p, l, wt, eps, zl, C, w_all);
-            acc.weight += static_cast<double>(wt);
-          }
-          if (save_lse) lv(r) = l;
-          if (none) ov(r) = static_cast<T>(loss);
-          acc.loss += static_cast<double>(loss);
+          const std::int64_t t = static_cast<std::int64_t>(target.data(r));
+          CeRowPartials<A> p = parts(r * K);
+          for (std::int64_t k = 1; k < K; ++k) p = ce_merge_partials(p, parts(r * K + k));
+          const Kokkos::pair<A, A> row = finish_row(r, t, p, acc);
+          if (save_lse) lse.data(r) = row.second;
+          if (call.none()) output.data(r) = static_cast<T>(row.first);
         },
-        PlusViewReducer<CeSums, Mem>(sums));
-    ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, true, output, total_weight, C,
-                            ignore);
-    return;
+        sums.reducer());
+  } else {
+    ce_rows_reduce(
+        exec, "kloss::cross_entropy::forward", call.launch, call.rows,
+        KOKKOS_LAMBDA(const Member& mem, const std::int64_t r, CeSums& acc) {
+          const std::int64_t t = static_cast<std::int64_t>(target.data(r));
+          CeRowPartials<A> p = ce_empty_partials<A>();
+          if (t != call.ignore && t >= 0 && t < call.C)
+            p = ce_row_partials_lanes(mem, call.S, input.data.data() + call.offset(r), call.C, call.inner, t, cfg,
+                                      call.has_w ? weight.data.data() : nullptr);
+          const Kokkos::pair<A, A> row = finish_row(r, t, p, acc);
+          Kokkos::single(Kokkos::PerThread(mem), [&]() {
+            if (save_lse) lse.data(r) = row.second;
+            if (call.none()) output.data(r) = static_cast<T>(row.first);
+          });
+        },
+        sums.reducer());
   }
-  ce_rows_reduce(
-      exec, "kloss::cross_entropy::forward", launch, rows,
-      KOKKOS_LAMBDA(const Member& mem, const std::int64_t r, CeSums& acc) {
-        const std::int64_t nidx = r / inner, m = r - nidx * inner;
-        const T* x = xv.data() + nidx * C * inner + m;  // 64-bit offsets
-        const std::int64_t t = static_cast<std::int64_t>(tv(r));
-        A loss = 0, l = 0;
-        if (t == ignore) {
-          // torch: an ignored row contributes nothing (and no weight).
-        } else if (t < 0 || t >= C) {
-          acc.bad.note(r, t);
-        } else {
-          const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
-          const CeRowPartials<A> p = ce_row_partials_lanes(mem, S, x, C, inner, t, cfg, has_w ? wv.data() : nullptr);
-          l = ce_lse(p);
-          loss = ce_index_row_loss(p, l, wt, eps, zl, C, w_all);
-          acc.weight += static_cast<double>(wt);
-        }
-        Kokkos::single(Kokkos::PerThread(mem), [&]() {
-          if (save_lse) lv(r) = l;
-          if (none) ov(r) = static_cast<T>(loss);
-        });
-        acc.loss += static_cast<double>(loss);
-      },
-      PlusViewReducer<CeSums, Mem>(sums));
-  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, true, output, total_weight, C,
-                          ignore);
+  ce_finish<ExecSpace, T>(exec, op, sums.view, opts.deferred_check, opts.reduction, call.rows, true, output,
+                          total_weight, call.C, call.ignore);
 }
 
 /// The checks both cross_entropy backwards (class indices, probabilities)
@@ -1114,7 +1162,7 @@ CeGeometry ce_check_backward(std::string_view op, const Tensor<const T, Mem>& gr
                              const Tensor<const acc_t<T>, Mem>& lse, const Tensor<T, Mem>& grad_input,
                              const CrossEntropyOptions& opts) {
   check_present(op, "lse", lse);
-  const CeGeometry geo = ce_check_common<Mem, T>(op, input, weight, "grad_output", grad_output, lse, opts);
+  const CeGeometry geo = ce_check_common(op, input, weight, "grad_output", grad_output, lse, opts);
   check_present(op, "grad_input", grad_input);
   check_shape(op, "grad_input", grad_input, input.shape);
   return geo;
@@ -1127,73 +1175,48 @@ void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
                             const TensorIn<ExecSpace, double>& total_weight, const TensorOut<ExecSpace, T>& grad_input,
                             const CrossEntropyOptions& opts) {
   using A = acc_t<T>;
-  using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "cross_entropy_backward";
-  const CeGeometry geo = ce_check_backward<Mem, T>(op, grad_output, input, weight, lse, grad_input, opts);
+  const CeGeometry geo = ce_check_backward(op, grad_output, input, weight, lse, grad_input, opts);
   check_shape(op, "target", target, geo.row_shape);
-  if (opts.reduction == Reduction::mean) {
-    check_present(op, "total_weight", total_weight);
-    if (total_weight.numel() != 1)
-      fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ",
-                              total_weight.shape.str());
-  }
+  ce_check_total_weight(op, total_weight, opts.reduction == Reduction::mean);
   check_disjoint(op, {span("grad_input", grad_input)},
                  {span("grad_output", grad_output), span("input", input), span("target", target),
                   span("weight", weight), span("lse", lse), span("total_weight", total_weight)},
                  {"grad_input", "input"});
   ProfilingRegion region("kloss::cross_entropy_backward");
 
-  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
-  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner;
-  const std::int64_t ignore = opts.ignore_index;
-  const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
-  const A cap = static_cast<A>(opts.softcap);
-  const int red = static_cast<int>(opts.reduction);
-  const bool has_w = weight.present;
-  const A w_all = has_w && eps != A(0)
-                      ? fixed_order_total<A>(exec, "kloss::cross_entropy_backward::weight_sum", weight.data.data(), C)
-                      : static_cast<A>(C);
-  auto xv = input.data;
-  auto tv = target.data;
-  auto wv = weight.data;
-  auto gov = grad_output.data;
-  auto lv = lse.data;
-  auto twv = total_weight.data;
-  auto gv = grad_input.data;
-  const int S = launch.row_slices;
+  const CeCall<A> call(exec, geo, opts, weight.present);
+  const A w_all = call.weight_total(exec, op, weight);
   // Work item it = r * K + k: classes [c0, c1) (segment k of K) of row r;
   // K = 1 but for few rows (ce_row_splits).
-  const std::int64_t K = ce_row_splits(exec, rows, C, opts.tuning);
-  const std::int64_t items = rows * K;
+  const std::int64_t K = ce_row_splits(exec, call.rows, call.C, opts.tuning);
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  const auto sums_s = scratch<CeSums>(exec, 1);
-  const CeSumsView<Mem> sums(sums_s.data());
+  const CeSumsScratch<ExecSpace> sums(exec);
   ce_rows_reduce(
-      exec, "kloss::cross_entropy_backward::grad", launch, items,
+      exec, "kloss::cross_entropy_backward::grad", call.launch, call.rows * K,
       KOKKOS_LAMBDA(const Member& mem, const std::int64_t it, CeSums& acc) {
+        const std::int64_t C = call.C, inner = call.inner;
         const std::int64_t r = K == 1 ? it : it / K, k = it - r * K;
         const std::int64_t c0 = K == 1 ? 0 : ce_segment_begin(C, k, K);
         const std::int64_t c1 = K == 1 ? C : ce_segment_begin(C, k + 1, K);
-        const std::int64_t nidx = r / inner, m = r - nidx * inner;
-        const std::int64_t off = nidx * C * inner + m + c0 * inner;
-        const T* x = xv.data() + off;
-        T* g = gv.data() + off;
-        const std::int64_t t = static_cast<std::int64_t>(tv(r));
-        if (t == ignore || t < 0 || t >= C) {
-          if (t != ignore && k == 0) acc.bad.note(r, t);
-          ce_zero_row_lanes(mem, S, g, c1 - c0, inner);
+        const std::int64_t off = call.offset(r) + c0 * inner;
+        T* g = grad_input.data.data() + off;
+        const std::int64_t t = static_cast<std::int64_t>(target.data(r));
+        if (t == call.ignore || t < 0 || t >= C) {
+          if (t != call.ignore && k == 0) acc.bad.note(r, t);
+          ce_zero_row_lanes(mem, call.S, g, c1 - c0, inner);
           return;
         }
-        // upstream factor: grad_output[r] (none), grad_output / total weight (mean), grad_output (sum)
-        A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
-        if (red == static_cast<int>(Reduction::mean)) scale = static_cast<A>(static_cast<double>(scale) / twv(0));
-        const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
-        const CeRowGrad<A> coef = ce_row_grad(scale, wt, w_all, eps, C, zl, lv(r), cap, has_w);
+        const A wt = call.has_w ? static_cast<A>(weight.data(t)) : A(1);
+        const CeRowGrad<A> coef = ce_row_grad(call.upstream(grad_output.data, r, total_weight.data), wt, w_all,
+                                              call.eps, C, call.zl, lse.data(r), call.cap, call.has_w);
         const std::int64_t tl = t >= c0 && t < c1 ? t - c0 : -1;
-        ce_backward_lanes(mem, S, x, g, c1 - c0, inner, tl, lv(r), coef, has_w ? wv.data() + c0 : nullptr);
+        ce_backward_lanes(mem, call.S, input.data.data() + off, g, c1 - c0, inner, tl, lse.data(r), coef,
+                          call.has_w ? weight.data.data() + c0 : nullptr);
       },
-      PlusViewReducer<CeSums, Mem>(sums), CeOrder::any);
-  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, Reduction::none, rows, true, {}, {}, C, ignore);
+      sums.reducer(), CeOrder::any);
+  ce_finish<ExecSpace, T>(exec, op, sums.view, opts.deferred_check, Reduction::none, call.rows, true, {}, {}, call.C,
+                          call.ignore);
 }
 
 template <class ExecSpace, class T>
@@ -1202,35 +1225,23 @@ void cross_entropy_prob(const ExecSpace& exec, const TensorIn<ExecSpace, T>& inp
                         const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, acc_t<T>>& lse,
                         const CrossEntropyOptions& opts) {
   using A = acc_t<T>;
-  using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "cross_entropy";
-  const CeGeometry geo = ce_check_common<Mem, T>(op, input, weight, "output", output, lse, opts);
+  const CeGeometry geo = ce_check_common(op, input, weight, "output", output, lse, opts);
   check_shape(op, "target", target, input.shape);
   check_disjoint(op, {span("output", output), span("lse", lse)},
                  {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::cross_entropy");
-  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
-  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner;
-  const int S = launch.row_slices;
-  const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
-  const A cap = static_cast<A>(opts.softcap);
-  const bool none = opts.reduction == Reduction::none;
-  const bool has_w = weight.present, save_lse = lse.present;
-  auto xv = input.data;
-  auto pv = target.data;
-  auto wv = weight.data;
-  auto ov = output.data;
-  auto lv = lse.data;
+  const CeCall<A> call(exec, geo, opts, weight.present);
+  const bool save_lse = lse.present;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  const auto sums_s = scratch<CeSums>(exec, 1);
-  const CeSumsView<Mem> sums(sums_s.data());
+  const CeSumsScratch<ExecSpace> sums(exec);
   ce_rows_reduce(
-      exec, "kloss::cross_entropy::forward_prob", launch, rows,
+      exec, "kloss::cross_entropy::forward_prob", call.launch, call.rows,
       KOKKOS_LAMBDA(const Member& mem, const std::int64_t r, CeSums& acc) {
-        const std::int64_t nidx = r / inner, m = r - nidx * inner;
-        const std::int64_t off = nidx * C * inner + m;
-        const CeProbPartials<A> p = ce_row_partials_prob_lanes(mem, S, xv.data() + off, pv.data() + off, C, inner, eps,
-                                                               cap, has_w ? wv.data() : nullptr);
+        const std::int64_t off = call.offset(r);
+        const CeProbPartials<A> p =
+            ce_row_partials_prob_lanes(mem, call.S, input.data.data() + off, target.data.data() + off, call.C,
+                                       call.inner, call.eps, call.cap, call.has_w ? weight.data.data() : nullptr);
         if (p.bad_count > 0 && (acc.bad_prob == 0 || off + p.bad_pos < acc.bad_prob_pos)) {
           acc.bad_prob_pos = off + p.bad_pos;
           acc.bad_prob_val = static_cast<double>(p.bad_val);
@@ -1238,17 +1249,17 @@ void cross_entropy_prob(const ExecSpace& exec, const TensorIn<ExecSpace, T>& inp
         acc.bad_prob += p.bad_count;
         const A l = ce_lse(p.lse);
         // sum_c w_c p'_c (lse - z_c) + zl lse^2
-        const A loss = p.q * l - p.s + zl * l * l;
+        const A loss = p.q * l - p.s + call.zl * l * l;
         Kokkos::single(Kokkos::PerThread(mem), [&]() {
-          if (save_lse) lv(r) = l;
-          if (none) ov(r) = static_cast<T>(loss);
+          if (save_lse) lse.data(r) = l;
+          if (call.none()) output.data(r) = static_cast<T>(loss);
         });
         acc.loss += static_cast<double>(loss);
       },
-      PlusViewReducer<CeSums, Mem>(sums));
+      sums.reducer());
   // torch: the mean over probability targets divides by the number of rows.
-  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, false, output, {}, C,
-                          opts.ignore_index);
+  ce_finish<ExecSpace, T>(exec, op, sums.view, opts.deferred_check, opts.reduction, call.rows, false, output, {},
+                          call.C, call.ignore);
 }
 
 template <class ExecSpace, class T>
@@ -1257,51 +1268,38 @@ void cross_entropy_prob_backward(const ExecSpace& exec, const TensorIn<ExecSpace
                                  const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, acc_t<T>>& lse,
                                  const TensorOut<ExecSpace, T>& grad_input, const CrossEntropyOptions& opts) {
   using A = acc_t<T>;
-  using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "cross_entropy_backward";
-  const CeGeometry geo = ce_check_backward<Mem, T>(op, grad_output, input, weight, lse, grad_input, opts);
+  const CeGeometry geo = ce_check_backward(op, grad_output, input, weight, lse, grad_input, opts);
   check_shape(op, "target", target, input.shape);
   check_disjoint(op, {span("grad_input", grad_input)},
                  {span("grad_output", grad_output), span("input", input), span("target", target),
                   span("weight", weight), span("lse", lse)},
                  {"grad_input", "input"});
   ProfilingRegion region("kloss::cross_entropy_backward");
-  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
-  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner;
-  const int S = launch.row_slices;
-  const A eps = static_cast<A>(opts.label_smoothing), zl = static_cast<A>(opts.z_loss);
-  const A cap = static_cast<A>(opts.softcap);
-  const int red = static_cast<int>(opts.reduction);
-  const bool has_w = weight.present;
-  const A inv_rows = rows > 0 ? A(1) / static_cast<A>(rows) : quiet_nan<A>();
-  auto xv = input.data;
-  auto pv = target.data;
-  auto wv = weight.data;
-  auto gov = grad_output.data;
-  auto lv = lse.data;
-  auto gv = grad_input.data;
+  const CeCall<A> call(exec, geo, opts, weight.present);
+  const A inv_rows = call.rows > 0 ? A(1) / static_cast<A>(call.rows) : quiet_nan<A>();
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   ce_rows_for(
-      exec, "kloss::cross_entropy_backward::grad_prob", launch, rows,
+      exec, "kloss::cross_entropy_backward::grad_prob", call.launch, call.rows,
       KOKKOS_LAMBDA(const Member& mem, const std::int64_t r) {
-        const std::int64_t nidx = r / inner, m = r - nidx * inner;
-        const std::int64_t off = nidx * C * inner + m;
-        A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
-        if (red == static_cast<int>(Reduction::mean)) scale *= inv_rows;
-        const T* w = has_w ? wv.data() : nullptr;
+        const std::int64_t off = call.offset(r);
+        A scale = call.none() ? static_cast<A>(grad_output.data(r)) : static_cast<A>(grad_output.data(0));
+        if (call.red == static_cast<int>(Reduction::mean)) scale *= inv_rows;
+        const T* w = call.has_w ? weight.data.data() : nullptr;
         // q = sum_c w_c p'_c, the softmax coefficient's factor
-        const A q = ce_prob_mass_lanes(mem, S, pv.data() + off, C, inner, eps, w);
-        ce_backward_prob_lanes(mem, S, xv.data() + off, pv.data() + off, gv.data() + off, C, inner, lv(r), q, scale,
-                               eps, zl, cap, w);
+        const A q = ce_prob_mass_lanes(mem, call.S, target.data.data() + off, call.C, call.inner, call.eps, w);
+        ce_backward_prob_lanes(mem, call.S, input.data.data() + off, target.data.data() + off,
+                               grad_input.data.data() + off, call.C, call.inner, lse.data(r), q, scale, call.eps,
+                               call.zl, call.cap, w);
       });
 }
 
 /// The checks nll_loss and its backward share: options, target [N, d...],
 /// weight, and the output or grad_output (`out_name`). Returns the input's
 /// geometry.
-template <class Mem, class T, class I>
+template <class Mem, class T, class I, class Out>
 CeGeometry nll_check_common(std::string_view op, const Tensor<const T, Mem>& input, const Tensor<const I, Mem>& target,
-                            const Tensor<const T, Mem>& weight, const char* out_name, const Tensor<const T, Mem>& out,
+                            const Tensor<const T, Mem>& weight, const char* out_name, const Out& out,
                             const NllLossOptions& opts) {
   const CeGeometry geo = ce_geometry(op, input);
   check_reduction(op, opts.reduction);
@@ -1317,44 +1315,35 @@ void nll_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const 
               const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
               const TensorOut<ExecSpace, double>& total_weight, const NllLossOptions& opts) {
   using A = acc_t<T>;
-  using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "nll_loss";
-  const CeGeometry geo = nll_check_common<Mem, T, I>(op, input, target, weight, "output", output, opts);
-  if (total_weight.present && total_weight.numel() != 1)
-    fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ", total_weight.shape.str());
+  const CeGeometry geo = nll_check_common(op, input, target, weight, "output", output, opts);
+  ce_check_total_weight(op, total_weight, false);
   check_disjoint(op, {span("output", output), span("total_weight", total_weight)},
                  {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::nll_loss");
-  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner, ignore = opts.ignore_index;
-  const bool none = opts.reduction == Reduction::none, has_w = weight.present;
-  auto xv = input.data;
-  auto tv = target.data;
-  auto wv = weight.data;
-  auto ov = output.data;
-  const auto sums_s = scratch<CeSums>(exec, 1);
-  const CeSumsView<Mem> sums(sums_s.data());
+  const CeCall<A> call(exec, geo, opts, weight.present);
+  const CeSumsScratch<ExecSpace> sums(exec);
   // One gathered element per row: a flat range over rows is the whole kernel.
   fixed_order_reduce(
-      exec, "kloss::nll_loss::forward", rows,
+      exec, "kloss::nll_loss::forward", call.rows,
       KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
-        const std::int64_t t = static_cast<std::int64_t>(tv(r));
+        const std::int64_t t = static_cast<std::int64_t>(target.data(r));
         A loss = 0;
-        if (t != ignore) {
-          if (t < 0 || t >= C) {
+        if (t != call.ignore) {
+          if (t < 0 || t >= call.C) {
             acc.bad.note(r, t);
           } else {
-            const std::int64_t nidx = r / inner, m = r - nidx * inner;
-            const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
-            loss = -wt * static_cast<A>(xv(nidx * C * inner + t * inner + m));  // -w_t x_t
+            const A wt = call.has_w ? static_cast<A>(weight.data(t)) : A(1);
+            loss = -wt * static_cast<A>(input.data(call.offset(r) + t * call.inner));  // -w_t x_t
             acc.weight += static_cast<double>(wt);
           }
         }
-        if (none) ov(r) = static_cast<T>(loss);
+        if (call.none()) output.data(r) = static_cast<T>(loss);
         acc.loss += static_cast<double>(loss);
       },
-      PlusViewReducer<CeSums, Mem>(sums));
-  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, opts.reduction, rows, true, output, total_weight, C,
-                          ignore);
+      sums.reducer());
+  ce_finish<ExecSpace, T>(exec, op, sums.view, opts.deferred_check, opts.reduction, call.rows, true, output,
+                          total_weight, call.C, call.ignore);
 }
 
 template <class ExecSpace, class T, class I>
@@ -1363,61 +1352,43 @@ void nll_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad
                        const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, double>& total_weight,
                        const TensorOut<ExecSpace, T>& grad_input, const NllLossOptions& opts) {
   using A = acc_t<T>;
-  using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "nll_loss_backward";
-  const CeGeometry geo = nll_check_common<Mem, T, I>(op, input, target, weight, "grad_output", grad_output, opts);
-  if (opts.reduction == Reduction::mean) {
-    check_present(op, "total_weight", total_weight);
-    if (total_weight.numel() != 1)
-      fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ",
-                              total_weight.shape.str());
-  }
+  const CeGeometry geo = nll_check_common(op, input, target, weight, "grad_output", grad_output, opts);
+  ce_check_total_weight(op, total_weight, opts.reduction == Reduction::mean);
   check_present(op, "grad_input", grad_input);
   check_shape(op, "grad_input", grad_input, input.shape);
   check_disjoint(op, {span("grad_input", grad_input)},
                  {span("grad_output", grad_output), span("input", input), span("target", target),
                   span("weight", weight), span("total_weight", total_weight)});
   ProfilingRegion region("kloss::nll_loss_backward");
-  const CrossEntropyTuning launch = ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning);
-  const std::int64_t rows = geo.rows, C = geo.C, inner = geo.inner;
-  const std::int64_t ignore = opts.ignore_index;
-  const int red = static_cast<int>(opts.reduction);
-  const bool has_w = weight.present;
-  auto tv = target.data;
-  auto wv = weight.data;
-  auto gov = grad_output.data;
-  auto twv = total_weight.data;
-  auto gv = grad_input.data;
-  const int S = launch.row_slices;
+  const CeCall<A> call(exec, geo, opts, weight.present);
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  const auto sums_s = scratch<CeSums>(exec, 1);
-  const CeSumsView<Mem> sums(sums_s.data());
+  const CeSumsScratch<ExecSpace> sums(exec);
   ce_rows_reduce(
-      exec, "kloss::nll_loss_backward::grad", launch, rows,
+      exec, "kloss::nll_loss_backward::grad", call.launch, call.rows,
       KOKKOS_LAMBDA(const Member& mem, const std::int64_t r, CeSums& acc) {
-        const std::int64_t nidx = r / inner, m = r - nidx * inner;
-        T* g = gv.data() + nidx * C * inner + m;
-        const std::int64_t t = static_cast<std::int64_t>(tv(r));
+        T* g = grad_input.data.data() + call.offset(r);
+        const std::int64_t t = static_cast<std::int64_t>(target.data(r));
         // The row's one nonzero: d(-w_t x_t)/dx_t at class t (none
         // for an ignored or invalid target).
         std::int64_t hot = -1;
         A val = 0;
-        if (t != ignore && (t < 0 || t >= C)) {
+        if (t != call.ignore && (t < 0 || t >= call.C)) {
           acc.bad.note(r, t);
-        } else if (t != ignore) {
-          A scale = red == static_cast<int>(Reduction::none) ? static_cast<A>(gov(r)) : static_cast<A>(gov(0));
-          if (red == static_cast<int>(Reduction::mean)) scale = static_cast<A>(static_cast<double>(scale) / twv(0));
-          const A wt = has_w ? static_cast<A>(wv(t)) : A(1);
+        } else if (t != call.ignore) {
+          const A wt = call.has_w ? static_cast<A>(weight.data(t)) : A(1);
           hot = t;
-          val = -wt * scale;
+          val = -wt * call.upstream(grad_output.data, r, total_weight.data);
         }
         // Class slices on the vector lanes (lane j writes j, j + S, ...).
+        const int S = call.S;
         Kokkos::parallel_for(Kokkos::ThreadVectorRange(mem, S), [&](const int j) {
-          for (std::int64_t c = j; c < C; c += S) g[c * inner] = static_cast<T>(c == hot ? val : A(0));
+          for (std::int64_t c = j; c < call.C; c += S) g[c * call.inner] = static_cast<T>(c == hot ? val : A(0));
         });
       },
-      PlusViewReducer<CeSums, Mem>(sums), CeOrder::any);
-  ce_finish<ExecSpace, T>(exec, op, sums, opts.deferred_check, Reduction::none, rows, true, {}, {}, C, ignore);
+      sums.reducer(), CeOrder::any);
+  ce_finish<ExecSpace, T>(exec, op, sums.view, opts.deferred_check, Reduction::none, call.rows, true, {}, {}, call.C,
+                          call.ignore);
 }
 
 }  // namespace impl

@@ -166,6 +166,21 @@ inline std::int64_t normalize_padding_idx(std::string_view op, const std::option
   return *p < 0 ? *p + V : *p;
 }
 
+/// An embedding table [V, D] (the weight or its gradient, `name`) and the
+/// padding row its options name (-1 for none), checked.
+struct TableGeometry {
+  std::int64_t V = 0, D = 0, pad = -1;
+};
+template <class Table, class Options>
+TableGeometry table_geometry(std::string_view op, std::string_view name, const Table& table, const Options& opts) {
+  check_rank(op, name, table, 2);
+  TableGeometry g;
+  g.V = table.extent(0);
+  g.D = table.extent(1);
+  g.pad = normalize_padding_idx(op, opts.padding_idx, g.V);
+  return g;
+}
+
 /// Where the bags of an embedding_bag call start and end: fixed-size bags
 /// of a 2-D input, or offsets into a 1-D input.
 template <class I, class Mem>
@@ -500,9 +515,8 @@ void embedding_renorm(const ExecSpace& exec, const std::string& op, const Tensor
 template <class ExecSpace, class T, class I>
 void embedding(const ExecSpace& exec, const TensorIn<ExecSpace, I>& input, const TensorIn<ExecSpace, T>& weight,
                const TensorOut<ExecSpace, T>& output, const EmbeddingOptions& opts) {
-  check_rank("embedding", "weight", weight, 2);
-  const std::int64_t V = weight.extent(0), D = weight.extent(1);
-  normalize_padding_idx("embedding", opts.padding_idx, V);
+  const TableGeometry table = table_geometry("embedding", "weight", weight, opts);
+  const std::int64_t V = table.V, D = table.D;
   Shape out_shape = input.shape;
   require(out_shape.rank < max_rank, "embedding", "argument 'input' has rank ", input.rank(), "; at most ",
           max_rank - 1, " is supported");
@@ -823,9 +837,8 @@ void embedding_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& gra
                         const TensorIn<ExecSpace, I>& input, const TensorOut<ExecSpace, T>& grad_weight,
                         const EmbeddingOptions& opts) {
   const std::string op = "embedding_backward";
-  check_rank(op, "grad_weight", grad_weight, 2);
-  const std::int64_t V = grad_weight.extent(0), D = grad_weight.extent(1);
-  const std::int64_t pad = normalize_padding_idx(op, opts.padding_idx, V);
+  const TableGeometry table = table_geometry(op, "grad_weight", grad_weight, opts);
+  const std::int64_t V = table.V, D = table.D, pad = table.pad;
   check_embedding_grad_output(op, grad_output, input, D, "grad_weight");
   check_disjoint(op, {span("grad_weight", grad_weight)}, {span("grad_output", grad_output), span("input", input)});
   ProfilingRegion region("kloss::" + op);
@@ -1089,9 +1102,8 @@ void embedding_bag(const ExecSpace& exec, const TensorIn<ExecSpace, I>& input, c
                    const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, I>& max_indices,
                    const EmbeddingBagOptions& opts) {
   const std::string op = "embedding_bag";
-  check_rank(op, "weight", weight, 2);
-  const std::int64_t V = weight.extent(0), D = weight.extent(1);
-  const std::int64_t pad = normalize_padding_idx(op, opts.padding_idx, V);
+  const TableGeometry table = table_geometry(op, "weight", weight, opts);
+  const std::int64_t V = table.V, D = table.D, pad = table.pad;
   const auto bags = check_bags<ExecSpace, T, I>(exec, op, input, offsets, per_sample_weights, opts);
   const std::int64_t B = bags.num_bags;
   check_shape(op, "output", output, Shape{B, D});
@@ -1202,9 +1214,8 @@ void embedding_bag_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
   using A = acc_t<T>;
   using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
   const std::string op = "embedding_bag_backward";
-  check_rank(op, "grad_weight", grad_weight, 2);
-  const std::int64_t V = grad_weight.extent(0), D = grad_weight.extent(1);
-  const std::int64_t pad = normalize_padding_idx(op, opts.padding_idx, V);
+  const TableGeometry table = table_geometry(op, "grad_weight", grad_weight, opts);
+  const std::int64_t V = table.V, D = table.D, pad = table.pad;
   const auto bags = check_bags<ExecSpace, T, I>(exec, op, input, offsets, per_sample_weights, opts);
   const std::int64_t B = bags.num_bags, n = input.numel();
   check_bag_grad_output(op, grad_output, B, D, "grad_weight");

@@ -277,10 +277,13 @@ void with_norm_kind(NormKind k, F&& f) {
 // ============================================================================
 namespace margin {
 
-/// The check of the element-wise margin ops: operand K, the target, must be
-/// 1 or -1, forward and backward. Their losses have no exp / log.
-template <int K>
+/// The element-wise margin ops of Arity operands (Differentiable: the
+/// operands with a gradient, a bit each) whose operand K, the target, must
+/// be 1 or -1, forward and backward. Their losses have no exp / log.
+template <int K, int Arity, unsigned Differentiable>
 struct SignTarget {
+  static constexpr int arity = Arity;
+  static constexpr unsigned differentiable = Differentiable;
   static constexpr bool checked = true, checked_backward = true, sum_in_lanes = true;
   static constexpr const char* requirement = "hold only 1 or -1";
   template <class A>
@@ -292,9 +295,7 @@ struct SignTarget {
 /// Operands (input x, target t): x where t = 1, max(0, margin - x) where
 /// t = -1.  d/dx = 1 (t = 1); -1 where margin - x >= 0 (t = -1, torch's
 /// clamp_min mask).
-struct HingeOp : SignTarget<1> {
-  static constexpr int arity = 2;
-  static constexpr unsigned differentiable = 0b1;
+struct HingeOp : SignTarget<1, 2, 0b1> {
   double margin = 1.0;
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, M&) const {
@@ -308,9 +309,7 @@ struct HingeOp : SignTarget<1> {
 
 /// Operands (x1, x2, t): max(0, z) with z = -t (x1 - x2) + margin.
 /// dz/dx1 = -t, dz/dx2 = t; max(0, z) passes where z >= 0.
-struct MarginRankingOp : SignTarget<2> {
-  static constexpr int arity = 3;
-  static constexpr unsigned differentiable = 0b11;
+struct MarginRankingOp : SignTarget<2, 3, 0b11> {
   double margin = 0.0;
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, M&) const {
@@ -454,8 +453,9 @@ namespace margin {
 // under tuning::test_margin_row_slices): a row per team thread, its
 // elements j = l, l + S, l + 2S, ... on vector lane l of S interleaved
 // slices (consecutive lanes read consecutive elements), the lanes'
-// partials merged by a vector reduction. Host spaces otherwise run the
-// row-per-thread loops below each op.
+// partials merged by a vector reduction. Host spaces otherwise give each
+// row to one thread, whose loops keep tuning::margin_lanes partial sums.
+// Each op writes its row body once, over a RowCtx (either mapping).
 // ---------------------------------------------------------------------------
 
 /// Slices per row of the lanes mapping on ExecSpace; 0: the host's loops.
@@ -544,42 +544,6 @@ void lanes_rows_sum(const ExecSpace& exec, const std::string& label, I64 N, int 
                     PlusViewReducer<double, Mem>(typename PlusViewReducer<double, Mem>::result_view_type(sum.data())));
 }
 
-/// The forward of a row-wise loss without target checks: row r's loss is
-/// row_loss(r) (host loops) or, with S > 0 slices, lanes_loss(mem, r) (the
-/// lanes mapping); written per row (reduction none) or summed and scaled
-/// into out[0]. Asynchronous.
-template <class ExecSpace, class T, class RowLoss, class LanesLoss>
-void row_loss_forward(const ExecSpace& exec, const std::string& op, I64 N, int S, const RowLoss& row_loss,
-                      const LanesLoss& lanes_loss, const TensorOut<ExecSpace, T>& output, Reduction reduction) {
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  if (reduction == Reduction::none) {
-    auto o = output.data;
-    if (S > 0)
-      lanes_rows_for(
-          exec, "kloss::" + op + "::forward", N, S, KOKKOS_LAMBDA(const Member& mem, const I64 r) {
-            const auto l = lanes_loss(mem, r);
-            Kokkos::single(Kokkos::PerThread(mem), [&]() { o(r) = static_cast<T>(l); });
-          });
-    else
-      Kokkos::parallel_for(
-          "kloss::" + op + "::forward", Range<ExecSpace>(exec, 0, N),
-          KOKKOS_LAMBDA(const I64 r) { o(r) = static_cast<T>(row_loss(r)); });
-    return;
-  }
-  const auto sum_s = scratch<double>(exec, 1);
-  const DeviceScalar<ExecSpace> sum(sum_s.data());
-  if (S > 0)
-    lanes_rows_sum(
-        exec, "kloss::" + op + "::forward_sum", N, S,
-        KOKKOS_LAMBDA(const Member& mem, const I64 r, double& acc) { acc += static_cast<double>(lanes_loss(mem, r)); },
-        sum);
-  else
-    fixed_order_sum(
-        exec, "kloss::" + op + "::forward_sum", N,
-        KOKKOS_LAMBDA(const I64 r, double& acc) { acc += static_cast<double>(row_loss(r)); }, sum);
-  write_device_scalar(exec, "kloss::" + op + "::forward_scale", sum, reduction_scale(reduction, N), output);
-}
-
 /// The sum over a row of S slices: f(j, acc) adds element j's terms to acc
 /// (a V with +=); the merged value on every lane.
 template <class V, class Member, class F>
@@ -611,6 +575,121 @@ struct Sum1 {
     return *this;
   }
 };
+
+/// Where a row of a row-wise op runs: the calling thread's plain loops
+/// (S == 0, host spaces) or S slices on the vector lanes of team thread
+/// *mem (the lanes mapping). Each op writes its row body once, over
+/// row_sum / row_for / row_single; rows_sum_and_count launches it.
+template <class Member>
+struct RowCtx {
+  const Member* mem = nullptr;
+  int S = 0;
+  KOKKOS_INLINE_FUNCTION bool host() const { return S == 0; }
+};
+
+template <class ExecSpace>
+using RowOf = RowCtx<typename Kokkos::TeamPolicy<ExecSpace>::member_type>;
+
+/// The sum over j < n of f(j, acc) (acc a V with +=), the same on every
+/// lane. The host loop keeps tuning::margin_lanes partial sums (which the
+/// compiler vectorises) and adds them in lane order.
+template <class V, class Member, class F>
+KOKKOS_FORCEINLINE_FUNCTION V row_sum(const RowCtx<Member>& row, I64 n, const F& f) {
+  if (!row.host()) return lanes_sum<V>(*row.mem, row.S, n, f);
+  constexpr int L = tuning::margin_lanes;
+  V part[L] = {};
+  I64 j = 0;
+  for (; j + L <= n; j += L)
+    for (int l = 0; l < L; ++l) f(j + l, part[l]);
+  for (; j < n; ++j) f(j, part[0]);
+  V total{};
+  for (int l = 0; l < L; ++l) total += part[l];
+  return total;
+}
+
+/// Calls f(j) for every j < n of the row.
+template <class Member, class F>
+KOKKOS_FORCEINLINE_FUNCTION void row_for(const RowCtx<Member>& row, I64 n, const F& f) {
+  if (!row.host()) return lanes_for(*row.mem, row.S, n, f);
+  for (I64 j = 0; j < n; ++j) f(j);
+}
+
+/// Calls f() once for the row (one lane of its thread).
+template <class Member, class F>
+KOKKOS_FORCEINLINE_FUNCTION void row_single(const RowCtx<Member>& row, const F& f) {
+  if (row.host())
+    f();
+  else
+    Kokkos::single(Kokkos::PerThread(*row.mem), f);
+}
+
+/// Sums body(row, r, sum, bad) over the rows r < N (a loss sum and a count
+/// of invalid targets, alike on every lane of a row's thread) on the
+/// space's mapping (row_slices), into host scalars. Fences.
+template <class ExecSpace, class Body>
+void rows_sum_and_count(const ExecSpace& exec, const std::string& label, I64 N, const Body& body, double& sum,
+                        I64& bad) {
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const int S = row_slices<ExecSpace>();
+  if (S > 0)
+    lanes_sum_and_count(
+        exec, label, N, S,
+        KOKKOS_LAMBDA(const Member& mem, const I64 r, double& s, I64& b) {
+          body(RowCtx<Member>{&mem, S}, r, s, b);
+        },
+        sum, bad);
+  else
+    sum_and_count(
+        exec, label, N, KOKKOS_LAMBDA(const I64 r, double& s, I64& b) { body(RowCtx<Member>{}, r, s, b); }, sum, bad);
+}
+
+/// Calls body(row, r) for the rows r < N on the space's mapping.
+template <class ExecSpace, class Body>
+void rows_for(const ExecSpace& exec, const std::string& label, I64 N, const Body& body) {
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  const int S = row_slices<ExecSpace>();
+  if (S > 0)
+    lanes_rows_for(
+        exec, label, N, S, KOKKOS_LAMBDA(const Member& mem, const I64 r) {
+          body(RowCtx<Member>{&mem, S}, r);
+        });
+  else
+    Kokkos::parallel_for(
+        label, Range<ExecSpace>(exec, 0, N), KOKKOS_LAMBDA(const I64 r) { body(RowCtx<Member>{}, r); });
+}
+
+/// The forward of a row-wise loss without target checks: row r's loss is
+/// loss(row, r), written per row (reduction none) or summed and scaled into
+/// out[0]. Asynchronous.
+template <class ExecSpace, class T, class RowLoss>
+void row_loss_forward(const ExecSpace& exec, const std::string& op, I64 N, const RowLoss& loss,
+                      const TensorOut<ExecSpace, T>& output, Reduction reduction) {
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  if (reduction == Reduction::none) {
+    auto o = output.data;
+    rows_for(
+        exec, "kloss::" + op + "::forward", N, KOKKOS_LAMBDA(const RowOf<ExecSpace>& row, const I64 r) {
+          const auto l = loss(row, r);
+          row_single(row, [&]() { o(r) = static_cast<T>(l); });
+        });
+    return;
+  }
+  const auto sum_s = scratch<double>(exec, 1);
+  const DeviceScalar<ExecSpace> sum(sum_s.data());
+  const int S = row_slices<ExecSpace>();
+  if (S > 0)
+    lanes_rows_sum(
+        exec, "kloss::" + op + "::forward_sum", N, S,
+        KOKKOS_LAMBDA(const Member& mem, const I64 r, double& acc) {
+          acc += static_cast<double>(loss(RowCtx<Member>{&mem, S}, r));
+        },
+        sum);
+  else
+    fixed_order_sum(
+        exec, "kloss::" + op + "::forward_sum", N,
+        KOKKOS_LAMBDA(const I64 r, double& acc) { acc += static_cast<double>(loss(RowCtx<Member>{}, r)); }, sum);
+  write_device_scalar(exec, "kloss::" + op + "::forward_scale", sum, reduction_scale(reduction, N), output);
+}
 
 /// Per-row p-norm accumulation in `L` lanes: sum of |d|^p (or of d^2, |d|,
 /// [d != 0]) or, for p = inf, the running max of |d| and how many elements
@@ -730,9 +809,10 @@ KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_dists(const NormAcc<K, A>& nrm, c
   return r;
 }
 
+/// The distances of a row in L lanes (host loop).
 template <NormKind K, class T, class A = acc_t<T>>
-KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists(const NormAcc<K, A>& nrm, const T* a, const T* p, const T* n,
-                                                         I64 D, A eps, bool swap) {
+KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_host_dists(const NormAcc<K, A>& nrm, const T* a, const T* p, const T* n,
+                                                          I64 D, A eps, bool swap) {
   constexpr int L = tuning::margin_lanes;
   if constexpr (K == NormKind::inf) {
     // Running max and tie count per lane, merged at the end.
@@ -778,12 +858,12 @@ KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists(const NormAcc<K, A>& nr
   }
 }
 
-/// triplet_row_dists on the lanes mapping (S slices of the row).
+/// The distances of a row where it runs.
 template <NormKind K, class Member, class T, class A>
-KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists_lanes(const Member& mem, int S, const NormAcc<K, A>& nrm,
-                                                               const T* a, const T* p, const T* n, I64 D, A eps,
-                                                               bool swap) {
-  const TripletPart<K, A> t = lanes_sum<TripletPart<K, A>>(mem, S, D, [&](I64 j, TripletPart<K, A>& acc) {
+KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists(const RowCtx<Member>& row, const NormAcc<K, A>& nrm,
+                                                         const T* a, const T* p, const T* n, I64 D, A eps, bool swap) {
+  if (row.host()) return triplet_host_dists<K, T>(nrm, a, p, n, D, eps, swap);
+  const TripletPart<K, A> t = row_sum<TripletPart<K, A>>(row, D, [&](I64 j, TripletPart<K, A>& acc) {
     const A aj = to_acc(a[j]), pj = to_acc(p[j]), nj = to_acc(n[j]);
     acc.add(0, nrm.term(aj - pj + eps));
     acc.add(1, nrm.term(aj - nj + eps));
@@ -861,25 +941,20 @@ void triplet_forward_kernel(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
                             const TensorOut<ExecSpace, T>& output, double margin, double p, double eps, bool swap,
                             Reduction reduction) {
   using A = acc_t<T>;
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const I64 D = last_extent(anchor.shape), N = leading_shape(anchor.shape).numel();
   const NormAcc<K, A> nrm{static_cast<A>(p)};
   const A m = static_cast<A>(margin), e = static_cast<A>(eps);
   const T* a = anchor.data.data();
   const T* ps = positive.data.data();
   const T* ng = negative.data.data();
-  const int S = row_slices<ExecSpace>();
-  auto loss_of = KOKKOS_LAMBDA(const TripletDists<A>& d)->A {
-    const A dneg = swap ? triplet_min(d.dpn, d.dan) : d.dan;
-    return relu(m + d.dap - dneg);
-  };
-  auto row_loss = KOKKOS_LAMBDA(const I64 r)->A {
-    return loss_of(triplet_row_dists<K, T>(nrm, a + r * D, ps + r * D, ng + r * D, D, e, swap));
-  };
-  auto lanes_loss = KOKKOS_LAMBDA(const Member& mem, const I64 r)->A {
-    return loss_of(triplet_row_dists_lanes<K>(mem, S, nrm, a + r * D, ps + r * D, ng + r * D, D, e, swap));
-  };
-  row_loss_forward(exec, "triplet_margin_loss", N, S, row_loss, lanes_loss, output, reduction);
+  row_loss_forward<ExecSpace, T>(
+      exec, "triplet_margin_loss", N,
+      KOKKOS_LAMBDA(const RowOf<ExecSpace>& row, const I64 r)->A {
+        const TripletDists<A> d = triplet_row_dists(row, nrm, a + r * D, ps + r * D, ng + r * D, D, e, swap);
+        const A dneg = swap ? triplet_min(d.dpn, d.dan) : d.dan;
+        return relu(m + d.dap - dneg);
+      },
+      output, reduction);
 }
 
 template <NormKind K, class ExecSpace, class T>
@@ -889,7 +964,6 @@ void triplet_backward_kernel(const ExecSpace& exec, const TensorIn<ExecSpace, T>
                              const TensorOut<ExecSpace, T>& grad_positive, const TensorOut<ExecSpace, T>& grad_negative,
                              double margin, double p, double eps, bool swap, Reduction reduction) {
   using A = acc_t<T>;
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const I64 D = last_extent(anchor.shape), N = leading_shape(anchor.shape).numel();
   const NormAcc<K, A> nrm{static_cast<A>(p)};
   const A m = static_cast<A>(margin), e = static_cast<A>(eps);
@@ -902,47 +976,22 @@ void triplet_backward_kernel(const ExecSpace& exec, const TensorIn<ExecSpace, T>
   T* gp = grad_positive.data.data();
   T* gn = grad_negative.data.data();
   auto go = grad_output.data;
-  const int S = row_slices<ExecSpace>();
-  if (S > 0) {
-    lanes_rows_for(
-        exec, "kloss::triplet_margin_loss::backward", N, S, KOKKOS_LAMBDA(const Member& mem, const I64 r) {
-          const I64 o = r * D;
-          const TripletDists<A> d = triplet_row_dists_lanes<K>(mem, S, nrm, a + o, ps + o, ng + o, D, e, swap);
-          const A g = none ? to_acc(go(r)) : to_acc(go(0)) * scale;
-          const TripletCoef<A> k = triplet_coef(nrm, d, g, m, swap);
-          lanes_for(mem, S, D, [&](const I64 j) {
-            A ua, up, un;
-            triplet_grads<K, T>(nrm, d, k, e, swap, a[o + j], ps[o + j], ng[o + j], ua, up, un);
-            if (ga) ga[o + j] = static_cast<T>(ua);
-            if (gp) gp[o + j] = static_cast<T>(up);
-            if (gn) gn[o + j] = static_cast<T>(un);
-          });
-        });
-    return;
-  }
-  Kokkos::parallel_for(
-      "kloss::triplet_margin_loss::backward", Range<ExecSpace>(exec, 0, N), KOKKOS_LAMBDA(const I64 r) {
+  rows_for(
+      exec, "kloss::triplet_margin_loss::backward", N, KOKKOS_LAMBDA(const RowOf<ExecSpace>& row, const I64 r) {
         const I64 o = r * D;
-        const TripletDists<A> d = triplet_row_dists<K, T>(nrm, a + o, ps + o, ng + o, D, e, swap);
+        const TripletDists<A> d = triplet_row_dists(row, nrm, a + o, ps + o, ng + o, D, e, swap);
         const A g = none ? to_acc(go(r)) : to_acc(go(0)) * scale;
         const TripletCoef<A> k = triplet_coef(nrm, d, g, m, swap);
-        if (ga && gp && gn) {  // the usual case, without branches in the loop
-          for (I64 j = 0; j < D; ++j) {
-            A ua, up, un;
-            triplet_grads<K, T>(nrm, d, k, e, swap, a[o + j], ps[o + j], ng[o + j], ua, up, un);
-            ga[o + j] = static_cast<T>(ua);
-            gp[o + j] = static_cast<T>(up);
-            gn[o + j] = static_cast<T>(un);
-          }
-        } else {
-          for (I64 j = 0; j < D; ++j) {
-            A ua, up, un;
-            triplet_grads<K, T>(nrm, d, k, e, swap, a[o + j], ps[o + j], ng[o + j], ua, up, un);
-            if (ga) ga[o + j] = static_cast<T>(ua);
-            if (gp) gp[o + j] = static_cast<T>(up);
-            if (gn) gn[o + j] = static_cast<T>(un);
-          }
-        }
+        T* gar = ga ? ga + o : nullptr;
+        T* gpr = gp ? gp + o : nullptr;
+        T* gnr = gn ? gn + o : nullptr;
+        row_for(row, D, [&](const I64 j) {
+          A ua, up, un;
+          triplet_grads<K, T>(nrm, d, k, e, swap, a[o + j], ps[o + j], ng[o + j], ua, up, un);
+          if (gar) gar[j] = static_cast<T>(ua);
+          if (gpr) gpr[j] = static_cast<T>(up);
+          if (gnr) gnr[j] = static_cast<T>(un);
+        });
       });
 }
 
@@ -1031,10 +1080,11 @@ KOKKOS_INLINE_FUNCTION CosSums<A> cosine_row_sums(const T* x1, const T* x2, I64 
   return q;
 }
 
-/// CosSums of one row on the lanes mapping.
+/// CosSums of one row where it runs.
 template <class Member, class T, class A = acc_t<T>>
-KOKKOS_INLINE_FUNCTION CosSums<A> cosine_row_sums_lanes(const Member& mem, int S, const T* x1, const T* x2, I64 D) {
-  return lanes_sum<CosSums<A>>(mem, S, D, [&](I64 j, CosSums<A>& q) {
+KOKKOS_INLINE_FUNCTION CosSums<A> cosine_sums(const RowCtx<Member>& row, const T* x1, const T* x2, I64 D) {
+  if (row.host()) return cosine_row_sums(x1, x2, D);
+  return row_sum<CosSums<A>>(row, D, [&](I64 j, CosSums<A>& q) {
     const A u = to_acc(x1[j]), v = to_acc(x2[j]);
     q.s12 += u * v;
     q.s11 += u * u;
@@ -1084,6 +1134,19 @@ Shape check_cosine(std::string_view op, const Tensor<const T, M>& input1, const 
   return target.shape;
 }
 
+/// Throws for the `bad` targets other than 1 or -1 that a kernel counted
+/// (none: returns).
+template <class ExecSpace, class T>
+void throw_bad_cosine_targets(const ExecSpace& exec, std::string_view op, const TensorIn<ExecSpace, T>& target,
+                              I64 bad) {
+  if (!bad) return;
+  auto t = target.data;
+  const I64 pos = first_position(
+      exec, "kloss::cosine_embedding_loss::first_bad", target.numel(),
+      KOKKOS_LAMBDA(const I64 j) { return is_sign(to_acc(t(j))) ? no_position : j; });
+  throw_bad_sign(op, target, bad, pos);
+}
+
 }  // namespace margin
 
 template <class ExecSpace, class T>
@@ -1093,8 +1156,7 @@ void cosine_embedding_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& 
   using namespace margin;
   using A = acc_t<T>;
   constexpr std::string_view op = "cosine_embedding_loss";
-  const Shape out_shape = check_cosine(op, input1, input2, target, reduction);
-  check_output(op, "output", output, reduction, out_shape);
+  check_output(op, "output", output, reduction, check_cosine(op, input1, input2, target, reduction));
   check_disjoint(op, {span("output", output)},
                  {span("input1", input1), span("input2", input2), span("target", target)});
   ProfilingRegion region("kloss::cosine_embedding_loss");
@@ -1107,37 +1169,17 @@ void cosine_embedding_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& 
   const A m = static_cast<A>(margin), eps = static_cast<A>(cosine_epsilon);
   double sum = 0;
   I64 bad = 0;
-  const int S = row_slices<ExecSpace>();
-  if (S > 0) {
-    using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-    lanes_sum_and_count(
-        exec, "kloss::cosine_embedding_loss::forward", N, S,
-        KOKKOS_LAMBDA(const Member& mem, const I64 r, double& s, I64& b) {
-          const A tr = to_acc(t(r));
-          const A loss = cosine_loss(cosine_row_sums_lanes(mem, S, x1 + r * D, x2 + r * D, D), tr, m, eps);
-          if (none) Kokkos::single(Kokkos::PerThread(mem), [&]() { o(r) = static_cast<T>(loss); });
-          s += static_cast<double>(loss);
-          b += is_sign(tr) ? 0 : 1;
-        },
-        sum, bad);
-  } else {
-    sum_and_count(
-        exec, "kloss::cosine_embedding_loss::forward", N,
-        KOKKOS_LAMBDA(const I64 r, double& s, I64& b) {
-          const A tr = to_acc(t(r));
-          b += is_sign(tr) ? 0 : 1;
-          const A loss = cosine_loss(cosine_row_sums(x1 + r * D, x2 + r * D, D), tr, m, eps);
-          if (none) o(r) = static_cast<T>(loss);
-          s += static_cast<double>(loss);
-        },
-        sum, bad);
-  }
-  if (bad) {
-    const I64 pos = first_position(
-        exec, "kloss::cosine_embedding_loss::first_bad", N,
-        KOKKOS_LAMBDA(const I64 j) { return is_sign(to_acc(t(j))) ? no_position : j; });
-    throw_bad_sign(op, target, bad, pos);
-  }
+  rows_sum_and_count(
+      exec, "kloss::cosine_embedding_loss::forward", N,
+      KOKKOS_LAMBDA(const RowOf<ExecSpace>& row, const I64 r, double& s, I64& b) {
+        const A tr = to_acc(t(r));
+        b += is_sign(tr) ? 0 : 1;
+        const A loss = cosine_loss(cosine_sums(row, x1 + r * D, x2 + r * D, D), tr, m, eps);
+        if (none) row_single(row, [&]() { o(r) = static_cast<T>(loss); });
+        s += static_cast<double>(loss);
+      },
+      sum, bad);
+  throw_bad_cosine_targets(exec, op, target, bad);
   if (!none)
     write_host_scalar(exec, "kloss::cosine_embedding_loss::forward_scale", output, sum * reduction_scale(reduction, N));
 }
@@ -1168,60 +1210,40 @@ void cosine_embedding_loss_backward(const ExecSpace& exec, const TensorIn<ExecSp
   const A scale = static_cast<A>(reduction_scale(reduction, N));
   double unused = 0;
   I64 bad = 0;
-  const int S = row_slices<ExecSpace>();
-  if (S > 0) {
-    using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-    lanes_sum_and_count(
-        exec, "kloss::cosine_embedding_loss::backward", N, S,
-        KOKKOS_LAMBDA(const Member& mem, const I64 r, double&, I64& b) {
-          const T* u = x1 + r * D;
-          const T* v = x2 + r * D;
-          const A tr = to_acc(t(r));
-          b += is_sign(tr) ? 0 : 1;
-          const A g = none ? to_acc(go(r)) : to_acc(go(0)) * scale;
-          const CosCoef<A> k = cosine_coef(cosine_row_sums_lanes(mem, S, u, v, D), tr, g, m, eps);
-          lanes_for(mem, S, D, [&](const I64 j) {
-            const A uj = to_acc(u[j]), vj = to_acc(v[j]);
-            if (g1) g1[r * D + j] = static_cast<T>(k.kd * vj - k.k1 * uj);
-            if (g2) g2[r * D + j] = static_cast<T>(k.kd * uj - k.k2 * vj);
+  rows_sum_and_count(
+      exec, "kloss::cosine_embedding_loss::backward", N,
+      KOKKOS_LAMBDA(const RowOf<ExecSpace>& row, const I64 r, double&, I64& b) {
+        const T* u = x1 + r * D;
+        const T* v = x2 + r * D;
+        const A tr = to_acc(t(r));
+        b += is_sign(tr) ? 0 : 1;
+        const A g = none ? to_acc(go(r)) : to_acc(go(0)) * scale;
+        const CosCoef<A> k = cosine_coef(cosine_sums(row, u, v, D), tr, g, m, eps);
+        const A kd = k.kd, k1 = k.k1, k2 = k.k2;
+        T* g1r = g1 ? g1 + r * D : nullptr;
+        T* g2r = g2 ? g2 + r * D : nullptr;
+        auto grads = [&](const I64 j, A& d1, A& d2) {
+          const A uj = to_acc(u[j]), vj = to_acc(v[j]);
+          d1 = kd * vj - k1 * uj;
+          d2 = kd * uj - k2 * vj;
+        };
+        if (g1r && g2r)  // the usual case, without branches in the loop
+          row_for(row, D, [&](const I64 j) {
+            A d1, d2;
+            grads(j, d1, d2);
+            g1r[j] = static_cast<T>(d1);
+            g2r[j] = static_cast<T>(d2);
           });
-        },
-        unused, bad);
-  } else {
-    sum_and_count(
-        exec, "kloss::cosine_embedding_loss::backward", N,
-        KOKKOS_LAMBDA(const I64 r, double&, I64& b) {
-          const T* u = x1 + r * D;
-          const T* v = x2 + r * D;
-          const A tr = to_acc(t(r));
-          b += is_sign(tr) ? 0 : 1;
-          const A g = none ? to_acc(go(r)) : to_acc(go(0)) * scale;
-          const CosCoef<A> k = cosine_coef(cosine_row_sums(u, v, D), tr, g, m, eps);
-          const A kd = k.kd, k1 = k.k1, k2 = k.k2;
-          if (g1 && g2) {  // the usual case, without branches in the loop
-            T* g1r = g1 + r * D;
-            T* g2r = g2 + r * D;
-            for (I64 j = 0; j < D; ++j) {
-              const A uj = to_acc(u[j]), vj = to_acc(v[j]);
-              g1r[j] = static_cast<T>(kd * vj - k1 * uj);
-              g2r[j] = static_cast<T>(kd * uj - k2 * vj);
-            }
-          } else {
-            for (I64 j = 0; j < D; ++j) {
-              const A uj = to_acc(u[j]), vj = to_acc(v[j]);
-              if (g1) g1[r * D + j] = static_cast<T>(kd * vj - k1 * uj);
-              if (g2) g2[r * D + j] = static_cast<T>(kd * uj - k2 * vj);
-            }
-          }
-        },
-        unused, bad);
-  }
-  if (bad) {
-    const I64 pos = first_position(
-        exec, "kloss::cosine_embedding_loss::first_bad", N,
-        KOKKOS_LAMBDA(const I64 j) { return is_sign(to_acc(t(j))) ? no_position : j; });
-    throw_bad_sign(op, target, bad, pos);
-  }
+        else
+          row_for(row, D, [&](const I64 j) {
+            A d1, d2;
+            grads(j, d1, d2);
+            if (g1r) g1r[j] = static_cast<T>(d1);
+            if (g2r) g2r[j] = static_cast<T>(d2);
+          });
+      },
+      unused, bad);
+  throw_bad_cosine_targets(exec, op, target, bad);
 }
 
 // ============================================================================
@@ -1283,13 +1305,11 @@ void multi_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& inpu
   using namespace margin;
   using A = acc_t<T>;
   constexpr std::string_view op = "multi_margin_loss";
-  const Shape out_shape = check_multi_margin(op, input, target, weight, p, reduction);
-  check_output(op, "output", output, reduction, out_shape);
+  check_output(op, "output", output, reduction, check_multi_margin(op, input, target, weight, p, reduction));
   check_disjoint(op, {span("output", output)}, {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::multi_margin_loss");
   const auto rows = margin_rows(op, input);
   const I64 N = rows.first, C = rows.second;
-  constexpr int L = tuning::margin_lanes;
   const T* x = input.data.data();
   const T* w = weight.present ? weight.data.data() : nullptr;
   auto t = target.data;
@@ -1298,63 +1318,30 @@ void multi_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& inpu
   const A m = static_cast<A>(margin);
   double sum = 0;
   I64 bad = 0;
-  const int S = row_slices<ExecSpace>();
-  if (S > 0) {
-    using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-    lanes_sum_and_count(
-        exec, "kloss::multi_margin_loss::forward", N, S,
-        KOKKOS_LAMBDA(const Member& mem, const I64 r, double& s, I64& b) {
-          const I64 y = static_cast<I64>(t(r));
-          A loss = 0;
-          if (y < 0 || y >= C) {
-            b += 1;
-          } else {
-            const T* xr = x + r * C;
-            const A xy = to_acc(xr[y]);
-            loss = lanes_sum<Sum1<A>>(mem, S, C, [&](I64 d, Sum1<A>& q) {
-                     const A z = positive_part(m - xy + to_acc(xr[d]));
-                     q.v += d == y ? A(0) : (squared ? z * z : z);
-                   }).v;
-            if (w && loss != A(0)) loss *= to_acc(w[y]);
-            loss /= static_cast<A>(C);
-          }
-          if (none) Kokkos::single(Kokkos::PerThread(mem), [&]() { o(r) = static_cast<T>(loss); });
-          s += static_cast<double>(loss);
-        },
-        sum, bad);
-  } else {
-    sum_and_count(
-        exec, "kloss::multi_margin_loss::forward", N,
-        KOKKOS_LAMBDA(const I64 r, double& s, I64& b) {
-          const I64 y = static_cast<I64>(t(r));
-          A loss = 0;
-          if (y < 0 || y >= C) {
-            ++b;
-          } else {
-            const T* xr = x + r * C;
-            const A xy = to_acc(xr[y]);
-            A part[L] = {};
-            I64 d = 0;
-            for (; d + L <= C; d += L)
-              for (int l = 0; l < L; ++l) {
-                const A z = positive_part(m - xy + to_acc(xr[d + l]));
-                part[l] += (d + l == y) ? A(0) : (squared ? z * z : z);
-              }
-            for (; d < C; ++d) {
-              const A z = positive_part(m - xy + to_acc(xr[d]));
-              part[0] += d == y ? A(0) : (squared ? z * z : z);
-            }
-            for (int l = 0; l < L; ++l) loss += part[l];
-            // torch weighs each positive term: no term, no weight (a NaN or
-            // infinite w[y] leaves a zero row 0)
-            if (w && loss != A(0)) loss *= to_acc(w[y]);
-            loss /= static_cast<A>(C);
-          }
-          if (none) o(r) = static_cast<T>(loss);
-          s += static_cast<double>(loss);
-        },
-        sum, bad);
-  }
+  rows_sum_and_count(
+      exec, "kloss::multi_margin_loss::forward", N,
+      KOKKOS_LAMBDA(const RowOf<ExecSpace>& row, const I64 r, double& s, I64& b) {
+        const I64 y = static_cast<I64>(t(r));
+        A loss = 0;
+        if (y < 0 || y >= C) {
+          b += 1;
+        } else {
+          const T* xr = x + r * C;
+          const A xy = to_acc(xr[y]);
+          loss = row_sum<A>(row, C, [=](I64 d, A& q) {
+            const A z = positive_part(m - xy + to_acc(xr[d]));
+            const A term = z * (squared ? z : A(1));  // z^p, no branch
+            q += d == y ? A(0) : term;
+          });
+          // torch weighs each positive term: no term, no weight (a NaN or
+          // infinite w[y] leaves a zero row 0)
+          if (w && loss != A(0)) loss *= to_acc(w[y]);
+          loss /= static_cast<A>(C);
+        }
+        if (none) row_single(row, [&]() { o(r) = static_cast<T>(loss); });
+        s += static_cast<double>(loss);
+      },
+      sum, bad);
   if (bad) throw_bad_classes(exec, op, target, C, bad);
   if (!none)
     write_host_scalar(exec, "kloss::multi_margin_loss::forward_scale", output, sum * reduction_scale(reduction, N));
@@ -1374,7 +1361,6 @@ void multi_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace,
   ProfilingRegion region("kloss::multi_margin_loss_backward");
   const auto rows = margin_rows(op, input);
   const I64 N = rows.first, C = rows.second;
-  constexpr int L = tuning::margin_lanes;
   const T* x = input.data.data();
   const T* w = weight.present ? weight.data.data() : nullptr;
   T* gi = grad_input.data.data();
@@ -1384,76 +1370,38 @@ void multi_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace,
   const A m = static_cast<A>(margin), scale = static_cast<A>(reduction_scale(reduction, N));
   double unused = 0;
   I64 bad = 0;
-  const int S = row_slices<ExecSpace>();
-  if (S > 0) {
-    using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-    lanes_sum_and_count(
-        exec, "kloss::multi_margin_loss::backward", N, S,
-        KOKKOS_LAMBDA(const Member& mem, const I64 r, double&, I64& b) {
-          const I64 y = static_cast<I64>(t(r));
-          const bool ok = y >= 0 && y < C;
-          b += ok ? 0 : 1;
-          if (!gi) return;
-          T* gr = gi + r * C;
-          if (!ok) {
-            lanes_for(mem, S, C, [&](const I64 d) { gr[d] = static_cast<T>(A(0)); });
-            return;
-          }
-          const T* xr = x + r * C;
-          const A xy = to_acc(xr[y]);
-          A g = (none ? to_acc(go(r)) : to_acc(go(0)) * scale) / static_cast<A>(C);
-          if (w) g *= to_acc(w[y]);
-          // As the host loop below; x[y]'s entry is written once, after the sum.
-          const A total = lanes_sum<Sum1<A>>(mem, S, C, [&](I64 d, Sum1<A>& q) {
-                            if (d == y) return;
-                            const A z = m - xy + to_acc(xr[d]);
-                            const A h = !(z > A(0)) ? A(0) : (squared ? A(2) * g * z : g);
-                            gr[d] = static_cast<T>(h);
-                            q.v += h;
-                          }).v;
-          Kokkos::single(Kokkos::PerThread(mem), [&]() { gr[y] = static_cast<T>(-total); });
-        },
-        unused, bad);
-  } else {
-    sum_and_count(
-        exec, "kloss::multi_margin_loss::backward", N,
-        KOKKOS_LAMBDA(const I64 r, double&, I64& b) {
-          const I64 y = static_cast<I64>(t(r));
-          const bool ok = y >= 0 && y < C;
-          b += ok ? 0 : 1;
-          if (!gi) return;
-          T* gr = gi + r * C;
-          if (!ok) {
-            for (I64 d = 0; d < C; ++d) gr[d] = static_cast<T>(A(0));
-            return;
-          }
-          const T* xr = x + r * C;
-          const A xy = to_acc(xr[y]);
-          A g = (none ? to_acc(go(r)) : to_acc(go(0)) * scale) / static_cast<A>(C);
-          if (w) g *= to_acc(w[y]);
-          // h_d = z_d^p with z_d = margin - x[y] + x[d] > 0 (torch's strict
-          // test): dh/dx[d] = 1 or 2 z_d, dh/dx[y] = -(the same), summed over d.
-          A part[L] = {};
-          I64 d = 0;
-          for (; d + L <= C; d += L)
-            for (int l = 0; l < L; ++l) {
-              const A z = m - xy + to_acc(xr[d + l]);
-              const A h = (d + l == y || !(z > A(0))) ? A(0) : (squared ? A(2) * g * z : g);
-              gr[d + l] = static_cast<T>(h);
-              part[l] += h;
-            }
-          for (; d < C; ++d) {
-            const A z = m - xy + to_acc(xr[d]);
-            const A h = (d == y || !(z > A(0))) ? A(0) : (squared ? A(2) * g * z : g);
-            gr[d] = static_cast<T>(h);
-            part[0] += h;
-          }
-          A total = 0;
-          for (int l = 0; l < L; ++l) total += part[l];
-          gr[y] = static_cast<T>(-total);
-        },
-        unused, bad);
-  }
+  rows_sum_and_count(
+      exec, "kloss::multi_margin_loss::backward", N,
+      KOKKOS_LAMBDA(const RowOf<ExecSpace>& row, const I64 r, double&, I64& b) {
+        const I64 y = static_cast<I64>(t(r));
+        const bool ok = y >= 0 && y < C;
+        b += ok ? 0 : 1;
+        if (!gi) return;
+        T* gr = gi + r * C;
+        if (!ok) {
+          row_for(row, C, [&](const I64 d) { gr[d] = static_cast<T>(A(0)); });
+          return;
+        }
+        const T* xr = x + r * C;
+        const A xy = to_acc(xr[y]);
+        A g = (none ? to_acc(go(r)) : to_acc(go(0)) * scale) / static_cast<A>(C);
+        if (w) g *= to_acc(w[y]);
+        // h_d = z_d^p with z_d = margin - x[y] + x[d] > 0 (torch's strict
+        // test): dh/dx[d] = 1 or 2 z_d, dh/dx[y] = -(the same), summed over
+        // d. x[y]'s entry is written after the sum; on the lanes no other
+        // lane writes it (the host loop writes it first and then again).
+        const bool host = row.host();
+        const A total = row_sum<A>(row, C, [&](I64 d, A& q) {
+          const A z = m - xy + to_acc(xr[d]);
+          // 2 g z or g, without a branch around the multiplications (it
+          // would stop the vectorisation)
+          const A h = (d == y || !(z > A(0))) ? A(0) : ((squared ? A(2) : A(1)) * g) * (squared ? z : A(1));
+          if (host || d != y) gr[d] = static_cast<T>(h);
+          q += h;
+        });
+        row_single(row, [&]() { gr[y] = static_cast<T>(-total); });
+      },
+      unused, bad);
   if (bad) throw_bad_classes(exec, op, target, C, bad);
 }
 
@@ -1480,6 +1428,11 @@ Shape check_multilabel_margin(std::string_view op, const Tensor<const T, M>& inp
 
 /// The TeamPolicy of multilabel_margin_loss: one team per row, a C-entry
 /// int32 table in team scratch (level 0 while it fits, else level 1).
+/// A row's per-class target multiplicities, in team scratch.
+template <class ExecSpace>
+using LabelTable =
+    Kokkos::View<std::int32_t*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
 template <class ExecSpace>
 Kokkos::TeamPolicy<ExecSpace> multilabel_policy(const ExecSpace& exec, I64 N, I64 C, int& level) {
   const I64 bytes = C * static_cast<I64>(sizeof(std::int32_t));
@@ -1549,11 +1502,8 @@ void multilabel_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
   using namespace margin;
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  using Table =
-      Kokkos::View<std::int32_t*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   constexpr std::string_view op = "multilabel_margin_loss";
-  const Shape out_shape = check_multilabel_margin(op, input, target, reduction);
-  check_output(op, "output", output, reduction, out_shape);
+  check_output(op, "output", output, reduction, check_multilabel_margin(op, input, target, reduction));
   check_disjoint(op, {span("output", output)}, {span("input", input), span("target", target)});
   ProfilingRegion region("kloss::multilabel_margin_loss");
   const auto rows = margin_rows(op, input);
@@ -1572,7 +1522,7 @@ void multilabel_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
           double& s = a.sum;
           I64& b = a.count;
           const I64 r = mb.league_rank();
-          Table mult(mb.team_scratch(level), C);
+          LabelTable<ExecSpace> mult(mb.team_scratch(level), C);
           I64 nb = 0;
           const I64 K = multilabel_table(mb, mult, tg + r * C, C, nb);
           const T* xr = x + r * C;
@@ -1609,8 +1559,6 @@ void multilabel_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecS
   using namespace margin;
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  using Table =
-      Kokkos::View<std::int32_t*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   constexpr std::string_view op = "multilabel_margin_loss_backward";
   const Shape out_shape = check_multilabel_margin(op, input, target, reduction);
   check_backward(op, grad_output, reduction, out_shape, {grad_arg("grad_input", grad_input, input.shape)},
@@ -1633,7 +1581,7 @@ void multilabel_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecS
         "kloss::multilabel_margin_loss::backward", policy,
         KOKKOS_LAMBDA(const Member& mb, double&, I64& b) {
           const I64 r = mb.league_rank();
-          Table mult(mb.team_scratch(level), C);
+          LabelTable<ExecSpace> mult(mb.team_scratch(level), C);
           I64 nb = 0;
           const I64 K = multilabel_table(mb, mult, tg + r * C, C, nb);
           Kokkos::single(Kokkos::PerTeam(mb), [&]() { b += nb; });
@@ -1717,48 +1665,24 @@ void multilabel_soft_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace
   check_output(op, "output", output, reduction, leading_shape(input.shape));
   check_disjoint(op, {span("output", output)}, {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::multilabel_soft_margin_loss");
-  constexpr int L = tuning::margin_lanes;
   const I64 C = last_extent(input.shape), N = leading_shape(input.shape).numel();
   const T* x = input.data.data();
   const T* y = target.data.data();
   const T* w = weight.present ? weight.data.data() : nullptr;
-  auto row_loss = KOKKOS_LAMBDA(const I64 r)->A {
-    const T* xr = x + r * C;
-    const T* yr = y + r * C;
-    const T* wr = w ? (wmode == 2 ? w + r * C : w) : nullptr;
-    A part[L] = {};
-    I64 j = 0;
-    auto term = [&](I64 c) { return soft_margin_term(to_acc(xr[c]), to_acc(yr[c])); };
-    // Two loops, so that neither has a branch on the weight (it would stop
-    // the vectorisation of the inline exp / log1p).
-    if (wr) {
-      for (; j + L <= C; j += L)
-        for (int l = 0; l < L; ++l) part[l] += term(j + l) * to_acc(wr[j + l]);
-      for (; j < C; ++j) part[0] += term(j) * to_acc(wr[j]);
-    } else {
-      for (; j + L <= C; j += L)
-        for (int l = 0; l < L; ++l) part[l] += term(j + l);
-      for (; j < C; ++j) part[0] += term(j);
-    }
-    A s = 0;
-    for (int l = 0; l < L; ++l) s += part[l];
-    return s / static_cast<A>(C);  // C = 0: 0/0 = NaN, as torch
-  };
-  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  const int S = row_slices<ExecSpace>();
-  auto lanes_loss = KOKKOS_LAMBDA(const Member& mem, const I64 r)->A {
-    const T* xr = x + r * C;
-    const T* yr = y + r * C;
-    const T* wr = w ? (wmode == 2 ? w + r * C : w) : nullptr;
-    return lanes_sum<Sum1<A>>(mem, S, C,
-                              [&](I64 c, Sum1<A>& q) {
-                                const A term = soft_margin_term(to_acc(xr[c]), to_acc(yr[c]));
-                                q.v += wr ? term * to_acc(wr[c]) : term;
-                              })
-               .v /
-           static_cast<A>(C);
-  };
-  row_loss_forward(exec, "multilabel_soft_margin_loss", N, S, row_loss, lanes_loss, output, reduction);
+  row_loss_forward<ExecSpace, T>(
+      exec, "multilabel_soft_margin_loss", N,
+      KOKKOS_LAMBDA(const RowOf<ExecSpace>& row, const I64 r)->A {
+        const T* xr = x + r * C;
+        const T* yr = y + r * C;
+        const T* wr = w ? (wmode == 2 ? w + r * C : w) : nullptr;
+        auto term = [&](I64 c) { return soft_margin_term(to_acc(xr[c]), to_acc(yr[c])); };
+        // Two sums, so that neither has a branch on the weight (it would
+        // stop the vectorisation of the inline exp / log1p).
+        const A s = wr ? row_sum<Sum1<A>>(row, C, [&](I64 c, Sum1<A>& q) { q.v += term(c) * to_acc(wr[c]); }).v
+                       : row_sum<Sum1<A>>(row, C, [&](I64 c, Sum1<A>& q) { q.v += term(c); }).v;
+        return s / static_cast<A>(C);  // C = 0: 0/0 = NaN, as torch
+      },
+      output, reduction);
 }
 
 template <class ExecSpace, class T>
@@ -1783,25 +1707,8 @@ void multilabel_soft_margin_loss_backward(const ExecSpace& exec, const TensorIn<
   auto go = grad_output.data;
   const bool none = reduction == Reduction::none;
   const A scale = static_cast<A>(reduction_scale(reduction, N));
-  const int S = row_slices<ExecSpace>();
-  if (S > 0) {
-    using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-    lanes_rows_for(
-        exec, "kloss::multilabel_soft_margin_loss::backward", N, S, KOKKOS_LAMBDA(const Member& mem, const I64 r) {
-          const T* xr = x + r * C;
-          const T* yr = y + r * C;
-          const T* wr = w ? (wmode == 2 ? w + r * C : w) : nullptr;
-          const A g = (none ? to_acc(go(r)) : to_acc(go(0)) * scale) / static_cast<A>(C);
-          T* gr = gi + r * C;
-          lanes_for(mem, S, C, [&](const I64 c) {
-            const A v = soft_margin_grad(to_acc(xr[c]), to_acc(yr[c]), g);
-            gr[c] = static_cast<T>(wr ? v * to_acc(wr[c]) : v);
-          });
-        });
-    return;
-  }
-  Kokkos::parallel_for(
-      "kloss::multilabel_soft_margin_loss::backward", Range<ExecSpace>(exec, 0, N), KOKKOS_LAMBDA(const I64 r) {
+  rows_for(
+      exec, "kloss::multilabel_soft_margin_loss::backward", N, KOKKOS_LAMBDA(const RowOf<ExecSpace>& row, const I64 r) {
         const T* xr = x + r * C;
         const T* yr = y + r * C;
         const T* wr = w ? (wmode == 2 ? w + r * C : w) : nullptr;
@@ -1810,11 +1717,10 @@ void multilabel_soft_margin_loss_backward(const ExecSpace& exec, const TensorIn<
         auto grad = [&](I64 c) { return soft_margin_grad(to_acc(xr[c]), to_acc(yr[c]), g); };
         // Two loops: no branch on the weight inside (it blocks vectorisation).
         T* gr = gi + r * C;
-        if (wr) {
-          for (I64 c = 0; c < C; ++c) gr[c] = static_cast<T>(grad(c) * to_acc(wr[c]));
-        } else {
-          for (I64 c = 0; c < C; ++c) gr[c] = static_cast<T>(grad(c));
-        }
+        if (wr)
+          row_for(row, C, [&](const I64 c) { gr[c] = static_cast<T>(grad(c) * to_acc(wr[c])); });
+        else
+          row_for(row, C, [&](const I64 c) { gr[c] = static_cast<T>(grad(c)); });
       });
 }
 

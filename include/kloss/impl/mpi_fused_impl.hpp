@@ -124,7 +124,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     std::int64_t chunk = opts.chunk_bytes / static_cast<std::int64_t>(sizeof(A) * (v > 0 ? v : 1));
     if (chunk < 1) chunk = 1;
     if (chunk > n) chunk = n > 0 ? n : 1;
-    const CeParams p = ce_params(range, comm, opts, weighted, sums[0]);
+    const CeParams p = ce_params(range, comm.size(), opts, weighted, sums[0]);
     // Upstream gradient: the caller's, or ones (the gradient of the reduced
     // loss / of the sum of the per-row losses).
     Kokkos::View<T*, Mem> ones;

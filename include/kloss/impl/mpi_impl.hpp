@@ -134,6 +134,8 @@ inline std::int64_t saved_extent(std::int64_t n) { return 2 * n + 3; }
 
 namespace kloss::mpi::impl {
 
+namespace ki = kloss::impl;
+
 using kloss::impl::ProfilingRegion;
 
 /// Throws MpiError naming the op and the call unless rc == MPI_SUCCESS.
@@ -302,9 +304,7 @@ void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows
                        std::int64_t row_offset, const CrossEntropyTuning& tuning = {}) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  namespace ki = kloss::impl;
   const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
-  auto tg = target.data;
   const bool weighted = w != nullptr;
   ki::CeRowConfig<A> cfg;
   cfg.softcap = static_cast<A>(softcap);
@@ -314,7 +314,7 @@ void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows
   ki::ce_rows_for(
       exec, "kloss::vocab_parallel::row_partials", launch, rows,
       KOKKOS_LAMBDA(const Member& team, const std::int64_t i) {
-        const std::int64_t t = static_cast<std::int64_t>(tg(row_offset + i));
+        const std::int64_t t = static_cast<std::int64_t>(target.data(row_offset + i));
         const bool ignored = t == ignore_index;
         const bool owns = !ignored && t >= begin && t < begin + cols;
         const ki::CeRowPartials<A> p = ki::ce_row_partials_lanes(team, S, logits + i * cols, cols, std::int64_t(1),
@@ -384,13 +384,12 @@ struct CeParams {
 };
 
 /// The CeParams of a call from its options (any struct with reduction,
-/// label_smoothing, z_loss and softcap).
+/// label_smoothing, z_loss and softcap) on `ranks` ranks.
 template <class Options>
-CeParams ce_params(const ClassRange& range, const Communicator& comm, const Options& opts, bool weighted,
-                   double weight_sum) {
+CeParams ce_params(const ClassRange& range, int ranks, const Options& opts, bool weighted, double weight_sum) {
   CeParams p;
   p.total = range.total;
-  p.ranks = comm.size();
+  p.ranks = ranks;
   p.label_smoothing = opts.label_smoothing;
   p.z_loss = opts.z_loss;
   p.softcap = opts.softcap;
@@ -413,7 +412,6 @@ VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typen
                       const CeParams& p, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& saved,
                       const TensorOut<ExecSpace, T>& out) {
   using A = acc_t<T>;
-  namespace ki = kloss::impl;
   const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
   const A ranks = static_cast<A>(p.ranks);
   const A eps = static_cast<A>(p.label_smoothing), zl = static_cast<A>(p.z_loss);
@@ -480,9 +478,7 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
                       const CrossEntropyTuning& tuning = {}) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
-  namespace ki = kloss::impl;
   const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
-  auto tg = target.data;
   const bool weighted = w != nullptr;
   const A eps = static_cast<A>(params.label_smoothing), zl = static_cast<A>(params.z_loss);
   const A cap = static_cast<A>(params.softcap);
@@ -493,7 +489,7 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
       exec, "kloss::vocab_parallel::backward_rows", launch, rows,
       KOKKOS_LAMBDA(const Member& team, const std::int64_t j) {
         const std::int64_t i = row_offset + j;
-        const std::int64_t t = static_cast<std::int64_t>(tg(i));
+        const std::int64_t t = static_cast<std::int64_t>(target.data(i));
         Z* gr = grad + j * cols;
         if (t == ignore_index) {
           ki::ce_zero_row_lanes(team, S, gr, cols, std::int64_t(1));
@@ -507,22 +503,6 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
         ki::ce_backward_lanes(team, S, logits + j * cols, gr, cols, std::int64_t(1), tl, lse(i), kc, w);
       });
 }
-
-template <class ExecSpace, class T, class I>
-void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
-                                  const TensorIn<ExecSpace, T>& logits, const TensorIn<ExecSpace, I>& target,
-                                  const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
-                                  const TensorOut<ExecSpace, acc_t<T>>& saved,
-                                  const VocabParallelCrossEntropyOptions& opts);
-
-template <class ExecSpace, class T, class I>
-void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRange& range,
-                                           const TensorIn<ExecSpace, T>& grad_output,
-                                           const TensorIn<ExecSpace, T>& logits, const TensorIn<ExecSpace, I>& target,
-                                           const TensorIn<ExecSpace, T>& weight,
-                                           const TensorIn<ExecSpace, acc_t<T>>& saved,
-                                           const TensorOut<ExecSpace, T>& grad_logits,
-                                           const VocabParallelCrossEntropyOptions& opts);
 
 /// Host checks shared by the forward and backward of the cross-entropy.
 /// The vocabulary-parallel ops block in their collectives and throw a bad
@@ -555,6 +535,22 @@ void check_ce_arguments(std::string_view op, const ClassRange& range, const Tens
   require(softcap >= 0, op, "softcap must be non-negative (0 = off), got ", softcap);
 }
 
+/// The checks the forward and the backward of the vocabulary-parallel
+/// cross-entropy share: arguments, options, the output or grad_output
+/// (`out_name`: one value per row, or one) and the saved state.
+template <class T, class I, class M, class Out, class Saved>
+void check_vp_ce_call(std::string_view op, const ClassRange& range, const Tensor<const T, M>& logits,
+                      const Tensor<const I, M>& target, const Tensor<const T, M>& weight,
+                      const VocabParallelCrossEntropyOptions& opts, std::string_view out_name, const Out& out,
+                      const Saved& saved) {
+  check_ce_arguments(op, range, logits, target, weight, opts.reduction, opts.label_smoothing, opts.z_loss,
+                     opts.softcap);
+  check_no_deferred_check(op, opts.deferred_check);
+  const std::int64_t n = logits.extent(0);
+  check_output(op, out_name, out, opts.reduction, Shape{n});
+  check_shape(op, "saved", saved, Shape{saved_extent(n)});
+}
+
 /// Option values compared across ranks.
 std::vector<std::pair<std::string, std::int64_t>> option_fingerprint(Reduction reduction, std::int64_t ignore_index,
                                                                      double label_smoothing, double z_loss,
@@ -578,12 +574,7 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
                                     weight.present);
   double local_wsum = static_cast<double>(range.count);
   auto local_checks = [&] {
-    check_ce_arguments(op, range, logits, target, weight, opts.reduction, opts.label_smoothing, opts.z_loss,
-                       opts.softcap);
-    check_no_deferred_check(op, opts.deferred_check);
-    const std::int64_t n = logits.extent(0);
-    check_output(op, "output", output, opts.reduction, Shape{n});
-    check_shape(op, "saved", saved, Shape{saved_extent(n)});
+    check_vp_ce_call(op, range, logits, target, weight, opts, "output", output, saved);
     if (weight.present && smoothing) {
       // sum of this rank's class weights (host: O(C_r), only with smoothing)
       local_wsum = kloss::impl::fixed_order_total<double>(exec, "kloss::vocab_parallel_cross_entropy::weight_sum",
@@ -616,7 +607,7 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
     return r;
   });
   const CeParams p =
-      ce_params(range, comm, opts, weight.present, need_wsum ? sums[0] : static_cast<double>(range.total));
+      ce_params(range, comm.size(), opts, weight.present, need_wsum ? sums[0] : static_cast<double>(range.total));
   Kokkos::View<A*, Mem> sv(saved.data.data(), saved.data.extent(0));
   const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, n, 0, n, p, sv, output);
   if (s.bad > 0) {
@@ -651,21 +642,12 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "vocab_parallel_cross_entropy_backward";
-  check_ce_arguments(op, range, logits, target, weight, opts.reduction, opts.label_smoothing, opts.z_loss,
-                     opts.softcap);
-  check_no_deferred_check(op, opts.deferred_check);
-  const std::int64_t n = logits.extent(0);
-  check_output(op, "grad_output", grad_output, opts.reduction, Shape{n});
-  check_shape(op, "saved", saved, Shape{saved_extent(n)});
+  check_vp_ce_call(op, range, logits, target, weight, opts, "grad_output", grad_output, saved);
   check_same_shape(op, "grad_logits", grad_logits, "logits", logits);
   ProfilingRegion region("kloss::vocab_parallel_cross_entropy_backward");
-  CeParams p;
-  p.total = range.total;
-  p.label_smoothing = opts.label_smoothing;
-  p.z_loss = opts.z_loss;
-  p.softcap = opts.softcap;
-  p.reduction = opts.reduction;
-  p.weighted = weight.present;
+  const std::int64_t n = logits.extent(0);
+  // (the weight sum travels in the saved state: totals(2))
+  const CeParams p = ce_params(range, 1, opts, weight.present, 0.0);
   Kokkos::View<const A*, Mem> lse(saved.data.data(), n);
   Kokkos::View<const A*, Mem> wt(saved.data.data() + n, n);
   Kokkos::View<const A*, Mem> totals(saved.data.data() + 2 * n, 3);

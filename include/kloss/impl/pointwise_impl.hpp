@@ -1065,6 +1065,17 @@ std::array<Shape, N> shapes_of(const std::array<Tensor<const T, M>, N>& t) {
   return s;
 }
 
+/// Calls f(op, operands) with the BCE-with-logits functor for the weights
+/// present and its operands: input, target, then weight and pos_weight
+/// where present.
+template <class T, class M, class F>
+void with_bce_logits_operands(const Tensor<const T, M>& input, const Tensor<const T, M>& target,
+                              const Tensor<const T, M>& weight, const Tensor<const T, M>& pos_weight, F&& f) {
+  with_bce_logits_op(weight.present, pos_weight.present, [&](auto op) {
+    f(op, gather_operands<decltype(op)::arity>({input, target, weight, pos_weight}));
+  });
+}
+
 template <class ExecSpace, class T>
 void binary_cross_entropy_with_logits(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target,
                                       KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) pos_weight, KLOSS_PW_T(T) output,
@@ -1077,15 +1088,16 @@ void binary_cross_entropy_with_logits(const ExecSpace& exec, KLOSS_PW_CT(T) inpu
       {span("input", input), span("target", target), span("weight", weight), span("pos_weight", pos_weight)});
   ProfilingRegion region("kloss::binary_cross_entropy_with_logits");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
-  with_bce_logits_op(weight.present, pos_weight.present, [&](auto op) {
-    using Op = decltype(op);
-    constexpr int N = Op::arity;
-    const auto ops = gather_operands<N>({input, target, weight, pos_weight});
+  with_bce_logits_operands(input, target, weight, pos_weight, [&](auto op, const auto& ops) {
+    constexpr int N = decltype(op)::arity;
     std::array<const char*, N> names{};
     for (int k = 0; k < N; ++k)
-      names[k] = k == 0 ? "input" : k == 1 ? "target" : k == Op::iw && weight.present ? "weight" : "pos_weight";
-    pointwise_forward<ExecSpace, T, Op, N>(exec, name, op, ops, shapes_of<N>(ops), names, shape, output, reduction,
-                                           scale);
+      names[k] = k == 0                                    ? "input"
+                 : k == 1                                  ? "target"
+                 : k == decltype(op)::iw && weight.present ? "weight"
+                                                           : "pos_weight";
+    pointwise_forward<ExecSpace, T, decltype(op), N>(exec, name, op, ops, shapes_of<N>(ops), names, shape, output,
+                                                     reduction, scale);
   });
 }
 template <class ExecSpace, class T>
@@ -1099,14 +1111,12 @@ void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, KLOSS_PW_C
       {span("input", input), span("target", target), span("weight", weight), span("pos_weight", pos_weight)});
   ProfilingRegion region("kloss::binary_cross_entropy_with_logits_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
-  with_bce_logits_op(weight.present, pos_weight.present, [&](auto op) {
-    using Op = decltype(op);
-    constexpr int N = Op::arity;
-    const auto ops = gather_operands<N>({input, target, weight, pos_weight});
+  with_bce_logits_operands(input, target, weight, pos_weight, [&](auto op, const auto& ops) {
+    constexpr int N = decltype(op)::arity;
     std::array<TensorOut<ExecSpace, T>, N> grads{};
     grads[0] = grad_input;
-    pointwise_backward<ExecSpace, T, Op, N>(exec, "binary_cross_entropy_with_logits", op, grad_output, ops,
-                                            shapes_of<N>(ops), shape, grads, reduction, scale);
+    pointwise_backward<ExecSpace, T, decltype(op), N>(exec, "binary_cross_entropy_with_logits", op, grad_output, ops,
+                                                      shapes_of<N>(ops), shape, grads, reduction, scale);
   });
 }
 

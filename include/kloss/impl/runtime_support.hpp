@@ -2,9 +2,12 @@
 /// \file impl/runtime_support.hpp
 /// Helpers for the runtime-typed adapters in src/<family>.cpp: dispatch on a
 /// runtime dtype, copy host buffers to the default memory space as the
-/// canonical Tensor, and back.
+/// canonical Tensor, and back; the option lists and registry lines the
+/// families share.
 #include <cmath>
+#include <functional>
 #include <kloss/checks.hpp>
+#include <kloss/registry.hpp>
 #include <kloss/runtime.hpp>
 #include <limits>
 #include <string>
@@ -50,6 +53,15 @@ decltype(auto) dispatch_index(rt::DType d, std::string_view op, F&& f) {
     default:
       fail<NotImplemented>(op, "index dtype '", rt::to_string(d), "' is not int32 or int64");
   }
+}
+
+/// Calls f(TypeTag<T>{}, TypeTag<I>{}) for the call's floating dtype T and
+/// index dtype I (the floating dtype is checked first).
+template <class F>
+decltype(auto) dispatch_scalar_index(const rt::Call& c, F&& f) {
+  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+    return dispatch_index(c.index_dtype, c.op, [&](auto itag) { return f(tag, itag); });
+  });
 }
 
 /// An owning device copy of a buffer, converted to T.
@@ -177,6 +189,9 @@ rt::Result run_forward_backward(const rt::Call& c, Reduction red, const Shape& n
   return r;
 }
 
+/// torch's `reduction` keyword as most ops document it.
+inline constexpr OptionInfo reduction_option = {"reduction", "string", "mean", "none | mean | sum"};
+
 /// The cross-entropy family's options of a call (cross_entropy, the fused
 /// head and their vocabulary-parallel forms), torch's defaults where absent.
 template <class Options>
@@ -190,29 +205,110 @@ Options read_ce_options(const rt::Call& c) {
   return o;
 }
 
+/// The registry's list of the options read_ce_options reads, in its order;
+/// each op words ignore_index, label_smoothing and softcap for itself.
+inline std::vector<OptionInfo> ce_option_list(std::string_view ignore_doc, std::string_view smoothing_doc,
+                                              std::string_view softcap_doc) {
+  return {{"ignore_index", "int", "-100", ignore_doc},
+          reduction_option,
+          {"label_smoothing", "real", "0.0", smoothing_doc},
+          {"z_loss", "real", "0.0", "extension: adds z_loss * lse^2 per non-ignored row"},
+          {"softcap", "real", "0.0", softcap_doc}};
+}
+
 /// The embedding family's options of a call shared by embedding,
 /// embedding_bag and vocab_parallel_embedding.
 template <class Options>
-void read_embedding_options(const rt::Call& c, Options& o) {
+Options read_embedding_options(const rt::Call& c) {
+  Options o;
   if (c.options.has("padding_idx")) o.padding_idx = c.options.get_int(c.op, "padding_idx", 0);
   if (c.options.has("max_norm")) o.max_norm = c.options.get_real(c.op, "max_norm", 0);
   o.norm_type = c.options.get_real(c.op, "norm_type", 2.0);
   o.scale_grad_by_freq = c.options.get_bool(c.op, "scale_grad_by_freq", false);
   o.sparse = c.options.get_bool(c.op, "sparse", false);
   o.deterministic = c.options.get_bool(c.op, "deterministic", false);
+  return o;
 }
 
-#ifdef KLOSS_HAVE_MPI
-}  // namespace kloss::impl
-namespace kloss {
-struct VocabShard;  // kloss/registry.hpp
+/// The registry's list of the options read_embedding_options reads, in
+/// torch's order: `before_sparse` (embedding_bag's include_last_offset)
+/// stands between scale_grad_by_freq and sparse.
+inline std::vector<OptionInfo> embedding_option_list(std::string_view padding_doc,
+                                                     const std::vector<OptionInfo>& before_sparse = {}) {
+  std::vector<OptionInfo> v = {
+      {"padding_idx", "int", "None", padding_doc},
+      {"max_norm", "real", "None", "renormalise looked-up rows with a larger norm (in place)"},
+      {"norm_type", "real", "2", "p of the p-norm for max_norm"},
+      {"scale_grad_by_freq", "bool", "False", "divide each row's gradient by its count in input"}};
+  v.insert(v.end(), before_sparse.begin(), before_sparse.end());
+  v.push_back({"sparse", "bool", "False", "row-sparse gradient (the runtime API returns it densified)"});
+  v.push_back({"deterministic", "bool", "False", "kloss extension: sort-based, bitwise reproducible backward"});
+  return v;
 }
-namespace kloss::impl {
-/// The vocabulary-parallel adapters (src/mpi.cpp), attached to the registry
-/// lines of cross_entropy, embedding and fused_linear_cross_entropy.
-rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard& shard);
-rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& shard);
-rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, const VocabShard& shard);
+
+/// The shape of an embedding lookup's output: the index shape with the row
+/// width D appended.
+inline Shape lookup_shape(std::string_view op, Shape s, std::int64_t D) {
+  require(s.rank < max_rank, op, "argument 'input' has too many dimensions");
+  s.extent[s.rank++] = D;
+  return s;
+}
+
+/// The device tensors of a fused_linear_cross_entropy call (plain or
+/// vocabulary-parallel), read in torch's argument order, and the gradients
+/// of its differentiable inputs.
+template <class T, class I>
+struct FusedLinearTensors {
+  DeviceTensor<T> x, w;
+  DeviceTensor<I> t;
+  DeviceTensor<T> b, cw;
+  DeviceTensor<T> gx, gw, gb;  ///< set by zero_grads
+
+  explicit FusedLinearTensors(const rt::Call& c)
+      : x(input<T>(c, "input")),
+        w(input<T>(c, "weight")),
+        t(input<I>(c, "target")),
+        b(input<T>(c, "bias", false)),
+        cw(input<T>(c, "ce_weight", false)) {}
+
+  /// The forward output: one loss per row of input, or a scalar.
+  DeviceTensor<T> zero_output(Reduction red) const {
+    const std::int64_t n = x.shape.rank >= 1 ? x.shape[0] : 0;
+    return device_zeros<T>(output_shape(red, Shape{n}), "kloss::rt::output");
+  }
+  /// Zeroed gradients for input, weight and, where it is given, bias.
+  void zero_grads() {
+    gx = device_zeros<T>(x.shape, "kloss::rt::grad_input");
+    gw = device_zeros<T>(w.shape, "kloss::rt::grad_weight");
+    if (b.present) gb = device_zeros<T>(b.shape, "kloss::rt::grad_bias");
+  }
+  /// The gradients zero_grads made, as r's host buffers of dtype dt.
+  void grads_to_host(rt::Result& r, rt::DType dt) const {
+    r.grads["input"] = to_host(gx, dt);
+    r.grads["weight"] = to_host(gw, dt);
+    if (b.present) r.grads["bias"] = to_host(gb, dt);
+  }
+};
+
+/// One family's registry lines, all under the family's public header.
+struct FamilyRegistry {
+  std::vector<OpInfo>& ops;
+  std::string_view header;
+
+  /// Appends one op (ops.back() then holds it, for its other fields).
+  void add(std::string_view name, std::vector<std::string_view> inputs, std::vector<std::string_view> differentiable,
+           std::vector<OptionInfo> options, std::string_view summary, std::function<rt::Result(const rt::Call&)> run,
+           std::vector<std::string_view> index_inputs = {}) {
+    ops.push_back({name, header, std::move(inputs), std::move(differentiable), std::move(options), summary,
+                   std::move(run), std::move(index_inputs)});
+  }
+};
+
+#ifdef KLOSS_HAVE_MPI
+/// Attaches the vocabulary-parallel adapters (src/mpi.cpp) to the registry
+/// lines of cross_entropy, embedding and fused_linear_cross_entropy, which
+/// `ops` must already hold.
+void register_vocab_parallel(std::vector<OpInfo>& ops);
 #endif
 
 }  // namespace kloss::impl
