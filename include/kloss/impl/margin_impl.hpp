@@ -576,6 +576,15 @@ struct Sum1 {
   }
 };
 
+/// On the host launchers of the row bodies: inline the body (and what it
+/// calls) into the loop over rows, so that the host instantiation folds
+/// RowCtx::host() and keeps its loops' values in registers.
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__HIPCC__)
+#define KLOSS_HOST_FLATTEN __attribute__((flatten))
+#else
+#define KLOSS_HOST_FLATTEN
+#endif
+
 /// Where a row of a row-wise op runs: the calling thread's plain loops
 /// (S == 0, host spaces) or S slices on the vector lanes of team thread
 /// *mem (the lanes mapping). Each op writes its row body once, over
@@ -640,7 +649,9 @@ void rows_sum_and_count(const ExecSpace& exec, const std::string& label, I64 N, 
         sum, bad);
   else
     sum_and_count(
-        exec, label, N, KOKKOS_LAMBDA(const I64 r, double& s, I64& b) { body(RowCtx<Member>{}, r, s, b); }, sum, bad);
+        exec, label, N,
+        KOKKOS_LAMBDA(const I64 r, double& s, I64& b) KLOSS_HOST_FLATTEN { body(RowCtx<Member>{}, r, s, b); }, sum,
+        bad);
 }
 
 /// Calls body(row, r) for the rows r < N on the space's mapping.
@@ -687,7 +698,9 @@ void row_loss_forward(const ExecSpace& exec, const std::string& op, I64 N, const
   else
     fixed_order_sum(
         exec, "kloss::" + op + "::forward_sum", N,
-        KOKKOS_LAMBDA(const I64 r, double& acc) { acc += static_cast<double>(loss(RowCtx<Member>{}, r)); }, sum);
+        KOKKOS_LAMBDA(const I64 r, double& acc)
+            KLOSS_HOST_FLATTEN { acc += static_cast<double>(loss(RowCtx<Member>{}, r)); },
+        sum);
   write_device_scalar(exec, "kloss::" + op + "::forward_scale", sum, reduction_scale(reduction, N), output);
 }
 
@@ -985,13 +998,25 @@ void triplet_backward_kernel(const ExecSpace& exec, const TensorIn<ExecSpace, T>
         T* gar = ga ? ga + o : nullptr;
         T* gpr = gp ? gp + o : nullptr;
         T* gnr = gn ? gn + o : nullptr;
-        row_for(row, D, [&](const I64 j) {
-          A ua, up, un;
+        auto grads = [&](const I64 j, A& ua, A& up, A& un) {
           triplet_grads<K, T>(nrm, d, k, e, swap, a[o + j], ps[o + j], ng[o + j], ua, up, un);
-          if (gar) gar[j] = static_cast<T>(ua);
-          if (gpr) gpr[j] = static_cast<T>(up);
-          if (gnr) gnr[j] = static_cast<T>(un);
-        });
+        };
+        if (gar && gpr && gnr)  // the usual case, without branches in the loop
+          row_for(row, D, [&](const I64 j) {
+            A ua, up, un;
+            grads(j, ua, up, un);
+            gar[j] = static_cast<T>(ua);
+            gpr[j] = static_cast<T>(up);
+            gnr[j] = static_cast<T>(un);
+          });
+        else
+          row_for(row, D, [&](const I64 j) {
+            A ua, up, un;
+            grads(j, ua, up, un);
+            if (gar) gar[j] = static_cast<T>(ua);
+            if (gpr) gpr[j] = static_cast<T>(up);
+            if (gnr) gnr[j] = static_cast<T>(un);
+          });
       });
 }
 
