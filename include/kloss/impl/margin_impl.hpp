@@ -666,7 +666,8 @@ void rows_for(const ExecSpace& exec, const std::string& label, I64 N, const Body
         });
   else
     Kokkos::parallel_for(
-        label, Range<ExecSpace>(exec, 0, N), KOKKOS_LAMBDA(const I64 r) { body(RowCtx<Member>{}, r); });
+        label, Range<ExecSpace>(exec, 0, N),
+        KOKKOS_LAMBDA(const I64 r) KLOSS_HOST_FLATTEN { body(RowCtx<Member>{}, r); });
 }
 
 /// The forward of a row-wise loss without target checks: row r's loss is
@@ -1451,13 +1452,13 @@ Shape check_multilabel_margin(std::string_view op, const Tensor<const T, M>& inp
   return input.rank() == 2 ? Shape{input.extent(0)} : Shape{};
 }
 
-/// The TeamPolicy of multilabel_margin_loss: one team per row, a C-entry
-/// int32 table in team scratch (level 0 while it fits, else level 1).
 /// A row's per-class target multiplicities, in team scratch.
 template <class ExecSpace>
 using LabelTable =
     Kokkos::View<std::int32_t*, typename ExecSpace::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
+/// The TeamPolicy of multilabel_margin_loss: one team per row, a C-entry
+/// int32 table in team scratch (level 0 while it fits, else level 1).
 template <class ExecSpace>
 Kokkos::TeamPolicy<ExecSpace> multilabel_policy(const ExecSpace& exec, I64 N, I64 C, int& level) {
   const I64 bytes = C * static_cast<I64>(sizeof(std::int32_t));
