@@ -164,9 +164,9 @@ int main(int argc, char** argv) {
     if (rank == 0)
       std::printf(
           "lm_head_vocab_parallel: vocabulary %lld over %d rank(s) (%lld rows here), dim %d, batch %d, "
-          "%d steps, %s\nentropy floor of the data: %.4f nats/token (uniform guess: %.4f)\n",
-          static_cast<long long>(tok.vocab), size, static_cast<long long>(Vr), D, N, a.steps, Exec::name(), tok.entropy,
-          std::log(static_cast<double>(tok.vocab)));
+          "%d steps, %s\nhead products: %s\nentropy floor of the data: %.4f nats/token (uniform guess: %.4f)\n",
+          static_cast<long long>(tok.vocab), size, static_cast<long long>(Vr), D, N, a.steps, Exec::name(),
+          kloss::head_products_description("float32").c_str(), tok.entropy, std::log(static_cast<double>(tok.vocab)));
 
     // Parameters (this rank's rows) and their gradients, flat for Adam.
     Kokkos::View<float*, Mem> emb_flat("lm::embedding", Vr * D), head_flat("lm::head", Vr * D), bias("lm::bias", Vr);

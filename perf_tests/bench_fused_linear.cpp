@@ -16,10 +16,16 @@
 // as in BPE vocabularies, plus a per-row context term n_rc ~ N(0, 1) from
 // D - 1 random features), targets drawn from the Zipf distribution. Its
 // loss (the entropy plus the context's KL) is reported as loss_nats.
-// Counters: GFLOPs (6 N D V flops / time), unfused_ms, x_unfused,
-// extra_MB and extra_pct_of_logits (N V 4 bytes), unfused_extra_MB,
-// skipped_pct (tiles left out of the backward gemms), grad_err (auto: max
-// |g_auto - g_exact| / max |g_exact| over grad_input and grad_weight).
+// Counters: GFLOPs (6 N D V flops / time), torch_ms and x_torch (this
+// time / PyTorch's unfused head, x @ w.T + F.cross_entropy + autograd, same
+// shape, dtype, data and threads, same run: tools/torch_bench_fused_linear.py
+// under $KLOSS_TORCH_PYTHON, else python3), torch_extra_MB, extra_MB and
+// extra_pct_of_logits (N V 4 bytes), skipped_pct (tiles left out of the
+// backward products), grad_err (auto: max |g_auto - g_exact| / max
+// |g_exact| over grad_input and grad_weight); with KLOSS_BENCH_UNFUSED=1
+// also kloss's own unfused composition: unfused_ms, x_unfused,
+// unfused_extra_MB. The library and kernel that multiplied are printed to
+// stderr (kloss::head_products_description).
 #include "perf_common.hpp"
 
 #include <kloss/cross_entropy.hpp>
@@ -205,6 +211,15 @@ RunResult run_in_child(bool bf16, int path, int data, std::int64_t N, std::int64
   return r;
 }
 
+/// Whether to run kloss's own unfused composition as a second baseline
+/// (KLOSS_BENCH_UNFUSED=1; off by default: at these shapes it holds the
+/// full logits and takes as long as the fused head, and PyTorch's head is
+/// the peer).
+bool unfused_baseline() {
+  const char* e = std::getenv("KLOSS_BENCH_UNFUSED");
+  return e && std::string(e) == "1";
+}
+
 /// Args: dtype (0 float32, 1 bfloat16), N, D, V, filter (0 exact, 1
 /// automatic), data (0 synthetic, 1 trained).
 void BM_linear_ce(benchmark::State& state) {
@@ -213,8 +228,13 @@ void BM_linear_ce(benchmark::State& state) {
   const int filter = static_cast<int>(state.range(4)), data = static_cast<int>(state.range(5));
   static std::map<std::vector<std::int64_t>, RunResult> unfused_runs;
   const std::vector<std::int64_t> key{state.range(0), N, D, V, data};
-  if (!unfused_runs.count(key)) unfused_runs[key] = run_in_child(bf16, 0, data, N, D, V);
-  const RunResult& u = unfused_runs[key];
+  if (!unfused_runs.count(key) && unfused_baseline())
+    unfused_runs[key] = run_in_child(bf16, 0, data, N, D, V);
+  const RunResult u = unfused_runs.count(key) ? unfused_runs[key] : RunResult{};
+  const auto peer = torch_times("--shape " + std::to_string(N) + " " + std::to_string(D) + " " + std::to_string(V) +
+                                    " --dtype " + (bf16 ? "bfloat16" : "float32") +
+                                    " --data " + (data ? "trained" : "synthetic") + " --repeats 2",
+                                "torch_bench_fused_linear.py");
   RunResult last;
   for (auto _ : state) {
     last = run_in_child(bf16, filter == 1 ? 2 : 1, data, N, D, V);
@@ -222,16 +242,29 @@ void BM_linear_ce(benchmark::State& state) {
   }
   const double flops = 6.0 * N * D * V;
   state.counters["GFLOPs"] = flops / last.seconds / 1e9;
-  state.counters["unfused_ms"] = u.seconds * 1e3;
-  state.counters["x_unfused"] = last.seconds / u.seconds;
+  if (u.seconds > 0) {
+    state.counters["unfused_ms"] = u.seconds * 1e3;
+    state.counters["x_unfused"] = last.seconds / u.seconds;
+    state.counters["unfused_extra_MB"] = u.extra_bytes / 1e6;
+  }
+  if (peer.count("fwdbwd")) {
+    state.counters["torch_ms"] = peer.at("fwdbwd");
+    state.counters["x_torch"] = last.seconds * 1e3 / peer.at("fwdbwd");
+    if (peer.count("extra_MB")) state.counters["torch_extra_MB"] = peer.at("extra_MB");
+  }
   state.counters["extra_MB"] = last.extra_bytes / 1e6;
   state.counters["extra_pct_of_logits"] = 100.0 * last.extra_bytes / (4.0 * N * V);
-  state.counters["unfused_extra_MB"] = u.extra_bytes / 1e6;
   state.counters["skipped_pct"] = last.skipped_pct;
   state.counters["loss_nats"] = last.loss;
   if (filter == 1) state.counters["grad_err"] = last.grad_err;
   state.SetLabel(std::string(bf16 ? "bfloat16 " : "float32 ") + (filter ? "auto " : "exact ") +
                  (data ? "trained" : "synthetic"));
+  static bool named[2] = {false, false};
+  if (!named[bf16]) {  // which library and kernel multiplied, once per dtype
+    named[bf16] = true;
+    std::fprintf(stderr, "products (%s): %s\n", bf16 ? "bfloat16" : "float32",
+                 kloss::head_products_description(bf16 ? "bfloat16" : "float32").c_str());
+  }
 }
 
 /// OpenBLAS sgemm's own rate at the forward gemm of the shape.

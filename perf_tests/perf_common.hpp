@@ -180,21 +180,37 @@ double timed_loop(benchmark::State& state, const Exec& exec, const Step& step) {
   return timed_loop(state, exec, step, [] {});
 }
 
+/// The Python that runs the PyTorch peers: $KLOSS_TORCH_PYTHON, else
+/// `python3` on PATH (a venv with the current torch wheel: `python3 -m venv
+/// /opt/torch && /opt/torch/bin/pip install torch`, then
+/// KLOSS_TORCH_PYTHON=/opt/torch/bin/python).
+inline std::string torch_python() {
+  const char* e = std::getenv("KLOSS_TORCH_PYTHON");
+  return e && *e ? e : "python3";
+}
+
+/// Threads the peer gets: the concurrency of Kokkos' default execution
+/// space, or OMP_NUM_THREADS when that is larger (a Serial kloss whose
+/// product library runs OpenMP threads).
+inline int peer_threads() {
+  int threads = Exec().concurrency();
+  if (const char* e = std::getenv("OMP_NUM_THREADS")) threads = std::max(threads, std::atoi(e));
+  return threads;
+}
+
 /// Runs tools/<script> (a torch_bench_*.py peer) with `args` and returns its
 /// numbers by key (milliseconds, median of repeats; e.g. "fwd", "bwd",
-/// "fwdbwd"). Empty when /usr/bin/python3 has no torch, or with
+/// "fwdbwd"). Empty when torch_python() has no torch, or with
 /// KLOSS_BENCH_TORCH=0 in the environment (a GPU run, whose peers are
-/// tools/gpu_peers.py). Threads: torch gets `--threads` = the concurrency of
-/// Kokkos' default execution space.
+/// tools/gpu_peers.py). Threads: peer_threads().
 inline std::map<std::string, double> torch_times(const std::string& args, const std::string& script) {
   if (const char* e = std::getenv("KLOSS_BENCH_TORCH"); e && std::string(e) == "0") return {};
   static std::map<std::string, std::map<std::string, double>> cache;
   auto it = cache.find(script + " " + args);
   if (it != cache.end()) return it->second;
   std::map<std::string, double> out;
-  const int threads = Exec().concurrency();
-  const std::string cmd = "/usr/bin/python3 " KLOSS_SOURCE_DIR "/tools/" + script + " --threads " +
-                          std::to_string(threads) + " " + args + " 2>/dev/null";
+  const std::string cmd = torch_python() + " " KLOSS_SOURCE_DIR "/tools/" + script + " --threads " +
+                          std::to_string(peer_threads()) + " " + args + " 2>/dev/null";
   if (FILE* p = popen(cmd.c_str(), "r")) {
     char key[64];
     double v;

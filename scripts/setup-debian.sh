@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what kloss needs on Debian 12, only what is missing: compilers
 # (C, C++, gfortran for the Fortran module), CMake, Kokkos + Kokkos Kernels
-# (Debian's Trilinos packages), OpenBLAS, OpenMPI, parallel HDF5,
+# (Debian's Trilinos packages), OpenBLAS, oneDNN (the LM head's products), OpenMPI, parallel HDF5,
 # GoogleTest, Google Benchmark, clang (fuzzing), python3-matplotlib (the
 # examples' figures).
 # PyTorch is not needed to build or test; tools/ generators use
@@ -9,7 +9,7 @@
 set -euo pipefail
 pkgs=(build-essential gfortran cmake git pkg-config python3-matplotlib
       libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
-      libopenblas0-pthread libopenblas-pthread-dev
+      libopenblas0-pthread libopenblas-pthread-dev libdnnl-dev
       libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools
       libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev)
 missing=()

@@ -13,6 +13,10 @@ bash scripts/setup-debian.sh
 jobs=$(nproc)
 export OMPI_MCA_rmaps_base_oversubscribe=1
 export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
+# ctest runs nproc tests at once (and MPI tests with several ranks): one
+# OpenMP thread per process (oneDNN's products, a Kokkos OpenMP build's
+# kernels) keeps them from oversubscribing the cores.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 echo "== Release build"
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -2,7 +2,9 @@
 // (its own logits, cross-entropy and products; no kloss code), finite
 // differences on small sizes, chunking (several chunks, odd remainders),
 // stored and recompute backwards, class-probability targets, float16 and
-// bfloat16 (float gemms on chunk-wise converted copies), every error path.
+// bfloat16 (16-bit products where the library has them, float products on
+// chunk-wise converted copies otherwise), both product libraries
+// (HeadProducts automatic and portable), every error path.
 #include "reference.hpp"
 #include "test_utils.hpp"
 
@@ -202,11 +204,16 @@ TYPED_TEST(FusedLinearCE, EqualsTheUnfusedCompositionForEveryOption) {
       if (variant == 1 || variant == 4 || variant == 7) o.label_smoothing = 0.1;
       if (variant == 2 || variant == 5 || variant == 8) o.z_loss = 1e-2;
       if (variant == 5 || variant == 8) o.softcap = 2.0;
-      // 13 rows of 41 logits; a budget of 5 rows -> chunks 5, 5, 3
-      o.memory_budget_bytes = 5 * 41 * static_cast<std::int64_t>(sizeof(TypeParam));
-      compare<TypeParam>(P, o, "variant " + std::to_string(variant) + " " + std::string(kloss::to_string(red)));
-      o.memory_budget_bytes = 0;  // default: one chunk here
-      compare<TypeParam>(P, o, "one chunk, variant " + std::to_string(variant));
+      for (auto products : {kloss::HeadProducts::automatic, kloss::HeadProducts::portable}) {
+        o.products = products;
+        const std::string lib = products == kloss::HeadProducts::portable ? " portable" : " automatic";
+        // 13 rows of 41 logits; a budget of 5 rows -> chunks 5, 5, 3
+        o.memory_budget_bytes = 5 * 41 * static_cast<std::int64_t>(sizeof(TypeParam));
+        compare<TypeParam>(P, o,
+                           "variant " + std::to_string(variant) + " " + std::string(kloss::to_string(red)) + lib);
+        o.memory_budget_bytes = 0;  // default: one chunk here
+        compare<TypeParam>(P, o, "one chunk, variant " + std::to_string(variant) + lib);
+      }
     }
   }
 }
@@ -272,13 +279,16 @@ TYPED_TEST(FusedLinearCE, LargeChunksRunTheGradWeightGemmInRowBlocks) {
   compare<TypeParam>(P, o, "one chunk of 1030 rows");
 }
 
-/// float16 / bfloat16: the float gemms on converted copies (several token
-/// chunks, W in blocks with a remainder) against the float64 composition
-/// of the same rounded inputs. Tolerances: the loss and grad_input are
-/// computed in float and rounded once to T (eps_T = 2^-8 bf16, 2^-11 f16);
-/// grad_weight / grad_bias are rounded once per token chunk (3 chunks).
+/// float16 / bfloat16 against the float64 composition of the same rounded
+/// inputs (several token chunks, W in blocks with a remainder), with the
+/// products in T where the library multiplies T (dL/dZ then rounded to T
+/// for the backward products) and on converted float copies otherwise.
+/// Tolerances: the loss and grad_input are computed in float and rounded
+/// once to T (eps_T = 2^-8 bf16, 2^-11 f16), plus dL/dZ's rounding in the
+/// products; grad_weight / grad_bias are rounded once per token chunk (3
+/// chunks).
 template <class T>
-void check_16bit(double eps_t) {
+void check_16bit(double eps_t, kloss::HeadProducts products) {
   for (int variant = 0; variant < 4; ++variant) {
     for (auto red : {Reduction::mean, Reduction::sum, Reduction::none}) {
       const bool probs = variant == 3;
@@ -292,6 +302,7 @@ void check_16bit(double eps_t) {
       }
       o.memory_budget_bytes = 5 * 41 * 4;  // float logits: chunks of 5, 5, 3 rows
       o.convert_block_rows = 9;            // W blocks of 9, 9, 9, 9, 5 rows
+      o.products = products;
       const Grads U = reference(P, ce_options(o));
       const auto [S, R] = fused<T>(P, o);
       const std::string what = std::string(typeid(T).name()) + " variant " + std::to_string(variant) + " " +
@@ -311,8 +322,14 @@ void check_16bit(double eps_t) {
   }
 }
 
-TEST(FusedLinearCE16, BFloat16MatchesTheFloat64Composition) { check_16bit<kloss::bfloat16>(1.0 / 256); }
-TEST(FusedLinearCE16, Float16MatchesTheFloat64Composition) { check_16bit<kloss::float16>(1.0 / 2048); }
+TEST(FusedLinearCE16, BFloat16MatchesTheFloat64Composition) {
+  check_16bit<kloss::bfloat16>(1.0 / 256, kloss::HeadProducts::automatic);
+  check_16bit<kloss::bfloat16>(1.0 / 256, kloss::HeadProducts::portable);
+}
+TEST(FusedLinearCE16, Float16MatchesTheFloat64Composition) {
+  check_16bit<kloss::float16>(1.0 / 2048, kloss::HeadProducts::automatic);
+  check_16bit<kloss::float16>(1.0 / 2048, kloss::HeadProducts::portable);
+}
 
 TEST(FusedLinearCEFd, ProbabilityTargetGradientsMatchFiniteDifferences) {
   const FlProblem P = make_problem(4, 3, 6, true, true, 5, true);
@@ -538,11 +555,16 @@ TYPED_TEST(FusedLinearCE, ThresholdFilterStaysWithinTheReportedSkippedMass) {
   EXPECT_GT(diff, 0.0);
 }
 
-TEST(FusedLinearCE16, AutomaticFilterOnTheConvertedBlocks) {
+/// The automatic filter in bfloat16 on a head whose classes [64, 256) are
+/// dead: chunks of 10 rows (37 rows: 4 chunks), blocks of 64 classes (3
+/// dead ones per chunk).
+void check_filter_16(kloss::HeadProducts products) {
   using T = kloss::bfloat16;
   const FlProblem P = rounded_to<T>(dead_block_problem(45));
   kloss::FusedLinearCrossEntropyOptions o;
-  o.memory_budget_bytes = 10 * 300 * 4;
+  o.products = products;
+  // 10 rows of float logits, and of their bfloat16 copy with bfloat16 products
+  o.memory_budget_bytes = 10 * 300 * (kloss::impl::head_plan<Exec, T>(products).native ? 6 : 4);
   o.convert_block_rows = 64;
   const FilterRun E = run_filtered<T>(P, o);
   o.grad_filter = kloss::GradFilter::automatic;
@@ -554,6 +576,15 @@ TEST(FusedLinearCE16, AutomaticFilterOnTheConvertedBlocks) {
     for (std::int64_t j = 0; j < P.D; ++j) ASSERT_EQ(F.gw[c * P.D + j], 0.0);
   for (std::int64_t c : {0, 10, 63, 256, 299})
     for (std::int64_t j = 0; j < P.D; ++j) ASSERT_EQ(F.gw[c * P.D + j], E.gw[c * P.D + j]) << c;
+}
+
+TEST(FusedLinearCE16, AutomaticFilterOnBothProductKinds) {
+  // bfloat16 products where the library has them (automatic), float products
+  // on the converted blocks (portable)
+  for (auto products : {kloss::HeadProducts::automatic, kloss::HeadProducts::portable}) {
+    SCOPED_TRACE(products == kloss::HeadProducts::automatic ? "automatic" : "portable");
+    check_filter_16(products);
+  }
 }
 
 TEST(FusedLinearCEFilter, NaNTilesAreNeverSkipped) {

@@ -37,6 +37,11 @@ class MpiError : public Error {
  public:
   using Error::Error;
 };
+/// A call into a product library (oneDNN, cuBLAS, rocBLAS) failed.
+class LibraryError : public Error {
+ public:
+  using Error::Error;
+};
 /// An HDF5 call failed or a file does not follow the schema.
 class Hdf5Error : public Error {
  public:

@@ -3,6 +3,7 @@
 /// Options of fused_linear_cross_entropy, apart from the kernels.
 #include <kloss/cross_entropy_options.hpp>
 #include <kloss/grad_filter.hpp>
+#include <kloss/head_products.hpp>
 
 #include <cstdint>
 
@@ -30,6 +31,13 @@ struct FusedLinearCrossEntropyOptions {
   GradFilter grad_filter = GradFilter::exact;
   /// The threshold of GradFilter::threshold (> 0).
   double grad_filter_threshold = 0.0;
+  /// The library of the three products (kloss/head_products.hpp): the
+  /// fastest the build has for the execution space, or Kokkos Kernels'.
+  HeadProducts products = HeadProducts::automatic;
+  /// float32 on cuBLAS: multiply on the tensor cores' TF32 mode (10-bit
+  /// mantissa operands, float accumulation), as torch's
+  /// allow_tf32; other libraries and dtypes ignore it.
+  bool allow_tf32 = false;
   /// Launch overrides of the row kernel (as CrossEntropyOptions::tuning;
   /// row_splits does not apply: a chunk's rows are never split).
   CrossEntropyTuning tuning;

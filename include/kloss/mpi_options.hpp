@@ -6,6 +6,7 @@
 #include <kloss/cross_entropy_options.hpp>
 #include <kloss/embedding_options.hpp>
 #include <kloss/grad_filter.hpp>
+#include <kloss/head_products.hpp>
 
 #include <cstdint>
 
@@ -61,6 +62,10 @@ struct VocabParallelFusedLinearOptions {
   /// kloss::GradFilter; the report is this rank's).
   GradFilter grad_filter = GradFilter::exact;
   double grad_filter_threshold = 0.0;
+  /// The library of the head's products (as FusedLinearCrossEntropyOptions).
+  HeadProducts products = HeadProducts::automatic;
+  /// float32 on cuBLAS in the TF32 mode (as FusedLinearCrossEntropyOptions).
+  bool allow_tf32 = false;
 };
 
 }  // namespace kloss::mpi

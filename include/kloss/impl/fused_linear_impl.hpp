@@ -6,18 +6,21 @@
 /// The chunked head (fused_head, shared with the vocabulary-parallel op of
 /// impl/mpi_fused_impl.hpp): the N tokens are processed in chunks of B rows,
 /// B chosen from a scratch budget (never from N x V). Per chunk:
-///   Z = X_c W^T (+ b)                        KokkosBlas::gemm   [B, V]
+///   Z = X_c W^T + b                          product   [B, V]
 ///   the rows: loss, and dL/dZ written over Z in place (here cross_entropy's
 ///            row code, impl::ce_row_partials / ce_row_grad /
 ///            ce_backward_from_lse; the vocabulary-parallel op adds its
 ///            record allreduce)
-///   grad_input[c] = dZ W                     KokkosBlas::gemm   [B, D]
-///   grad_weight  += dZ^T X_c                 KokkosBlas::gemm   [V, D]
 ///   grad_bias    += column sums of dZ
+///   grad_input[c] = dZ W                     product   [B, D]
+///   grad_weight  += dZ^T X_c                 product   [V, D]
+/// The products run on impl/head_products.hpp's layer (oneDNN, cuBLAS,
+/// rocBLAS or Kokkos Kernels, in the dtype the library multiplies); the
+/// bias is the forward product's.
 /// Gradient filtering (GradFilter): a tile of B rows x one vocabulary block
 /// whose every |dL/dZ| is below the threshold takes no part in the two
-/// backward gemms (Cut Cross-Entropy's filter); the loss and grad_bias stay
-/// exact.
+/// backward products (Cut Cross-Entropy's filter); the loss and grad_bias
+/// stay exact.
 /// The forward stores the gradients for an upstream gradient of 1; the
 /// backward only scales them (mean / sum), or - in the recompute mode, and
 /// always for reduction none - runs the chunk loop again with the upstream
@@ -26,19 +29,23 @@
 #include <kloss/fused_linear_options.hpp>
 #include <kloss/grad_filter.hpp>
 #include <kloss/impl/cross_entropy_impl.hpp>
-#include <kloss/impl/kokkos_kernels_compat.hpp>
+#include <kloss/impl/head_products.hpp>
 #include <kloss/impl/scratch.hpp>
 
 namespace kloss {
 namespace impl {
 
-/// Rows per chunk for N tokens, V classes, a budget in bytes (0: default).
+/// Rows per chunk for N tokens, V classes, a budget in bytes (0: the
+/// default share of the N x V logits in the accumulation type A), with
+/// `logit_bytes` of scratch per logit (A's, plus the 16-bit copy of dL/dZ
+/// when the products take 16-bit operands).
 template <class A>
-std::int64_t fl_chunk_rows(std::string_view op, std::int64_t N, std::int64_t V, std::int64_t budget) {
-  const std::int64_t row_bytes = V * static_cast<std::int64_t>(sizeof(A));
+std::int64_t fl_chunk_rows(std::string_view op, std::int64_t N, std::int64_t V, std::int64_t budget,
+                           std::int64_t logit_bytes = sizeof(A)) {
+  const std::int64_t row_bytes = V * logit_bytes;
   if (budget <= 0) {
     budget = tuning::fl_default_budget_bytes;
-    const std::int64_t share = N * row_bytes / tuning::fl_default_budget_divisor;
+    const std::int64_t share = N * V * static_cast<std::int64_t>(sizeof(A)) / tuning::fl_default_budget_divisor;
     const std::int64_t floor = tuning::fl_min_chunk_rows * row_bytes;
     if (share < budget) budget = share > floor ? share : floor;
   }
@@ -113,16 +120,18 @@ struct FusedHeadArgs {
   std::int64_t N = 0, D = 0, V = 0, B = 1;
   std::int64_t convert_block_rows = 0;
   double filter = 0;
+  HeadPlan plan;      ///< the product library, and whether it multiplies T itself
+  bool tf32 = false;  ///< float32 products in the TF32 mode (CUDA, opt-in)
   bool want_grad() const { return gx || gw || gb; }
 };
 
 /// The FusedHeadArgs of the views of a call (absent views: null), chunks of
-/// B rows; the filter is set by the caller.
+/// B rows, products as `products` asks; the filter is set by the caller.
 template <class T, class M>
 FusedHeadArgs<T> fused_head_args(const Tensor<const T, M>& input, const Tensor<const T, M>& weight,
                                  const Tensor<const T, M>& bias, const Tensor<T, M>& grad_input,
                                  const Tensor<T, M>& grad_weight, const Tensor<T, M>& grad_bias, std::int64_t B,
-                                 std::int64_t convert_block_rows) {
+                                 std::int64_t convert_block_rows, const HeadPlan& plan, bool tf32) {
   FusedHeadArgs<T> a;
   a.x = input.data.data();
   a.w = weight.data.data();
@@ -135,6 +144,8 @@ FusedHeadArgs<T> fused_head_args(const Tensor<const T, M>& input, const Tensor<c
   a.V = weight.extent(0);
   a.B = B;
   a.convert_block_rows = convert_block_rows;
+  a.plan = plan;
+  a.tf32 = tf32;
   return a;
 }
 
@@ -171,68 +182,82 @@ void fl_tile_max(const ExecSpace& exec, const A* z, std::int64_t b, std::int64_t
       });
 }
 
-/// z[i, c] += bias[c] for b rows of V logits. Asynchronous.
-template <class ExecSpace, class A, class T>
-void fl_add_bias(const ExecSpace& exec, A* z, const T* bias, std::int64_t b, std::int64_t V) {
-  Kokkos::parallel_for(
-      "kloss::fused_linear_cross_entropy::bias",
-      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, b * V),
-      KOKKOS_LAMBDA(const std::int64_t e) { z[e] += static_cast<A>(bias[e % V]); });
-}
-
-/// g[c] += sum_i dz[i, c] over b rows of V columns. Asynchronous.
+/// g[c] += sum_i dz[i, c] over b rows of V columns. Asynchronous. Hosts
+/// walk the rows in order over blocks of columns (unit stride, one block
+/// per work item); devices give each thread a column (consecutive threads,
+/// consecutive addresses).
 template <class ExecSpace, class A>
 void fl_add_column_sums(const ExecSpace& exec, A* g, const A* dz, std::int64_t b, std::int64_t V) {
+  const std::int64_t width = is_host_space_v<ExecSpace> ? tuning::fl_host_column_block : 1;
   Kokkos::parallel_for(
       "kloss::fused_linear_cross_entropy::grad_bias",
-      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, V), KOKKOS_LAMBDA(const std::int64_t c) {
-        A s = 0;
-        for (std::int64_t i = 0; i < b; ++i) s += dz[i * V + c];
-        g[c] += s;
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, (V + width - 1) / width),
+      KOKKOS_LAMBDA(const std::int64_t blk) {
+        const std::int64_t c0 = blk * width, c1 = c0 + width < V ? c0 + width : V;
+        for (std::int64_t i = 0; i < b; ++i) {
+          const A* row = dz + i * V;
+          for (std::int64_t c = c0; c < c1; ++c) g[c] += row[c];
+        }
       });
 }
 
-/// The chunk loop of the fused heads (see the file comment). It holds no
+/// The chunk loop of the fused heads (see the file comment), with operands
+/// of type Op: the head's dtype where the product library multiplies it
+/// (a.plan.native), else float (16-bit heads then convert X's chunk rows
+/// and W's vocabulary blocks to float, product by product). It holds no
 /// device lambda itself (nvcc refuses one in a function templated on the
-/// caller's lambda types): its kernels are the fl_ helpers above. `rows(Zc, r0,
-/// b)` turns the chunk's logits Zc [b, V] (rows r0.. of the call, in the
+/// caller's lambda types): its kernels are the fl_ helpers above. `rows(Zc,
+/// r0, b)` turns the chunk's logits Zc [b, V] (rows r0.. of the call, in the
 /// accumulation type) into its losses and, when gradients are wanted, its
 /// logit gradient in place; it returns false to stop the loop (the
 /// vocabulary-parallel op's bad rows). `gx_done(p, count)` sees each
 /// chunk's grad_input rows in the accumulation type before they are stored
 /// (the vocabulary-parallel op sums them over the ranks there). The
 /// gradients are overwritten.
-/// T = float16 / bfloat16: the gemms run in float on chunk-wise converted
-/// copies (X rows of the chunk, W in blocks of fl_convert_block_rows rows,
-/// never the whole weight); grad_weight is accumulated over the token
-/// chunks in T (each chunk's float contribution added and rounded once, as
-/// a 16-bit gemm with beta = 1 does), grad_bias in a float vector.
+/// 16-bit T: the logits, the row kernel and grad_bias are float; with
+/// 16-bit operands the chunk's dL/dZ is rounded to T for the two backward
+/// products (as a 16-bit autograd head computes them), grad_input is
+/// rounded once, and grad_weight is accumulated over the token chunks in T
+/// (each chunk's float product added and rounded once).
 /// Fences once per chunk when filtering (the tile maxima reach the host).
-template <class ExecSpace, class T, class Rows, class GxDone>
-FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, Rows&& rows, GxDone&& gx_done) {
+template <class Op, class ExecSpace, class T, class Rows, class GxDone>
+FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>& a, Rows&& rows, GxDone&& gx_done) {
   using A = acc_t<T>;
-  constexpr bool conv = !std::is_same_v<T, A>;  // 16-bit: float gemms on converted copies
+  constexpr bool conv = !std::is_same_v<Op, T>;     // float products on converted copies of 16-bit operands
+  constexpr bool round_dz = !std::is_same_v<Op, A>;  // 16-bit operands: dL/dZ rounded to T for the backward
   using Mem = typename ExecSpace::memory_space;
-  using Mat = Kokkos::View<A**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  using CMat = Kokkos::View<const A**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  const ProductLibrary lib = a.plan.library;
   const std::int64_t N = a.N, D = a.D, V = a.V, B = a.B;
   const bool want_grad = a.want_grad(), filtering = want_grad && a.filter > 0;
   FusedLinearReport report;
   report.threshold = filtering ? a.filter : 0.0;
+  auto product = [&](char ta, char tb, std::int64_t m, std::int64_t n, std::int64_t k, const Op* x, std::int64_t ldx,
+                     const Op* y, std::int64_t ldy, const Op* bias, auto* c, std::int64_t ldc, bool accumulate) {
+    head_product(exec, lib, RowMajorProduct{ta, tb, m, n, k, ldx, ldy, ldc}, x, y, bias, c, accumulate, a.tf32);
+  };
 
-  // scratch (impl/scratch.hpp): one chunk of logits (and, 16-bit, the
-  // converted blocks)
+  // scratch (impl/scratch.hpp): one chunk of logits; its 16-bit dL/dZ; the
+  // converted blocks
   const auto Zs = scratch<A>(exec, B * V);
-  Mat Z(Zs.data(), B, V);
   // vocabulary blocks: the 16-bit conversion blocks, also the filter's tiles
   const std::int64_t Bv = fl_convert_block_rows(V, D, a.convert_block_rows);
   const std::int64_t blocks = V > 0 ? (V + Bv - 1) / Bv : 0;
-  Scratch<A, Mem> xf, dxf, wf, dwb, gb_acc, tmax;
+  Scratch<A, Mem> xf, dxf, wf, dwb, gb_acc, tmax, bias_f;
+  Scratch<T, Mem> dzh;
   if constexpr (conv) {
     xf = scratch<A>(exec, B * D);
     wf = scratch<A>(exec, Bv * D);
-    if (a.gx) dxf = scratch<A>(exec, B * D);
     if (a.gw) dwb = scratch<A>(exec, Bv * D);
+    if (a.bias) {
+      bias_f = scratch<A>(exec, V);
+      fl_convert(exec, bias_f.data(), a.bias, V, false);
+    }
+  }
+  if constexpr (round_dz) {
+    if (a.gx || a.gw) dzh = scratch<T>(exec, B * V);
+  }
+  if constexpr (!std::is_same_v<T, A>) {
+    if (a.gx) dxf = scratch<A>(exec, B * D);
     if (a.gb) gb_acc = scratch_zeroed<A>(exec, V);
   }
   // the tile maxima on the host (a plain vector: no Kokkos allocation)
@@ -242,51 +267,58 @@ FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, R
   std::vector<char> keep(static_cast<std::size_t>(blocks), 1);
   if (filtering) tmax = scratch<A>(exec, blocks);
   // grad_weight: without filtering the first chunk's products overwrite it
-  // (beta = 0), which saves a pass over V x D; zeroed here when there is no
-  // chunk or when a filtered tile may leave rows of it unwritten.
+  // (no accumulation), which saves a pass over V x D; zeroed here when there
+  // is no chunk or when a filtered tile may leave rows of it unwritten.
   const bool gw_zeroed = a.gw && (N == 0 || filtering);
   if (gw_zeroed)
     Kokkos::deep_copy(exec, Kokkos::View<T*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(a.gw, V * D), T(0.0f));
   if (a.gb) Kokkos::deep_copy(exec, Kokkos::View<T*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(a.gb, V), T(0.0f));
-  const T* xp = a.x;
-  const T* wp = a.w;
-  const T* bp = a.bias;
-  T* gxp = a.gx;
-  T* gwp = a.gw;
   A* gbp = nullptr;  // grad_bias accumulates here (float for 16-bit T)
-  if constexpr (conv)
-    gbp = gb_acc.data();
-  else
+  if constexpr (std::is_same_v<T, A>)
     gbp = a.gb;
+  else
+    gbp = gb_acc.data();
+  const Op* bias = nullptr;
+  if constexpr (conv)
+    bias = a.bias ? bias_f.data() : nullptr;
+  else
+    bias = a.bias;
+  // W's rows [v0, v0 + bv) as operands (16-bit converted: into wf)
+  auto w_rows = [&](std::int64_t v0, std::int64_t bv) -> const Op* {
+    if constexpr (conv) {
+      fl_convert(exec, wf.data(), a.w + v0 * D, bv * D, false);
+      return wf.data();
+    } else {
+      return a.w + v0 * D;
+    }
+  };
+  // vocabulary rows per forward product: one conversion block when
+  // converting, else all of V
+  const std::int64_t step_fwd = conv ? Bv : V;
 
   for (std::int64_t r0 = 0; r0 < N; r0 += B) {
     const std::int64_t b = r0 + B < N ? B : N - r0;
-    Mat Zc(Z.data(), b, V);
-    // --- Z = X_c W^T
-    const A* xc = nullptr;  // the chunk's input rows as A
+    A* Z = Zs.data();
+    // --- Z = X_c W^T + bias
+    const Op* xc = nullptr;  // the chunk's input rows as operands
     if constexpr (conv) {
-      fl_convert(exec, xf.data(), xp + r0 * D, b * D, false);
+      fl_convert(exec, xf.data(), a.x + r0 * D, b * D, false);
       xc = xf.data();
-      for (std::int64_t v0 = 0; v0 < V; v0 += Bv) {
-        const std::int64_t bv = v0 + Bv < V ? Bv : V - v0;
-        fl_convert(exec, wf.data(), wp + v0 * D, bv * D, false);
-        // columns [v0, v0 + bv) of the chunk: a LayoutRight subview with row
-        // stride V, which the BLAS takes as its leading dimension
-        gemm(exec, "N", "T", A(1), CMat(xc, b, D), CMat(wf.data(), bv, D), A(0),
-             Kokkos::subview(Zc, Kokkos::ALL(), std::make_pair(v0, v0 + bv)));
-      }
     } else {
-      xc = xp + r0 * D;
-      gemm(exec, "N", "T", A(1), CMat(xc, b, D), CMat(wp, V, D), A(0), Zc);
+      xc = a.x + r0 * D;
     }
-    if (bp) fl_add_bias(exec, Zc.data(), bp, b, V);
+    for (std::int64_t v0 = 0; v0 < V; v0 += step_fwd) {
+      const std::int64_t bv = v0 + step_fwd < V ? step_fwd : V - v0;
+      // columns [v0, v0 + bv) of the chunk: row stride V
+      product('N', 'T', b, bv, D, xc, D, w_rows(v0, bv), D, bias ? bias + v0 : nullptr, Z + v0, V, false);
+    }
     // --- the rows: losses, and dL/dZ over Z in place
-    if (!rows(Zc.data(), r0, b)) break;
+    if (!rows(Z, r0, b)) break;
     if (!want_grad) continue;
     // --- which tiles take part
     report.tiles += blocks;
     if (filtering) {
-      fl_tile_max(exec, Zc.data(), b, V, Bv, tmax.data());
+      fl_tile_max(exec, Z, b, V, Bv, tmax.data());
       Kokkos::deep_copy(exec, tmax_h, tmax.view());
       exec.fence();
       for (std::int64_t j = 0; j < blocks; ++j) {
@@ -298,69 +330,76 @@ FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, R
         }
       }
     }
-    // --- grad_input_c = dZ W, grad_weight += dZ^T X_c over the kept tiles
-    // (runs of consecutive kept blocks are one gemm each), grad_bias +=
-    // colsum(dZ) over every column
-    const CMat dZ(Zc.data(), b, V);
-    bool gx_written = false;
-    if constexpr (conv) {
-      for (std::int64_t j = 0; j < blocks; ++j) {
-        if (!keep[j]) continue;
-        const std::int64_t v0 = j * Bv, bv = v0 + Bv < V ? Bv : V - v0;
-        const auto dZb = Kokkos::subview(dZ, Kokkos::ALL(), std::make_pair(v0, v0 + bv));
-        if (a.gx) {
-          fl_convert(exec, wf.data(), wp + v0 * D, bv * D, false);
-          gemm(exec, "N", "N", A(1), dZb, CMat(wf.data(), bv, D), A(gx_written ? 1 : 0), Mat(dxf.data(), b, D));
-          gx_written = true;
-        }
-        if (a.gw) {
-          gemm(exec, "T", "N", A(1), dZb, CMat(xc, b, D), A(0), Mat(dwb.data(), bv, D));
-          fl_convert(exec, gwp + v0 * D, dwb.data(), bv * D, r0 != 0 || gw_zeroed);
-        }
-      }
-      if (a.gx) {
-        if (!gx_written)
-          Kokkos::deep_copy(exec, Kokkos::subview(dxf.view(), std::make_pair(std::int64_t(0), b * D)), A(0));
-        gx_done(dxf.data(), b * D);
-        fl_convert(exec, gxp + r0 * D, dxf.data(), b * D, false);
-      }
+    if (a.gb) fl_add_column_sums(exec, gbp, Z, b, V);
+    if (!a.gx && !a.gw) continue;
+    // --- the backward's operand dL/dZ (16-bit operands: rounded to T)
+    const Op* dz = nullptr;
+    if constexpr (round_dz) {
+      fl_convert(exec, dzh.data(), Z, b * V, false);
+      dz = dzh.data();
     } else {
-      const std::int64_t Bw = fl_grad_weight_block_rows(V, b);
-      for (std::int64_t j = 0; j < blocks;) {
-        if (!keep[j]) {
-          ++j;
-          continue;
-        }
-        std::int64_t k = j;
-        while (k < blocks && keep[k]) ++k;
-        const std::int64_t c0 = j * Bv, c1 = k * Bv < V ? k * Bv : V;
-        j = k;
-        const auto dZr = Kokkos::subview(dZ, Kokkos::ALL(), std::make_pair(c0, c1));
-        if (a.gx) {  // dX_c (+)= dZ[:, run] W[run]
-          gemm(exec, "N", "N", A(1), dZr, CMat(wp + c0 * D, c1 - c0, D), A(gx_written ? 1 : 0),
-               Mat(gxp + r0 * D, b, D));
+      dz = Z;
+    }
+    // --- grad_input_c = dZ W and grad_weight += dZ^T X_c over the kept
+    // tiles: runs of consecutive kept blocks, each one product per operand
+    // step
+    A* gxc = nullptr;  // the chunk's grad_input in A
+    if constexpr (std::is_same_v<T, A>)
+      gxc = a.gx ? a.gx + r0 * D : nullptr;
+    else
+      gxc = a.gx ? dxf.data() : nullptr;
+    bool gx_written = false;
+    const bool gw_accumulate = r0 != 0 || gw_zeroed;
+    // vocabulary rows per backward product: one conversion block when
+    // converting, the grad_weight row block on Kokkos Kernels (its BLAS
+    // packs a whole operand, see fl_grad_weight_block_rows), else a run
+    const std::int64_t step_bwd =
+        conv ? Bv : (lib == ProductLibrary::kokkos_blas ? fl_grad_weight_block_rows(V, b) : V);
+    for (std::int64_t j = 0; j < blocks;) {
+      if (!keep[j]) {
+        ++j;
+        continue;
+      }
+      std::int64_t k = j;
+      while (k < blocks && keep[k]) ++k;
+      const std::int64_t c0 = j * Bv, c1 = k * Bv < V ? k * Bv : V;
+      j = k;
+      for (std::int64_t v0 = c0; v0 < c1; v0 += step_bwd) {
+        const std::int64_t bv = v0 + step_bwd < c1 ? step_bwd : c1 - v0;
+        if (gxc) {  // dX_c (+)= dZ[:, v0..] W[v0..]
+          product('N', 'N', b, D, bv, dz + v0, V, w_rows(v0, bv), D, nullptr, gxc, D, gx_written);
           gx_written = true;
         }
-        if (a.gw) {  // dW[run] += dZ[:, run]^T X_c, in row blocks of dW (see fl_grad_weight_block_rows)
-          const A beta = r0 == 0 && !gw_zeroed ? A(0) : A(1);
-          for (std::int64_t v0 = c0; v0 < c1; v0 += Bw) {
-            const std::int64_t v1 = v0 + Bw < c1 ? v0 + Bw : c1;
-            gemm(exec, "T", "N", A(1), Kokkos::subview(dZ, Kokkos::ALL(), std::make_pair(v0, v1)), CMat(xc, b, D), beta,
-                 Mat(gwp + v0 * D, v1 - v0, D));
+        if (a.gw) {  // dW[v0..] (+)= dZ[:, v0..]^T X_c
+          if constexpr (conv) {
+            product('T', 'N', bv, D, b, dz + v0, V, xc, D, nullptr, dwb.data(), D, false);
+            fl_convert(exec, a.gw + v0 * D, dwb.data(), bv * D, gw_accumulate);
+          } else {
+            product('T', 'N', bv, D, b, dz + v0, V, xc, D, nullptr, a.gw + v0 * D, D, gw_accumulate);
           }
         }
       }
-      if (a.gx) {
-        if (!gx_written) Kokkos::deep_copy(exec, Mat(gxp + r0 * D, b, D), A(0));
-        gx_done(gxp + r0 * D, b * D);
-      }
     }
-    if (a.gb) fl_add_column_sums(exec, gbp, Zc.data(), b, V);
+    if (gxc) {
+      if (!gx_written) Kokkos::deep_copy(exec, Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(gxc, b * D), A(0));
+      gx_done(gxc, b * D);
+      if constexpr (!std::is_same_v<T, A>) fl_convert(exec, a.gx + r0 * D, gxc, b * D, false);
+    }
   }
-  if constexpr (conv) {
+  if constexpr (!std::is_same_v<T, A>) {
     if (a.gb) fl_convert(exec, a.gb, gb_acc.data(), V, false);
   }
   return report;
+}
+
+/// The chunk loop on the operand type of a.plan (see fused_head_with).
+template <class ExecSpace, class T, class Rows, class GxDone>
+FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, Rows&& rows, GxDone&& gx_done) {
+  using A = acc_t<T>;
+  if constexpr (!std::is_same_v<T, A>) {
+    if (!a.plan.native) return fused_head_with<A>(exec, a, rows, gx_done);
+  }
+  return fused_head_with<T>(exec, a, rows, gx_done);
 }
 
 /// The rows of one chunk of fused_linear_cross_entropy (local): the
@@ -537,7 +576,11 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   require(opts.convert_block_rows >= 0, op, "option 'convert_block_rows' must be >= 0 (0 = default), got ",
           opts.convert_block_rows);
   const double filter = fl_filter_threshold<T>(op, opts.grad_filter, opts.grad_filter_threshold);
-  const std::int64_t B = fl_chunk_rows<A>(op, N, V, opts.memory_budget_bytes);
+  const HeadPlan plan = head_plan<ExecSpace, T>(opts.products);
+  const bool want_grad = grad_input.present || grad_weight.present || grad_bias.present;
+  const std::int64_t B = fl_chunk_rows<A>(
+      op, N, V, opts.memory_budget_bytes,
+      sizeof(A) + (conv && plan.native && (grad_input.present || grad_weight.present) ? sizeof(T) : 0));
   check_disjoint(op,
                  {span("output", output), span("grad_input", grad_input), span("grad_weight", grad_weight),
                   span("grad_bias", grad_bias)},
@@ -555,7 +598,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   P.mean = opts.reduction == Reduction::mean;
   P.has_go = go.present;
   P.write_out = output.present;
-  P.want_grad = grad_input.present || grad_weight.present || grad_bias.present;
+  P.want_grad = want_grad;
   P.cfg.softcap = P.cap;
   P.cfg.sum_mode = P.eps == A(0) ? 0 : (ce_weight.present ? 2 : 1);
   P.tuning = opts.tuning;
@@ -603,7 +646,8 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   }
 
   FusedHeadArgs<T> a =
-      fused_head_args(input, weight, bias, grad_input, grad_weight, grad_bias, B, opts.convert_block_rows);
+      fused_head_args(input, weight, bias, grad_input, grad_weight, grad_bias, B, opts.convert_block_rows, plan,
+                      opts.allow_tf32);
   const Kokkos::View<const T*, Mem> gov(go.data.data(), go.present ? go.numel() : 0);
   if (filter > 0 && P.want_grad)
     a.filter = filter * fl_max_row_scale<ExecSpace, T>(exec, gov, P.has_go, P.mean, P.total_weight);

@@ -121,7 +121,11 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
             sv(2 * n + 2) = ws;
           });
     }
-    std::int64_t chunk = opts.chunk_bytes / static_cast<std::int64_t>(sizeof(A) * (v > 0 ? v : 1));
+    const kloss::impl::HeadPlan plan = kloss::impl::head_plan<ExecSpace, T>(opts.products);
+    // scratch per logit: A, plus the 16-bit copy of dL/dZ when the products
+    // take 16-bit operands
+    const std::size_t logit_bytes = sizeof(A) + (!std::is_same_v<T, A> && plan.native ? sizeof(T) : 0);
+    std::int64_t chunk = opts.chunk_bytes / static_cast<std::int64_t>(logit_bytes * (v > 0 ? v : 1));
     if (chunk < 1) chunk = 1;
     if (chunk > n) chunk = n > 0 ? n : 1;
     const CeParams p = ce_params(range, comm.size(), opts, weighted, sums[0]);
@@ -150,7 +154,8 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
       }
     }
     kloss::impl::FusedHeadArgs<T> a = kloss::impl::fused_head_args(input, weight, bias, grad_input, grad_weight,
-                                                                   grad_bias, chunk, opts.convert_block_rows);
+                                                                   grad_bias, chunk, opts.convert_block_rows, plan,
+                                                                   opts.allow_tf32);
     if (filter > 0 && want_grads)
       a.filter = filter *
                  kloss::impl::fl_max_row_scale<ExecSpace, T>(exec, g, true, opts.reduction == Reduction::mean, sums[1]);

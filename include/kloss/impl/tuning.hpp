@@ -125,6 +125,8 @@ inline constexpr std::int64_t fl_min_convert_block_rows = 64;
 /// 128256 at B = 256 grew the resident set by 103 MB; blocked, ~1 MB).
 inline constexpr std::int64_t fl_grad_weight_block_elements = std::int64_t(1) << 18;
 inline constexpr std::int64_t fl_min_grad_weight_block_rows = 256;
+/// grad_bias on hosts: columns per work item of the row-by-row column sums.
+inline constexpr std::int64_t fl_host_column_block = 1024;
 
 // --- ctc_loss (impl/ctc_impl.hpp) ---------------------------------------
 /// ctc_loss: extended-label states (and classes, in the gradient rows) per
