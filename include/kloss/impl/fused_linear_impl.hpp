@@ -32,6 +32,8 @@
 #include <kloss/impl/head_products.hpp>
 #include <kloss/impl/scratch.hpp>
 
+#include <cstring>
+
 namespace kloss {
 namespace impl {
 
@@ -182,6 +184,32 @@ void fl_tile_max(const ExecSpace& exec, const A* z, std::int64_t b, std::int64_t
       });
 }
 
+/// Rounds each of b rows of V floats z[i, :] to 16-bit T in place: row i's
+/// T values land at the start of its own float storage (T element j of row
+/// i at T offset 2 V i + j), so the chunk's 16-bit dL/dZ needs no buffer of
+/// its own; read it with row stride 2 V. Host spaces only (a row is walked
+/// in order: its T values never overwrite a float not yet read; the floats
+/// are copied out a block at a time, so the compiler cannot move a store
+/// ahead of the load it overwrites). Asynchronous.
+template <class T, class ExecSpace>
+void fl_round_rows(const ExecSpace& exec, float* z, std::int64_t b, std::int64_t V) {
+  static_assert(is_host_space_v<ExecSpace> && sizeof(T) * 2 == sizeof(float));
+  Kokkos::parallel_for(
+      "kloss::fused_linear_cross_entropy::round_rows",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, b), [=](const std::int64_t i) {
+        constexpr std::int64_t block = 256;
+        float tmp[block];
+        unsigned char* row = reinterpret_cast<unsigned char*>(z + i * V);
+        for (std::int64_t j0 = 0; j0 < V; j0 += block) {
+          const std::int64_t n = j0 + block < V ? block : V - j0;
+          std::memcpy(tmp, row + j0 * sizeof(float), static_cast<std::size_t>(n) * sizeof(float));
+          T out[block];
+          for (std::int64_t j = 0; j < n; ++j) out[j] = static_cast<T>(tmp[j]);
+          std::memcpy(row + j0 * sizeof(T), out, static_cast<std::size_t>(n) * sizeof(T));
+        }
+      });
+}
+
 /// g[c] += sum_i dz[i, c] over b rows of V columns. Asynchronous. Hosts
 /// walk the rows in order over blocks of columns (unit stride, one block
 /// per work item); devices give each thread a column (consecutive threads,
@@ -253,7 +281,10 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
       fl_convert(exec, bias_f.data(), a.bias, V, false);
     }
   }
-  if constexpr (round_dz) {
+  // 16-bit dL/dZ: on hosts over the chunk's own float rows (fl_round_rows),
+  // on devices in a buffer of its own
+  constexpr bool round_in_place = is_host_space_v<ExecSpace>;
+  if constexpr (round_dz && !round_in_place) {
     if (a.gx || a.gw) dzh = scratch<T>(exec, B * V);
   }
   if constexpr (!std::is_same_v<T, A>) {
@@ -334,7 +365,12 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
     if (!a.gx && !a.gw) continue;
     // --- the backward's operand dL/dZ (16-bit operands: rounded to T)
     const Op* dz = nullptr;
-    if constexpr (round_dz) {
+    std::int64_t ldz = V;  // dz's row stride in Op elements
+    if constexpr (round_dz && round_in_place) {
+      fl_round_rows<T>(exec, Z, b, V);
+      dz = reinterpret_cast<const Op*>(Z);
+      ldz = 2 * V;
+    } else if constexpr (round_dz) {
       fl_convert(exec, dzh.data(), Z, b * V, false);
       dz = dzh.data();
     } else {
@@ -367,15 +403,15 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
       for (std::int64_t v0 = c0; v0 < c1; v0 += step_bwd) {
         const std::int64_t bv = v0 + step_bwd < c1 ? step_bwd : c1 - v0;
         if (gxc) {  // dX_c (+)= dZ[:, v0..] W[v0..]
-          product('N', 'N', b, D, bv, dz + v0, V, w_rows(v0, bv), D, nullptr, gxc, D, gx_written);
+          product('N', 'N', b, D, bv, dz + v0, ldz, w_rows(v0, bv), D, nullptr, gxc, D, gx_written);
           gx_written = true;
         }
         if (a.gw) {  // dW[v0..] (+)= dZ[:, v0..]^T X_c
           if constexpr (conv) {
-            product('T', 'N', bv, D, b, dz + v0, V, xc, D, nullptr, dwb.data(), D, false);
+            product('T', 'N', bv, D, b, dz + v0, ldz, xc, D, nullptr, dwb.data(), D, false);
             fl_convert(exec, a.gw + v0 * D, dwb.data(), bv * D, gw_accumulate);
           } else {
-            product('T', 'N', bv, D, b, dz + v0, V, xc, D, nullptr, a.gw + v0 * D, D, gw_accumulate);
+            product('T', 'N', bv, D, b, dz + v0, ldz, xc, D, nullptr, a.gw + v0 * D, D, gw_accumulate);
           }
         }
       }
@@ -580,7 +616,9 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   const bool want_grad = grad_input.present || grad_weight.present || grad_bias.present;
   const std::int64_t B = fl_chunk_rows<A>(
       op, N, V, opts.memory_budget_bytes,
-      sizeof(A) + (conv && plan.native && (grad_input.present || grad_weight.present) ? sizeof(T) : 0));
+      sizeof(A) + (conv && plan.native && !is_host_space_v<ExecSpace> && (grad_input.present || grad_weight.present)
+                       ? sizeof(T)
+                       : 0));
   check_disjoint(op,
                  {span("output", output), span("grad_input", grad_input), span("grad_weight", grad_weight),
                   span("grad_bias", grad_bias)},

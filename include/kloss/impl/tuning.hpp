@@ -103,16 +103,15 @@ inline constexpr std::int64_t ce_split_host_workers = 64;
 inline constexpr std::int64_t ce_block_elements = std::int64_t(1) << 16;
 
 // --- fused_linear_cross_entropy (impl/fused_linear_impl.hpp) ---------------
-/// Default logits-chunk scratch: 1/25 (4 %) of the full N x V logits, at
-/// most 256 MiB, never fewer than 64 rows. The issue bounds the extra
-/// memory at 5 % of the logits; the rest of it is OpenBLAS' workspace and
-/// the small vectors (measured 2026-11-22, bench_fused_linear: 4.9 % at
-/// (4096, 2048, 32000), 4.3 % at (2048, 1024, 128256)). Time falls as the
-/// chunk grows (OpenBLAS packs all of W for every chunk's two W gemms, an
-/// overhead of about 1 / (2 B) of the gemm work): the table in
-/// docs/fused_linear.md gives the trade-off.
-inline constexpr std::int64_t fl_default_budget_bytes = std::int64_t(256) << 20;
-inline constexpr std::int64_t fl_default_budget_divisor = 25;
+/// Default logits-chunk scratch: 1/12 (8.3 %) of the full N x V float
+/// logits, at most 512 MiB, never fewer than 64 rows: the extra memory of a
+/// call stays under 10 % of the logits with the products' own workspace
+/// (docs/fused_linear.md). Time falls as the chunk grows: each chunk reads
+/// all of W twice and accumulates all of grad_weight once, an overhead of
+/// about 1 / B of the product work, and small chunks multiply at a lower
+/// rate (the table in docs/fused_linear.md).
+inline constexpr std::int64_t fl_default_budget_bytes = std::int64_t(512) << 20;
+inline constexpr std::int64_t fl_default_budget_divisor = 12;
 inline constexpr std::int64_t fl_min_chunk_rows = 64;
 /// 16-bit inputs: W is converted to float in blocks of
 /// fl_convert_block_elements / D rows (at least fl_min_convert_block_rows):
