@@ -184,30 +184,43 @@ void fl_tile_max(const ExecSpace& exec, const A* z, std::int64_t b, std::int64_t
       });
 }
 
-/// Rounds each of b rows of V floats z[i, :] to 16-bit T in place: row i's
-/// T values land at the start of its own float storage (T element j of row
-/// i at T offset 2 V i + j), so the chunk's 16-bit dL/dZ needs no buffer of
-/// its own; read it with row stride 2 V. Host spaces only (a row is walked
-/// in order: its T values never overwrite a float not yet read; the floats
-/// are copied out a block at a time, so the compiler cannot move a store
-/// ahead of the load it overwrites). Asynchronous.
+/// Rounds b rows of V floats z [b, V] to 16-bit T in place, into a dense
+/// [b, V] matrix of T at the start of the same storage (T element (i, j) at
+/// T offset i V + j): the chunk's 16-bit dL/dZ needs no buffer of its own,
+/// and stays dense (oneDNN's fast matmul kernels take only dense operands).
+/// Row i's T values land on float rows <= i, already read, so the rows go
+/// in order, one work item (a host pass over the chunk, small beside its
+/// products); the floats are copied out a block at a time, so the compiler
+/// cannot move a store ahead of the load it overwrites. Host spaces only.
+/// Asynchronous.
 template <class T, class ExecSpace>
 void fl_round_rows(const ExecSpace& exec, float* z, std::int64_t b, std::int64_t V) {
   static_assert(is_host_space_v<ExecSpace> && sizeof(T) * 2 == sizeof(float));
   Kokkos::parallel_for(
-      "kloss::fused_linear_cross_entropy::round_rows",
-      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, b), [=](const std::int64_t i) {
+      "kloss::fused_linear_cross_entropy::round_rows", Kokkos::RangePolicy<ExecSpace>(exec, 0, 1), [=](const int) {
         constexpr std::int64_t block = 256;
         float tmp[block];
-        unsigned char* row = reinterpret_cast<unsigned char*>(z + i * V);
-        for (std::int64_t j0 = 0; j0 < V; j0 += block) {
-          const std::int64_t n = j0 + block < V ? block : V - j0;
-          std::memcpy(tmp, row + j0 * sizeof(float), static_cast<std::size_t>(n) * sizeof(float));
-          T out[block];
-          for (std::int64_t j = 0; j < n; ++j) out[j] = static_cast<T>(tmp[j]);
-          std::memcpy(row + j0 * sizeof(T), out, static_cast<std::size_t>(n) * sizeof(T));
+        T out[block];
+        unsigned char* bytes = reinterpret_cast<unsigned char*>(z);
+        for (std::int64_t i = 0; i < b; ++i) {
+          for (std::int64_t j0 = 0; j0 < V; j0 += block) {
+            const std::int64_t n = j0 + block < V ? block : V - j0;
+            std::memcpy(tmp, bytes + (i * V + j0) * sizeof(float), static_cast<std::size_t>(n) * sizeof(float));
+            for (std::int64_t j = 0; j < n; ++j) out[j] = static_cast<T>(tmp[j]);
+            std::memcpy(bytes + (i * V + j0) * sizeof(T), out, static_cast<std::size_t>(n) * sizeof(T));
+          }
         }
       });
+}
+
+/// dst [b, w] (dense) = src[:, c0 .. c0 + w) of a [b, ld] matrix. Asynchronous.
+template <class ExecSpace, class T>
+void fl_pack_columns(const ExecSpace& exec, T* dst, const T* src, std::int64_t b, std::int64_t ld, std::int64_t c0,
+                     std::int64_t w) {
+  Kokkos::parallel_for(
+      "kloss::fused_linear_cross_entropy::pack",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>(exec, {0, 0}, {b, w}),
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t c) { dst[i * w + c] = src[i * ld + c0 + c]; });
 }
 
 /// g[c] += sum_i dz[i, c] over b rows of V columns. Asynchronous. Hosts
@@ -297,6 +310,9 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
                                                                                             tmax_host.size());
   std::vector<char> keep(static_cast<std::size_t>(blocks), 1);
   if (filtering) tmax = scratch<A>(exec, blocks);
+  // a dense copy of one filter tile of dL/dZ (oneDNN, filtering)
+  Scratch<Op, Mem> tile;
+  if (filtering && lib == ProductLibrary::onednn && (a.gx || a.gw)) tile = scratch<Op>(exec, B * Bv);
   // grad_weight: without filtering the first chunk's products overwrite it
   // (no accumulation), which saves a pass over V x D; zeroed here when there
   // is no chunk or when a filtered tile may leave rows of it unwritten.
@@ -365,11 +381,9 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
     if (!a.gx && !a.gw) continue;
     // --- the backward's operand dL/dZ (16-bit operands: rounded to T)
     const Op* dz = nullptr;
-    std::int64_t ldz = V;  // dz's row stride in Op elements
     if constexpr (round_dz && round_in_place) {
       fl_round_rows<T>(exec, Z, b, V);
       dz = reinterpret_cast<const Op*>(Z);
-      ldz = 2 * V;
     } else if constexpr (round_dz) {
       fl_convert(exec, dzh.data(), Z, b * V, false);
       dz = dzh.data();
@@ -388,9 +402,13 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
     const bool gw_accumulate = r0 != 0 || gw_zeroed;
     // vocabulary rows per backward product: one conversion block when
     // converting, the grad_weight row block on Kokkos Kernels (its BLAS
-    // packs a whole operand, see fl_grad_weight_block_rows), else a run
+    // packs a whole operand, see fl_grad_weight_block_rows), one filter tile
+    // packed dense on oneDNN when filtering (its fast kernels take dense
+    // operands only: a column range of dZ would go to its slower gemm, which
+    // also holds a float copy of a 16-bit grad_weight), else a run
+    const bool pack = filtering && lib == ProductLibrary::onednn;
     const std::int64_t step_bwd =
-        conv ? Bv : (lib == ProductLibrary::kokkos_blas ? fl_grad_weight_block_rows(V, b) : V);
+        conv || pack ? Bv : (lib == ProductLibrary::kokkos_blas ? fl_grad_weight_block_rows(V, b) : V);
     for (std::int64_t j = 0; j < blocks;) {
       if (!keep[j]) {
         ++j;
@@ -402,16 +420,23 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
       j = k;
       for (std::int64_t v0 = c0; v0 < c1; v0 += step_bwd) {
         const std::int64_t bv = v0 + step_bwd < c1 ? step_bwd : c1 - v0;
+        const Op* dzv = dz + v0;  // dZ[:, v0 .. v0 + bv), row stride ldz
+        std::int64_t ldz = V;
+        if (pack && bv < V) {
+          fl_pack_columns(exec, tile.data(), dz, b, V, v0, bv);
+          dzv = tile.data();
+          ldz = bv;
+        }
         if (gxc) {  // dX_c (+)= dZ[:, v0..] W[v0..]
-          product('N', 'N', b, D, bv, dz + v0, ldz, w_rows(v0, bv), D, nullptr, gxc, D, gx_written);
+          product('N', 'N', b, D, bv, dzv, ldz, w_rows(v0, bv), D, nullptr, gxc, D, gx_written);
           gx_written = true;
         }
         if (a.gw) {  // dW[v0..] (+)= dZ[:, v0..]^T X_c
           if constexpr (conv) {
-            product('T', 'N', bv, D, b, dz + v0, ldz, xc, D, nullptr, dwb.data(), D, false);
+            product('T', 'N', bv, D, b, dzv, ldz, xc, D, nullptr, dwb.data(), D, false);
             fl_convert(exec, a.gw + v0 * D, dwb.data(), bv * D, gw_accumulate);
           } else {
-            product('T', 'N', bv, D, b, dz + v0, ldz, xc, D, nullptr, a.gw + v0 * D, D, gw_accumulate);
+            product('T', 'N', bv, D, b, dzv, ldz, xc, D, nullptr, a.gw + v0 * D, D, gw_accumulate);
           }
         }
       }
