@@ -5,13 +5,10 @@
 // process, created on first use and destroyed at Kokkos::finalize; a mutex
 // keeps the stream binding and the call together when several host threads
 // multiply at once.
-#include <kloss/impl/head_products.hpp>
+#include "head_products_vendor.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
-
-#include <climits>
-#include <mutex>
 
 namespace kloss::impl {
 namespace {
@@ -30,58 +27,38 @@ cudaDataType data_type(ProductType t) {
   return CUDA_R_32F;
 }
 
-std::mutex& handle_mutex() {
-  static std::mutex m;
-  return m;
-}
+cublasOperation_t operation(char t) { return t == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T; }
 
-/// The process's cuBLAS handle (under handle_mutex()).
-cublasHandle_t handle() {
-  static cublasHandle_t h = nullptr;
-  if (!h) {
-    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
-      fail<LibraryError>("kloss::head_products", "cublasCreate failed");
-    Kokkos::push_finalize_hook([] {
-      std::lock_guard<std::mutex> g(handle_mutex());
-      cublasDestroy(h);
-      h = nullptr;
-    });
-  }
+VendorHandle<cublasHandle_t>& cublas() {
+  static VendorHandle<cublasHandle_t> h;
   return h;
 }
-
-cublasOperation_t operation(char t) { return t == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T; }
 
 }  // namespace
 
 void cublas_product(void* stream, const RowMajorProduct& p, ProductType op, ProductType out, const void* a,
                     const void* b, void* c, bool accumulate, bool tf32) {
   const ColMajorProduct q = col_major(p);
-  require(q.m <= INT_MAX && q.n <= INT_MAX && q.k <= INT_MAX && q.lda <= INT_MAX && q.ldb <= INT_MAX &&
-              q.ldc <= INT_MAX,
-          "kloss::head_products", "a product dimension past 2^31 - 1 (m ", p.m, ", n ", p.n, ", k ", p.k, ")");
-  const double one = 1, zero = 0;
-  const float onef = 1, zerof = 0;
+  require_int_dims(q, p);
+  const GemmScalars s;
   const bool f64 = op == ProductType::f64;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   if (f64)
     compute = CUBLAS_COMPUTE_64F;
   else if (op == ProductType::f32 && tf32)
     compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-  const void* alpha = f64 ? static_cast<const void*>(&one) : static_cast<const void*>(&onef);
-  const void* beta = f64 ? static_cast<const void*>(accumulate ? &one : &zero)
-                         : static_cast<const void*>(accumulate ? &onef : &zerof);
-  std::lock_guard<std::mutex> g(handle_mutex());
-  cublasHandle_t h = handle();
+  std::lock_guard<std::mutex> g(cublas().lock());
+  cublasHandle_t h = cublas().get([](cublasHandle_t* p) { return cublasCreate(p) == CUBLAS_STATUS_SUCCESS; },
+                                  [](cublasHandle_t h) { cublasDestroy(h); }, "cublasCreate");
   cublasSetStream(h, static_cast<cudaStream_t>(stream));
   // the column-major call: first operand the row-major B, second A
   const cublasStatus_t st = cublasGemmEx(
-      h, operation(q.ta), operation(q.tb), static_cast<int>(q.m), static_cast<int>(q.n), static_cast<int>(q.k), alpha,
-      b, data_type(op), static_cast<int>(q.lda), a, data_type(op), static_cast<int>(q.ldb), beta, c, data_type(out),
-      static_cast<int>(q.ldc), compute, CUBLAS_GEMM_DEFAULT);
+      h, operation(q.ta), operation(q.tb), static_cast<int>(q.m), static_cast<int>(q.n), static_cast<int>(q.k),
+      s.alpha(f64), b, data_type(op), static_cast<int>(q.lda), a, data_type(op), static_cast<int>(q.ldb),
+      s.beta(f64, accumulate), c, data_type(out), static_cast<int>(q.ldc), compute, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS)
     fail<LibraryError>("kloss::head_products", "cublasGemmEx failed with status ", static_cast<int>(st), " (m ", p.m,
-                        ", n ", p.n, ", k ", p.k, ")");
+                       ", n ", p.n, ", k ", p.k, ")");
 }
 
 }  // namespace kloss::impl

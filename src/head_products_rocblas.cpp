@@ -2,12 +2,9 @@
 // rocblas_gemm_ex per product on the execution space instance's stream,
 // 16-bit operands with float accumulation; the handle as on cuBLAS (one per
 // process, destroyed at Kokkos::finalize, calls serialised by a mutex).
-#include <kloss/impl/head_products.hpp>
+#include "head_products_vendor.hpp"
 
 #include <rocblas/rocblas.h>
-
-#include <climits>
-#include <mutex>
 
 namespace kloss::impl {
 namespace {
@@ -26,53 +23,37 @@ rocblas_datatype data_type(ProductType t) {
   return rocblas_datatype_f32_r;
 }
 
-std::mutex& handle_mutex() {
-  static std::mutex m;
-  return m;
-}
+rocblas_operation operation(char t) { return t == 'N' ? rocblas_operation_none : rocblas_operation_transpose; }
 
-rocblas_handle handle() {
-  static rocblas_handle h = nullptr;
-  if (!h) {
-    if (rocblas_create_handle(&h) != rocblas_status_success)
-      fail<LibraryError>("kloss::head_products", "rocblas_create_handle failed");
-    Kokkos::push_finalize_hook([] {
-      std::lock_guard<std::mutex> g(handle_mutex());
-      rocblas_destroy_handle(h);
-      h = nullptr;
-    });
-  }
+VendorHandle<rocblas_handle>& rocblas() {
+  static VendorHandle<rocblas_handle> h;
   return h;
 }
-
-rocblas_operation operation(char t) { return t == 'N' ? rocblas_operation_none : rocblas_operation_transpose; }
 
 }  // namespace
 
 void rocblas_product(void* stream, const RowMajorProduct& p, ProductType op, ProductType out, const void* a,
                      const void* b, void* c, bool accumulate) {
   const ColMajorProduct q = col_major(p);
-  require(q.m <= INT_MAX && q.n <= INT_MAX && q.k <= INT_MAX && q.lda <= INT_MAX && q.ldb <= INT_MAX &&
-              q.ldc <= INT_MAX,
-          "kloss::head_products", "a product dimension past 2^31 - 1 (m ", p.m, ", n ", p.n, ", k ", p.k, ")");
-  const double one = 1, zero = 0;
-  const float onef = 1, zerof = 0;
+  require_int_dims(q, p);
+  const GemmScalars s;
   const bool f64 = op == ProductType::f64;
-  const void* alpha = f64 ? static_cast<const void*>(&one) : static_cast<const void*>(&onef);
-  const void* beta = f64 ? static_cast<const void*>(accumulate ? &one : &zero)
-                         : static_cast<const void*>(accumulate ? &onef : &zerof);
-  std::lock_guard<std::mutex> g(handle_mutex());
-  rocblas_handle h = handle();
+  std::lock_guard<std::mutex> g(rocblas().lock());
+  rocblas_handle h =
+      rocblas().get([](rocblas_handle* p) { return rocblas_create_handle(p) == rocblas_status_success; },
+                    [](rocblas_handle h) { rocblas_destroy_handle(h); }, "rocblas_create_handle");
   rocblas_set_stream(h, static_cast<hipStream_t>(stream));
+  // the column-major call: first operand the row-major B, second A; C is
+  // also the output D
   const rocblas_status st = rocblas_gemm_ex(
       h, operation(q.ta), operation(q.tb), static_cast<rocblas_int>(q.m), static_cast<rocblas_int>(q.n),
-      static_cast<rocblas_int>(q.k), alpha, b, data_type(op), static_cast<rocblas_int>(q.lda), a, data_type(op),
-      static_cast<rocblas_int>(q.ldb), beta, c, data_type(out), static_cast<rocblas_int>(q.ldc), c, data_type(out),
-      static_cast<rocblas_int>(q.ldc), f64 ? rocblas_datatype_f64_r : rocblas_datatype_f32_r,
-      rocblas_gemm_algo_standard, 0, 0);
+      static_cast<rocblas_int>(q.k), s.alpha(f64), b, data_type(op), static_cast<rocblas_int>(q.lda), a,
+      data_type(op), static_cast<rocblas_int>(q.ldb), s.beta(f64, accumulate), c, data_type(out),
+      static_cast<rocblas_int>(q.ldc), c, data_type(out), static_cast<rocblas_int>(q.ldc),
+      f64 ? rocblas_datatype_f64_r : rocblas_datatype_f32_r, rocblas_gemm_algo_standard, 0, 0);
   if (st != rocblas_status_success)
     fail<LibraryError>("kloss::head_products", "rocblas_gemm_ex failed with status ", static_cast<int>(st), " (m ",
-                        p.m, ", n ", p.n, ", k ", p.k, ")");
+                       p.m, ", n ", p.n, ", k ", p.k, ")");
 }
 
 }  // namespace kloss::impl
