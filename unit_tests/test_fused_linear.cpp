@@ -565,7 +565,7 @@ void check_filter_16(kloss::HeadProducts products) {
   o.products = products;
   // 10 rows of float logits (and, on a device with bfloat16 products, of
   // their bfloat16 copy)
-  const bool copy = kloss::impl::head_plan<Exec, T>(products).native && !kloss::impl::is_host_space_v<Exec>;
+  const bool copy = kloss::impl::head_plan<Exec, T>(products).native && kloss::impl::fl_device_schedule<Exec>();
   o.memory_budget_bytes = 10 * 300 * (copy ? 6 : 4);
   o.convert_block_rows = 64;
   const FilterRun E = run_filtered<T>(P, o);

@@ -37,19 +37,28 @@
 namespace kloss {
 namespace impl {
 
+/// Whether the fused heads run their device schedule on ExecSpace: on
+/// devices, and on hosts under the test hook tuning::test_fl_device_schedule.
+template <class ExecSpace>
+bool fl_device_schedule() {
+  return !is_host_space_v<ExecSpace> || tuning::test_fl_device_schedule != 0;
+}
+
 /// Rows per chunk for N tokens, V classes, a budget in bytes (0: the
-/// default share of the N x V logits in the accumulation type A), with
-/// `logit_bytes` of scratch per logit (A's, plus the 16-bit copy of dL/dZ
-/// when the products take 16-bit operands).
+/// default share of the N x V logits in the accumulation type A, at least
+/// `min_rows` rows), with `logit_bytes` of scratch per logit (A's, plus the
+/// 16-bit copy of dL/dZ when the products take 16-bit operands on a
+/// device).
 template <class A>
 std::int64_t fl_chunk_rows(std::string_view op, std::int64_t N, std::int64_t V, std::int64_t budget,
-                           std::int64_t logit_bytes = sizeof(A)) {
+                           std::int64_t logit_bytes = sizeof(A), std::int64_t min_rows = tuning::fl_min_chunk_rows) {
   const std::int64_t row_bytes = V * logit_bytes;
   if (budget <= 0) {
     budget = tuning::fl_default_budget_bytes;
     const std::int64_t share = N * V * static_cast<std::int64_t>(sizeof(A)) / tuning::fl_default_budget_divisor;
-    const std::int64_t floor = tuning::fl_min_chunk_rows * row_bytes;
-    if (share < budget) budget = share > floor ? share : floor;
+    const std::int64_t floor = min_rows * row_bytes;
+    if (share < budget) budget = share;
+    if (budget < floor) budget = floor;
   }
   const std::int64_t rows = row_bytes > 0 ? budget / row_bytes : N;
   if (rows < 1)
@@ -296,9 +305,9 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
   }
   // 16-bit dL/dZ: on hosts over the chunk's own float rows (fl_round_rows),
   // on devices in a buffer of its own
-  constexpr bool round_in_place = is_host_space_v<ExecSpace>;
-  if constexpr (round_dz && !round_in_place) {
-    if (a.gx || a.gw) dzh = scratch<T>(exec, B * V);
+  const bool round_in_place = !fl_device_schedule<ExecSpace>();
+  if constexpr (round_dz) {
+    if (!round_in_place && (a.gx || a.gw)) dzh = scratch<T>(exec, B * V);
   }
   if constexpr (!std::is_same_v<T, A>) {
     if (a.gx) dxf = scratch<A>(exec, B * D);
@@ -381,12 +390,14 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
     if (!a.gx && !a.gw) continue;
     // --- the backward's operand dL/dZ (16-bit operands: rounded to T)
     const Op* dz = nullptr;
-    if constexpr (round_dz && round_in_place) {
-      fl_round_rows<T>(exec, Z, b, V);
-      dz = reinterpret_cast<const Op*>(Z);
-    } else if constexpr (round_dz) {
-      fl_convert(exec, dzh.data(), Z, b * V, false);
-      dz = dzh.data();
+    if constexpr (round_dz) {
+      if (round_in_place) {
+        if constexpr (is_host_space_v<ExecSpace>) fl_round_rows<T>(exec, Z, b, V);
+        dz = reinterpret_cast<const Op*>(Z);
+      } else {
+        fl_convert(exec, dzh.data(), Z, b * V, false);
+        dz = dzh.data();
+      }
     } else {
       dz = Z;
     }
@@ -639,11 +650,11 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   const double filter = fl_filter_threshold<T>(op, opts.grad_filter, opts.grad_filter_threshold);
   const HeadPlan plan = head_plan<ExecSpace, T>(opts.products);
   const bool want_grad = grad_input.present || grad_weight.present || grad_bias.present;
+  const bool device = fl_device_schedule<ExecSpace>();
   const std::int64_t B = fl_chunk_rows<A>(
       op, N, V, opts.memory_budget_bytes,
-      sizeof(A) + (conv && plan.native && !is_host_space_v<ExecSpace> && (grad_input.present || grad_weight.present)
-                       ? sizeof(T)
-                       : 0));
+      sizeof(A) + (conv && plan.native && device && (grad_input.present || grad_weight.present) ? sizeof(T) : 0),
+      device ? tuning::fl_device_min_chunk_rows : tuning::fl_min_chunk_rows);
   check_disjoint(op,
                  {span("output", output), span("grad_input", grad_input), span("grad_weight", grad_weight),
                   span("grad_bias", grad_bias)},

@@ -125,7 +125,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     // scratch per logit: A, plus (devices) the 16-bit copy of dL/dZ when the
     // products take 16-bit operands
     const std::size_t logit_bytes =
-        sizeof(A) + (!std::is_same_v<T, A> && plan.native && !kloss::impl::is_host_space_v<ExecSpace> ? sizeof(T) : 0);
+        sizeof(A) + (!std::is_same_v<T, A> && plan.native && kloss::impl::fl_device_schedule<ExecSpace>() ? sizeof(T) : 0);
     std::int64_t chunk = opts.chunk_bytes / static_cast<std::int64_t>(logit_bytes * (v > 0 ? v : 1));
     if (chunk < 1) chunk = 1;
     if (chunk > n) chunk = n > 0 ? n : 1;

@@ -126,6 +126,17 @@ inline constexpr std::int64_t fl_grad_weight_block_elements = std::int64_t(1) <<
 inline constexpr std::int64_t fl_min_grad_weight_block_rows = 256;
 /// grad_bias on hosts: columns per work item of the row-by-row column sums.
 inline constexpr std::int64_t fl_host_column_block = 1024;
+/// Devices: token chunks of at least this many rows by default (whatever
+/// the budget: the tensor cores reach their rate only on products of about
+/// this many rows, and each chunk is one grad_weight product); at (8192,
+/// 2048, 128256) bfloat16 that is 788 MB of chunk (float logits and their
+/// bfloat16 copy) against 4.2 GB of float logits.
+inline constexpr std::int64_t fl_device_min_chunk_rows = 1024;
+/// Test hook: non-zero runs the fused heads' device schedule on host spaces
+/// (the 16-bit dL/dZ in a buffer of its own instead of over the chunk's
+/// floats, the device's chunk rows), so that CI runs it. Set by the test
+/// programs only (unit_main.cpp reads KLOSS_TEST_FUSED_DEVICE_SCHEDULE).
+inline int test_fl_device_schedule = 0;
 
 // --- ctc_loss (impl/ctc_impl.hpp) ---------------------------------------
 /// ctc_loss: extended-label states (and classes, in the gradient rows) per
