@@ -17,12 +17,15 @@ struct FusedLinearCrossEntropyOptions {
   double label_smoothing = 0.0;
   double z_loss = 0.0;
   double softcap = 0.0;
-  /// Bytes of logits scratch (B x V accumulation-type values); 0 = the
-  /// default (impl/tuning.hpp: fl_default_budget_bytes, and at most
-  /// 1/fl_default_budget_divisor of the full N x V logits).
+  /// Bytes of logits scratch: B x V accumulation-type values (on a device
+  /// with 16-bit products, also their 16-bit copy); 0 = the default
+  /// (impl/tuning.hpp: 1/fl_default_budget_divisor of the full N x V float
+  /// logits, at most fl_default_budget_bytes, at least fl_min_chunk_rows
+  /// rows on hosts and fl_device_min_chunk_rows on devices).
   std::int64_t memory_budget_bytes = 0;
-  /// float16 / bfloat16 only: rows of W converted to float per block (0 =
-  /// the default, impl/tuning.hpp: fl_convert_block_elements / D).
+  /// Rows of W per vocabulary block: the gradient filter's tiles and, for
+  /// 16-bit inputs whose library has no 16-bit product, the blocks converted
+  /// to float (0 = the default, impl/tuning.hpp: fl_convert_block_elements / D).
   std::int64_t convert_block_rows = 0;
   /// Backward tiles to skip (see GradFilter). The loss is exact in every
   /// mode; grad_input / grad_weight differ from the exact ones by at most
