@@ -44,6 +44,17 @@ bool fl_device_schedule() {
   return !is_host_space_v<ExecSpace> || tuning::test_fl_device_schedule != 0;
 }
 
+/// Scratch bytes per logit of a chunk of a head of dtype T on ExecSpace:
+/// the accumulation type's, plus, under the device schedule with 16-bit
+/// products, the 16-bit copy of dL/dZ the backward products read
+/// (`dz_products`: grad_input or grad_weight wanted).
+template <class ExecSpace, class T>
+std::int64_t fl_logit_bytes(const HeadPlan& plan, bool dz_products) {
+  using A = acc_t<T>;
+  const bool copy = !std::is_same_v<T, A> && plan.native && dz_products && fl_device_schedule<ExecSpace>();
+  return static_cast<std::int64_t>(sizeof(A) + (copy ? sizeof(T) : 0));
+}
+
 /// Rows per chunk for N tokens, V classes, a budget in bytes (0: the
 /// default share of the N x V logits in the accumulation type A, at least
 /// `min_rows` rows), with `logit_bytes` of scratch per logit (A's, plus the
@@ -650,11 +661,10 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   const double filter = fl_filter_threshold<T>(op, opts.grad_filter, opts.grad_filter_threshold);
   const HeadPlan plan = head_plan<ExecSpace, T>(opts.products);
   const bool want_grad = grad_input.present || grad_weight.present || grad_bias.present;
-  const bool device = fl_device_schedule<ExecSpace>();
   const std::int64_t B = fl_chunk_rows<A>(
       op, N, V, opts.memory_budget_bytes,
-      sizeof(A) + (conv && plan.native && device && (grad_input.present || grad_weight.present) ? sizeof(T) : 0),
-      device ? tuning::fl_device_min_chunk_rows : tuning::fl_min_chunk_rows);
+      fl_logit_bytes<ExecSpace, T>(plan, grad_input.present || grad_weight.present),
+      fl_device_schedule<ExecSpace>() ? tuning::fl_device_min_chunk_rows : tuning::fl_min_chunk_rows);
   check_disjoint(op,
                  {span("output", output), span("grad_input", grad_input), span("grad_weight", grad_weight),
                   span("grad_bias", grad_bias)},

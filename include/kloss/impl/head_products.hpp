@@ -139,13 +139,10 @@ HeadPlan head_plan(HeadProducts requested) {
 #endif
 #ifdef KLOSS_HAVE_ONEDNN
   if constexpr (is_host_space_v<ExecSpace> && !std::is_same_v<T, double>) {
-    if constexpr (std::is_same_v<T, float>) {
-      if (!onednn_kernel(ProductType::f32).empty()) return HeadPlan{ProductLibrary::onednn, true};
-    } else if (!onednn_kernel(ProductType::f32).empty()) {
-      // 16-bit operands where oneDNN has a kernel for them, else float
-      // products on the head's converted copies
-      return HeadPlan{ProductLibrary::onednn, !onednn_kernel(product_type<T>()).empty()};
-    }
+    // 16-bit operands where oneDNN has a kernel for them, else float
+    // products on the head's converted copies
+    if (!onednn_kernel(ProductType::f32).empty())
+      return HeadPlan{ProductLibrary::onednn, !sixteen || !onednn_kernel(product_type<T>()).empty()};
   }
 #endif
   return portable;
@@ -164,7 +161,18 @@ void add_row_bias(const ExecSpace& exec, Out* c, std::int64_t ldc, const Op* bia
       });
 }
 
-/// The unmanaged strided view of a stored operand (rows x cols, row stride ld).
+/// The unmanaged view of a dense stored operand (rows x cols, row-major):
+/// the layout Kokkos Kernels hands to its BLAS.
+template <class T, class Mem>
+Kokkos::View<T**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> dense_matrix(T* p,
+                                                                                                   std::int64_t rows,
+                                                                                                   std::int64_t cols) {
+  using V = Kokkos::View<T**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  return V(p, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols));
+}
+
+/// The unmanaged strided view of a stored operand (rows x cols, row stride
+/// ld): Kokkos Kernels multiplies these with its own kernels.
 template <class T, class Mem>
 Kokkos::View<T**, Kokkos::LayoutStride, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> strided_matrix(
     T* p, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
@@ -215,9 +223,13 @@ void head_product(const ExecSpace& exec, ProductLibrary lib, const RowMajorProdu
         const std::int64_t ar = p.ta == 'N' ? p.m : p.k, ac = p.ta == 'N' ? p.k : p.m;
         const std::int64_t br = p.tb == 'N' ? p.k : p.n, bc = p.tb == 'N' ? p.n : p.k;
         const char ta[2] = {p.ta, 0}, tb[2] = {p.tb, 0};
-        gemm(exec, ta, tb, Out(1), strided_matrix<const Op, Mem>(a, ar, ac, p.lda),
-             strided_matrix<const Op, Mem>(b, br, bc, p.ldb), Out(accumulate ? 1 : 0),
-             strided_matrix<Out, Mem>(c, p.m, p.n, p.ldc));
+        const Out beta(accumulate ? 1 : 0);
+        if (p.lda == ac && p.ldb == bc && p.ldc == p.n)  // dense: through the BLAS Kokkos Kernels was built with
+          gemm(exec, ta, tb, Out(1), dense_matrix<const Op, Mem>(a, ar, ac), dense_matrix<const Op, Mem>(b, br, bc),
+               beta, dense_matrix<Out, Mem>(c, p.m, p.n));
+        else
+          gemm(exec, ta, tb, Out(1), strided_matrix<const Op, Mem>(a, ar, ac, p.lda),
+               strided_matrix<const Op, Mem>(b, br, bc, p.ldb), beta, strided_matrix<Out, Mem>(c, p.m, p.n, p.ldc));
         if (bias) add_row_bias(exec, c, p.ldc, bias, p.m, p.n);
         return;
       }

@@ -122,11 +122,9 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
           });
     }
     const kloss::impl::HeadPlan plan = kloss::impl::head_plan<ExecSpace, T>(opts.products);
-    // scratch per logit: A, plus (devices) the 16-bit copy of dL/dZ when the
-    // products take 16-bit operands
-    const std::size_t logit_bytes =
-        sizeof(A) + (!std::is_same_v<T, A> && plan.native && kloss::impl::fl_device_schedule<ExecSpace>() ? sizeof(T) : 0);
-    std::int64_t chunk = opts.chunk_bytes / static_cast<std::int64_t>(logit_bytes * (v > 0 ? v : 1));
+    const std::int64_t logit_bytes =
+        kloss::impl::fl_logit_bytes<ExecSpace, T>(plan, grad_input.present || grad_weight.present);
+    std::int64_t chunk = opts.chunk_bytes / (logit_bytes * (v > 0 ? v : 1));
     if (chunk < 1) chunk = 1;
     if (chunk > n) chunk = n > 0 ? n : 1;
     const CeParams p = ce_params(range, comm.size(), opts, weighted, sums[0]);
