@@ -7,7 +7,7 @@
 # PyTorch is not needed to build or test; tools/ generators use
 # /usr/bin/python3 with python3-torch + python3-h5py (install by hand).
 set -euo pipefail
-pkgs=(build-essential gfortran cmake git pkg-config python3-matplotlib
+pkgs=(build-essential gfortran cmake git pkg-config python3-matplotlib python3-venv
       libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
       libopenblas0-pthread libopenblas-pthread-dev libdnnl-dev
       libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools

@@ -2,7 +2,7 @@
 # Sets up a Debian 12 machine and runs the whole kloss test suite:
 #  1. Release build: unit tests, MPI tests under mpirun (1-4 ranks),
 #     golden validation (serial and --vocab-parallel), examples (shortened),
-#     the downstream find_package test.
+#     the downstream find_package test; the Python package's pytest.
 #  2. AddressSanitizer + UBSan build of the unit tests, run (test_hostile
 #     among them: its fixed seed and call count are printed with the tally).
 #  3. libFuzzer runs of the golden-file reader and of hostile runtime-API
@@ -22,6 +22,15 @@ echo "== Release build"
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j"$jobs"
 (cd build/release && ctest --output-on-failure -j"$jobs")
+
+echo "== Python package (python/): pytest against build/release's libkloss_c"
+# A fresh venv with the package and its test dependencies from PyPI, no
+# torch (a few GB): the PyTorch tests skip, saying why. The library,
+# kloss-validate and kloss-ops are this build's.
+python3 -m venv --clear build/pyenv
+build/pyenv/bin/pip install -q ./python pytest numpy h5py
+KLOSS_LIBRARY="$PWD/build/release/src/libkloss_c.so" KLOSS_VALIDATE="$PWD/build/release/src/kloss-validate" \
+  KLOSS_OPS="$PWD/build/release/src/kloss-ops" build/pyenv/bin/python -m pytest -rs -p no:cacheprovider python/tests
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build of the unit tests"
 # -O1 -g1: sanitizer builds of these template-heavy files compile several

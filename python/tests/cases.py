@@ -1,0 +1,134 @@
+"""Small valid calls of every registered op (float64 NumPy inputs, odd
+shapes, each option exercised somewhere), shared by the NumPy, golden and
+PyTorch tests. cases() returns a fresh list of Call objects; every op of
+kloss.ops() has at least one (test_registry checks that)."""
+import collections
+
+import numpy as np
+
+Call = collections.namedtuple("Call", "id op inputs options")
+
+
+def _log_softmax(x, axis):
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+def cases(seed=20261127):
+    rng = np.random.default_rng(seed)
+    out = []
+
+    def add(id_, op, inputs, **options):
+        out.append(Call("%s-%s" % (op, id_), op, inputs, options))
+
+    def randn(*shape):
+        return rng.standard_normal(shape)
+
+    def sign(*shape):
+        return np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+
+    # element-wise
+    for red in ("none", "mean", "sum"):
+        for op in ("mse_loss", "l1_loss"):
+            add(red, op, {"input": randn(3, 5), "target": randn(3, 5)}, reduction=red)
+        add(red, "smooth_l1_loss", {"input": randn(3, 5), "target": randn(3, 5)}, reduction=red, beta=0.7)
+        add(red, "huber_loss", {"input": randn(3, 5), "target": randn(3, 5)}, reduction=red, delta=0.6)
+        add(red, "soft_margin_loss", {"input": randn(4, 3), "target": sign(4, 3)}, reduction=red)
+    add("scalar", "mse_loss", {"input": np.array(1.5), "target": np.array(-0.25)})
+    add("empty", "l1_loss", {"input": np.zeros((0, 3)), "target": np.zeros((0, 3))}, reduction="sum")
+    add("beta0", "smooth_l1_loss", {"input": randn(7), "target": randn(7)}, beta=0.0)
+    add("plain", "binary_cross_entropy", {"input": rng.uniform(0.05, 0.95, (3, 4)), "target": rng.random((3, 4))})
+    add("weight", "binary_cross_entropy",
+        {"input": rng.uniform(0.05, 0.95, (3, 4)), "target": rng.random((3, 4)), "weight": rng.uniform(0.5, 2, 4)},
+        reduction="sum")
+    add("plain", "binary_cross_entropy_with_logits", {"input": 3 * randn(3, 4), "target": rng.random((3, 4))},
+        reduction="none")
+    add("weights", "binary_cross_entropy_with_logits",
+        {"input": 3 * randn(3, 4), "target": rng.random((3, 4)), "weight": rng.uniform(0.5, 2, (3, 4)),
+         "pos_weight": rng.uniform(0.5, 3, 4)})
+    lp = _log_softmax(randn(4, 5), 1)
+    add("probs", "kl_div", {"input": lp, "target": np.exp(_log_softmax(randn(4, 5), 1))}, reduction="batchmean")
+    add("log_target", "kl_div", {"input": lp, "target": _log_softmax(randn(4, 5), 1)}, reduction="sum",
+        log_target=True)
+    add("zero_target", "kl_div", {"input": lp, "target": np.where(rng.random((4, 5)) < 0.3, 0.0, 0.2)},
+        reduction="none")
+    add("log_input", "poisson_nll_loss", {"input": randn(3, 4), "target": rng.poisson(2.0, (3, 4)).astype(float)})
+    add("rate_full", "poisson_nll_loss",
+        {"input": rng.uniform(0.2, 3, (3, 4)), "target": rng.poisson(3.0, (3, 4)).astype(float)}, log_input=False,
+        full=True, reduction="sum")
+    add("same_shape", "gaussian_nll_loss",
+        {"input": randn(3, 4), "target": randn(3, 4), "var": rng.uniform(0.3, 2, (3, 4))})
+    add("var_col_full", "gaussian_nll_loss",
+        {"input": randn(3, 4), "target": randn(3, 4), "var": rng.uniform(0.3, 2, (3, 1))}, full=True,
+        reduction="none")
+    add("var_row_eps", "gaussian_nll_loss",
+        {"input": randn(3, 4), "target": randn(3, 4), "var": rng.uniform(0.6, 2, 3)}, eps=0.5, reduction="sum")
+
+    # class-index losses
+    t = np.array([0, 3, 1, -100, 2, 3])
+    add("ignore", "nll_loss", {"input": _log_softmax(randn(6, 4), 1), "target": t})
+    add("weight_kdim", "nll_loss",
+        {"input": _log_softmax(randn(2, 4, 3), 1), "target": rng.integers(0, 4, (2, 3)),
+         "weight": rng.uniform(0.5, 2, 4)}, reduction="sum", ignore_index=1)
+    add("smoothing", "cross_entropy", {"input": 2 * randn(6, 5), "target": np.array([0, 4, 1, 2, 2, 3])},
+        label_smoothing=0.1)
+    add("weight_ignore", "cross_entropy",
+        {"input": 2 * randn(6, 5), "target": np.array([0, 4, 1, -100, 2, 3]), "weight": rng.uniform(0.5, 2, 5)},
+        label_smoothing=0.2)
+    add("int32_none", "cross_entropy",
+        {"input": 2 * randn(5, 3), "target": np.array([0, 2, 1, 1, 0], dtype=np.int32)}, reduction="none")
+    add("probs", "cross_entropy",
+        {"input": 2 * randn(4, 5), "target": np.exp(_log_softmax(randn(4, 5), 1))}, label_smoothing=0.1)
+    add("kdim", "cross_entropy", {"input": randn(2, 4, 3), "target": rng.integers(0, 4, (2, 3))}, reduction="sum")
+
+    # margin
+    add("plain", "hinge_embedding_loss", {"input": randn(4, 3), "target": sign(4, 3)}, margin=0.5)
+    add("plain", "margin_ranking_loss", {"input1": randn(7), "input2": randn(7), "target": sign(7)}, margin=0.3)
+    add("p2", "triplet_margin_loss", {"anchor": randn(4, 5), "positive": randn(4, 5), "negative": randn(4, 5)})
+    add("p1_swap", "triplet_margin_loss",
+        {"anchor": randn(4, 5), "positive": randn(4, 5), "negative": randn(4, 5)}, p=1.0, swap=True, margin=2.0,
+        reduction="none")
+    add("plain", "cosine_embedding_loss", {"input1": randn(5, 4), "input2": randn(5, 4), "target": sign(5)},
+        margin=0.2, reduction="sum")
+    add("p1", "multi_margin_loss", {"input": randn(4, 5), "target": np.array([0, 4, 2, 2])})
+    add("p2_weight", "multi_margin_loss",
+        {"input": randn(4, 5), "target": np.array([1, 3, 0, 4]), "weight": rng.uniform(0.5, 2, 5)}, p=2,
+        margin=0.7, reduction="none")
+    add("plain", "multilabel_margin_loss",
+        {"input": randn(3, 5), "target": np.array([[3, 0, -1, 1, 1], [1, 2, 4, 0, -1], [-1, 0, 0, 0, 0]])})
+    add("weight", "multilabel_soft_margin_loss",
+        {"input": randn(3, 5), "target": (rng.random((3, 5)) < 0.5).astype(float),
+         "weight": rng.uniform(0.5, 2, 5)}, reduction="sum")
+
+    # ctc: log_probs [T, N, C], padded targets
+    T, N, C = 7, 3, 5
+    lp = _log_softmax(randn(T, N, C), 2)
+    targets = np.array([[1, 2, 2], [3, 1, 0], [4, 0, 0]])
+    for red in ("mean", "sum", "none"):
+        add(red, "ctc_loss", {"log_probs": lp, "targets": targets, "input_lengths": np.array([7, 6, 5]),
+                              "target_lengths": np.array([3, 2, 1])}, reduction=red)
+    add("blank4_zero_inf", "ctc_loss",
+        {"log_probs": lp, "targets": np.array([[1, 2, 3], [0, 1, 2], [2, 2, 2]]), "input_lengths": np.array([7, 6, 2]),
+         "target_lengths": np.array([3, 3, 3])}, blank=4, zero_infinity=True, reduction="sum")
+
+    # embedding
+    add("plain", "embedding", {"input": np.array([[1, 2, 6], [0, 2, 5]]), "weight": randn(7, 4)})
+    add("padding", "embedding", {"input": np.array([1, 2, 6, 2]), "weight": randn(7, 4)}, padding_idx=2)
+    add("max_norm", "embedding", {"input": np.array([1, 3, 3]), "weight": randn(7, 4)}, max_norm=1.0)
+    idx = np.array([1, 2, 6, 0, 2, 5, 5, 3])
+    for mode in ("sum", "mean", "max"):
+        add(mode, "embedding_bag", {"input": idx, "weight": randn(7, 4), "offsets": np.array([0, 3, 5])}, mode=mode)
+    add("psw", "embedding_bag",
+        {"input": idx, "weight": randn(7, 4), "offsets": np.array([0, 3, 5]), "per_sample_weights": randn(8)},
+        mode="sum")
+    add("2d_padding", "embedding_bag", {"input": idx.reshape(2, 4), "weight": randn(7, 4)}, padding_idx=5)
+    add("last_offset", "embedding_bag",
+        {"input": idx, "weight": randn(7, 4), "offsets": np.array([0, 2, 8])}, include_last_offset=True, mode="sum")
+
+    # fused head
+    add("plain", "fused_linear_cross_entropy",
+        {"input": randn(5, 3), "weight": randn(6, 3), "target": np.array([0, 5, 2, -100, 3])})
+    add("bias_ceweight", "fused_linear_cross_entropy",
+        {"input": randn(5, 3), "weight": randn(6, 3), "target": np.array([0, 5, 2, 1, 3]), "bias": randn(6),
+         "ce_weight": rng.uniform(0.5, 2, 6)}, label_smoothing=0.1, reduction="sum")
+    return out

@@ -1,0 +1,279 @@
+"""float64 NumPy references of every registered op's forward, written from
+torch's documented formulas (torch.nn.functional), for the tests that run
+without PyTorch. forward(op, inputs, options) -> ndarray."""
+import math
+
+import numpy as np
+
+
+def _reduce(loss, reduction):
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return np.array(loss.sum())
+    return np.array(loss.mean() if loss.size else np.nan)
+
+
+def _log_softmax(x, axis):
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+def _log1pexp(z):
+    return np.logaddexp(0.0, z)
+
+
+def forward(op, inputs, options):
+    o = dict(options)
+    red = o.pop("reduction", "mean")
+    x = inputs.get("input")
+    y = inputs.get("target")
+    if op == "mse_loss":
+        return _reduce((x - y) ** 2, red)
+    if op == "l1_loss":
+        return _reduce(np.abs(x - y), red)
+    if op == "smooth_l1_loss":
+        beta, d = o.get("beta", 1.0), np.abs(x - y)
+        return _reduce(d if beta == 0 else np.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), red)
+    if op == "huber_loss":
+        delta, d = o.get("delta", 1.0), np.abs(x - y)
+        return _reduce(np.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), red)
+    if op == "soft_margin_loss":
+        return _reduce(_log1pexp(-y * x), red)
+    if op == "binary_cross_entropy":
+        w = inputs.get("weight")
+        loss = -(y * np.maximum(np.log(x), -100) + (1 - y) * np.maximum(np.log1p(-x), -100))
+        return _reduce(loss * (1 if w is None else w), red)
+    if op == "binary_cross_entropy_with_logits":
+        w, p = inputs.get("weight"), inputs.get("pos_weight")
+        lw = 1.0 if p is None else 1 + (p - 1) * y
+        loss = (1 - y) * x + lw * _log1pexp(-x)
+        return _reduce(loss * (1 if w is None else w), red)
+    if op == "kl_div":
+        if o.get("log_target", False):
+            loss = np.exp(y) * (y - x)
+        else:
+            loss = np.where(y > 0, y * (np.log(np.where(y > 0, y, 1)) - x), 0.0)
+        if red == "batchmean":
+            return np.array(loss.sum() / x.shape[0])
+        return _reduce(loss, red)
+    if op == "poisson_nll_loss":
+        if o.get("log_input", True):
+            loss = np.exp(x) - y * x
+        else:
+            loss = x - y * np.log(x + o.get("eps", 1e-8))
+        if o.get("full", False):
+            ys = np.where(y > 1, y, 2.0)
+            loss = loss + np.where(y > 1, ys * np.log(ys) - ys + 0.5 * np.log(2 * np.pi * ys), 0.0)
+        return _reduce(loss, red)
+    if op == "gaussian_nll_loss":
+        var = inputs["var"]
+        if var.ndim == x.ndim - 1:
+            var = var[..., None]
+        v = np.maximum(var, o.get("eps", 1e-6))
+        loss = 0.5 * (np.log(v) + (x - y) ** 2 / v)
+        if o.get("full", False):
+            loss = loss + 0.5 * math.log(2 * math.pi)
+        return _reduce(loss, red)
+    if op in ("nll_loss", "cross_entropy", "fused_linear_cross_entropy"):
+        if op == "fused_linear_cross_entropy":
+            b = inputs.get("bias")
+            x = x @ inputs["weight"].T + (0 if b is None else b)
+            w = inputs.get("ce_weight")
+        else:
+            w = inputs.get("weight")
+        return _class_loss(op, x, y, w, o, red)
+    if op == "hinge_embedding_loss":
+        m = o.get("margin", 1.0)
+        return _reduce(np.where(y == 1, x, 0.0) + np.where(y == -1, np.maximum(0, m - x), 0.0), red)
+    if op == "margin_ranking_loss":
+        return _reduce(np.maximum(0, -y * (inputs["input1"] - inputs["input2"]) + o.get("margin", 0.0)), red)
+    if op == "triplet_margin_loss":
+        p, eps = o.get("p", 2.0), o.get("eps", 1e-6)
+        a, pos, neg = inputs["anchor"], inputs["positive"], inputs["negative"]
+
+        def dist(u, v):
+            return (np.abs(u - v + eps) ** p).sum(-1) ** (1 / p)
+        dn = dist(a, neg)
+        if o.get("swap", False):
+            dn = np.minimum(dn, dist(pos, neg))
+        return _reduce(np.maximum(o.get("margin", 1.0) + dist(a, pos) - dn, 0), red)
+    if op == "cosine_embedding_loss":
+        x1, x2 = inputs["input1"], inputs["input2"]
+        eps = 1e-12
+        cos = (x1 * x2).sum(-1) / np.sqrt(((x1 * x1).sum(-1) + eps) * ((x2 * x2).sum(-1) + eps))
+        loss = np.where(y == 1, 1 - cos, np.maximum(0, cos - o.get("margin", 0.0)))
+        return _reduce(loss, red)
+    if op == "multi_margin_loss":
+        p, m, w = o.get("p", 1), o.get("margin", 1.0), inputs.get("weight")
+        n, c = x.shape
+        loss = np.zeros(n)
+        for i in range(n):
+            t = y[i]
+            for j in range(c):
+                if j != t:
+                    z = max(0.0, m - x[i, t] + x[i, j]) ** p
+                    loss[i] += z * (1 if w is None else w[t])
+        return _reduce(loss / c, red)
+    if op == "multilabel_margin_loss":
+        n, c = x.shape
+        loss = np.zeros(n)
+        for i in range(n):
+            labels = []
+            for t in y[i]:
+                if t < 0:
+                    break
+                labels.append(t)
+            for j in labels:
+                for k in range(c):
+                    if k not in labels:
+                        loss[i] += max(0.0, 1 - (x[i, j] - x[i, k]))
+        return _reduce(loss / c, red)
+    if op == "multilabel_soft_margin_loss":
+        w = inputs.get("weight")
+        loss = y * _log1pexp(-x) + (1 - y) * _log1pexp(x)
+        loss = (loss * (1 if w is None else w)).mean(-1)
+        return _reduce(loss, red)
+    if op == "ctc_loss":
+        return _ctc(inputs, o, red)
+    if op == "embedding":
+        w = _renormed(inputs["weight"], inputs["input"], o)
+        return w[inputs["input"]]
+    if op == "embedding_bag":
+        return _embedding_bag(inputs, o)
+    raise KeyError(op)
+
+
+def _class_loss(op, x, y, w, o, red):
+    ignore = o.get("ignore_index", -100)
+    eps = o.get("label_smoothing", 0.0)
+    c = x.shape[1]
+    # [N, C, d...] -> [M, C]
+    xm = np.moveaxis(x, 1, -1).reshape(-1, c)
+    logp = xm if op == "nll_loss" else _log_softmax(xm, 1)
+    wv = np.ones(c) if w is None else w
+    if y.dtype.kind == "f":  # probabilities
+        ym = np.moveaxis(y, 1, -1).reshape(-1, c)
+        ym = (1 - eps) * ym + eps / c
+        loss = -(logp * ym * wv).sum(1)
+        out = loss.reshape(np.moveaxis(x, 1, -1).shape[:-1])
+        return np.array(loss.sum() / loss.shape[0]) if red == "mean" else _reduce(out, red)
+    t = y.reshape(-1)
+    keep = t != ignore
+    ts = np.where(keep, t, 0)
+    wt = np.where(keep, wv[ts], 0.0)
+    nll = -logp[np.arange(len(t)), ts] * wt
+    smooth = np.where(keep, -(logp * wv).sum(1), 0.0)
+    shape = y.shape
+    if red == "none":
+        return ((1 - eps) * nll + eps / c * smooth).reshape(shape)
+    if red == "sum":
+        return np.array((1 - eps) * nll.sum() + eps / c * smooth.sum())
+    denom = wt.sum()
+    return np.array(((1 - eps) * nll.sum() + eps / c * smooth.sum()) / denom)
+
+
+def _ctc(inputs, o, red):
+    lp, targets = inputs["log_probs"], inputs["targets"]
+    il, tl = inputs["input_lengths"], inputs["target_lengths"]
+    blank = o.get("blank", 0)
+    n = lp.shape[1]
+    losses = np.zeros(n)
+    for b in range(n):
+        tgt = targets[b, :tl[b]] if targets.ndim == 2 else targets[sum(tl[:b]):sum(tl[:b]) + tl[b]]
+        ext = [blank]
+        for s in tgt:
+            ext += [s, blank]
+        S, T = len(ext), il[b]
+        alpha = np.full(S, -np.inf)
+        alpha[0] = lp[0, b, blank]
+        if S > 1:
+            alpha[1] = lp[0, b, ext[1]]
+        for t in range(1, T):
+            new = np.full(S, -np.inf)
+            for s in range(S):
+                terms = [alpha[s]]
+                if s >= 1:
+                    terms.append(alpha[s - 1])
+                if s >= 2 and ext[s] != blank and ext[s] != ext[s - 2]:
+                    terms.append(alpha[s - 2])
+                new[s] = np.logaddexp.reduce(terms) + lp[t, b, ext[s]]
+            alpha = new
+        ll = np.logaddexp(alpha[-1], alpha[-2]) if S > 1 else alpha[-1]
+        losses[b] = -ll
+    if o.get("zero_infinity", False):
+        losses = np.where(np.isinf(losses), 0.0, losses)
+    if red == "none":
+        return losses
+    if red == "sum":
+        return np.array(losses.sum())
+    return np.array((losses / np.maximum(tl, 1)).mean())
+
+
+def _renormed(w, idx, o):
+    w = w.copy()
+    if o.get("max_norm") is not None:
+        p = o.get("norm_type", 2.0)
+        for r in np.unique(idx):
+            norm = (np.abs(w[r]) ** p).sum() ** (1 / p)
+            if norm > o["max_norm"]:
+                w[r] *= o["max_norm"] / (norm + 1e-7)
+    return w
+
+
+def _embedding_bag(inputs, o):
+    idx, w = inputs["input"], inputs["weight"]
+    w = _renormed(w, idx, o)
+    psw = inputs.get("per_sample_weights")
+    mode = o.get("mode", "mean")
+    pad = o.get("padding_idx")
+    if pad is not None and pad < 0:
+        pad += w.shape[0]
+    if idx.ndim == 2:
+        bags = [(r * idx.shape[1], (r + 1) * idx.shape[1]) for r in range(idx.shape[0])]
+        flat = idx.reshape(-1)
+        psw = None if psw is None else psw.reshape(-1)
+    else:
+        flat = idx
+        off = list(inputs["offsets"])
+        if o.get("include_last_offset", False):
+            bags = list(zip(off[:-1], off[1:]))
+        else:
+            bags = list(zip(off, off[1:] + [len(flat)]))
+    out = np.zeros((len(bags), w.shape[1]))
+    for b, (lo, hi) in enumerate(bags):
+        rows = [(k, flat[k]) for k in range(lo, hi) if flat[k] != pad]
+        if not rows:
+            continue
+        vals = np.array([w[r] * (1 if psw is None else psw[k]) for k, r in rows])
+        out[b] = vals.max(0) if mode == "max" else vals.sum(0) / (len(rows) if mode == "mean" else 1)
+    return out
+
+
+def numeric_grads(op, inputs, options, grad_output, names, h=1e-6):
+    """Central differences of sum(grad_output * forward(...)) with respect to
+    each input in `names` (float64), as torch's autograd defines them where
+    that differs from the plain derivative: an embedding's padding row gets
+    no gradient, and max_norm's renormalisation is not differentiated."""
+    opts = dict(options)
+    if op in ("embedding", "embedding_bag"):
+        opts.pop("max_norm", None)
+    g = np.asarray(grad_output, dtype=np.float64)
+    out = {}
+    for name in names:
+        base = np.array(inputs[name], dtype=np.float64)
+        grad = np.zeros_like(base)
+        for i in np.ndindex(*base.shape):
+            step = h * max(1.0, abs(base[i]))
+            vals = []
+            for s in (step, -step):
+                x = base.copy()
+                x[i] += s
+                args = dict(inputs)
+                args[name] = x
+                vals.append(float((g * forward(op, args, opts)).sum()))
+            grad[i] = (vals[0] - vals[1]) / (2 * step)
+        out[name] = grad
+    if op == "embedding" and options.get("padding_idx") is not None and "weight" in out:
+        out["weight"][options["padding_idx"]] = 0.0
+    return out

@@ -1,0 +1,139 @@
+"""kloss's refusals reach Python as kloss.Error subclasses carrying kloss's
+own message (kloss_last_error()) and the C API's status."""
+import concurrent.futures
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kloss
+from kloss._errors import error_for_status
+
+X = np.random.default_rng(5).standard_normal((4, 5))
+T = np.array([0, 4, 1, 2])
+
+
+def test_invalid_option_value_is_invalid_argument_with_klosss_message():
+    with pytest.raises(kloss.InvalidArgument) as e:
+        kloss.mse_loss(X, X, reduction="avg")
+    assert str(e.value).startswith("kloss::mse_loss: option 'reduction'")
+    assert "avg" in str(e.value)
+    assert e.value.status == 1 and e.value.status_name == "KLOSS_ERROR_INVALID_ARGUMENT"
+    assert isinstance(e.value, kloss.Error) and isinstance(e.value, ValueError)
+
+
+def test_option_of_the_wrong_type():
+    with pytest.raises(kloss.InvalidArgument, match="kloss::mse_loss: option 'reduction' must be a string"):
+        kloss.mse_loss(X, X, reduction=3)
+    with pytest.raises(kloss.InvalidArgument, match="kloss::cross_entropy: option 'ignore_index' must be an integer"):
+        kloss.cross_entropy(X, T, ignore_index=1.5)
+    with pytest.raises(TypeError, match="option 'margin'"):
+        kloss.hinge_embedding_loss(X, np.sign(X), margin=[1.0])
+
+
+def test_shape_mismatch_is_dimension_mismatch():
+    with pytest.raises(kloss.DimensionMismatch, match=r"^kloss::mse_loss: ") as e:
+        kloss.mse_loss(X, X.T)
+    assert e.value.status == 2
+    with pytest.raises(kloss.DimensionMismatch, match="kloss::cross_entropy"):
+        kloss.cross_entropy(X, T[:3])
+
+
+def test_target_out_of_range_is_index_out_of_range():
+    with pytest.raises(kloss.IndexOutOfRange, match=r"kloss::cross_entropy: argument 'target'.*outside \[0, 5\)") as e:
+        kloss.cross_entropy(X, np.array([0, 9, 1, 2]))
+    assert isinstance(e.value, IndexError) and e.value.status == 3
+    with pytest.raises(kloss.IndexOutOfRange, match="kloss::embedding"):
+        kloss.embedding_backward(np.ones((2, 5)), np.array([0, 4]), X)
+
+
+def test_values_the_op_refuses():
+    with pytest.raises(kloss.InvalidArgument, match="kloss::binary_cross_entropy"):
+        kloss.binary_cross_entropy(np.array([1.5]), np.array([1.0]))
+    with pytest.raises(kloss.InvalidArgument, match="kloss::cross_entropy.*label_smoothing"):
+        kloss.cross_entropy(X, T, label_smoothing=2.0)
+
+
+def test_unknown_input_option_and_op_are_not_supported():
+    with pytest.raises(kloss.NotSupported, match="kloss::mse_loss: input 'bogus' is not an argument") as e:
+        kloss.run("mse_loss", {"input": X, "target": X, "bogus": X})
+    assert e.value.status == 4 and isinstance(e.value, NotImplementedError)
+    with pytest.raises(kloss.NotSupported, match="kloss::mse_loss: option 'bogus' is not an option of this op"):
+        kloss.run("mse_loss", {"input": X, "target": X}, {"bogus": 1})
+    with pytest.raises(kloss.NotSupported, match="no such op"):
+        kloss.run("softmax", {"input": X})
+
+
+def test_python_side_checks_name_the_op_and_argument():
+    with pytest.raises(kloss.InvalidArgument, match="kloss::nll_loss: input 'target' holds indices"):
+        kloss.nll_loss(X, T.astype(float))
+    with pytest.raises(kloss.InvalidArgument, match="kloss::mse_loss: input 'input' has dtype complex128"):
+        kloss.mse_loss(X + 1j, X)
+    with pytest.raises(kloss.InvalidArgument, match="dtype int64 is not a floating dtype"):
+        kloss.mse_loss(X, X, dtype="int64")
+    with pytest.raises(kloss.InvalidArgument, match="outside int32"):
+        kloss.nll_loss(X, np.array([0, 2**40, 1, 2]), index_dtype="int32")
+
+
+def test_a_call_after_an_error_succeeds():
+    with pytest.raises(kloss.Error):
+        kloss.mse_loss(X, X, reduction="avg")
+    assert kloss.mse_loss(X, X) == 0.0
+
+
+def test_errors_from_several_threads_keep_their_own_messages():
+    def call(i):
+        try:
+            kloss.mse_loss(X, X, reduction="bad%d" % i)
+        except kloss.InvalidArgument as e:
+            return "bad%d" % i in str(e)
+        return False
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(call, range(32)))
+
+
+def test_status_mapping():
+    assert type(error_for_status(3, "m")) is kloss.IndexOutOfRange
+    assert type(error_for_status(9, "m")) is kloss.InvalidState
+    assert type(error_for_status(11, "m")) is kloss.InternalError
+    e = error_for_status(99, "odd")
+    assert type(e) is kloss.Error and e.status == 99 and str(e) == "odd"
+
+
+def test_a_missing_library_is_library_not_found():
+    code = ("import kloss, numpy as np\n"
+            "assert 'cross_entropy' in kloss.ops() and kloss.cross_entropy.__doc__\n"  # no library needed
+            "try:\n"
+            "    kloss.mse_loss(np.ones(2), np.ones(2))\n"
+            "except kloss.LibraryNotFound as e:\n"
+            "    assert isinstance(e, ImportError) and 'KLOSS_LIBRARY' in str(e), str(e)\n"
+            "    print('refused:', e)\n")
+    env = dict(os.environ, KLOSS_LIBRARY="/nonexistent/libkloss_c.so")
+    r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
+    assert r.returncode == 0 and "refused:" in r.stdout and "/nonexistent/libkloss_c.so" in r.stdout, r.stdout
+
+
+def test_a_library_that_is_not_klosss_is_refused():
+    code = ("import kloss, numpy as np\n"
+            "try:\n"
+            "    kloss.mse_loss(np.ones(2), np.ones(2))\n"
+            "except kloss.LibraryNotFound as e:\n"
+            "    print('refused:', e)\n")
+    import ctypes.util
+    libm = ctypes.util.find_library("m")
+    if not libm:
+        pytest.skip("no libm to load")
+    libm_path = None
+    for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"):
+        if os.path.exists(os.path.join(d, libm)):
+            libm_path = os.path.join(d, libm)
+            break
+    if libm_path is None:
+        pytest.skip("libm's path not found")
+    env = dict(os.environ, KLOSS_LIBRARY=libm_path)
+    r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
+    assert "refused:" in r.stdout and "not kloss's C API" in r.stdout, r.stdout
