@@ -1,10 +1,20 @@
 // The ten-line use of kloss: cross-entropy forward and backward on Views,
 // through the loss object (kloss/cross_entropy_loss.hpp).
+//
+//   cross_entropy_basic [--help] [--version]
+#include <cstdio>
 #include <kloss/kloss.hpp>
 
-#include <cstdio>
+#include "common/args.hpp"
 
 int main(int argc, char** argv) {
+  const kloss_examples::Command cmd{"cross_entropy_basic",
+                                    "",
+                                    "Cross-entropy forward and backward on Views through kloss::CrossEntropyLoss: "
+                                    "prints the loss and a row of its gradient.",
+                                    {},
+                                    {}};
+  if (const auto status = kloss_examples::parse_args(argc, argv, cmd)) return *status;
   Kokkos::ScopeGuard guard(argc, argv);
   const int N = 4, C = 5;
   Kokkos::DefaultExecutionSpace exec;

@@ -19,13 +19,17 @@
 !> approach the stencil.
 !>
 !>   heat_surrogate [--steps S] [--factor F]
+!>   heat_surrogate --help | --version
+!>
+!> An unknown option or a malformed value prints the usage to stderr and
+!> exits with status 2, as the C++ examples do (examples/common/args.hpp).
 !>
 !> Prints a line per 20 training rounds, the learned weights against the
 !> stencil, and "loss fell by a factor of X (required F)"; exits non-zero
 !> if it fell by less than F (default 1000) or a weight is off the stencil
 !> by more than 0.01.
 program heat_surrogate
-  use, intrinsic :: iso_fortran_env, only: real64, output_unit
+  use, intrinsic :: iso_fortran_env, only: real64, output_unit, error_unit
   use kloss_f
   implicit none
   integer, parameter :: dp = real64
@@ -37,8 +41,16 @@ program heat_surrogate
   real(dp) :: u(n), unext(n), feats(4, n), pred(n), dpred(n)
   real(dp) :: w(4), grad(4), m(4), v(4), exact(4)
   real(dp) :: loss_value, first_loss, last_loss, required, noise(n), err_w
-  integer :: steps, step, it, t_adam, rounds, ierr, i, k
-  character(len=32) :: arg
+  integer :: steps, step, it, t_adam, rounds, ierr, i, k, ios
+  character(len=256) :: arg
+  character(len=*), parameter :: usage = &
+    'usage: heat_surrogate [options]'//new_line('a')// &
+    'A 1-D heat-equation solver trains a linear surrogate of its own update with mse_loss through kloss_f.'// &
+    new_line('a')//new_line('a')//'options:'//new_line('a')// &
+    '  --steps S       solver steps, S >= 1 (default: 2000)'//new_line('a')// &
+    '  --factor F      the factor by which the loss must fall, F > 0 (default: 1000)'//new_line('a')// &
+    '  --help          this message'//new_line('a')// &
+    '  --version       kloss''s version'
   type(kloss_loss) :: mse
 
   steps = 2000
@@ -47,17 +59,27 @@ program heat_surrogate
   do while (i <= command_argument_count())
     call get_command_argument(i, arg)
     select case (trim(arg))
+    case ('--help', '-h')
+      write (output_unit, '(a)') usage
+      stop
+    case ('--version')
+      write (output_unit, '(a)') 'heat_surrogate (kloss examples)'//new_line('a')//'kloss '//kloss_version()
+      stop
     case ('--steps')
-      i = i + 1
-      call get_command_argument(i, arg)
-      read (arg, *) steps
+      call value_of('--steps')
+      ! digits only: list-directed input would take '1,2' or '12 x' as 1 or 12
+      ios = 1
+      if (verify(trim(arg), '0123456789') == 0 .and. len_trim(arg) <= 9) read (arg, *, iostat=ios) steps
+      if (ios /= 0 .or. steps < 1) call usage_error('--steps needs an integer >= 1, got '''//trim(arg)//'''')
     case ('--factor')
-      i = i + 1
-      call get_command_argument(i, arg)
-      read (arg, *) required
+      call value_of('--factor')
+      ios = 1
+      if (verify(trim(arg), '0123456789.eEdD+-') == 0) read (arg, *, iostat=ios) required
+      if (ios /= 0 .or. .not. (required > 0)) &
+        call usage_error('--factor needs a number > 0, got '''//trim(arg)//'''')
     case default
-      print '(a)', 'usage: heat_surrogate [--steps S] [--factor F]'
-      stop 2
+      if (arg(1:1) == '-') call usage_error('unknown option '''//trim(arg)//'''')
+      call usage_error('unexpected argument '''//trim(arg)//'''')
     end select
     i = i + 1
   end do
@@ -151,5 +173,23 @@ contains
       error stop 1
     end if
   end subroutine check
+
+  !> The value after option `name` into `arg` (advancing i); a usage error
+  !> if there is none or it does not fit in `arg`.
+  subroutine value_of(name)
+    character(len=*), intent(in) :: name
+    integer :: st
+    i = i + 1
+    if (i > command_argument_count()) call usage_error(name//' needs a value')
+    call get_command_argument(i, arg, status=st)
+    if (st /= 0) call usage_error(name//': the value is too long')
+  end subroutine value_of
+
+  !> Says what was wrong and the usage on stderr; exits with status 2.
+  subroutine usage_error(what)
+    character(len=*), intent(in) :: what
+    write (error_unit, '(a)') 'heat_surrogate: '//what//new_line('a')//usage
+    stop 2, quiet=.true.
+  end subroutine usage_error
 
 end program heat_surrogate

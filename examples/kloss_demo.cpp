@@ -1,10 +1,20 @@
 // The smallest kloss program: a loss forward and backward on a few values,
 // printed so a person can check them by hand.
+//
+//   kloss_demo [--help] [--version]
+#include <cstdio>
 #include <kloss/kloss.hpp>
 
-#include <cstdio>
+#include "common/args.hpp"
 
 int main(int argc, char** argv) {
+  const kloss_examples::Command cmd{"kloss_demo",
+                                    "",
+                                    "The smallest kloss program: mse_loss forward and backward on four values, "
+                                    "printed beside the values worked out by hand.",
+                                    {},
+                                    {}};
+  if (const auto status = kloss_examples::parse_args(argc, argv, cmd)) return *status;
   Kokkos::ScopeGuard guard(argc, argv);
   using Mem = Kokkos::DefaultExecutionSpace::memory_space;
   Kokkos::DefaultExecutionSpace exec;

@@ -11,6 +11,7 @@
 //                                       [--dim 64] [--lr 0.01] [--out DIR] [--short]
 //                                       [--progress auto|bar|lines] [--log-every N]
 //                                       [--log-all-ranks]
+//   lm_head_vocab_parallel --help | --version
 //
 // Each rank reads its own contiguous shard of the token stream with parallel
 // HDF5 (MPI-IO hyperslab); every step each rank contributes batch/P
@@ -31,10 +32,13 @@
 #include <cstdio>
 #include <fstream>
 #include <kloss/kloss.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/args.hpp"
+#include "common/csv.hpp"
+#include "common/math.hpp"
 #include "common/plot.hpp"
 #include "common/progress.hpp"
 
@@ -44,7 +48,7 @@ using Exec = Kokkos::DefaultExecutionSpace;
 using Mem = Exec::memory_space;
 
 struct Args {
-  std::string data = KLOSS_SOURCE_DIR "/data/markov_tokens.h5";
+  std::string data = KLOSS_EXAMPLES_DATA_DIR "/markov_tokens.h5";
   int steps = 300, batch = 1024, dim = 64;
   double lr = 0.01;
   bool short_run = false;
@@ -52,19 +56,31 @@ struct Args {
   kloss_examples::LogOptions log;
 };
 
-Args parse(int argc, char** argv) {
-  Args a;
-  const auto short_run = [&a] {
-    a.short_run = true;
-    a.steps = 40;
-  };
+/// Reads the command line into `a` (examples/common/args.hpp): std::nullopt
+/// to run, else the status to exit with. Only `prints` prints.
+std::optional<int> parse(int argc, char** argv, Args& a, bool prints) {
   using kloss_examples::flag, kloss_examples::option;
-  kloss_examples::parse_args(
-      argc, argv,
-      {option("--data", a.data), option("--steps", a.steps), option("--batch", a.batch), option("--dim", a.dim),
-       option("--lr", a.lr), option("--out", a.out), flag("--short", short_run)},
-      &a.log);
-  return a;
+  kloss_examples::Command cmd{
+      "lm_head_vocab_parallel",
+      "mpirun -np P ",
+      "An embedding table and an LM head over a 50257-token vocabulary, sharded by rows over the ranks, trained\n"
+      "on Markov-chain tokens; writes DIR/lm_head.csv and DIR/lm_head.png.",
+      {option("--data", a.data, "FILE", "the token file (tools/gen_markov_tokens.py writes it)"),
+       option("--steps", a.steps, "N", "training steps").at_least(1),
+       option("--batch", a.batch, "N", "tokens per step, over all ranks").at_least(1),
+       option("--dim", a.dim, "N", "embedding dimension").at_least(1),
+       option("--lr", a.lr, "X", "Adam's learning rate").at_least(0),
+       option("--out", a.out, "DIR", "the existing directory the CSV and the PNG go to"),
+       flag(
+           "--short",
+           [&a] {
+             a.short_run = true;
+             a.steps = 40;
+           },
+           "a shorter run: --steps 40, a looser pass mark")},
+      {}};
+  for (auto& arg : kloss_examples::log_args(a.log)) cmd.args.push_back(std::move(arg));
+  return kloss_examples::parse_args(argc, argv, cmd, prints);
 }
 
 void h5check(bool ok, const char* what) {
@@ -139,7 +155,7 @@ struct Adam {
           const float gi = g(i);
           mm(i) = b1 * mm(i) + (1 - b1) * gi;
           vv(i) = b2 * vv(i) + (1 - b2) * gi * gi;
-          p(i) -= a * (mm(i) / c1) / (kloss::impl::sqrt(vv(i) / c2) + 1e-8f);
+          p(i) -= a * (mm(i) / c1) / (kloss_examples::math::sqrt(vv(i) / c2) + 1e-8f);
         });
   }
 };
@@ -151,9 +167,16 @@ int main(int argc, char** argv) {
   int status = 0;
   int wrank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+  Args a;
+  // Every rank reads the same arguments to the same verdict; a usage error
+  // or --help ends every rank with its status, MPI finalised.
+  if (const auto exit_status = parse(argc, argv, a, wrank == 0)) {
+    MPI_Finalize();
+    return *exit_status;
+  }
+  const std::string command = kloss_examples::command_line(argc, argv);
   try {
     Kokkos::ScopeGuard guard(argc, argv);
-    const Args a = parse(argc, argv);
     Exec exec;
     kloss::mpi::Communicator comm(MPI_COMM_WORLD);
     const int rank = comm.rank(), size = comm.size();
@@ -287,6 +310,7 @@ int main(int argc, char** argv) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (rank == 0) {
       std::ofstream csv(a.out + "/lm_head.csv");
+      kloss_examples::write_csv_preamble(csv, {{"command", command}, {"mpi_ranks", std::to_string(size)}});
       csv << "step,train_loss,held_out_loss,entropy_floor\n";
       for (std::size_t i = 0; i < c_step.size(); ++i)
         csv << c_step[i] << "," << c_train[i] << ","

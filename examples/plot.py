@@ -1,5 +1,8 @@
 """Figures of the kloss examples, drawn with matplotlib from the CSVs the
 programs write (the programs call this script themselves when they finish).
+The CSVs open with `# key: value` lines (examples/common/csv.hpp): the
+build's configuration, whose kloss version, commit and backend each figure
+shows in its corner.
 
 usage: /usr/bin/python3 plot.py sim_surrogate sim_surrogate.csv sim_surrogate.png [NOTE]
        /usr/bin/python3 plot.py lm_head lm_head.csv lm_head.png [NOTE]
@@ -28,8 +31,25 @@ DPI = 100
 
 
 def read(path):
+    """The rows of a CSV, and its `# key: value` head (the build's
+    configuration and the run's command line) as a dict."""
+    head, lines = {}, []
     with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+        for line in f:
+            if line.startswith("#"):
+                key, _, value = line[1:].partition(":")
+                head[key.strip()] = value.strip()
+            else:
+                lines.append(line)
+    return list(csv.DictReader(lines)), head
+
+
+def provenance(fig, head):
+    """kloss's version, commit and backend in the figure's corner."""
+    if "kloss_version" in head:
+        text = (f"kloss {head['kloss_version']} (git {head.get('git_hash', '?')}), "
+                f"Kokkos {head.get('kokkos_version', '?')} {head.get('default_execution_space', '')}")
+        fig.text(0.995, 0.005, text, ha="right", va="bottom", fontsize=6, color="gray")
 
 
 def titled(title, note):
@@ -47,7 +67,7 @@ def column(rows, name):
     return xs, ys
 
 
-def sim_surrogate(rows, dst, note):
+def sim_surrogate(rows, dst, note, head):
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4.2))
     s, mse = column(rows, "mse")
     _, huber = column(rows, "huber")
@@ -68,10 +88,11 @@ def sim_surrogate(rows, dst, note):
     b.legend(fontsize=8)
     fig.suptitle(titled("sim_surrogate: an MLP surrogate learns the advection-diffusion update online", note))
     fig.tight_layout()
+    provenance(fig, head)
     fig.savefig(dst, dpi=DPI)
 
 
-def lm_head(rows, dst, note):
+def lm_head(rows, dst, note, head):
     fig, ax = plt.subplots(figsize=(8, 4.5))
     s, train = column(rows, "train_loss")
     hs, held = column(rows, "held_out_loss")
@@ -88,10 +109,11 @@ def lm_head(rows, dst, note):
                  f"{held[-1] - floor:.2f} above the floor", fontsize=10)
     fig.suptitle(titled("Vocabulary-parallel embedding + fused LM head on Markov-chain tokens", note))
     fig.tight_layout()
+    provenance(fig, head)
     fig.savefig(dst, dpi=DPI)
 
 
-def scaling(rows, dst, note):
+def scaling(rows, dst, note, head):
     series = {}
     for r in rows:
         series.setdefault((r["study"], r["op"]), []).append(r)
@@ -120,6 +142,7 @@ def scaling(rows, dst, note):
         a.legend(fontsize=8)
     fig.suptitle(titled("kloss vocabulary-parallel ops: strong and weak scaling", note))
     fig.tight_layout()
+    provenance(fig, head)
     fig.savefig(dst, dpi=DPI)
 
 
@@ -128,11 +151,11 @@ def main(argv):
     if len(argv) not in (4, 5) or argv[1] not in kinds:
         sys.stderr.write(__doc__)
         return 2
-    rows = read(argv[2])
+    rows, head = read(argv[2])
     if not rows:
         sys.stderr.write(f"plot.py: {argv[2]} has no rows\n")
         return 1
-    kinds[argv[1]](rows, argv[3], argv[4] if len(argv) == 5 else "")
+    kinds[argv[1]](rows, argv[3], argv[4] if len(argv) == 5 else "", head)
     return 0
 
 

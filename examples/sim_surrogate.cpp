@@ -10,13 +10,13 @@
 //                              [--iters 20] [--hidden 32] [--out DIR] [--short]
 //                              [--progress auto|bar|lines] [--log-every N]
 //                              [--log-all-ranks]
+//   sim_surrogate --help | --version
 //
 // Reports the training rounds (examples/common/progress.hpp: a bar on a
 // terminal, a line every N rounds in a log), writes DIR/sim_surrogate.csv
 // and, through examples/plot.py, DIR/sim_surrogate.png (the losses per
 // round, MSE and Huber on a log scale); exits non-zero if the surrogate did
 // not learn (final MSE not below 10 % of the first round's).
-#include <kloss/kloss.hpp>
 #include <mpi.h>
 
 #include <KokkosBlas3_gemm.hpp>
@@ -25,10 +25,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <kloss/kloss.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/args.hpp"
+#include "common/csv.hpp"
+#include "common/math.hpp"
 #include "common/plot.hpp"
 #include "common/progress.hpp"
 
@@ -52,19 +56,37 @@ struct Args {
   kloss_examples::LogOptions log;
 };
 
-Args parse(int argc, char** argv) {
-  Args a;
-  const auto short_run = [&a] {
-    a.nx = 48;
-    a.steps = 300;
-  };
+/// Reads the command line into `a` (examples/common/args.hpp): std::nullopt
+/// to run, else the status to exit with. Only `prints` prints.
+std::optional<int> parse(int argc, char** argv, Args& a, int ranks, bool prints) {
   using kloss_examples::flag, kloss_examples::option;
-  kloss_examples::parse_args(
-      argc, argv,
-      {option("--nx", a.nx), option("--steps", a.steps), option("--train-every", a.train_every),
-       option("--iters", a.iters), option("--hidden", a.hidden), option("--out", a.out), flag("--short", short_run)},
-      &a.log);
-  return a;
+  kloss_examples::Command cmd{
+      "sim_surrogate",
+      "mpirun -np P ",
+      "A 2-D advection-diffusion solver, its grid in row strips over the ranks, trains an MLP surrogate of its\n"
+      "own update online with kloss::gaussian_nll_loss; writes DIR/sim_surrogate.csv and DIR/sim_surrogate.png.",
+      {option("--nx", a.nx, "N", "grid cells per side, at least one row per rank").at_least(1),
+       option("--steps", a.steps, "N", "solver steps").at_least(1),
+       option("--train-every", a.train_every, "N", "solver steps between training rounds").at_least(1),
+       option("--iters", a.iters, "N", "Adam steps per training round").at_least(1),
+       option("--hidden", a.hidden, "N", "hidden units of the MLP").at_least(1),
+       option("--out", a.out, "DIR", "the existing directory the CSV and the PNG go to"),
+       flag(
+           "--short",
+           [&a] {
+             a.nx = 48;
+             a.steps = 300;
+           },
+           "a shorter run: --nx 48 --steps 300")},
+      [&a, ranks]() -> std::string {
+        if (a.nx < ranks)
+          return "--nx " + std::to_string(a.nx) + " gives a rank no grid row: at least " + std::to_string(ranks) +
+                 " on " + std::to_string(ranks) + " ranks";
+        if (a.steps < a.train_every) return "--steps must be at least --train-every (no training round otherwise)";
+        return "";
+      }};
+  for (auto& arg : kloss_examples::log_args(a.log)) cmd.args.push_back(std::move(arg));
+  return kloss_examples::parse_args(argc, argv, cmd, prints);
 }
 
 /// The local strip: rows [y0, y0 + ny) of the global nx x nx periodic grid,
@@ -151,10 +173,18 @@ int main(int argc, char** argv) {
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
+  Args a;
+  // Every rank reads the same arguments to the same verdict; a usage error
+  // or --help ends every rank with its status, MPI finalised.
+  if (const auto exit_status = parse(argc, argv, a, size, rank == 0)) {
+    MPI_Comm_free(&comm);
+    MPI_Finalize();
+    return *exit_status;
+  }
+  const std::string command = kloss_examples::command_line(argc, argv);
   int status = 0;
   {
     Kokkos::ScopeGuard guard(argc, argv);
-    const Args a = parse(argc, argv);
     Exec exec;
     Grid g;
     g.nx = a.nx;
@@ -251,13 +281,13 @@ int main(int argc, char** argv) {
           auto b2 = net.b2;
           Kokkos::parallel_for(
               "train::tanh", Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>({0, 0}, {B, a.hidden}),
-              KOKKOS_LAMBDA(const int r, const int k) { hid(r, k) = kloss::impl::tanh(hid(r, k) + b1(k)); });
+              KOKKOS_LAMBDA(const int r, const int k) { hid(r, k) = kloss_examples::math::tanh(hid(r, k) + b1(k)); });
           KokkosBlas::gemm("N", "T", 1.0, hid, net.w2, 0.0, out);
           Kokkos::parallel_for(
               "train::heads", Kokkos::RangePolicy<Exec>(0, B), KOKKOS_LAMBDA(const int r) {
                 mean(r) = out(r, 0) + b2(0);
                 const double ls = out(r, 1) + b2(1);
-                var(r) = kloss::impl::exp(ls < -12 ? -12 : (ls > 6 ? 6 : ls));  // log-variance head
+                var(r) = kloss_examples::math::exp(ls < -12 ? -12 : (ls > 6 ? 6 : ls));  // log-variance head
               });
           gnll_loss.forward(exec, mean, target, var, gnll);
           mse_loss.forward(exec, mean, target, mse);
@@ -308,7 +338,7 @@ int main(int argc, char** argv) {
                 const double gi = gr(i) * inv_p;
                 mm(i) = b1a * mm(i) + (1 - b1a) * gi;
                 vv(i) = b2a * vv(i) + (1 - b2a) * gi * gi;
-                p(i) -= lr * (mm(i) / c1) / (kloss::impl::sqrt(vv(i) / c2) + 1e-8);
+                p(i) -= lr * (mm(i) / c1) / (kloss_examples::math::sqrt(vv(i) / c2) + 1e-8);
               });
           double loc[3], glob[3];
           Kokkos::deep_copy(loc[0], gnll);
@@ -340,6 +370,7 @@ int main(int argc, char** argv) {
       const double first = curve_mse.front(), last = curve_mse.back();
       std::string dir = a.out;
       std::ofstream csv(dir + "/sim_surrogate.csv");
+      kloss_examples::write_csv_preamble(csv, {{"command", command}, {"mpi_ranks", std::to_string(size)}});
       csv << "step,gaussian_nll,mse,huber\n";
       for (std::size_t i = 0; i < curve_step.size(); ++i)
         csv << curve_step[i] << "," << curve_gnll[i] << "," << curve_mse[i] << "," << curve_huber[i] << "\n";

@@ -3,17 +3,27 @@
 // kloss's validator on it - the same check `kloss-validate FILE` does.
 //
 //   validate_my_loss [FILE]      (default: my_reference.h5 in the current directory)
+//   validate_my_loss --help | --version
 //
 // Here the "reference" is a smooth_l1_loss computed by hand in double; in
 // practice it comes from your code, PyTorch, or a published dataset.
-#include <kloss/kloss.hpp>
-
 #include <cmath>
 #include <cstdio>
+#include <kloss/kloss.hpp>
+
+#include "common/args.hpp"
 
 int main(int argc, char** argv) {
+  std::string path = "my_reference.h5";
+  const kloss_examples::Command cmd{
+      "validate_my_loss",
+      "",
+      "Writes reference values of smooth_l1_loss as a golden HDF5 file (kloss-golden/1) and validates kloss\n"
+      "against it, as `kloss-validate FILE` does.",
+      {kloss_examples::positional("FILE", path, "the golden file to write and validate")},
+      {}};
+  if (const auto status = kloss_examples::parse_args(argc, argv, cmd)) return *status;
   Kokkos::ScopeGuard guard(argc, argv);
-  const std::string path = argc > 1 ? argv[1] : "my_reference.h5";
   const double beta = 0.5;
   // (values exactly representable in every dtype below, as the schema wants
   // inputs already rounded to the case dtype)

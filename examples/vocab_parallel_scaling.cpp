@@ -2,6 +2,7 @@
 //
 //   mpirun -np P ./vocab_parallel_scaling [--n N] [--c C] [--d D] [--fused-n N]
 //       [--reps R] [--csv FILE] [--png FILE] [--max-p P] [--no-fused]
+//   vocab_parallel_scaling --help | --version
 //
 // One mpirun runs every rank count p = 1 .. P (each on the first p ranks,
 // through MPI_Comm_split, the others wait), so a single job on a cluster
@@ -27,10 +28,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <kloss/mpi.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/args.hpp"
+#include "common/csv.hpp"
 #include "common/plot.hpp"
 
 namespace {
@@ -42,15 +45,31 @@ struct Args {
   std::string csv = "vocab_parallel_scaling.csv", png = "vocab_parallel_scaling.png";
 };
 
-Args parse(int argc, char** argv) {
-  Args a;
+/// Reads the command line into `a` (examples/common/args.hpp): std::nullopt
+/// to run, else the status to exit with. Only `prints` prints.
+std::optional<int> parse(int argc, char** argv, Args& a, int ranks, bool prints) {
   using kloss_examples::flag, kloss_examples::option;
-  kloss_examples::parse_args(
-      argc, argv,
-      {option("--n", a.n), option("--c", a.c), option("--d", a.d), option("--fused-n", a.fused_n),
-       option("--reps", a.reps), option("--max-p", a.max_p), option("--csv", a.csv), option("--png", a.png),
-       flag("--no-fused", [&a] { a.fused = false; })});
-  return a;
+  const kloss_examples::Command cmd{
+      "vocab_parallel_scaling",
+      "mpirun -np P ",
+      "Strong and weak scaling of kloss's vocabulary-parallel cross-entropy and fused linear head over\n"
+      "p = 1 .. P ranks, in one run; writes a CSV and a PNG.",
+      {option("--n", a.n, "N", "rows of the cross-entropy").at_least(1),
+       option("--c", a.c, "C", "classes (strong scaling; weak: C/P per rank)").at_least(1),
+       option("--d", a.d, "D", "hidden size of the fused head").at_least(1),
+       option("--fused-n", a.fused_n, "N", "rows of the fused head").at_least(1),
+       option("--reps", a.reps, "R", "timed steps per point (the median is reported)").at_least(1),
+       option("--max-p", a.max_p, "P", "largest rank count (0: all ranks)").at_least(0),
+       option("--csv", a.csv, "FILE", "the CSV written"), option("--png", a.png, "FILE", "the figure written"),
+       flag(
+           "--no-fused", [&a] { a.fused = false; }, "time the cross-entropy only")},
+      [&a, ranks]() -> std::string {
+        const int max_p = a.max_p > 0 ? std::min(a.max_p, ranks) : ranks;
+        return a.c < max_p
+                   ? "--c must be at least the largest rank count, " + std::to_string(max_p) + " (a class per rank)"
+                   : "";
+      }};
+  return kloss_examples::parse_args(argc, argv, cmd, prints);
 }
 
 struct Row {
@@ -148,13 +167,20 @@ Row run_fused(kloss::mpi::Communicator& comm, std::int64_t n, std::int64_t d, st
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  Args a;
+  // Every rank reads the same arguments to the same verdict; a usage error
+  // or --help ends every rank with its status, MPI finalised.
+  if (const auto exit_status = parse(argc, argv, a, size, rank == 0)) {
+    MPI_Finalize();
+    return *exit_status;
+  }
+  const std::string command = kloss_examples::command_line(argc, argv);
   int result = 0;
   {
     Kokkos::ScopeGuard guard(argc, argv);
-    const Args a = parse(argc, argv);
-    int rank = 0, size = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
     const int max_p = a.max_p > 0 ? std::min(a.max_p, size) : size;
     std::vector<Row> rows;
     try {
@@ -188,6 +214,7 @@ int main(int argc, char** argv) {
     }
     if (rank == 0 && result == 0) {
       std::ofstream csv(a.csv);
+      kloss_examples::write_csv_preamble(csv, {{"command", command}, {"mpi_ranks", std::to_string(size)}});
       csv << "study,op,ranks,n,c,d,time_ms,mpi_ms,mpi_fraction,speedup,efficiency,bytes_per_rank_per_step\n";
       std::printf("%-6s %-13s %5s %6s %7s %5s %10s %9s %8s %10s %11s\n", "study", "op", "ranks", "N", "C", "D",
                   "time_ms", "mpi_ms", "speedup", "efficiency", "bytes/rank");

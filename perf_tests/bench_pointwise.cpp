@@ -58,7 +58,7 @@ std::vector<OpBench<T>> table() {
 // The binary table ops (kloss/binary_losses.hpp), input in [-2, 2).
 #define KLOSS_BL_BENCH_BACKWARD_both(name) kloss::name##_backward(e, d.g, d.x, d.y, d.gx, d.none)
 #define KLOSS_BL_BENCH_BACKWARD_input(name) kloss::name##_backward(e, d.g, d.x, d.y, d.gx)
-#define KLOSS_BL_BENCH_ROW(name, Module, Options, Op, grads, option, summary)    \
+#define KLOSS_BL_BENCH_ROW(name, Options, Op, grads, option, summary)            \
   {#name,                                                                        \
    -2,                                                                           \
    2,                                                                            \
@@ -109,7 +109,9 @@ void run(benchmark::State& state, const OpBench<T>& op, Pass pass) {
     exec.fence();
   }
   const auto torch =
-      torch_times(op.name + " --numel " + std::to_string(n) + " --dtype " + std::string(kloss::dtype_name<T>()),
+      torch_times(op.name + " --numel " + std::to_string(n) + " --dtype " + std::string(kloss::dtype_name<T>()) +
+                      " --low " + std::to_string(op.lo) + " --high " + std::to_string(op.hi) + " --operands " +
+                      std::to_string(op.operands),
                   "torch_bench_pointwise.py");
   const char* key = pass == Pass::forward ? "fwd" : "bwd";
   const double torch_ms = torch.count(key) ? torch.at(key) : 0;

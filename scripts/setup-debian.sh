@@ -3,11 +3,11 @@
 # (C, C++, gfortran for the Fortran module), CMake, Kokkos + Kokkos Kernels
 # (Debian's Trilinos packages), OpenBLAS, oneDNN (the LM head's products), OpenMPI, parallel HDF5,
 # GoogleTest, Google Benchmark, clang (fuzzing), python3-matplotlib (the
-# examples' figures).
+# examples' figures), doxygen (the API reference).
 # PyTorch is not needed to build or test; tools/ generators use
 # /usr/bin/python3 with python3-torch + python3-h5py (install by hand).
 set -euo pipefail
-pkgs=(build-essential gfortran cmake git pkg-config python3-matplotlib python3-venv
+pkgs=(build-essential gfortran cmake git pkg-config python3-matplotlib python3-venv doxygen
       libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev
       libopenblas0-pthread libopenblas-pthread-dev libdnnl-dev
       libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools

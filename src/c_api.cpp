@@ -13,6 +13,7 @@
 #include <kloss/error.hpp>
 #include <kloss/registry.hpp>
 #include <kloss/runtime.hpp>
+#include <kloss/version.hpp>
 #include <memory>
 #include <new>
 #include <optional>
@@ -253,6 +254,8 @@ int kloss_finalize(void) {
 }
 
 int kloss_is_initialized(void) { return Kokkos::is_initialized() ? 1 : 0; }
+
+const char* kloss_version(void) { return KLOSS_VERSION_STRING; }
 
 const char* kloss_last_error(void) { return last_error.c_str(); }
 

@@ -1,7 +1,7 @@
 // cross_entropy and nll_loss: explicit instantiations, runtime-typed
 // adapters and registry lines.
 #include <kloss/cross_entropy.hpp>
-#include <kloss/impl/runtime_support.hpp>
+#include "runtime_support.hpp"
 #include <kloss/registry.hpp>
 
 #define KLOSS_CROSS_ENTROPY_DEFINE(T, I) KLOSS_CROSS_ENTROPY_INSTANTIATE(, T, I)

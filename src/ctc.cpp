@@ -1,7 +1,7 @@
 // ctc_loss: explicit instantiations and the runtime-typed adapter.
 #include <algorithm>
 #include <kloss/ctc.hpp>
-#include <kloss/impl/runtime_support.hpp>
+#include "runtime_support.hpp"
 #include <kloss/registry.hpp>
 
 #define KLOSS_CTC_DEFINE(T, I) KLOSS_CTC_INSTANTIATE(, T, I)

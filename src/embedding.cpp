@@ -1,6 +1,6 @@
 // Embedding family: explicit instantiations and runtime-typed adapters.
 #include <kloss/embedding.hpp>
-#include <kloss/impl/runtime_support.hpp>
+#include "runtime_support.hpp"
 #include <kloss/registry.hpp>
 
 #define KLOSS_EMBEDDING_DEFINE(T, I) KLOSS_EMBEDDING_INSTANTIATE(, T, I)

@@ -1,7 +1,7 @@
 // fused_linear_cross_entropy: explicit instantiations, runtime-typed adapter
 // and registry line.
 #include <kloss/fused_linear.hpp>
-#include <kloss/impl/runtime_support.hpp>
+#include "runtime_support.hpp"
 #include <kloss/registry.hpp>
 
 #define KLOSS_FUSED_LINEAR_DEFINE(T, I) KLOSS_FUSED_LINEAR_INSTANTIATE(, T, I)

@@ -1,4 +1,4 @@
-// Golden cases (schema kloss-golden/1, ../shared/golden/SCHEMA.md and
+// Golden cases (schema kloss-golden/1, docs/golden-schema.md and
 // docs/validation.md): the vocabulary split of the MPI validation, and the
 // comparison of a run's output and gradients with a case's expected values.
 #include <algorithm>

@@ -1,5 +1,5 @@
-// The HDF5 golden-file reader (schema kloss-golden/1, ../shared/golden/
-// SCHEMA.md and docs/validation.md).
+// The HDF5 golden-file reader (schema kloss-golden/1, docs/golden-schema.md
+// and docs/validation.md).
 //
 // Reading is defensive because files come from anyone: every HDF5 return
 // code is checked, every identifier is owned by a Handle, HDF5's error-stack
@@ -550,11 +550,11 @@ Case GoldenFile::read(const std::string& name, const int* rank_size) const {
       int_target = inspect(in.get(), "target", "dataset 'inputs/target'", w, Kind::either, limits_).integer;
     }
     if (!vocab_parallel_allowed(op, int_target))
-      throw NotImplemented(impl::concat("kloss::golden: ", path_, ": case '", name, "': op '", op,
+      throw NotImplemented(impl::concat("kloss::golden: ", path_, ": case '", name, "': op '", op, "'",
                                         op == "cross_entropy" || op == "fused_linear_cross_entropy"
-                                            ? "' with class-probability targets"
+                                            ? " with class-probability targets"
                                             : "",
-                                        "' cannot run vocabulary-parallel (SCHEMA.md)"));
+                                        " cannot run vocabulary-parallel (docs/golden-schema.md)"));
     const std::string ref = op == "cross_entropy" ? "input" : "weight";
     DatasetInfo r = inspect(in.get(), ref, "dataset 'inputs/" + ref + "'", w, Kind::floating, limits_);
     const auto axes = vocab_axes(op, r.shape.rank);

@@ -29,38 +29,38 @@ module kloss_f
   private
 
   ! Status codes (kloss_status in c_api.h).
-  integer, parameter, public :: KLOSS_OK = 0
-  integer, parameter, public :: KLOSS_ERROR_INVALID_ARGUMENT = 1
-  integer, parameter, public :: KLOSS_ERROR_DIMENSION_MISMATCH = 2
-  integer, parameter, public :: KLOSS_ERROR_INDEX_OUT_OF_RANGE = 3
-  integer, parameter, public :: KLOSS_ERROR_NOT_IMPLEMENTED = 4
-  integer, parameter, public :: KLOSS_ERROR_MPI = 5
-  integer, parameter, public :: KLOSS_ERROR_HDF5 = 6
-  integer, parameter, public :: KLOSS_ERROR_NOT_INITIALIZED = 7
-  integer, parameter, public :: KLOSS_ERROR_NULL_POINTER = 8
-  integer, parameter, public :: KLOSS_ERROR_INVALID_STATE = 9
-  integer, parameter, public :: KLOSS_ERROR_OUT_OF_MEMORY = 10
-  integer, parameter, public :: KLOSS_ERROR_INTERNAL = 11
+  integer, parameter, public :: KLOSS_OK = 0  !< success
+  integer, parameter, public :: KLOSS_ERROR_INVALID_ARGUMENT = 1  !< an option or argument value the op does not accept
+  integer, parameter, public :: KLOSS_ERROR_DIMENSION_MISMATCH = 2  !< shapes or array sizes that disagree
+  integer, parameter, public :: KLOSS_ERROR_INDEX_OUT_OF_RANGE = 3  !< a target or index outside its range
+  integer, parameter, public :: KLOSS_ERROR_NOT_IMPLEMENTED = 4  !< an unknown op, option, input or dtype
+  integer, parameter, public :: KLOSS_ERROR_MPI = 5  !< an MPI call failed
+  integer, parameter, public :: KLOSS_ERROR_HDF5 = 6  !< an HDF5 call failed
+  integer, parameter, public :: KLOSS_ERROR_NOT_INITIALIZED = 7  !< kloss_initialize() not called
+  integer, parameter, public :: KLOSS_ERROR_NULL_POINTER = 8  !< a required argument is missing
+  integer, parameter, public :: KLOSS_ERROR_INVALID_STATE = 9  !< e.g. a gradient asked for before any backward
+  integer, parameter, public :: KLOSS_ERROR_OUT_OF_MEMORY = 10  !< an allocation failed
+  integer, parameter, public :: KLOSS_ERROR_INTERNAL = 11  !< any other failure inside kloss (a bug: please report)
 
   ! Element types (kloss_dtype in c_api.h).
-  integer, parameter, public :: KLOSS_FLOAT32 = 0
-  integer, parameter, public :: KLOSS_FLOAT64 = 1
-  integer, parameter, public :: KLOSS_INT32 = 4
-  integer, parameter, public :: KLOSS_INT64 = 5
+  integer, parameter, public :: KLOSS_FLOAT32 = 0  !< real(real32)
+  integer, parameter, public :: KLOSS_FLOAT64 = 1  !< real(real64)
+  integer, parameter, public :: KLOSS_INT32 = 4  !< integer(int32) targets and indices
+  integer, parameter, public :: KLOSS_INT64 = 5  !< integer(int64) targets and indices
 
   ! Where a loss's arrays live (kloss_memory in c_api.h): host memory, or
   ! the memory of Kokkos' default execution space (device arrays of CUDA
   ! Fortran, or OpenACC's `host_data use_device`, in a GPU build).
-  integer, parameter, public :: KLOSS_MEMORY_HOST = 0
-  integer, parameter, public :: KLOSS_MEMORY_DEVICE = 1
+  integer, parameter, public :: KLOSS_MEMORY_HOST = 0  !< host memory: the default
+  integer, parameter, public :: KLOSS_MEMORY_DEVICE = 1  !< the memory of Kokkos' default execution space
 
   !> One loss: an op with its dtypes, options and inputs, and the results of
   !> its last forward or backward. Copies share the same C object: destroy
   !> exactly one of them.
   type, public :: kloss_loss
     private
-    type(c_ptr) :: handle = c_null_ptr
-    integer(c_int) :: dtype = KLOSS_FLOAT32
+    type(c_ptr) :: handle = c_null_ptr  !< the C API's kloss_loss
+    integer(c_int) :: dtype = KLOSS_FLOAT32  !< the loss's floating dtype
   contains
     procedure, private :: set_input_r4, set_input_r8, set_input_i4, set_input_i8
     !> set_input(name, array, ierr): copies an input (torch's argument name).
@@ -92,7 +92,7 @@ module kloss_f
     procedure :: is_created => loss_is_created
   end type kloss_loss
 
-  public :: kloss_initialize, kloss_finalize, kloss_create, kloss_error_message, kloss_status_name
+  public :: kloss_initialize, kloss_finalize, kloss_create, kloss_error_message, kloss_status_name, kloss_version
 
   interface
     integer(c_int) function c_initialize() bind(c, name='kloss_initialize')
@@ -100,6 +100,9 @@ module kloss_f
     end function
     integer(c_int) function c_finalize() bind(c, name='kloss_finalize')
       import :: c_int
+    end function
+    type(c_ptr) function c_version() bind(c, name='kloss_version')
+      import :: c_ptr
     end function
     type(c_ptr) function c_last_error() bind(c, name='kloss_last_error')
       import :: c_ptr
@@ -255,6 +258,12 @@ contains
     integer, intent(out), optional :: ierr
     call finish(c_finalize(), ierr)
   end subroutine kloss_finalize
+
+  !> kloss's version, 'MAJOR.MINOR.PATCH' (kloss_version() of the C API).
+  function kloss_version() result(v)
+    character(len=:), allocatable :: v
+    v = fstr(c_version())
+  end function kloss_version
 
   !> The message of the last failed kloss call ('' after a success).
   function kloss_error_message() result(msg)

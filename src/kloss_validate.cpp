@@ -3,6 +3,7 @@
 //
 //   kloss-validate [--filter REGEX] [--list] [--json FILE] FILE...
 //   mpirun -np P kloss-validate --vocab-parallel [--filter REGEX] [--json FILE] FILE...
+//   kloss-validate --help | --version
 //
 // One line per case (name, op, dtype, max abs err, max rel err, pass/FAIL and
 // why), a line per unreadable file, and last exactly "N passed, M failed".
@@ -16,6 +17,7 @@
 #include <iostream>
 #include <kloss/golden.hpp>
 #include <kloss/registry.hpp>
+#include <kloss/version.hpp>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -38,8 +40,10 @@ void usage(std::ostream& os) {
         "  --filter REGEX    only the cases whose name matches REGEX (ECMAScript, search)\n"
         "  --list            list the cases (name, op, dtype, index dtype) without running\n"
         "  --json FILE       also write the report as JSON to FILE\n"
-        "  --vocab-parallel  run the cases SCHEMA.md allows vocabulary-parallel with the\n"
+        "  --vocab-parallel  run the cases the schema allows vocabulary-parallel with the\n"
         "                    vocabulary split over the MPI ranks (run under mpirun)\n"
+        "  --help            this message\n"
+        "  --version         kloss's version and the configuration it was built with\n"
         "Exit status: 0 iff every case passed, 1 otherwise, 2 for a usage error.\n";
 }
 
@@ -99,7 +103,12 @@ std::string json_num(double v) {
 bool write_json(const std::string& path, const std::vector<FileReport>& files, int passed, int failed, bool vocab) {
   std::ofstream os(path);
   if (!os) return false;
-  os << "{\n  \"schema\": " << json_str(std::string(kloss::golden::schema_version))
+  // The build that produced the report: kloss::configuration() as strings.
+  os << "{\n  \"kloss\": {";
+  const auto config = kloss::configuration();
+  for (std::size_t i = 0; i < config.size(); ++i)
+    os << (i ? ", " : "") << json_str(config[i].first) << ": " << json_str(config[i].second);
+  os << "},\n  \"schema\": " << json_str(std::string(kloss::golden::schema_version))
      << ",\n  \"vocab_parallel\": " << (vocab ? "true" : "false") << ",\n  \"files\": [";
   for (std::size_t i = 0; i < files.size(); ++i) {
     const auto& f = files[i];
@@ -121,7 +130,7 @@ bool write_json(const std::string& path, const std::vector<FileReport>& files, i
 struct Args {
   std::vector<std::string> files;
   std::string filter, json;
-  bool has_filter = false, list = false, vocab = false, help = false;
+  bool has_filter = false, list = false, vocab = false, help = false, version = false;
 };
 
 // Returns an error message, empty on success.
@@ -149,6 +158,8 @@ std::string parse(int argc, char** argv, Args& a) {
       a.vocab = true;
     } else if (s == "-h" || s == "--help") {
       a.help = true;
+    } else if (s == "--version") {
+      a.version = true;
     } else if (s == "--") {
       for (++i; i < argc; ++i) a.files.push_back(argv[i]);
     } else if (s.rfind("--kokkos-", 0) == 0) {
@@ -159,7 +170,7 @@ std::string parse(int argc, char** argv, Args& a) {
       a.files.push_back(s);
     }
   }
-  if (!a.help && a.files.empty()) return "no FILE given";
+  if (!a.help && !a.version && a.files.empty()) return "no FILE given";
   if (a.vocab && a.list) return "--list and --vocab-parallel do not go together";
   return {};
 }
@@ -218,6 +229,11 @@ int main(int argc, char** argv) {
   const std::string err = parse(argc, argv, a);
   if (a.help) {
     usage(std::cout);
+    return 0;
+  }
+  if (a.version && err.empty()) {
+    std::cout << "kloss-validate " << kloss::version() << "\n";
+    kloss::print_configuration(std::cout);
     return 0;
   }
   if (!err.empty()) {

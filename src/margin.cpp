@@ -1,6 +1,6 @@
 // Margin and embedding losses: explicit instantiations, runtime-typed
 // adapters and the registry lines.
-#include <kloss/impl/runtime_support.hpp>
+#include "runtime_support.hpp"
 #include <kloss/margin.hpp>
 #include <kloss/registry.hpp>
 
@@ -29,7 +29,7 @@ ReductionMargin read_reduction_margin(const rt::Call& c, double default_margin) 
 rt::Result run_hinge_embedding_loss(const rt::Call& c) {
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const ReductionMargin o = read_reduction_margin(c, 1.0);
+    const ReductionMargin o = read_reduction_margin(c, HingeEmbeddingLossOptions{}.margin);
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
     RtExec exec;
@@ -46,12 +46,12 @@ rt::Result run_hinge_embedding_loss(const rt::Call& c) {
 }
 
 /// margin_ranking_loss and cosine_embedding_loss: (input1, input2, target)
-/// -> grads for input1 and input2, one real option `margin` (default 0).
+/// -> grads for input1 and input2, one real option `margin`.
 template <class Fwd, class Bwd>
-rt::Result run_pair_with_target(const rt::Call& c, bool rows, const Fwd& fwd, const Bwd& bwd) {
+rt::Result run_pair_with_target(const rt::Call& c, bool rows, double default_margin, const Fwd& fwd, const Bwd& bwd) {
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const ReductionMargin o = read_reduction_margin(c, 0.0);
+    const ReductionMargin o = read_reduction_margin(c, default_margin);
     auto x1 = input<T>(c, "input1");
     auto x2 = input<T>(c, "input2");
     auto tg = input<T>(c, "target");
@@ -77,20 +77,23 @@ rt::Result run_pair_with_target(const rt::Call& c, bool rows, const Fwd& fwd, co
       }
 
 rt::Result run_margin_ranking_loss(const rt::Call& c) {
-  return run_pair_with_target(c, false, KLOSS_MARGIN_PAIR_ADAPTER(margin_ranking_loss));
+  return run_pair_with_target(c, false, MarginRankingLossOptions{}.margin,
+                              KLOSS_MARGIN_PAIR_ADAPTER(margin_ranking_loss));
 }
 
 rt::Result run_cosine_embedding_loss(const rt::Call& c) {
-  return run_pair_with_target(c, true, KLOSS_MARGIN_PAIR_ADAPTER(cosine_embedding_loss));
+  return run_pair_with_target(c, true, CosineEmbeddingLossOptions{}.margin,
+                              KLOSS_MARGIN_PAIR_ADAPTER(cosine_embedding_loss));
 }
 
 rt::Result run_triplet_margin_loss(const rt::Call& c) {
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const ReductionMargin o = read_reduction_margin(c, 1.0);
-    const double p = c.options.get_real(c.op, "p", 2.0);
-    const double eps = c.options.get_real(c.op, "eps", 1e-6);
-    const bool swap = c.options.get_bool(c.op, "swap", false);
+    const TripletMarginLossOptions d;
+    const ReductionMargin o = read_reduction_margin(c, d.margin);
+    const double p = c.options.get_real(c.op, "p", d.p);
+    const double eps = c.options.get_real(c.op, "eps", d.eps);
+    const bool swap = c.options.get_bool(c.op, "swap", d.swap);
     auto a = input<T>(c, "anchor");
     auto ps = input<T>(c, "positive");
     auto ng = input<T>(c, "negative");
@@ -113,8 +116,9 @@ rt::Result run_multi_margin_loss(const rt::Call& c) {
     using T = typename decltype(tag)::type;
     using I = typename decltype(itag)::type;
     const Reduction red = c.options.get_reduction(c.op);
-    const std::int64_t p = c.options.get_int(c.op, "p", 1);
-    const double margin = c.options.get_real(c.op, "margin", 1.0);
+    const MultiMarginLossOptions d;
+    const std::int64_t p = c.options.get_int(c.op, "p", d.p);
+    const double margin = c.options.get_real(c.op, "margin", d.margin);
     auto in = input<T>(c, "input");
     auto tg = input<I>(c, "target");
     auto w = input<T>(c, "weight", false);
@@ -175,23 +179,30 @@ rt::Result run_multilabel_soft_margin_loss(const rt::Call& c) {
 void register_margin(std::vector<OpInfo>& ops) {
   FamilyRegistry family{ops, "kloss/margin.hpp"};
   family.add("hinge_embedding_loss", {"input", "target"}, {"input"},
-             {{"margin", "real", "1.0", "margin of the target = -1 branch"}, reduction_option},
+             {{"margin", "real", option_text(HingeEmbeddingLossOptions{}.margin), "margin of the target = -1 branch"},
+              reduction_option},
              "x where target = 1, max(0, margin - x) where target = -1", run_hinge_embedding_loss);
   family.add("margin_ranking_loss", {"input1", "input2", "target"}, {"input1", "input2"},
-             {{"margin", "real", "0.0", "required separation"}, reduction_option},
+             {{"margin", "real", option_text(MarginRankingLossOptions{}.margin), "required separation"}, reduction_option},
              "max(0, -target (input1 - input2) + margin)", run_margin_ranking_loss);
   family.add("triplet_margin_loss", {"anchor", "positive", "negative"}, {"anchor", "positive", "negative"},
-             {{"margin", "real", "1.0", "required separation"},
-              {"p", "real", "2.0", "norm degree of the pairwise distance (any real, or inf)"},
-              {"eps", "real", "1e-06", "added to the differences (torch's pairwise_distance)"},
-              {"swap", "bool", "false", "use min(d(a, n), d(p, n)) as the negative distance"},
+             {{"margin", "real", option_text(TripletMarginLossOptions{}.margin), "required separation"},
+              {"p", "real", option_text(TripletMarginLossOptions{}.p),
+               "norm degree of the pairwise distance (any real, or inf)"},
+              {"eps", "real", option_text(TripletMarginLossOptions{}.eps),
+               "added to the differences (torch's pairwise_distance)"},
+              {"swap", "bool", option_text(TripletMarginLossOptions{}.swap),
+               "use min(d(a, n), d(p, n)) as the negative distance"},
               reduction_option},
              "max(0, margin + d(anchor, positive) - d(anchor, negative)) over rows", run_triplet_margin_loss);
   family.add("cosine_embedding_loss", {"input1", "input2", "target"}, {"input1", "input2"},
-             {{"margin", "real", "0.0", "margin of the target = -1 branch"}, reduction_option},
+             {{"margin", "real", option_text(CosineEmbeddingLossOptions{}.margin), "margin of the target = -1 branch"},
+              reduction_option},
              "1 - cos where target = 1, max(0, cos - margin) where target = -1, over rows", run_cosine_embedding_loss);
   family.add("multi_margin_loss", {"input", "target", "weight?"}, {"input"},
-             {{"p", "int", "1", "1 or 2"}, {"margin", "real", "1.0", "required separation"}, reduction_option},
+             {{"p", "int", option_text(MultiMarginLossOptions{}.p), "1 or 2"},
+              {"margin", "real", option_text(MultiMarginLossOptions{}.margin), "required separation"},
+              reduction_option},
              "multi-class hinge: sum_{d != y} w[y] max(0, margin - x[y] + x[d])^p / C", run_multi_margin_loss,
              {"target"});
   family.add("multilabel_margin_loss", {"input", "target"}, {"input"}, {reduction_option},

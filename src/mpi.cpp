@@ -1,7 +1,7 @@
 // MPI glue of kloss (vocabulary-parallel ops): the communicator, the
 // online-LSE reduction operator, the agreement collective, explicit
 // instantiations and the runtime-typed vocabulary-parallel adapters.
-#include <kloss/impl/runtime_support.hpp>
+#include "runtime_support.hpp"
 #include <kloss/mpi.hpp>
 #include <kloss/registry.hpp>
 
@@ -329,7 +329,7 @@ void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_val
 // Runtime-typed vocabulary-parallel adapters (OpInfo::run_vocab_parallel),
 // attached to the registry lines of cross_entropy, embedding and
 // fused_linear_cross_entropy. The call's vocabulary-sized inputs hold this
-// rank's slice (SCHEMA.md).
+// rank's slice (docs/golden-schema.md).
 // ---------------------------------------------------------------------------
 namespace kloss::impl {
 

@@ -1,12 +1,12 @@
 // Element-wise losses: explicit instantiations and runtime-typed adapters.
-#include <kloss/impl/runtime_support.hpp>
+#include "runtime_support.hpp"
 #include <kloss/pointwise.hpp>
 #include <kloss/registry.hpp>
 
 #define KLOSS_POINTWISE_DEFINE(T) KLOSS_POINTWISE_INSTANTIATE(, T)
 KLOSS_FOR_EACH_SCALAR(KLOSS_POINTWISE_DEFINE)
 #define KLOSS_BL_DEFINE_T(T, Op) KLOSS_BL_INSTANTIATE(, T, Op)
-#define KLOSS_BL_DEFINE(name, Module, Options, Op, grads, option, summary) \
+#define KLOSS_BL_DEFINE(name, Options, Op, grads, option, summary) \
   KLOSS_FOR_EACH_SCALAR_ARG(KLOSS_BL_DEFINE_T, Op)
 KLOSS_BINARY_LOSSES(KLOSS_BL_DEFINE)
 
@@ -97,7 +97,7 @@ rt::Result run_input_target(const rt::Call& c, Reduction red, const Fwd& forward
 
 rt::Result run_kl_div(const rt::Call& c) {
   const Reduction red = c.options.get_reduction(c.op);
-  const bool log_target = c.options.get_bool(c.op, "log_target", false);
+  const bool log_target = c.options.get_bool(c.op, "log_target", KlDivOptions{}.log_target);
   return run_input_target(
       c, red,
       [&](const RtExec& exec, const auto& in, const auto& tg, const auto& out) {
@@ -110,9 +110,10 @@ rt::Result run_kl_div(const rt::Call& c) {
 
 rt::Result run_poisson_nll_loss(const rt::Call& c) {
   const Reduction red = c.options.get_reduction(c.op);
-  const bool log_input = c.options.get_bool(c.op, "log_input", true);
-  const bool full = c.options.get_bool(c.op, "full", false);
-  const double eps = c.options.get_real(c.op, "eps", 1e-8);
+  const PoissonNllLossOptions d;
+  const bool log_input = c.options.get_bool(c.op, "log_input", d.log_input);
+  const bool full = c.options.get_bool(c.op, "full", d.full);
+  const double eps = c.options.get_real(c.op, "eps", d.eps);
   return run_input_target(
       c, red,
       [&](const RtExec& exec, const auto& in, const auto& tg, const auto& out) {
@@ -125,8 +126,9 @@ rt::Result run_poisson_nll_loss(const rt::Call& c) {
 
 rt::Result run_gaussian_nll_loss(const rt::Call& c) {
   const Reduction red = c.options.get_reduction(c.op);
-  const bool full = c.options.get_bool(c.op, "full", false);
-  const double eps = c.options.get_real(c.op, "eps", 1e-6);
+  const GaussianNllLossOptions d;
+  const bool full = c.options.get_bool(c.op, "full", d.full);
+  const double eps = c.options.get_real(c.op, "eps", d.eps);
   c.options.check_all_used(c.op);
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -155,18 +157,21 @@ void register_pointwise(std::vector<OpInfo>& ops) {
 #define KLOSS_BL_DIFF_input \
   { "input" }
 #define KLOSS_BL_OPTION_none()
-#define KLOSS_BL_OPTION_real(field, value, doc) \
-  , { #field, "real", #value, doc }
+#define KLOSS_BL_OPTION_real(field, doc) \
+  , { #field, "real", option_text(Opts{}.field), doc }
 #define KLOSS_BL_READ_none()
-#define KLOSS_BL_READ_real(field, value, doc) opts.field = c.options.get_real(c.op, #field, value);
-#define KLOSS_BL_REGISTER(name, Module, Options, Op, grads, option, summary)                             \
-  family.add(#name, {"input", "target"}, KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads),                            \
-             {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option)}, summary, [](const rt::Call& c) { \
-               Options opts;                                                                             \
-               opts.reduction = c.options.get_reduction(c.op);                                           \
-               KLOSS_PP_CAT(KLOSS_BL_READ_, option)                                                      \
-               return run_binary<Op>(c, #name, opts);                                                    \
-             });
+#define KLOSS_BL_READ_real(field, doc) opts.field = c.options.get_real(c.op, #field, opts.field);
+#define KLOSS_BL_REGISTER(name, Options, Op, grads, option, summary)                                          \
+  {                                                                                                     \
+    using Opts = Options;                                                                               \
+    family.add(#name, {"input", "target"}, KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads),                         \
+               {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option)}, summary, [](const rt::Call& c) { \
+                 Opts opts;                                                                             \
+                 opts.reduction = c.options.get_reduction(c.op);                                        \
+                 KLOSS_PP_CAT(KLOSS_BL_READ_, option)                                                   \
+                 return run_binary<Op>(c, #name, opts);                                                 \
+               });                                                                                      \
+  }
   KLOSS_BINARY_LOSSES(KLOSS_BL_REGISTER)
   family.add("binary_cross_entropy", {"input", "target", "weight?"}, {"input"}, {reduction_option},
              "BCE on probabilities, logs clamped at -100; values outside [0, 1] are an error", run_bce<false>);
@@ -175,17 +180,18 @@ void register_pointwise(std::vector<OpInfo>& ops) {
              run_bce<true>);
   family.add("kl_div", {"input", "target"}, {"input"},
              {{"reduction", "string", "mean", "none | mean | sum | batchmean"},
-              {"log_target", "bool", "False", "target given as log-probabilities"}},
+              {"log_target", "bool", option_text(KlDivOptions{}.log_target), "target given as log-probabilities"}},
              "Kullback-Leibler divergence, input as log-probabilities", run_kl_div);
   family.add("poisson_nll_loss", {"input", "target"}, {"input"},
-             {{"log_input", "bool", "True", "input is log(rate)"},
-              {"full", "bool", "False", "add the Stirling term for target > 1"},
-              {"eps", "real", "1e-8", "added to input before the log when log_input is false"},
+             {{"log_input", "bool", option_text(PoissonNllLossOptions{}.log_input), "input is log(rate)"},
+              {"full", "bool", option_text(PoissonNllLossOptions{}.full), "add the Stirling term for target > 1"},
+              {"eps", "real", option_text(PoissonNllLossOptions{}.eps),
+               "added to input before the log when log_input is false"},
               reduction_option},
              "Poisson negative log-likelihood", run_poisson_nll_loss);
   family.add("gaussian_nll_loss", {"input", "target", "var"}, {"input", "var"},
-             {{"full", "bool", "False", "add log(2 pi) / 2"},
-              {"eps", "real", "1e-6", "var is clamped at eps"},
+             {{"full", "bool", option_text(GaussianNllLossOptions{}.full), "add log(2 pi) / 2"},
+              {"eps", "real", option_text(GaussianNllLossOptions{}.eps), "var is clamped at eps"},
               reduction_option},
              "Gaussian negative log-likelihood; var like input, without its last dim, or last dim 1",
              run_gaussian_nll_loss);

@@ -26,8 +26,9 @@ def median_ms(fn, repeats=7, warmup=2):
 def best_configuration():
     """With --best, re-runs this script in torch's fastest CPU configuration
     on this machine (ATEN_CPU_CAPABILITY=avx512, GLIBC_TUNABLES=
-    glibc.malloc.hugetlb=1; both must be set before torch loads, see
-    shared/PERF-NOTES.md) and exits with its status."""
+    glibc.malloc.hugetlb=1; both are read once at start-up, ATen's when
+    torch loads and glibc's before main, so they must be in the
+    environment of a fresh process) and exits with its status."""
     if "--best" in sys.argv and os.environ.get("KLOSS_TORCH_BEST") != "1":
         env = dict(os.environ, ATEN_CPU_CAPABILITY="avx512", GLIBC_TUNABLES="glibc.malloc.hugetlb=1",
                    KLOSS_TORCH_BEST="1")

@@ -242,6 +242,13 @@ inline Reduction reduction_of(const Case& c, Reduction dflt = Reduction::mean) {
   if (it == c.options.end()) return dflt;
   return kloss::parse_reduction(std::get<std::string>(it->second));
 }
+/// The registry's default of option `n` of c's op (its options struct's
+/// value, kloss::impl::option_text): the harness writes no default itself.
+inline std::string registry_default(const Case& c, const std::string& n) {
+  for (const auto& o : kloss::find_op(c.op)->options)
+    if (o.name == n) return std::string(o.default_value);
+  throw std::logic_error("hostile: op '" + c.op + "' registers no option '" + n + "'");
+}
 inline double real_opt(const Case& c, const std::string& n, double dflt) {
   auto it = c.options.find(n);
   if (it == c.options.end()) return dflt;
@@ -259,6 +266,15 @@ inline bool bool_opt(const Case& c, const std::string& n, bool dflt) {
   if (it == c.options.end()) return dflt;
   if (auto s = std::get_if<std::string>(&it->second)) return *s == "true" || *s == "True" || *s == "1";
   return std::get<I64>(it->second) != 0;
+}
+/// The option's value in the case, else the registry's default.
+inline double real_opt(const Case& c, const std::string& n) {
+  return real_opt(c, n, std::stod(registry_default(c, n)));
+}
+inline I64 int_opt(const Case& c, const std::string& n) { return int_opt(c, n, std::stoll(registry_default(c, n))); }
+inline bool bool_opt(const Case& c, const std::string& n) {
+  const std::string d = registry_default(c, n);
+  return bool_opt(c, n, d == "True" || d == "true");
 }
 inline std::string str_opt(const Case& c, const std::string& n, const std::string& dflt) {
   auto it = c.options.find(n);
@@ -525,7 +541,7 @@ inline Mutation bad_class_target(bool probs, I64 C, I64 spread, double negative,
       return;
     }
     if (t->ivalues.empty()) return;
-    const I64 v = put_bad_index(r, c, *t, C, spread, int_opt(c, "ignore_index", -100));
+    const I64 v = put_bad_index(r, c, *t, C, spread, int_opt(c, "ignore_index"));
     c.set_bad("target " + std::to_string(v) + " outside " + range, {"target"});
   };
 }
@@ -1192,27 +1208,17 @@ inline bool has_option(const std::string& op, const std::string& name) {
   return false;
 }
 
-/// The pointwise losses (gen_pointwise).
+/// The element-wise losses (gen_pointwise): the registry's ops of
+/// kloss/pointwise.hpp.
 inline bool is_pointwise(const std::string& op) {
-  static const std::set<std::string> ops = {"mse_loss",
-                                            "l1_loss",
-                                            "smooth_l1_loss",
-                                            "huber_loss",
-                                            "soft_margin_loss",
-                                            "binary_cross_entropy",
-                                            "binary_cross_entropy_with_logits",
-                                            "kl_div",
-                                            "poisson_nll_loss",
-                                            "gaussian_nll_loss"};
-  return ops.count(op) != 0;
+  const kloss::OpInfo* info = kloss::find_op(op);
+  return info && info->header == "kloss/pointwise.hpp";
 }
 
-/// The margin losses (gen_margin).
+/// The margin losses (gen_margin): the registry's ops of kloss/margin.hpp.
 inline bool is_margin(const std::string& op) {
-  static const std::set<std::string> ops = {
-      "hinge_embedding_loss", "margin_ranking_loss",    "triplet_margin_loss",        "cosine_embedding_loss",
-      "multi_margin_loss",    "multilabel_margin_loss", "multilabel_soft_margin_loss"};
-  return ops.count(op) != 0;
+  const kloss::OpInfo* info = kloss::find_op(op);
+  return info && info->header == "kloss/margin.hpp";
 }
 
 /// Fills the draft of one op; false if the harness has no generator for it
@@ -1483,11 +1489,11 @@ inline void set_ce_target(kloss_ref::CeProblem& P, const Arg& t) {
 /// A call's cross-entropy options, in the reference's or a kloss options struct.
 template <class O>
 void set_ce_options(const Case& c, Reduction red, O& o) {
-  o.ignore_index = int_opt(c, "ignore_index", -100);
+  o.ignore_index = int_opt(c, "ignore_index");
   o.reduction = red;
-  o.label_smoothing = real_opt(c, "label_smoothing", 0);
-  o.z_loss = real_opt(c, "z_loss", 0);
-  o.softcap = real_opt(c, "softcap", 0);
+  o.label_smoothing = real_opt(c, "label_smoothing");
+  o.z_loss = real_opt(c, "z_loss");
+  o.softcap = real_opt(c, "softcap");
 }
 
 /// A shape as rows along its last axis.
@@ -1526,19 +1532,19 @@ inline Expected reference_values(const Case& c) {
   };
   if (auto it = pw.find(op); it != pw.end()) {
     kloss_ref::PwOptions o;
-    o.beta = real_opt(c, "beta", 1.0);
-    o.delta = real_opt(c, "delta", 1.0);
-    o.log_target = bool_opt(c, "log_target", false);
-    o.log_input = bool_opt(c, "log_input", true);
-    o.full = bool_opt(c, "full", false);
-    o.eps = real_opt(c, "eps", op == "gaussian_nll_loss" ? 1e-6 : 1e-8);
+    if (has_option(op, "beta")) o.beta = real_opt(c, "beta");
+    if (has_option(op, "delta")) o.delta = real_opt(c, "delta");
+    if (has_option(op, "log_target")) o.log_target = bool_opt(c, "log_target");
+    if (has_option(op, "log_input")) o.log_input = bool_opt(c, "log_input");
+    if (has_option(op, "full")) o.full = bool_opt(c, "full");
+    if (has_option(op, "eps")) o.eps = real_opt(c, "eps");
     o.weight = has("weight");
     o.pos_weight = has("pos_weight");
     std::vector<Ext> shapes;
     std::vector<Vec> vals;
     for (const auto& a : c.inputs) shapes.push_back(a.shape), vals.push_back(a.values);
     std::vector<std::size_t> diff{0};
-    if (op == "mse_loss" || op == "l1_loss" || op == "smooth_l1_loss" || op == "huber_loss") diff = {0, 1};
+    if (kloss::find_op(op)->differentiable.size() == 2 && op != "gaussian_nll_loss") diff = {0, 1};
     if (op == "gaussian_nll_loss") {
       diff = {0, 2};
       const Ext& is = shapes[0];
@@ -1566,7 +1572,7 @@ inline Expected reference_values(const Case& c) {
     if (has("weight")) P.w = in("weight").values;
     Ext rows = x.shape.size() == 1 ? Ext{} : Ext{x.shape[0]};
     for (std::size_t i = 2; i < x.shape.size(); ++i) rows.push_back(x.shape[i]);
-    const I64 ignore = int_opt(c, "ignore_index", -100);
+    const I64 ignore = int_opt(c, "ignore_index");
     E.terms = static_cast<double>(P.rows());
     if (op == "nll_loss") {
       const auto R = kloss_ref::nll(P, P.x, ignore, red);
@@ -1585,7 +1591,7 @@ inline Expected reference_values(const Case& c) {
     if (c.backward) E.grads["input"] = kloss_ref::cross_entropy_grad(P, P.x, o, go);
     return E;
   }
-  const double margin = real_opt(c, "margin", op == "hinge_embedding_loss" || op == "triplet_margin_loss" ? 1.0 : 0.0);
+  const double margin = has_option(op, "margin") ? real_opt(c, "margin") : 0.0;
   if (op == "hinge_embedding_loss") {
     const Arg& x = in("input");
     const Vec t = kloss_ref::expand(in("target").values, in("target").shape, x.shape);
@@ -1609,8 +1615,8 @@ inline Expected reference_values(const Case& c) {
   if (op == "triplet_margin_loss") {
     const Arg& a = in("anchor");
     const Rows rows(a.shape);
-    const double p = real_opt(c, "p", 2.0), eps = real_opt(c, "eps", 1e-6);
-    const bool swap = bool_opt(c, "swap", false);
+    const double p = real_opt(c, "p"), eps = real_opt(c, "eps");
+    const bool swap = bool_opt(c, "swap");
     reduced(kloss_ref::triplet_ref(a.values, in("positive").values, in("negative").values, rows.n, rows.len, margin, p,
                                    eps, swap),
             rows.lead);
@@ -1658,8 +1664,8 @@ inline Expected reference_values(const Case& c) {
     const Vec y = ivals_as_doubles(in("target"));
     if (op == "multi_margin_loss") {
       const Vec w = has("weight") ? in("weight").values : Vec{};
-      const int p = static_cast<int>(int_opt(c, "p", 1));
-      const double m = real_opt(c, "margin", 1.0);
+      const int p = static_cast<int>(int_opt(c, "p"));
+      const double m = real_opt(c, "margin");
       reduced(kloss_ref::multi_margin_ref(x.values, y, w, C, p, m), in("target").shape.empty() ? Ext{} : Ext{N});
       if (c.backward)
         E.grads["input"] = kloss_ref::multi_margin_grad(x.values, y, w, C, p, m,
@@ -1696,14 +1702,14 @@ inline Expected reference_values(const Case& c) {
       labels[b].assign(tg.ivalues.begin() + start, tg.ivalues.begin() + start + tl[b]);
       off += tl[b];
     }
-    const I64 blank = int_opt(c, "blank", 0);
-    const bool zi = bool_opt(c, "zero_infinity", false);
+    const I64 blank = int_opt(c, "blank");
+    const bool zi = bool_opt(c, "zero_infinity");
     E.terms = E.mean_div = static_cast<double>(N);
     E.out_shape = out_shape_of(red, batched ? Ext{N} : Ext{});
     E.out = kloss_ref::ctc_forward(N, C, lp.values, labels, il, blank, red, zi);
     if (c.backward)
       E.grads["log_probs"] =
-          kloss_ref::ctc_grad(T, N, C, lp.values, labels, il, blank, red, zi, bool_opt(c, "ctc_grad", false), go);
+          kloss_ref::ctc_grad(T, N, C, lp.values, labels, il, blank, red, zi, bool_opt(c, "ctc_grad"), go);
     I64 W = 1;
     for (auto v : tl) W = std::max(W, 2 * v + 1);
     E.ctc_log_alpha_shape = {N, T, W};
@@ -1721,7 +1727,7 @@ inline Expected reference_values(const Case& c) {
     }
     I64 pad = -1;
     if (c.options.count("padding_idx")) pad = int_opt(c, "padding_idx", 0), pad = pad < 0 ? pad + V : pad;
-    const bool freq = bool_opt(c, "scale_grad_by_freq", false);
+    const bool freq = bool_opt(c, "scale_grad_by_freq");
     E.terms = static_cast<double>(x.numel());
     if (op == "embedding") {
       const auto R = kloss_ref::ref_embedding(x.ivalues, w, V, D, go, pad, freq);
@@ -1738,7 +1744,7 @@ inline Expected reference_values(const Case& c) {
       s.rows = x.shape[0];
     } else {
       s.offsets = in("offsets").ivalues;
-      s.include_last_offset = bool_opt(c, "include_last_offset", false);
+      s.include_last_offset = bool_opt(c, "include_last_offset");
     }
     const I64 B = std::max<I64>(s.num_bags(), 0);
     const std::string m = str_opt(c, "mode", "mean");
@@ -2090,8 +2096,8 @@ void typed_layout(const Case& c, const Expected& E, std::vector<std::pair<std::s
     saved.push_back("max_indices");
   }
   if (!c.backward) return;
-  const bool sparse = bool_opt(c, "sparse", false) &&
-                      (op == "embedding" || (op == "embedding_bag" && str_opt(c, "mode", "mean") != "max"));
+  const bool sparse = (op == "embedding" || (op == "embedding_bag" && str_opt(c, "mode", "mean") != "max")) &&
+                      bool_opt(c, "sparse");
   // In the order the backward creates them: the registry's.
   for (auto dn : kloss::find_op(op)->differentiable) {
     const std::string name(dn);
@@ -2319,15 +2325,15 @@ void typed_calls(TypedRun<T, I>& t) {
   auto& ex = t.exec;
   const bool bwd = c.backward;
   const Reduction red = has_option(op, "reduction") ? reduction_of(c) : Reduction::none;
-  const double margin = real_opt(c, "margin", op == "hinge_embedding_loss" || op == "triplet_margin_loss" ? 1.0 : 0.0);
+  const double margin = has_option(op, "margin") ? real_opt(c, "margin") : 0.0;
   // The binary table ops (kloss/binary_losses.hpp), through the impl entry
   // points the public functions call.
   bool done = false;
 #define KLOSS_HOSTILE_OPTION_none()
-#define KLOSS_HOSTILE_OPTION_real(field, value, doc) o.field = real_opt(c, #field, value);
+#define KLOSS_HOSTILE_OPTION_real(field, doc) o.field = real_opt(c, #field, o.field);
 #define KLOSS_HOSTILE_GRAD_both t.template out<T>("grad_target")
 #define KLOSS_HOSTILE_GRAD_input Ten<T>()
-#define KLOSS_HOSTILE_BINARY(name, Module, Options, Op, grads, option, summary)                                      \
+#define KLOSS_HOSTILE_BINARY(name, Options, Op, grads, option, summary)                                              \
   if (op == #name) {                                                                                                 \
     kloss::Options o;                                                                                                \
     o.reduction = red;                                                                                               \
@@ -2357,20 +2363,20 @@ void typed_calls(TypedRun<T, I>& t) {
       ki::binary_cross_entropy_with_logits_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"),
                                                              t.in("pos_weight"), t.template out<T>("grad_input"), red);
   } else if (op == "kl_div") {
-    const bool lt = bool_opt(c, "log_target", false);
+    const bool lt = bool_opt(c, "log_target");
     ki::kl_div<Exec, T>(ex, t.in("input"), t.in("target"), t.template out<T>("output"), red, lt);
     if (bwd)
       ki::kl_div_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.template out<T>("grad_input"), red, lt);
   } else if (op == "poisson_nll_loss") {
-    const bool li = bool_opt(c, "log_input", true), full = bool_opt(c, "full", false);
-    const double eps = real_opt(c, "eps", 1e-8);
+    const bool li = bool_opt(c, "log_input"), full = bool_opt(c, "full");
+    const double eps = real_opt(c, "eps");
     ki::poisson_nll_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.template out<T>("output"), red, li, full, eps);
     if (bwd)
       ki::poisson_nll_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.template out<T>("grad_input"),
                                              red, li, full, eps);
   } else if (op == "gaussian_nll_loss") {
-    const bool full = bool_opt(c, "full", false);
-    const double eps = real_opt(c, "eps", 1e-6);
+    const bool full = bool_opt(c, "full");
+    const double eps = real_opt(c, "eps");
     ki::gaussian_nll_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.in("var"), t.template out<T>("output"), red,
                                    full, eps);
     if (bwd) {
@@ -2401,7 +2407,7 @@ void typed_calls(TypedRun<T, I>& t) {
     }
   } else if (op == "nll_loss") {
     kloss::NllLossOptions o;
-    o.ignore_index = int_opt(c, "ignore_index", -100);
+    o.ignore_index = int_opt(c, "ignore_index");
     o.reduction = red;
     auto out = t.template out<T>("output");
     auto tw = t.template out<double>("total_weight");
@@ -2432,8 +2438,8 @@ void typed_calls(TypedRun<T, I>& t) {
       ki::cosine_embedding_loss_backward<Exec, T>(ex, t.go(), t.in("input1"), t.in("input2"), t.in("target"), g1, g2,
                                                   margin, red);
   } else if (op == "triplet_margin_loss") {
-    const double p = real_opt(c, "p", 2.0), eps = real_opt(c, "eps", 1e-6);
-    const bool swap = bool_opt(c, "swap", false);
+    const double p = real_opt(c, "p"), eps = real_opt(c, "eps");
+    const bool swap = bool_opt(c, "swap");
     ki::triplet_margin_loss<Exec, T>(ex, t.in("anchor"), t.in("positive"), t.in("negative"),
                                      t.template out<T>("output"), margin, p, eps, swap, red);
     if (!bwd) return;
@@ -2443,8 +2449,8 @@ void typed_calls(TypedRun<T, I>& t) {
     ki::triplet_margin_loss_backward<Exec, T>(ex, t.go(), t.in("anchor"), t.in("positive"), t.in("negative"), ga, gp,
                                               gn, margin, p, eps, swap, red);
   } else if (op == "multi_margin_loss") {
-    const I64 p = int_opt(c, "p", 1);
-    const double m = real_opt(c, "margin", 1.0);
+    const I64 p = int_opt(c, "p");
+    const double m = real_opt(c, "margin");
     ki::multi_margin_loss<Exec, T, I>(ex, t.in("input"), t.idx("target"), t.in("weight"), t.template out<T>("output"),
                                       p, m, red);
     if (bwd)
@@ -2462,8 +2468,8 @@ void typed_calls(TypedRun<T, I>& t) {
       ki::multilabel_soft_margin_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"),
                                                         t.template out<T>("grad_input"), red);
   } else if (op == "ctc_loss") {
-    const I64 blank = int_opt(c, "blank", 0);
-    const bool zi = bool_opt(c, "zero_infinity", false), cg = bool_opt(c, "ctc_grad", false);
+    const I64 blank = int_opt(c, "blank");
+    const bool zi = bool_opt(c, "zero_infinity"), cg = bool_opt(c, "ctc_grad");
     auto out = t.template out<T>("output");
     auto la = t.template out<A>("log_alpha");
     ki::ctc_loss<Exec, T, I>(ex, t.in("log_probs"), t.idx("targets"), t.idx("input_lengths"), t.idx("target_lengths"),
@@ -2479,8 +2485,8 @@ void typed_calls(TypedRun<T, I>& t) {
       if (c.options.count("padding_idx")) o.padding_idx = int_opt(c, "padding_idx", 0);
       if (c.options.count("max_norm")) o.max_norm = real_opt(c, "max_norm", 1);
       o.norm_type = real_opt(c, "norm_type", 2);
-      o.scale_grad_by_freq = bool_opt(c, "scale_grad_by_freq", false);
-      o.sparse = bool_opt(c, "sparse", false);
+      o.scale_grad_by_freq = bool_opt(c, "scale_grad_by_freq");
+      o.sparse = bool_opt(c, "sparse");
       o.deterministic = bool_opt(c, "deterministic", false);
     };
     if (c.options.count("max_norm")) {
@@ -2508,7 +2514,7 @@ void typed_calls(TypedRun<T, I>& t) {
     o.mode = m == "sum"   ? kloss::EmbeddingBagMode::sum
              : m == "max" ? kloss::EmbeddingBagMode::max
                           : kloss::EmbeddingBagMode::mean;
-    o.include_last_offset = bool_opt(c, "include_last_offset", false);
+    o.include_last_offset = bool_opt(c, "include_last_offset");
     auto out = t.template out<T>("output");
     auto mi = t.template out<I>("max_indices");
     ki::embedding_bag<Exec, T, I>(ex, t.idx("input"), t.in("weight"), t.idx("offsets"), t.in("per_sample_weights"), out,

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <kloss/registry.hpp>
+#include <kloss/version.hpp>
 #include <Kokkos_Core.hpp>
 #include <set>
 #include <string>
@@ -520,6 +521,14 @@ TEST(CApi, StatusNames) {
   EXPECT_EQ(kloss_initialize(), KLOSS_OK);
   EXPECT_EQ(kloss_finalize(), KLOSS_OK);  // not ours to finalise: left alone
   EXPECT_EQ(kloss_is_initialized(), 1);
+}
+
+// kloss_version() is the C++ library's version, a static string.
+TEST(CApi, VersionIsTheLibrarys) {
+  ASSERT_NE(kloss_version(), nullptr);
+  EXPECT_STREQ(kloss_version(), kloss::version().c_str());
+  EXPECT_STREQ(kloss_version(), KLOSS_VERSION_STRING);
+  EXPECT_EQ(kloss_version(), kloss_version());
 }
 
 }  // namespace

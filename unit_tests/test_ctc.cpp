@@ -74,6 +74,13 @@ std::vector<double> ref_forward(const Case& c, const std::vector<double>& lp) {
   return kloss_ref::ctc_forward(c.N, c.C, lp, c.labels, c.il, c.opts.blank, c.opts.reduction, c.opts.zero_infinity);
 }
 
+/// The reference gradient d(sum_i gout_i out_i)/d(log_probs): the plain
+/// partial derivative (ctc_grad) or torch's (through a log_softmax).
+std::vector<double> ref_grad(const Case& c, const std::vector<double>& gout, bool plain) {
+  return kloss_ref::ctc_grad(c.T, c.N, c.C, c.lp, c.labels, c.il, c.opts.blank, c.opts.reduction,
+                             c.opts.zero_infinity, plain, gout);
+}
+
 /// sum_i gout_i * out_i: the scalar whose gradient the backward returns.
 double contracted(const Case& c, const std::vector<double>& lp, const std::vector<double>& gout) {
   auto out = ref_forward(c, lp);
@@ -470,7 +477,9 @@ TEST(CtcLoss, LargeOddSizesAndSavedAlpha) {
   auto recomputed = run<double, std::int64_t>(c, &go, false);
   expect_near_all(saved.out, want, 1e-11, 0, "forward");
   expect_near_all(recomputed.out, want, 1e-11, 0, "forward without log_alpha");
-  expect_near_all(saved.grad, recomputed.grad, 0, 0, "saved vs recomputed alpha");
+  const auto want_grad = ref_grad(c, go, /*plain=*/false);
+  expect_near_all(saved.grad, want_grad, 1e-10, 1e-10, "gradient");
+  expect_near_all(recomputed.grad, want_grad, 1e-10, 1e-10, "gradient without log_alpha");
   auto f = run<float, std::int32_t>(c, &go, true);
   expect_near_all(f.out, want, 2e-5, 0, "float forward");
   // Log-space float over 150 frames: alpha + beta - y + nll cancels terms of
@@ -508,10 +517,12 @@ TEST(CtcLoss, LatticeRowsInTeamScratchAndInGlobalMemory) {
         dn[i] -= h;
         fd.emplace_back(i, (contracted(c, up, go) - contracted(c, dn, go)) / (2 * h));
       }
+  const auto want_grad = ref_grad(c, go, /*plain=*/true);
   for (bool save : {true, false}) {
     const auto got = run<double, std::int64_t>(c, &go, save, /*ctc_grad=*/true);
     expect_near_all(got.out, want, 1e-12, 0, "double forward");
     for (const auto& [i, d] : fd) EXPECT_NEAR(got.grad[i], d, 1e-6 + 1e-5 * std::fabs(d)) << "element " << i;
+    expect_near_all(got.grad, want_grad, 1e-9, 1e-9, "double gradient");
     const auto f = run<float, std::int32_t>(c, &go, save, /*ctc_grad=*/true);
     expect_near_all(f.out, want, 1e-5, 0, "float forward");
     // Log-space float over 1800 frames (log-likelihood ~ -3000): gamma

@@ -790,7 +790,7 @@ TEST(EmbeddingErrors, ShapesOptionsAndWritability) {
 }
 
 // An output over the weight, or the gradient over the upstream gradient,
-// is refused naming both (it used to be computed).
+// is refused naming both: the result would depend on the kernel's order.
 TEST(EmbeddingBagErrors, OutputsSharingMemoryAreRefused) {
   Exec exec;
   using U = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
@@ -815,8 +815,8 @@ TEST(EmbeddingBagErrors, OutputsSharingMemoryAreRefused) {
 }
 
 // Entries in no bag (no offsets at all, or after the last offset with
-// include_last_offset) are range-checked too, as torch does; they used to
-// pass unchecked.
+// include_last_offset) are range-checked too, as torch does, although no
+// bag reads them.
 TEST(EmbeddingBagErrors, IndicesInNoBagAreChecked) {
   Exec exec;
   Kokkos::View<float**, Kokkos::LayoutRight, Mem> w("w", 4, 2);

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include "runtime_support.hpp"  // src/: the registry's option texts
 #include <limits>
+#include <regex>
 
 using namespace kloss_test;
 
@@ -181,8 +184,8 @@ TEST(Runtime, OptionsAreTypedAndUnusedOnesRefused) {
 }
 
 // An integer input in a buffer of another dtype must hold integers the
-// op's index type represents: a fraction or an int64 beyond int32 used to
-// be truncated into another, valid-looking index.
+// op's index type represents: truncating a fraction, or an int64 beyond
+// int32, would give another, valid-looking index.
 TEST(Runtime, IndexBuffersOfAnotherDtypeMustHoldExactIndices) {
   namespace rt = kloss::rt;
   rt::Call c;
@@ -246,4 +249,63 @@ TEST(Registry, RunRefusesUnknownInputsAndOptions) {
   c.inputs.erase("weight");
   auto r = kloss::rt::run(c);
   EXPECT_EQ(r.output.to_doubles()[0], 2.5);
+}
+
+namespace {
+/// The lines of a file of the source tree.
+std::vector<std::string> source_lines(const std::string& path) {
+  std::ifstream in(std::string(KLOSS_SOURCE_DIR) + "/" + path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+/// Whether `lines` declare the function `name` (a line opening with a
+/// return type and `name(`) right under a `///` doc comment (its template
+/// header between them).
+bool declared_with_doc(const std::vector<std::string>& lines, const std::string& name) {
+  const std::regex decl("^(inline )?[A-Za-z_:<>]+ " + name + "\\(");
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (!std::regex_search(lines[i], decl)) continue;
+    std::size_t j = i;
+    while (j > 0 && (lines[j - 1].rfind("template", 0) == 0 || lines[j - 1].rfind("          ", 0) == 0)) --j;
+    if (j > 0 && lines[j - 1].rfind("///", 0) == 0) return true;
+  }
+  return false;
+}
+}  // namespace
+
+// A reader finds every registered op's public entry points by grep in the
+// header the registry names, each under its doc comment.
+TEST(Registry, EveryOpIsDeclaredWithItsDocInItsHeader) {
+  for (const auto& op : kloss::ops()) {
+    const auto lines = source_lines("include/" + std::string(op.header));
+    ASSERT_FALSE(lines.empty()) << op.name << ": " << op.header << " not found";
+    const std::string name(op.name);
+    EXPECT_TRUE(declared_with_doc(lines, name)) << name << " in " << op.header;
+    if (!op.differentiable.empty())
+      EXPECT_TRUE(declared_with_doc(lines, name + "_backward")) << name << "_backward in " << op.header;
+  }
+}
+
+TEST(Registry, OptionDefaultsAreSpelledAsPython) {
+  EXPECT_EQ(kloss::impl::option_text(1.0), "1.0");
+  EXPECT_EQ(kloss::impl::option_text(0.0), "0.0");
+  EXPECT_EQ(kloss::impl::option_text(1e-8), "1e-08");
+  EXPECT_EQ(kloss::impl::option_text(0.1), "0.1");
+  EXPECT_EQ(kloss::impl::option_text(2.5), "2.5");
+  EXPECT_EQ(kloss::impl::option_text(true), "True");
+  EXPECT_EQ(kloss::impl::option_text(std::int64_t{-100}), "-100");
+  // The registry shows the options structs' defaults.
+  const auto default_of = [](std::string_view op, std::string_view option) {
+    for (const auto& o : kloss::find_op(op)->options)
+      if (o.name == option) return std::string(o.default_value);
+    return std::string("(absent)");
+  };
+  EXPECT_EQ(default_of("smooth_l1_loss", "beta"), "1.0");
+  EXPECT_EQ(default_of("poisson_nll_loss", "eps"), "1e-08");
+  EXPECT_EQ(default_of("poisson_nll_loss", "log_input"), "True");
+  EXPECT_EQ(default_of("triplet_margin_loss", "margin"), "1.0");
+  EXPECT_EQ(default_of("cosine_embedding_loss", "margin"), "0.0");
+  EXPECT_EQ(default_of("multi_margin_loss", "p"), "1");
 }

@@ -735,7 +735,7 @@ TEST(GoldenVocab, CrossEntropyReadsItsClassSlice) {
   EXPECT_TRUE(f.allows_vocab_parallel("ce_unbatched"));
   EXPECT_FALSE(f.allows_vocab_parallel("ce_probs"));
   EXPECT_KLOSS_THROW(f.read_case_vocab("ce_probs", 0, 2), NotImplemented,
-                     "op 'cross_entropy' with class-probability targets' cannot run vocabulary-parallel");
+                     "op 'cross_entropy' with class-probability targets cannot run vocabulary-parallel");
   // Up to 8 ranks for 7 classes: the last rank of 8 owns none.
   for (int size = 1; size <= 8; ++size)
     for (int rank = 0; rank < size; ++rank) {

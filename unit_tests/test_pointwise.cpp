@@ -103,7 +103,7 @@ TEST(MseLossErrors, ShapesAndOutputsAreChecked) {
 }
 
 // An output sharing a byte with an input or with another output is refused
-// (it used to be computed, the result depending on the kernel's order).
+// (the result would depend on the kernel's order).
 TEST(MseLossErrors, OutputsSharingMemoryAreRefused) {
   Exec exec;
   using U = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
@@ -880,7 +880,7 @@ TYPED_TEST(Pointwise, GaussianNllRejectsNegativeVar) {
   EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x, x, v, out, o), kloss::InvalidArgument,
                      "argument 'var' must be non-negative, got -0.5 at position 1");
   // An empty output reads no var element; the negative one is refused all
-  // the same (as torch), where it used to pass.
+  // the same (as torch).
   Kokkos::View<T**, Kokkos::LayoutRight, Mem> x0("x0", 2, 0), out0("out0", 2, 0);
   auto v1 = make_view<T**>("v1", {1, -0.5}, {2, 1});
   EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x0, x0, v1, out0, o), kloss::InvalidArgument,
@@ -905,6 +905,7 @@ TEST(PointwiseRegistry, EveryElementwiseOpIsRegisteredWithItsOptions) {
       {"l1_loss", {"reduction"}},
       {"smooth_l1_loss", {"reduction", "beta"}},
       {"huber_loss", {"reduction", "delta"}},
+      {"soft_margin_loss", {"reduction"}},
       {"binary_cross_entropy", {"reduction"}},
       {"binary_cross_entropy_with_logits", {"reduction"}},
       {"kl_div", {"reduction", "log_target"}},

@@ -2,7 +2,9 @@
 // Figures of the examples: a program writes its CSV, then plot() runs
 // examples/plot.py (matplotlib: Debian's python3-matplotlib, which
 // scripts/setup-debian.sh installs) on it. The interpreter is
-// /usr/bin/python3 unless KLOSS_PYTHON names another.
+// /usr/bin/python3 unless KLOSS_PYTHON names another; the script is found
+// in the examples' source directory (KLOSS_EXAMPLES_DIR, which
+// examples/CMakeLists.txt defines).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -23,8 +25,8 @@ inline bool plot(const std::string& kind, const std::string& csv, const std::str
                  const std::string& note = "") {
   const char* py = std::getenv("KLOSS_PYTHON");
   const std::string cmd = shell_quote(py && *py ? py : "/usr/bin/python3") + " " +
-                          shell_quote(KLOSS_SOURCE_DIR "/examples/plot.py") + " " + kind + " " + shell_quote(csv) +
-                          " " + shell_quote(png) + (note.empty() ? "" : " " + shell_quote(note));
+                          shell_quote(KLOSS_EXAMPLES_DIR "/plot.py") + " " + kind + " " + shell_quote(csv) + " " +
+                          shell_quote(png) + (note.empty() ? "" : " " + shell_quote(note));
   std::fflush(stdout);
   const int rc = std::system(cmd.c_str());
   if (rc != 0)

@@ -10,7 +10,8 @@
 // is not a terminal, progress is one line every N steps plus the first and
 // the last. Rank 0 alone prints unless asked otherwise.
 //
-// The options every example takes:
+// The options of the examples that report progress (read into a LogOptions
+// by examples/common/args.hpp's log_args):
 //   --progress auto|bar|lines  auto (default): the bar on a terminal outside
 //                              an MPI launcher, lines otherwise
 //   --log-every N              lines: one every N steps (default: total/20)
@@ -28,46 +29,6 @@ struct LogOptions {
   Mode mode = Mode::automatic;
   int every = 0;  ///< 0: total / 20
   bool all_ranks = false;
-
-  /// Takes argv[i] (and its value, advancing i) if it is one of the options
-  /// above; returns whether it was. Exits with a message on a bad value.
-  bool parse(int argc, char** argv, int& i) {
-    const std::string s = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", s.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (s == "--progress") {
-      const std::string v = value();
-      if (v == "auto")
-        mode = Mode::automatic;
-      else if (v == "bar")
-        mode = Mode::bar;
-      else if (v == "lines")
-        mode = Mode::lines;
-      else {
-        std::fprintf(stderr, "--progress must be auto, bar or lines, got '%s'\n", v.c_str());
-        std::exit(2);
-      }
-      return true;
-    }
-    if (s == "--log-every") {
-      every = std::atoi(value().c_str());
-      if (every < 1) {
-        std::fprintf(stderr, "--log-every must be a positive integer\n");
-        std::exit(2);
-      }
-      return true;
-    }
-    if (s == "--log-all-ranks") {
-      all_ranks = true;
-      return true;
-    }
-    return false;
-  }
 };
 
 /// Whether an MPI launcher or a batch system started this process (its

@@ -1,6 +1,6 @@
 #ifndef KLOSS_C_API_H
 #define KLOSS_C_API_H
-/* \file c_api.h
+/** \file c_api.h
  * The C API of kloss (library target kloss::kloss_c, libkloss_c.so): every
  * registered op (the README's table) by name, on caller host buffers of a
  * dtype chosen at run time, over the runtime-typed registry
@@ -38,23 +38,23 @@ extern "C" {
 #define KLOSS_C_EXPORT
 #endif
 
-/* Status codes. 1-6 mirror the C++ exception classes of kloss/error.hpp. */
+/** Status codes. 1-6 mirror the C++ exception classes of kloss/error.hpp. */
 typedef enum kloss_status {
   KLOSS_OK = 0,
-  KLOSS_ERROR_INVALID_ARGUMENT = 1,   /* an option or argument value the op does not accept */
-  KLOSS_ERROR_DIMENSION_MISMATCH = 2, /* shapes or buffer sizes that disagree */
-  KLOSS_ERROR_INDEX_OUT_OF_RANGE = 3, /* a target or index outside its range */
-  KLOSS_ERROR_NOT_IMPLEMENTED = 4,    /* an unknown op, option, input or dtype */
+  KLOSS_ERROR_INVALID_ARGUMENT = 1,   /**< an option or argument value the op does not accept */
+  KLOSS_ERROR_DIMENSION_MISMATCH = 2, /**< shapes or buffer sizes that disagree */
+  KLOSS_ERROR_INDEX_OUT_OF_RANGE = 3, /**< a target or index outside its range */
+  KLOSS_ERROR_NOT_IMPLEMENTED = 4,    /**< an unknown op, option, input or dtype */
   KLOSS_ERROR_MPI = 5,
   KLOSS_ERROR_HDF5 = 6,
-  KLOSS_ERROR_NOT_INITIALIZED = 7, /* kloss_initialize() not called (or kloss_finalize() was) */
-  KLOSS_ERROR_NULL_POINTER = 8,    /* a required pointer argument is NULL */
-  KLOSS_ERROR_INVALID_STATE = 9,   /* e.g. a gradient asked for before any backward */
+  KLOSS_ERROR_NOT_INITIALIZED = 7, /**< kloss_initialize() not called (or kloss_finalize() was) */
+  KLOSS_ERROR_NULL_POINTER = 8,    /**< a required pointer argument is NULL */
+  KLOSS_ERROR_INVALID_STATE = 9,   /**< e.g. a gradient asked for before any backward */
   KLOSS_ERROR_OUT_OF_MEMORY = 10,
-  KLOSS_ERROR_INTERNAL = 11 /* any other failure inside kloss (a bug: please report) */
+  KLOSS_ERROR_INTERNAL = 11 /**< any other failure inside kloss (a bug: please report) */
 } kloss_status;
 
-/* Element types of buffers. float16 and bfloat16 are 2-byte storage
+/** Element types of buffers. float16 and bfloat16 are 2-byte storage
  * (IEEE binary16 and the upper half of a binary32). Functions take them as
  * `int dtype`: a value outside the enum, as C or Fortran may pass, is
  * KLOSS_ERROR_INVALID_ARGUMENT. */
@@ -67,96 +67,103 @@ typedef enum kloss_dtype {
   KLOSS_INT64 = 5
 } kloss_dtype;
 
-/* Where a loss's caller buffers live (kloss_loss_set_memory). */
+/** Where a loss's caller buffers live (kloss_loss_set_memory). */
 typedef enum kloss_memory {
-  KLOSS_MEMORY_HOST = 0,  /* host memory: the default */
-  KLOSS_MEMORY_DEVICE = 1 /* the memory of Kokkos' default execution space: device memory (cudaMalloc, OpenACC
+  KLOSS_MEMORY_HOST = 0,  /**< host memory: the default */
+  KLOSS_MEMORY_DEVICE = 1 /**< the memory of Kokkos' default execution space: device memory (cudaMalloc, OpenACC
                              or CUDA Fortran device arrays) in a CUDA or HIP build, host memory otherwise */
 } kloss_memory;
 
-/* The largest rank of a buffer. */
+/** The largest rank of a buffer. */
 #define KLOSS_MAX_RANK 8
 
-/* A loss: one op, its dtypes, options and inputs, and the results of the
+/** A loss: one op, its dtypes, options and inputs, and the results of the
  * last forward or backward. Opaque. */
 typedef struct kloss_loss kloss_loss;
 
-/* Initialises Kokkos (with default settings) unless the program already
+/** Initialises Kokkos (with default settings) unless the program already
  * did; idempotent. Kokkos cannot be initialised again after it was
  * finalised: that is KLOSS_ERROR_INVALID_STATE. */
 KLOSS_C_EXPORT int kloss_initialize(void);
-/* Finalises Kokkos if kloss_initialize() initialised it; otherwise leaves
+/** Finalises Kokkos if kloss_initialize() initialised it; otherwise leaves
  * it to its owner. Idempotent. Destroy the loss objects first or after:
  * they hold host memory only. */
 KLOSS_C_EXPORT int kloss_finalize(void);
-/* 1 when Kokkos is initialised (by kloss or by the program), else 0. */
+/** 1 when Kokkos is initialised (by kloss or by the program), else 0. */
 KLOSS_C_EXPORT int kloss_is_initialized(void);
 
-/* The message of the last call on this thread that failed, or "" if the
+/** kloss's version, "MAJOR.MINOR.PATCH" (KLOSS_VERSION_STRING of
+ * kloss/version.hpp, as the library was built). A static string: never
+ * NULL, not to be freed; needs no initialised Kokkos. */
+KLOSS_C_EXPORT const char* kloss_version(void);
+
+/** The message of the last call on this thread that failed, or "" if the
  * last call succeeded. Valid until the next kloss call on this thread. */
 KLOSS_C_EXPORT const char* kloss_last_error(void);
-/* The name of a status code ("KLOSS_ERROR_INVALID_ARGUMENT"); "unknown
+/** The name of a status code ("KLOSS_ERROR_INVALID_ARGUMENT"); "unknown
  * status" for other values. Never NULL. */
 KLOSS_C_EXPORT const char* kloss_status_name(int status);
 
-/* Creates a loss for the registered op `op` (e.g. "mse_loss",
+/** Creates a loss for the registered op `op` (e.g. "mse_loss",
  * "cross_entropy") computing in the floating `dtype`, with integer targets
  * and indices of `index_dtype` (KLOSS_INT32 or KLOSS_INT64). Options take
  * torch's defaults until set. *loss is NULL on failure. */
 KLOSS_C_EXPORT int kloss_loss_create(kloss_loss** loss, const char* op, int dtype, int index_dtype);
-/* Frees a loss; NULL is allowed. Needs no initialised Kokkos and leaves
+/** Frees a loss; NULL is allowed. Needs no initialised Kokkos and leaves
  * kloss_last_error() as it was (so an error can be read after cleaning
  * up). */
 KLOSS_C_EXPORT int kloss_loss_destroy(kloss_loss* loss);
 
-/* Sets an option by torch's keyword. The name must be one of the op's
+/**@{*/
+/** Sets an option by torch's keyword. The name must be one of the op's
  * options (KLOSS_ERROR_NOT_IMPLEMENTED otherwise); the value is checked at
  * the next forward or backward (booleans are integers 0/1; `reduction`
  * and the other string options are strings). */
 KLOSS_C_EXPORT int kloss_loss_set_option_int(kloss_loss* loss, const char* name, int64_t value);
 KLOSS_C_EXPORT int kloss_loss_set_option_real(kloss_loss* loss, const char* name, double value);
 KLOSS_C_EXPORT int kloss_loss_set_option_string(kloss_loss* loss, const char* name, const char* value);
+/**@}*/
 
-/* Copies an input, by torch's argument name ("input", "target", "weight",
+/** Copies an input, by torch's argument name ("input", "target", "weight",
  * ...), of shape shape[0..ndim) (0 <= ndim <= KLOSS_MAX_RANK; ndim 0 is a
  * scalar). `dtype` must be the loss's dtype for floating inputs and its
  * index dtype for integer ones; `data` may be NULL only when the shape has
  * no elements. Replaces an input of the same name. */
 KLOSS_C_EXPORT int kloss_loss_set_input(kloss_loss* loss, const char* name, int dtype, const void* data, int ndim,
                                         const int64_t* shape);
-/* Sets where the buffers given to this loss from now on live: those of
+/** Sets where the buffers given to this loss from now on live: those of
  * kloss_loss_set_input, kloss_loss_forward, kloss_loss_backward,
  * kloss_loss_get_output and kloss_loss_get_grad. `memory` is a
  * kloss_memory value (KLOSS_ERROR_INVALID_ARGUMENT otherwise). A pointer
  * of the other kind is not detected: a host pointer given as device memory
  * in a CUDA build makes the copy fail (KLOSS_ERROR_INTERNAL) or worse. */
 KLOSS_C_EXPORT int kloss_loss_set_memory(kloss_loss* loss, int memory);
-/* 1 when Kokkos' default execution space uses host-accessible memory
+/** 1 when Kokkos' default execution space uses host-accessible memory
  * (KLOSS_MEMORY_DEVICE then takes host pointers too), else 0. */
 KLOSS_C_EXPORT int kloss_device_memory_is_host(void);
 
-/* Removes an input (an optional one, such as "weight"). */
+/** Removes an input (an optional one, such as "weight"). */
 KLOSS_C_EXPORT int kloss_loss_clear_input(kloss_loss* loss, const char* name);
 
-/* Runs the forward on the inputs set and writes the loss to `output`, of
+/** Runs the forward on the inputs set and writes the loss to `output`, of
  * `dtype` (which must be the loss's dtype), holding `output_numel`
  * elements: exactly the output's element count (1 for reduction "mean" or
  * "sum"). `output` may be NULL (with output_numel 0) to only compute;
  * kloss_loss_output_shape then says how much to allocate. Fences. */
 KLOSS_C_EXPORT int kloss_loss_forward(kloss_loss* loss, int dtype, void* output, int64_t output_numel);
-/* Runs the forward and the backward: `grad_output` (of `dtype`, the
+/** Runs the forward and the backward: `grad_output` (of `dtype`, the
  * loss's dtype; the output's shape, `grad_output_numel` elements) is the
  * upstream gradient; NULL means ones (for a reduced loss: d loss / d
  * input). The gradients are then read with kloss_loss_get_grad, the loss
  * value with kloss_loss_get_output. Fences. */
 KLOSS_C_EXPORT int kloss_loss_backward(kloss_loss* loss, int dtype, const void* grad_output, int64_t grad_output_numel);
-/* The shape of the output of the last forward or backward:
+/** The shape of the output of the last forward or backward:
  * *ndim and shape[0..*ndim) (shape holds KLOSS_MAX_RANK elements). */
 KLOSS_C_EXPORT int kloss_loss_output_shape(const kloss_loss* loss, int* ndim, int64_t* shape);
-/* Copies the loss value of the last forward or backward (as
+/** Copies the loss value of the last forward or backward (as
  * kloss_loss_forward writes it). */
 KLOSS_C_EXPORT int kloss_loss_get_output(const kloss_loss* loss, int dtype, void* output, int64_t output_numel);
-/* Copies the gradient with respect to input `name` from the last backward
+/** Copies the gradient with respect to input `name` from the last backward
  * into `grad` of `dtype` (the loss's dtype), with the input's shape:
  * `grad_numel` must be its element count. KLOSS_ERROR_NOT_IMPLEMENTED if the op has no gradient for
  * that input, KLOSS_ERROR_INVALID_STATE before any backward. */

@@ -72,6 +72,9 @@ struct CheckRecord {
 
 }  // namespace impl
 
+/// Index and probability checks whose verdict is taken later, after the
+/// ops that note them ran without waiting (this file's description). A
+/// handle: copies share one record.
 class CheckFlag {
  public:
   /// An empty flag: the ops check at the call (the options' default).

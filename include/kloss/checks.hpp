@@ -1,6 +1,6 @@
 #pragma once
 /// \file checks.hpp
-/// Argument-checking helpers every op uses (DESIGN.md principle 6). Host
+/// Argument-checking helpers every op uses (docs/design.md, principle 6). Host
 /// side, O(1) in the data: shapes, ranks, options. Index ranges are checked
 /// inside the kernels (impl::BadIndex, reduced alongside the result).
 #include <initializer_list>
@@ -175,6 +175,39 @@ template <class T, class... Views>
 constexpr bool same_value_types() {
   return (std::is_same_v<typename Views::non_const_value_type, T> && ...);
 }
+
+/// True when T is one of the four scalar types (float, double, float16,
+/// bfloat16) and every view of Views holds T: the floating views of one
+/// typed entry point.
+template <class T, class... Views>
+inline constexpr bool floating_views_v = is_scalar_v<T> && same_value_types<T, Views...>();
+
+/// Enables a typed entry point only when its first argument is an
+/// execution space (a call without one finds no candidate instead of a
+/// deep template error).
+template <class ExecSpace>
+using enable_for_execution_space = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>;
+
+/// A typed entry point's views as the tensors its engine takes, in
+/// ExecSpace's memory space; `op` names the call in messages ("kloss::op:
+/// argument 'arg' ..."). Throws InvalidArgument for a strided or
+/// column-major view.
+template <class ExecSpace>
+struct EntryViews {
+  using memory_space = typename ExecSpace::memory_space;
+  std::string_view op;
+
+  /// A required view.
+  template <class View>
+  Tensor<typename View::value_type, memory_space> operator()(const View& v, std::string_view arg) const {
+    return as_tensor<memory_space>(v, op, arg);
+  }
+  /// An optional view: an empty (default-constructed) view is absent.
+  template <class View>
+  Tensor<typename View::value_type, memory_space> optional(const View& v, std::string_view arg) const {
+    return as_optional_tensor<memory_space>(v, op, arg);
+  }
+};
 }  // namespace kloss::impl
 
 /// The prologue of a typed entry point OP (a string literal) taking index
@@ -203,45 +236,11 @@ constexpr bool same_value_types() {
   static_assert(::kloss::impl::same_value_types<T, __VA_ARGS__>(),                                                \
                 "kloss::" OP ": every floating view must have the same value type")
 
-/// Typed entry points from their argument lists. KLOSS_LOSS_ENTRY_POINTS(
-/// kind, name, Options, inputs, grads, fields) defines
-///
-///   name(exec, inputs..., output, opts = {})
-///   name_backward(exec, grad_output, inputs..., grads..., opts = {})
-///
-/// (a template parameter per view, in the order of the views; enabled only
-/// for an execution space as `exec`), which call impl::name<ExecSpace, T>
-/// (kind `floating`) or impl::name<ExecSpace, T, I> (kind `indexed`) with
-/// the views as tensors, then opts.field for each of `fields`. T is the
-/// value type of the output (forward) or of the first input (backward), I
-/// that of the index view; the static checks are KLOSS_STATIC_CHECKS
-/// (floating) or KLOSS_INDEXED_ENTRY and KLOSS_SAME_TYPES (indexed) over the
-/// views. inputs and grads are parenthesised lists of views, each one of
-///   view(x)            required, of the floating type T
-///   opt(x)             optional (an empty view is absent), of type T
-///   index(x)           required, of the index type I (kind indexed)
-///   opt_like_input(x)  optional, of type T, checked on its own ("'x' must
-///                      have the value type of 'input'")
-#define KLOSS_LOSS_ENTRY_POINTS(kind, name, Options, inputs, grads, fields)                      \
-  KLOSS_ENTRY_POINT(kind, name, Options, output, (KLOSS_PP_EXPAND inputs, view(output)), fields) \
-  KLOSS_ENTRY_POINT(kind, name##_backward, Options, KLOSS_EP_NAME(, KLOSS_PP_FIRST inputs),      \
-                    (view(grad_output), KLOSS_PP_EXPAND inputs, KLOSS_PP_EXPAND grads), fields)
-
-/// One typed entry point fn(exec, views..., opts = {}) calling impl::fn, T
-/// the value type of the view named `tsrc` (as above).
-#define KLOSS_ENTRY_POINT(kind, fn, Options, tsrc, views, fields)                                                    \
-  template <class ExecSpace, KLOSS_PP_MAP(KLOSS_EP_TPARAM, , KLOSS_PP_COMMA, views),                                 \
-            class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>                                  \
-  void fn(const ExecSpace& exec, KLOSS_PP_MAP(KLOSS_EP_FPARAM, , KLOSS_PP_COMMA, views), const Options& opts = {}) { \
-    KLOSS_PP_CAT(KLOSS_EP_PROLOGUE_, kind)(#fn, KLOSS_PP_CAT(tsrc, _view), views);                                   \
-    impl::fn<ExecSpace, KLOSS_PP_CAT(KLOSS_EP_TARGS_, kind)(T, I)>(                                                  \
-        exec, KLOSS_PP_MAP(KLOSS_EP_ARG, , KLOSS_PP_COMMA, views),                                                   \
-        KLOSS_PP_MAP(KLOSS_EP_FIELD, , KLOSS_PP_COMMA, fields));                                                     \
-  }
-/// The explicit instantiations (PREFIX: nothing or `extern`) of the two
-/// impl functions that KLOSS_LOSS_ENTRY_POINTS(kind, name, Options, inputs,
-/// grads, fields) calls, for the value type T and (kind indexed) the index
-/// type I; `instance` is (PREFIX, kind, T, I). Each takes the execution
+/// The explicit instantiations (PREFIX: nothing or `extern`) of the impl
+/// functions impl::name and impl::name_backward behind a public loss, for
+/// the value type T and (kind indexed) the index type I; `instance` is
+/// (PREFIX, kind, T, I); inputs and grads list the views as
+/// view(x) / opt(x) (holding T) or index(x) (holding I). Each takes the execution
 /// space, the views as Tensor<const T or const I> (inputs, grad_output) or
 /// Tensor<T> (output, gradients), then each field by value, typed as in
 /// Options.
@@ -256,61 +255,14 @@ constexpr bool same_value_types() {
       KLOSS_PP_MAP(KLOSS_EP_OUT_TENSOR, T, KLOSS_PP_COMMA, grads),                                                  \
       KLOSS_PP_MAP(KLOSS_EP_FIELD_TYPE, Options, KLOSS_PP_COMMA, fields));
 
-#define KLOSS_EP_PROLOGUE_floating(OP, TView, views) \
-  using T = typename TView::non_const_value_type;    \
-  using M = typename ExecSpace::memory_space;        \
-  constexpr const char* op = OP;                     \
-  KLOSS_PP_CALL(KLOSS_STATIC_CHECKS, OP, T KLOSS_PP_MAP(KLOSS_EP_FLOATING, , KLOSS_PP_NOTHING, views))
-#define KLOSS_EP_PROLOGUE_indexed(OP, TView, views)                                                 \
-  KLOSS_INDEXED_ENTRY(OP, TView, KLOSS_PP_MAP(KLOSS_EP_INDEX, , KLOSS_PP_NOTHING, views));          \
-  KLOSS_PP_CALL(KLOSS_SAME_TYPES, OP, T KLOSS_PP_MAP(KLOSS_EP_FLOATING, , KLOSS_PP_NOTHING, views)) \
-  KLOSS_PP_MAP(KLOSS_EP_OWN_CHECK, OP, KLOSS_PP_NOTHING, views)
 #define KLOSS_EP_TARGS_floating(T, I) T
 #define KLOSS_EP_TARGS_indexed(T, I) T, I
-#define KLOSS_EP_FIELD(_, field) opts.field
 #define KLOSS_EP_FIELD_TYPE(Options, field) decltype(::kloss::Options::field)
-// Per view v: its name; its template and function parameters; the tensor
-// it is passed as; the impl function's parameter for it as an input or an
-// output (TI: (T, I)), KLOSS_PP_FIRST or KLOSS_PP_SECOND of TI as it holds T
-// or I; `, its type` if it holds T (the common check); its type
-// if it holds I; its own check (OP: the op's name, a string literal), after
-// a `;` that ends the common one.
-#define KLOSS_EP_NAME(_, v) KLOSS_PP_CAT(KLOSS_EP_NAME_, v)
-#define KLOSS_EP_NAME_view(x) x
-#define KLOSS_EP_NAME_opt(x) x
-#define KLOSS_EP_NAME_index(x) x
-#define KLOSS_EP_NAME_opt_like_input(x) x
-#define KLOSS_EP_TPARAM(_, v) class KLOSS_PP_CAT(KLOSS_EP_NAME(, v), _view)
-#define KLOSS_EP_FPARAM(_, v) const KLOSS_PP_CAT(KLOSS_EP_NAME(, v), _view) & KLOSS_EP_NAME(, v)
-#define KLOSS_EP_ARG(_, v) KLOSS_PP_CAT(KLOSS_EP_ARG_, v)
-#define KLOSS_EP_ARG_view(x) as_tensor<M>(x, op, #x)
-#define KLOSS_EP_ARG_opt(x) as_optional_tensor<M>(x, op, #x)
-#define KLOSS_EP_ARG_index(x) as_tensor<M>(x, op, #x)
-#define KLOSS_EP_ARG_opt_like_input(x) as_optional_tensor<M>(x, op, #x)
+// Per view v of an instantiation line: the impl function's parameter for it
+// as an input (TI: (T, I); view and opt hold T, index holds I) or as an
+// output (always T).
 #define KLOSS_EP_IN_TENSOR(TI, v) const KLOSS_CTENSOR(KLOSS_PP_CAT(KLOSS_EP_VALUE_, v) TI)&
 #define KLOSS_EP_OUT_TENSOR(T, v) const KLOSS_TENSOR(T)&
 #define KLOSS_EP_VALUE_view(x) KLOSS_PP_FIRST
 #define KLOSS_EP_VALUE_opt(x) KLOSS_PP_FIRST
 #define KLOSS_EP_VALUE_index(x) KLOSS_PP_SECOND
-#define KLOSS_EP_VALUE_opt_like_input(x) KLOSS_PP_FIRST
-#define KLOSS_EP_FLOATING(_, v) KLOSS_PP_CAT(KLOSS_EP_FLOATING_, v)
-#define KLOSS_EP_FLOATING_view(x) , x##_view
-#define KLOSS_EP_FLOATING_opt(x) , x##_view
-#define KLOSS_EP_FLOATING_index(x)
-#define KLOSS_EP_FLOATING_opt_like_input(x)
-#define KLOSS_EP_INDEX(_, v) KLOSS_PP_CAT(KLOSS_EP_INDEX_, v)
-#define KLOSS_EP_INDEX_view(x)
-#define KLOSS_EP_INDEX_opt(x)
-#define KLOSS_EP_INDEX_index(x) x##_view
-#define KLOSS_EP_INDEX_opt_like_input(x)
-#define KLOSS_EP_OWN_CHECK(OP, v) KLOSS_PP_CALL(KLOSS_EP_OWN_CHECK_, OP, KLOSS_PP_CAT(KLOSS_EP_CHECK_, v))
-#define KLOSS_EP_OWN_CHECK_(OP, check, x) check(OP, x)
-#define KLOSS_EP_CHECK_view(x) KLOSS_EP_NO_CHECK, x
-#define KLOSS_EP_CHECK_opt(x) KLOSS_EP_NO_CHECK, x
-#define KLOSS_EP_CHECK_index(x) KLOSS_EP_NO_CHECK, x
-#define KLOSS_EP_CHECK_opt_like_input(x) KLOSS_EP_LIKE_INPUT_CHECK, x
-#define KLOSS_EP_NO_CHECK(OP, x)
-#define KLOSS_EP_LIKE_INPUT_CHECK(OP, x)                                    \
-  ;                                                                         \
-  static_assert(std::is_same_v<typename x##_view::non_const_value_type, T>, \
-                "kloss::" OP ": '" #x "' must have the value type of 'input'")

@@ -35,14 +35,15 @@ class CrossEntropyLoss : public impl::DefaultExecCalls<CrossEntropyLoss<T, ExecS
   /// The saved per-row log-sum-exp, in the accumulation type.
   using lse_view = Kokkos::View<const acc_t<T>*, memory_space>;
 
+  /// Holds the options and the class weight (an empty view: none).
   explicit CrossEntropyLoss(const CrossEntropyOptions& opts = {}, const weight_view& weight = {})
       : opts_(opts),
         weight_(weight),
         total_weight_("kloss::CrossEntropyLoss::total_weight"),
         one_(impl::device_one<T, memory_space>("kloss::CrossEntropyLoss::one")) {}
 
-  const CrossEntropyOptions& options() const { return opts_; }
-  const weight_view& weight() const { return weight_; }
+  const CrossEntropyOptions& options() const { return opts_; }  ///< the options held
+  const weight_view& weight() const { return weight_; }         ///< the class weight, or an empty view
 
   /// The loss of input (logits [N, C, d...]) against target (class indices
   /// [N, d...] or probabilities shaped like input) into output ([N, d...]

@@ -35,6 +35,7 @@ struct CrossEntropyOptions {
   double label_smoothing = 0.0;          ///< in [0, 1]
   double z_loss = 0.0;     ///< extension (PaLM): adds z_loss * lse^2 to every non-ignored row's loss
   double softcap = 0.0;    ///< extension (Gemma 2): logits -> softcap * tanh(x / softcap) first; 0 = off
+  /// Launch overrides of the kernels (0 = automatic).
   CrossEntropyTuning tuning = {};
   /// Empty (default): a bad target throws at the call, which fences. A flag
   /// (kloss/check_flag.hpp): bad targets are recorded in it and the call
@@ -44,10 +45,10 @@ struct CrossEntropyOptions {
 
 /// Options of nll_loss (torch's keywords and defaults).
 struct NllLossOptions {
-  std::int64_t ignore_index = -100;
-  Reduction reduction = Reduction::mean;
-  CrossEntropyTuning tuning = {};
-  CheckFlag deferred_check = {};  ///< as CrossEntropyOptions::deferred_check
+  std::int64_t ignore_index = -100;       ///< targets equal to this are skipped
+  Reduction reduction = Reduction::mean;  ///< none | mean | sum
+  CrossEntropyTuning tuning = {};         ///< as CrossEntropyOptions::tuning
+  CheckFlag deferred_check = {};          ///< as CrossEntropyOptions::deferred_check
 };
 
 }  // namespace kloss

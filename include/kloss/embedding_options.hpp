@@ -60,16 +60,16 @@ inline EmbeddingBagMode parse_embedding_bag_mode(std::string_view s) {
 /// scale_grad_by_freq=False, mode='mean', sparse=False,
 /// include_last_offset=False, padding_idx=None`) plus kloss's extensions.
 struct EmbeddingBagOptions {
-  EmbeddingBagMode mode = EmbeddingBagMode::mean;
-  std::optional<double> max_norm;
-  double norm_type = 2.0;
-  bool scale_grad_by_freq = false;
-  bool sparse = false;
+  EmbeddingBagMode mode = EmbeddingBagMode::mean;  ///< how a bag's rows are reduced
+  std::optional<double> max_norm;                  ///< as EmbeddingOptions::max_norm
+  double norm_type = 2.0;                          ///< as EmbeddingOptions::norm_type
+  bool scale_grad_by_freq = false;                 ///< as EmbeddingOptions::scale_grad_by_freq (not with max)
+  bool sparse = false;                             ///< as EmbeddingOptions::sparse
   /// offsets has one more entry than there are bags: the end of the last.
   bool include_last_offset = false;
-  std::optional<std::int64_t> padding_idx;
-  bool deterministic = false;
-  int team_size = 0;
+  std::optional<std::int64_t> padding_idx;  ///< as EmbeddingOptions::padding_idx; such rows are left out of their bag
+  bool deterministic = false;               ///< as EmbeddingOptions::deterministic
+  int team_size = 0;                        ///< as EmbeddingOptions::team_size
   /// As EmbeddingOptions::scatter_items.
   int scatter_items = 0;
 };

@@ -2,12 +2,13 @@
 /// \file fused_linear.hpp
 /// fused_linear_cross_entropy: cross_entropy(input @ weight^T + bias, target)
 /// with cross_entropy's options, forward and backward, without ever holding
-/// the [N, V] logits (chunks of rows through KokkosBlas::gemm, the chunk's
-/// logit gradient formed in place and multiplied back). Not in torch; its
-/// reference is that composition. float, double, bfloat16 and float16 (the
-/// 16-bit types through float gemms on chunk-wise converted copies, never a
-/// converted copy of the whole weight); class-index or class-probability
-/// targets.
+/// the [N, V] logits (chunks of rows through the product layer,
+/// kloss::HeadProducts, the chunk's logit gradient formed in place and
+/// multiplied back). Not in torch; its reference is that composition.
+/// float, double, bfloat16 and float16 (the 16-bit types multiplied in
+/// their own dtype where the product library does, else as float on
+/// block-wise converted copies, never a converted copy of the whole
+/// weight); class-index or class-probability targets.
 ///
 /// Shapes: input [N, D], weight [V, D], target [N] (int32/int64 class
 /// indices) or [N, V] (input-typed class probabilities), bias [V]

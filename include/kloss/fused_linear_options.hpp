@@ -12,11 +12,11 @@ namespace kloss {
 /// Options of fused_linear_cross_entropy: cross_entropy's, plus the scratch
 /// budget of the logits chunk and the gradient filter.
 struct FusedLinearCrossEntropyOptions {
-  std::int64_t ignore_index = -100;
-  Reduction reduction = Reduction::mean;
-  double label_smoothing = 0.0;
-  double z_loss = 0.0;
-  double softcap = 0.0;
+  std::int64_t ignore_index = -100;       ///< as CrossEntropyOptions::ignore_index
+  Reduction reduction = Reduction::mean;  ///< as CrossEntropyOptions::reduction
+  double label_smoothing = 0.0;           ///< as CrossEntropyOptions::label_smoothing
+  double z_loss = 0.0;                    ///< as CrossEntropyOptions::z_loss
+  double softcap = 0.0;                   ///< as CrossEntropyOptions::softcap
   /// Bytes of logits scratch: B x V accumulation-type values (on a device
   /// with 16-bit products, also their 16-bit copy); 0 = the default
   /// (impl/tuning.hpp: 1/fl_default_budget_divisor of the full N x V float

@@ -1,7 +1,7 @@
 #pragma once
 /// \file golden.hpp
-/// Golden-case files (the `kloss-golden/1` HDF5 schema, docs/validation.md
-/// and ../shared/golden/SCHEMA.md): reading a case into an rt::Call plus its
+/// Golden-case files (the `kloss-golden/1` HDF5 schema, docs/golden-schema.md
+/// and docs/validation.md): reading a case into an rt::Call plus its
 /// expected values, running it through the registry and comparing, as
 /// kloss-validate does. Also the balanced vocabulary split of
 /// vocabulary-parallel runs, and RAII owners of HDF5 identifiers.
@@ -41,7 +41,7 @@ inline constexpr std::string_view schema_version = "kloss-golden/1";
 using kloss::VocabRange;
 using kloss::vocab_split;
 
-/// Whether SCHEMA.md allows a case vocabulary-parallel: cross_entropy with
+/// Whether the schema allows a case vocabulary-parallel: cross_entropy with
 /// class-index (integer) targets, fused_linear_cross_entropy (class-index
 /// targets; its probability targets are kloss's extension), embedding.
 /// `integer_target`: whether the case's inputs/target is an integer dataset.
@@ -49,8 +49,8 @@ bool vocab_parallel_allowed(std::string_view op, bool integer_target);
 
 /// Expected values of one output or gradient, in float64, with its shape.
 struct Expected {
-  Shape shape;
-  std::vector<double> values;
+  Shape shape;                 ///< the extents
+  std::vector<double> values;  ///< the values, row-major
 };
 
 /// One golden case as read from a file.
@@ -58,9 +58,12 @@ struct Case {
   std::string file;  ///< the file it came from (for messages)
   std::string name;  ///< the group name under /cases
   rt::Call call;     ///< op, dtype, index dtype, inputs converted, options, grad_output
+  ///@{
+  /// The case's tolerances (Comparison).
   double rtol = 0, atol = 0;
+  ///@}
   Expected output;                        ///< expected/output
-  std::map<std::string, Expected> grads;  ///< expected/grad_<arg>, keyed by <arg>
+  std::map<std::string, Expected> grads;  ///< `expected/grad_<arg>`, keyed by `<arg>`
   /// Set for a vocabulary-parallel read: the rows of the vocabulary this
   /// rank holds; the vocabulary-sized inputs in `call` and the expected
   /// gradients of those inputs hold only these rows.
@@ -69,7 +72,10 @@ struct Case {
 
 /// What --list shows of a case, read from its attributes only.
 struct CaseSummary {
+  ///@{
+  /// The group name under /cases, and the attributes of these names.
   std::string name, op, dtype, index_dtype;
+  ///@}
 };
 
 /// Limits that protect the reader from hostile files.
@@ -85,11 +91,11 @@ struct ReadLimits {
 /// abs(got - exp) <= atol + rtol * abs(exp) (NaN only matches NaN, an
 /// infinity only the same infinity).
 struct Comparison {
-  bool ok = true;
-  double max_abs_err = 0;  ///< over elements where both are finite
-  double max_rel_err = 0;  ///< max abs err / abs(exp) over finite, nonzero exp
-  std::int64_t mismatches = 0;
-  std::string reason;  ///< empty when ok
+  bool ok = true;               ///< every element within the tolerance, and the shapes equal
+  double max_abs_err = 0;       ///< over elements where both are finite
+  double max_rel_err = 0;       ///< max abs err / abs(exp) over finite, nonzero exp
+  std::int64_t mismatches = 0;  ///< elements outside the tolerance
+  std::string reason;           ///< empty when ok
 };
 
 /// Compares element-wise; a shape difference is a mismatch with a reason.
@@ -98,9 +104,15 @@ Comparison compare(std::string_view item, const Shape& got_shape, const std::vec
 
 /// The outcome of one case.
 struct CaseReport {
+  ///@{
+  /// The case's group name, op and dtype.
   std::string name, op, dtype;
-  bool passed = false;
+  ///@}
+  bool passed = false;  ///< output and every expected gradient within tolerance
+  ///@{
+  /// The largest errors over everything compared (Comparison).
   double max_abs_err = 0, max_rel_err = 0;
+  ///@}
   std::string reason;  ///< why it failed; empty when it passed
 };
 
@@ -123,10 +135,13 @@ void silence_hdf5_errors();
 class Handle {
  public:
   Handle() = default;
+  /// Takes ownership of `id` (a negative id: none).
   explicit Handle(hid_t id) : id_(id) {}
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
+  /// Takes over `o`'s identifier; `o` holds none.
   Handle(Handle&& o) noexcept : id_(o.id_) { o.id_ = H5I_INVALID_HID; }
+  /// Closes this identifier, then takes over `o`'s.
   Handle& operator=(Handle&& o) noexcept {
     if (this != &o) {
       reset();
@@ -136,9 +151,9 @@ class Handle {
     return *this;
   }
   ~Handle() { reset(); }
-  hid_t get() const { return id_; }
-  bool valid() const { return id_ >= 0; }
-  explicit operator bool() const { return valid(); }
+  hid_t get() const { return id_; }                   ///< the identifier (negative: none)
+  bool valid() const { return id_ >= 0; }             ///< holds an identifier
+  explicit operator bool() const { return valid(); }  ///< valid()
   /// Closes the identifier now (errors ignored: a destructor cannot report).
   void reset() noexcept;
   /// Gives up ownership without closing.
@@ -165,10 +180,10 @@ class GoldenFile {
   /// `comm`, as are the destructor and read_case_vocab.
   GoldenFile(const std::string& path, MPI_Comm comm, ReadLimits limits = {});
 #endif
-  GoldenFile(GoldenFile&&) = default;
-  GoldenFile& operator=(GoldenFile&&) = default;
+  GoldenFile(GoldenFile&&) = default;             ///< movable
+  GoldenFile& operator=(GoldenFile&&) = default;  ///< movable
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return path_; }  ///< the path (or label) it was opened with
   /// The names of the groups under /cases, in HDF5 name order.
   const std::vector<std::string>& case_names() const { return names_; }
   /// The case's attributes op, dtype and index_dtype.
@@ -179,10 +194,10 @@ class GoldenFile {
   /// Reads case `name` for a vocabulary-parallel run as rank `rank` of
   /// `size`: the vocabulary-sized inputs and their expected gradients only
   /// for this rank's rows (hyperslab reads); everything else whole. Throws
-  /// NotImplemented when SCHEMA.md does not allow the case
+  /// NotImplemented when the schema does not allow the case
   /// vocabulary-parallel.
   Case read_case_vocab(const std::string& name, int rank, int size) const;
-  /// Whether SCHEMA.md allows case `name` vocabulary-parallel (reads its
+  /// Whether the schema allows case `name` vocabulary-parallel (reads its
   /// `op` attribute and the type of inputs/target). Throws Hdf5Error.
   bool allows_vocab_parallel(const std::string& name) const;
 
@@ -200,14 +215,21 @@ class GoldenFile {
 /// inputs given separately. Strings are written as variable-length UTF-8
 /// (as h5py does).
 struct CaseToWrite {
+  ///@{
+  /// The group name under /cases, and the attributes of these names.
   std::string name, op, dtype;
-  std::optional<std::string> index_dtype;
+  ///@}
+  std::optional<std::string> index_dtype;  ///< the index_dtype attribute, when the op has index inputs
+  ///@{
+  /// The case's tolerances.
   double rtol = 1e-12, atol = 1e-12;
+  ///@}
   std::map<std::string, rt::OptionValue> attributes;  ///< reduction and the other options
   std::map<std::string, Expected> float_inputs;       ///< includes grad_output when given
+  /// Integer inputs (targets, indices): shape and values.
   std::map<std::string, std::pair<Shape, std::vector<std::int64_t>>> int_inputs;
-  Expected output;
-  std::map<std::string, Expected> grads;  ///< keyed by <arg>
+  Expected output;                        ///< expected/output
+  std::map<std::string, Expected> grads;  ///< `expected/grad_<arg>`, keyed by `<arg>`
 };
 
 /// Writes a golden file (truncating `path`). Throws Hdf5Error.
@@ -215,9 +237,9 @@ void write_golden_file(const std::string& path, const std::vector<CaseToWrite>& 
 
 /// The report of one file: every case selected, or a file-level error.
 struct FileReport {
-  std::string path;
-  std::string error;  ///< non-empty when the file could not be opened at all
-  std::vector<CaseReport> cases;
+  std::string path;               ///< the file
+  std::string error;              ///< non-empty when the file could not be opened at all
+  std::vector<CaseReport> cases;  ///< one per case selected
 };
 
 /// Reads and runs every case of `path` whose name `select` accepts (all if
@@ -230,7 +252,7 @@ std::vector<CaseReport> validate_cases(const GoldenFile& f, const std::function<
 
 #ifdef KLOSS_HAVE_MPI
 /// Vocabulary-parallel validation of the selected cases of `f` (opened
-/// with the MPI constructor on `comm`) that SCHEMA.md allows
+/// with the MPI constructor on `comm`) that the schema allows
 /// vocabulary-parallel: each rank reads its slice, calls the op's
 /// run_vocab_parallel with a VocabShard on `comm`, and checks its output
 /// and gradient slices; the ranks agree on every verdict (the reason and

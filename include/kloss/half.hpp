@@ -7,7 +7,7 @@
 /// do all arithmetic in float. (Kokkos 3.4's Serial `half_t` is a 4-byte
 /// float, hence these.)
 #include <kloss/impl/kokkos_compat.hpp>
-#include <kloss/impl/vmath.hpp>
+#include <kloss/impl/blend.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -25,13 +25,12 @@ namespace kloss {
 namespace impl {
 
 // The conversions are branch-free (every case computed, then selected with
-// integer masks, impl::blend) so that loops over 16-bit values vectorise.
-// With early returns GCC leaves the float16 ones scalar: the in-place
-// cross-entropy backward over (256, 128256) float16 logits takes 155-240 ms
-// that way and 35-39 ms branch-free (float32 9-12, bfloat16 14-16; 2-core
-// EPYC, 2026-11-24). They are force-inlined: merely inline, the blends make
-// GCC call them out of line in the cross-entropy kernels (bfloat16 backward
-// 16x its floor).
+// integer masks, impl::blend) so that loops over 16-bit values vectorise:
+// GCC leaves a conversion with early returns scalar, and a scalar float16
+// conversion costs the in-place cross-entropy backward several times its
+// own work (docs/cross_entropy.md, Performance). They are force-inlined:
+// merely inline, the blends make GCC call them out of line in the
+// cross-entropy kernels, an order of magnitude off the memory floor.
 
 KOKKOS_FORCEINLINE_FUNCTION std::uint16_t float_to_half_bits(float f) {
   const std::uint32_t x = bit_cast<std::uint32_t>(f);
@@ -83,9 +82,9 @@ namespace impl {
 /// Storage bits of T(in[l]) for l in [0, L), T = float16 or bfloat16: the
 /// same bits as the element-wise conversions above. GCC does not vectorise
 /// those well as a loop (the bfloat16 one costs about 9 vector instructions
-/// per 16 values with its NaN test and the narrowing): the in-place
-/// bfloat16 cross-entropy backward at (256, 128256) took 15 ms with it and
-/// 9.7 ms with the x86 instructions (2-core EPYC, 2026-11-24). On x86 hosts
+/// per 16 values with its NaN test and the narrowing), and in the in-place
+/// bfloat16 cross-entropy backward that conversion would be about a third
+/// of the time. On x86 hosts
 /// compiled with AVX-512 each 16 values are one vcvtps2ph (float16, exact
 /// IEEE rounding) or vcvtneps2bf16 (bfloat16, with AVX512-BF16); the latter
 /// flushes subnormals to zero, so a block holding a float subnormal takes
@@ -148,11 +147,15 @@ KOKKOS_FORCEINLINE_FUNCTION void bits_to_floats_block(const std::uint16_t* in, f
 /// double explicitly (double goes through float: a double-rounding step that
 /// can differ from a direct rounding in the last bit, in rare ties).
 struct alignas(2) float16 {
-  std::uint16_t bits;
+  std::uint16_t bits;  ///< the binary16 bit pattern
   float16() = default;
+  /// `f` rounded to nearest, ties to even.
   KOKKOS_FORCEINLINE_FUNCTION explicit float16(float f) : bits(impl::float_to_half_bits(f)) {}
+  /// `d` rounded to float, then to float16.
   KOKKOS_INLINE_FUNCTION explicit float16(double d) : bits(impl::float_to_half_bits(static_cast<float>(d))) {}
+  /// The value as a float (exact).
   KOKKOS_FORCEINLINE_FUNCTION operator float() const { return impl::half_bits_to_float(bits); }
+  /// The float16 whose bit pattern is `b`.
   KOKKOS_INLINE_FUNCTION static float16 from_bits(std::uint16_t b) {
     float16 h;
     h.bits = b;
@@ -163,11 +166,15 @@ struct alignas(2) float16 {
 /// bfloat16 storage (the upper half of a float32). Same conversions as
 /// float16.
 struct alignas(2) bfloat16 {
-  std::uint16_t bits;
+  std::uint16_t bits;  ///< the upper 16 bits of the binary32 bit pattern
   bfloat16() = default;
+  /// `f` rounded to nearest, ties to even.
   KOKKOS_FORCEINLINE_FUNCTION explicit bfloat16(float f) : bits(impl::float_to_bfloat16_bits(f)) {}
+  /// `d` rounded to float, then to bfloat16.
   KOKKOS_INLINE_FUNCTION explicit bfloat16(double d) : bits(impl::float_to_bfloat16_bits(static_cast<float>(d))) {}
+  /// The value as a float (exact).
   KOKKOS_FORCEINLINE_FUNCTION operator float() const { return impl::bfloat16_bits_to_float(bits); }
+  /// The bfloat16 whose bit pattern is `b`.
   KOKKOS_INLINE_FUNCTION static bfloat16 from_bits(std::uint16_t b) {
     bfloat16 h;
     h.bits = b;

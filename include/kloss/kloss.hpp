@@ -1,7 +1,9 @@
 #pragma once
 /// \file kloss.hpp
 /// Umbrella header: every public kloss header (the MPI and HDF5 ones when
-/// kloss was built with them).
+/// kloss was built with them) but kloss/version.hpp, whose git hash
+/// changes with every configured commit: include it where the version is
+/// asked for, so that only those files are rebuilt.
 #include <kloss/check_flag.hpp>
 #include <kloss/checks.hpp>
 #include <kloss/cross_entropy.hpp>

@@ -30,7 +30,7 @@
 /// Module                     functional op (kloss::)            held views
 /// MSELoss, L1Loss,           mse_loss, l1_loss, smooth_l1_loss,
 /// SmoothL1Loss, HuberLoss,   huber_loss, soft_margin_loss
-/// SoftMarginLoss             (kloss/binary_losses.hpp's table)
+/// SoftMarginLoss
 /// BCELoss                    binary_cross_entropy               weight
 /// BCEWithLogitsLoss          binary_cross_entropy_with_logits   weight, pos_weight
 /// KLDivLoss                  kl_div
@@ -69,75 +69,62 @@ namespace kloss {
 
 namespace impl {
 
-/// Spec::forward / Spec::backward (Bwd) of (exec, args[0, K), held...,
-/// args[K, n), opts): the held class weights go where the functional op
-/// takes them, after its K leading views.
-template <class Spec, bool Bwd, std::size_t K, class Exec, class Args, class Held, class Opts, std::size_t... I,
-          std::size_t... J, std::size_t... H>
-void module_call(const Exec& exec, const Args& args, const Held& held, const Opts& opts, std::index_sequence<I...>,
-                 std::index_sequence<J...>, std::index_sequence<H...>) {
+/// Spec::forward or Spec::backward (Bwd) of (exec, views...[0, K), held
+/// weights..., views...[K, n), opts): the class weights a module holds go
+/// where the functional op takes them, after its input and target (K = 2
+/// in a forward, 3 in a backward, after grad_output).
+template <class Spec, bool Bwd, std::size_t K, class Exec, class Held, class Opts, class Views, std::size_t... I,
+          std::size_t... H, std::size_t... J>
+void held_call(const Exec& exec, const Held& held, const Opts& opts, const Views& views, std::index_sequence<I...>,
+               std::index_sequence<H...>, std::index_sequence<J...>) {
   if constexpr (Bwd)
-    Spec::backward(exec, std::get<I>(args)..., std::get<H>(held)..., std::get<K + J>(args)..., opts);
+    Spec::backward(exec, std::get<I>(views)..., std::get<H>(held)..., std::get<K + J>(views)..., opts);
   else
-    Spec::forward(exec, std::get<I>(args)..., std::get<H>(held)..., std::get<K + J>(args)..., opts);
+    Spec::forward(exec, std::get<I>(views)..., std::get<H>(held)..., std::get<K + J>(views)..., opts);
 }
-template <class Spec, bool Bwd, std::size_t K, class Exec, class Held, class Opts, class... A>
-void module_call(const Exec& exec, const Held& held, const Opts& opts, const A&... a) {
-  static_assert(K <= sizeof...(A));
-  module_call<Spec, Bwd, K>(exec, std::forward_as_tuple(a...), held, opts, std::make_index_sequence<K>(),
-                            std::make_index_sequence<sizeof...(A) - K>(),
-                            std::make_index_sequence<std::tuple_size<Held>::value>());
+template <class Spec, bool Bwd, std::size_t K, class Exec, class Held, class Opts, class... V>
+void held_call(const Exec& exec, const Held& held, const Opts& opts, const V&... v) {
+  static_assert(K <= sizeof...(V));
+  held_call<Spec, Bwd, K>(exec, held, opts, std::forward_as_tuple(v...), std::make_index_sequence<K>(),
+                          std::make_index_sequence<std::tuple_size<Held>::value>(),
+                          std::make_index_sequence<sizeof...(V) - K>());
 }
 
-/// A module's spec: the functional op, its options, the views its forward
-/// reads (`inputs`), the gradients its backward writes (`grads`), the class
-/// weights it holds (`held`).
-#define KLOSS_MODULE_SPEC(Spec, fn, Options, n_inputs, n_grads, n_held)             \
-  struct Spec {                                                                     \
-    using options_type = Options;                                                   \
-    static constexpr const char* name = #fn;                                        \
-    static constexpr std::size_t inputs = n_inputs, grads = n_grads, held = n_held; \
-    template <class... A>                                                           \
-    static void forward(const A&... a) {                                            \
-      ::kloss::fn(a...);                                                            \
-    }                                                                               \
-    template <class... A>                                                           \
-    static void backward(const A&... a) {                                           \
-      ::kloss::fn##_backward(a...);                                                 \
-    }                                                                               \
+/// A module's spec: the functional op it calls (kloss::fn and
+/// kloss::fn_backward), its options, the number of class weights it holds
+/// (passed to the op after its first two views, where torch's `weight=` /
+/// `pos_weight=` go) and whether the op has a gradient for its second view.
+#define KLOSS_MODULE_SPEC(Spec, fn, Options, n_held)                                                   \
+  struct Spec {                                                                                          \
+    using options_type = Options;                                                                        \
+    static constexpr const char* name = #fn;                                                             \
+    static constexpr std::size_t held = n_held;                                                          \
+    template <class... A>                                                                                \
+    static void forward(const A&... a) {                                                                 \
+      ::kloss::fn(a...);                                                                                 \
+    }                                                                                                    \
+    template <class... A>                                                                                \
+    static void backward(const A&... a) {                                                                \
+      ::kloss::fn##_backward(a...);                                                                      \
+    }                                                                                                    \
   };
-
-#define KLOSS_BL_GRADS_both 2
-#define KLOSS_BL_GRADS_input 1
-#define KLOSS_BL_MODULE_SPEC(name, Module, Options, Op, grads, option, summary) \
-  KLOSS_MODULE_SPEC(Module##Spec, name, Options, 2, KLOSS_PP_CAT(KLOSS_BL_GRADS_, grads), 0)
-KLOSS_BINARY_LOSSES(KLOSS_BL_MODULE_SPEC)
-#undef KLOSS_BL_MODULE_SPEC
-#undef KLOSS_BL_GRADS_both
-#undef KLOSS_BL_GRADS_input
-KLOSS_MODULE_SPEC(BCELossSpec, binary_cross_entropy, BinaryCrossEntropyOptions, 2, 1, 1)
-KLOSS_MODULE_SPEC(BCEWithLogitsLossSpec, binary_cross_entropy_with_logits, BinaryCrossEntropyWithLogitsOptions, 2, 1, 2)
-KLOSS_MODULE_SPEC(KLDivLossSpec, kl_div, KlDivOptions, 2, 1, 0)
-KLOSS_MODULE_SPEC(PoissonNLLLossSpec, poisson_nll_loss, PoissonNllLossOptions, 2, 1, 0)
-KLOSS_MODULE_SPEC(GaussianNLLLossSpec, gaussian_nll_loss, GaussianNllLossOptions, 3, 2, 0)
-// The margin losses' specs from their tables (kloss/margin.hpp): the `opt`
-// inputs (class weights) held, the others taken.
-#define KLOSS_MG_HELD(_, v) KLOSS_PP_CAT(KLOSS_MG_HELD_, v)
-#define KLOSS_MG_HELD_view(x)
-#define KLOSS_MG_HELD_index(x)
-#define KLOSS_MG_HELD_opt(x) +1
-#define KLOSS_MG_N_HELD(inputs) (0 KLOSS_PP_MAP(KLOSS_MG_HELD, , KLOSS_PP_NOTHING, inputs))
-#define KLOSS_MG_MODULE_SPEC(_, name, Module, Options, inputs, grads, fields)                     \
-  KLOSS_MODULE_SPEC(Module##Spec, name, Options, KLOSS_PP_COUNT inputs - KLOSS_MG_N_HELD(inputs), \
-                    KLOSS_PP_COUNT grads, KLOSS_MG_N_HELD(inputs))
-KLOSS_MARGIN_LOSSES(KLOSS_MG_MODULE_SPEC, )
-KLOSS_MARGIN_INDEXED_LOSSES(KLOSS_MG_MODULE_SPEC, )
-#undef KLOSS_MG_MODULE_SPEC
-#undef KLOSS_MG_N_HELD
-#undef KLOSS_MG_HELD_opt
-#undef KLOSS_MG_HELD_index
-#undef KLOSS_MG_HELD_view
-#undef KLOSS_MG_HELD
+KLOSS_MODULE_SPEC(MSELossSpec, mse_loss, MseLossOptions, 0)
+KLOSS_MODULE_SPEC(L1LossSpec, l1_loss, L1LossOptions, 0)
+KLOSS_MODULE_SPEC(SmoothL1LossSpec, smooth_l1_loss, SmoothL1LossOptions, 0)
+KLOSS_MODULE_SPEC(HuberLossSpec, huber_loss, HuberLossOptions, 0)
+KLOSS_MODULE_SPEC(SoftMarginLossSpec, soft_margin_loss, SoftMarginLossOptions, 0)
+KLOSS_MODULE_SPEC(BCELossSpec, binary_cross_entropy, BinaryCrossEntropyOptions, 1)
+KLOSS_MODULE_SPEC(BCEWithLogitsLossSpec, binary_cross_entropy_with_logits, BinaryCrossEntropyWithLogitsOptions, 2)
+KLOSS_MODULE_SPEC(KLDivLossSpec, kl_div, KlDivOptions, 0)
+KLOSS_MODULE_SPEC(PoissonNLLLossSpec, poisson_nll_loss, PoissonNllLossOptions, 0)
+KLOSS_MODULE_SPEC(GaussianNLLLossSpec, gaussian_nll_loss, GaussianNllLossOptions, 0)
+KLOSS_MODULE_SPEC(HingeEmbeddingLossSpec, hinge_embedding_loss, HingeEmbeddingLossOptions, 0)
+KLOSS_MODULE_SPEC(MarginRankingLossSpec, margin_ranking_loss, MarginRankingLossOptions, 0)
+KLOSS_MODULE_SPEC(TripletMarginLossSpec, triplet_margin_loss, TripletMarginLossOptions, 0)
+KLOSS_MODULE_SPEC(CosineEmbeddingLossSpec, cosine_embedding_loss, CosineEmbeddingLossOptions, 0)
+KLOSS_MODULE_SPEC(MultiMarginLossSpec, multi_margin_loss, MultiMarginLossOptions, 1)
+KLOSS_MODULE_SPEC(MultiLabelMarginLossSpec, multilabel_margin_loss, MultilabelMarginLossOptions, 0)
+KLOSS_MODULE_SPEC(MultiLabelSoftMarginLossSpec, multilabel_soft_margin_loss, MultilabelSoftMarginLossOptions, 1)
 #undef KLOSS_MODULE_SPEC
 
 /// Inside class Self: name(a0, a...) and its const twin, Self's own
@@ -192,22 +179,25 @@ Kokkos::View<T, MemorySpace> device_one(const char* label) {
 
 }  // namespace impl
 
-/// A loss module without state between forward and backward (the file
-/// comment): Spec names the functional op. T: the inputs' value type.
-template <class Spec, class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
-class Loss : public impl::DefaultExecCalls<Loss<Spec, T, ExecSpace>, ExecSpace> {
+namespace impl {
+
+/// What every stateless loss module holds: its options, its class weights
+/// (Spec::held of them, rank 1; empty views for none) and a device 1 of T,
+/// the upstream gradient when the reduced loss is the objective.
+template <class Spec, class T, class ExecSpace>
+class LossModuleBase {
  public:
-  KLOSS_MODULE_HEAD(Loss)
   using options_type = typename Spec::options_type;
+  using memory_space = typename ExecSpace::memory_space;
   /// A held class weight (torch's `weight=`, `pos_weight=`), or an empty view.
   using weight_view = Kokkos::View<const T*, memory_space>;
 
   /// The options, then the class weights the op takes (empty views, or
   /// fewer of them, for none).
   template <class... W>
-  explicit Loss(const options_type& opts = {}, const W&... weights)
-      : opts_(opts), held_{weight_view(weights)...}, one_(impl::device_one<T, memory_space>("kloss::Loss::one")) {
-    static_assert(sizeof...(W) <= Spec::held, "kloss::Loss: more class weights than the op takes");
+  explicit LossModuleBase(const options_type& opts = {}, const W&... weights)
+      : opts_(opts), held_{weight_view(weights)...}, one_(device_one<T, memory_space>("kloss::Loss::one")) {
+    static_assert(sizeof...(W) <= Spec::held, "kloss: more class weights than the module's op takes");
   }
 
   const options_type& options() const { return opts_; }
@@ -216,28 +206,25 @@ class Loss : public impl::DefaultExecCalls<Loss<Spec, T, ExecSpace>, ExecSpace> 
   /// The held class weights, in the functional op's order.
   const std::array<weight_view, Spec::held>& weights() const { return held_; }
 
-  /// forward(exec, inputs..., output): the functional op's views without
-  /// the held ones.
+ protected:
+  /// The op's forward of (input, target, rest...), the held weights after
+  /// target.
   template <class... A>
-  void forward(const ExecSpace& exec, const A&... a) const {
-    static_assert(sizeof...(A) == Spec::inputs + 1, "kloss::Loss::forward takes the op's inputs, then the output");
-    impl::module_call<Spec, false, Spec::inputs>(exec, held_, opts_, a...);
+  void call_forward(const ExecSpace& exec, const A&... a) const {
+    held_call<Spec, false, 2>(exec, held_, opts_, a...);
   }
-
-  /// backward(exec, grad_output, inputs..., grads...), or without
-  /// grad_output for the gradient of the reduced loss itself.
+  /// The op's backward of (grad_output, input, target, rest...), the held
+  /// weights after target.
   template <class... A>
-  void backward(const ExecSpace& exec, const A&... a) const {
-    constexpr std::size_t n = sizeof...(A);
-    static_assert(n == 1 + Spec::inputs + Spec::grads || n == Spec::inputs + Spec::grads,
-                  "kloss::Loss::backward takes [grad_output,] the op's inputs, then its gradients");
-    if constexpr (n == 1 + Spec::inputs + Spec::grads) {
-      impl::module_call<Spec, true, 1 + Spec::inputs>(exec, held_, opts_, a...);
-    } else {
-      if (opts_.reduction == Reduction::none)
-        fail<InvalidArgument>(Spec::name, "reduction 'none' gives a loss per element: pass grad_output");
-      impl::module_call<Spec, true, 1 + Spec::inputs>(exec, held_, opts_, one_, a...);
-    }
+  void call_backward(const ExecSpace& exec, const A&... a) const {
+    held_call<Spec, true, 3>(exec, held_, opts_, a...);
+  }
+  /// The upstream gradient 1 of the reduced loss; throws for reduction
+  /// 'none', whose loss is not one number.
+  const Kokkos::View<T, memory_space>& objective() const {
+    if (opts_.reduction == Reduction::none)
+      fail<InvalidArgument>(Spec::name, "reduction 'none' gives a loss per element: pass grad_output");
+    return one_;
   }
 
  private:
@@ -246,24 +233,215 @@ class Loss : public impl::DefaultExecCalls<Loss<Spec, T, ExecSpace>, ExecSpace> 
   Kokkos::View<T, memory_space> one_;
 };
 
-#define KLOSS_BL_MODULE(name, Module, Options, Op, grads, option, summary) \
-  template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>      \
-  using Module = Loss<impl::Module##Spec, T, ExecSpace>;
-KLOSS_BINARY_LOSSES(KLOSS_BL_MODULE)
-#undef KLOSS_BL_MODULE
-#define KLOSS_MODULE(Module)                                          \
-  template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace> \
-  using Module = Loss<impl::Module##Spec, T, ExecSpace>;
-KLOSS_MODULE(BCELoss)
-KLOSS_MODULE(BCEWithLogitsLoss)
-KLOSS_MODULE(KLDivLoss)
-KLOSS_MODULE(PoissonNLLLoss)
-KLOSS_MODULE(GaussianNLLLoss)
-#define KLOSS_MG_MODULE(_, name, Module, ...) KLOSS_MODULE(Module)
-KLOSS_MARGIN_LOSSES(KLOSS_MG_MODULE, )
-KLOSS_MARGIN_INDEXED_LOSSES(KLOSS_MG_MODULE, )
-#undef KLOSS_MG_MODULE
-#undef KLOSS_MODULE
+}  // namespace impl
+
+/// A module of a loss of (input, target) with a gradient for input only;
+/// Spec names the functional op (kloss::MSELoss and its kin below). T: the
+/// inputs' value type.
+template <class Spec, class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class InputLoss : public impl::LossModuleBase<Spec, T, ExecSpace>,
+                  public impl::DefaultExecCalls<InputLoss<Spec, T, ExecSpace>, ExecSpace> {
+ public:
+  KLOSS_MODULE_HEAD(InputLoss)
+  using impl::LossModuleBase<Spec, T, ExecSpace>::LossModuleBase;
+
+  /// output = the op of (input, target).
+  template <class InputView, class TargetView, class OutputView>
+  void forward(const ExecSpace& exec, const InputView& input, const TargetView& target,
+               const OutputView& output) const {
+    this->call_forward(exec, input, target, output);
+  }
+  /// grad_input = d(loss)/d(input) contracted with grad_output.
+  template <class GradOutputView, class InputView, class TargetView, class GradInputView>
+  void backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                const TargetView& target, const GradInputView& grad_input) const {
+    this->call_backward(exec, grad_output, input, target, grad_input);
+  }
+  /// grad_input = d(loss)/d(input), the reduced loss the objective.
+  template <class InputView, class TargetView, class GradInputView>
+  void backward(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                const GradInputView& grad_input) const {
+    this->call_backward(exec, this->objective(), input, target, grad_input);
+  }
+};
+
+/// A module of a loss of (input, target) with gradients for both (an
+/// empty gradient view skips it).
+template <class Spec, class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class InputTargetLoss : public impl::LossModuleBase<Spec, T, ExecSpace>,
+                        public impl::DefaultExecCalls<InputTargetLoss<Spec, T, ExecSpace>, ExecSpace> {
+ public:
+  KLOSS_MODULE_HEAD(InputTargetLoss)
+  using impl::LossModuleBase<Spec, T, ExecSpace>::LossModuleBase;
+
+  /// output = the op of (input, target).
+  template <class InputView, class TargetView, class OutputView>
+  void forward(const ExecSpace& exec, const InputView& input, const TargetView& target,
+               const OutputView& output) const {
+    this->call_forward(exec, input, target, output);
+  }
+  /// grad_input, grad_target = d(loss)/d(input, target) contracted with
+  /// grad_output.
+  template <class GradOutputView, class InputView, class TargetView, class GradInputView, class GradTargetView>
+  void backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                const TargetView& target, const GradInputView& grad_input, const GradTargetView& grad_target) const {
+    this->call_backward(exec, grad_output, input, target, grad_input, grad_target);
+  }
+  /// The same with the reduced loss the objective.
+  template <class InputView, class TargetView, class GradInputView, class GradTargetView>
+  void backward(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                const GradInputView& grad_input, const GradTargetView& grad_target) const {
+    this->call_backward(exec, this->objective(), input, target, grad_input, grad_target);
+  }
+};
+
+/// A module of a loss of (input1, input2, target) with gradients for input1
+/// and input2 (margin_ranking_loss, cosine_embedding_loss).
+template <class Spec, class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class PairLoss : public impl::LossModuleBase<Spec, T, ExecSpace>,
+                 public impl::DefaultExecCalls<PairLoss<Spec, T, ExecSpace>, ExecSpace> {
+ public:
+  KLOSS_MODULE_HEAD(PairLoss)
+  using impl::LossModuleBase<Spec, T, ExecSpace>::LossModuleBase;
+
+  /// output = the op of (input1, input2, target).
+  template <class Input1View, class Input2View, class TargetView, class OutputView>
+  void forward(const ExecSpace& exec, const Input1View& input1, const Input2View& input2, const TargetView& target,
+               const OutputView& output) const {
+    this->call_forward(exec, input1, input2, target, output);
+  }
+  /// grad_input1, grad_input2 = d(loss)/d(input1, input2) contracted with
+  /// grad_output.
+  template <class GradOutputView, class Input1View, class Input2View, class TargetView, class GradInput1View,
+            class GradInput2View>
+  void backward(const ExecSpace& exec, const GradOutputView& grad_output, const Input1View& input1,
+                const Input2View& input2, const TargetView& target, const GradInput1View& grad_input1,
+                const GradInput2View& grad_input2) const {
+    this->call_backward(exec, grad_output, input1, input2, target, grad_input1, grad_input2);
+  }
+  /// The same with the reduced loss the objective.
+  template <class Input1View, class Input2View, class TargetView, class GradInput1View, class GradInput2View>
+  void backward(const ExecSpace& exec, const Input1View& input1, const Input2View& input2, const TargetView& target,
+                const GradInput1View& grad_input1, const GradInput2View& grad_input2) const {
+    this->call_backward(exec, this->objective(), input1, input2, target, grad_input1, grad_input2);
+  }
+};
+
+/// torch.nn.MSELoss: mse_loss (kloss/pointwise.hpp).
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using MSELoss = InputTargetLoss<impl::MSELossSpec, T, ExecSpace>;
+/// torch.nn.L1Loss: l1_loss.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using L1Loss = InputTargetLoss<impl::L1LossSpec, T, ExecSpace>;
+/// torch.nn.SmoothL1Loss: smooth_l1_loss.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using SmoothL1Loss = InputTargetLoss<impl::SmoothL1LossSpec, T, ExecSpace>;
+/// torch.nn.HuberLoss: huber_loss.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using HuberLoss = InputTargetLoss<impl::HuberLossSpec, T, ExecSpace>;
+/// torch.nn.SoftMarginLoss: soft_margin_loss.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using SoftMarginLoss = InputLoss<impl::SoftMarginLossSpec, T, ExecSpace>;
+/// torch.nn.BCELoss: binary_cross_entropy; constructed with (options,
+/// weight), the weight held.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using BCELoss = InputLoss<impl::BCELossSpec, T, ExecSpace>;
+/// torch.nn.BCEWithLogitsLoss: binary_cross_entropy_with_logits;
+/// constructed with (options, weight, pos_weight), both held.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using BCEWithLogitsLoss = InputLoss<impl::BCEWithLogitsLossSpec, T, ExecSpace>;
+/// torch.nn.KLDivLoss: kl_div.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using KLDivLoss = InputLoss<impl::KLDivLossSpec, T, ExecSpace>;
+/// torch.nn.PoissonNLLLoss: poisson_nll_loss.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using PoissonNLLLoss = InputLoss<impl::PoissonNLLLossSpec, T, ExecSpace>;
+/// torch.nn.HingeEmbeddingLoss: hinge_embedding_loss (kloss/margin.hpp).
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using HingeEmbeddingLoss = InputLoss<impl::HingeEmbeddingLossSpec, T, ExecSpace>;
+/// torch.nn.MultiMarginLoss: multi_margin_loss; constructed with (options,
+/// weight), the weight held; target: class indices.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using MultiMarginLoss = InputLoss<impl::MultiMarginLossSpec, T, ExecSpace>;
+/// torch.nn.MultiLabelMarginLoss: multilabel_margin_loss; target: class
+/// indices.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using MultiLabelMarginLoss = InputLoss<impl::MultiLabelMarginLossSpec, T, ExecSpace>;
+/// torch.nn.MultiLabelSoftMarginLoss: multilabel_soft_margin_loss;
+/// constructed with (options, weight), the weight held.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using MultiLabelSoftMarginLoss = InputLoss<impl::MultiLabelSoftMarginLossSpec, T, ExecSpace>;
+/// torch.nn.MarginRankingLoss: margin_ranking_loss.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using MarginRankingLoss = PairLoss<impl::MarginRankingLossSpec, T, ExecSpace>;
+/// torch.nn.CosineEmbeddingLoss: cosine_embedding_loss.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using CosineEmbeddingLoss = PairLoss<impl::CosineEmbeddingLossSpec, T, ExecSpace>;
+
+/// torch.nn.GaussianNLLLoss: gaussian_nll_loss (kloss/pointwise.hpp).
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class GaussianNLLLoss : public impl::LossModuleBase<impl::GaussianNLLLossSpec, T, ExecSpace>,
+                        public impl::DefaultExecCalls<GaussianNLLLoss<T, ExecSpace>, ExecSpace> {
+ public:
+  KLOSS_MODULE_HEAD(GaussianNLLLoss)
+  using impl::LossModuleBase<impl::GaussianNLLLossSpec, T, ExecSpace>::LossModuleBase;
+
+  /// output = gaussian_nll_loss(input, target, var).
+  template <class InputView, class TargetView, class VarView, class OutputView>
+  void forward(const ExecSpace& exec, const InputView& input, const TargetView& target, const VarView& var,
+               const OutputView& output) const {
+    gaussian_nll_loss(exec, input, target, var, output, this->options());
+  }
+  /// grad_input, grad_var = d(loss)/d(input, var) contracted with
+  /// grad_output.
+  template <class GradOutputView, class InputView, class TargetView, class VarView, class GradInputView,
+            class GradVarView>
+  void backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                const TargetView& target, const VarView& var, const GradInputView& grad_input,
+                const GradVarView& grad_var) const {
+    gaussian_nll_loss_backward(exec, grad_output, input, target, var, grad_input, grad_var, this->options());
+  }
+  /// The same with the reduced loss the objective.
+  template <class InputView, class TargetView, class VarView, class GradInputView, class GradVarView>
+  void backward(const ExecSpace& exec, const InputView& input, const TargetView& target, const VarView& var,
+                const GradInputView& grad_input, const GradVarView& grad_var) const {
+    backward(exec, this->objective(), input, target, var, grad_input, grad_var);
+  }
+};
+
+/// torch.nn.TripletMarginLoss: triplet_margin_loss (kloss/margin.hpp).
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class TripletMarginLoss : public impl::LossModuleBase<impl::TripletMarginLossSpec, T, ExecSpace>,
+                          public impl::DefaultExecCalls<TripletMarginLoss<T, ExecSpace>, ExecSpace> {
+ public:
+  KLOSS_MODULE_HEAD(TripletMarginLoss)
+  using impl::LossModuleBase<impl::TripletMarginLossSpec, T, ExecSpace>::LossModuleBase;
+
+  /// output = triplet_margin_loss(anchor, positive, negative).
+  template <class AnchorView, class PositiveView, class NegativeView, class OutputView>
+  void forward(const ExecSpace& exec, const AnchorView& anchor, const PositiveView& positive,
+               const NegativeView& negative, const OutputView& output) const {
+    triplet_margin_loss(exec, anchor, positive, negative, output, this->options());
+  }
+  /// grad_anchor, grad_positive, grad_negative = d(loss)/d(...) contracted
+  /// with grad_output.
+  template <class GradOutputView, class AnchorView, class PositiveView, class NegativeView, class GradAnchorView,
+            class GradPositiveView, class GradNegativeView>
+  void backward(const ExecSpace& exec, const GradOutputView& grad_output, const AnchorView& anchor,
+                const PositiveView& positive, const NegativeView& negative, const GradAnchorView& grad_anchor,
+                const GradPositiveView& grad_positive, const GradNegativeView& grad_negative) const {
+    triplet_margin_loss_backward(exec, grad_output, anchor, positive, negative, grad_anchor, grad_positive,
+                                 grad_negative, this->options());
+  }
+  /// The same with the reduced loss the objective.
+  template <class AnchorView, class PositiveView, class NegativeView, class GradAnchorView, class GradPositiveView,
+            class GradNegativeView>
+  void backward(const ExecSpace& exec, const AnchorView& anchor, const PositiveView& positive,
+                const NegativeView& negative, const GradAnchorView& grad_anchor,
+                const GradPositiveView& grad_positive, const GradNegativeView& grad_negative) const {
+    backward(exec, this->objective(), anchor, positive, negative, grad_anchor, grad_positive, grad_negative);
+  }
+};
 
 /// nll_loss as a module: its class weight held, and the mean's divisor
 /// (the summed weight of the non-ignored rows) saved by the forward for

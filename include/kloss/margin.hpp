@@ -62,34 +62,85 @@ struct MultilabelSoftMarginLossOptions {
   Reduction reduction = Reduction::mean;
 };
 
-/// The margin losses, one line each: X(D, name, Module, Options, inputs,
-/// grads, fields), D the caller's, Module torch.nn's module name, the rest
-/// as KLOSS_LOSS_ENTRY_POINTS takes them (kloss/checks.hpp). From these
-/// lines come the public functions name(exec, inputs..., output, opts = {})
-/// and name_backward(exec, grad_output, inputs..., grads..., opts = {}) (an
-/// `opt` view may be empty: absent), their explicit instantiations
-/// (KLOSS_MARGIN_INSTANTIATE, KLOSS_MARGIN_INSTANTIATE_INDEXED below) and
-/// their modules kloss::Module<T> (kloss/losses.hpp, which hold the `opt`
-/// inputs). KLOSS_MARGIN_LOSSES: the losses of one floating type T (their
-/// targets are floating, as in torch); KLOSS_MARGIN_INDEXED_LOSSES: those
-/// with class-index targets (T, and I int32 or int64).
-///
+// Every op below: name(exec, inputs..., output, opts = {}) and
+// name_backward(exec, grad_output, inputs..., gradients..., opts = {}).
+// grad_output has the forward output's shape; each gradient has its
+// input's shape and may be an empty view to skip it; an optional input
+// (weight) may be an empty view. Throws DimensionMismatch for shapes,
+// InvalidArgument for a bad option, a non-contiguous view or views that
+// overlap; what else each throws and whether it fences is in its comment.
+
+// --- hinge_embedding_loss --------------------------------------------------------
+
 /// hinge_embedding_loss: loss = x where target = 1, max(0, margin - x)
 /// where target = -1. input: any shape; target: floating, the input's
 /// shape or broadcastable to it (kloss: the output has the input's shape),
 /// every value 1 or -1 (else InvalidArgument; torch silently mixes both
-/// branches). output: input's shape (none) or one element. Fences (to check
-/// the targets).
-/// Backward of hinge_embedding_loss: grad_input (the input's shape; an empty view
-/// skips it). grad_output: the forward output's shape. Fences.
-///
+/// branches). output: input's shape (none) or one element. Fences (to
+/// check the targets).
+template <class ExecSpace, class InputView, class TargetView, class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
+void hinge_embedding_loss(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                          const OutputView& output, const HingeEmbeddingLossOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView>,
+                "kloss::hinge_embedding_loss: input, target and output must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"hinge_embedding_loss"};
+  impl::hinge_embedding_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(output, "output"),
+                                           opts.margin, opts.reduction);
+}
+
+/// Backward of hinge_embedding_loss: grad_input (the input's shape). Fences.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView, class = impl::enable_for_execution_space<ExecSpace>>
+void hinge_embedding_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                   const TargetView& target, const GradInputView& grad_input,
+                                   const HingeEmbeddingLossOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, GradInputView>,
+                "kloss::hinge_embedding_loss_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"hinge_embedding_loss_backward"};
+  impl::hinge_embedding_loss_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
+                                                    v(target, "target"), v.optional(grad_input, "grad_input"),
+                                                    opts.margin, opts.reduction);
+}
+
+// --- margin_ranking_loss ---------------------------------------------------------
+
 /// margin_ranking_loss: loss = max(0, -target (input1 - input2) + margin).
 /// input1, input2: the same shape (kloss does not broadcast them); target:
 /// broadcastable to it, values 1 or -1 (else InvalidArgument). output: that
 /// shape (none) or one element. Fences (to check the targets).
-/// Backward of margin_ranking_loss: grad_input1, grad_input2 (either may be an
-/// empty view). grad_output: the forward output's shape. Fences.
-///
+template <class ExecSpace, class Input1View, class Input2View, class TargetView, class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
+void margin_ranking_loss(const ExecSpace& exec, const Input1View& input1, const Input2View& input2,
+                         const TargetView& target, const OutputView& output,
+                         const MarginRankingLossOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, Input1View, Input2View, TargetView>,
+                "kloss::margin_ranking_loss: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"margin_ranking_loss"};
+  impl::margin_ranking_loss<ExecSpace, T>(exec, v(input1, "input1"), v(input2, "input2"), v(target, "target"),
+                                          v(output, "output"), opts.margin, opts.reduction);
+}
+
+/// Backward of margin_ranking_loss: grad_input1, grad_input2. Fences.
+template <class ExecSpace, class GradOutputView, class Input1View, class Input2View, class TargetView,
+          class GradInput1View, class GradInput2View, class = impl::enable_for_execution_space<ExecSpace>>
+void margin_ranking_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const Input1View& input1,
+                                  const Input2View& input2, const TargetView& target,
+                                  const GradInput1View& grad_input1, const GradInput2View& grad_input2,
+                                  const MarginRankingLossOptions& opts = {}) {
+  using T = typename Input1View::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, Input2View, TargetView, GradInput1View, GradInput2View>,
+                "kloss::margin_ranking_loss_backward: every view must hold input1's floating type");
+  const impl::EntryViews<ExecSpace> v{"margin_ranking_loss_backward"};
+  impl::margin_ranking_loss_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input1, "input1"),
+                                                   v(input2, "input2"), v(target, "target"),
+                                                   v.optional(grad_input1, "grad_input1"),
+                                                   v.optional(grad_input2, "grad_input2"), opts.margin,
+                                                   opts.reduction);
+}
+
+// --- triplet_margin_loss ---------------------------------------------------------
+
 /// triplet_margin_loss: loss = max(0, margin + d(anchor, positive) -
 /// d(anchor, negative)), d(x, y) = ||x - y + eps||_p over the last dimension
 /// (torch's pairwise_distance); with swap, d(anchor, negative) is replaced by
@@ -97,35 +148,156 @@ struct MultilabelSoftMarginLossOptions {
 /// negative: one shape, [N, D] or [D] (also scalars and more leading
 /// dimensions, as torch); p any real or +inf (p = 0 counts non-zeros).
 /// output: the leading shape ([N]; [] for [D]) or one element. Asynchronous.
+template <class ExecSpace, class AnchorView, class PositiveView, class NegativeView, class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
+void triplet_margin_loss(const ExecSpace& exec, const AnchorView& anchor, const PositiveView& positive,
+                         const NegativeView& negative, const OutputView& output,
+                         const TripletMarginLossOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, AnchorView, PositiveView, NegativeView>,
+                "kloss::triplet_margin_loss: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"triplet_margin_loss"};
+  impl::triplet_margin_loss<ExecSpace, T>(exec, v(anchor, "anchor"), v(positive, "positive"),
+                                          v(negative, "negative"), v(output, "output"), opts.margin, opts.p,
+                                          opts.eps, opts.swap, opts.reduction);
+}
+
 /// Backward of triplet_margin_loss: gradients of anchor, positive and
-/// negative (each may be an empty view). Where two distances tie under swap,
-/// each gets half (torch's minimum). Asynchronous.
-///
+/// negative. Where two distances tie under swap, each gets half (torch's
+/// minimum). Asynchronous.
+template <class ExecSpace, class GradOutputView, class AnchorView, class PositiveView, class NegativeView,
+          class GradAnchorView, class GradPositiveView, class GradNegativeView, class = impl::enable_for_execution_space<ExecSpace>>
+void triplet_margin_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const AnchorView& anchor,
+                                  const PositiveView& positive, const NegativeView& negative,
+                                  const GradAnchorView& grad_anchor, const GradPositiveView& grad_positive,
+                                  const GradNegativeView& grad_negative, const TripletMarginLossOptions& opts = {}) {
+  using T = typename AnchorView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, PositiveView, NegativeView, GradAnchorView,
+                                       GradPositiveView, GradNegativeView>,
+                "kloss::triplet_margin_loss_backward: every view must hold the anchor's floating type");
+  const impl::EntryViews<ExecSpace> v{"triplet_margin_loss_backward"};
+  impl::triplet_margin_loss_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(anchor, "anchor"), v(positive, "positive"), v(negative, "negative"),
+      v.optional(grad_anchor, "grad_anchor"), v.optional(grad_positive, "grad_positive"),
+      v.optional(grad_negative, "grad_negative"), opts.margin, opts.p, opts.eps, opts.swap, opts.reduction);
+}
+
+// --- cosine_embedding_loss -------------------------------------------------------
+
 /// cosine_embedding_loss: cos = <x1, x2> / sqrt((|x1|^2 + 1e-12)(|x2|^2 +
 /// 1e-12)) per row; loss = 1 - cos where target = 1, max(0, cos - margin)
 /// where target = -1. input1, input2: [N, D] with target [N], or [D] with a
 /// scalar target (torch's rule); targets 1 or -1 (else InvalidArgument).
 /// output: the target's shape (none) or one element. Fences (to check the
 /// targets).
-/// Backward of cosine_embedding_loss: grad_input1, grad_input2 (either may be
-/// an empty view). Fences.
-///
+template <class ExecSpace, class Input1View, class Input2View, class TargetView, class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
+void cosine_embedding_loss(const ExecSpace& exec, const Input1View& input1, const Input2View& input2,
+                           const TargetView& target, const OutputView& output,
+                           const CosineEmbeddingLossOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, Input1View, Input2View, TargetView>,
+                "kloss::cosine_embedding_loss: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"cosine_embedding_loss"};
+  impl::cosine_embedding_loss<ExecSpace, T>(exec, v(input1, "input1"), v(input2, "input2"), v(target, "target"),
+                                            v(output, "output"), opts.margin, opts.reduction);
+}
+
+/// Backward of cosine_embedding_loss: grad_input1, grad_input2. Fences.
+template <class ExecSpace, class GradOutputView, class Input1View, class Input2View, class TargetView,
+          class GradInput1View, class GradInput2View, class = impl::enable_for_execution_space<ExecSpace>>
+void cosine_embedding_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output,
+                                    const Input1View& input1, const Input2View& input2, const TargetView& target,
+                                    const GradInput1View& grad_input1, const GradInput2View& grad_input2,
+                                    const CosineEmbeddingLossOptions& opts = {}) {
+  using T = typename Input1View::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, Input2View, TargetView, GradInput1View, GradInput2View>,
+                "kloss::cosine_embedding_loss_backward: every view must hold input1's floating type");
+  const impl::EntryViews<ExecSpace> v{"cosine_embedding_loss_backward"};
+  impl::cosine_embedding_loss_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input1, "input1"),
+                                                     v(input2, "input2"), v(target, "target"),
+                                                     v.optional(grad_input1, "grad_input1"),
+                                                     v.optional(grad_input2, "grad_input2"), opts.margin,
+                                                     opts.reduction);
+}
+
+// --- multilabel_soft_margin_loss -------------------------------------------------
+
 /// multilabel_soft_margin_loss: row loss = mean over the last (class)
 /// dimension of w_c * -(t log sigmoid(x) + (1 - t) log sigmoid(-x)).
 /// input, target: one shape [N, C] (or [C], or more leading dimensions);
 /// weight: optional, [C] or the input's shape. output: the leading shape
 /// ([N]; [] for [C]) or one element. Asynchronous.
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
+void multilabel_soft_margin_loss(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                                 const WeightView& weight, const OutputView& output,
+                                 const MultilabelSoftMarginLossOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, WeightView>,
+                "kloss::multilabel_soft_margin_loss: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"multilabel_soft_margin_loss"};
+  impl::multilabel_soft_margin_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"),
+                                                  v.optional(weight, "weight"), v(output, "output"),
+                                                  opts.reduction);
+}
+
 /// Backward of multilabel_soft_margin_loss: grad_input (the input's shape).
 /// Asynchronous.
-///
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class GradInputView, class = impl::enable_for_execution_space<ExecSpace>>
+void multilabel_soft_margin_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output,
+                                          const InputView& input, const TargetView& target, const WeightView& weight,
+                                          const GradInputView& grad_input,
+                                          const MultilabelSoftMarginLossOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, GradInputView>,
+                "kloss::multilabel_soft_margin_loss_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"multilabel_soft_margin_loss_backward"};
+  impl::multilabel_soft_margin_loss_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
+                                                           v(target, "target"), v.optional(weight, "weight"),
+                                                           v.optional(grad_input, "grad_input"), opts.reduction);
+}
+
+// --- multi_margin_loss -----------------------------------------------------------
+
 /// multi_margin_loss: row loss = sum_{d != y} w[y] max(0, margin - x[y] +
 /// x[d])^p / C. input: [N, C], [C] or a scalar; target: N class indices
 /// (int32 or int64; [N], or [] / [1] for a single row), each in [0, C) (else
 /// IndexOutOfRange); weight: optional [C]. output: [N] (or [] for a scalar
 /// target) for none, else one element; the mean of zero rows is NaN (torch
-/// returns garbage). Fences (to check the targets).
+/// returns garbage). Throws InvalidArgument for p other than 1 or 2.
+/// Fences (to check the targets).
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
+void multi_margin_loss(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                       const WeightView& weight, const OutputView& output, const MultiMarginLossOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, WeightView>,
+                "kloss::multi_margin_loss: input, weight and output must hold one floating type");
+  static_assert(is_index_v<I>, "kloss::multi_margin_loss: target must hold int32 or int64 class indices");
+  const impl::EntryViews<ExecSpace> v{"multi_margin_loss"};
+  impl::multi_margin_loss<ExecSpace, T, I>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+                                           v(output, "output"), opts.p, opts.margin, opts.reduction);
+}
+
 /// Backward of multi_margin_loss: grad_input (the input's shape). Fences.
-///
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class GradInputView, class = impl::enable_for_execution_space<ExecSpace>>
+void multi_margin_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                const TargetView& target, const WeightView& weight, const GradInputView& grad_input,
+                                const MultiMarginLossOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, WeightView, GradInputView>,
+                "kloss::multi_margin_loss_backward: every floating view must hold the input's type");
+  static_assert(is_index_v<I>, "kloss::multi_margin_loss_backward: target must hold int32 or int64 class indices");
+  const impl::EntryViews<ExecSpace> v{"multi_margin_loss_backward"};
+  impl::multi_margin_loss_backward<ExecSpace, T, I>(exec, v(grad_output, "grad_output"), v(input, "input"),
+                                                    v(target, "target"), v.optional(weight, "weight"),
+                                                    v.optional(grad_input, "grad_input"), opts.p, opts.margin,
+                                                    opts.reduction);
+}
+
+// --- multilabel_margin_loss ------------------------------------------------------
+
 /// multilabel_margin_loss: row loss = sum_{k < K} sum_{d not a target}
 /// max(0, 1 - x[y_k] + x[d]) / C, where y_0 .. y_{K-1} are the row's target
 /// entries before its first -1. input: [N, C], [C] or a scalar; target:
@@ -133,39 +305,64 @@ struct MultilabelSoftMarginLossOptions {
 /// -1 must lie in [-1, C) (else IndexOutOfRange); entries after it are
 /// ignored (torch also range-checks those). output: [N] ([] for [C]) or one
 /// element. Fences (to check the targets).
-/// Backward of multilabel_margin_loss: grad_input (the input's shape). Fences.
-#define KLOSS_MARGIN_LOSSES(X, D)                                                                                    \
-  X(D, hinge_embedding_loss, HingeEmbeddingLoss, HingeEmbeddingLossOptions, (view(input), view(target)),             \
-    (opt(grad_input)), (margin, reduction))                                                                          \
-  X(D, margin_ranking_loss, MarginRankingLoss, MarginRankingLossOptions, (view(input1), view(input2), view(target)), \
-    (opt(grad_input1), opt(grad_input2)), (margin, reduction))                                                       \
-  X(D, triplet_margin_loss, TripletMarginLoss, TripletMarginLossOptions,                                             \
-    (view(anchor), view(positive), view(negative)), (opt(grad_anchor), opt(grad_positive), opt(grad_negative)),      \
-    (margin, p, eps, swap, reduction))                                                                               \
-  X(D, cosine_embedding_loss, CosineEmbeddingLoss, CosineEmbeddingLossOptions,                                       \
-    (view(input1), view(input2), view(target)), (opt(grad_input1), opt(grad_input2)), (margin, reduction))           \
-  X(D, multilabel_soft_margin_loss, MultiLabelSoftMarginLoss, MultilabelSoftMarginLossOptions,                       \
-    (view(input), view(target), opt(weight)), (opt(grad_input)), (reduction))
-#define KLOSS_MARGIN_INDEXED_LOSSES(X, D)                                                                       \
-  X(D, multi_margin_loss, MultiMarginLoss, MultiMarginLossOptions, (view(input), index(target), opt(weight)),   \
-    (opt_like_input(grad_input)), (p, margin, reduction))                                                       \
-  X(D, multilabel_margin_loss, MultiLabelMarginLoss, MultilabelMarginLossOptions, (view(input), index(target)), \
-    (opt(grad_input)), (reduction))
+template <class ExecSpace, class InputView, class TargetView, class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
+void multilabel_margin_loss(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                            const OutputView& output, const MultilabelMarginLossOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView>,
+                "kloss::multilabel_margin_loss: input and output must hold one floating type");
+  static_assert(is_index_v<I>, "kloss::multilabel_margin_loss: target must hold int32 or int64 class indices");
+  const impl::EntryViews<ExecSpace> v{"multilabel_margin_loss"};
+  impl::multilabel_margin_loss<ExecSpace, T, I>(exec, v(input, "input"), v(target, "target"), v(output, "output"),
+                                                opts.reduction);
+}
 
-#define KLOSS_MG_ENTRY_POINTS(kind, name, Module, ...) KLOSS_LOSS_ENTRY_POINTS(kind, name, __VA_ARGS__)
-KLOSS_MARGIN_LOSSES(KLOSS_MG_ENTRY_POINTS, floating)
-KLOSS_MARGIN_INDEXED_LOSSES(KLOSS_MG_ENTRY_POINTS, indexed)
-#undef KLOSS_MG_ENTRY_POINTS
+/// Backward of multilabel_margin_loss: grad_input (the input's shape).
+/// Fences.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView, class = impl::enable_for_execution_space<ExecSpace>>
+void multilabel_margin_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                     const TargetView& target, const GradInputView& grad_input,
+                                     const MultilabelMarginLossOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, GradInputView>,
+                "kloss::multilabel_margin_loss_backward: every floating view must hold the input's type");
+  static_assert(is_index_v<I>,
+                "kloss::multilabel_margin_loss_backward: target must hold int32 or int64 class indices");
+  const impl::EntryViews<ExecSpace> v{"multilabel_margin_loss_backward"};
+  impl::multilabel_margin_loss_backward<ExecSpace, T, I>(exec, v(grad_output, "grad_output"), v(input, "input"),
+                                                         v(target, "target"), v.optional(grad_input, "grad_input"),
+                                                         opts.reduction);
+}
 
 }  // namespace kloss
 
 // Explicit instantiations: declared here, instantiated in src/margin.cpp
-// with the same lists (KLOSS_MARGIN_INSTANTIATE(, T) and
-// KLOSS_MARGIN_INSTANTIATE_INDEXED(, T, I)).
-#define KLOSS_MARGIN_INSTANTIATE(PREFIX, T) KLOSS_MARGIN_LOSSES(KLOSS_MG_INSTANTIATE, (PREFIX, floating, T, ))
+// (KLOSS_MARGIN_INSTANTIATE(, T), KLOSS_MARGIN_INSTANTIATE_INDEXED(, T, I)).
+// Each line: the impl functions' name, the options struct, the views as
+// the impl functions take them (view: required, opt: optional, index:
+// int32/int64) and the option fields in the impl functions' order
+// (kloss/checks.hpp, KLOSS_LOSS_INSTANTIATE).
+#define KLOSS_MG_INSTANCES(X, instance)                                                                         \
+  X(instance, hinge_embedding_loss, HingeEmbeddingLossOptions, (view(input), view(target)), (opt(grad_input)), \
+    (margin, reduction))                                                                                       \
+  X(instance, margin_ranking_loss, MarginRankingLossOptions, (view(input1), view(input2), view(target)),       \
+    (opt(grad_input1), opt(grad_input2)), (margin, reduction))                                                 \
+  X(instance, triplet_margin_loss, TripletMarginLossOptions, (view(anchor), view(positive), view(negative)),   \
+    (opt(grad_anchor), opt(grad_positive), opt(grad_negative)), (margin, p, eps, swap, reduction))             \
+  X(instance, cosine_embedding_loss, CosineEmbeddingLossOptions, (view(input1), view(input2), view(target)),   \
+    (opt(grad_input1), opt(grad_input2)), (margin, reduction))                                                 \
+  X(instance, multilabel_soft_margin_loss, MultilabelSoftMarginLossOptions,                                    \
+    (view(input), view(target), opt(weight)), (opt(grad_input)), (reduction))
+#define KLOSS_MG_INDEXED_INSTANCES(X, instance)                                                            \
+  X(instance, multi_margin_loss, MultiMarginLossOptions, (view(input), index(target), opt(weight)),       \
+    (opt(grad_input)), (p, margin, reduction))                                                            \
+  X(instance, multilabel_margin_loss, MultilabelMarginLossOptions, (view(input), index(target)),          \
+    (opt(grad_input)), (reduction))
+#define KLOSS_MARGIN_INSTANTIATE(PREFIX, T) KLOSS_MG_INSTANCES(KLOSS_LOSS_INSTANTIATE, (PREFIX, floating, T, ))
 #define KLOSS_MARGIN_INSTANTIATE_INDEXED(PREFIX, T, I) \
-  KLOSS_MARGIN_INDEXED_LOSSES(KLOSS_MG_INSTANTIATE, (PREFIX, indexed, T, I))
-#define KLOSS_MG_INSTANTIATE(instance, name, Module, ...) KLOSS_LOSS_INSTANTIATE(instance, name, __VA_ARGS__)
+  KLOSS_MG_INDEXED_INSTANCES(KLOSS_LOSS_INSTANTIATE, (PREFIX, indexed, T, I))
 #define KLOSS_MARGIN_EXTERN(T) KLOSS_MARGIN_INSTANTIATE(extern, T)
 #define KLOSS_MARGIN_EXTERN_INDEXED(T, I) KLOSS_MARGIN_INSTANTIATE_INDEXED(extern, T, I)
 KLOSS_FOR_EACH_SCALAR(KLOSS_MARGIN_EXTERN)

@@ -207,8 +207,8 @@ class VocabParallelCrossEntropyLoss
         weight_(weight),
         one_(kloss::impl::device_one<T, memory_space>("kloss::mpi::VocabParallelCrossEntropyLoss::one")) {}
 
-  const VocabParallelCrossEntropyOptions& options() const { return opts_; }
-  const weight_view& weight() const { return weight_; }
+  const VocabParallelCrossEntropyOptions& options() const { return opts_; }  ///< the options held
+  const weight_view& weight() const { return weight_; }  ///< this rank's class-weight slice, or an empty view
 
   /// logits [N, range().count], target [N] global class indices (the same
   /// on every rank), output [N] (none) or one element. Collective; fences.
@@ -275,19 +275,27 @@ class VocabParallelEmbedding : public kloss::impl::DefaultExecCalls<VocabParalle
                                public impl::RankShare {
  public:
   KLOSS_MODULE_HEAD(VocabParallelEmbedding)
+  /// This rank's rows of the table, [range.count, D].
   using weight_view = Kokkos::View<T**, Kokkos::LayoutRight, memory_space>;
 
+  /// Holds `comm`, this rank's row range (any contiguous split that tiles
+  /// the rows) and its rows `weight` of the table.
   VocabParallelEmbedding(Communicator&& comm, const ClassRange& range, const weight_view& weight,
                          const VocabParallelEmbeddingOptions& opts = {})
       : impl::RankShare(std::move(comm), range), weight_(weight), opts_(opts) {}
 
-  const weight_view& weight() const { return weight_; }
-  const VocabParallelEmbeddingOptions& options() const { return opts_; }
+  const weight_view& weight() const { return weight_; }                   ///< this rank's rows of the table
+  const VocabParallelEmbeddingOptions& options() const { return opts_; }  ///< the options held
 
+  /// output = the rows of input's global indices (input's shape + [D], the
+  /// same on every rank), as vocab_parallel_embedding. Collective.
   template <class InputView, class OutputView>
   void forward(const ExecSpace& exec, const InputView& input, const OutputView& output) const {
     vocab_parallel_embedding(exec, comm_, range_, input, weight_, output, opts_);
   }
+  /// grad_weight [range.count, D]: the gradient of this rank's rows from
+  /// grad_output (input's shape + [D]), as
+  /// vocab_parallel_embedding_backward. Local.
   template <class GradOutputView, class InputView, class GradWeightView>
   void backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                 const GradWeightView& grad_weight) const {
@@ -318,18 +326,23 @@ class VocabParallelFusedLinearCrossEntropyLoss
       public impl::RankShare {
  public:
   using kloss::impl::DefaultExecCalls<VocabParallelFusedLinearCrossEntropyLoss, ExecSpace>::forward;
-  using execution_space = ExecSpace;
-  using memory_space = typename ExecSpace::memory_space;
+  using execution_space = ExecSpace;                      ///< where the calls run
+  using memory_space = typename ExecSpace::memory_space;  ///< where the views live
+  /// This rank's class-weight slice, [range.count].
   using weight_view = Kokkos::View<const T*, memory_space>;
 
+  /// Holds `comm`, this rank's class range (any contiguous split that tiles
+  /// the classes), the options and this rank's class-weight slice.
   VocabParallelFusedLinearCrossEntropyLoss(Communicator&& comm, const ClassRange& range,
                                            const VocabParallelFusedLinearOptions& opts = {},
                                            const weight_view& ce_weight = {})
       : impl::RankShare(std::move(comm), range), opts_(opts), ce_weight_(ce_weight) {}
 
-  const VocabParallelFusedLinearOptions& options() const { return opts_; }
-  const weight_view& ce_weight() const { return ce_weight_; }
+  const VocabParallelFusedLinearOptions& options() const { return opts_; }  ///< the options held
+  const weight_view& ce_weight() const { return ce_weight_; }  ///< the class-weight slice, or an empty view
 
+  /// The loss only, into output: [N] (none) or one element, the same on
+  /// every rank. Collective; fences.
   template <class InputView, class WeightView, class BiasView, class TargetView, class OutputView>
   void forward(const ExecSpace& exec, const InputView& input, const WeightView& weight, const BiasView& bias,
                const TargetView& target, const OutputView& output) const {
@@ -342,6 +355,9 @@ class VocabParallelFusedLinearCrossEntropyLoss
   FusedLinearReport forward_backward(const ExecSpace& exec, const A&... a) const {
     return forward_backward(exec, Kokkos::View<const T*, memory_space>(), a...);
   }
+  /// The loss and its gradients in one pass, as
+  /// vocab_parallel_fused_linear_cross_entropy (any gradient an empty view
+  /// to skip it); returns this rank's report. Collective; fences.
   template <class GradOutputView, class InputView, class WeightView, class BiasView, class TargetView, class OutputView,
             class GradInputView, class GradWeightView, class GradBiasView>
   FusedLinearReport forward_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,

@@ -39,6 +39,7 @@ struct VocabParallelCrossEntropyOptions : CrossEntropyOptions {
 /// is not supported on a sharded table and throws NotImplemented), plus the
 /// consistency check.
 struct VocabParallelEmbeddingOptions : EmbeddingOptions {
+  /// As VocabParallelCrossEntropyOptions::check_consistency.
   bool check_consistency = true;
 };
 
@@ -46,14 +47,15 @@ struct VocabParallelEmbeddingOptions : EmbeddingOptions {
 /// (class weights are the `ce_weight` argument), the scratch budget and the
 /// consistency check.
 struct VocabParallelFusedLinearOptions {
-  Reduction reduction = Reduction::mean;
-  std::int64_t ignore_index = -100;
-  double label_smoothing = 0.0;
-  double z_loss = 0.0;
-  double softcap = 0.0;
+  Reduction reduction = Reduction::mean;  ///< as CrossEntropyOptions::reduction
+  std::int64_t ignore_index = -100;       ///< as CrossEntropyOptions::ignore_index
+  double label_smoothing = 0.0;           ///< as CrossEntropyOptions::label_smoothing
+  double z_loss = 0.0;                    ///< as CrossEntropyOptions::z_loss
+  double softcap = 0.0;                   ///< as CrossEntropyOptions::softcap
   /// Scratch budget for one chunk of logits (bytes): the token chunk is
   /// chunk_bytes / (C_r * sizeof(T)) rows, at least one - never N x C_r.
   std::int64_t chunk_bytes = std::int64_t(64) << 20;
+  /// As VocabParallelCrossEntropyOptions::check_consistency.
   bool check_consistency = true;
   /// float16 / bfloat16: rows of W converted to float per block (0 = the
   /// default, as FusedLinearCrossEntropyOptions::convert_block_rows).
@@ -61,6 +63,7 @@ struct VocabParallelFusedLinearOptions {
   /// Backward tiles to skip, each rank over its own classes (see
   /// kloss::GradFilter; the report is this rank's).
   GradFilter grad_filter = GradFilter::exact;
+  /// The threshold of GradFilter::threshold (> 0).
   double grad_filter_threshold = 0.0;
   /// The library of the head's products (as FusedLinearCrossEntropyOptions).
   HeadProducts products = HeadProducts::automatic;

@@ -18,100 +18,191 @@
 
 namespace kloss {
 
-#define KLOSS_PW_ENABLE class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>
+// Every op below: name(exec, inputs..., output, opts = {}) and
+// name_backward(exec, grad_output, inputs..., gradients..., opts = {}).
+// grad_output has the forward output's shape; each gradient has its input's
+// shape (summed over the dimensions that input was broadcast along) and may
+// be an empty view to skip it. Throws DimensionMismatch for shapes that do
+// not broadcast or an output / gradient of the wrong shape, InvalidArgument
+// for a bad option, a non-contiguous view or views that overlap. The
+// formulas' derivations are next to each functor in impl/pointwise_impl.hpp.
 
-// --- the binary losses (kloss/binary_losses.hpp) -------------------------------
-// For each line of KLOSS_BINARY_LOSSES: its options struct (`reduction`,
-// torch's 'mean', and its option with torch's default) and
-//
-//   name(exec, input, target, output, opts = {})
-//     input, target: any broadcastable shapes; output: the broadcast shape
-//     for Reduction::none, a rank-0 view otherwise.
-//   name_backward(exec, grad_output, input, target, grad_input[, grad_target], opts = {})
-//     grad_output: the output's shape; grad_input / grad_target: the shapes
-//     of input / target (summed over broadcast dimensions), either may be an
-//     empty view to skip it. grad_target only for ops whose table line says
-//     `both`.
-//
-// The formulas, their gradients and torch's conventions at ties are next to
-// each functor in impl/pointwise_impl.hpp; docs/pointwise.md has the table.
+// --- mse_loss ------------------------------------------------------------------
 
-#define KLOSS_BL_MEMBER_none()
-#define KLOSS_BL_MEMBER_real(field, value, doc) double field = value;
-#define KLOSS_BL_OPTIONS(name, Module, Options, Op, grads, option, summary) \
-  struct Options {                                                          \
-    Reduction reduction = Reduction::mean;                                  \
-    KLOSS_PP_CAT(KLOSS_BL_MEMBER_, option)                                  \
-  };
-KLOSS_BINARY_LOSSES(KLOSS_BL_OPTIONS)
-#undef KLOSS_BL_OPTIONS
-#undef KLOSS_BL_MEMBER_none
-#undef KLOSS_BL_MEMBER_real
+/// Options of mse_loss (torch: `reduction='mean'`).
+struct MseLossOptions {
+  Reduction reduction = Reduction::mean;
+};
 
-#define KLOSS_BL_FORWARD(name, Module, Options, Op, grads, option, summary)                                         \
-  template <class ExecSpace, class InputView, class TargetView, class OutputView, KLOSS_PW_ENABLE>                  \
-  void name(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,      \
-            const Options& opts = {}) {                                                                             \
-    using T = typename OutputView::non_const_value_type;                                                            \
-    using M = typename ExecSpace::memory_space;                                                                     \
-    KLOSS_STATIC_CHECKS(#name, T, InputView, TargetView);                                                           \
-    constexpr const char* op = #name;                                                                               \
-    impl::binary_loss<ExecSpace, T, impl::Op>(exec, op, impl::binary_op<impl::Op>(op, opts),                        \
-                                              as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"), \
-                                              as_tensor<M>(output, op, "output"), opts.reduction);                  \
-  }
-#define KLOSS_BL_BACKWARD_both(name, Options, Op)                                                                    \
-  template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,           \
-            class GradTargetView, KLOSS_PW_ENABLE>                                                                   \
-  void name##_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,             \
-                       const TargetView& target, const GradInputView& grad_input, const GradTargetView& grad_target, \
-                       const Options& opts = {}) {                                                                   \
-    using T = typename InputView::non_const_value_type;                                                              \
-    using M = typename ExecSpace::memory_space;                                                                      \
-    KLOSS_STATIC_CHECKS(#name "_backward", T, GradOutputView, TargetView, GradInputView, GradTargetView);            \
-    constexpr const char* op = #name "_backward";                                                                    \
-    impl::binary_loss_backward<ExecSpace, T, impl::Op>(                                                              \
-        exec, #name, impl::binary_op<impl::Op>(op, opts), as_tensor<M>(grad_output, op, "grad_output"),              \
-        as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),                                        \
-        as_optional_tensor<M>(grad_input, op, "grad_input"), as_optional_tensor<M>(grad_target, op, "grad_target"),  \
-        opts.reduction);                                                                                             \
-  }
-#define KLOSS_BL_BACKWARD_input(name, Options, Op)                                                            \
-  template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,    \
-            KLOSS_PW_ENABLE>                                                                                  \
-  void name##_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,      \
-                       const TargetView& target, const GradInputView& grad_input, const Options& opts = {}) { \
-    using T = typename InputView::non_const_value_type;                                                       \
-    using M = typename ExecSpace::memory_space;                                                               \
-    KLOSS_STATIC_CHECKS(#name "_backward", T, GradOutputView, TargetView, GradInputView);                     \
-    constexpr const char* op = #name "_backward";                                                             \
-    impl::binary_loss_backward<ExecSpace, T, impl::Op>(                                                       \
-        exec, #name, impl::binary_op<impl::Op>(op, opts), as_tensor<M>(grad_output, op, "grad_output"),       \
-        as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),                                 \
-        as_optional_tensor<M>(grad_input, op, "grad_input"), Tensor<T, M>(), opts.reduction);                 \
-  }
-#define KLOSS_BL_MASK_both 0b11u
-#define KLOSS_BL_MASK_input 0b01u
-#define KLOSS_BL_FUNCTIONS(name, Module, Options, Op, grads, option, summary)                           \
-  static_assert(impl::Op::differentiable == KLOSS_PP_CAT(KLOSS_BL_MASK_, grads),                        \
-                "kloss::" #name ": the table's grads must name the functor's differentiable operands"); \
-  KLOSS_BL_FORWARD(name, Module, Options, Op, grads, option, summary)                                   \
-  KLOSS_PP_CAT(KLOSS_BL_BACKWARD_, grads)(name, Options, Op)
-KLOSS_BINARY_LOSSES(KLOSS_BL_FUNCTIONS)
-#undef KLOSS_BL_FUNCTIONS
-#undef KLOSS_BL_FORWARD
-#undef KLOSS_BL_BACKWARD_both
-#undef KLOSS_BL_BACKWARD_input
-#undef KLOSS_BL_MASK_both
-#undef KLOSS_BL_MASK_input
+/// mse_loss: (input - target)^2 per element. input, target: broadcastable.
+/// Asynchronous.
+template <class ExecSpace, class InputView, class TargetView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void mse_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,
+              const MseLossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename OutputView::non_const_value_type, InputView, TargetView>,
+                "kloss::mse_loss: input, target and output must hold one floating type");
+  impl::binary_loss_entry<impl::MseOp>(exec, "mse_loss", input, target, output, opts);
+}
+
+/// Backward of mse_loss: grad_input = 2 (input - target) grad_output,
+/// grad_target = -grad_input (scaled by 1/numel for mean). Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
+          class GradTargetView, class = impl::enable_for_execution_space<ExecSpace>>
+void mse_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                       const TargetView& target, const GradInputView& grad_input, const GradTargetView& grad_target,
+                       const MseLossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename InputView::non_const_value_type, GradOutputView, TargetView,
+                                       GradInputView, GradTargetView>,
+                "kloss::mse_loss_backward: every view must hold the input's floating type");
+  impl::binary_loss_backward_entry<impl::MseOp>(exec, "mse_loss", "mse_loss_backward", grad_output, input, target,
+                                                grad_input, grad_target, opts);
+}
+
+// --- l1_loss -------------------------------------------------------------------
+
+/// Options of l1_loss (torch: `reduction='mean'`).
+struct L1LossOptions {
+  Reduction reduction = Reduction::mean;
+};
+
+/// l1_loss: |input - target| per element. input, target: broadcastable.
+/// Asynchronous.
+template <class ExecSpace, class InputView, class TargetView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void l1_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,
+             const L1LossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename OutputView::non_const_value_type, InputView, TargetView>,
+                "kloss::l1_loss: input, target and output must hold one floating type");
+  impl::binary_loss_entry<impl::L1Op>(exec, "l1_loss", input, target, output, opts);
+}
+
+/// Backward of l1_loss: grad_input = sgn(input - target) grad_output (0
+/// where input = target or either is NaN, as torch), grad_target =
+/// -grad_input. Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
+          class GradTargetView, class = impl::enable_for_execution_space<ExecSpace>>
+void l1_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                      const TargetView& target, const GradInputView& grad_input, const GradTargetView& grad_target,
+                      const L1LossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename InputView::non_const_value_type, GradOutputView, TargetView,
+                                       GradInputView, GradTargetView>,
+                "kloss::l1_loss_backward: every view must hold the input's floating type");
+  impl::binary_loss_backward_entry<impl::L1Op>(exec, "l1_loss", "l1_loss_backward", grad_output, input, target,
+                                               grad_input, grad_target, opts);
+}
+
+// --- smooth_l1_loss ------------------------------------------------------------
+
+/// Options of smooth_l1_loss (torch: `reduction='mean', beta=1.0`).
+struct SmoothL1LossOptions {
+  Reduction reduction = Reduction::mean;
+  /// Quadratic below beta, linear above; >= 0 (0 is l1_loss).
+  double beta = 1.0;
+};
+
+/// smooth_l1_loss: with z = |input - target|, z^2 / (2 beta) where z < beta,
+/// z - beta / 2 elsewhere. input, target: broadcastable. Throws
+/// InvalidArgument for beta < 0. Asynchronous.
+template <class ExecSpace, class InputView, class TargetView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void smooth_l1_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,
+                    const SmoothL1LossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename OutputView::non_const_value_type, InputView, TargetView>,
+                "kloss::smooth_l1_loss: input, target and output must hold one floating type");
+  impl::binary_loss_entry<impl::SmoothL1Op>(exec, "smooth_l1_loss", input, target, output, opts);
+}
+
+/// Backward of smooth_l1_loss: grad_input = (input - target) / beta clamped
+/// to [-1, 1], times grad_output; grad_target the same of target - input
+/// (torch's convention: at input = target with beta = 0 both are -1).
+/// Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
+          class GradTargetView, class = impl::enable_for_execution_space<ExecSpace>>
+void smooth_l1_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                             const TargetView& target, const GradInputView& grad_input,
+                             const GradTargetView& grad_target, const SmoothL1LossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename InputView::non_const_value_type, GradOutputView, TargetView,
+                                       GradInputView, GradTargetView>,
+                "kloss::smooth_l1_loss_backward: every view must hold the input's floating type");
+  impl::binary_loss_backward_entry<impl::SmoothL1Op>(exec, "smooth_l1_loss", "smooth_l1_loss_backward", grad_output,
+                                                     input, target, grad_input, grad_target, opts);
+}
+
+// --- huber_loss ----------------------------------------------------------------
+
+/// Options of huber_loss (torch: `reduction='mean', delta=1.0`).
+struct HuberLossOptions {
+  Reduction reduction = Reduction::mean;
+  /// Quadratic below delta, linear above; > 0.
+  double delta = 1.0;
+};
+
+/// huber_loss: with z = |input - target|, z^2 / 2 where z < delta,
+/// delta (z - delta / 2) elsewhere. input, target: broadcastable. Throws
+/// InvalidArgument for delta <= 0. Asynchronous.
+template <class ExecSpace, class InputView, class TargetView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void huber_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,
+                const HuberLossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename OutputView::non_const_value_type, InputView, TargetView>,
+                "kloss::huber_loss: input, target and output must hold one floating type");
+  impl::binary_loss_entry<impl::HuberOp>(exec, "huber_loss", input, target, output, opts);
+}
+
+/// Backward of huber_loss: grad_input = (input - target) clamped to
+/// [-delta, delta], times grad_output; grad_target the same of
+/// target - input. Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
+          class GradTargetView, class = impl::enable_for_execution_space<ExecSpace>>
+void huber_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                         const TargetView& target, const GradInputView& grad_input, const GradTargetView& grad_target,
+                         const HuberLossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename InputView::non_const_value_type, GradOutputView, TargetView,
+                                       GradInputView, GradTargetView>,
+                "kloss::huber_loss_backward: every view must hold the input's floating type");
+  impl::binary_loss_backward_entry<impl::HuberOp>(exec, "huber_loss", "huber_loss_backward", grad_output, input,
+                                                  target, grad_input, grad_target, opts);
+}
+
+// --- soft_margin_loss ----------------------------------------------------------
+
+/// Options of soft_margin_loss (torch: `reduction='mean'`).
+struct SoftMarginLossOptions {
+  Reduction reduction = Reduction::mean;
+};
+
+/// soft_margin_loss: the two-class logistic loss log(1 + e^(-target
+/// input)), target +-1 (not checked, as torch), computed as a softplus
+/// that stays finite where torch's overflows (-target input > ~88 in
+/// float). input, target: broadcastable. Asynchronous.
+template <class ExecSpace, class InputView, class TargetView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void soft_margin_loss(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                      const OutputView& output, const SoftMarginLossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename OutputView::non_const_value_type, InputView, TargetView>,
+                "kloss::soft_margin_loss: input, target and output must hold one floating type");
+  impl::binary_loss_entry<impl::SoftMarginOp>(exec, "soft_margin_loss", input, target, output, opts);
+}
+
+/// Backward of soft_margin_loss: grad_input = -target sigmoid(-target input)
+/// grad_output; no target gradient (torch has none). Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void soft_margin_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                               const TargetView& target, const GradInputView& grad_input,
+                               const SoftMarginLossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename InputView::non_const_value_type, GradOutputView, TargetView,
+                                       GradInputView>,
+                "kloss::soft_margin_loss_backward: every view must hold the input's floating type");
+  impl::binary_loss_backward_entry<impl::SoftMarginOp>(exec, "soft_margin_loss", "soft_margin_loss_backward",
+                                                       grad_output, input, target, grad_input, nullptr, opts);
+}
 
 // --- binary_cross_entropy ------------------------------------------------------
-// Each op below: name(exec, inputs..., output, opts = {}) and
-// name_backward(exec, grad_output, inputs..., grads..., opts = {}), the
-// views in the order of its KLOSS_LOSS_ENTRY_POINTS line (kloss/checks.hpp).
 
 /// Options of binary_cross_entropy (torch: `reduction='mean'`; `weight` is
-/// a tensor argument).
+/// a view argument).
 struct BinaryCrossEntropyOptions {
   Reduction reduction = Reduction::mean;
 };
@@ -121,18 +212,42 @@ struct BinaryCrossEntropyOptions {
 /// any shape; target: input's shape; weight: optional (empty view), must
 /// broadcast to input's shape. Throws InvalidArgument naming the argument,
 /// position and value if an element of input or target lies outside
-/// [0, 1] or is NaN (torch 1.13 checks input only and accepts any target;
-/// kloss also rejects a target outside [0, 1]). Checked in the kernel:
-/// this call fences.
+/// [0, 1] or is NaN (torch checks input only; kloss also rejects a target
+/// outside [0, 1]). Checked in the kernel: this call fences.
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void binary_cross_entropy(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                          const WeightView& weight, const OutputView& output,
+                          const BinaryCrossEntropyOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, WeightView>,
+                "kloss::binary_cross_entropy: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"binary_cross_entropy"};
+  impl::binary_cross_entropy<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+                                           v(output, "output"), opts.reduction);
+}
+
 /// Backward of binary_cross_entropy w.r.t. input: weight (input - target) /
-/// max(input (1 - input), 1e-12), as torch (no range check, no fence).
-KLOSS_LOSS_ENTRY_POINTS(floating, binary_cross_entropy, BinaryCrossEntropyOptions,
-                        (view(input), view(target), opt(weight)), (opt(grad_input)), (reduction))
+/// max(input (1 - input), 1e-12) grad_output, as torch (no range check, no
+/// fence).
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class GradInputView, class = impl::enable_for_execution_space<ExecSpace>>
+void binary_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                   const TargetView& target, const WeightView& weight,
+                                   const GradInputView& grad_input, const BinaryCrossEntropyOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, GradInputView>,
+                "kloss::binary_cross_entropy_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_backward"};
+  impl::binary_cross_entropy_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
+                                                    v(target, "target"), v.optional(weight, "weight"),
+                                                    v.optional(grad_input, "grad_input"), opts.reduction);
+}
 
 // --- binary_cross_entropy_with_logits ------------------------------------------
 
 /// Options of binary_cross_entropy_with_logits (torch: `reduction='mean'`;
-/// `weight` and `pos_weight` are tensor arguments).
+/// `weight` and `pos_weight` are view arguments).
 struct BinaryCrossEntropyWithLogitsOptions {
   Reduction reduction = Reduction::mean;
 };
@@ -142,11 +257,42 @@ struct BinaryCrossEntropyWithLogitsOptions {
 /// stable form (exact for |input| ~ 1e4). input: logits, any shape; target:
 /// input's shape; weight, pos_weight: optional (empty views), each must
 /// broadcast to input's shape (pos_weight typically [C], the class axis).
+/// Asynchronous.
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class PosWeightView,
+          class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
+void binary_cross_entropy_with_logits(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                                      const WeightView& weight, const PosWeightView& pos_weight,
+                                      const OutputView& output,
+                                      const BinaryCrossEntropyWithLogitsOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, WeightView, PosWeightView>,
+                "kloss::binary_cross_entropy_with_logits: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_with_logits"};
+  impl::binary_cross_entropy_with_logits<ExecSpace, T>(exec, v(input, "input"), v(target, "target"),
+                                                       v.optional(weight, "weight"),
+                                                       v.optional(pos_weight, "pos_weight"), v(output, "output"),
+                                                       opts.reduction);
+}
+
 /// Backward of binary_cross_entropy_with_logits w.r.t. input: weight
 /// (sigmoid(input) - target), or with pos_weight (t = pos_weight target)
-/// weight ((t + 1 - target) sigmoid(input) - t).
-KLOSS_LOSS_ENTRY_POINTS(floating, binary_cross_entropy_with_logits, BinaryCrossEntropyWithLogitsOptions,
-                        (view(input), view(target), opt(weight), opt(pos_weight)), (opt(grad_input)), (reduction))
+/// weight ((t + 1 - target) sigmoid(input) - t), times grad_output.
+/// Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class PosWeightView, class GradInputView, class = impl::enable_for_execution_space<ExecSpace>>
+void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, const GradOutputView& grad_output,
+                                               const InputView& input, const TargetView& target,
+                                               const WeightView& weight, const PosWeightView& pos_weight,
+                                               const GradInputView& grad_input,
+                                               const BinaryCrossEntropyWithLogitsOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, PosWeightView, GradInputView>,
+                "kloss::binary_cross_entropy_with_logits_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_with_logits_backward"};
+  impl::binary_cross_entropy_with_logits_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+      v.optional(pos_weight, "pos_weight"), v.optional(grad_input, "grad_input"), opts.reduction);
+}
 
 // --- kl_div ----------------------------------------------------------------------
 
@@ -155,25 +301,51 @@ KLOSS_LOSS_ENTRY_POINTS(floating, binary_cross_entropy_with_logits, BinaryCrossE
 /// the sum), as torch; `mean` divides by the number of elements.
 struct KlDivOptions {
   Reduction reduction = Reduction::mean;
+  /// target holds log-probabilities.
   bool log_target = false;
 };
 
 /// kl_div: input holds log-probabilities; target probabilities
 /// (target log target - target input, 0 where target = 0) or, with
 /// log_target, log-probabilities (e^target (target - input)).
-/// input, target: broadcastable.
-/// Backward of kl_div w.r.t. input: -target (-e^target with log_target).
-/// (torch 1.13 also differentiates target; kloss does not.)
-KLOSS_LOSS_ENTRY_POINTS(floating, kl_div, KlDivOptions, (view(input), view(target)), (opt(grad_input)),
-                        (reduction, log_target))
+/// input, target: broadcastable. Asynchronous.
+template <class ExecSpace, class InputView, class TargetView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void kl_div(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,
+            const KlDivOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView>,
+                "kloss::kl_div: input, target and output must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"kl_div"};
+  impl::kl_div<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(output, "output"), opts.reduction,
+                             opts.log_target);
+}
+
+/// Backward of kl_div w.r.t. input: -target (-e^target with log_target)
+/// times grad_output. (torch also differentiates target; kloss does not.)
+/// Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void kl_div_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                     const TargetView& target, const GradInputView& grad_input, const KlDivOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, GradInputView>,
+                "kloss::kl_div_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"kl_div_backward"};
+  impl::kl_div_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"),
+                                      v.optional(grad_input, "grad_input"), opts.reduction, opts.log_target);
+}
 
 // --- poisson_nll_loss ------------------------------------------------------------
 
 /// Options of poisson_nll_loss (torch: `log_input=True, full=False,
 /// eps=1e-8, reduction='mean'`).
 struct PoissonNllLossOptions {
+  /// input is log(rate).
   bool log_input = true;
+  /// Add the Stirling term where target > 1.
   bool full = false;
+  /// Added to input before the log when log_input is false.
   double eps = 1e-8;
   Reduction reduction = Reduction::mean;
 };
@@ -181,17 +353,44 @@ struct PoissonNllLossOptions {
 /// poisson_nll_loss: e^input - target input (log_input) or input - target
 /// log(input + eps); full adds Stirling's target log target - target +
 /// log(2 pi target) / 2 where target > 1. input, target: broadcastable.
+/// Asynchronous.
+template <class ExecSpace, class InputView, class TargetView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void poisson_nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                      const OutputView& output, const PoissonNllLossOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView>,
+                "kloss::poisson_nll_loss: input, target and output must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"poisson_nll_loss"};
+  impl::poisson_nll_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(output, "output"),
+                                       opts.reduction, opts.log_input, opts.full, opts.eps);
+}
+
 /// Backward of poisson_nll_loss w.r.t. input: e^input - target
-/// (log_input) or 1 - target / (input + eps).
-KLOSS_LOSS_ENTRY_POINTS(floating, poisson_nll_loss, PoissonNllLossOptions, (view(input), view(target)),
-                        (opt(grad_input)), (reduction, log_input, full, eps))
+/// (log_input) or 1 - target / (input + eps), times grad_output.
+/// Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void poisson_nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                               const TargetView& target, const GradInputView& grad_input,
+                               const PoissonNllLossOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, GradInputView>,
+                "kloss::poisson_nll_loss_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"poisson_nll_loss_backward"};
+  impl::poisson_nll_loss_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
+                                                v(target, "target"), v.optional(grad_input, "grad_input"),
+                                                opts.reduction, opts.log_input, opts.full, opts.eps);
+}
 
 // --- gaussian_nll_loss -----------------------------------------------------------
 
 /// Options of gaussian_nll_loss (torch: `full=False, eps=1e-6,
 /// reduction='mean'`).
 struct GaussianNllLossOptions {
+  /// Add log(2 pi) / 2.
   bool full = false;
+  /// var is clamped at eps.
   double eps = 1e-6;
   Reduction reduction = Reduction::mean;
 };
@@ -202,15 +401,39 @@ struct GaussianNllLossOptions {
 /// its last dimension 1 (torch's rules). Throws InvalidArgument naming the
 /// position and value of a negative var element. Checked in the kernel:
 /// this call fences.
-/// Backward of gaussian_nll_loss w.r.t. input ((input - target) / v) and
-/// var ((1 / v - (input - target)^2 / v^2) / 2), both at the clamped v:
-/// as torch, whose clamp runs under no_grad, a var below eps still gets
-/// this gradient. grad_var: var's shape (summed over broadcast
-/// dimensions). No var sign check (the forward makes it).
-KLOSS_LOSS_ENTRY_POINTS(floating, gaussian_nll_loss, GaussianNllLossOptions, (view(input), view(target), view(var)),
-                        (opt(grad_input), opt(grad_var)), (reduction, full, eps))
+template <class ExecSpace, class InputView, class TargetView, class VarView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void gaussian_nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const VarView& var,
+                       const OutputView& output, const GaussianNllLossOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, VarView>,
+                "kloss::gaussian_nll_loss: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"gaussian_nll_loss"};
+  impl::gaussian_nll_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(var, "var"),
+                                        v(output, "output"), opts.reduction, opts.full, opts.eps);
+}
 
-#undef KLOSS_PW_ENABLE
+/// Backward of gaussian_nll_loss w.r.t. input ((input - target) / v) and
+/// var ((1 / v - (input - target)^2 / v^2) / 2), both at the clamped v and
+/// times grad_output: as torch, whose clamp runs under no_grad, a var below
+/// eps still gets this gradient. grad_var: var's shape (summed over
+/// broadcast dimensions). No var sign check (the forward makes it).
+/// Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class VarView,
+          class GradInputView, class GradVarView, class = impl::enable_for_execution_space<ExecSpace>>
+void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                const TargetView& target, const VarView& var, const GradInputView& grad_input,
+                                const GradVarView& grad_var, const GaussianNllLossOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, VarView, GradInputView, GradVarView>,
+                "kloss::gaussian_nll_loss_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"gaussian_nll_loss_backward"};
+  impl::gaussian_nll_loss_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
+                                                 v(target, "target"), v(var, "var"),
+                                                 v.optional(grad_input, "grad_input"),
+                                                 v.optional(grad_var, "grad_var"), opts.reduction, opts.full,
+                                                 opts.eps);
+}
 
 }  // namespace kloss
 
@@ -226,7 +449,7 @@ KLOSS_LOSS_ENTRY_POINTS(floating, gaussian_nll_loss, GaussianNllLossOptions, (vi
       const KLOSS_EXEC&, const char*, const kloss::impl::Op&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
       KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction);
 #define KLOSS_BL_EXTERN_T(T, Op) KLOSS_BL_INSTANTIATE(extern, T, Op)
-#define KLOSS_BL_EXTERN(name, Module, Options, Op, grads, option, summary) \
+#define KLOSS_BL_EXTERN(name, Options, Op, grads, option, summary) \
   KLOSS_FOR_EACH_SCALAR_ARG(KLOSS_BL_EXTERN_T, Op)
 KLOSS_BINARY_LOSSES(KLOSS_BL_EXTERN)
 #undef KLOSS_BL_EXTERN

@@ -1,6 +1,6 @@
 #pragma once
 /// \file registry.hpp
-/// One registry describes every op once (DESIGN.md principle 2): its torch
+/// One registry describes every op once (docs/design.md, principle 2): its torch
 /// name, inputs, differentiable inputs, options with defaults, and the
 /// runtime-typed entry points. kloss-validate, kloss-ops (the README's op
 /// table) and the benchmarks read it.
@@ -19,30 +19,34 @@ namespace kloss {
 
 /// One option of an op, as torch's keyword.
 struct OptionInfo {
-  std::string_view name;
+  std::string_view name;           ///< torch's keyword, e.g. "reduction"
   std::string_view type;           ///< "real", "int", "bool", "string"
   std::string_view default_value;  ///< torch's default, as text
-  std::string_view doc;
+  std::string_view doc;            ///< one line on what the option does
 };
 
 #ifdef KLOSS_HAVE_MPI
 /// How the vocabulary is split for a vocabulary-parallel run: this rank owns
 /// classes (or embedding rows) [begin, begin + count) of `total`, over comm.
 struct VocabShard : VocabRange {
-  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm comm = MPI_COMM_NULL;  ///< the ranks that share the vocabulary
 };
 #endif
 
+/// One registered op: what kloss-ops lists and what the runtime-typed API
+/// (kloss/runtime.hpp) and kloss-validate call.
 struct OpInfo {
-  std::string_view name;                      ///< torch's name, e.g. "cross_entropy"
-  std::string_view header;                    ///< the public header, e.g. "kloss/cross_entropy.hpp"
-  std::vector<std::string_view> inputs;       ///< torch's argument names; a trailing '?' marks optional
-  std::vector<std::string_view> differentiable;
-  std::vector<OptionInfo> options;
-  std::string_view summary;
+  std::string_view name;                         ///< torch's name, e.g. "cross_entropy"
+  std::string_view header;                       ///< the public header, e.g. "kloss/cross_entropy.hpp"
+  std::vector<std::string_view> inputs;          ///< torch's argument names; a trailing '?' marks optional
+  std::vector<std::string_view> differentiable;  ///< the inputs that have a gradient
+  std::vector<OptionInfo> options;               ///< torch's keywords, with their defaults
+  std::string_view summary;                      ///< one line on what the op computes
+  /// Runs the op on a call's inputs and options: the forward, and the
+  /// backward when the call gives a grad_output.
   std::function<rt::Result(const rt::Call&)> run;
   /// Inputs that hold integer indices (class indices, lengths, offsets):
-  /// int64 datasets in a golden file (SCHEMA.md "Ops").
+  /// int64 datasets in a golden file (docs/golden-schema.md, "Ops").
   std::vector<std::string_view> index_inputs = {};
   /// Inputs that hold either indices or real values (cross_entropy's
   /// target: class indices or probabilities).

@@ -3,7 +3,7 @@
 /// The canonical argument type of every kloss kernel: a contiguous,
 /// row-major (torch-layout) buffer in one memory space plus its shape.
 /// Public entry points accept Kokkos views of any rank and convert them here
-/// (STYLE.md: one canonical view type before the kernel, so instantiations
+/// (one canonical view type before the kernel, so that instantiations
 /// stay few); the runtime-typed API builds the same type from its buffers.
 #include <cstdint>
 #include <initializer_list>
@@ -16,18 +16,24 @@
 
 namespace kloss {
 
+/// The largest rank of a Shape (KLOSS_MAX_RANK of the C API).
 inline constexpr int max_rank = 8;
 
 /// Extents of a tensor, outermost first (torch's order). Rank 0 is a scalar.
 struct Shape {
-  int rank = 0;
-  std::int64_t extent[max_rank] = {};
+  int rank = 0;                        ///< the number of extents, 0 to max_rank
+  std::int64_t extent[max_rank] = {};  ///< extents [0, rank), outermost first; the rest 0
 
   Shape() = default;
+  /// From the extents, outermost first; throws DimensionMismatch for more
+  /// than max_rank extents or a negative one.
   Shape(std::initializer_list<std::int64_t> e);
+  /// As the initializer-list constructor.
   explicit Shape(const std::vector<std::int64_t>& e);
 
+  /// Extent `i` (unchecked).
   KOKKOS_INLINE_FUNCTION std::int64_t operator[](int i) const { return extent[i]; }
+  /// The number of elements: the product of the extents (1 for a scalar).
   KOKKOS_INLINE_FUNCTION std::int64_t numel() const {
     std::int64_t n = 1;
     for (int i = 0; i < rank; ++i) n *= extent[i];
@@ -35,10 +41,13 @@ struct Shape {
   }
   /// Product of the extents in [begin, end).
   std::int64_t prod(int begin, int end) const;
+  /// The extents [0, rank) as a vector.
   std::vector<std::int64_t> to_vector() const { return {extent, extent + rank}; }
   /// "[2, 3, 4]" (a scalar prints as "[]").
   std::string str() const;
+  /// Same rank and same extents.
   bool operator==(const Shape& o) const;
+  /// Not operator==.
   bool operator!=(const Shape& o) const { return !(*this == o); }
 };
 
@@ -52,30 +61,33 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op, std:
 /// for an optional argument the caller did not pass.
 template <class T, class MemorySpace>
 struct Tensor {
-  using value_type = T;
-  using memory_space = MemorySpace;
+  using value_type = T;              ///< the element type, const for an input
+  using memory_space = MemorySpace;  ///< where the elements live
+  /// The elements as one flat, unmanaged view (numel() of them).
   using view_type = Kokkos::View<T*, Kokkos::LayoutRight, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
-  view_type data;
-  Shape shape;
-  bool present = false;
+  view_type data;        ///< the elements, row-major
+  Shape shape;           ///< the extents the elements are laid out in
+  bool present = false;  ///< false for an optional argument not given
 
   Tensor() = default;
+  /// The `s.numel()` elements at `ptr` (in `MemorySpace`), present.
   Tensor(T* ptr, const Shape& s) : data(ptr, static_cast<std::size_t>(s.numel())), shape(s), present(true) {}
 
   /// A non-const tensor converts to its const twin.
   template <class U, class = std::enable_if_t<std::is_same_v<T, const U>>>
   Tensor(const Tensor<U, MemorySpace>& o) : data(o.data), shape(o.shape), present(o.present) {}
 
-  std::int64_t numel() const { return shape.numel(); }
-  int rank() const { return shape.rank; }
-  std::int64_t extent(int i) const { return shape.extent[i]; }
+  std::int64_t numel() const { return shape.numel(); }          ///< shape.numel()
+  int rank() const { return shape.rank; }                       ///< shape.rank
+  std::int64_t extent(int i) const { return shape.extent[i]; }  ///< shape.extent[i]
 };
 
 /// The tensors of an execution space's memory: an input (read-only) and
 /// an output.
 template <class ExecSpace, class T>
 using TensorIn = Tensor<const T, typename ExecSpace::memory_space>;
+/// The output twin of TensorIn.
 template <class ExecSpace, class T>
 using TensorOut = Tensor<T, typename ExecSpace::memory_space>;
 
@@ -137,8 +149,10 @@ Tensor<typename ViewType::value_type, MemorySpace> as_optional_tensor(const View
 }  // namespace kloss
 
 /// Shorthands for the explicit-instantiation lists of each family (the
-/// header declares them `extern template`, src/<family>.cpp instantiates
+/// header declares them `extern template`, `src/<family>.cpp` instantiates
 /// them): the default execution space and its canonical tensors.
 #define KLOSS_EXEC ::Kokkos::DefaultExecutionSpace
+/// The canonical tensor of `T` in the default execution space's memory.
 #define KLOSS_TENSOR(T) ::kloss::Tensor<T, ::Kokkos::DefaultExecutionSpace::memory_space>
+/// KLOSS_TENSOR's read-only twin.
 #define KLOSS_CTENSOR(T) ::kloss::Tensor<const T, ::Kokkos::DefaultExecutionSpace::memory_space>

@@ -33,10 +33,12 @@ inline constexpr bool is_index_v = std::is_same_v<I, std::int32_t> || std::is_sa
 template <class T>
 using acc_t = std::conditional_t<std::is_same_v<std::remove_cv_t<T>, double>, double, float>;
 
+/// `x` in its accumulation type (acc_t).
 template <class T>
 KOKKOS_INLINE_FUNCTION acc_t<T> to_acc(const T& x) {
   return static_cast<acc_t<T>>(x);
 }
+/// An accumulated value `a` rounded back to the scalar type `T`.
 template <class T, class A>
 KOKKOS_INLINE_FUNCTION T from_acc(const A& a) {
   return static_cast<T>(a);
@@ -57,10 +59,14 @@ constexpr std::string_view dtype_name() {
 
 }  // namespace kloss
 
-/// X-macros walking the instantiated types (one list each, STYLE.md).
+/// X-macros walking the instantiated types (one list each, so that every
+/// family instantiates the same types).
 #define KLOSS_FOR_EACH_SCALAR(M) M(float) M(double) M(::kloss::float16) M(::kloss::bfloat16)
+/// KLOSS_FOR_EACH_SCALAR with an extra argument `A` passed to `M`.
 #define KLOSS_FOR_EACH_SCALAR_ARG(M, A) M(float, A) M(double, A) M(::kloss::float16, A) M(::kloss::bfloat16, A)
+/// `M(I)` for each index type.
 #define KLOSS_FOR_EACH_INDEX(M) M(std::int32_t) M(std::int64_t)
+/// `M(T, I)` for each scalar type and each index type.
 #define KLOSS_FOR_EACH_SCALAR_INDEX(M)                                                 \
   M(float, std::int32_t)                                                               \
   M(float, std::int64_t) M(double, std::int32_t) M(double, std::int64_t)               \

@@ -2,7 +2,7 @@
 /// \file vocab_range.hpp
 /// A rank's share of a vocabulary (the classes of a cross-entropy, the rows
 /// of an embedding table) and the balanced split of the golden schema
-/// (../shared/golden/SCHEMA.md): the one range type of the
+/// (docs/golden-schema.md): the one range type of the
 /// vocabulary-parallel ops (kloss::mpi::ClassRange), the registry's
 /// vocabulary-parallel runs (VocabShard) and the golden validation.
 #include <cstdint>
@@ -12,9 +12,10 @@ namespace kloss {
 
 /// Classes (or rows) [begin, begin + count) of `total`.
 struct VocabRange {
-  std::int64_t begin = 0;
-  std::int64_t count = 0;
-  std::int64_t total = 0;
+  std::int64_t begin = 0;  ///< the first class (row) of the range
+  std::int64_t count = 0;  ///< how many classes (rows) the range holds
+  std::int64_t total = 0;  ///< the whole vocabulary's size
+  /// One past the last class (row) of the range.
   std::int64_t end() const { return begin + count; }
 };
 

@@ -1,5 +1,5 @@
 """Golden cases of the cross_entropy family (cross_entropy, nll_loss) in the
-kloss-golden/1 schema (../../../shared/golden/SCHEMA.md).
+kloss-golden/1 schema (docs/golden-schema.md).
 
 Every option x dtype x index dtype x reduction: class weights, ignore_index
 (default and custom), label smoothing (alone and with weights and ignored

@@ -1,4 +1,4 @@
-"""Golden cases for ctc_loss (schema kloss-golden/1, ../../../shared/golden/SCHEMA.md).
+"""Golden cases for ctc_loss (schema kloss-golden/1, docs/golden-schema.md).
 
 References: torch 1.13's F.ctc_loss in float64 on inputs rounded to the case
 dtype (torch has no 16-bit CPU ctc_loss; kloss computes 16-bit in float), the

@@ -1,4 +1,4 @@
-"""Golden cases of the margin family (kloss-golden/1, ../../../shared/golden/SCHEMA.md):
+"""Golden cases of the margin family (kloss-golden/1, docs/golden-schema.md):
 hinge_embedding_loss, margin_ranking_loss, triplet_margin_loss,
 cosine_embedding_loss, multi_margin_loss, multilabel_margin_loss,
 multilabel_soft_margin_loss; every op x dtype x reduction x option, both

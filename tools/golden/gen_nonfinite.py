@@ -1,5 +1,5 @@
 """Golden cases with non-finite inputs (NaN, +inf, -inf) for every op family
-(kloss-golden/1, ../../../shared/golden/SCHEMA.md), written to
+(kloss-golden/1, docs/golden-schema.md), written to
 data/golden/nonfinite.h5: forward values and autograd's gradients exactly as
 torch 1.13 gives them in float64 from inputs rounded to the case dtype,
 including NaN and infinite outputs and gradients.

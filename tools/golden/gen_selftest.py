@@ -2,7 +2,7 @@
 every dtype and reduction, with a rank-0 input, a broadcast target, an empty
 input, a forward-only case and a non-default index_dtype attribute, so that
 ctest has real cases to validate from the first op on. Writes
-<out_dir>/selftest.h5 (schema kloss-golden/1, ../../../shared/golden/SCHEMA.md).
+<out_dir>/selftest.h5 (schema kloss-golden/1, docs/golden-schema.md).
 
 Run: cd tools/golden && /usr/bin/python3 -c "import gen_selftest as g; g.main('../../data/golden')"
 """

@@ -1,5 +1,5 @@
 """Writes golden-case files in the `kloss-golden/1` schema
-(../shared/golden/SCHEMA.md): one HDF5 file per op family, one group per
+(docs/golden-schema.md): one HDF5 file per op family, one group per
 case. Used by the per-family generators gen_<family>.py; run them all with
 tools/make_golden.py. Needs /usr/bin/python3 with python3-torch and
 python3-h5py.

@@ -28,3 +28,21 @@ foreach(p IN LISTS _programs)
   endif()
   run_or_fail("the downstream program ${p}" ${WORK_DIR}/build/${p})
 endforeach()
+
+# The Makefile consumer (make_consumer/Makefile): the same install through
+# its pkg-config files, kloss.pc, kloss_c.pc and kloss_f.pc, without CMake.
+find_program(KLOSS_MAKE NAMES gmake make)
+find_program(KLOSS_PKG_CONFIG NAMES pkg-config pkgconf)
+if(NOT KLOSS_MAKE OR NOT KLOSS_PKG_CONFIG)
+  message(FATAL_ERROR "the Makefile consumer needs make and pkg-config")
+endif()
+file(GLOB_RECURSE _kloss_pc ${WORK_DIR}/prefix/*/pkgconfig/kloss.pc)
+if(NOT _kloss_pc)
+  message(FATAL_ERROR "kloss.pc was not installed under ${WORK_DIR}/prefix")
+endif()
+list(GET _kloss_pc 0 _kloss_pc)
+get_filename_component(_kloss_pc_dir ${_kloss_pc} DIRECTORY)
+file(MAKE_DIRECTORY ${WORK_DIR}/make)
+run_or_fail("the Makefile consumer"
+            ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${_kloss_pc_dir} PKG_CONFIG=${KLOSS_PKG_CONFIG}
+            ${KLOSS_MAKE} -C ${WORK_DIR}/make -f ${KLOSS_SOURCE_DIR}/unit_tests/downstream/make_consumer/Makefile)

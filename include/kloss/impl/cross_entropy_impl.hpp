@@ -158,23 +158,24 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_pass(const T* x, std::int64_t n, 
   for (; i + L <= n; i += L) {
     if constexpr (Contig && !std::is_same_v<std::remove_cv_t<T>, A>) {
       // 16-bit logits: copy the block's bits (one vector load) and widen
-      // them before the steps. Converting element by element inside the
-      // step makes GCC assemble each vector from 16 scalar loads of the
-      // struct (bf16 row pass at (128, 32000): 1.96 ms that way, 1.12 ms
-      // with the block load, float 1.14 ms; 2-core EPYC, 2026-11-24).
+      // them before the steps, so that the bfloat16 row pass runs at
+      // float32's speed. Converting element by element inside the step
+      // makes GCC assemble each vector from 16 scalar loads of the struct,
+      // which nearly doubles the pass (docs/cross_entropy.md, Performance).
       std::uint16_t raw[L];
       static_assert(sizeof(T) == sizeof(std::uint16_t), "16-bit storage types only");
       std::memcpy(raw, x + i, sizeof(raw));
       if constexpr (std::is_same_v<std::remove_cv_t<T>, bfloat16>) {
         // widening is a shift: as a loop of its own it vectorises at the
-        // steps' width (row pass 0.28 ns per logit; inside the steps 0.46)
+        // steps' width, which makes the row pass faster than widening
+        // inside the steps
         A v[L];
         for (int l = 0; l < L; ++l) v[l] = static_cast<A>(T::from_bits(raw[l]));
         for (int l = 0; l < L; ++l) step(l, i + l, v[l]);
       } else {
-        // float16: a loop of its own vectorised at half the steps' width
-        // and its results reached the steps through memory (1.5 ns per
-        // logit); inside the steps 0.68
+        // float16: converted inside the steps; a loop of its own would
+        // vectorise at half the steps' width and pass its results through
+        // memory, about twice as slow
         for (int l = 0; l < L; ++l) step(l, i + l, static_cast<A>(T::from_bits(raw[l])));
       }
     } else {
@@ -340,10 +341,10 @@ KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_pass(const T* x, G* g, std::int64_t n, s
 // 16-bit logits, contiguous: blocks of L logits go through float buffers -
 // the bits copied in (one vector load) and widened, the gradients computed,
 // converted back as a block (impl::floats_to_bits_block) and copied out.
-// Element by element, GCC built each vector of logits from scalar loads of
-// the struct and spent about 9 instructions per 16 on the conversion back:
-// bfloat16 in-place backward (256, 128256) 15.5 ms (float32 9.5). g may be
-// exactly x: a block is read before it is written.
+// Element by element, GCC builds each vector of logits from scalar loads of
+// the struct and spends about 9 instructions per 16 on the conversion back,
+// which leaves the bfloat16 in-place backward well behind float32's. g may
+// be exactly x: a block is read before it is written.
 template <bool Cap, bool WB, class T, class A>
 KOKKOS_INLINE_FUNCTION void ce_bwd_blocks16(const T* x, T* g, std::int64_t n, A lse, const CeRowGrad<A>& k,
                                             const T* w) {

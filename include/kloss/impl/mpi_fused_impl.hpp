@@ -1,12 +1,13 @@
 #pragma once
 /// \file impl/mpi_fused_impl.hpp
 /// The vocabulary-parallel fused linear cross-entropy (kloss::mpi): the
-/// gemm-based part of the MPI family, apart from mpi_impl.hpp because it
-/// needs Kokkos Kernels (KokkosBlas::gemm -> OpenBLAS / cuBLAS / rocBLAS).
+/// product-based part of the MPI family, apart from mpi_impl.hpp because it
+/// needs the fused heads' product layer (impl/head_products.hpp: oneDNN,
+/// cuBLAS, rocBLAS or Kokkos Kernels' gemm).
 ///
 /// Algorithm (Liger-Kernel's chunked fused linear cross-entropy, with
 /// Megatron-LM's vocabulary-parallel LSE) on the chunked head of
-/// fused_linear_cross_entropy (kloss::impl::fused_head: the gemms, the
+/// fused_linear_cross_entropy (kloss::impl::fused_head: the products, the
 /// 16-bit conversions, the gradient filter): per chunk of tokens the local
 /// logits Z_c = X_c W_r^T (+ b_r), their class-slice partials from
 /// cross_entropy's row kernel, ONE record allreduce for the chunk making the

@@ -987,6 +987,34 @@ Op binary_op(std::string_view op_name, const Options& opts) {
     return Op::from(opts, op_name);
 }
 
+/// The public forward of a binary table op (kloss/pointwise.hpp): the
+/// views as tensors, the functor from the options, one engine call.
+template <class Op, class ExecSpace, class InputView, class TargetView, class OutputView, class Options>
+void binary_loss_entry(const ExecSpace& exec, const char* name, const InputView& input, const TargetView& target,
+                       const OutputView& output, const Options& opts) {
+  using T = typename OutputView::non_const_value_type;
+  const EntryViews<ExecSpace> v{name};
+  binary_loss<ExecSpace, T, Op>(exec, name, binary_op<Op>(name, opts), v(input, "input"), v(target, "target"),
+                                v(output, "output"), opts.reduction);
+}
+
+/// The public backward of a binary table op; grad_target is nullptr for an
+/// op without a target gradient.
+template <class Op, class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
+          class GradTargetView, class Options>
+void binary_loss_backward_entry(const ExecSpace& exec, const char* name, const char* backward_name,
+                                const GradOutputView& grad_output, const InputView& input, const TargetView& target,
+                                const GradInputView& grad_input, const GradTargetView& grad_target,
+                                const Options& opts) {
+  using T = typename InputView::non_const_value_type;
+  const EntryViews<ExecSpace> v{backward_name};
+  TensorOut<ExecSpace, T> gt;
+  if constexpr (!std::is_same_v<GradTargetView, std::nullptr_t>) gt = v.optional(grad_target, "grad_target");
+  binary_loss_backward<ExecSpace, T, Op>(exec, name, binary_op<Op>(backward_name, opts),
+                                         v(grad_output, "grad_output"), v(input, "input"), v(target, "target"),
+                                         v.optional(grad_input, "grad_input"), gt, opts.reduction);
+}
+
 /// binary_cross_entropy. Fences (the [0, 1] check must reach the host).
 template <class ExecSpace, class T>
 void binary_cross_entropy(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight,

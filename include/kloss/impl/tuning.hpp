@@ -142,7 +142,7 @@ inline int test_fl_device_schedule = 0;
 /// ctc_loss: extended-label states (and classes, in the gradient rows) per
 /// work item on host execution spaces - one plain loop the compiler
 /// vectorises (16 floats per AVX-512 register, 4 registers). Device spaces
-/// use one state per thread. Chosen, not yet measured (2026-11-22, 2-core EPYC).
+/// use one state per thread. Chosen, not measured.
 inline constexpr int ctc_host_chunk = 64;
 /// ctc_loss keeps its rolling lattice rows (the forward's two alpha rows,
 /// the backward's two beta rows and gamma) in team scratch, level 0
@@ -164,9 +164,9 @@ inline constexpr std::int64_t embedding_rows_per_team = 8;
 /// into feature blocks no narrower than embedding_owner_min_features (4
 /// AVX-512 registers of floats) only below that. Measured 2026-11-24,
 /// 2-core EPYC, Kokkos 4.7 OpenMP, bench_embedding (262144 indices into
-/// (50257, 768)): two feature blocks 107 -> 119 ms from 1 to 2 threads
-/// (each thread reads half of every upstream row), two row blocks see
-/// docs/portability.md. The row minimum is chosen.
+/// (50257, 768)): two feature blocks take 107 ms at 1 thread and 119 ms at
+/// 2 (each thread reads half of every upstream row), two row blocks 107
+/// and 76 ms (docs/thread-scaling.md). The row minimum is chosen.
 inline constexpr std::int64_t embedding_owner_min_rows = 64;
 /// Sorted embedding backward on device spaces: a row's segment of sorted
 /// positions longer than this is sorted by a team of

@@ -1,5 +1,5 @@
 #pragma once
-/// \file impl/runtime_support.hpp
+/// \file runtime_support.hpp (src/, not installed)
 /// Helpers for the runtime-typed adapters in src/<family>.cpp: dispatch on a
 /// runtime dtype, copy host buffers to the default memory space as the
 /// canonical Tensor, and back; the option lists and registry lines the
@@ -188,6 +188,13 @@ rt::Result run_forward_backward(const rt::Call& c, Reduction red, const Shape& n
   }
   return r;
 }
+
+/// An option's default as the registry shows it, in Python's spelling
+/// (1.0, 1e-08, True, -100), read from the op's options struct so that the
+/// default is written once. The text lives as long as the program.
+std::string_view option_text(double value);
+std::string_view option_text(bool value);
+std::string_view option_text(std::int64_t value);
 
 /// torch's `reduction` keyword as most ops document it.
 inline constexpr OptionInfo reduction_option = {"reduction", "string", "mean", "none | mean | sum"};
