@@ -350,7 +350,6 @@ foreach(_d LIBDIR INCLUDEDIR)
     set(KLOSS_PC_${_d} "\${prefix}/${CMAKE_INSTALL_${_d}}")
   endif()
 endforeach()
-set(KLOSS_PC_CXX "${CMAKE_CXX_COMPILER}")
 
 # kloss.pc: kloss's own definitions (KLOSS_HAVE_MPI, ...) and those of
 # everything it links publicly, the C++ standard (the highest of C++17 and

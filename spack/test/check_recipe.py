@@ -42,7 +42,8 @@ LEFT_OUT = {
     "KLOSS_ENABLE_EXAMPLES": "the examples build on their own against the installed package",
     "KLOSS_ENABLE_SANITIZERS": "a developer build (ASan/UBSan) of kloss itself",
     "KLOSS_ENABLE_FUZZERS": "libFuzzer targets of a developer build (needs clang)",
-    "KLOSS_ENABLE_NATIVE_ARCH": "Spack's compiler wrappers add the target's flags; -march=native ties the build to its host",
+    "KLOSS_ENABLE_NATIVE_ARCH": "Spack's compiler wrappers add the target's flags; -march=native ties a build to "
+    "its host",
 }
 # Variants that select a Kokkos execution space; kloss has no option of its
 # own for them (Kokkos is the backend layer).
@@ -65,6 +66,7 @@ class Recorder:
         self.licenses = []
         self.maintainers = []
         self.run_after = []  # (phase, function name)
+        self.filtered = []  # (file, relative_root) of filter_compiler_wrappers
 
 
 RECORD = Recorder()
@@ -96,6 +98,10 @@ def maintainers(*names):
 
 def patch(*_, **__):
     pass
+
+
+def filter_compiler_wrappers(*files, relative_root=None, **_):
+    RECORD.filtered.extend((f, relative_root) for f in files)
 
 
 def requires(*_, **__):
@@ -291,6 +297,7 @@ BASE_VARIANTS = {
 
 PACKAGE_API = [
     "variant", "depends_on", "conflicts", "version", "license", "maintainers", "patch", "requires", "when",
+    "filter_compiler_wrappers",
     "run_after", "on_package_attributes", "join_path", "cache_extra_test_sources", "get_cmake_prefix_path",
     "which", "working_dir", "test_part", "InstallError",
 ]
@@ -497,6 +504,17 @@ def check_recipe(root, c):
     pinned = {re.match(r"-D([A-Za-z0-9_]+):", x).group(1) for x in flags(default)}
     for option in LEFT_OUT:
         c.check(option in pinned, f"{option} (LEFT_OUT) is left to its CMake default: pin it in cmake_args")
+
+    # The installed .pc files name compilers: Spack's wrappers must be
+    # replaced by the compilers behind them, where GNUInstallDirs puts them.
+    for pc in ("kloss.pc", "kloss_f.pc"):
+        for libdir in ("lib", "lib64"):
+            c.check((pc, os.path.join(libdir, "pkgconfig")) in rec.filtered,
+                    f"filter_compiler_wrappers does not filter {libdir}/pkgconfig/{pc}")
+    for pc in ("kloss.pc.in", "kloss_f.pc.in"):
+        text = open(os.path.join(root, "cmake", pc)).read()
+        c.check(re.search(r"^(cxx|fc)=@CMAKE_(CXX|Fortran)_COMPILER@$", text, re.M) is not None,
+                f"cmake/{pc} names no compiler (then there is nothing to filter)")
 
     # The spack test: the consumer's sources cached after the install, built
     # and its programs run.

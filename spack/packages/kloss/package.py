@@ -96,6 +96,11 @@ class Kloss(CMakePackage, CudaPackage, ROCmPackage):
 
     conflicts("+fortran", when="~c", msg="the Fortran module kloss_f is built over the C API (+c)")
 
+    # kloss.pc names the C++ compiler (its `cxx` variable) and kloss_f.pc the
+    # Fortran one: the compilers behind Spack's wrappers, not the wrappers.
+    for _libdir in ("lib", "lib64"):
+        filter_compiler_wrappers("kloss.pc", "kloss_f.pc", relative_root=join_path(_libdir, "pkgconfig"))
+
     def cmake_args(self):
         spec = self.spec
         args = [
