@@ -18,6 +18,7 @@
 ///   summary  one line for the op table
 #include <kloss/preprocessor.hpp>
 
+/// The table: X(name, Options, Op, grads, option, summary) per loss.
 #define KLOSS_BINARY_LOSSES(X)                                                                        \
   X(mse_loss, MseLossOptions, MseOp, both, none(), "mean squared error, (input - target)^2")             \
   X(l1_loss, L1LossOptions, L1Op, both, none(), "mean absolute error, |input - target|")                  \

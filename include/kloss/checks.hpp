@@ -85,9 +85,9 @@ void check_reduction(std::string_view op, Reduction r, bool allow_batchmean = fa
 
 /// The bytes an argument spans, for the overlap check below.
 struct Span {
-  std::string_view name;
-  const void* data = nullptr;
-  std::size_t bytes = 0;
+  std::string_view name;   ///< the argument's name, for messages
+  const void* data = nullptr;  ///< its first byte (nullptr: absent or empty)
+  std::size_t bytes = 0;   ///< its size in bytes
 };
 
 /// The span of a tensor (empty for an absent or empty one).
@@ -106,6 +106,7 @@ Span span(std::string_view name, const Tensor<T, M>& t) {
 /// braced lists.
 void check_disjoint(std::string_view op, const Span* outputs, std::size_t n_outputs, const Span* inputs,
                     std::size_t n_inputs, std::pair<std::string_view, std::string_view> in_place = {});
+/// check_disjoint of braced lists of spans.
 inline void check_disjoint(std::string_view op, std::initializer_list<Span> outputs, std::initializer_list<Span> inputs,
                            std::pair<std::string_view, std::string_view> in_place = {}) {
   check_disjoint(op, outputs.begin(), outputs.size(), inputs.begin(), inputs.size(), in_place);
@@ -113,10 +114,12 @@ inline void check_disjoint(std::string_view op, std::initializer_list<Span> outp
 
 /// A gradient output and the shape it must have when given (its input's).
 struct GradArg {
-  Span span;
-  bool present = false;
-  Shape shape, want;
+  Span span;             ///< its bytes
+  bool present = false;  ///< given (an empty view skips the gradient)
+  Shape shape;           ///< its shape
+  Shape want;            ///< the shape it must have
 };
+/// The GradArg of gradient tensor g, which must have shape `want`.
 template <class T, class M>
 GradArg grad_arg(std::string_view name, const Tensor<T, M>& g, const Shape& want) {
   return {span(name, g), g.present, g.shape, want};

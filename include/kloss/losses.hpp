@@ -451,19 +451,24 @@ template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class NLLLoss : public impl::DefaultExecCalls<NLLLoss<T, ExecSpace>, ExecSpace>, impl::SavedState {
  public:
   KLOSS_MODULE_HEAD(NLLLoss)
+  /// The held class weight [C], or an empty view.
   using weight_view = Kokkos::View<const T*, memory_space>;
 
+  /// torch.nn.NLLLoss(weight, ignore_index, reduction).
   explicit NLLLoss(const NllLossOptions& opts = {}, const weight_view& weight = {})
       : opts_(opts),
         weight_(weight),
         total_weight_("kloss::NLLLoss::total_weight"),
         one_(impl::device_one<T, memory_space>("kloss::NLLLoss::one")) {}
 
+  /// The options.
   const NllLossOptions& options() const { return opts_; }
+  /// The held class weight.
   const weight_view& weight() const { return weight_; }
   /// The mean's divisor of the last forward (a rank-0 view in the space's memory).
   Kokkos::View<const double, memory_space> total_weight() const { return total_weight_; }
 
+  /// output = nll_loss(input, target); saves the mean's divisor.
   template <class InputView, class TargetView, class OutputView>
   void forward(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output) {
     rows_ = -1;  // a forward that throws leaves nothing for a backward
@@ -508,9 +513,11 @@ class CTCLoss : public impl::DefaultExecCalls<CTCLoss<T, ExecSpace>, ExecSpace>,
  public:
   KLOSS_MODULE_HEAD(CTCLoss)
 
+  /// torch.nn.CTCLoss(blank, reduction, zero_infinity).
   explicit CTCLoss(const CtcLossOptions& opts = {})
       : opts_(opts), one_(impl::device_one<T, memory_space>("kloss::CTCLoss::one")) {}
 
+  /// The options.
   const CtcLossOptions& options() const { return opts_; }
   /// The saved log_alpha of the last forward (empty before one).
   Kokkos::View<const acc_t<T>***, Kokkos::LayoutRight, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
@@ -593,17 +600,23 @@ template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class Embedding : public impl::DefaultExecCalls<Embedding<T, ExecSpace>, ExecSpace> {
  public:
   KLOSS_MODULE_HEAD(Embedding)
+  /// The table [V, D] (writable: max_norm renormalises rows in place).
   using weight_view = Kokkos::View<T**, Kokkos::LayoutRight, memory_space>;
 
+  /// torch.nn.Embedding over the table `weight`.
   explicit Embedding(const weight_view& weight, const EmbeddingOptions& opts = {}) : weight_(weight), opts_(opts) {}
 
+  /// The held table.
   const weight_view& weight() const { return weight_; }
+  /// The options.
   const EmbeddingOptions& options() const { return opts_; }
 
+  /// output [..., D] = the table's rows at input (class indices).
   template <class InputView, class OutputView>
   void forward(const ExecSpace& exec, const InputView& input, const OutputView& output) const {
     embedding(exec, input, weight_, output, opts_);
   }
+  /// grad_weight [V, D] = the rows of grad_output summed at input.
   template <class GradOutputView, class InputView, class GradWeightView>
   void backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                 const GradWeightView& grad_weight) const {
@@ -630,13 +643,18 @@ template <class T, class I = std::int64_t, class ExecSpace = Kokkos::DefaultExec
 class EmbeddingBag : public impl::DefaultExecCalls<EmbeddingBag<T, I, ExecSpace>, ExecSpace>, impl::SavedState {
  public:
   KLOSS_MODULE_HEAD(EmbeddingBag)
+  /// The table [V, D].
   using weight_view = Kokkos::View<T**, Kokkos::LayoutRight, memory_space>;
+  /// per_sample_weights [N] (or [B, L]), or an empty view.
   using psw_view = Kokkos::View<const T*, memory_space>;
 
+  /// torch.nn.EmbeddingBag over the table `weight`.
   explicit EmbeddingBag(const weight_view& weight, const EmbeddingBagOptions& opts = {})
       : weight_(weight), opts_(opts) {}
 
+  /// The held table.
   const weight_view& weight() const { return weight_; }
+  /// The options.
   const EmbeddingBagOptions& options() const { return opts_; }
   /// Max mode: the arg-max rows of the last forward ([B, D]; empty before one).
   Kokkos::View<const I**, Kokkos::LayoutRight, memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> max_indices()
@@ -644,10 +662,12 @@ class EmbeddingBag : public impl::DefaultExecCalls<EmbeddingBag<T, I, ExecSpace>
     return arg_;
   }
 
+  /// output [B, D] = each bag's rows reduced by the mode.
   template <class InputView, class OffsetsView, class OutputView>
   void forward(const ExecSpace& exec, const InputView& input, const OffsetsView& offsets, const OutputView& output) {
     forward(exec, input, offsets, psw_view(), output);
   }
+  /// The same, each row scaled by its per-sample weight (mode sum).
   template <class InputView, class OffsetsView, class PswView, class OutputView>
   void forward(const ExecSpace& exec, const InputView& input, const OffsetsView& offsets,
                const PswView& per_sample_weights, const OutputView& output) {
@@ -667,11 +687,15 @@ class EmbeddingBag : public impl::DefaultExecCalls<EmbeddingBag<T, I, ExecSpace>
     arg_ = arg;
     saved_ = true;
   }
+  /// grad_weight [V, D] from grad_output [B, D] (max mode: from the last
+  /// forward's arg-max rows).
   template <class GradOutputView, class InputView, class OffsetsView, class GradWeightView>
   void backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                 const OffsetsView& offsets, const GradWeightView& grad_weight) const {
     backward(exec, grad_output, input, offsets, psw_view(), grad_weight, Kokkos::View<T*, memory_space>());
   }
+  /// The same with per-sample weights, and their gradient (either
+  /// gradient view may be empty).
   template <class GradOutputView, class InputView, class OffsetsView, class PswView, class GradWeightView,
             class GradPswView>
   void backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
@@ -716,18 +740,24 @@ class FusedLinearCrossEntropyLoss
     : public impl::DefaultExecCalls<FusedLinearCrossEntropyLoss<T, ExecSpace>, ExecSpace> {
  public:
   KLOSS_MODULE_HEAD(FusedLinearCrossEntropyLoss)
+  /// The held class weight of the cross-entropy [V], or an empty view.
   using weight_view = Kokkos::View<const T*, memory_space>;
 
+  /// The options and the cross-entropy's class weight.
   explicit FusedLinearCrossEntropyLoss(const FusedLinearCrossEntropyOptions& opts = {},
                                        const weight_view& ce_weight = {})
       : opts_(opts),
         ce_weight_(ce_weight),
         one_(impl::device_one<T, memory_space>("kloss::FusedLinearCrossEntropyLoss::one")) {}
 
+  /// The options.
   const FusedLinearCrossEntropyOptions& options() const { return opts_; }
+  /// The options, to change between calls.
   FusedLinearCrossEntropyOptions& options() { return opts_; }
+  /// The held class weight.
   const weight_view& ce_weight() const { return ce_weight_; }
 
+  /// output = the loss of (input @ weight^T + bias, target), no gradient.
   template <class InputView, class WeightView, class BiasView, class TargetView, class OutputView>
   void forward(const ExecSpace& exec, const InputView& input, const WeightView& weight, const BiasView& bias,
                const TargetView& target, const OutputView& output) const {
@@ -736,6 +766,8 @@ class FusedLinearCrossEntropyLoss
                                Kokkos::View<T*, memory_space>(), opts_);
   }
 
+  /// The loss and, in the same pass, its gradients with the reduced loss
+  /// the objective (reduction mean or sum).
   template <class InputView, class WeightView, class BiasView, class TargetView, class OutputView, class GradInputView,
             class GradWeightView, class GradBiasView>
   FusedLinearReport forward_backward(const ExecSpace& exec, const InputView& input, const WeightView& weight,
@@ -750,6 +782,7 @@ class FusedLinearCrossEntropyLoss
   }
   KLOSS_DEFAULT_EXEC_OVERLOADS(FusedLinearCrossEntropyLoss, forward_backward)
 
+  /// The gradients contracted with grad_output, in a second pass.
   template <class GradOutputView, class InputView, class WeightView, class BiasView, class TargetView,
             class GradInputView, class GradWeightView, class GradBiasView>
   FusedLinearReport backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,

@@ -17,49 +17,49 @@ namespace kloss {
 
 /// Options of hinge_embedding_loss (torch: `margin=1.0, reduction='mean'`).
 struct HingeEmbeddingLossOptions {
-  double margin = 1.0;
-  Reduction reduction = Reduction::mean;
+  double margin = 1.0;  ///< the margin of the target = -1 branch
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
 };
 
 /// Options of margin_ranking_loss (torch: `margin=0, reduction='mean'`).
 struct MarginRankingLossOptions {
-  double margin = 0.0;
-  Reduction reduction = Reduction::mean;
+  double margin = 0.0;  ///< the required separation
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
 };
 
 /// Options of triplet_margin_loss (torch: `margin=1.0, p=2, eps=1e-6,
 /// swap=False, reduction='mean'`). p is a real (any value, or +inf).
 struct TripletMarginLossOptions {
-  double margin = 1.0;
-  double p = 2.0;
-  double eps = 1e-6;
-  bool swap = false;
-  Reduction reduction = Reduction::mean;
+  double margin = 1.0;  ///< the required separation
+  double p = 2.0;       ///< the norm degree of the pairwise distance (any real, or +inf)
+  double eps = 1e-6;    ///< added to the differences (torch's pairwise_distance)
+  bool swap = false;    ///< use min(d(anchor, negative), d(positive, negative))
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
 };
 
 /// Options of cosine_embedding_loss (torch: `margin=0, reduction='mean'`).
 struct CosineEmbeddingLossOptions {
-  double margin = 0.0;
-  Reduction reduction = Reduction::mean;
+  double margin = 0.0;  ///< the margin of the target = -1 branch
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
 };
 
 /// Options of multi_margin_loss (torch: `p=1, margin=1, reduction='mean'`;
 /// the weight is a view argument). p is 1 or 2.
 struct MultiMarginLossOptions {
-  std::int64_t p = 1;
-  double margin = 1.0;
-  Reduction reduction = Reduction::mean;
+  std::int64_t p = 1;   ///< 1 or 2
+  double margin = 1.0;  ///< the required separation
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
 };
 
 /// Options of multilabel_margin_loss (torch: `reduction='mean'`).
 struct MultilabelMarginLossOptions {
-  Reduction reduction = Reduction::mean;
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
 };
 
 /// Options of multilabel_soft_margin_loss (torch: `reduction='mean'`; the
 /// weight is a view argument).
 struct MultilabelSoftMarginLossOptions {
-  Reduction reduction = Reduction::mean;
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
 };
 
 // Every op below: name(exec, inputs..., output, opts = {}) and
@@ -344,6 +344,8 @@ void multilabel_margin_loss_backward(const ExecSpace& exec, const GradOutputView
 // the impl functions take them (view: required, opt: optional, index:
 // int32/int64) and the option fields in the impl functions' order
 // (kloss/checks.hpp, KLOSS_LOSS_INSTANTIATE).
+/// The floating-target margin losses, a line each for the instantiation
+/// machinery (KLOSS_LOSS_INSTANTIATE).
 #define KLOSS_MG_INSTANCES(X, instance)                                                                         \
   X(instance, hinge_embedding_loss, HingeEmbeddingLossOptions, (view(input), view(target)), (opt(grad_input)), \
     (margin, reduction))                                                                                       \
@@ -355,6 +357,8 @@ void multilabel_margin_loss_backward(const ExecSpace& exec, const GradOutputView
     (opt(grad_input1), opt(grad_input2)), (margin, reduction))                                                 \
   X(instance, multilabel_soft_margin_loss, MultilabelSoftMarginLossOptions,                                    \
     (view(input), view(target), opt(weight)), (opt(grad_input)), (reduction))
+/// The class-index margin losses, a line each for the instantiation
+/// machinery.
 #define KLOSS_MG_INDEXED_INSTANCES(X, instance)                                                            \
   X(instance, multi_margin_loss, MultiMarginLossOptions, (view(input), index(target), opt(weight)),       \
     (opt(grad_input)), (p, margin, reduction))                                                            \

@@ -31,7 +31,7 @@ namespace kloss {
 
 /// Options of mse_loss (torch: `reduction='mean'`).
 struct MseLossOptions {
-  Reduction reduction = Reduction::mean;
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
 };
 
 /// mse_loss: (input - target)^2 per element. input, target: broadcastable.
@@ -63,7 +63,7 @@ void mse_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output,
 
 /// Options of l1_loss (torch: `reduction='mean'`).
 struct L1LossOptions {
-  Reduction reduction = Reduction::mean;
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
 };
 
 /// l1_loss: |input - target| per element. input, target: broadcastable.
@@ -96,7 +96,7 @@ void l1_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, 
 
 /// Options of smooth_l1_loss (torch: `reduction='mean', beta=1.0`).
 struct SmoothL1LossOptions {
-  Reduction reduction = Reduction::mean;
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
   /// Quadratic below beta, linear above; >= 0 (0 is l1_loss).
   double beta = 1.0;
 };
@@ -133,7 +133,7 @@ void smooth_l1_loss_backward(const ExecSpace& exec, const GradOutputView& grad_o
 
 /// Options of huber_loss (torch: `reduction='mean', delta=1.0`).
 struct HuberLossOptions {
-  Reduction reduction = Reduction::mean;
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
   /// Quadratic below delta, linear above; > 0.
   double delta = 1.0;
 };
@@ -169,7 +169,7 @@ void huber_loss_backward(const ExecSpace& exec, const GradOutputView& grad_outpu
 
 /// Options of soft_margin_loss (torch: `reduction='mean'`).
 struct SoftMarginLossOptions {
-  Reduction reduction = Reduction::mean;
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
 };
 
 /// soft_margin_loss: the two-class logistic loss log(1 + e^(-target
@@ -204,7 +204,7 @@ void soft_margin_loss_backward(const ExecSpace& exec, const GradOutputView& grad
 /// Options of binary_cross_entropy (torch: `reduction='mean'`; `weight` is
 /// a view argument).
 struct BinaryCrossEntropyOptions {
-  Reduction reduction = Reduction::mean;
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
 };
 
 /// binary_cross_entropy: -weight (target log(input) + (1 - target)
@@ -249,7 +249,7 @@ void binary_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& 
 /// Options of binary_cross_entropy_with_logits (torch: `reduction='mean'`;
 /// `weight` and `pos_weight` are view arguments).
 struct BinaryCrossEntropyWithLogitsOptions {
-  Reduction reduction = Reduction::mean;
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
 };
 
 /// binary_cross_entropy_with_logits: weight ((1 - target) input +
@@ -300,7 +300,7 @@ void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, const Grad
 /// Reduction::batchmean divides the sum by input.size(0) (a rank-0 input:
 /// the sum), as torch; `mean` divides by the number of elements.
 struct KlDivOptions {
-  Reduction reduction = Reduction::mean;
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
   /// target holds log-probabilities.
   bool log_target = false;
 };
@@ -347,7 +347,7 @@ struct PoissonNllLossOptions {
   bool full = false;
   /// Added to input before the log when log_input is false.
   double eps = 1e-8;
-  Reduction reduction = Reduction::mean;
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
 };
 
 /// poisson_nll_loss: e^input - target input (log_input) or input - target
@@ -392,7 +392,7 @@ struct GaussianNllLossOptions {
   bool full = false;
   /// var is clamped at eps.
   double eps = 1e-6;
-  Reduction reduction = Reduction::mean;
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
 };
 
 /// gaussian_nll_loss: (log v + (input - target)^2 / v) / 2 with v = var
@@ -439,7 +439,9 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& gra
 
 // Explicit instantiations: declared here, instantiated in src/pointwise.cpp
 // with the same list (KLOSS_POINTWISE_INSTANTIATE(, T)).
+/// An instantiation's input tensor parameter of value type T.
 #define KLOSS_PW_I_CT(T) const KLOSS_CTENSOR(T)&
+/// An instantiation's output tensor parameter of value type T.
 #define KLOSS_PW_I_T(T) const KLOSS_TENSOR(T)&
 #define KLOSS_BL_INSTANTIATE(PREFIX, T, Op)                                                                         \
   PREFIX template void kloss::impl::binary_loss<KLOSS_EXEC, T, kloss::impl::Op>(                                    \
