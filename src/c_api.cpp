@@ -257,6 +257,52 @@ int kloss_is_initialized(void) { return Kokkos::is_initialized() ? 1 : 0; }
 
 const char* kloss_version(void) { return KLOSS_VERSION_STRING; }
 
+int kloss_op_count(void) { return static_cast<int>(kloss::ops().size()); }
+
+const char* kloss_op_json(int index) {
+  static const std::vector<std::string> json = [] {
+    const auto quoted = [](std::string_view text) {
+      std::string q = "\"";
+      for (const char ch : text) {
+        if (ch == '"' || ch == '\\') q += '\\';
+        if (static_cast<unsigned char>(ch) < 0x20) {
+          q += ' ';
+          continue;
+        }
+        q += ch;
+      }
+      return q + "\"";
+    };
+    const auto list = [&](const std::vector<std::string_view>& items) {
+      std::string l = "[";
+      for (std::size_t i = 0; i < items.size(); ++i) l += (i ? ", " : "") + quoted(items[i]);
+      return l + "]";
+    };
+    std::vector<std::string> all;
+    for (const auto& op : kloss::ops()) {
+      std::string o = "{\"name\": " + quoted(op.name) + ", \"header\": " + quoted(op.header) +
+                      ", \"summary\": " + quoted(op.summary) + ", \"inputs\": " + list(op.inputs) +
+                      ", \"differentiable\": " + list(op.differentiable) + ", \"index_inputs\": " +
+                      list(op.index_inputs) + ", \"index_or_real_inputs\": " + list(op.index_or_real_inputs) +
+                      ", \"options\": [";
+      for (std::size_t i = 0; i < op.options.size(); ++i) {
+        const auto& opt = op.options[i];
+        o += std::string(i ? ", " : "") + "{\"name\": " + quoted(opt.name) + ", \"type\": " + quoted(opt.type) +
+             ", \"default\": " + quoted(opt.default_value) + ", \"doc\": " + quoted(opt.doc) + "}";
+      }
+      all.push_back(o + "]}");
+    }
+    return all;
+  }();
+  if (index < 0 || static_cast<std::size_t>(index) >= json.size()) {
+    last_error = "kloss_op_json: index " + std::to_string(index) + " is outside [0, " + std::to_string(json.size()) +
+                 ")";
+    return nullptr;
+  }
+  last_error.clear();
+  return json[static_cast<std::size_t>(index)].c_str();
+}
+
 const char* kloss_last_error(void) { return last_error.c_str(); }
 
 const char* kloss_status_name(int status) {

@@ -1,6 +1,7 @@
 // Validation of golden files: every selected case read, run and compared,
 // serially, and vocabulary-parallel under MPI with every rank's verdict
 // agreed.
+#include <kloss/config.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstring>

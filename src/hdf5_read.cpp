@@ -6,6 +6,7 @@
 // printing is off, type classes and ranks are checked before reading, and a
 // dataset's element count is checked against ReadLimits before anything is
 // allocated. Every error is a kloss::Hdf5Error naming file, case and item.
+#include <kloss/config.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -1,5 +1,6 @@
 // kloss::head_products_description: what multiplies a fused head's
 // products in this build (printed by the main job and the benchmarks).
+#include <kloss/config.hpp>
 #include <kloss/impl/head_products.hpp>
 
 #include <KokkosKernels_config.h>

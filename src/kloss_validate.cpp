@@ -9,6 +9,7 @@
 // why), a line per unreadable file, and last exactly "N passed, M failed".
 // Exit status 0 iff every case passed (and every file could be read), 1
 // otherwise, 2 for a usage error.
+#include <kloss/config.hpp>
 #include <Kokkos_Core.hpp>
 #include <cmath>
 #include <cstdio>

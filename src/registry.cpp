@@ -1,4 +1,5 @@
 // The op registry: every family's registration function, called once.
+#include <kloss/config.hpp>
 #include "runtime_support.hpp"
 #include <kloss/registry.hpp>
 

@@ -4,6 +4,7 @@
 /// runtime dtype, copy host buffers to the default memory space as the
 /// canonical Tensor, and back; the option lists and registry lines the
 /// families share.
+#include <kloss/config.hpp>
 #include <cmath>
 #include <functional>
 #include <kloss/checks.hpp>

@@ -3,6 +3,7 @@
 // the macros of the build (KLOSS_HAVE_*) and of Kokkos and Kokkos Kernels'
 // configuration headers; the MPI and HDF5 versions are asked of the
 // libraries the program loaded, which is what a result depends on.
+#include <kloss/config.hpp>
 #include <Kokkos_Core.hpp>
 #include <cstdio>
 #include <kloss/head_products.hpp>

@@ -4,6 +4,7 @@
 // error path returning its status code and a message that names the op
 // and the argument. (Kokkos is initialised by the test main, so the
 // not-initialised and finalised paths are tested by c_api_from_c.c.)
+#include <kloss/config.hpp>
 #include <gtest/gtest.h>
 #include <kloss/c_api.h>
 
@@ -532,3 +533,25 @@ TEST(CApi, VersionIsTheLibrarys) {
 }
 
 }  // namespace
+
+// The registry through the C API: every op of kloss::ops() in its order, as
+// JSON with its inputs and options (the Python package builds its op table
+// from these).
+TEST(CApi, RegistryListingMatchesTheRegistry) {
+  const auto& ops = kloss::ops();
+  ASSERT_EQ(kloss_op_count(), static_cast<int>(ops.size()));
+  for (int i = 0; i < kloss_op_count(); ++i) {
+    const char* json = kloss_op_json(i);
+    ASSERT_NE(json, nullptr) << i;
+    const std::string j(json);
+    EXPECT_EQ(j.front(), '{');
+    EXPECT_EQ(j.back(), '}');
+    EXPECT_NE(j.find("\"name\": \"" + std::string(ops[i].name) + "\""), std::string::npos) << j;
+    for (const auto& in : ops[i].inputs) EXPECT_NE(j.find("\"" + std::string(in) + "\""), std::string::npos) << j;
+  }
+  const std::string smooth = kloss_op_json(2);
+  EXPECT_NE(smooth.find("{\"name\": \"beta\", \"type\": \"real\", \"default\": \"1.0\""), std::string::npos) << smooth;
+  EXPECT_EQ(kloss_op_json(kloss_op_count()), nullptr);
+  EXPECT_NE(std::string(kloss_last_error()).find("outside [0, "), std::string::npos);
+  EXPECT_EQ(kloss_op_json(-1), nullptr);
+}

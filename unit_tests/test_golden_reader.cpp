@@ -4,6 +4,7 @@
 // with the HDF5 C API - each must give an Hdf5Error (or a failed case)
 // naming the file, the case and the item, never a crash, while the other
 // cases of the file still run.
+#include <kloss/config.hpp>
 #include <gtest/gtest.h>
 #include <unistd.h>
 

@@ -3,6 +3,7 @@
 // product written here, and every library this build has against the same
 // naive product (transposes, leading dimensions past the width, bias,
 // accumulation, 16-bit operands and results).
+#include <kloss/config.hpp>
 #include "test_utils.hpp"
 
 #include <kloss/blas_check.hpp>

@@ -5,6 +5,7 @@
 // the Kokkos Tools callbacks watching. Kokkos' and Kokkos Kernels' own
 // kernels (deep_copy fills, view initialisation, KokkosBlas) keep their
 // names, and so do Kokkos' own allocations (a backend's team scratch).
+#include <kloss/config.hpp>
 #include "test_utils.hpp"
 
 #include <kloss/golden.hpp>

@@ -2,6 +2,7 @@
 // test as KLOSS_TEST_PROJECT_VERSION), and the configuration names the
 // Kokkos the library was built with, its execution spaces and what the
 // build enabled.
+#include <kloss/config.hpp>
 #include <gtest/gtest.h>
 
 #include <Kokkos_Core.hpp>

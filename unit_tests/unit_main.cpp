@@ -1,5 +1,6 @@
 // GoogleTest main for every kloss test program: Kokkos (and MPI, for the
 // MPI tests) initialised around the whole run.
+#include <kloss/config.hpp>
 #include <gtest/gtest.h>
 #include <kloss/impl/tuning.hpp>
 

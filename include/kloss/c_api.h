@@ -97,6 +97,17 @@ KLOSS_C_EXPORT int kloss_is_initialized(void);
  * NULL, not to be freed; needs no initialised Kokkos. */
 KLOSS_C_EXPORT const char* kloss_version(void);
 
+/** The number of ops in kloss's registry (what `kloss-ops` lists, in its
+ * order). Needs no initialised Kokkos. */
+KLOSS_C_EXPORT int kloss_op_count(void);
+/** Op `index` of the registry (0 <= index < kloss_op_count()) as one JSON
+ * object: {"name", "header", "summary", "inputs" (torch's argument names, a
+ * trailing '?' marks an optional one), "differentiable", "index_inputs",
+ * "index_or_real_inputs", "options": [{"name", "type", "default", "doc"}]}.
+ * A static string, not to be freed; NULL for an index out of range (then
+ * kloss_last_error says so). Needs no initialised Kokkos. */
+KLOSS_C_EXPORT const char* kloss_op_json(int index);
+
 /** The message of the last call on this thread that failed, or "" if the
  * last call succeeded. Valid until the next kloss call on this thread. */
 KLOSS_C_EXPORT const char* kloss_last_error(void);

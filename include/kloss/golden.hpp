@@ -10,6 +10,7 @@
 /// file, the case and the item ("kloss::golden: f.h5: case 'c': dataset
 /// 'inputs/target': ..."). HDF5's own error-stack printing is switched off
 /// by the first GoldenFile opened (silence_hdf5_errors()).
+#include <kloss/config.hpp>
 #include <cstdint>
 #include <functional>
 #include <kloss/error.hpp>

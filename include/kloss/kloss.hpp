@@ -4,6 +4,7 @@
 /// kloss was built with them) but kloss/version.hpp, whose git hash
 /// changes with every configured commit: include it where the version is
 /// asked for, so that only those files are rebuilt.
+#include <kloss/config.hpp>
 #include <kloss/check_flag.hpp>
 #include <kloss/checks.hpp>
 #include <kloss/cross_entropy.hpp>

@@ -4,6 +4,7 @@
 /// name, inputs, differentiable inputs, options with defaults, and the
 /// runtime-typed entry points. kloss-validate, kloss-ops (the README's op
 /// table) and the benchmarks read it.
+#include <kloss/config.hpp>
 #include <kloss/runtime.hpp>
 #include <kloss/vocab_range.hpp>
 

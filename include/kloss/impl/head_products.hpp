@@ -19,6 +19,7 @@
 /// product, as a 16-bit gemm with beta = 1).
 /// Products are ordered on the instance like kloss's kernels (the host
 /// libraries are synchronous; the device ones run on the instance's stream).
+#include <kloss/config.hpp>
 #include <kloss/checks.hpp>
 #include <kloss/half.hpp>
 #include <kloss/head_products.hpp>
