@@ -12,6 +12,11 @@ kloss.Error subclasses carrying kloss's message. Submodules, imported on
 first use: kloss.golden (golden HDF5 files, needs h5py; from_torch needs
 torch) and kloss.torch (the ops as torch.autograd functions on CPU tensors).
 The library is found as kloss/_lib.py says ($KLOSS_LIBRARY first).
+
+The op table comes from the library (kloss_op_json), so the op functions
+are made on first use: `import kloss` needs no library, and the first
+kloss.<op>, kloss.ops() or `from kloss import *` loads it (raising
+kloss.LibraryNotFound, an ImportError, when it cannot be loaded).
 """
 import importlib
 
@@ -20,23 +25,32 @@ from ._errors import (DimensionMismatch, Error, Hdf5Error, IndexOutOfRange, Inte
                       OutOfMemory)
 from ._core import Result, run
 from ._lib import library_path, library_version
-from ._registry import OpInfo, OptionInfo, op_info, ops
+from ._registry import OpInfo, OptionInfo, lazy_ops as _lazy_ops, op_info, ops
 from . import functional as _functional
-from .functional import *  # noqa: F401,F403  (every op and its _backward)
 
 __version__ = "0.1.0"
 
-__all__ = ["Error", "InvalidArgument", "DimensionMismatch", "IndexOutOfRange", "NotSupported", "MpiError",
+# __all__: these, then every op's function and its _backward once the
+# library lists them (_registry.lazy_ops)
+_BASE_ALL = ["Error", "InvalidArgument", "DimensionMismatch", "IndexOutOfRange", "NotSupported", "MpiError",
            "Hdf5Error", "NotInitialized", "NullPointer", "InvalidState", "OutOfMemory", "InternalError",
            "LibraryNotFound", "Result", "run", "library_path", "library_version", "OpInfo", "OptionInfo",
-           "op_info", "ops"] + _functional.__all__
+           "op_info", "ops"]
 
 _SUBMODULES = ("golden", "torch", "functional")
 
 
+def _define(info):
+    return {n: getattr(_functional, n) for n in (info.name, info.name + "_backward")}
+
+
+_ops_getattr, __dir__ = _lazy_ops(globals(), __name__, _BASE_ALL, _define)
+
+
 def __getattr__(name):
     # kloss.golden and kloss.torch load on first use: h5py and torch are
-    # optional, and torch takes seconds to import.
+    # optional, and torch takes seconds to import. The ops load with the
+    # library.
     if name in _SUBMODULES:
         return importlib.import_module("." + name, __name__)
-    raise AttributeError("module 'kloss' has no attribute %r" % name)
+    return _ops_getattr(name)

@@ -8,8 +8,12 @@ The library is looked up, first match wins:
   3. an installed kloss: $KLOSS_ROOT/lib*, each $CMAKE_PREFIX_PATH entry's
      lib*, sys.prefix/lib*, /usr/local/lib*;
   4. the dynamic loader's own search (LD_LIBRARY_PATH, the ldconfig cache).
-Loading happens on the first call into kloss, so `import kloss` (and
-kloss.golden's file I/O) works without the library.
+Loading happens on first use (the op table, kloss._registry, comes from
+the library too), so `import kloss` (and kloss.golden's file I/O) works
+without the library. handle() loads it; lib() also initialises Kokkos,
+which listing the registry (kloss_op_count / kloss_op_json) does not need.
+A failed search is remembered (until $KLOSS_LIBRARY, $KLOSS_ROOT or
+$CMAKE_PREFIX_PATH change), as the loader's search runs programs.
 """
 import atexit
 import ctypes
@@ -30,8 +34,10 @@ DTYPE_NAMES = {v: k for k, v in DTYPE_CODES.items()}
 
 _NAMES = ("libkloss_c.so", "libkloss_c.so.0", "libkloss_c.dylib")
 _lock = threading.Lock()
-_lib = None
+_handle = None  # loaded and declared
+_lib = None  # and Kokkos initialised
 _path = None
+_failure = None  # (search key, message) of the last failed search
 
 
 def _candidates():
@@ -88,6 +94,14 @@ def _declare(lib):
     if hasattr(lib, "kloss_version"):  # newer libraries
         lib.kloss_version.restype = c_char_p
         lib.kloss_version.argtypes = []
+    if not (hasattr(lib, "kloss_op_count") and hasattr(lib, "kloss_op_json")):
+        raise _errors.LibraryNotFound(
+            "kloss: %s is a libkloss_c older than these bindings: it cannot list its ops (no kloss_op_count / "
+            "kloss_op_json); use the library of the same kloss" % _path)
+    lib.kloss_op_count.restype = c_int
+    lib.kloss_op_count.argtypes = []
+    lib.kloss_op_json.restype = c_char_p
+    lib.kloss_op_json.argtypes = [c_int]
 
 
 def _finalize():
@@ -95,68 +109,99 @@ def _finalize():
         _lib.kloss_finalize()
 
 
+def _search_key():
+    return tuple(os.environ.get(v) for v in ("KLOSS_LIBRARY", "KLOSS_ROOT", "CMAKE_PREFIX_PATH"))
+
+
+def handle():
+    """The loaded library with its entry points declared, Kokkos not
+    necessarily initialised (enough for kloss_op_count / kloss_op_json).
+    Raises kloss.LibraryNotFound."""
+    global _handle, _path, _failure
+    if _handle is not None:
+        return _handle
+    with _lock:
+        if _handle is not None:
+            return _handle
+        key = _search_key()
+        if _failure is not None and _failure[0] == key:
+            raise _errors.LibraryNotFound(_failure[1])
+        try:
+            _handle = _load()
+        except _errors.LibraryNotFound as e:
+            _failure = (key, str(e))
+            raise
+        return _handle
+
+
+def _load():
+    global _path
+    tried = []
+    handle = None
+    for path, where in _candidates():
+        if not os.path.exists(path):
+            if where == "$KLOSS_LIBRARY":
+                tried.append("%s (%s): no such file" % (path, where))
+            continue
+        try:
+            handle = ctypes.CDLL(path)
+            _path = path
+            break
+        except OSError as e:
+            tried.append("%s (%s): %s" % (path, where, e))
+    if handle is None and not os.environ.get("KLOSS_LIBRARY"):
+        for name in [ctypes.util.find_library("kloss_c")] + list(_NAMES):
+            if not name:
+                continue
+            try:
+                handle = ctypes.CDLL(name)
+                _path = name
+                break
+            except OSError as e:
+                tried.append("%s (the loader's search path): %s" % (name, e))
+    if handle is None:
+        raise _errors.LibraryNotFound(
+            "kloss: cannot load libkloss_c; set KLOSS_LIBRARY to the library (e.g. "
+            "build/release/src/libkloss_c.so) or to the lib directory of an installed kloss"
+            + ("; tried: " + "; ".join(tried) if tried else ""))
+    try:
+        _declare(handle)
+    except AttributeError as e:
+        raise _errors.LibraryNotFound("kloss: %s is not kloss's C API library: %s" % (_path, e))
+    return handle
+
+
 def lib():
     """The loaded library, with Kokkos initialised (by kloss, unless the
     process already did). Raises kloss.LibraryNotFound."""
-    global _lib, _path
+    global _lib
     if _lib is not None:
         return _lib
+    h = handle()
     with _lock:
         if _lib is not None:
             return _lib
-        tried = []
-        handle = None
-        for path, where in _candidates():
-            if not os.path.exists(path):
-                if where == "$KLOSS_LIBRARY":
-                    tried.append("%s (%s): no such file" % (path, where))
-                continue
-            try:
-                handle = ctypes.CDLL(path)
-                _path = path
-                break
-            except OSError as e:
-                tried.append("%s (%s): %s" % (path, where, e))
-        if handle is None and not os.environ.get("KLOSS_LIBRARY"):
-            for name in [ctypes.util.find_library("kloss_c")] + list(_NAMES):
-                if not name:
-                    continue
-                try:
-                    handle = ctypes.CDLL(name)
-                    _path = name
-                    break
-                except OSError as e:
-                    tried.append("%s (the loader's search path): %s" % (name, e))
-        if handle is None:
-            raise _errors.LibraryNotFound(
-                "kloss: cannot load libkloss_c; set KLOSS_LIBRARY to the library (e.g. "
-                "build/release/src/libkloss_c.so) or to the lib directory of an installed kloss"
-                + ("; tried: " + "; ".join(tried) if tried else ""))
-        try:
-            _declare(handle)
-        except AttributeError as e:
-            raise _errors.LibraryNotFound("kloss: %s is not kloss's C API library: %s" % (_path, e))
-        status = handle.kloss_initialize()
+        status = h.kloss_initialize()
         if status != 0:
-            raise _error(handle, status)
-        _lib = handle
+            raise _error(h, status)
+        _lib = h
         atexit.register(_finalize)
         return _lib
 
 
 def library_path():
     """The path (or loader name) of the loaded libkloss_c; loads it."""
-    lib()
+    handle()
     return _path
 
 
 def library_version():
     """kloss_version() of the loaded library ("MAJOR.MINOR.PATCH"), or None
     for a library older than that entry point."""
-    handle = lib()
-    if not hasattr(handle, "kloss_version"):
+    h = handle()
+    if not hasattr(h, "kloss_version"):
         return None
-    return handle.kloss_version().decode()
+    return h.kloss_version().decode()
 
 
 def _error(handle, status):

@@ -1,28 +1,51 @@
-"""The ops kloss registers (include/kloss/registry.hpp), as `kloss-ops`
-lists them: torch's names, argument names, differentiable arguments and
-options with torch's defaults.
+"""The ops kloss registers (include/kloss/registry.hpp), read from the
+library itself: kloss_op_count() and kloss_op_json(i) of the C API
+(include/kloss/c_api.h) give each op's torch name, inputs (a trailing '?'
+marks an optional one), differentiable inputs, index inputs and options
+with their types and torch's defaults. The table is built once, on first
+use (kloss.ops(), kloss.op_info(), kloss.<op>, kloss.run, ...), so
+`import kloss` works without the library and an op added to kloss needs
+no edit here.
 
-The C API (include/kloss/c_api.h) creates a loss by name but cannot list
-the registry, so this table is written out here. tests/test_registry.py
-compares it with `kloss-ops` of the library under test (names, inputs,
-gradients, option names and defaults), so a registry change that is not
-made here fails CI instead of drifting. What kloss-ops does not print and
-this table adds: each option's type (the registry's OptionInfo::type),
-which inputs hold indices (OpInfo::index_inputs / index_or_real_inputs)
-and how many leading inputs torch's signature takes positionally.
+What the registry cannot know is how torch's Python signature orders its
+arguments. The rule: torch takes every input positionally, in the
+registry's order, before its options, which holds for all of
+torch.nn.functional's losses but the ones in TORCH_POSITIONAL, where torch
+puts options between the inputs (kloss makes the later inputs
+keyword-only). tests/test_torch.py checks both directions against torch's
+signatures, so a new op that breaks the rule fails there.
 """
 import collections
+import json
+import threading
 
-__all__ = ["OpInfo", "OptionInfo", "ops", "op_info"]
+from . import _errors, _lib
 
-OptionInfo = collections.namedtuple("OptionInfo", "name type default text")
+__all__ = ["OpInfo", "OptionInfo", "ops", "op_info", "TORCH_POSITIONAL"]
+
+# op -> how many leading inputs torch's signature takes positionally, where
+# that is not every input (torch.nn.functional's order in the comments).
+TORCH_POSITIONAL = {
+    # (input, target, weight, size_average, reduce, reduction, pos_weight)
+    "binary_cross_entropy_with_logits": 3,
+    # (input, target, p, margin, weight, size_average, reduce, reduction)
+    "multi_margin_loss": 2,
+    # (input, weight, offsets, max_norm, norm_type, scale_grad_by_freq,
+    #  mode, sparse, per_sample_weights, include_last_offset, padding_idx)
+    "embedding_bag": 3,
+}
+
+OPTION_TYPES = ("real", "int", "bool", "string")
+
+OptionInfo = collections.namedtuple("OptionInfo", "name type default text doc")
 OptionInfo.__doc__ = """One option: torch's keyword, its registry type ("real", "int",
-"bool", "string"), torch's default as a Python value (None: unset) and as
-the registry's text."""
+"bool", "string"), torch's default as a Python value (None: unset), as
+the registry's text, and the registry's one-line description."""
 
 
 class OpInfo(collections.namedtuple(
-        "OpInfo", "name inputs optional differentiable options index_inputs either_inputs positional")):
+        "OpInfo", "name inputs optional differentiable options index_inputs either_inputs positional "
+                  "header summary")):
     """One registered op.
 
     inputs: torch's argument names in order; optional: those that may be
@@ -31,7 +54,8 @@ class OpInfo(collections.namedtuple(
     holding integer indices; either_inputs: inputs holding indices or reals
     (cross_entropy's target); positional: how many leading inputs torch's
     signature takes positionally (the rest, like the options, are
-    keyword-only here).
+    keyword-only here); header: the C++ header ("kloss/margin.hpp");
+    summary: the registry's one-line description.
     """
 
     @property
@@ -54,6 +78,7 @@ class OpInfo(collections.namedtuple(
 
 
 def _value(type_, text):
+    """The Python value of a registry default text ("None": unset)."""
     if text == "None":
         return None
     if type_ == "real":
@@ -67,88 +92,114 @@ def _value(type_, text):
     return text
 
 
-_REDUCTION = ("reduction", "string", "mean")
-_CE = (("ignore_index", "int", "-100"), _REDUCTION, ("label_smoothing", "real", "0.0"),
-       ("z_loss", "real", "0.0"), ("softcap", "real", "0.0"))
+def op_from_json(obj):
+    """The OpInfo of one kloss_op_json object (a dict)."""
+    name = obj["name"]
+    raw = list(obj["inputs"])
+    inputs = tuple(n.rstrip("?") for n in raw)
+    options = []
+    for o in obj["options"]:
+        try:
+            default = _value(o["type"], o["default"])
+        except ValueError as e:
+            raise _errors.InternalError("kloss::%s: option '%s' of type %s has the default %r, which these "
+                                        "bindings cannot read (%s)" % (name, o["name"], o["type"], o["default"], e))
+        options.append(OptionInfo(o["name"], o["type"], default, o["default"], o.get("doc", "")))
+    return OpInfo(
+        name=name,
+        inputs=inputs,
+        optional=tuple(n.rstrip("?") for n in raw if n.endswith("?")),
+        differentiable=tuple(obj["differentiable"]),
+        options=tuple(options),
+        index_inputs=tuple(obj.get("index_inputs", ())),
+        either_inputs=tuple(obj.get("index_or_real_inputs", ())),
+        positional=min(TORCH_POSITIONAL.get(name, len(inputs)), len(inputs)),
+        header=obj.get("header", ""),
+        summary=obj.get("summary", ""),
+    )
 
 
-def _embedding(before_sparse=()):
-    return (("padding_idx", "int", "None"), ("max_norm", "real", "None"), ("norm_type", "real", "2.0"),
-            ("scale_grad_by_freq", "bool", "False")) + tuple(before_sparse) + \
-        (("sparse", "bool", "False"), ("deterministic", "bool", "False"))
-
-
-# name, inputs ('?' optional), differentiable, options, index inputs,
-# index-or-real inputs, torch's positional inputs. In registry order
-# (src/registry.cpp: pointwise, cross_entropy, margin, ctc, embedding,
-# fused_linear).
-_TABLE = (
-    ("mse_loss", "input target", "input target", (_REDUCTION,), "", "", 2),
-    ("l1_loss", "input target", "input target", (_REDUCTION,), "", "", 2),
-    ("smooth_l1_loss", "input target", "input target", (_REDUCTION, ("beta", "real", "1.0")), "", "", 2),
-    ("huber_loss", "input target", "input target", (_REDUCTION, ("delta", "real", "1.0")), "", "", 2),
-    ("soft_margin_loss", "input target", "input", (_REDUCTION,), "", "", 2),
-    ("binary_cross_entropy", "input target weight?", "input", (_REDUCTION,), "", "", 3),
-    ("binary_cross_entropy_with_logits", "input target weight? pos_weight?", "input", (_REDUCTION,), "", "", 3),
-    ("kl_div", "input target", "input", (_REDUCTION, ("log_target", "bool", "False")), "", "", 2),
-    ("poisson_nll_loss", "input target", "input",
-     (("log_input", "bool", "True"), ("full", "bool", "False"), ("eps", "real", "1e-08"), _REDUCTION), "", "", 2),
-    ("gaussian_nll_loss", "input target var", "input var",
-     (("full", "bool", "False"), ("eps", "real", "1e-06"), _REDUCTION), "", "", 3),
-    ("nll_loss", "input target weight?", "input", (("ignore_index", "int", "-100"), _REDUCTION), "target", "", 3),
-    ("cross_entropy", "input target weight?", "input", _CE, "", "target", 3),
-    ("hinge_embedding_loss", "input target", "input", (("margin", "real", "1.0"), _REDUCTION), "", "", 2),
-    ("margin_ranking_loss", "input1 input2 target", "input1 input2", (("margin", "real", "0.0"), _REDUCTION),
-     "", "", 3),
-    ("triplet_margin_loss", "anchor positive negative", "anchor positive negative",
-     (("margin", "real", "1.0"), ("p", "real", "2.0"), ("eps", "real", "1e-06"), ("swap", "bool", "False"),
-      _REDUCTION), "", "", 3),
-    ("cosine_embedding_loss", "input1 input2 target", "input1 input2", (("margin", "real", "0.0"), _REDUCTION),
-     "", "", 3),
-    ("multi_margin_loss", "input target weight?", "input",
-     (("p", "int", "1"), ("margin", "real", "1.0"), _REDUCTION), "target", "", 2),
-    ("multilabel_margin_loss", "input target", "input", (_REDUCTION,), "target", "", 2),
-    ("multilabel_soft_margin_loss", "input target weight?", "input", (_REDUCTION,), "", "", 3),
-    ("ctc_loss", "log_probs targets input_lengths target_lengths", "log_probs",
-     (_REDUCTION, ("blank", "int", "0"), ("zero_infinity", "bool", "False"), ("ctc_grad", "bool", "False")),
-     "targets input_lengths target_lengths", "", 4),
-    ("embedding", "input weight", "weight", _embedding(), "input", "", 2),
-    ("embedding_bag", "input weight offsets? per_sample_weights?", "weight per_sample_weights",
-     (("mode", "string", "mean"),) + _embedding([("include_last_offset", "bool", "False")]), "input offsets", "", 3),
-    ("fused_linear_cross_entropy", "input weight target bias? ce_weight?", "input weight bias", _CE, "", "target",
-     5),
-)
-
-
-def _build():
-    out = collections.OrderedDict()
-    for name, inputs, diff, options, index, either, positional in _TABLE:
-        raw = inputs.split()
-        out[name] = OpInfo(
-            name=name,
-            inputs=tuple(n.rstrip("?") for n in raw),
-            optional=tuple(n.rstrip("?") for n in raw if n.endswith("?")),
-            differentiable=tuple(diff.split()),
-            options=tuple(OptionInfo(o, t, _value(t, d), d) for o, t, d in options),
-            index_inputs=tuple(index.split()),
-            either_inputs=tuple(either.split()),
-            positional=positional,
-        )
+def library_json():
+    """The registry as the library lists it: kloss_op_json(i) parsed, for
+    each i below kloss_op_count(). Raises kloss.LibraryNotFound."""
+    h = _lib.handle()
+    out = []
+    for i in range(h.kloss_op_count()):
+        text = h.kloss_op_json(i)
+        if text is None:
+            raise _errors.InternalError((h.kloss_last_error() or b"kloss_op_json(%d) failed" % i).decode())
+        out.append(json.loads(text.decode("utf-8")))
     return out
 
 
-_OPS = _build()
+_lock = threading.Lock()
+_OPS = None
+
+
+def _table():
+    global _OPS
+    if _OPS is None:
+        with _lock:
+            if _OPS is None:
+                _OPS = collections.OrderedDict((o.name, o) for o in map(op_from_json, library_json()))
+    return _OPS
 
 
 def ops():
-    """The names of every registered op, in the registry's order."""
-    return list(_OPS)
+    """The names of every registered op, in the registry's order. Loads the
+    library (kloss.LibraryNotFound without it)."""
+    return list(_table())
 
 
 def op_info(name):
-    """The OpInfo of op `name`; kloss.NotSupported for an unknown name."""
+    """The OpInfo of op `name`; kloss.NotSupported for an unknown name,
+    kloss.LibraryNotFound without the library."""
     try:
-        return _OPS[name]
+        return _table()[name]
     except KeyError:
-        from ._errors import NotSupported
-        raise NotSupported("kloss::%s: no such op in kloss (kloss.ops() lists them)" % name) from None
+        raise _errors.NotSupported("kloss::%s: no such op in kloss (kloss.ops() lists them)" % name) from None
+
+
+def lazy_ops(namespace, module, base_all, define):
+    """(__getattr__, __dir__) for module `module` (namespace: its globals)
+    whose op functions are made on first use: define(info) returns
+    {attribute name: function} for one op. Until then the module holds only
+    what it defines itself; __all__ is base_all plus the ops' functions.
+
+    A public name the module lacks builds the table: kloss.LibraryNotFound
+    (an ImportError) when the library cannot be loaded, since which names
+    are ops only the library knows; a private one is an AttributeError."""
+    state = {}
+    lock = threading.Lock()
+
+    def names():
+        if "names" not in state:
+            with lock:
+                if "names" not in state:
+                    made = collections.OrderedDict()
+                    for name in ops():
+                        made.update(define(op_info(name)))
+                    namespace.update(made)
+                    namespace["__all__"] = list(base_all) + list(made)
+                    state["names"] = list(made)
+        return state["names"]
+
+    def __getattr__(name):
+        if name == "__all__" or not name.startswith("_"):
+            try:
+                names()
+            except _errors.LibraryNotFound as e:
+                raise _errors.LibraryNotFound("%s.%s: kloss's ops come from libkloss_c, which is not loaded: %s"
+                                              % (module, name, e)) from None
+            if name in namespace:
+                return namespace[name]
+        raise AttributeError("module %r has no attribute %r" % (module, name))
+
+    def __dir__():
+        try:
+            names()
+        except _errors.Error:
+            pass
+        return sorted(set(namespace) | {"__all__"})
+
+    return __getattr__, __dir__

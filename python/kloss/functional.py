@@ -8,7 +8,9 @@ torch.nn.functional's, with a `<op>_backward` twin returning the gradients:
 The leading inputs torch takes positionally are positional here too (in
 torch's order); the other inputs and every option are keyword-only, with
 torch's names and defaults. The functions are generated from the op table
-(kloss.ops()), once, at import.
+(kloss.ops(), which the library lists) on first use: `kloss.mse_loss`
+loads the library (kloss.LibraryNotFound without it) and makes every op's
+pair of functions.
 
 Where the call differs from torch's:
   * torch's deprecated `size_average` and `reduce` are not taken, nor the
@@ -27,9 +29,9 @@ import collections
 import inspect
 
 from ._core import run
-from ._registry import op_info, ops
+from ._registry import lazy_ops
 
-__all__ = []
+# __all__, every op's function and its _backward, is made with them (lazy_ops)
 
 _P = inspect.Parameter
 
@@ -59,9 +61,7 @@ def split_arguments(info, sig, args, kwargs):
 
 def _doc(info, backward):
     lines = []
-    torch_name = "torch.nn.functional." + info.name
-    if info.name == "fused_linear_cross_entropy":
-        torch_name = "cross_entropy(input @ weight.T + bias, target, weight=ce_weight, ...) (no torch op)"
+    torch_name = _NOT_IN_TORCH.get(info.name, "torch.nn.functional." + info.name)
     if backward:
         lines.append("Gradients of kloss's %s: %s's autograd on NumPy arrays." % (info.name, torch_name))
         lines.append("")
@@ -72,13 +72,24 @@ def _doc(info, backward):
         lines.append("kloss's %s on NumPy arrays, as %s." % (info.name, torch_name))
         lines.append("")
         lines.append("Returns the loss as a NumPy array of the computing dtype (0-d when reduced).")
+    if info.summary:
+        lines += ["", "kloss (%s): %s." % (info.header, info.summary) if info.header else info.summary]
     lines.append("")
     lines.append("Inputs: " + ", ".join(n + ("?" if n in info.optional else "") for n in info.inputs)
                  + (" (indices: %s)" % ", ".join(info.index_inputs) if info.index_inputs else ""))
-    lines.append("Options: " + (", ".join("%s=%r" % (o.name, o.default) for o in info.options) or "none"))
+    lines.append("Options:" + ("" if info.options else " none"))
+    for o in info.options:
+        lines.append("  %s=%r%s" % (o.name, o.default, ": " + o.doc if o.doc else ""))
     lines.append("dtype=, index_dtype=: as kloss.run (default: from the arrays).")
     lines.append("Raises kloss.Error (kloss's message) for what kloss refuses.")
     return "\n".join(lines)
+
+
+# ops torch.nn.functional lacks: what they compute, in torch's terms
+_NOT_IN_TORCH = {
+    "fused_linear_cross_entropy": "cross_entropy(input @ weight.T + bias, target, weight=ce_weight, ...) "
+                                  "(no torch op)",
+}
 
 
 def _make(info):
@@ -113,9 +124,9 @@ def _make(info):
     return forward, backward
 
 
-for _name in ops():
-    _f, _b = _make(op_info(_name))
-    globals()[_f.__name__] = _f
-    globals()[_b.__name__] = _b
-    __all__ += [_f.__name__, _b.__name__]
-del _name, _f, _b
+def _define(info):
+    f, b = _make(info)
+    return {f.__name__: f, b.__name__: b}
+
+
+__getattr__, __dir__ = lazy_ops(globals(), __name__, [], _define)

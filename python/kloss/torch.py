@@ -16,7 +16,8 @@ rather than silently given no gradient. The calls differ from torch's
 where kloss.functional says (embedding's max_norm leaves the weight tensor
 as it is, for one). Needs torch; the data goes
 through the C API (copied in and out), so this is for validation and
-glue, not a GPU training loop.
+glue, not a GPU training loop. The op functions are made on first use,
+as kloss's (the library lists the ops).
 """
 import functools
 
@@ -26,10 +27,11 @@ from torch.autograd.function import once_differentiable as _once_differentiable
 
 from . import _errors, _lib
 from ._core import call_storage
-from ._registry import op_info, ops
+from ._registry import lazy_ops, op_info
 from .functional import signature, split_arguments
 
-__all__ = ["KlossFunction", "apply"]
+# __all__: these, then every op's function (lazy_ops)
+_BASE_ALL = ["KlossFunction", "apply"]
 
 _CODES = {_torch.float32: _lib.FLOAT32, _torch.float64: _lib.FLOAT64, _torch.float16: _lib.FLOAT16,
           _torch.bfloat16: _lib.BFLOAT16, _torch.int32: _lib.INT32, _torch.int64: _lib.INT64}
@@ -153,7 +155,4 @@ def _make(info):
     return fn
 
 
-for _name in ops():
-    globals()[_name] = _make(op_info(_name))
-    __all__.append(_name)
-del _name
+__getattr__, __dir__ = lazy_ops(globals(), __name__, _BASE_ALL, lambda info: {info.name: _make(info)})

@@ -103,12 +103,23 @@ def test_status_mapping():
 
 
 def test_a_missing_library_is_library_not_found():
-    code = ("import kloss, numpy as np\n"
-            "assert 'cross_entropy' in kloss.ops() and kloss.cross_entropy.__doc__\n"  # no library needed
+    # import kloss (and its submodules) needs no library; the op table comes
+    # from the library, so the ops, the op functions and kloss.run raise
+    # LibraryNotFound (an ImportError); private names stay AttributeErrors
+    code = ("import kloss, kloss.functional, kloss.golden, numpy as np\n"
+            "assert not hasattr(kloss, '_nothing') and 'run' in dir(kloss) and 'mse_loss' not in dir(kloss)\n"
+            "for call in (kloss.ops, lambda: kloss.op_info('mse_loss'), lambda: kloss.mse_loss,\n"
+            "             lambda: kloss.functional.mse_loss_backward, lambda: kloss.__all__,\n"
+            "             lambda: kloss.run('mse_loss', {'input': np.ones(2), 'target': np.ones(2)})):\n"
+            "    try:\n"
+            "        call()\n"
+            "        raise SystemExit('no error')\n"
+            "    except kloss.LibraryNotFound as e:\n"
+            "        assert isinstance(e, ImportError) and 'KLOSS_LIBRARY' in str(e), str(e)\n"
             "try:\n"
-            "    kloss.mse_loss(np.ones(2), np.ones(2))\n"
+            "    from kloss import cross_entropy\n"
             "except kloss.LibraryNotFound as e:\n"
-            "    assert isinstance(e, ImportError) and 'KLOSS_LIBRARY' in str(e), str(e)\n"
+            "    assert 'kloss.cross_entropy' in str(e), str(e)\n"
             "    print('refused:', e)\n")
     env = dict(os.environ, KLOSS_LIBRARY="/nonexistent/libkloss_c.so")
     r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
