@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Helpers of kloss' own build and of its test scripts (not installed).
 
 # option(<name> "<doc>") whose default is ON where the condition given after

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # kloss_check_kokkos(<out> <built_version> <built_devices> <built_dir>
 #                    <found_version> <found_devices> <found_dir>)
 # sets <out> to an empty string when the Kokkos a consumer found can link the

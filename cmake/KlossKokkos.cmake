@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Normalises whatever Kokkos / Kokkos Kernels install was found into two clean
 # imported targets, Kokkos::kokkos and Kokkos::kokkoskernels, so that the rest
 # of the build (and every downstream project, through klossConfig.cmake) sees

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # pkg-config files for builds that do not use CMake (Makefiles, autotools):
 # kloss.pc (C++: kloss::kloss), kloss_c.pc (C: kloss::kloss_c) and
 # kloss_f.pc (Fortran: kloss::kloss_f), configured from cmake/*.pc.in and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # kloss/version.hpp: project(VERSION) and the git commit the build is
 # configured from, configured from include/kloss/version.hpp.in into the
 # build tree's include directory (on the kloss target's include path) and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Runs Doxygen for the `docs` target and checks its warnings (cmake -P):
 #   -DDOXYGEN=<doxygen> -DDOXYFILE=<Doxyfile> -DWARN_LOG=<its WARN_LOGFILE>
 #   -DSOURCE_DIR=<kloss source> "-DPENDING=<header;...>"

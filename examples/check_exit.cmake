@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Runs a command and checks its exit status exactly, and what it printed:
 #
 #   cmake -DEXIT_CODE=2 [-DSTDOUT_MATCHES=REGEX] [-DSTDERR_MATCHES=REGEX]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The ten-line use of kloss: cross-entropy forward and backward on Views,
 // through the loss object (kloss/cross_entropy_loss.hpp).
 //

@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 !> A Fortran simulation that trains a surrogate of itself through kloss_f.
 !>
 !> The solver: the 1-D heat equation u_t = kappa u_xx + q on a periodic grid

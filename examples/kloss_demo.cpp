@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The smallest kloss program: a loss forward and backward on a few values,
 // printed so a person can check them by hand.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Vocabulary-parallel language-model head: an embedding table and a linear
 // head over a GPT-2-sized vocabulary (50257), both sharded by rows over the
 // MPI ranks, trained through kloss::mpi::VocabParallelEmbedding and

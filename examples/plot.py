@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Figures of the kloss examples, drawn with matplotlib from the CSVs the
 programs write (the programs call this script themselves when they finish).
 The CSVs open with `# key: value` lines (examples/common/csv.hpp): the

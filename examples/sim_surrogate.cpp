@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Simulation-coupled training: a 2-D advection-diffusion solver, its grid
 // split in row strips over MPI ranks, advances in time; every few steps its
 // state trains online a small surrogate (an MLP on Kokkos Kernels gemms)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Validating against your own reference data: write your reference values
 // as a golden file (../shared/golden/SCHEMA.md, kloss-golden/1) and run
 // kloss's validator on it - the same check `kloss-validate FILE` does.

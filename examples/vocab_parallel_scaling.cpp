@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Scaling study of kloss's vocabulary-parallel ops.
 //
 //   mpirun -np P ./vocab_parallel_scaling [--n N] [--c C] [--d D] [--fused-n N]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // cross_entropy at language-model shapes: forward (one read of the logits)
 // and forward + in-place backward (one more read and one write), float32
 // and bfloat16. Reports GB/s (bytes that must move), the fraction of stream

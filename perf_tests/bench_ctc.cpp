@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // ctc_loss, float32, at the shapes: T=500, N=32, C=40, S=120
 // (speech-like) and T=200, N=64, C=5000, S=50; forward, and forward +
 // backward (the forward saving log_alpha for the backward, as a training

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // embedding at 262144 indices into a (50257, 768) table and embedding_bag
 // (sum / mean / max) with a (1,000,000, 64) table and 65536 bags of 20,
 // forward and backward (the default scatter: owner-computes on a host,

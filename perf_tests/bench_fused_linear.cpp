@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // fused_linear_cross_entropy against the unfused path (gemm -> logits,
 // cross_entropy, in-place cross_entropy_backward, the two backward gemms),
 // forward + backward, float32 and bfloat16, at LM-head shapes (N, D, V),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The GPU table's work (docs/gpu.md): cross_entropy at language-model
 // shapes (N, V) = (4096, 32000), (16384, 128256), (2048, 256000), float32
 // and bfloat16, forward and forward + in-place backward, and the fused

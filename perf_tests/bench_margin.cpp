@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Margin and embedding losses at [65536, 256] (float32, reduction mean),
 // forward and backward: achieved GB/s (bytes of every input read once and
 // every output written once), its fraction of the measured stream read

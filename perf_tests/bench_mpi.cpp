@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Benchmarks of the vocabulary-parallel ops (kloss::mpi).
 //
 // Run as one process (`bench_mpi`: P = 1, what the MPI path costs over the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Element-wise losses at 16M elements: achieved GB/s against the measured
 // stream bandwidth, and PyTorch CPU on the same work in the same run
 // (tools/torch_bench_pointwise.py, same thread count, reduction 'mean').

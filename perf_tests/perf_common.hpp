@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Shared pieces of the kloss benchmarks: this machine's measured floors
 // (stream read and copy bandwidth, vectorised exp rate), the inputs' fill,

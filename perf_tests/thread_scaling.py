@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Thread scaling of the kloss benchmarks on a host (OpenMP) build.
 
 Runs every perf_tests benchmark program of a build once per thread count

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Runs a CUDA (or HIP) build of kloss on its GPU: the unit tests through
 # ctest, the benchmarks of docs/gpu.md, and the PyTorch / Liger-Kernel /
 # Cut Cross-Entropy peers (tools/gpu_peers.py) on the same work.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Sets up a Debian 12 machine, builds kloss and runs the main job on the
 # bundled data, under mpirun with 2 ranks:
 #  1. sim_surrogate: a 2-D advection-diffusion simulation whose state trains

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Installs what kloss needs on Debian 12, only what is missing: compilers
 # (C, C++, gfortran for the Fortran module), CMake, Kokkos + Kokkos Kernels
 # (Debian's Trilinos packages), OpenBLAS, oneDNN (the LM head's products), OpenMPI, parallel HDF5,

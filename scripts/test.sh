@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Sets up a Debian 12 machine and runs the whole kloss test suite:
 #  1. Release build: unit tests, MPI tests under mpirun (1-4 ranks),
 #     golden validation (serial and --vocab-parallel), examples (shortened),

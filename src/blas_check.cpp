@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // kloss/blas_check.hpp: which OpenBLAS kernels this process runs, and which
 // OPENBLAS_CORETYPE fits the CPU.
 #include <kloss/blas_check.hpp>

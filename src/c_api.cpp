@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The C API (include/kloss/c_api.h) over the runtime-typed registry: a loss
 // object is an rt::Call being filled in (op, dtypes, options, inputs) plus
 // the rt::Result of its last run. Every entry point runs its body inside

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // kloss::CheckFlag's host side (include/kloss/check_flag.hpp): the calls it
 // records for and the verdict's message.
 #include <kloss/check_flag.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // cross_entropy and nll_loss: explicit instantiations, runtime-typed
 // adapters and registry lines.
 #include <kloss/cross_entropy.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // ctc_loss: explicit instantiations and the runtime-typed adapter.
 #include <algorithm>
 #include <kloss/ctc.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Embedding family: explicit instantiations and runtime-typed adapters.
 #include <kloss/embedding.hpp>
 #include "runtime_support.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // fused_linear_cross_entropy: explicit instantiations, runtime-typed adapter
 // and registry line.
 #include <kloss/fused_linear.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Golden cases (schema kloss-golden/1, docs/golden-schema.md and
 // docs/validation.md): the vocabulary split of the MPI validation, and the
 // comparison of a run's output and gradients with a case's expected values.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Validation of golden files: every selected case read, run and compared,
 // serially, and vocabulary-parallel under MPI with every rank's verdict
 // agreed.

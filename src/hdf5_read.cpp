@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The HDF5 golden-file reader (schema kloss-golden/1, docs/golden-schema.md
 // and docs/validation.md).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The HDF5 golden-file writer (schema kloss-golden/1), used by the tests
 // and tools that write cases.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // kloss::head_products_description: what multiplies a fused head's
 // products in this build (printed by the main job and the benchmarks).
 #include <kloss/config.hpp>

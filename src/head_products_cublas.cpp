@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The fused heads' products on cuBLAS (impl/head_products.hpp): one
 // cublasGemmEx per product on the execution space instance's stream, 16-bit
 // operands with float accumulation and float or 16-bit results, float32

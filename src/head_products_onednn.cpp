@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The fused heads' products on oneDNN's matmul (impl/head_products.hpp).
 //
 // oneDNN picks its kernel from the CPU's features (AMX, AVX512-BF16,

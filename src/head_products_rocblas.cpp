@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The fused heads' products on rocBLAS (impl/head_products.hpp): one
 // rocblas_gemm_ex per product on the execution space instance's stream,
 // 16-bit operands with float accumulation; the handle as on cuBLAS (one per

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // What the fused heads' vendor BLAS backends (head_products_cublas.cpp,
 // head_products_rocblas.cpp) share: the column-major call's int range, the
 // alpha / beta scalars of a product, and a process-wide library handle

@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 !> kloss_f: the Fortran interface to kloss, over its C API (kloss/c_api.h).
 !>
 !>   use kloss_f

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // kloss-ops: lists the registry - the README's op table comes from here.
 //   kloss-ops            one line per op
 //   kloss-ops --markdown the README table

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // kloss-validate: runs golden HDF5 cases (schema kloss-golden/1,
 // docs/validation.md) through kloss's registry and reports per case.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Margin and embedding losses: explicit instantiations, runtime-typed
 // adapters and the registry lines.
 #include "runtime_support.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // MPI glue of kloss (vocabulary-parallel ops): the communicator, the
 // online-LSE reduction operator, the agreement collective, explicit
 // instantiations and the runtime-typed vocabulary-parallel adapters.

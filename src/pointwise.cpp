@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Element-wise losses: explicit instantiations and runtime-typed adapters.
 #include "runtime_support.hpp"
 #include <kloss/pointwise.hpp>

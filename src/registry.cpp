@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The op registry: every family's registration function, called once.
 #include <kloss/config.hpp>
 #include "runtime_support.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Shapes, reductions, argument checks, and the runtime-typed API (buffers,
 // options, run()).
 #include <kloss/checks.hpp>

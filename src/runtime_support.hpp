@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file runtime_support.hpp (src/, not installed)
 /// Helpers for the runtime-typed adapters in src/<family>.cpp: dispatch on a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // kloss's scratch caches (include/kloss/impl/scratch.hpp): the registry of
 // the caches in use, scratch_bytes() and release_scratch().
 #include <kloss/impl/scratch.hpp>

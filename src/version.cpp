@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // kloss::version, kloss::configuration and kloss::print_configuration: what
 // this build of kloss is and what it runs on. Compile-time facts come from
 // the macros of the build (KLOSS_HAVE_*) and of Kokkos and Kokkos Kernels'

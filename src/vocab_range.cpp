@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The balanced vocabulary split (include/kloss/vocab_range.hpp).
 #include <kloss/checks.hpp>
 #include <kloss/vocab_range.hpp>

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Puts kloss's SPDX licence line at the head of its source files.
 
 usage: python3 tools/add_spdx.py [--check] [PATH...]

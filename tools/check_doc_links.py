@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Checks the relative links of kloss's Markdown documentation.
 
 Scans README.md, CONTRIBUTING.md (when present) and docs/**/*.md for

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Checks that README.md's op table is what `kloss-ops --markdown` prints
 (the registry), so that the table cannot drift from the library.
 

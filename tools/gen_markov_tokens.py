@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Writes data/markov_tokens.h5: token ids drawn from a known Markov chain
 over a GPT-2-sized vocabulary (50257), with the chain's true conditional
 entropy stored beside them, for the vocabulary-parallel language-model-head

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The peers of perf_tests/bench_lm_shapes and bench_pointwise on a CUDA GPU
 (docs/gpu.md): PyTorch, Liger-Kernel and Cut Cross-Entropy on the same
 work, timed with CUDA events (triton.testing.do_bench, median).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Regenerates every committed golden file: runs tools/golden/gen_*.py, each
 writing data/golden/<family>.h5. Run with /usr/bin/python3 (python3-torch,
 python3-h5py). Deterministic (fixed seeds)."""

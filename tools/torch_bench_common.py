@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Shared by the tools/torch_bench_*.py scripts, the PyTorch peers that
 perf_tests/ runs in the same process run. Their protocol: `--threads N`
 first; "key milliseconds" lines out, median of repeats after warm-up:

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """PyTorch CPU cross_entropy on the same work as perf_tests/bench_cross_entropy
 (tools/torch_bench_common.py's protocol): prints "key milliseconds" lines, median of
 repeats - fwd (no grad), fwdbwd (forward + backward), bwd (the difference).

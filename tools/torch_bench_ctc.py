@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Times PyTorch CPU ctc_loss on the work bench_ctc does, for the benchmark's
 side-by-side numbers (protocol of tools/torch_bench_common.py: "key milliseconds"
 lines, median of repeats; keys fwd, bwd (= fwdbwd - fwd), fwdbwd; silent

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Times PyTorch CPU on the work perf_tests/bench_embedding.cpp does, for the
 side-by-side numbers. Protocol of tools/torch_bench_common.py: `--threads N`
 first, prints "key milliseconds" lines (median of repeats): fwd, bwd

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """PyTorch's plain unfused LM head on the same work as
 perf_tests/bench_fused_linear (tools/torch_bench_common.py's protocol):
 logits = x @ w.T in the input dtype, F.cross_entropy(logits, target) (mean),

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Times PyTorch CPU on the work perf_tests/bench_margin.cpp does, for its
 side-by-side numbers (tools/torch_bench_common.py's protocol): prints "key ms"
 lines, the median of repeats, for fwd (under no_grad), bwd (fwdbwd - fwd)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The main job's LM head in PyTorch, for the tokens/s comparison that
 scripts/main-job.sh prints: the same model as
 examples/lm_head_vocab_parallel (an embedding table and an LM head with

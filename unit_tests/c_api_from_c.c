@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 /* The C API from a C program (compiled as C11, linked with kloss::kloss_c
  * only): Kokkos' lifecycle through kloss_initialize / kloss_finalize, and
  * two hand-checked losses. Exit status 0 iff every check passed. */

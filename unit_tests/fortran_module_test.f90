@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 !> The Fortran module kloss_f: hand-checked values through assumed-shape
 !> arrays of both real kinds and both integer kinds (the class axis first in
 !> Fortran, as a row-major [N, C] reads), options as optional arguments and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The hostile-call harness shared by test_hostile (a seeded GoogleTest) and
 // fuzz/fuzz_runtime_api (libFuzzer): a random source draws one call of a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Tensors past 2^31 elements: every kernel indexes with 64-bit integers.
 // Each test builds its inputs from a hash of the element's 64-bit position
 // (so the reference can recompute any element without a second copy), runs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A rank that fails inside a distributed call after the ranks agreed on it
 // ends the job with MPI_Abort, naming the op and the rank, instead of
 // leaving the other ranks blocked in a collective. Run at two ranks by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The vocabulary-parallel golden reader under mpirun (1-4 ranks): every
 // rank opens the file with the MPI-IO driver, reads only its hyperslab of
 // the vocabulary-sized datasets, and the validation reports are identical

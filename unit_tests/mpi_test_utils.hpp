@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // What the mpi_test_*.cpp programs share: this process's place in
 // MPI_COMM_WORLD (initialised by unit_main.cpp) and the names of the

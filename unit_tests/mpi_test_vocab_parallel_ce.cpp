@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Vocabulary-parallel cross-entropy under mpirun (1-4 ranks): forward and
 // backward equal a single-process float64 reference on the whole vocabulary
 // (torch 1.13's cross_entropy semantics), every rank gets the same loss,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Vocabulary-parallel embedding under mpirun (1-4 ranks): the output equals
 // the single-process kloss::embedding bit for bit on every rank, each rank's
 // gradient slice equals the same slice of kloss::embedding_backward, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Vocabulary-parallel fused linear cross-entropy under mpirun (1-4 ranks):
 // loss and gradients equal the unfused single-process composition (logits
 // in float64 on the host, kloss::cross_entropy and its backward, then the

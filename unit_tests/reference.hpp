@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Float64 references of every kloss op, forward and backward, written
 // straight from torch 1.13's documented formulas (torch.nn.functional and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The C API (kloss/c_api.h, libkloss_c): every golden case of
 // data/golden/*.h5 (every op of the registry, every dtype) run through it
 // and checked as kloss-validate checks them; hand-checked values; and every

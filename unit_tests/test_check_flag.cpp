@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // kloss::CheckFlag: calls given a deferred check record bad targets and
 // return; the verdict throws what the first failing call would have thrown
 // (op, argument, count, first position and value), adds the count over

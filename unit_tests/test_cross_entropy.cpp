@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // cross_entropy and nll_loss: hand-checked values, random odd sizes against
 // the float64 reference (reference.hpp), finite-difference gradients (z_loss and
 // softcap included), in-place backward, K-dimensional input, probability

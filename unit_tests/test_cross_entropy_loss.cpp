@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // kloss::CrossEntropyLoss: forward and backward against reference.hpp's
 // float64 cross-entropy (class indices with weights and smoothing, class
 // probabilities, reduction none with a grad_output, the in-place backward),

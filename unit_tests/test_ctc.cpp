@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // ctc_loss: hand-checked tiny cases, a serial float64 reference on random
 // data (odd sizes, both target layouts, both index types, every dtype and
 // reduction), finite differences for both gradient conventions, the edge

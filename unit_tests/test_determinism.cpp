@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Bitwise determinism of the reduced losses and the gradients: the same
 // bits run to run and, on an OpenMP build of Kokkos 4, on one thread and on
 // every thread of the pool (Kokkos::OpenMP(1) beside Kokkos::OpenMP()).

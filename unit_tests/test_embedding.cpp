@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // embedding and embedding_bag: hand-checked values, a float64 serial
 // reference on random data with odd sizes for every mode and option, finite
 // differences, bitwise determinism, the sparse gradient, the runtime API and

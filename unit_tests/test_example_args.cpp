@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The examples' command lines (examples/common/args.hpp): values read whole
 // or refused, unknown options and stray arguments refused with status 2,
 // --help and --version answered with status 0, nothing printed by a rank

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The examples' progress output (examples/common/progress.hpp): when a bar
 // is drawn, which steps print a line in a log, and that ranks other than 0
 // are silent unless asked.

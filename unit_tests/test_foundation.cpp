@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The foundation: 16-bit storage types, shapes and broadcasting, the
 // runtime-typed buffers and options, the registry, error messages.
 #include "test_utils.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // fused_linear_cross_entropy: equals reference.hpp's float64 composition
 // (its own logits, cross-entropy and products; no kloss code), finite
 // differences on small sizes, chunking (several chunks, odd remainders),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The golden-file reader and validator (include/kloss/golden.hpp): the
 // balanced vocabulary split, the comparison rule, write-then-read round
 // trips, hyperslab reads of vocabulary slices, and hand-broken files made

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The fused heads' product layer (impl/head_products.hpp): the row-major to
 // column-major mapping and the strided operand descriptions against a naive
 // product written here, and every library this build has against the same

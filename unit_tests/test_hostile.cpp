@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Hostile calls (ctest label `hostile`): a seeded stream of random calls of
 // every registered op - valid and broken, see hostile.hpp - through the
 // runtime-typed API, the tensor entry points (guarded, aliased outputs) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Every kernel kloss launches and every allocation it makes carries a
 // `kloss::` label, so that a Kokkos Tools profile (kernel timers, memory
 // events) names kloss's work: every golden case of data/golden/*.h5 (all

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The loss modules of kloss/losses.hpp against hand-derived values: each
 // module's forward, its backward with and without grad_output, its held
 // class weights and options, the overloads without an execution space, and

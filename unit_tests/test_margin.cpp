@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Margin and embedding losses: hand-checked values for every reduction,
 // finite-difference gradients of every differentiable input, odd sizes
 // against the float64 references, unbatched forms, every error

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Element-wise losses: hand-checked values, broadcasting, finite-difference
 // gradients, every error path. Typed over the four dtypes.
 #include "reference.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // kloss's scratch cache (impl/scratch.hpp): a training step (cross_entropy,
 // the fused head, element-wise and row-wise margin losses, the embedding
 // family, ctc_loss) that has run

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Shared helpers of the kloss unit tests: views from/to doubles, the
 // per-dtype tolerance table, finite differences, error expectations.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // kloss/version.hpp: the version is CMake's project(VERSION) (passed to this
 // test as KLOSS_TEST_PROJECT_VERSION), and the configuration names the
 // Kokkos the library was built with, its execution spaces and what the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // GoogleTest main for every kloss test program: Kokkos (and MPI, for the
 // MPI tests) initialised around the whole run.
 #include <kloss/config.hpp>

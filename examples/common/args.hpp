@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Command lines of the examples. A program names its arguments once, as a
 // Command holding option(name, variable), flag(name, action) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The head of every CSV an example writes: the build's configuration
 // (kloss::configuration(): kloss's version and git hash, Kokkos' version and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Math functions callable in the examples' kernels on every execution
 // space: Kokkos' own, which live in Kokkos::Experimental in Kokkos 3.x

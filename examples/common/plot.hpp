@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Figures of the examples: a program writes its CSV, then plot() runs
 // examples/plot.py (matplotlib: Debian's python3-matplotlib, which

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Progress output of the examples, readable in a terminal and in a batch
 // log alike.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file binary_losses.hpp
 /// The binary element-wise losses (input, target -> loss) as the machine

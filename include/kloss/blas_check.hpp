@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file blas_check.hpp
 /// Does the BLAS this process loaded run the CPU's own kernels? OpenBLAS

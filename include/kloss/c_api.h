@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #ifndef KLOSS_C_API_H
 #define KLOSS_C_API_H
 /** \file c_api.h

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file check_flag.hpp
 /// kloss::CheckFlag: index checks whose verdict is taken later.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file checks.hpp
 /// Argument-checking helpers every op uses (docs/design.md, principle 6). Host

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file communicator.hpp
 /// The MPI vocabulary of kloss's vocabulary-parallel ops (kloss/mpi.hpp):

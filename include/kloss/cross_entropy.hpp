@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file cross_entropy.hpp
 /// cross_entropy and nll_loss of torch.nn.functional (torch 1.13 semantics),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file cross_entropy_loss.hpp
 /// kloss::CrossEntropyLoss: cross_entropy as an object that holds its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file cross_entropy_options.hpp
 /// Options of cross_entropy and nll_loss (torch's keywords and defaults,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file ctc.hpp
 /// ctc_loss: connectionist temporal classification, as torch 1.13's

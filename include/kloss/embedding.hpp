@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file embedding.hpp
 /// embedding and embedding_bag of torch.nn.functional (torch 1.13

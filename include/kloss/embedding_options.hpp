@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file embedding_options.hpp
 /// Options of embedding and embedding_bag (torch's keywords and defaults,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file error.hpp
 /// The kloss exception hierarchy. Every message starts "kloss::<op>: " and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file fused_linear.hpp
 /// fused_linear_cross_entropy: cross_entropy(input @ weight^T + bias, target)

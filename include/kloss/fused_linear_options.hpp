@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file fused_linear_options.hpp
 /// Options of fused_linear_cross_entropy, apart from the kernels.

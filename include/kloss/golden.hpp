@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file golden.hpp
 /// Golden-case files (the `kloss-golden/1` HDF5 schema, docs/golden-schema.md

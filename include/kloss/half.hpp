@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file half.hpp
 /// 2-byte floating-point storage types that work on every Kokkos backend:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file head_products.hpp
 /// Which library multiplies the fused linear cross-entropy heads' three

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file kloss.hpp
 /// Umbrella header: every public kloss header (the MPI and HDF5 ones when

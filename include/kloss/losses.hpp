@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file losses.hpp
 /// torch.nn's loss modules: each functional op held as an object with its

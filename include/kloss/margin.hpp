@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file margin.hpp
 /// The margin and embedding losses of torch.nn.functional:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file mpi.hpp
 /// Vocabulary-parallel ops over MPI (namespace kloss::mpi): the classes of a

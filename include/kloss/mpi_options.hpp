@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file mpi_options.hpp
 /// Options of the vocabulary-parallel ops and of kloss's communicator

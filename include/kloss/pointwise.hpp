@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file pointwise.hpp
 /// Element-wise losses of torch.nn.functional: mse_loss, l1_loss,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file preprocessor.hpp
 /// The few preprocessor helpers the tables of kloss's ops are expanded with

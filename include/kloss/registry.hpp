@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file registry.hpp
 /// One registry describes every op once (docs/design.md, principle 2): its torch

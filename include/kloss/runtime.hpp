@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file runtime.hpp
 /// The runtime-typed API: run any registered op on host buffers whose dtype

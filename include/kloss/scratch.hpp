@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file scratch.hpp
 /// kloss's scratch memory: the work arrays its calls need (the fused head's

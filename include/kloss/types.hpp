@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file types.hpp
 /// Scalar types, reductions and the type lists every family instantiates.

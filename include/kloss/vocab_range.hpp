@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file vocab_range.hpp
 /// A rank's share of a vocabulary (the classes of a cross-entropy, the rows

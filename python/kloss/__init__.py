@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """kloss from Python: its training losses through the C API (libkloss_c).
 
     import numpy as np, kloss

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """One call of a registered op through the C API: a loss object is created,
 given its options and inputs, run (forward, or forward and backward), and
 its output and gradients copied out.

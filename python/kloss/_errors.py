@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """kloss's exceptions: one class per status code of the C API
 (include/kloss/c_api.h), mirroring the C++ hierarchy of kloss/error.hpp.
 The message is kloss's own (kloss_last_error()), "kloss::<op>: ...".

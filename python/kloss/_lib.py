@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Finds and loads libkloss_c (kloss's C API, include/kloss/c_api.h) with
 ctypes, declares its entry points, and turns a failing status into the
 matching kloss.Error carrying kloss_last_error().

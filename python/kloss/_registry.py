@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The ops kloss registers (include/kloss/registry.hpp), read from the
 library itself: kloss_op_count() and kloss_op_json(i) of the C API
 (include/kloss/c_api.h) give each op's torch name, inputs (a trailing '?'

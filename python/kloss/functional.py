@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Every registered op as a function on NumPy arrays, named and called as
 torch.nn.functional's, with a `<op>_backward` twin returning the gradients:
 

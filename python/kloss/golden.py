@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Golden-case files in the `kloss-golden/1` schema (the repository's
 docs/golden-schema.md; kloss-validate in docs/validation.md): write them, read them,
 build cases from a PyTorch call, check cases through these bindings, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """kloss's ops as torch.autograd functions on CPU tensors:
 
     import torch, kloss.torch as kt

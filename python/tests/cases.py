@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Small valid calls of every registered op (float64 NumPy inputs, odd
 shapes, each option exercised somewhere), shared by the NumPy, golden and
 PyTorch tests. cases() returns a fresh list of Call objects; every op of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Shared fixtures. The library under test is $KLOSS_LIBRARY (default: the
 repository's build/release/src/libkloss_c.so when it exists); the programs
 are $KLOSS_VALIDATE and $KLOSS_OPS, else found beside that library. A

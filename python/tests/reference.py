@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """float64 NumPy references of every registered op's forward, written from
 torch's documented formulas (torch.nn.functional), for the tests that run
 without PyTorch. forward(op, inputs, options) -> ndarray."""

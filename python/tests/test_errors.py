@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """kloss's refusals reach Python as kloss.Error subclasses carrying kloss's
 own message (kloss_last_error()) and the C API's status."""
 import concurrent.futures

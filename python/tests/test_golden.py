@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Golden files: written by kloss.golden, read back, run through
 kloss-validate (a failing case must fail there too); the repository's
 committed files read and checked through these bindings. No PyTorch: the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Every op, forward and backward, on NumPy arrays without PyTorch: hand
 values, float64 NumPy references (reference.py) and central differences
 of those references; the narrower dtypes against float64."""

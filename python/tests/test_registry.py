@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The op table, which kloss builds from the library's kloss_op_json,
 against kloss-ops' listing of the same registry (another path from
 src/registry.cpp to text), the JSON itself, the torch facts kloss adds

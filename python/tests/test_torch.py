@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Against PyTorch, when it is installed: every op's forward and every
 gradient from kloss's NumPy functions against torch.nn.functional and
 autograd (float64), kloss.torch's autograd functions under

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Checks kloss's Spack recipe without Spack (ctest: spack_recipe).
 
 Spack is neither in Debian 12 nor on PyPI, so this loads

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Golden cases of the cross_entropy family (cross_entropy, nll_loss) in the
 kloss-golden/1 schema (docs/golden-schema.md).
 

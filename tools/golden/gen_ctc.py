@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Golden cases for ctc_loss (schema kloss-golden/1, docs/golden-schema.md).
 
 References: torch 1.13's F.ctc_loss in float64 on inputs rounded to the case

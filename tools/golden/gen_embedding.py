@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Golden cases of the embedding family (embedding, embedding_bag) in the
 kloss-golden/1 schema: every mode, option and layout, for the four dtypes
 and both index dtypes. References from torch 1.13 in float64 on inputs

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Golden cases of fused_linear_cross_entropy in the kloss-golden/1 schema.
 The op is in no torch release: the reference is the composition
 cross_entropy(input @ weight.T + bias, target, weight=ce_weight, ...) in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Golden cases of the margin family (kloss-golden/1, docs/golden-schema.md):
 hinge_embedding_loss, margin_ranking_loss, triplet_margin_loss,
 cosine_embedding_loss, multi_margin_loss, multilabel_margin_loss,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Golden cases with non-finite inputs (NaN, +inf, -inf) for every op family
 (kloss-golden/1, docs/golden-schema.md), written to
 data/golden/nonfinite.h5: forward values and autograd's gradients exactly as

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Golden cases of the element-wise losses (kloss/pointwise.hpp):
 mse_loss, l1_loss, smooth_l1_loss, huber_loss, soft_margin_loss, binary_cross_entropy,
 binary_cross_entropy_with_logits, kl_div, poisson_nll_loss,

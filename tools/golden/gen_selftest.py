@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Self-test golden file for kloss-validate: a handful of mse_loss cases in
 every dtype and reduction, with a rank-0 input, a broadcast target, an empty
 input, a forward-only case and a non-default index_dtype attribute, so that

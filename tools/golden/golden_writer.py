@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Writes golden-case files in the `kloss-golden/1` schema
 (docs/golden-schema.md): one HDF5 file per op family, one group per
 case. Used by the per-family generators gen_<family>.py; run them all with

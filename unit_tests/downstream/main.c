@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 /* Downstream check: an mse_loss through the installed C API, checked by
  * hand: x = {1, 2, 3} against 0 -> 14 / 3. */
 #include <kloss/c_api.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Downstream check: an mse_loss through the installed kloss, checked by hand.
 #include <kloss/kloss.hpp>
 

@@ -1,3 +1,4 @@
+! SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 !> Downstream check: an mse_loss through the installed Fortran module,
 !> checked by hand: x = (1, 2, 3) against 0 -> 14 / 3, d/dx = 2 x / 3.
 program downstream_fortran

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Installs the built kloss into a scratch prefix, configures and builds the
 # downstream project against it, and runs its programs.
 include(${KLOSS_SOURCE_DIR}/cmake/KlossBuildHelpers.cmake)

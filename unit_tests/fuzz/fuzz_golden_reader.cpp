@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // libFuzzer target over the golden-file reader (include/kloss/golden.hpp).
 //
 // The fuzz input is a recipe, not a file: FuzzedDataProvider draws the

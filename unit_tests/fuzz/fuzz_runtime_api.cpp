@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // libFuzzer target over the runtime-typed API, the tensor entry points and
 // the C API: the fuzz input decides one call - the op (its last byte), then
 // the dtype, shapes, options, index values, data, aliasing and the one way

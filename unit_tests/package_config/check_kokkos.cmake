@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # ctest package_config_kokkos_check: kloss_check_kokkos (cmake/KlossCheckKokkos.cmake),
 # which klossConfig.cmake runs, accepts the Kokkos kloss was built with and
 # refuses another version or another set of devices with a message naming both.

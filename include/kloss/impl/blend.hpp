@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/blend.hpp
 /// impl::blend, the branch-free select of the vectorised loops (the 16-bit

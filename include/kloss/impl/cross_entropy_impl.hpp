@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/cross_entropy_impl.hpp
 /// Kernels of cross_entropy and nll_loss.

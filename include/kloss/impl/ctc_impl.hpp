@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/ctc_impl.hpp
 /// Kernels of ctc_loss (connectionist temporal classification).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/embedding_impl.hpp
 /// Kernels of embedding and embedding_bag (torch.nn.functional semantics,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/fused_linear_impl.hpp
 /// Fused linear cross-entropy: cross_entropy(input @ weight^T + bias, target)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/kokkos_compat.hpp
 /// The one place that hides the differences between Kokkos 3.4 (Debian's

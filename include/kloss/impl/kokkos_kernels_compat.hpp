@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/kokkos_kernels_compat.hpp
 /// The Kokkos Kernels counterpart of impl/kokkos_compat.hpp: the one place

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/margin_impl.hpp
 /// Kernels of the margin and embedding losses of torch.nn.functional

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/mpi_fused_impl.hpp
 /// The vocabulary-parallel fused linear cross-entropy (kloss::mpi): the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/mpi_impl.hpp
 /// Vocabulary-parallel kernels and MPI plumbing (kloss::mpi).

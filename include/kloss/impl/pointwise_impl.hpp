@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/pointwise_impl.hpp
 /// Kernels of the element-wise losses: one read of each input, one write of

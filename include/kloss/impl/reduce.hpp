@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/reduce.hpp
 /// Reductions whose bits do not depend on the number of threads.

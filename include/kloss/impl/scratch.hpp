@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/scratch.hpp
 /// Scratch memory of kloss's calls, cached per memory space and handed out

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/tuning.hpp
 /// Every tuning constant of kloss's kernels, each with where and when it was

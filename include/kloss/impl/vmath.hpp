@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/vmath.hpp
 /// Vectorisable exp / log / log1p for the element-wise kernels (the

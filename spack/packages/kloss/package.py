@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Spack recipe of kloss, modelled on ArborX's and Kokkos-FFT's in Spack's
 # builtin repository: Kokkos provides the execution spaces (serial, openmp,
 # cuda, rocm variants passed through to it, with cuda_arch / amdgpu_target),

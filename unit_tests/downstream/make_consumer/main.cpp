@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Makefile consumer (pkg-config kloss): a cross_entropy through the
 // installed C++ API, checked by hand. Logits (0, 0) with target 0 and
 // (0, ln 3) with target 1 lose ln 2 and ln(4/3): the mean is ln(8/3) / 2.
