@@ -68,11 +68,17 @@ void BM_ce(benchmark::State& state) {
   ce_counters(state, (backward ? 3.0 : 1.0) * double(N) * double(C) * sizeof(T), seconds);
 }
 
-/// Args: N, D, V. Forward with the gradients (upstream 1), then the
-/// backward that scales them by the upstream gradient.
+/// Args: N, D, V, chunk rows (0: the default schedule's), tf32 (1: float32
+/// products on the TF32 tensor-core mode where the library has one).
+/// Forward with the gradients (upstream 1), then the backward that scales
+/// them by the upstream gradient.
 template <class T>
 void BM_fused_linear(benchmark::State& state) {
-  const std::int64_t N = state.range(0), D = state.range(1), V = state.range(2);
+  const std::int64_t N = state.range(0), D = state.range(1), V = state.range(2), rows = state.range(3);
+  kloss::FusedLinearCrossEntropyOptions o;
+  // the chunk's logits in float, plus its 16-bit dL/dZ on a device
+  if (rows > 0) o.memory_budget_bytes = rows * V * static_cast<std::int64_t>(sizeof(float) + (sizeof(T) < 4 ? 2 : 0));
+  o.allow_tf32 = state.range(4) != 0;
   using M2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem>;
   Exec exec;
   M2 x("x", N, D), w("w", V, D), gx("gx", N, D), gw("gw", V, D);
@@ -90,8 +96,8 @@ void BM_fused_linear(benchmark::State& state) {
       });
   exec.fence();
   auto step = [&] {
-    kloss::fused_linear_cross_entropy(exec, x, w, t, none, none, out, gx, gw, none);
-    kloss::fused_linear_cross_entropy_backward(exec, one, gx, gw, none);
+    kloss::fused_linear_cross_entropy(exec, x, w, t, none, none, out, gx, gw, none, o);
+    kloss::fused_linear_cross_entropy_backward(exec, one, gx, gw, none, o);
   };
   step();
   exec.fence();
@@ -109,8 +115,14 @@ void ce_shapes(benchmark::internal::Benchmark* b) {
 }
 
 void head_shapes(benchmark::internal::Benchmark* b) {
-  b->Args({4096, 2048, 32000})->Args({8192, 2048, 128256});
-  b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+  for (std::int64_t rows : {0, 1024, 2048, 4096})
+    b->Args({4096, 2048, 32000, rows, 0})->Args({8192, 2048, 128256, rows, 0});
+  b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
+}
+
+void head_shapes_tf32(benchmark::internal::Benchmark* b) {
+  b->Args({4096, 2048, 32000, 0, 1})->Args({8192, 2048, 128256, 0, 1});
+  b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
 }
 
 }  // namespace
@@ -118,6 +130,7 @@ void head_shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK_TEMPLATE(BM_ce, float)->Apply(ce_shapes);
 BENCHMARK_TEMPLATE(BM_ce, kloss::bfloat16)->Apply(ce_shapes);
 BENCHMARK_TEMPLATE(BM_fused_linear, float)->Apply(head_shapes);
+BENCHMARK_TEMPLATE(BM_fused_linear, float)->Apply(head_shapes_tf32)->Name("BM_fused_linear_tf32");
 BENCHMARK_TEMPLATE(BM_fused_linear, kloss::bfloat16)->Apply(head_shapes);
 
 int main(int argc, char** argv) { return kloss_perf::run_benchmarks(argc, argv); }

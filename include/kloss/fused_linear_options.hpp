@@ -20,9 +20,10 @@ struct FusedLinearCrossEntropyOptions {
   double softcap = 0.0;                   ///< as CrossEntropyOptions::softcap
   /// Bytes of logits scratch: B x V accumulation-type values (on a device
   /// with 16-bit products, also their 16-bit copy); 0 = the default
-  /// (impl/tuning.hpp: 1/fl_default_budget_divisor of the full N x V float
-  /// logits, at most fl_default_budget_bytes, at least fl_min_chunk_rows
-  /// rows on hosts and fl_device_min_chunk_rows on devices).
+  /// (impl/tuning.hpp: on hosts 1/fl_default_budget_divisor of the full
+  /// N x V float logits, at most fl_default_budget_bytes, at least
+  /// fl_min_chunk_rows rows; on devices fl_device_default_budget_bytes, at
+  /// least fl_device_min_chunk_rows rows).
   std::int64_t memory_budget_bytes = 0;
   /// Rows of W per vocabulary block: the gradient filter's tiles and, for
   /// 16-bit inputs whose library has no 16-bit product, the blocks converted

@@ -339,6 +339,19 @@ KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_pass(const T* x, G* g, std::int64_t n, s
         ce_bwd_elem<Cap, WB>(static_cast<A>(x[o]), lse, a, b, cap, WB ? static_cast<A>(w[Contig ? c : c * ws]) : A(0)));
   }
 }
+/// ce_bwd_pass with the in-place case (g exactly x, same type) passed as
+/// one pointer, so that the loop sees no aliasing.
+template <bool Contig, bool Cap, bool WB, class T, class G, class A>
+KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_any(const T* x, G* g, std::int64_t n, std::int64_t stride, A lse,
+                                            const CeRowGrad<A>& k, const T* w, std::int64_t ws) {
+  if constexpr (std::is_same_v<G, T>) {
+    if (static_cast<const void*>(g) == static_cast<const void*>(x)) {
+      ce_bwd_pass<Contig, Cap, WB>(g, g, n, stride, lse, k, w, ws);
+      return;
+    }
+  }
+  ce_bwd_pass<Contig, Cap, WB>(x, g, n, stride, lse, k, w, ws);
+}
 // 16-bit logits, contiguous: blocks of L logits go through float buffers -
 // the bits copied in (one vector load) and widened, the gradients computed,
 // converted back as a block (impl::floats_to_bits_block) and copied out.
@@ -372,32 +385,28 @@ KOKKOS_INLINE_FUNCTION void ce_bwd_blocks16(const T* x, T* g, std::int64_t n, A 
 /// CeRowGrad), target class `target_local` in the slice or -1. One read of
 /// x and one write of g. `g` may be exactly `x` (the in-place gradient; the
 /// target's logit is read before it is overwritten); any other overlap is
-/// not allowed. w: class weights (w[c * wstride]), read only when
-/// k.weighted_b.
-template <class T, class A = acc_t<T>>
-KOKKOS_INLINE_FUNCTION void ce_backward_from_lse(const T* x, T* g, std::int64_t n, std::int64_t stride,
+/// not allowed. G, g's type, may differ from T (the fused head's device
+/// schedule writes float logits' gradients as bfloat16 / float16 operands).
+/// w: class weights (w[c * wstride]), read only when k.weighted_b.
+template <class T, class G = T, class A = acc_t<T>>
+KOKKOS_INLINE_FUNCTION void ce_backward_from_lse(const T* x, G* g, std::int64_t n, std::int64_t stride,
                                                  std::int64_t target_local, A lse, const CeRowGrad<A>& k,
                                                  const T* w = nullptr, std::int64_t wstride = 1) {
   const bool has_t = target_local >= 0 && target_local < n;
   const A xt = has_t ? static_cast<A>(x[target_local * stride]) : A(0);
   const bool cap = k.softcap != A(0);
   const bool wb = k.weighted_b;
-#define KLOSS_CE_BWD(CONTIG, CAP)                                                   \
-  if constexpr (CONTIG && sizeof(T) == 2) {                                         \
-    if (wb)                                                                         \
-      detail::ce_bwd_blocks16<CAP, true>(x, g, n, lse, k, w);                       \
-    else                                                                            \
-      detail::ce_bwd_blocks16<CAP, false>(x, g, n, lse, k, w);                      \
-  } else if (static_cast<const void*>(g) == static_cast<const void*>(x)) {          \
-    if (wb)                                                                         \
-      detail::ce_bwd_pass<CONTIG, CAP, true>(g, g, n, stride, lse, k, w, wstride);  \
-    else                                                                            \
-      detail::ce_bwd_pass<CONTIG, CAP, false>(g, g, n, stride, lse, k, w, wstride); \
-  } else {                                                                          \
-    if (wb)                                                                         \
-      detail::ce_bwd_pass<CONTIG, CAP, true>(x, g, n, stride, lse, k, w, wstride);  \
-    else                                                                            \
-      detail::ce_bwd_pass<CONTIG, CAP, false>(x, g, n, stride, lse, k, w, wstride); \
+#define KLOSS_CE_BWD(CONTIG, CAP)                                                \
+  if constexpr (CONTIG && sizeof(T) == 2 && std::is_same_v<G, T>) {              \
+    if (wb)                                                                      \
+      detail::ce_bwd_blocks16<CAP, true>(x, g, n, lse, k, w);                    \
+    else                                                                         \
+      detail::ce_bwd_blocks16<CAP, false>(x, g, n, lse, k, w);                   \
+  } else {                                                                       \
+    if (wb)                                                                      \
+      detail::ce_bwd_any<CONTIG, CAP, true>(x, g, n, stride, lse, k, w, wstride);  \
+    else                                                                         \
+      detail::ce_bwd_any<CONTIG, CAP, false>(x, g, n, stride, lse, k, w, wstride); \
   }
   if (stride == 1) {
     if (cap) {
@@ -416,7 +425,7 @@ KOKKOS_INLINE_FUNCTION void ce_backward_from_lse(const T* x, T* g, std::int64_t 
   if (has_t) {
     const A wt = wb ? static_cast<A>(w[target_local * wstride]) : A(1);
     g[target_local * stride] =
-        static_cast<T>(cap ? detail::ce_bwd_elem<true, true>(xt, lse, k.a, k.b, k.softcap, wt, k.ct)
+        static_cast<G>(cap ? detail::ce_bwd_elem<true, true>(xt, lse, k.a, k.b, k.softcap, wt, k.ct)
                            : detail::ce_bwd_elem<false, true>(xt, lse, k.a, k.b, k.softcap, wt, k.ct));
   }
 }
@@ -495,9 +504,9 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_partials_lanes(const Member& mem,
 
 /// The logit gradient of one row from its saved log-sum-exp (see
 /// ce_backward_from_lse), its classes split over S slices across the
-/// calling thread's vector lanes. g may be exactly x.
-template <class Member, class T, class A>
-KOKKOS_INLINE_FUNCTION void ce_backward_lanes(const Member& mem, int S, const T* x, T* g, std::int64_t C,
+/// calling thread's vector lanes. g may be exactly x, or of another type.
+template <class Member, class T, class G, class A>
+KOKKOS_INLINE_FUNCTION void ce_backward_lanes(const Member& mem, int S, const T* x, G* g, std::int64_t C,
                                               std::int64_t inner, std::int64_t t, A lse, const CeRowGrad<A>& k,
                                               const T* w) {
   if (S == 1) {

@@ -57,19 +57,20 @@ std::int64_t fl_logit_bytes(const HeadPlan& plan, bool dz_products) {
 }
 
 /// Rows per chunk for N tokens, V classes, a budget in bytes (0: the
-/// default share of the N x V logits in the accumulation type A, at least
-/// `min_rows` rows), with `logit_bytes` of scratch per logit (A's, plus the
-/// 16-bit copy of dL/dZ when the products take 16-bit operands on a
-/// device).
+/// default - on hosts a share of the N x V logits in the accumulation type
+/// A, on devices (`device`) a fixed budget - at least `min_rows` rows), with
+/// `logit_bytes` of scratch per logit (A's, plus the 16-bit copy of dL/dZ
+/// when the products take 16-bit operands on a device).
 template <class A>
 std::int64_t fl_chunk_rows(std::string_view op, std::int64_t N, std::int64_t V, std::int64_t budget,
-                           std::int64_t logit_bytes = sizeof(A), std::int64_t min_rows = tuning::fl_min_chunk_rows) {
+                           std::int64_t logit_bytes = sizeof(A), std::int64_t min_rows = tuning::fl_min_chunk_rows,
+                           bool device = false) {
   const std::int64_t row_bytes = V * logit_bytes;
   if (budget <= 0) {
-    budget = tuning::fl_default_budget_bytes;
+    budget = device ? tuning::fl_device_default_budget_bytes : tuning::fl_default_budget_bytes;
     const std::int64_t share = N * V * static_cast<std::int64_t>(sizeof(A)) / tuning::fl_default_budget_divisor;
     const std::int64_t floor = min_rows * row_bytes;
-    if (share < budget) budget = share;
+    if (!device && share < budget) budget = share;
     if (budget < floor) budget = floor;
   }
   const std::int64_t rows = row_bytes > 0 ? budget / row_bytes : N;
@@ -145,6 +146,10 @@ struct FusedHeadArgs {
   double filter = 0;
   HeadPlan plan;      ///< the product library, and whether it multiplies T itself
   bool tf32 = false;  ///< float32 products in the TF32 mode (CUDA, opt-in)
+  /// The rows callable can write the chunk's dL/dZ rounded to T into a
+  /// buffer of its own (see fused_head_with), saving the device schedule a
+  /// pass over the float gradient.
+  bool rows_write_16 = false;
   bool want_grad() const { return gx || gw || gb; }
 };
 
@@ -269,10 +274,13 @@ void fl_add_column_sums(const ExecSpace& exec, A* g, const A* dz, std::int64_t b
 /// and W's vocabulary blocks to float, product by product). It holds no
 /// device lambda itself (nvcc refuses one in a function templated on the
 /// caller's lambda types): its kernels are the fl_ helpers above. `rows(Zc,
-/// r0, b)` turns the chunk's logits Zc [b, V] (rows r0.. of the call, in the
-/// accumulation type) into its losses and, when gradients are wanted, its
-/// logit gradient in place; it returns false to stop the loop (the
-/// vocabulary-parallel op's bad rows). `gx_done(p, count)` sees each
+/// r0, b, dz16)` turns the chunk's logits Zc [b, V] (rows r0.. of the call,
+/// in the accumulation type) into its losses and, when gradients are
+/// wanted, its logit gradient: in place when dz16 is null, else rounded to
+/// T into dz16 [b, V] (only when a.rows_write_16: the device schedule with
+/// 16-bit operands, no grad_bias and no filter, which read the float
+/// gradient); it returns false to stop the loop (the vocabulary-parallel
+/// op's bad rows). `gx_done(p, count)` sees each
 /// chunk's grad_input rows in the accumulation type before they are stored
 /// (the vocabulary-parallel op sums them over the ranks there). The
 /// gradients are overwritten.
@@ -318,6 +326,8 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
   // 16-bit dL/dZ: on hosts over the chunk's own float rows (fl_round_rows),
   // on devices in a buffer of its own
   const bool round_in_place = !fl_device_schedule<ExecSpace>();
+  // ... written there by the row pass itself when it can
+  const bool rows_round = round_dz && !round_in_place && a.rows_write_16 && !filtering && !a.gb && (a.gx || a.gw);
   if constexpr (round_dz) {
     if (!round_in_place && (a.gx || a.gw)) dzh = scratch<T>(exec, B * V);
   }
@@ -380,8 +390,10 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
       // columns [v0, v0 + bv) of the chunk: row stride V
       product('N', 'T', b, bv, D, xc, D, w_rows(v0, bv), D, bias ? bias + v0 : nullptr, Z + v0, V, false);
     }
-    // --- the rows: losses, and dL/dZ over Z in place
-    if (!rows(Z, r0, b)) break;
+    // --- the rows: losses, and dL/dZ over Z in place or into dzh
+    T* dz16 = nullptr;
+    if constexpr (round_dz) dz16 = rows_round ? dzh.data() : nullptr;
+    if (!rows(Z, r0, b, dz16)) break;
     if (!want_grad) continue;
     // --- which tiles take part
     report.tiles += blocks;
@@ -407,7 +419,7 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
         if constexpr (is_host_space_v<ExecSpace>) fl_round_rows<T>(exec, Z, b, V);
         dz = reinterpret_cast<const Op*>(Z);
       } else {
-        fl_convert(exec, dzh.data(), Z, b * V, false);
+        if (!rows_round) fl_convert(exec, dzh.data(), Z, b * V, false);
         dz = dzh.data();
       }
     } else {
@@ -515,7 +527,8 @@ template <class ExecSpace, class T, class Tgt>
 CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t r0, std::int64_t b, const FlRowParams<acc_t<T>>& P,
                const Kokkos::View<const Tgt*, typename ExecSpace::memory_space>& tv, const T* cwt,
                const Kokkos::View<const T*, typename ExecSpace::memory_space>& gov,
-               const Kokkos::View<T*, typename ExecSpace::memory_space>& ov, CeSums* total = nullptr) {
+               const Kokkos::View<T*, typename ExecSpace::memory_space>& ov, CeSums* total = nullptr,
+               T* dz16 = nullptr) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   constexpr bool prob = !is_index_v<Tgt>;
@@ -573,9 +586,15 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t r0, std::int64_
       A* z = Zd + i * V;
       A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
       const std::int64_t t = static_cast<std::int64_t>(tv(r));
+      T* g16 = dz16 ? dz16 + i * V : nullptr;  // the row's 16-bit gradient, or null: in place
       if (t == ignore) {
         if (write_out && none) Kokkos::single(Kokkos::PerThread(mem), [&]() { ov(r) = T(0.0f); });
-        if (want_grad) ce_zero_row_lanes(mem, S, z, V, std::int64_t(1));
+        if (want_grad) {
+          if (g16)
+            ce_zero_row_lanes(mem, S, g16, V, std::int64_t(1));
+          else
+            ce_zero_row_lanes(mem, S, z, V, std::int64_t(1));
+        }
         return;
       }
       const A wt = cwp ? cwp[t] : A(1);
@@ -587,7 +606,10 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t r0, std::int64_
       if (want_grad) {
         if (mean) scale = static_cast<A>(scale / total_weight);
         const CeRowGrad<A> k = ce_row_grad(scale, wt, w_all, eps, V, zl, l, cap, cwp != nullptr);
-        ce_backward_lanes(mem, S, z, z, V, std::int64_t(1), t, l, k, cwp);  // in place over the chunk
+        if (g16)
+          ce_backward_lanes(mem, S, static_cast<const A*>(z), g16, V, std::int64_t(1), t, l, k, cwp);
+        else
+          ce_backward_lanes(mem, S, z, z, V, std::int64_t(1), t, l, k, cwp);  // in place over the chunk
       }
     });
   }
@@ -665,7 +687,8 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   const std::int64_t B = fl_chunk_rows<A>(
       op, N, V, opts.memory_budget_bytes,
       fl_logit_bytes<ExecSpace, T>(plan, grad_input.present || grad_weight.present),
-      fl_device_schedule<ExecSpace>() ? tuning::fl_device_min_chunk_rows : tuning::fl_min_chunk_rows);
+      fl_device_schedule<ExecSpace>() ? tuning::fl_device_min_chunk_rows : tuning::fl_min_chunk_rows,
+      fl_device_schedule<ExecSpace>());
   check_disjoint(op,
                  {span("output", output), span("grad_input", grad_input), span("grad_weight", grad_weight),
                   span("grad_bias", grad_bias)},
@@ -733,6 +756,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   FusedHeadArgs<T> a =
       fused_head_args(input, weight, bias, grad_input, grad_weight, grad_bias, B, opts.convert_block_rows, plan,
                       opts.allow_tf32);
+  a.rows_write_16 = !prob;  // the class-index rows write a 16-bit gradient (fl_rows)
   const Kokkos::View<const T*, Mem> gov(go.data.data(), go.present ? go.numel() : 0);
   if (filter > 0 && P.want_grad)
     a.filter = filter * fl_max_row_scale<ExecSpace, T>(exec, gov, P.has_go, P.mean, P.total_weight);
@@ -752,12 +776,12 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   double loss_sum = 0;
   const FusedLinearReport report = fused_head(
       exec, a,
-      [&](A* Zc, std::int64_t r0, std::int64_t b) {
+      [&](A* Zc, std::int64_t r0, std::int64_t b, T* dz16) {
         if (device_sums) {
-          fl_rows<ExecSpace, T, Tgt>(exec, Zc, r0, b, P, tflat, cwt, gov, ov, sums_d.data());
+          fl_rows<ExecSpace, T, Tgt>(exec, Zc, r0, b, P, tflat, cwt, gov, ov, sums_d.data(), dz16);
           return true;
         }
-        const CeSums chunk = fl_rows<ExecSpace, T, Tgt>(exec, Zc, r0, b, P, tflat, cwt, gov, ov);
+        const CeSums chunk = fl_rows<ExecSpace, T, Tgt>(exec, Zc, r0, b, P, tflat, cwt, gov, ov, nullptr, dz16);
         if (chunk.bad_prob > 0)
           fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", chunk.bad_prob,
                                 " negative or NaN value(s) in rows [", r0, ", ", r0 + b, "); first at position ",

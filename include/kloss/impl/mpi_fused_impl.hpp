@@ -163,7 +163,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     const std::int64_t ig = opts.ignore_index;
     result.report = kloss::impl::fused_head(
         exec, a,
-        [&](A* z, std::int64_t n0, std::int64_t nc) {
+        [&](A* z, std::int64_t n0, std::int64_t nc, T*) {  // dL/dZ in place (rows_write_16 unset)
           ce_slice_partials<ExecSpace, T, I, A>(exec, z, nc, v, range.begin, target, cwa, ig, opts.softcap, lay, rec,
                                                 n0);
           {
