@@ -72,7 +72,7 @@ rt::Result run_cross_entropy(const rt::Call& c) {
 
 rt::Result run_nll_loss(const rt::Call& c) {
   NllLossOptions o;
-  o.ignore_index = c.options.get_int(c.op, "ignore_index", -100);
+  o.ignore_index = c.options.get_int(c.op, "ignore_index", o.ignore_index);
   o.reduction = c.options.get_reduction(c.op);
   auto iit = c.inputs.find("input");
   if (!rt::is_floating(c.dtype) || (iit != c.inputs.end() && !rt::is_floating(iit->second.dtype())))
@@ -110,10 +110,11 @@ rt::Result run_nll_loss(const rt::Call& c) {
 void register_cross_entropy(std::vector<OpInfo>& ops) {
   FamilyRegistry family{ops, "kloss/cross_entropy.hpp"};
   family.add("nll_loss", {"input", "target", "weight?"}, {"input"},
-             {{"ignore_index", "int", "-100", "targets equal to this are skipped"}, reduction_option},
+             {{"ignore_index", "int", option_text(NllLossOptions{}.ignore_index), "targets equal to this are skipped"},
+              reduction_option},
              "negative log-likelihood of log-probabilities, -weight[t] * input[t]", run_nll_loss, {"target"});
   family.add("cross_entropy", {"input", "target", "weight?"}, {"input"},
-             ce_option_list("class-index targets equal to this are skipped",
+             ce_option_list<CrossEntropyOptions>("class-index targets equal to this are skipped",
                             "in [0, 1]: mix the target with the uniform distribution",
                             "extension: logits -> softcap * tanh(x / softcap) before the softmax; 0 = off"),
              "softmax cross-entropy over logits (class indices or probabilities), online log-sum-exp",

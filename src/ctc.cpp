@@ -17,9 +17,10 @@ rt::Result run_ctc_loss(const rt::Call& c) {
     using I = typename decltype(itag)::type;
     using A = acc_t<T>;
     const Reduction red = c.options.get_reduction(c.op);
-    const std::int64_t blank = c.options.get_int(c.op, "blank", 0);
-    const bool zero_infinity = c.options.get_bool(c.op, "zero_infinity", false);
-    const bool ctc_grad = c.options.get_bool(c.op, "ctc_grad", false);
+    const CtcLossOptions d;
+    const std::int64_t blank = c.options.get_int(c.op, "blank", d.blank);
+    const bool zero_infinity = c.options.get_bool(c.op, "zero_infinity", d.zero_infinity);
+    const bool ctc_grad = c.options.get_bool(c.op, "ctc_grad", d.ctc_grad);
     auto lp = input<T>(c, "log_probs");
     auto tg = input<I>(c, "targets");
     auto il = input<I>(c, "input_lengths");
@@ -64,9 +65,10 @@ void register_ctc(std::vector<OpInfo>& ops) {
   family.add(
       "ctc_loss", {"log_probs", "targets", "input_lengths", "target_lengths"}, {"log_probs"},
       {{"reduction", "string", "mean", "none | mean (each loss / max(target_length, 1), then the batch mean) | sum"},
-       {"blank", "int", "0", "the blank class, in [0, C)"},
-       {"zero_infinity", "bool", "false", "infeasible alignments give loss 0 and a zero gradient"},
-       {"ctc_grad", "bool", "false",
+       {"blank", "int", option_text(CtcLossOptions{}.blank), "the blank class, in [0, C)"},
+       {"zero_infinity", "bool", option_text(CtcLossOptions{}.zero_infinity),
+        "infeasible alignments give loss 0 and a zero gradient"},
+       {"ctc_grad", "bool", option_text(CtcLossOptions{}.ctc_grad),
         "kloss extension: the backward returns the plain partial derivative instead of torch's autograd value"}},
       "connectionist temporal classification (alpha-beta recursion in log space)", run_ctc_loss,
       {"targets", "input_lengths", "target_lengths"});

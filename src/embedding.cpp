@@ -68,7 +68,7 @@ rt::Result run_embedding_bag(const rt::Call& c) {
     using I = typename decltype(itag)::type;
     auto o = read_embedding_options<EmbeddingBagOptions>(c);
     o.mode = parse_embedding_bag_mode(c.options.get_string(c.op, "mode", "mean"));
-    o.include_last_offset = c.options.get_bool(c.op, "include_last_offset", false);
+    o.include_last_offset = c.options.get_bool(c.op, "include_last_offset", o.include_last_offset);
     auto in = input<I>(c, "input");
     auto w = input<T>(c, "weight");
     auto off = input<I>(c, "offsets", false);
@@ -126,7 +126,8 @@ void register_embedding(std::vector<OpInfo>& ops) {
              "row gather weight[input]; backward scatter-add (atomic or deterministic)", run_embedding, {"input"});
   auto bag_options = embedding_option_list(
       "entries left out of sums, means and counts; negative counts from the end",
-      {{"include_last_offset", "bool", "False", "offsets has B + 1 entries, the last the end of the last bag"}});
+      {{"include_last_offset", "bool", option_text(EmbeddingBagOptions{}.include_last_offset),
+        "offsets has B + 1 entries, the last the end of the last bag"}});
   bag_options.insert(bag_options.begin(), OptionInfo{"mode", "string", "mean", "sum | mean | max"});
   family.add("embedding_bag", {"input", "weight", "offsets?", "per_sample_weights?"}, {"weight", "per_sample_weights"},
              std::move(bag_options), "sum / mean / max of bags of embedding rows, optional per-sample weights",

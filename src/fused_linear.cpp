@@ -46,7 +46,7 @@ void register_fused_linear(std::vector<OpInfo>& ops) {
   FamilyRegistry family{ops, "kloss/fused_linear.hpp"};
   family.add("fused_linear_cross_entropy", {"input", "weight", "target", "bias?", "ce_weight?"},
              {"input", "weight", "bias"},
-             ce_option_list("targets equal to this are skipped", "in [0, 1]",
+             ce_option_list<FusedLinearCrossEntropyOptions>("targets equal to this are skipped", "in [0, 1]",
                             "extension: logits -> softcap * tanh(x / softcap); 0 = off"),
              "cross_entropy(input @ weight^T + bias, target) in row chunks through gemm, without the logits",
              run_fused_linear);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <kloss/checks.hpp>
+#include <kloss/embedding_options.hpp>
 #include <kloss/registry.hpp>
 #include <kloss/runtime.hpp>
 #include <limits>
@@ -206,23 +207,26 @@ inline constexpr OptionInfo reduction_option = {"reduction", "string", "mean", "
 template <class Options>
 Options read_ce_options(const rt::Call& c) {
   Options o;
-  o.ignore_index = c.options.get_int(c.op, "ignore_index", -100);
+  o.ignore_index = c.options.get_int(c.op, "ignore_index", o.ignore_index);
   o.reduction = c.options.get_reduction(c.op);
-  o.label_smoothing = c.options.get_real(c.op, "label_smoothing", 0.0);
-  o.z_loss = c.options.get_real(c.op, "z_loss", 0.0);
-  o.softcap = c.options.get_real(c.op, "softcap", 0.0);
+  o.label_smoothing = c.options.get_real(c.op, "label_smoothing", o.label_smoothing);
+  o.z_loss = c.options.get_real(c.op, "z_loss", o.z_loss);
+  o.softcap = c.options.get_real(c.op, "softcap", o.softcap);
   return o;
 }
 
-/// The registry's list of the options read_ce_options reads, in its order;
-/// each op words ignore_index, label_smoothing and softcap for itself.
-inline std::vector<OptionInfo> ce_option_list(std::string_view ignore_doc, std::string_view smoothing_doc,
-                                              std::string_view softcap_doc) {
-  return {{"ignore_index", "int", "-100", ignore_doc},
+/// The registry's list of the options read_ce_options reads, in its order,
+/// their defaults those of Options; each op words ignore_index,
+/// label_smoothing and softcap for itself.
+template <class Options>
+std::vector<OptionInfo> ce_option_list(std::string_view ignore_doc, std::string_view smoothing_doc,
+                                       std::string_view softcap_doc) {
+  const Options d;
+  return {{"ignore_index", "int", option_text(d.ignore_index), ignore_doc},
           reduction_option,
-          {"label_smoothing", "real", "0.0", smoothing_doc},
-          {"z_loss", "real", "0.0", "extension: adds z_loss * lse^2 per non-ignored row"},
-          {"softcap", "real", "0.0", softcap_doc}};
+          {"label_smoothing", "real", option_text(d.label_smoothing), smoothing_doc},
+          {"z_loss", "real", option_text(d.z_loss), "extension: adds z_loss * lse^2 per non-ignored row"},
+          {"softcap", "real", option_text(d.softcap), softcap_doc}};
 }
 
 /// The embedding family's options of a call shared by embedding,
@@ -232,10 +236,10 @@ Options read_embedding_options(const rt::Call& c) {
   Options o;
   if (c.options.has("padding_idx")) o.padding_idx = c.options.get_int(c.op, "padding_idx", 0);
   if (c.options.has("max_norm")) o.max_norm = c.options.get_real(c.op, "max_norm", 0);
-  o.norm_type = c.options.get_real(c.op, "norm_type", 2.0);
-  o.scale_grad_by_freq = c.options.get_bool(c.op, "scale_grad_by_freq", false);
-  o.sparse = c.options.get_bool(c.op, "sparse", false);
-  o.deterministic = c.options.get_bool(c.op, "deterministic", false);
+  o.norm_type = c.options.get_real(c.op, "norm_type", o.norm_type);
+  o.scale_grad_by_freq = c.options.get_bool(c.op, "scale_grad_by_freq", o.scale_grad_by_freq);
+  o.sparse = c.options.get_bool(c.op, "sparse", o.sparse);
+  o.deterministic = c.options.get_bool(c.op, "deterministic", o.deterministic);
   return o;
 }
 
@@ -244,14 +248,17 @@ Options read_embedding_options(const rt::Call& c) {
 /// stands between scale_grad_by_freq and sparse.
 inline std::vector<OptionInfo> embedding_option_list(std::string_view padding_doc,
                                                      const std::vector<OptionInfo>& before_sparse = {}) {
+  const EmbeddingOptions d;
   std::vector<OptionInfo> v = {
       {"padding_idx", "int", "None", padding_doc},
       {"max_norm", "real", "None", "renormalise looked-up rows with a larger norm (in place)"},
-      {"norm_type", "real", "2", "p of the p-norm for max_norm"},
-      {"scale_grad_by_freq", "bool", "False", "divide each row's gradient by its count in input"}};
+      {"norm_type", "real", option_text(d.norm_type), "p of the p-norm for max_norm"},
+      {"scale_grad_by_freq", "bool", option_text(d.scale_grad_by_freq),
+       "divide each row's gradient by its count in input"}};
   v.insert(v.end(), before_sparse.begin(), before_sparse.end());
-  v.push_back({"sparse", "bool", "False", "row-sparse gradient (the runtime API returns it densified)"});
-  v.push_back({"deterministic", "bool", "False", "kloss extension: sort-based, bitwise reproducible backward"});
+  v.push_back({"sparse", "bool", option_text(d.sparse), "row-sparse gradient (the runtime API returns it densified)"});
+  v.push_back({"deterministic", "bool", option_text(d.deterministic),
+               "kloss extension: sort-based, bitwise reproducible backward"});
   return v;
 }
 

@@ -11,8 +11,12 @@
 /// of hinge, margin_ranking and cosine are floating, as in torch. Reduction
 /// none gives torch's per-element / per-row shape; mean and sum give one
 /// element (a rank-0 view, or any one-element view). Kernels and their
-/// derivations: impl/margin_impl.hpp.
-#include <kloss/impl/margin_impl.hpp>
+/// derivations: impl/margin_signed_impl.hpp, impl/margin_distance_impl.hpp,
+/// impl/margin_class_impl.hpp, impl/margin_soft_impl.hpp.
+#include <kloss/impl/margin_class_impl.hpp>
+#include <kloss/impl/margin_distance_impl.hpp>
+#include <kloss/impl/margin_signed_impl.hpp>
+#include <kloss/impl/margin_soft_impl.hpp>
 
 namespace kloss {
 

@@ -7,18 +7,21 @@
 /// cuBLAS, rocBLAS or Kokkos Kernels' gemm).
 ///
 /// Algorithm (Liger-Kernel's chunked fused linear cross-entropy, with
-/// Megatron-LM's vocabulary-parallel LSE) on the chunked head of
-/// fused_linear_cross_entropy (kloss::impl::fused_head: the products, the
-/// 16-bit conversions, the gradient filter): per chunk of tokens the local
-/// logits Z_c = X_c W_r^T (+ b_r), their class-slice partials from
-/// cross_entropy's row kernel, ONE record allreduce for the chunk making the
-/// LSE global, the logit gradient formed in place and multiplied back:
+/// Megatron-LM's vocabulary-parallel LSE) on the chunked head
+/// (impl/engine_chunked_head.hpp, kloss::impl::fused_head: the products,
+/// the 16-bit conversions, the gradient filter): per chunk of tokens the
+/// local logits Z_c = X_c W_r^T (+ b_r), their class-slice partials from
+/// the online-softmax rows (impl/engine_rows_softmax.hpp), ONE record
+/// allreduce for the chunk making the LSE global, the logit gradient formed
+/// in place and multiplied back:
 /// grad_input_c = G W_r (this rank's part, summed across ranks chunk by
 /// chunk in the accumulation type), grad_weight_r += G^T X_c and
 /// grad_bias_r += colsum(G) (local). The gradients are computed in the
 /// forward (for the given upstream gradient, or ones), so the backward
 /// needs no second pass over the weight. The logits are never held whole.
-#include <kloss/impl/fused_linear_impl.hpp>
+#include <kloss/impl/engine_chunked_head.hpp>
+#include <kloss/impl/engine_rows.hpp>
+#include <kloss/impl/engine_rows_softmax.hpp>
 #include <kloss/impl/kokkos_kernels_compat.hpp>
 #include <kloss/impl/mpi_impl.hpp>
 
@@ -154,9 +157,8 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
         cwa = cw_acc.data();
       }
     }
-    kloss::impl::FusedHeadArgs<T> a = kloss::impl::fused_head_args(input, weight, bias, grad_input, grad_weight,
-                                                                   grad_bias, chunk, opts.convert_block_rows, plan,
-                                                                   opts.allow_tf32);
+    kloss::impl::FusedHeadArgs<T> a = kloss::impl::fused_head_args(
+        input, weight, bias, grad_input, grad_weight, grad_bias, chunk, opts.convert_block_rows, plan, opts.allow_tf32);
     if (filter > 0 && want_grads)
       a.filter = filter *
                  kloss::impl::fl_max_row_scale<ExecSpace, T>(exec, g, true, opts.reduction == Reduction::mean, sums[1]);

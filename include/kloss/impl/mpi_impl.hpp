@@ -27,8 +27,11 @@
 #include <kloss/checks.hpp>
 #include <kloss/communicator.hpp>
 #include <kloss/grad_filter.hpp>
-#include <kloss/impl/cross_entropy_impl.hpp>
-#include <kloss/impl/embedding_impl.hpp>
+#include <kloss/impl/engine_rows.hpp>
+#include <kloss/impl/engine_rows_softmax.hpp>
+#include <kloss/impl/engine_scatter.hpp>
+#include <kloss/impl/reduce.hpp>
+#include <kloss/impl/scratch.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/mpi_options.hpp>
 #include <kloss/tensor.hpp>
@@ -37,7 +40,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
 
 namespace kloss::mpi::impl {
 
@@ -196,13 +198,13 @@ struct RecordLayout {
 
 /// The per-row partials of this rank's class slice [begin, begin + C_r) of
 /// logits [rows, C_r] (rows row_offset.. of the call), written to
-/// rec[(row_offset + i) * k ...] as RecordLayout says: the cross_entropy
-/// family's kloss::impl::ce_row_partials (max, sum-exp, target logit,
+/// rec[(row_offset + i) * k ...] as RecordLayout says: the online-softmax
+/// rows' kloss::impl::ce_row_partials (max, sum-exp, target logit,
 /// weighted logit sum; one read of the row) plus the target's class weight
 /// and the owner / ignorer counters. Z is the logits' and class weights'
 /// type (T, or its accumulation type for the fused head's float chunks);
-/// w (class weights) may be null. The launch is cross_entropy's
-/// (ce_launch / ce_policy: a block of rows per team, a row per team thread,
+/// w (class weights) may be null. The launch is the row engine's
+/// (ce_launch / row_policy: a block of rows per team, a row per team thread,
 /// its classes over the thread's vector lanes on devices). Asynchronous.
 template <class ExecSpace, class T, class I, class Z = T>
 void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols, std::int64_t begin,
@@ -218,7 +220,7 @@ void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows
   cfg.sum_mode = lay.zsum < 0 ? 0 : (weighted ? 2 : 1);
   const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
   const int S = launch.row_slices;
-  ki::ce_rows_for(
+  ki::rows_for(
       exec, "kloss::vocab_parallel::row_partials", launch, rows,
       KOKKOS_LAMBDA(const Member& team, const std::int64_t i) {
         const std::int64_t t = static_cast<std::int64_t>(target.data(row_offset + i));
@@ -364,7 +366,7 @@ VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typen
 void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_value, const ClassRange& range);
 
 /// Writes d loss / d x for this rank's classes of rows [row_offset, +rows)
-/// from the saved global LSE with cross_entropy's kloss::impl::ce_row_grad /
+/// from the saved global LSE with the online-softmax rows' kloss::impl::ce_row_grad /
 /// ce_backward_from_lse (derivation there):
 ///   d loss_i / d z_c = g_i ((1-eps) w_t + eps/C W + 2 zl lse) p_c
 ///                      - g_i eps/C w_c - [c == t] g_i (1-eps) w_t,
@@ -392,7 +394,7 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
   const std::int64_t C = params.total;
   const bool mean = params.reduction == Reduction::mean;
   const int S = launch.row_slices;
-  ki::ce_rows_for(
+  ki::rows_for(
       exec, "kloss::vocab_parallel::backward_rows", launch, rows,
       KOKKOS_LAMBDA(const Member& team, const std::int64_t j) {
         const std::int64_t i = row_offset + j;

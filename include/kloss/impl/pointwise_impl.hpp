@@ -1,35 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/pointwise_impl.hpp
-/// Kernels of the element-wise losses: one read of each input, one write of
-/// each output.
-///
-/// Algorithm. An op is a small functor over N operands (input, target and
-/// the optional weight / pos_weight / var): `loss(v)` and `grad(v, d)` in
-/// the accumulation type, plus an optional domain check `bad(v)`. One
-/// forward and one backward driver run any op:
-///  - same-shape operands take the flat path (plain indexing, vectorised);
-///    broadcast ones take index arithmetic (BroadcastIndex, torch's rules);
-///  - the work is split into chunks of `chunk` elements; reductions
-///    accumulate each chunk in double with `lanes` independent partial sums
-///    (so the compiler vectorises without reassociating floating point) and
-///    the chunks are summed by Kokkos' reduction;
-///  - a broadcast operand's gradient is summed over its broadcast dimensions
-///    (torch's sum_to_size) through an accumulation scratch;
-///  - domain checks (binary_cross_entropy's [0, 1], gaussian_nll_loss's
-///    var >= 0) are counted inside the same pass; a chunk with a violation
-///    records its first position with an atomic min, and the host throws.
-/// exp / log / log1p are inline polynomials (vexp, vlog, vlog1p below) so
-/// that the loops vectorise without -ffast-math: libm calls do not.
+/// The element-wise losses: each op's functor (loss, gradient, optional
+/// domain check, the derivation of each term next to it) and its entry
+/// points, on the element-wise engine (impl/engine_elementwise.hpp).
+/// exp / log / log1p are inline polynomials (impl/vmath.hpp) so that the
+/// loops vectorise without -ffast-math: libm calls do not.
 /// Sources: torch 1.13 aten/src/ATen/native/Loss.cpp, LossBinaryCrossEntropy
 /// .cpp, BinaryOps kernels and torch/nn/functional.py for every formula and
 /// edge case; Cephes (S. Moshier) for the exp / log range reductions.
 #include <array>
 #include <cstdint>
 #include <kloss/checks.hpp>
+#include <kloss/impl/engine_elementwise.hpp>
 #include <kloss/impl/reduce.hpp>
-#include <kloss/impl/scratch.hpp>
-#include <kloss/impl/tuning.hpp>
 #include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
 #include <string>
@@ -37,127 +21,9 @@
 
 namespace kloss::impl {
 
-// --- operand access ----------------------------------------------------------
-
-/// Maps a flat index of the broadcast output to a flat index of one operand.
-struct BroadcastIndex {
-  int rank = 0;
-  bool identity = true;
-  std::int64_t out_extent[max_rank] = {};
-  std::int64_t stride[max_rank] = {};  // operand stride per output dimension (0 where broadcast)
-
-  BroadcastIndex() = default;
-  BroadcastIndex(const Shape& out, const Shape& operand) : rank(out.rank), identity(out == operand) {
-    std::int64_t s = 1;
-    for (int i = out.rank - 1; i >= 0; --i) {
-      const int j = operand.rank - out.rank + i;
-      const std::int64_t e = j >= 0 ? operand.extent[j] : 1;
-      out_extent[i] = out.extent[i];
-      stride[i] = (e == 1) ? 0 : s;
-      s *= e;
-    }
-    // An operand with the output's element count and no broadcast dimension
-    // (e.g. var [N] unsqueezed to [N, 1] against [N, 1]) is read flat.
-    if (!identity && operand.numel() == out.numel()) identity = true;
-  }
-  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t flat) const {
-    if (identity) return flat;
-    std::int64_t off = 0;
-    for (int i = rank - 1; i >= 0; --i) {
-      const std::int64_t e = out_extent[i];
-      off += (flat % e) * stride[i];
-      flat /= e;
-    }
-    return off;
-  }
-};
-
-/// The N operands of an op as seen by a kernel: raw pointers (so the flat
-/// loops vectorise) and their broadcast maps.
-template <class T, int N>
-struct Operands {
-  const T* ptr[N] = {};
-  BroadcastIndex index[N];
-  bool flat = true;  // every operand has the output's shape
-
-  template <class M>
-  Operands(const std::array<Tensor<const T, M>, N>& t, const std::array<Shape, N>& shapes, const Shape& out) {
-    for (int k = 0; k < N; ++k) {
-      ptr[k] = t[k].data.data();
-      index[k] = BroadcastIndex(out, shapes[k]);
-      flat = flat && index[k].identity;
-    }
-  }
-  template <bool Flat>
-  KOKKOS_INLINE_FUNCTION void load(std::int64_t i, acc_t<T>* v) const {
-    for (int k = 0; k < N; ++k) v[k] = to_acc(ptr[k][Flat ? i : index[k](i)]);
-  }
-};
-
-/// Chunk length of the element-wise kernels: long chunks on host spaces (a
-/// vectorised loop per work item); one element per work item on device
-/// spaces, whose threads must read consecutive elements (coalescing).
-template <class ExecSpace>
-constexpr std::int64_t pointwise_chunk() {
-  return is_host_space_v<ExecSpace> ? tuning::pointwise_chunk : 1;
-}
-
-/// Sum over i in [0, n) of f(i), in double, written to `result` (a device
-/// scalar), in a thread-count independent order (impl/reduce.hpp).
-/// Asynchronous on device spaces.
-template <class ExecSpace, class F>
-void chunked_sum(const ExecSpace& exec, const std::string& label, std::int64_t n, const F& f,
-                 const Kokkos::View<double, typename ExecSpace::memory_space>& result) {
-  constexpr std::int64_t chunk = pointwise_chunk<ExecSpace>();
-  constexpr int lanes = tuning::pointwise_lanes;
-  const std::int64_t nchunks = (n + chunk - 1) / chunk;
-  fixed_order_sum(
-      exec, label, nchunks,
-      KOKKOS_LAMBDA(const std::int64_t c, double& acc) {
-        const std::int64_t begin = c * chunk;
-        const std::int64_t end = begin + chunk < n ? begin + chunk : n;
-        double part[lanes] = {};
-        std::int64_t i = begin;
-        for (; i + lanes <= end; i += lanes) {
-          for (int l = 0; l < lanes; ++l) part[l] += static_cast<double>(f(i + l));
-        }
-        for (; i < end; ++i) part[0] += static_cast<double>(f(i));
-        double s = 0;
-        for (int l = 0; l < lanes; ++l) s += part[l];
-        acc += s;
-      },
-      result);
-}
-
-/// out[0] = T(sum * scale), on the device. Asynchronous.
-template <class ExecSpace, class T>
-void write_scaled_scalar(const ExecSpace& exec, const std::string& label,
-                         const Kokkos::View<double, typename ExecSpace::memory_space>& sum, double scale,
-                         const TensorOut<ExecSpace, T>& out) {
-  auto o = out.data;
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<ExecSpace>(exec, 0, 1),
-      KOKKOS_LAMBDA(const int) { o(0) = static_cast<T>(static_cast<acc_t<T>>(sum() * scale)); });
-}
-
-/// Ops without a domain check. A checked op (checked = true) declares
-/// `requirement` and `bad(v)` (the operand index that fails, -1 if none);
-/// checked_backward says whether its backward checks too (torch's
-/// binary_cross_entropy backward does not; hinge_embedding's does).
-struct Unchecked {
-  static constexpr bool checked = false;
-  static constexpr bool checked_backward = false;
-  /// A reduced forward adds each loss straight into its lane's partial sum
-  /// (ops without exp / log: one pass vectorises) rather than through a
-  /// block buffer (ops with them: measured 15 % faster for
-  /// binary_cross_entropy_with_logits, 2-core EPYC, Serial, 2026-11-25).
-  static constexpr bool sum_in_lanes = false;
-  static constexpr const char* requirement = "";
-  template <class A>
-  KOKKOS_INLINE_FUNCTION int bad(const A*) const {
-    return -1;
-  }
-};
+// --- the ops -----------------------------------------------------------------
+// Operands: 0 input, 1 target, then the op's optional ones. Each gradient
+// term's derivation is next to it; `d` is input - target.
 
 /// The losses of the difference input - target (mse, l1, smooth_l1,
 /// huber): unchecked, both operands differentiable, cheap enough to sum in
@@ -167,395 +33,6 @@ struct Difference : Unchecked {
   static constexpr bool sum_in_lanes = true;
   static constexpr unsigned differentiable = 0b11;
 };
-
-/// Records (atomic min into `first`) the first element of [begin, end) that
-/// fails op.bad: the rare path of a chunk that counted a violation.
-template <class T, class Op, int N>
-KOKKOS_INLINE_FUNCTION void note_first_bad(const Op& op, const Operands<T, N>& in, std::int64_t begin, std::int64_t end,
-                                           std::int64_t* first) {
-  for (std::int64_t i = begin; i < end; ++i) {
-    acc_t<T> v[N];
-    in.template load<false>(i, v);
-    if (op.bad(v) >= 0) {
-      Kokkos::atomic_fetch_min(first, i);
-      return;
-    }
-  }
-}
-
-/// The first-violation position of a checked call: a device scalar set to n
-/// (none) before the kernel, lowered by note_first_bad, read after it.
-template <class ExecSpace>
-struct FirstBad {
-  using Mem = typename ExecSpace::memory_space;
-  Scratch<std::int64_t, Mem> store;
-  std::int64_t* ptr = nullptr;
-  FirstBad() = default;
-  FirstBad(const ExecSpace& exec, std::int64_t n) : store(scratch<std::int64_t>(exec, 1)), ptr(store.data()) {
-    Kokkos::deep_copy(exec, Kokkos::View<std::int64_t, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(ptr), n);
-  }
-  /// Fences; the first failing output position, n (the constructor's) if
-  /// none.
-  std::int64_t read(const ExecSpace& exec) const {
-    std::int64_t first = 0;
-    Kokkos::deep_copy(exec, first, Kokkos::View<std::int64_t, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(ptr));
-    exec.fence();
-    return first;
-  }
-};
-
-/// How a checked call reports a violation: the engine's message naming the
-/// first failing element (ThrowFirstBad), or the caller's own report
-/// (any callable `report(first)`, e.g. margin's count of bad targets).
-struct ThrowFirstBad {};
-
-/// Throws InvalidArgument for the first out-of-domain element a checked
-/// forward found (`first` = its output position, n if none). Reads that
-/// one element of each operand back to the host to name argument and value.
-template <class ExecSpace, class T, class Op, int N>
-void throw_first_bad(std::string_view op_name, const Op& op, const Operands<T, N>& in,
-                     const std::array<const char*, N>& names, std::int64_t first) {
-  using M = typename ExecSpace::memory_space;
-  acc_t<T> v[N];
-  std::int64_t off[N];
-  for (int k = 0; k < N; ++k) {
-    off[k] = in.index[k](first);
-    Kokkos::View<const T*, M, Kokkos::MemoryTraits<Kokkos::Unmanaged>> one(in.ptr[k] + off[k], 1);
-    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), one);
-    v[k] = to_acc(h(0));
-  }
-  const int k = op.bad(v);
-  if (k < 0) return;
-  fail<InvalidArgument>(op_name, "argument '", names[k], "' must ", Op::requirement, ", got ",
-                        static_cast<double>(v[k]), " at position ", off[k]);
-}
-
-// --- the forward and backward drivers ----------------------------------------
-
-/// Runs body(math) (a chunk's loop, returning its count of out-of-domain
-/// elements) with CheckedFastMath when Fast (host spaces: long chunks), and
-/// again with ExactMath if any exp/log argument fell outside the cores'
-/// range - the rerun overwrites what the first run wrote or summed, so the
-/// chunk's results are the exact flavour's. Device spaces (one element per
-/// work item) use ExactMath directly: no divergent rerun.
-template <bool Fast, class Body>
-KOKKOS_FORCEINLINE_FUNCTION int with_math(Body& body) {
-  if constexpr (Fast) {
-    CheckedFastMath fm;
-    const int nbad = body(fm);
-    if (fm.outside == 0) return nbad;
-  }
-  ExactMath em;
-  return body(em);
-}
-
-/// The forward kernel of an element-wise loss, one work item per chunk of
-/// `chunk` elements (NoneTag: writes each loss; SumTag: sums them). Flat:
-/// every operand has the output's shape (plain indexing).
-template <class ExecSpace, class T, class Op, int N, bool Flat>
-struct PointwiseForward {
-  using A = acc_t<T>;
-  using Mem = typename ExecSpace::memory_space;
-  struct NoneTag {};
-  struct SumTag {};
-  static constexpr std::int64_t chunk = pointwise_chunk<ExecSpace>();
-  static constexpr int lanes = tuning::pointwise_lanes;
-  static constexpr bool fast = chunk > 1;
-  static constexpr int block = fast ? tuning::pointwise_sum_block : 1;
-
-  Op op;
-  Operands<T, N> in;
-  T* o = nullptr;  // NoneTag's output
-  std::int64_t n = 0;
-  std::int64_t* first_bad = nullptr;  // checked ops: first out-of-domain position
-
-  KOKKOS_INLINE_FUNCTION void operator()(NoneTag, const std::int64_t c) const {
-    const std::int64_t begin = c * chunk;
-    const std::int64_t end = begin + chunk < n ? begin + chunk : n;
-    auto body = [&](auto& math) {
-      int nbad = 0;
-      for (std::int64_t i = begin; i < end; ++i) {
-        A v[N];
-        in.template load<Flat>(i, v);
-        o[i] = static_cast<T>(op.loss(v, math));
-        if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
-      }
-      return nbad;
-    };
-    const int nbad = with_math<fast>(body);
-    if (Op::checked && nbad > 0) note_first_bad(op, in, begin, end, first_bad);
-  }
-
-  KOKKOS_INLINE_FUNCTION void operator()(SumTag, const std::int64_t c, double& acc) const {
-    const std::int64_t begin = c * chunk;
-    const std::int64_t end = begin + chunk < n ? begin + chunk : n;
-    double s = 0;
-    auto body = [&](auto& math) {
-      double part[lanes] = {};
-      int nbad = 0;
-      if constexpr (Op::sum_in_lanes) {
-        // Cheap losses (no exp / log): each lane's loss straight into its
-        // partial sum, one pass.
-        std::int64_t i = begin;
-        for (; i + lanes <= end; i += lanes)
-          for (int l = 0; l < lanes; ++l) {
-            A v[N];
-            in.template load<Flat>(i + l, v);
-            part[l] += static_cast<double>(op.loss(v, math));
-            if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
-          }
-        for (; i < end; ++i) {
-          A v[N];
-          in.template load<Flat>(i, v);
-          part[0] += static_cast<double>(op.loss(v, math));
-          if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
-        }
-      } else {
-        // Losses of a block go through a small buffer: the op's loop (exp,
-        // log) vectorises as the none path's does, and the summation loop
-        // stays simple.
-        for (std::int64_t b0 = begin; b0 < end; b0 += block) {
-          const int len = static_cast<int>(b0 + block < end ? block : end - b0);
-          alignas(64) A val[block];
-          for (int j = 0; j < len; ++j) {
-            A v[N];
-            in.template load<Flat>(b0 + j, v);
-            val[j] = op.loss(v, math);
-            if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
-          }
-          int j = 0;
-          for (; j + lanes <= len; j += lanes)
-            for (int l = 0; l < lanes; ++l) part[l] += static_cast<double>(val[j + l]);
-          for (; j < len; ++j) part[0] += static_cast<double>(val[j]);
-        }
-      }
-      s = 0;
-      for (int l = 0; l < lanes; ++l) s += part[l];
-      return nbad;
-    };
-    const int nbad = with_math<fast>(body);
-    acc += s;
-    if (Op::checked && nbad > 0) note_first_bad(op, in, begin, end, first_bad);
-  }
-};
-
-template <bool Flat, class ExecSpace, class T, class Op, int N>
-void pointwise_forward_launch(const ExecSpace& exec, const std::string& op_name, const Op& op, const Operands<T, N>& in,
-                              const TensorOut<ExecSpace, T>& out, std::int64_t n, Reduction reduction, double scale,
-                              std::int64_t* first_bad) {
-  using K = PointwiseForward<ExecSpace, T, Op, N, Flat>;
-  const K k{op, in, out.data.data(), n, first_bad};
-  const std::int64_t nchunks = (n + K::chunk - 1) / K::chunk;
-  if (reduction == Reduction::none) {
-    Kokkos::parallel_for(
-        "kloss::" + op_name + "::forward",
-        Kokkos::RangePolicy<ExecSpace, typename K::NoneTag, Kokkos::IndexType<std::int64_t>>(exec, 0, nchunks), k);
-    return;
-  }
-  const auto sum_s = scratch<double>(exec, 1);
-  const Kokkos::View<double, typename ExecSpace::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> sum(
-      sum_s.data());
-  fixed_order_sum(
-      exec, "kloss::" + op_name + "::forward_sum", nchunks,
-      KOKKOS_LAMBDA(const std::int64_t c, double& acc) { k(typename K::SumTag(), c, acc); }, sum);
-  write_scaled_scalar(exec, "kloss::" + op_name + "::forward_scale", sum, scale, out);
-}
-
-/// Forward of an N-ary element-wise loss: out = reduce(op.loss(operands)),
-/// reduce = identity for none, sum * scale otherwise (scale = 1/numel for
-/// mean, 1/input.size(0) for kl_div's batchmean, 1 for sum). Asynchronous for
-/// unchecked ops; a checked op (Op::checked) fences and, if an element fails
-/// its check, reports it (`report`: ThrowFirstBad throws InvalidArgument
-/// naming the first one).
-template <class ExecSpace, class T, class Op, int N, class Report = ThrowFirstBad>
-void pointwise_forward(const ExecSpace& exec, const std::string& op_name, const Op& op,
-                       const std::array<TensorIn<ExecSpace, T>, N>& operands, const std::array<Shape, N>& shapes,
-                       const std::array<const char*, N>& names, const Shape& out_shape,
-                       const TensorOut<ExecSpace, T>& out, Reduction reduction, double scale,
-                       const Report& report = {}) {
-  const Operands<T, N> in(operands, shapes, out_shape);
-  const std::int64_t n = out_shape.numel();
-  FirstBad<ExecSpace> first_bad;
-  if constexpr (Op::checked) first_bad = FirstBad<ExecSpace>(exec, n);
-  if (in.flat)
-    pointwise_forward_launch<true>(exec, op_name, op, in, out, n, reduction, scale, first_bad.ptr);
-  else
-    pointwise_forward_launch<false>(exec, op_name, op, in, out, n, reduction, scale, first_bad.ptr);
-
-  if constexpr (Op::checked) {
-    const std::int64_t first = first_bad.read(exec);
-    if (first == n) return;
-    if constexpr (std::is_same_v<Report, ThrowFirstBad>)
-      throw_first_bad<ExecSpace, T, Op, N>(op_name, op, in, names, first);
-    else
-      report(first);
-  }
-}
-
-/// The flat backward kernel: one work item per chunk; Mask says which
-/// operands' gradients are written, PerElem whether the upstream gradient is
-/// per element (reduction none) or one scalar.
-template <class ExecSpace, class T, class Op, int N, bool PerElem, unsigned Mask>
-struct PointwiseBackwardFlat {
-  using A = acc_t<T>;
-  static constexpr std::int64_t chunk = pointwise_chunk<ExecSpace>();
-  static constexpr bool fast = chunk > 1;
-  Op op;
-  Operands<T, N> in;
-  const T* go = nullptr;
-  A sc = 0;
-  T* gp[N] = {};
-  std::int64_t n = 0;
-  std::int64_t* first_bad = nullptr;  // Op::checked_backward
-
-  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t c) const {
-    const std::int64_t begin = c * chunk;
-    const std::int64_t end = begin + chunk < n ? begin + chunk : n;
-    const A g0 = PerElem ? A(0) : to_acc(go[0]) * sc;
-    auto body = [&](auto& math) {
-      int nbad = 0;
-      for (std::int64_t i = begin; i < end; ++i) {
-        A v[N], d[N];
-        in.template load<true>(i, v);
-        op.grad(v, d, math);
-        const A g = PerElem ? to_acc(go[i]) : g0;
-        for (int k = 0; k < N; ++k)
-          if ((Mask >> k) & 1u) gp[k][i] = static_cast<T>(g * d[k]);
-        if constexpr (Op::checked_backward) nbad += op.bad(v) >= 0 ? 1 : 0;
-      }
-      return nbad;
-    };
-    const int nbad = with_math<fast>(body);
-    if (Op::checked_backward && nbad > 0) note_first_bad(op, in, begin, end, first_bad);
-  }
-};
-
-template <bool PerElem, unsigned Mask, class ExecSpace, class T, class Op, int N>
-void pointwise_backward_flat(const ExecSpace& exec, const std::string& op_name, const Op& op, const Operands<T, N>& in,
-                             const T* go, acc_t<T> sc, T* const (&gp)[N], std::int64_t n, std::int64_t* first_bad) {
-  using K = PointwiseBackwardFlat<ExecSpace, T, Op, N, PerElem, Mask>;
-  K k{op, in, go, sc, {}, n, first_bad};
-  for (int j = 0; j < N; ++j) k.gp[j] = gp[j];
-  Kokkos::parallel_for(
-      "kloss::" + op_name + "::backward",
-      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, (n + K::chunk - 1) / K::chunk), k);
-}
-
-/// Backward of an N-ary element-wise loss: grads[k] = g * op.grad(...)[k]
-/// for every present grads[k] (k must be in Op::differentiable), with g the
-/// upstream gradient (per element for none, grad_output[0] * scale
-/// otherwise). A broadcast operand's gradient is summed over its broadcast
-/// dimensions through an accumulation scratch. Asynchronous, except for an
-/// op that checks its backward (Op::checked_backward): that one runs its
-/// check even when no gradient is wanted, fences and reports a violation
-/// through `report(first)` (the caller's: a backward has no names).
-template <class ExecSpace, class T, class Op, int N, class Report = ThrowFirstBad>
-void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const Op& op,
-                        const TensorIn<ExecSpace, T>& grad_output,
-                        const std::array<TensorIn<ExecSpace, T>, N>& operands, const std::array<Shape, N>& shapes,
-                        const Shape& out_shape, const std::array<TensorOut<ExecSpace, T>, N>& grads,
-                        Reduction reduction, double scale, const Report& report = {}) {
-  static_assert(!Op::checked_backward || !std::is_same_v<Report, ThrowFirstBad>,
-                "an op that checks its backward passes its report");
-  using A = acc_t<T>;
-  using Mem = typename ExecSpace::memory_space;
-  using Policy = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>;
-  const Operands<T, N> in(operands, shapes, out_shape);
-  const std::int64_t n = out_shape.numel();
-  const T* go = grad_output.data.data();
-  const A sc = static_cast<A>(scale);
-  unsigned want = 0;
-  T* gp[N] = {};
-  for (int k = 0; k < N; ++k) {
-    if (grads[k].present && ((Op::differentiable >> k) & 1u)) {
-      want |= 1u << k;
-      gp[k] = grads[k].data.data();
-    }
-  }
-  if (want == 0 && !Op::checked_backward) return;
-  FirstBad<ExecSpace> first_bad_s;
-  if constexpr (Op::checked_backward) first_bad_s = FirstBad<ExecSpace>(exec, n);
-  std::int64_t* const first_bad = first_bad_s.ptr;
-  const auto finish = [&] {
-    if constexpr (Op::checked_backward) {
-      const std::int64_t first = first_bad_s.read(exec);
-      if (first < n) report(first);
-    }
-  };
-
-  if (in.flat) {
-    // Flat: one vectorised loop per chunk; which gradients are written and
-    // where the upstream gradient comes from are compile-time.
-    auto with_mask = [&](auto per_elem_tag) {
-      constexpr bool PerElem = decltype(per_elem_tag)::value;
-      // The differentiable subsets that occur: {input}, {other}, {input, other}
-      // (and {} for a check alone).
-      constexpr unsigned D = Op::differentiable;
-      constexpr unsigned lo = D & (~D + 1u);  // lowest differentiable operand
-      constexpr unsigned hi = D & ~lo;
-      if (want == 0)
-        pointwise_backward_flat<PerElem, 0u>(exec, op_name, op, in, go, sc, gp, n, first_bad);
-      else if (want == lo)
-        pointwise_backward_flat<PerElem, lo>(exec, op_name, op, in, go, sc, gp, n, first_bad);
-      else if constexpr (hi != 0) {
-        if (want == hi)
-          pointwise_backward_flat<PerElem, hi>(exec, op_name, op, in, go, sc, gp, n, first_bad);
-        else
-          pointwise_backward_flat<PerElem, D>(exec, op_name, op, in, go, sc, gp, n, first_bad);
-      }
-    };
-    if (reduction == Reduction::none)
-      with_mask(std::true_type{});
-    else
-      with_mask(std::false_type{});
-    finish();
-    return;
-  }
-
-  // Broadcast: index arithmetic; a gradient whose operand is broadcast is
-  // accumulated (atomically) in A and cast afterwards.
-  const bool per_elem = reduction == Reduction::none;
-  Scratch<A, Mem> acc_s[N];
-  typename Scratch<A, Mem>::view_type acc[N];
-  bool direct[N];
-  for (int k = 0; k < N; ++k) {
-    direct[k] = in.index[k].identity;
-    if (((want >> k) & 1u) && !direct[k]) {
-      acc_s[k] = scratch_zeroed<A>(exec, operands[k].numel());
-      acc[k] = acc_s[k].view();
-    }
-  }
-  Kokkos::parallel_for(
-      "kloss::" + op_name + "::backward_broadcast", Policy(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t i) {
-        A v[N], d[N] = {};  // an op writes only its differentiable operands' d
-        ExactMath math;
-        in.template load<false>(i, v);
-        op.grad(v, d, math);
-        const A g = per_elem ? to_acc(go[i]) : to_acc(go[0]) * sc;
-        for (int k = 0; k < N; ++k) {
-          if (!((want >> k) & 1u)) continue;
-          const A x = g * d[k];
-          if (direct[k])
-            gp[k][i] = static_cast<T>(x);
-          else
-            Kokkos::atomic_add(&acc[k](in.index[k](i)), x);
-        }
-        if (Op::checked_backward && op.bad(v) >= 0) Kokkos::atomic_fetch_min(first_bad, i);
-      });
-  for (int k = 0; k < N; ++k) {
-    if (!(((want >> k) & 1u) && !direct[k])) continue;
-    auto a = acc[k];
-    T* dst = gp[k];
-    Kokkos::parallel_for(
-        "kloss::" + op_name + "::grad_cast", Policy(exec, 0, operands[k].numel()),
-        KOKKOS_LAMBDA(const std::int64_t j) { dst[j] = static_cast<T>(a(j)); });
-  }
-  finish();
-}
-
-// --- the ops -----------------------------------------------------------------
-// Operands: 0 input, 1 target, then the op's optional ones. Each gradient
-// term's derivation is next to it; `d` is input - target.
 
 /// (input - target)^2.  d/dinput = 2 d;  d/dtarget = -2 d.
 struct MseOp : Difference {
@@ -704,18 +181,6 @@ struct BceOp {
   }
 };
 
-/// Stable log(1 + e^-|x|) and sigmoid(x) from one exp.
-template <class A, class M>
-KOKKOS_FORCEINLINE_FUNCTION A softplus_neg_abs(A x, M& m) {
-  return m.log1p(m.exp(x < A(0) ? x : -x));
-}
-template <class A, class M>
-KOKKOS_FORCEINLINE_FUNCTION A sigmoid(A x, M& m) {
-  const A e = m.exp(x < A(0) ? x : -x);  // e^-|x|, never overflows
-  const A r = A(1) / (A(1) + e);
-  return blend(x >= A(0), r, e * r);
-}
-
 /// x = input (logit), y = target, w = weight (if W), p = pos_weight (if P):
 /// torch's stable form (1 - y) x + lw (log(1 + e^-|x|) + max(-x, 0)), with
 /// lw = (p - 1) y + 1 (1 without pos_weight), times w. Exact for |x| ~ 1e4:
@@ -730,8 +195,7 @@ struct BceLogitsOp : Unchecked {
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
-    const A mx = blend(-x < A(0), A(0), -x);  // max(-x, 0), NaN propagates
-    const A sp = softplus_neg_abs(x, m) + mx;
+    const A sp = softplus(-x, m);  // log(1 + e^-|x|) + max(-x, 0)
     A l;
     if constexpr (P)
       l = (A(1) - y) * x + ((v[ip] - A(1)) * y + A(1)) * sp;
@@ -766,8 +230,7 @@ struct SoftMarginOp : Unchecked {
   static constexpr unsigned differentiable = 0b1;
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
-    const A z = -v[1] * v[0];
-    return softplus_neg_abs(z, m) + blend(z < A(0), A(0), z);
+    return softplus(-v[1] * v[0], m);
   }
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
@@ -877,18 +340,6 @@ struct GaussianNllOp {
 };
 
 // --- host-side checks and shapes ---------------------------------------------
-
-/// Scale of a reduced output: 1/numel for mean (NaN for an empty mean, as
-/// torch), 1/input.size(0) for batchmean (1 for a rank-0 input), 1 for sum.
-inline double reduction_scale(Reduction r, std::int64_t numel) {
-  if (r == Reduction::mean) return numel > 0 ? 1.0 / static_cast<double>(numel) : quiet_nan<double>();
-  return 1.0;
-}
-inline double reduction_scale(Reduction r, std::int64_t numel, const Shape& input) {
-  if (r != Reduction::batchmean) return reduction_scale(r, numel);
-  return input.rank == 0 ? 1.0
-                         : (input.extent[0] > 0 ? 1.0 / static_cast<double>(input.extent[0]) : quiet_nan<double>());
-}
 
 /// Shared host-side checks of a binary element-wise loss; returns the
 /// broadcast (reduction none) output shape.
@@ -1011,9 +462,9 @@ void binary_loss_backward_entry(const ExecSpace& exec, const char* name, const c
   const EntryViews<ExecSpace> v{backward_name};
   TensorOut<ExecSpace, T> gt;
   if constexpr (!std::is_same_v<GradTargetView, std::nullptr_t>) gt = v.optional(grad_target, "grad_target");
-  binary_loss_backward<ExecSpace, T, Op>(exec, name, binary_op<Op>(backward_name, opts),
-                                         v(grad_output, "grad_output"), v(input, "input"), v(target, "target"),
-                                         v.optional(grad_input, "grad_input"), gt, opts.reduction);
+  binary_loss_backward<ExecSpace, T, Op>(exec, name, binary_op<Op>(backward_name, opts), v(grad_output, "grad_output"),
+                                         v(input, "input"), v(target, "target"), v.optional(grad_input, "grad_input"),
+                                         gt, opts.reduction);
 }
 
 /// binary_cross_entropy. Fences (the [0, 1] check must reach the host).

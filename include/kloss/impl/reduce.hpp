@@ -14,9 +14,12 @@
 /// the same bits. On device spaces they are Kokkos::parallel_reduce, whose
 /// order is fixed by the launch shape: the same bits run to run on one
 /// device, not across devices.
+/// Also the scale a reduced loss is multiplied by (reduction_scale), which
+/// every engine's mean and sum share.
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <kloss/impl/tuning.hpp>
+#include <kloss/tensor.hpp>
 #include <kloss/types.hpp>
 #include <string>
 #include <vector>
@@ -172,6 +175,18 @@ void fixed_order_team_reduce(const std::string& label, const Kokkos::TeamPolicy<
   } else {
     Kokkos::parallel_reduce(label, policy, f, r);
   }
+}
+
+/// Scale of a reduced output: 1/numel for mean (NaN for an empty mean, as
+/// torch), 1/input.size(0) for batchmean (1 for a rank-0 input), 1 for sum.
+inline double reduction_scale(Reduction r, std::int64_t numel) {
+  if (r == Reduction::mean) return numel > 0 ? 1.0 / static_cast<double>(numel) : quiet_nan<double>();
+  return 1.0;
+}
+inline double reduction_scale(Reduction r, std::int64_t numel, const Shape& input) {
+  if (r != Reduction::batchmean) return reduction_scale(r, numel);
+  return input.rank == 0 ? 1.0
+                         : (input.extent[0] > 0 ? 1.0 / static_cast<double>(input.extent[0]) : quiet_nan<double>());
 }
 
 }  // namespace kloss::impl

@@ -44,7 +44,7 @@ inline constexpr bool is_host_space_v = is_host_space<std::remove_cv_t<ExecSpace
 
 namespace kloss::impl::tuning {
 
-/// Element-wise losses (impl/pointwise_impl.hpp): elements per work item on
+/// Element-wise engine (impl/engine_elementwise.hpp): elements per work item on
 /// host spaces, and independent double partial sums per work item in the
 /// reductions (lets GCC vectorise the lane loop without -ffast-math).
 /// Measured 2026-11-22 on the 2-core EPYC (AVX-512, GCC 12, -O3
@@ -64,7 +64,7 @@ inline constexpr int pointwise_lanes = 16;
 /// elements, Zen 4: 0.81 ns/element at 64, 0.72 at 256, 0.71 at 1024.
 inline constexpr int pointwise_sum_block = 256;
 
-// --- cross_entropy / nll_loss (impl/cross_entropy_impl.hpp) ---------------
+// --- row engine, online-softmax rows (impl/engine_rows*.hpp) ---------------
 /// Independent lanes of the online log-sum-exp row loop: 16 floats = one
 /// AVX-512 register, so GCC vectorises the per-lane max/sum and the inline
 /// exp without reassociating. Measured 2026-11-22 (2-core EPYC, Serial,
@@ -103,7 +103,7 @@ inline constexpr std::int64_t ce_split_host_workers = 64;
 /// is one row. Chosen (2026-11-22), insensitive on Serial.
 inline constexpr std::int64_t ce_block_elements = std::int64_t(1) << 16;
 
-// --- fused_linear_cross_entropy (impl/fused_linear_impl.hpp) ---------------
+// --- chunked head (impl/engine_chunked_head.hpp) ---------------------------
 /// Default logits-chunk scratch: 1/12 (8.3 %) of the full N x V float
 /// logits, at most 512 MiB, never fewer than 64 rows: the extra memory of a
 /// call stays under 10 % of the logits with the products' own workspace
@@ -161,7 +161,7 @@ inline constexpr int ctc_host_chunk = 64;
 /// CUDA block gets without opting in, on every space alike.
 inline constexpr std::size_t ctc_team_scratch_bytes = 32 * 1024;
 
-// --- embedding family (include/kloss/impl/embedding_impl.hpp) -------------
+// --- scatter engine, embedding family (impl/engine_scatter.hpp) -----------
 /// Output rows (embedding forward) or input positions (atomic backward) or
 /// grad_weight rows (sorted backward) per team: amortises the team launch
 /// on CPU backends, where a team is one thread and a row of D = 64..768
@@ -219,19 +219,19 @@ inline constexpr int embedding_chunk_host = 64;
 /// table: DRAM latency, not bandwidth, bounds the gather).
 inline constexpr std::int64_t embedding_prefetch_bags_ahead = 2;
 
-// --- margin family (impl/margin_impl.hpp) -----------------------------------
+// --- margin family (impl/margin_*.hpp) --------------------------------------
 /// The element-wise margin losses (hinge_embedding, margin_ranking) run on
-/// the pointwise engine and its constants (pointwise_chunk, pointwise_lanes).
+/// the element-wise engine and its constants (pointwise_chunk, pointwise_lanes).
 /// Row-wise margin losses: independent partial sums per row (lets GCC
 /// vectorise the row loop without -ffast-math). Chosen, not tuned: 8
 /// floats or doubles per partial vector (2026-11-22, 2-core EPYC, Serial;
 /// no other value was measured).
 inline constexpr int margin_lanes = 8;
-/// Row-wise margin losses on device spaces: a row per team thread, its
-/// elements in this many interleaved slices over the thread's vector lanes
-/// (a warp: consecutive lanes read consecutive elements), rows per team as
-/// cross-entropy's device teams. Chosen, as cross-entropy's row engine; not
-/// measured on a GPU.
+/// Row-wise margin losses on device spaces, on the row engine
+/// (impl/engine_rows.hpp): a row per team thread, its elements in this many
+/// interleaved slices over the thread's vector lanes (a warp: consecutive
+/// lanes read consecutive elements), rows per team as cross-entropy's
+/// device teams. Chosen, as cross-entropy's launch; not measured on a GPU.
 inline constexpr int margin_row_slices_device = 32;
 inline constexpr int margin_rows_per_team_device = 8;
 /// Test hook: > 0 runs the row-wise margin losses on the device mapping

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/vmath.hpp
-/// Vectorisable exp / log / log1p for the element-wise kernels (the
-/// pointwise family and cross-entropy's exp core).
+/// The math of every kernel: vectorisable exp / log / log1p, the row
+/// kernels' exp and tanh, exp and log1p of bounded arguments, and softplus
+/// and sigmoid on a math flavour (the element-wise ops, the online-softmax
+/// rows, the margin rows; the CTC lattice wraps the cores with its own
+/// range handling).
 ///
 /// Branch-free (selects only) so that GCC/Clang vectorise the loops that call
 /// them without -ffast-math (libm calls do not vectorise). Two flavours:
@@ -16,9 +19,12 @@
 /// a parameter: CheckedFastMath runs the core and counts the arguments
 /// outside its range, and the kernel recomputes a chunk that had any with
 /// ExactMath, so results are the exact flavour's on every input.
+/// UnitIntervalMath is the flavour of arguments known to be bounded (exp of
+/// x <= 0, log1p of [0, 1]): no special arguments, no rerun.
 /// Sources: Cephes (S. Moshier) for the range reductions and the float
 /// polynomials; the log reduction by integer subtraction as in ARM's
 /// optimized-routines logf.
+#include <cfloat>
 #include <cstdint>
 #include <kloss/impl/blend.hpp>
 #include <kloss/impl/kokkos_compat.hpp>
@@ -247,6 +253,107 @@ KOKKOS_FORCEINLINE_FUNCTION double vlog_core(double x) {
   return ef * 6.93147180369123816490e-01 + (lm + ef * 1.90821492927058770002e-10);
 }
 
+// --- the row kernels' exp and tanh -------------------------------------------
+// The online-softmax rows' (impl/engine_rows_softmax.hpp) float functions;
+// double uses Kokkos' own.
+
+/// exp(x) for float, about 1-2 ulp, written so that GCC vectorises it
+/// (no calls, no integer conversion, selects only). x = k ln2 + r with
+/// |r| <= ln2/2 (Cody-Waite: ln2 split into an exact high part and a
+/// correction); exp(r) by Cephes expf's minimax polynomial; 2^k built in the
+/// exponent bits through the round-to-nearest "magic" 1.5 * 2^23 (whose low
+/// mantissa bits hold k). exp(-inf) = 0, results below 2^-126 flush to 0,
+/// x > 88 gives +inf, NaN stays NaN.
+/// The polynomial core is vexp_core (impl/vmath.hpp). Device code (CUDA,
+/// HIP) uses the device's expf instead (at most 2 ulp, through the special
+/// function unit: the polynomial made the row kernels instruction-bound
+/// there); it keeps results below 2^-126 as subnormals and overflows to
+/// +inf above 88.72 (the host's polynomial above 88).
+KOKKOS_FORCEINLINE_FUNCTION float ce_exp(float x) {
+#ifdef KLOSS_DEVICE_CODE
+  return ::expf(x);
+#else
+  constexpr float lo = -87.3365447505531f;  // ln(2^-126)
+  constexpr float hi = 88.0f;
+  float xc = x < lo ? lo : x;
+  xc = xc > hi ? hi : xc;
+  const float res = vexp_core(xc);
+  return x < lo ? 0.0f : (x > hi ? __builtin_huge_valf() : res);
+#endif
+}
+/// exp(x) for x <= 0 (or NaN) where a result below 2^-126 may come out as
+/// 2^-126 instead of 0 (the forward's rescale factors and new terms: at most
+/// C * 1.2e-38 added to a sum >= 1). Fewer operations than ce_exp.
+KOKKOS_FORCEINLINE_FUNCTION float ce_exp_nonpos(float x) {
+#ifdef KLOSS_DEVICE_CODE
+  return ::expf(x);
+#else
+  constexpr float lo = -87.3365447505531f;
+  return vexp_core(x < lo ? lo : x);
+#endif
+}
+KOKKOS_FORCEINLINE_FUNCTION double ce_exp_nonpos(double x) { return exp(x); }
+/// -|d| by setting the sign bit (one instruction when vectorised).
+KOKKOS_FORCEINLINE_FUNCTION float ce_negabs(float d) {
+  return bit_cast<float>(bit_cast<std::uint32_t>(d) | 0x80000000u);
+}
+KOKKOS_FORCEINLINE_FUNCTION double ce_negabs(double d) { return d < 0 ? d : -d; }
+KOKKOS_FORCEINLINE_FUNCTION double ce_exp(double x) { return exp(x); }
+
+/// tanh for the soft-cap, vectorisable: Cephes tanhf's odd polynomial for
+/// |y| < 0.625, 1 - 2 / (exp(2|y|) + 1) (with the sign) otherwise.
+KOKKOS_FORCEINLINE_FUNCTION float ce_tanh(float y) {
+  const float a = y < 0 ? -y : y;
+  const float s = y * y;
+  float p = -5.70498872745E-3f;
+  p = p * s + 2.06390887954E-2f;
+  p = p * s - 5.37397155531E-2f;
+  p = p * s + 1.33314422036E-1f;
+  p = p * s - 3.33332819422E-1f;
+  const float small = p * s * y + y;
+  const float big = 1.0f - 2.0f / (ce_exp(2.0f * a) + 1.0f);
+  return a < 0.625f ? small : (y < 0 ? -big : big);
+}
+KOKKOS_FORCEINLINE_FUNCTION double ce_tanh(double y) { return tanh(y); }
+
+template <class A>
+KOKKOS_FORCEINLINE_FUNCTION A ce_lowest() {
+  if constexpr (std::is_same_v<A, float>)
+    return -FLT_MAX;
+  else
+    return -DBL_MAX;
+}
+
+// --- exp and log1p of bounded arguments --------------------------------------
+
+/// exp(-a) for a >= 0: vexp_core on -a, a clamped to 87 (e^-87 ~ 1.6e-38:
+/// below it the terms it enters do not change) on its bits: for a >= 0 they
+/// order as the values, and an integer select vectorises where GCC keeps a
+/// float compare-select as a branch. A NaN clamps to 87 (a finite result:
+/// the callers carry the NaN through their other terms). double: libm.
+template <class A>
+KOKKOS_FORCEINLINE_FUNCTION A exp_neg(A a) {
+  if constexpr (std::is_same_v<A, float>) {
+    const std::int32_t bits = bit_cast<std::int32_t>(a);
+    return vexp_core(-bit_cast<float>(bits < 0x42AE0000 ? bits : 0x42AE0000));  // 0x42AE0000 = 87.0f
+  } else {
+    return exp(-a);
+  }
+}
+
+/// log1p(e) for e in [0, 1] (float: 2 atanh(e / (2 + e)) by its odd series,
+/// s <= 1/3 so nine terms reach float precision, accurate also for tiny e;
+/// double: libm).
+template <class A>
+KOKKOS_FORCEINLINE_FUNCTION A log1p_unit(A e) {
+  if constexpr (std::is_same_v<A, float>) {
+    const float s = e / (2.0f + e);
+    return 2.0f * s * odd_reciprocal_poly<17, 1>(s * s);
+  } else {
+    return log1p(e);
+  }
+}
+
 // --- the math as a kernel parameter ------------------------------------------
 
 /// The exact flavour.
@@ -306,5 +413,42 @@ struct CheckedFastMath {
     return log(u) + c * (A(1) - w * (A(0.5) - w * A(1.0 / 3)));
   }
 };
+
+/// The bounded flavour: exp of x <= 0 by exp_neg (a NaN gives a finite
+/// value), log1p of [0, 1] by log1p_unit; no special arguments, nothing
+/// counted, no rerun. multilabel_soft_margin_loss's row loops.
+struct UnitIntervalMath {
+  template <class A>
+  KOKKOS_FORCEINLINE_FUNCTION A exp(A x) {
+    return exp_neg(fabs(x));
+  }
+  template <class A>
+  KOKKOS_FORCEINLINE_FUNCTION A log1p(A z) {
+    return log1p_unit(z);
+  }
+};
+
+// --- softplus and sigmoid, on a math flavour ---------------------------------
+
+/// log(1 + e^-|x|), the tail of softplus(x) = max(x, 0) + log(1 + e^-|x|),
+/// from one exp whose argument is never positive (never overflows).
+template <class A, class M>
+KOKKOS_FORCEINLINE_FUNCTION A softplus_neg_abs(A x, M& m) {
+  return m.log1p(m.exp(x < A(0) ? x : -x));
+}
+/// softplus(x) = log(1 + e^x) as max(x, 0) + log(1 + e^-|x|): finite where
+/// log1p(exp(x)) overflows (x > ~88 in float: x), NaN propagates.
+template <class A, class M>
+KOKKOS_FORCEINLINE_FUNCTION A softplus(A x, M& m) {
+  return softplus_neg_abs(x, m) + blend(x < A(0), A(0), x);
+}
+/// sigmoid(x) = 1 / (1 + e^-x) from e = e^-|x| (never overflows):
+/// 1 / (1 + e) for x >= 0, e / (1 + e) below; NaN gives NaN where the
+/// flavour's exp does.
+template <class A, class M>
+KOKKOS_FORCEINLINE_FUNCTION A sigmoid(A x, M& m) {
+  const A e = m.exp(x < A(0) ? x : -x);
+  return blend(x >= A(0), A(1), e) / (A(1) + e);
+}
 
 }  // namespace kloss::impl
