@@ -9,7 +9,8 @@
 /// The N tokens are processed in chunks of B rows, B chosen from a scratch
 /// budget (never from N x V). Per chunk:
 ///   Z = X_c W^T + b                          product   [B, V]
-///   the rows: loss, and dL/dZ written over Z in place (the caller's row
+///   the rows: loss, and dL/dZ written over Z in place, or rounded to T
+///            into a 16-bit buffer on the device schedule (the caller's row
 ///            kernel: cross_entropy's online-softmax rows,
 ///            impl/engine_rows_softmax.hpp; the vocabulary-parallel op adds
 ///            its record allreduce)
