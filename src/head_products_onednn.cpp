@@ -9,7 +9,9 @@
 // without copies; `accumulate` is a sum post-op (C = round(C + A B), one
 // rounding, as a gemm with beta = 1); the bias is the matmul's own.
 // Primitives are cached by shape: a training step meets the same few
-// shapes (the chunk, the last chunk) every call.
+// shapes (the chunk, the last chunk) every call. Both API generations
+// build: oneDNN 2.x (Debian 12's 2.6.3) and 3.x (operation descriptors
+// folded into the primitive descriptors).
 #include <kloss/impl/head_products.hpp>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -67,11 +69,14 @@ dnnl::matmul::primitive_desc make_pd(const RowMajorProduct& p, ProductType op, P
     po.append_sum(1.0f);
     attr.set_post_ops(po);
   }
-  if (bias) {
-    bd = memory::desc({1, p.n}, data_type(op), memory::format_tag::ab);
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, bd, c), attr, cpu_engine());
-  }
+  if (bias) bd = memory::desc({1, p.n}, data_type(op), memory::format_tag::ab);
+#if DNNL_VERSION_MAJOR >= 3
+  if (bias) return dnnl::matmul::primitive_desc(cpu_engine(), a, b, bd, c, attr);
+  return dnnl::matmul::primitive_desc(cpu_engine(), a, b, c, attr);
+#else
+  if (bias) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, bd, c), attr, cpu_engine());
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu_engine());
+#endif
 }
 
 const Entry& entry(const RowMajorProduct& p, ProductType op, ProductType out, bool bias, bool accumulate) {

@@ -213,6 +213,12 @@ TEST(VocabParallelFused, TargetOutsideEveryRangeThrowsOnEveryRank) {
   EXPECT_KLOSS_THROW(kloss::mpi::vocab_parallel_fused_linear_cross_entropy(Exec(), comm, r, x, gi, t, none, none, none,
                                                                            out, gi, no2, none),
                      kloss::DimensionMismatch, "argument 'weight' must have shape");
+  kloss::mpi::VocabParallelFusedLinearOptions neg;
+  neg.chunk_bytes = -1;
+  auto t_ok = make_view<std::int64_t*>("t", {1, 9, 2}, {3});
+  EXPECT_KLOSS_THROW(kloss::mpi::vocab_parallel_fused_linear_cross_entropy(Exec(), comm, r, x, w, t_ok, none, none,
+                                                                           none, out, gi, no2, none, neg),
+                     kloss::InvalidArgument, "chunk_bytes must be >= 0 (0 = automatic), got -1");
 }
 
 }  // namespace

@@ -590,6 +590,77 @@ TYPED_TEST(Pointwise, MseMatchesReferenceAtOddSizes) {
   }
 }
 
+TYPED_TEST(Pointwise, OperandsAtEveryOffsetAgainst16BytesGiveTheSameBits) {
+  // Views that start at every element offset against 16 bytes, one offset
+  // per operand (the device form's vector loads take aligned packs only;
+  // the others go through scalar loads of the same elements): every output,
+  // sum and gradient bitwise those of aligned views, and near the float64
+  // reference. KLOSS_TEST_POINTWISE_DEVICE runs this on the device form.
+  using T = TypeParam;
+  using U = Kokkos::View<T*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  Exec exec;
+  constexpr int E = static_cast<int>(16 / sizeof(T));
+  const std::int64_t n = std::int64_t(E) * kloss::impl::tuning::pointwise_device_packs * 5 + 3;
+  const auto xv = rv<T>(n, -6, 6, 91), yv = rv<T>(n, 0, 1, 92), wv = rv<T>(n, 0.5, 2, 93), gv = rv<T>(n, 0.5, 1.5, 94);
+  Kokkos::View<T*, Mem> xb("x", n + E), yb("y", n + E), wb("w", n + E), gb("g", n + E), ob("o", n + E),
+      gxb("gx", n + E), gyb("gy", n + E);
+  Kokkos::View<T, Mem> sum("sum");
+  auto at = [&](const Kokkos::View<T*, Mem>& b, int o) { return U(b.data() + o, n); };
+  auto fill = [&](const Kokkos::View<T*, Mem>& b, int o, const std::vector<double>& v) {
+    Kokkos::deep_copy(at(b, o), make_view<T*>("v", v, {n}));
+  };
+  struct Bits {
+    std::vector<double> mse, mse_gx, mse_gy, bce, bce_gx;
+    double mse_sum = 0, bce_sum = 0;
+  };
+  auto run = [&](int ox, int oy, int ow, int oo) {
+    fill(xb, ox, xv);
+    fill(yb, oy, yv);
+    fill(wb, ow, wv);
+    fill(gb, oo, gv);
+    Bits r;
+    kloss::mse_loss(exec, at(xb, ox), at(yb, oy), at(ob, oo), {kloss::Reduction::none});
+    r.mse = to_doubles(at(ob, oo));
+    kloss::mse_loss(exec, at(xb, ox), at(yb, oy), sum, {kloss::Reduction::sum});
+    r.mse_sum = to_doubles(sum)[0];
+    kloss::mse_loss_backward(exec, at(gb, oo), at(xb, ox), at(yb, oy), at(gxb, oy), at(gyb, ox),
+                             {kloss::Reduction::none});
+    r.mse_gx = to_doubles(at(gxb, oy));
+    r.mse_gy = to_doubles(at(gyb, ox));
+    kloss::binary_cross_entropy_with_logits(exec, at(xb, ox), at(yb, oy), at(wb, ow), U(), at(ob, oo),
+                                            {kloss::Reduction::none});
+    r.bce = to_doubles(at(ob, oo));
+    kloss::binary_cross_entropy_with_logits(exec, at(xb, ox), at(yb, oy), at(wb, ow), U(), sum,
+                                            {kloss::Reduction::sum});
+    r.bce_sum = to_doubles(sum)[0];
+    kloss::binary_cross_entropy_with_logits_backward(exec, at(gb, oo), at(xb, ox), at(yb, oy), at(wb, ow), U(),
+                                                     at(gxb, ow), {kloss::Reduction::none});
+    r.bce_gx = to_doubles(at(gxb, ow));
+    return r;
+  };
+  const Bits ref = run(0, 0, 0, 0);
+  std::vector<double> mse(n), bce(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    mse[i] = (xv[i] - yv[i]) * (xv[i] - yv[i]);
+    bce[i] = wv[i] * bce_logits(xv[i], yv[i], 1.0);
+  }
+  expect_near_all(ref.mse, mse, tol<T>(), tol<T>(), "mse_loss, aligned");
+  expect_near_all(ref.bce, bce, tol<T>(), tol<T>(), "binary_cross_entropy_with_logits, aligned");
+  for (int o = 0; o < E; ++o)
+    for (const auto& offs : {std::array<int, 4>{o, o, o, o}, std::array<int, 4>{o, 0, (o + 1) % E, E - 1 - o}}) {
+      const Bits got = run(offs[0], offs[1], offs[2], offs[3]);
+      const std::string what = "offsets " + std::to_string(offs[0]) + " " + std::to_string(offs[1]) + " " +
+                               std::to_string(offs[2]) + " " + std::to_string(offs[3]);
+      EXPECT_EQ(got.mse, ref.mse) << what;
+      EXPECT_EQ(got.mse_sum, ref.mse_sum) << what;
+      EXPECT_EQ(got.mse_gx, ref.mse_gx) << what;
+      EXPECT_EQ(got.mse_gy, ref.mse_gy) << what;
+      EXPECT_EQ(got.bce, ref.bce) << what;
+      EXPECT_EQ(got.bce_sum, ref.bce_sum) << what;
+      EXPECT_EQ(got.bce_gx, ref.bce_gx) << what;
+    }
+}
+
 TYPED_TEST(Pointwise, TranscendentalOpsMatchReferenceOverManyChunks) {
   using T = TypeParam;
   // More than one chunk (tuning::pointwise_chunk) and a ragged tail, so the

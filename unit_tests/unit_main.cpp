@@ -18,6 +18,9 @@ int main(int argc, char** argv) {
   // Test hook: sort the embedding backward's row segments with the team network.
   if (const char* s = std::getenv("KLOSS_TEST_EMBEDDING_TEAM_SORT"))
     kloss::impl::tuning::test_embedding_team_sort = std::atoi(s);
+  // Test hook: run the element-wise losses' device form (16-byte packs) on the host.
+  if (const char* s = std::getenv("KLOSS_TEST_POINTWISE_DEVICE"))
+    kloss::impl::tuning::test_pointwise_device = std::atoi(s);
   // Test hook: run the fused heads' device schedule on the host.
   if (const char* s = std::getenv("KLOSS_TEST_FUSED_DEVICE_SCHEDULE"))
     kloss::impl::tuning::test_fl_device_schedule = std::atoi(s);

@@ -36,8 +36,11 @@ struct EmbeddingOptions {
   /// thread on host spaces, the sorted backward on device spaces; both
   /// bitwise reproducible), -1 = atomic adds (fastest on devices, NOT
   /// reproducible: opt-in), k > 0 = owner computes over k work items (see
-  /// scatter_owner_kernel; embedding_bag's max mode cuts by features
-  /// whatever k is).
+  /// scatter_owner_kernel). embedding_bag's max mode: automatic is owner
+  /// computes on host spaces (rows x features over the threads) and atomic
+  /// adds on device spaces (as torch: not reproducible; `deterministic`
+  /// gives the host's bits there, one thread per 16 features).
+  /// k > 0 takes owner computes on every space.
   int scatter_items = 0;
 };
 

@@ -54,8 +54,13 @@ struct VocabParallelFusedLinearOptions {
   double z_loss = 0.0;                    ///< as CrossEntropyOptions::z_loss
   double softcap = 0.0;                   ///< as CrossEntropyOptions::softcap
   /// Scratch budget for one chunk of logits (bytes): the token chunk is
-  /// chunk_bytes / (C_r * sizeof(T)) rows, at least one - never N x C_r.
-  std::int64_t chunk_bytes = std::int64_t(64) << 20;
+  /// chunk_bytes / (C_r x bytes per logit) rows, at least one - never
+  /// N x C_r. 0 = automatic: 64 MiB on hosts
+  /// (tuning::vp_fl_host_chunk_bytes); on devices the fused head's device
+  /// budget (tuning::fl_device_default_budget_bytes, at least
+  /// fl_device_min_chunk_rows rows: products large enough for the tensor
+  /// cores).
+  std::int64_t chunk_bytes = 0;
   /// As VocabParallelCrossEntropyOptions::check_consistency.
   bool check_consistency = true;
   /// float16 / bfloat16: rows of W converted to float per block (0 = the

@@ -517,13 +517,39 @@ void embedding_bag_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
   bad_mi.throw_if_any(op, "max_indices", concat("[-1, ", V, ")"));
   Scratch<A, Mem> grad_acc;
   const auto acc = grad_accumulator<ExecSpace, A>(exec, op, gw, V * D, grad_acc);
-  // Owner computes, the default: element (r, d) receives grad_output[b, d]
-  // from the bags b with max_indices[b, d] = r. One thread owns each chunk
-  // of features and walks the bags in ascending order: every element is a
-  // sequential sum in bag order, with no sort, no race and no atomics,
-  // whatever the thread count. scatter_items = -1 adds atomically, one
-  // element per thread (more parallel on a device, not reproducible).
-  if (scatter_kind<ExecSpace>(opts.deterministic, opts.scatter_items) != ScatterKind::atomic) {
+  // Element (r, d) receives grad_output[b, d] from the bags b with
+  // max_indices[b, d] = r. Owner computes (hosts by default, every space
+  // with deterministic or scatter_items > 0): each element is a sequential
+  // sum in bag order, with no sort, no race and no atomics - the same bits
+  // whatever the cut and the thread count. Atomics (devices by default, as
+  // torch; scatter_items = -1): one element per thread, not reproducible.
+  if (max_backward_atomic<ExecSpace>(opts.deterministic, opts.scatter_items)) {
+    Kokkos::parallel_for(
+        "kloss::" + op + "::max_atomic", Range(exec, 0, B * D), KOKKOS_LAMBDA(const std::int64_t i) {
+          const std::int64_t r = static_cast<std::int64_t>(mi(i));
+          if (r >= 0) Kokkos::atomic_add(&acc(r * D + i % D), to_acc(g(i)));
+        });
+  } else if (is_host_space_v<ExecSpace>) {
+    // Hosts: rows x features cut over the threads (owner_blocks; or over
+    // scatter_items work items); an item walks every bag of its features
+    // and keeps the entries of its rows (each row block reads max_indices
+    // once more: row blocks only while the threads need them).
+    const OwnerBlocks cut = owner_blocks(opts.scatter_items > 0 ? opts.scatter_items : exec.concurrency(), V, D);
+    const std::int64_t rows = cut.rows, cols = cut.cols;
+    Kokkos::parallel_for(
+        "kloss::" + op + "::max_owner", Range(exec, 0, rows * cols), KOKKOS_LAMBDA(const std::int64_t it) {
+          const std::int64_t i = it / cols, j = it % cols;
+          const std::int64_t r0 = V * i / rows, r1 = V * (i + 1) / rows;
+          const std::int64_t d0 = owner_col_begin(D, cols, j), d1 = owner_col_begin(D, cols, j + 1);
+          for (std::int64_t b = 0; b < B; ++b)
+            for (std::int64_t d = d0; d < d1; ++d) {
+              const std::int64_t r = static_cast<std::int64_t>(mi(b * D + d));
+              if (r >= r0 && r < r1) acc(r * D + d) += to_acc(g(b * D + d));
+            }
+        });
+  } else {
+    // Devices, deterministic: one thread per chunk of features walks every
+    // bag (D / 16 threads: reproducible, not fast).
     constexpr int C = tuning::embedding_chunk;
     const std::int64_t chunks = (D + C - 1) / C;
     Kokkos::parallel_for(
@@ -535,12 +561,6 @@ void embedding_bag_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
               const std::int64_t r = static_cast<std::int64_t>(mi(b * D + d));
               if (r >= 0) acc(r * D + d) += to_acc(g(b * D + d));
             }
-        });
-  } else {
-    Kokkos::parallel_for(
-        "kloss::" + op + "::max_atomic", Range(exec, 0, B * D), KOKKOS_LAMBDA(const std::int64_t i) {
-          const std::int64_t r = static_cast<std::int64_t>(mi(i));
-          if (r >= 0) Kokkos::atomic_add(&acc(r * D + i % D), to_acc(g(i)));
         });
   }
   finish_grad(exec, op, gw, acc);

@@ -19,6 +19,10 @@
 ///  - domain checks (binary_cross_entropy's [0, 1], gaussian_nll_loss's
 ///    var >= 0) are counted inside the same pass; a chunk with a violation
 ///    records its first position with an atomic min, and the host throws.
+/// Devices run the flat operands in a form of their own (PointwisePacks):
+/// 16-byte packs, several per thread in flight, consecutive threads on
+/// consecutive packs, one double partial per work item; broadcast operands
+/// take one element per work item there.
 /// The math is a parameter of the op's functions (impl/vmath.hpp's
 /// CheckedFastMath on host chunks, rerun with ExactMath where an argument
 /// falls outside the fast cores' range; ExactMath on devices). The ops:
@@ -26,6 +30,7 @@
 /// (impl/margin_signed_impl.hpp).
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <kloss/checks.hpp>
 #include <kloss/impl/reduce.hpp>
 #include <kloss/impl/scratch.hpp>
@@ -94,12 +99,80 @@ struct Operands {
   }
 };
 
-/// Chunk length of the element-wise kernels: long chunks on host spaces (a
-/// vectorised loop per work item); one element per work item on device
-/// spaces, whose threads must read consecutive elements (coalescing).
+/// Chunk length of the host kernels (a vectorised loop per work item); one
+/// element per work item for the device spaces' broadcast kernels.
 template <class ExecSpace>
 constexpr std::int64_t pointwise_chunk() {
   return is_host_space_v<ExecSpace> ? tuning::pointwise_chunk : 1;
+}
+
+/// Whether the flat element-wise kernels run their device form (16-byte
+/// packs, see PointwisePacks) on ExecSpace: on devices, and on hosts under
+/// the test hook tuning::test_pointwise_device.
+template <class ExecSpace>
+bool pointwise_packed() {
+  return !is_host_space_v<ExecSpace> || tuning::test_pointwise_device != 0;
+}
+
+/// 16 bytes of T: one vector load or store on a device.
+template <class T>
+struct alignas(16) Pack16 {
+  static constexpr int size = static_cast<int>(16 / sizeof(T));
+  T v[size];
+};
+
+/// The device form's work split of n elements: item c's k-th pack of E = 16
+/// / sizeof(T) elements starts at element (k x items + c) E, k < P
+/// (tuning::pointwise_device_packs). Consecutive items read consecutive
+/// packs (coalesced), each item has P loads per operand in flight. With
+/// every operand 16-byte aligned (`aligned`) a whole pack is one vector
+/// load or store; otherwise (a view at an odd offset) the same elements go
+/// through scalar loads - the same split, the same results. A pack past n
+/// is cut to the elements below n.
+template <class T>
+struct PointwisePacks {
+  static constexpr int E = Pack16<T>::size;
+  static constexpr int P = tuning::pointwise_device_packs;
+  std::int64_t n = 0, items = 0;
+  bool aligned = false;
+  PointwisePacks() = default;
+  PointwisePacks(std::int64_t n_, bool aligned_) : n(n_), items((n_ + E * P - 1) / (E * P)), aligned(aligned_) {}
+  /// First element of item c's k-th pack.
+  KOKKOS_INLINE_FUNCTION std::int64_t start(std::int64_t c, int k) const { return (k * items + c) * E; }
+  /// Elements of the pack at e0 below n (E for every pack but the last).
+  KOKKOS_INLINE_FUNCTION int count(std::int64_t e0) const {
+    return e0 + E <= n ? E : (e0 < n ? static_cast<int>(n - e0) : 0);
+  }
+};
+
+/// Whether p sits on a 16-byte boundary (null counts as aligned).
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+/// Loads `cnt` elements of p from e0 as A into out: one vector load for a
+/// whole aligned pack.
+template <class T, class A>
+KOKKOS_INLINE_FUNCTION void load_pack(const T* p, std::int64_t e0, int cnt, bool aligned, A* out) {
+  constexpr int E = Pack16<T>::size;
+  if (aligned && cnt == E) {
+    const Pack16<T> pk = *reinterpret_cast<const Pack16<T>*>(p + e0);
+    for (int e = 0; e < E; ++e) out[e] = to_acc(pk.v[e]);
+  } else {
+    for (int e = 0; e < cnt; ++e) out[e] = to_acc(p[e0 + e]);
+  }
+}
+
+/// Stores `cnt` values as T to p from e0: one vector store for a whole
+/// aligned pack.
+template <class T, class A>
+KOKKOS_INLINE_FUNCTION void store_pack(T* p, std::int64_t e0, int cnt, bool aligned, const A* in) {
+  constexpr int E = Pack16<T>::size;
+  if (aligned && cnt == E) {
+    Pack16<T> pk;
+    for (int e = 0; e < E; ++e) pk.v[e] = static_cast<T>(in[e]);
+    *reinterpret_cast<Pack16<T>*>(p + e0) = pk;
+  } else {
+    for (int e = 0; e < cnt; ++e) p[e0 + e] = static_cast<T>(in[e]);
+  }
 }
 
 /// out[0] = T(sum * scale), on the device. Asynchronous.
@@ -303,6 +376,97 @@ struct PointwiseForward {
   }
 };
 
+/// The forward's device form over flat operands (PointwisePacks): per work
+/// item P packs of every operand, the losses in registers, each written
+/// (NoneTag) or added to one double partial (SumTag); ExactMath (the
+/// device's math library).
+template <class T, class Op, int N>
+struct PointwiseForwardPacked {
+  using A = acc_t<T>;
+  static constexpr int E = Pack16<T>::size;
+  static constexpr int P = tuning::pointwise_device_packs;
+  struct NoneTag {};
+  struct SumTag {};
+  Op op;
+  Operands<T, N> in;
+  T* o = nullptr;
+  PointwisePacks<T> packs;
+  std::int64_t* first_bad = nullptr;
+
+  /// The losses of the pack at e0 (cnt elements) into l; counts violations.
+  KOKKOS_INLINE_FUNCTION int pack_losses(std::int64_t e0, int cnt, A* l) const {
+    A col[N][E] = {};
+    for (int k = 0; k < N; ++k) load_pack(in.ptr[k], e0, cnt, packs.aligned, col[k]);
+    ExactMath math;
+    int nbad = 0;
+    for (int e = 0; e < cnt; ++e) {
+      A v[N];
+      for (int k = 0; k < N; ++k) v[k] = col[k][e];
+      l[e] = op.loss(v, math);
+      if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
+    }
+    if (Op::checked && nbad > 0) note_first_bad(op, in, e0, e0 + cnt, first_bad);
+    return nbad;
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(NoneTag, const std::int64_t c) const {
+    for (int k = 0; k < P; ++k) {
+      const std::int64_t e0 = packs.start(c, k);
+      const int cnt = packs.count(e0);
+      if (cnt == 0) break;
+      A l[E];
+      pack_losses(e0, cnt, l);
+      store_pack(o, e0, cnt, packs.aligned, l);
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(SumTag, const std::int64_t c, double& acc) const {
+    double s = 0;
+    for (int k = 0; k < P; ++k) {
+      const std::int64_t e0 = packs.start(c, k);
+      const int cnt = packs.count(e0);
+      if (cnt == 0) break;
+      A l[E];
+      pack_losses(e0, cnt, l);
+      for (int e = 0; e < cnt; ++e) s += static_cast<double>(l[e]);
+    }
+    acc += s;
+  }
+};
+
+/// Whether every operand pointer (and `extra`, e.g. the output) is 16-byte
+/// aligned: the device form's vector loads and stores.
+template <class T, int N>
+bool operands_aligned16(const Operands<T, N>& in, std::initializer_list<const void*> extra) {
+  bool ok = true;
+  for (int k = 0; k < N; ++k) ok = ok && aligned16(in.ptr[k]);
+  for (const void* p : extra) ok = ok && aligned16(p);
+  return ok;
+}
+
+template <class ExecSpace, class T, class Op, int N>
+void pointwise_forward_packed(const ExecSpace& exec, const std::string& op_name, const Op& op,
+                              const Operands<T, N>& in, const TensorOut<ExecSpace, T>& out, std::int64_t n,
+                              Reduction reduction, double scale, std::int64_t* first_bad) {
+  using K = PointwiseForwardPacked<T, Op, N>;
+  const bool none = reduction == Reduction::none;
+  const PointwisePacks<T> packs(n, operands_aligned16(in, {none ? static_cast<const void*>(out.data.data()) : nullptr}));
+  const K k{op, in, out.data.data(), packs, first_bad};
+  if (none) {
+    Kokkos::parallel_for(
+        "kloss::" + op_name + "::forward",
+        Kokkos::RangePolicy<ExecSpace, typename K::NoneTag, Kokkos::IndexType<std::int64_t>>(exec, 0, packs.items), k);
+    return;
+  }
+  const auto sum_s = scratch<double>(exec, 1);
+  const Kokkos::View<double, typename ExecSpace::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> sum(
+      sum_s.data());
+  fixed_order_sum(
+      exec, "kloss::" + op_name + "::forward_sum", packs.items,
+      KOKKOS_LAMBDA(const std::int64_t c, double& acc) { k(typename K::SumTag(), c, acc); }, sum);
+  write_scaled_scalar(exec, "kloss::" + op_name + "::forward_scale", sum, scale, out);
+}
+
 template <bool Flat, class ExecSpace, class T, class Op, int N>
 void pointwise_forward_launch(const ExecSpace& exec, const std::string& op_name, const Op& op, const Operands<T, N>& in,
                               const TensorOut<ExecSpace, T>& out, std::int64_t n, Reduction reduction, double scale,
@@ -341,7 +505,9 @@ void pointwise_forward(const ExecSpace& exec, const std::string& op_name, const 
   const std::int64_t n = out_shape.numel();
   FirstBad<ExecSpace> first_bad;
   if constexpr (Op::checked) first_bad = FirstBad<ExecSpace>(exec, n);
-  if (in.flat)
+  if (in.flat && pointwise_packed<ExecSpace>())
+    pointwise_forward_packed(exec, op_name, op, in, out, n, reduction, scale, first_bad.ptr);
+  else if (in.flat)
     pointwise_forward_launch<true>(exec, op_name, op, in, out, n, reduction, scale, first_bad.ptr);
   else
     pointwise_forward_launch<false>(exec, op_name, op, in, out, n, reduction, scale, first_bad.ptr);
@@ -394,9 +560,66 @@ struct PointwiseBackwardFlat {
   }
 };
 
+/// The flat backward's device form (PointwisePacks): per work item P packs
+/// of every operand and of the upstream gradient, each wanted gradient
+/// written a pack at a time; ExactMath.
+template <class T, class Op, int N, bool PerElem, unsigned Mask>
+struct PointwiseBackwardPacked {
+  using A = acc_t<T>;
+  static constexpr int E = Pack16<T>::size;
+  static constexpr int P = tuning::pointwise_device_packs;
+  Op op;
+  Operands<T, N> in;
+  const T* go = nullptr;
+  A sc = 0;
+  T* gp[N] = {};
+  PointwisePacks<T> packs;
+  std::int64_t* first_bad = nullptr;  // Op::checked_backward
+
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t c) const {
+    const A g0 = PerElem ? A(0) : to_acc(go[0]) * sc;
+    for (int k = 0; k < P; ++k) {
+      const std::int64_t e0 = packs.start(c, k);
+      const int cnt = packs.count(e0);
+      if (cnt == 0) break;
+      A col[N][E] = {};
+      for (int j = 0; j < N; ++j) load_pack(in.ptr[j], e0, cnt, packs.aligned, col[j]);
+      A g[E] = {};
+      if constexpr (PerElem) {
+        load_pack(go, e0, cnt, packs.aligned, g);
+      } else {
+        for (int e = 0; e < E; ++e) g[e] = g0;
+      }
+      A d[N][E] = {};
+      ExactMath math;
+      int nbad = 0;
+      for (int e = 0; e < cnt; ++e) {
+        A v[N], de[N] = {};
+        for (int j = 0; j < N; ++j) v[j] = col[j][e];
+        op.grad(v, de, math);
+        for (int j = 0; j < N; ++j) d[j][e] = g[e] * de[j];
+        if constexpr (Op::checked_backward) nbad += op.bad(v) >= 0 ? 1 : 0;
+      }
+      for (int j = 0; j < N; ++j)
+        if ((Mask >> j) & 1u) store_pack(gp[j], e0, cnt, packs.aligned, d[j]);
+      if (Op::checked_backward && nbad > 0) note_first_bad(op, in, e0, e0 + cnt, first_bad);
+    }
+  }
+};
+
 template <bool PerElem, unsigned Mask, class ExecSpace, class T, class Op, int N>
 void pointwise_backward_flat(const ExecSpace& exec, const std::string& op_name, const Op& op, const Operands<T, N>& in,
                              const T* go, acc_t<T> sc, T* const (&gp)[N], std::int64_t n, std::int64_t* first_bad) {
+  if (pointwise_packed<ExecSpace>()) {
+    bool aligned = operands_aligned16(in, {PerElem ? static_cast<const void*>(go) : nullptr});
+    for (int j = 0; j < N; ++j) aligned = aligned && (!((Mask >> j) & 1u) || aligned16(gp[j]));
+    using KP = PointwiseBackwardPacked<T, Op, N, PerElem, Mask>;
+    KP kp{op, in, go, sc, {}, PointwisePacks<T>(n, aligned), first_bad};
+    for (int j = 0; j < N; ++j) kp.gp[j] = gp[j];
+    Kokkos::parallel_for("kloss::" + op_name + "::backward",
+                         Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, kp.packs.items), kp);
+    return;
+  }
   using K = PointwiseBackwardFlat<ExecSpace, T, Op, N, PerElem, Mask>;
   K k{op, in, go, sc, {}, n, first_bad};
   for (int j = 0; j < N; ++j) k.gp[j] = gp[j];

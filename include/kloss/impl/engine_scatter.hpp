@@ -395,6 +395,16 @@ ScatterKind scatter_kind(bool deterministic, int scatter_items) {
   return is_host_space_v<ExecSpace> ? ScatterKind::owner : ScatterKind::sorted;
 }
 
+/// Whether embedding_bag's max-mode backward adds atomically: on devices by
+/// default (as torch; the owner-computes form runs D / 16 threads there),
+/// with scatter_items = -1 anywhere; never with `deterministic`.
+template <class ExecSpace>
+bool max_backward_atomic(bool deterministic, int scatter_items) {
+  if (deterministic) return false;
+  if (scatter_items != 0) return scatter_items < 0;
+  return !is_host_space_v<ExecSpace>;
+}
+
 /// The cut of an owner-computes scatter: row blocks x feature blocks.
 struct OwnerBlocks {
   std::int64_t rows = 1, cols = 1;

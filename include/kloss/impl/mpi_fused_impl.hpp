@@ -71,7 +71,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
             opts.label_smoothing);
     require(opts.z_loss >= 0, op, "z_loss must be non-negative, got ", opts.z_loss);
     require(opts.softcap >= 0, op, "softcap must be non-negative (0 = off), got ", opts.softcap);
-    require(opts.chunk_bytes > 0, op, "chunk_bytes must be positive, got ", opts.chunk_bytes);
+    require(opts.chunk_bytes >= 0, op, "chunk_bytes must be >= 0 (0 = automatic), got ", opts.chunk_bytes);
     require(opts.convert_block_rows >= 0, op, "option 'convert_block_rows' must be >= 0 (0 = default), got ",
             opts.convert_block_rows);
     filter = kloss::impl::fl_filter_threshold<T>(op, opts.grad_filter, opts.grad_filter_threshold);
@@ -129,9 +129,19 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     const kloss::impl::HeadPlan plan = kloss::impl::head_plan<ExecSpace, T>(opts.products);
     const std::int64_t logit_bytes =
         kloss::impl::fl_logit_bytes<ExecSpace, T>(plan, grad_input.present || grad_weight.present);
-    std::int64_t chunk = opts.chunk_bytes / (logit_bytes * (v > 0 ? v : 1));
-    if (chunk < 1) chunk = 1;
-    if (chunk > n) chunk = n > 0 ? n : 1;
+    // chunk rows: the caller's budget; automatic: the device rule of the
+    // local head (impl::fl_chunk_rows) on devices, 64 MiB on hosts
+    const bool device = kloss::impl::fl_device_schedule<ExecSpace>();
+    std::int64_t chunk = 1;
+    if (opts.chunk_bytes == 0 && device) {
+      chunk = kloss::impl::fl_chunk_rows<A>(op, n, v, 0, logit_bytes, kloss::impl::tuning::fl_device_min_chunk_rows,
+                                            true);
+    } else {
+      const std::int64_t budget = opts.chunk_bytes > 0 ? opts.chunk_bytes : kloss::impl::tuning::vp_fl_host_chunk_bytes;
+      chunk = budget / (logit_bytes * (v > 0 ? v : 1));
+      if (chunk < 1) chunk = 1;
+      if (chunk > n) chunk = n > 0 ? n : 1;
+    }
     const CeParams p = ce_params(range, comm.size(), opts, weighted, sums[0]);
     // Upstream gradient: the caller's, or ones (the gradient of the reduced
     // loss / of the sum of the per-row losses).

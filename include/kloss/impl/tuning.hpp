@@ -63,6 +63,17 @@ inline constexpr int pointwise_lanes = 16;
 /// buffer of 256 is 1 KiB of L1). binary_cross_entropy float forward, 16M
 /// elements, Zen 4: 0.81 ns/element at 64, 0.72 at 256, 0.71 at 1024.
 inline constexpr int pointwise_sum_block = 256;
+/// Device spaces: 16-byte packs of each operand per work item (4 floats, 8
+/// bfloat16 a pack), item c's k-th pack at pack index k x items + c, so
+/// consecutive threads read consecutive packs (coalesced) and each thread
+/// keeps this many loads per operand in flight. Chosen, not measured on a
+/// GPU: 4 packs = 64 bytes per operand per thread, the depth a stream
+/// needs to cover DRAM latency at full occupancy on an H100 / H200.
+inline constexpr int pointwise_device_packs = 4;
+/// Test hook: non-zero runs the element-wise losses' device kernels (16-byte
+/// packs, ExactMath) on host spaces too, so that CI runs them. Set by the
+/// test programs only (unit_main.cpp reads KLOSS_TEST_POINTWISE_DEVICE).
+inline int test_pointwise_device = 0;
 
 // --- row engine, online-softmax rows (impl/engine_rows*.hpp) ---------------
 /// Independent lanes of the online log-sum-exp row loop: 16 floats = one
@@ -141,6 +152,10 @@ inline constexpr std::int64_t fl_device_min_chunk_rows = 1024;
 /// and 4096-row chunks ran the bfloat16 heads 4-8 % faster than 1024-row
 /// ones, float32 3-6 %.
 inline constexpr std::int64_t fl_device_default_budget_bytes = std::int64_t(2) << 30;
+/// The vocabulary-parallel head's chunk on hosts when its chunk_bytes is 0
+/// (automatic): 64 MiB of logits per rank (the main job's 1024-token batch
+/// at 25128 classes a rank is 667-row chunks).
+inline constexpr std::int64_t vp_fl_host_chunk_bytes = std::int64_t(64) << 20;
 /// Test hook: non-zero runs the fused heads' device schedule on host spaces
 /// (the 16-bit dL/dZ in a buffer of its own instead of over the chunk's
 /// floats, the device's chunk rows), so that CI runs it. Set by the test
