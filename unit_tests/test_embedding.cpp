@@ -540,7 +540,9 @@ TYPED_TEST(EmbeddingBag, MatchesReferenceForEveryModeLayoutAndOption) {
               if (mode == EmbeddingBagMode::max) {
                 EXPECT_EQ(got.max_indices, ref.max_indices) << what;
                 if (flavour == 0) max_bits = got.grad_weight;
-                if (flavour != 2) EXPECT_EQ(got.grad_weight, max_bits) << "owner-computes cut " << what;
+                if (flavour != 2) {
+                  EXPECT_EQ(got.grad_weight, max_bits) << "owner-computes cut " << what;
+                }
               }
               if (psw) expect_near_all(got.grad_psw, ref.grad_psw, tol<T>() * 8, tol<T>() * 8, "grad_psw " + what);
             }

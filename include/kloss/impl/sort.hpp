@@ -93,7 +93,8 @@ struct RowSort {
 /// Counting sort of the positions p in [0, n) with row(p) in [0, rows) (a
 /// row < 0 is skipped): histogram, exclusive scan, atomic placement, then
 /// each row's segment sorted so the result does not depend on the race.
-/// Fences once (the scan's total sizes perm).
+/// Fences once (the scan's total sizes perm), on devices twice (the count of
+/// long segments sizes their launch).
 template <class ExecSpace, class RowOf>
 RowSort<typename ExecSpace::memory_space> sort_by_row(const ExecSpace& exec, const std::string& op, std::int64_t n,
                                                       std::int64_t rows, const RowOf& row_of) {
@@ -134,21 +135,35 @@ RowSort<typename ExecSpace::memory_space> sort_by_row(const ExecSpace& exec, con
         KOKKOS_LAMBDA(const std::int64_t r) { sort_segment(perm, start(r), start(r + 1) - start(r)); });
     return s;
   }
-  // A team per row: short segments by one of its threads, long ones by the
-  // whole team (a frequent row must not be sorted by one device thread).
+  // Devices: work in proportion to the positions, not to the rows. Short
+  // segments (most rows hold 0-4 positions) by one thread per row; the long
+  // ones (a frequent token's) compacted into a list, a team each.
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   const std::int64_t small = tuning::test_embedding_team_sort ? 1 : tuning::embedding_team_sort_min;
   const int team = is_host_space_v<ExecSpace> ? 1 : tuning::embedding_sort_team_size;
   Kokkos::parallel_for(
-      "kloss::" + op + "::row_segment_sort", Policy(exec, static_cast<int>(rows), team),
-      KOKKOS_LAMBDA(const typename Policy::member_type& mem) {
-        const std::int64_t r = mem.league_rank(), lo = start(r), len = start(r + 1) - lo;
-        if (len <= small) {
-          Kokkos::single(Kokkos::PerTeam(mem), [&]() { sort_segment(perm, lo, len); });
-          return;
-        }
-        team_sort_segment(mem, perm, lo, len);
+      "kloss::" + op + "::row_segment_sort_short", Range(exec, 0, rows), KOKKOS_LAMBDA(const std::int64_t r) {
+        const std::int64_t lo = start(r), len = start(r + 1) - lo;
+        if (len <= small) sort_segment(perm, lo, len);
       });
+  const auto long_s = scratch<std::int64_t>(exec, rows);
+  const auto long_rows = long_s.view();
+  std::int64_t n_long = 0;
+  Kokkos::parallel_scan(
+      "kloss::" + op + "::row_segment_long", Range(exec, 0, rows),
+      KOKKOS_LAMBDA(const std::int64_t r, std::int64_t& acc, const bool final) {
+        const bool is_long = start(r + 1) - start(r) > small;
+        if (final && is_long) long_rows(acc) = r;
+        acc += is_long ? 1 : 0;
+      },
+      n_long);
+  if (n_long > 0)
+    Kokkos::parallel_for(
+        "kloss::" + op + "::row_segment_sort_long", Policy(exec, static_cast<int>(n_long), team),
+        KOKKOS_LAMBDA(const typename Policy::member_type& mem) {
+          const std::int64_t r = long_rows(mem.league_rank()), lo = start(r), len = start(r + 1) - lo;
+          team_sort_segment(mem, perm, lo, len);
+        });
   return s;
 }
 
