@@ -409,27 +409,28 @@ struct PointwiseForwardPacked {
     return nbad;
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(NoneTag, const std::int64_t c) const {
+  /// f(e0, cnt, l) for each of item c's packs, l its losses.
+  template <class F>
+  KOKKOS_INLINE_FUNCTION void each_pack(const std::int64_t c, const F& f) const {
     for (int k = 0; k < P; ++k) {
       const std::int64_t e0 = packs.start(c, k);
       const int cnt = packs.count(e0);
       if (cnt == 0) break;
       A l[E];
       pack_losses(e0, cnt, l);
-      store_pack(o, e0, cnt, packs.aligned, l);
+      f(e0, cnt, l);
     }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(NoneTag, const std::int64_t c) const {
+    each_pack(c, [&](const std::int64_t e0, const int cnt, const A* l) { store_pack(o, e0, cnt, packs.aligned, l); });
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(SumTag, const std::int64_t c, double& acc) const {
     double s = 0;
-    for (int k = 0; k < P; ++k) {
-      const std::int64_t e0 = packs.start(c, k);
-      const int cnt = packs.count(e0);
-      if (cnt == 0) break;
-      A l[E];
-      pack_losses(e0, cnt, l);
+    each_pack(c, [&](std::int64_t, const int cnt, const A* l) {
       for (int e = 0; e < cnt; ++e) s += static_cast<double>(l[e]);
-    }
+    });
     acc += s;
   }
 };
