@@ -56,15 +56,16 @@ std::int64_t fl_logit_bytes(const HeadPlan& plan, bool dz_products) {
 
 /// Rows per chunk for N tokens, V classes, a budget in bytes (0: the
 /// default - on hosts a share of the N x V logits in the accumulation type
-/// A, on devices (`device`) a fixed budget - at least `min_rows` rows), with
-/// `logit_bytes` of scratch per logit (A's, plus the 16-bit copy of dL/dZ
-/// when the products take 16-bit operands on a device).
+/// A, at least tuning::fl_min_chunk_rows rows; on devices (`device`, the
+/// device schedule) a fixed budget, at least tuning::fl_device_min_chunk_rows
+/// rows), with `logit_bytes` of scratch per logit (A's, plus the 16-bit copy
+/// of dL/dZ when the products take 16-bit operands on a device).
 template <class A>
 std::int64_t fl_chunk_rows(std::string_view op, std::int64_t N, std::int64_t V, std::int64_t budget,
-                           std::int64_t logit_bytes = sizeof(A), std::int64_t min_rows = tuning::fl_min_chunk_rows,
-                           bool device = false) {
+                           std::int64_t logit_bytes = sizeof(A), bool device = false) {
   const std::int64_t row_bytes = V * logit_bytes;
   if (budget <= 0) {
+    const std::int64_t min_rows = device ? tuning::fl_device_min_chunk_rows : tuning::fl_min_chunk_rows;
     budget = device ? tuning::fl_device_default_budget_bytes : tuning::fl_default_budget_bytes;
     const std::int64_t share = N * V * static_cast<std::int64_t>(sizeof(A)) / tuning::fl_default_budget_divisor;
     const std::int64_t floor = min_rows * row_bytes;

@@ -143,6 +143,16 @@ struct PointwisePacks {
   KOKKOS_INLINE_FUNCTION int count(std::int64_t e0) const {
     return e0 + E <= n ? E : (e0 < n ? static_cast<int>(n - e0) : 0);
   }
+  /// f(e0, cnt) for each of item c's packs that holds elements.
+  template <class F>
+  KOKKOS_INLINE_FUNCTION void each(std::int64_t c, const F& f) const {
+    for (int k = 0; k < P; ++k) {
+      const std::int64_t e0 = start(c, k);
+      const int cnt = count(e0);
+      if (cnt == 0) break;
+      f(e0, cnt);
+    }
+  }
 };
 
 /// Whether p sits on a 16-byte boundary (null counts as aligned).
@@ -159,6 +169,13 @@ KOKKOS_INLINE_FUNCTION void load_pack(const T* p, std::int64_t e0, int cnt, bool
   } else {
     for (int e = 0; e < cnt; ++e) out[e] = to_acc(p[e0 + e]);
   }
+}
+
+/// The pack at e0 (cnt elements) of each of the N operands into col[k].
+template <class T, int N, class A, int E>
+KOKKOS_INLINE_FUNCTION void load_operand_packs(const Operands<T, N>& in, std::int64_t e0, int cnt, bool aligned,
+                                               A (&col)[N][E]) {
+  for (int k = 0; k < N; ++k) load_pack(in.ptr[k], e0, cnt, aligned, col[k]);
 }
 
 /// Stores `cnt` values as T to p from e0: one vector store for a whole
@@ -384,7 +401,6 @@ template <class T, class Op, int N>
 struct PointwiseForwardPacked {
   using A = acc_t<T>;
   static constexpr int E = Pack16<T>::size;
-  static constexpr int P = tuning::pointwise_device_packs;
   struct NoneTag {};
   struct SumTag {};
   Op op;
@@ -396,7 +412,7 @@ struct PointwiseForwardPacked {
   /// The losses of the pack at e0 (cnt elements) into l; counts violations.
   KOKKOS_INLINE_FUNCTION int pack_losses(std::int64_t e0, int cnt, A* l) const {
     A col[N][E] = {};
-    for (int k = 0; k < N; ++k) load_pack(in.ptr[k], e0, cnt, packs.aligned, col[k]);
+    load_operand_packs(in, e0, cnt, packs.aligned, col);
     ExactMath math;
     int nbad = 0;
     for (int e = 0; e < cnt; ++e) {
@@ -412,14 +428,11 @@ struct PointwiseForwardPacked {
   /// f(e0, cnt, l) for each of item c's packs, l its losses.
   template <class F>
   KOKKOS_INLINE_FUNCTION void each_pack(const std::int64_t c, const F& f) const {
-    for (int k = 0; k < P; ++k) {
-      const std::int64_t e0 = packs.start(c, k);
-      const int cnt = packs.count(e0);
-      if (cnt == 0) break;
+    packs.each(c, [&](const std::int64_t e0, const int cnt) {
       A l[E];
       pack_losses(e0, cnt, l);
       f(e0, cnt, l);
-    }
+    });
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(NoneTag, const std::int64_t c) const {
@@ -568,7 +581,6 @@ template <class T, class Op, int N, bool PerElem, unsigned Mask>
 struct PointwiseBackwardPacked {
   using A = acc_t<T>;
   static constexpr int E = Pack16<T>::size;
-  static constexpr int P = tuning::pointwise_device_packs;
   Op op;
   Operands<T, N> in;
   const T* go = nullptr;
@@ -579,12 +591,9 @@ struct PointwiseBackwardPacked {
 
   KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t c) const {
     const A g0 = PerElem ? A(0) : to_acc(go[0]) * sc;
-    for (int k = 0; k < P; ++k) {
-      const std::int64_t e0 = packs.start(c, k);
-      const int cnt = packs.count(e0);
-      if (cnt == 0) break;
+    packs.each(c, [&](const std::int64_t e0, const int cnt) {
       A col[N][E] = {};
-      for (int j = 0; j < N; ++j) load_pack(in.ptr[j], e0, cnt, packs.aligned, col[j]);
+      load_operand_packs(in, e0, cnt, packs.aligned, col);
       A g[E] = {};
       if constexpr (PerElem) {
         load_pack(go, e0, cnt, packs.aligned, g);
@@ -604,7 +613,7 @@ struct PointwiseBackwardPacked {
       for (int j = 0; j < N; ++j)
         if ((Mask >> j) & 1u) store_pack(gp[j], e0, cnt, packs.aligned, d[j]);
       if (Op::checked_backward && nbad > 0) note_first_bad(op, in, e0, e0 + cnt, first_bad);
-    }
+    });
   }
 };
 

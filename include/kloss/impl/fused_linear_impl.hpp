@@ -189,9 +189,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   const bool want_grad = grad_input.present || grad_weight.present || grad_bias.present;
   const std::int64_t B = fl_chunk_rows<A>(
       op, N, V, opts.memory_budget_bytes,
-      fl_logit_bytes<ExecSpace, T>(plan, grad_input.present || grad_weight.present),
-      fl_device_schedule<ExecSpace>() ? tuning::fl_device_min_chunk_rows : tuning::fl_min_chunk_rows,
-      fl_device_schedule<ExecSpace>());
+      fl_logit_bytes<ExecSpace, T>(plan, grad_input.present || grad_weight.present), fl_device_schedule<ExecSpace>());
   check_disjoint(op,
                  {span("output", output), span("grad_input", grad_input), span("grad_weight", grad_weight),
                   span("grad_bias", grad_bias)},

@@ -134,8 +134,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     const bool device = kloss::impl::fl_device_schedule<ExecSpace>();
     std::int64_t chunk = 1;
     if (opts.chunk_bytes == 0 && device) {
-      chunk = kloss::impl::fl_chunk_rows<A>(op, n, v, 0, logit_bytes, kloss::impl::tuning::fl_device_min_chunk_rows,
-                                            true);
+      chunk = kloss::impl::fl_chunk_rows<A>(op, n, v, 0, logit_bytes, true);
     } else {
       const std::int64_t budget = opts.chunk_bytes > 0 ? opts.chunk_bytes : kloss::impl::tuning::vp_fl_host_chunk_bytes;
       chunk = budget / (logit_bytes * (v > 0 ? v : 1));
