@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // cross_entropy at language-model shapes: forward (one read of the logits)
-// and forward + in-place backward (one more read and one write), float32
+// and forward + in-place backward (one more read and one write), the two in
+// one call (cross_entropy_forward_backward: a row re-read from cache), float32
 // and bfloat16. Reports GB/s (bytes that must move), the fraction of stream
 // bandwidth, the exp-rate floor (exponentials / measured vectorised exp
 // rate) and PyTorch's time on the same shape and thread count, measured in
@@ -91,6 +92,29 @@ void BM_cross_entropy_bwd(benchmark::State& state) {
   BM_cross_entropy_backward_run<T, false>(state);
 }
 
+/// cross_entropy_forward_backward in place: each row read for its loss and
+/// again, from cache, for its gradient; the bytes that must move are one
+/// read and one write. Against torch's forward + backward.
+template <class T>
+void BM_cross_entropy_fused(benchmark::State& state) {
+  const std::int64_t N = state.range(0), C = state.range(1);
+  Exec exec;
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> x("x", N, C), x0("x0", N, C);
+  Kokkos::View<std::int64_t*, Mem> t("t", N);
+  Kokkos::View<float*, Mem> lse("lse", N);
+  Kokkos::View<double, Mem> tw("tw");
+  Kokkos::View<T, Mem> out("out");
+  fill_logits(x0, t, 2026);
+  for (auto _ : state) {
+    state.PauseTiming();
+    Kokkos::deep_copy(x, x0);  // the in-place gradient consumed the logits
+    state.ResumeTiming();
+    kloss::cross_entropy_forward_backward(exec, x, t, Kokkos::View<T*, Mem>(), out, lse, tw, x);
+    exec.fence();
+  }
+  counters<T>(state, 2.0 * N * C * sizeof(T), 2.0 * N * C, "fwdbwd", N, C);
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (auto s : std::vector<std::pair<int, int>>{{32, 32000}, {128, 32000}, {32, 50257}, {1024, 32000}, {256, 128256}})
     b->Args({s.first, s.second});
@@ -102,9 +126,11 @@ void shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK_TEMPLATE(BM_cross_entropy_fwd, float)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_bwd, float)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_fwdbwd, float)->Apply(shapes);
+BENCHMARK_TEMPLATE(BM_cross_entropy_fused, float)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_fwd, kloss::bfloat16)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_bwd, kloss::bfloat16)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_fwdbwd, kloss::bfloat16)->Apply(shapes);
+BENCHMARK_TEMPLATE(BM_cross_entropy_fused, kloss::bfloat16)->Apply(shapes);
 // float16 (not in the table): watches the 16-bit conversions, which
 // must stay branch-free for loops over float16 to vectorise (half.hpp)
 BENCHMARK_TEMPLATE(BM_cross_entropy_fwd, kloss::float16)->Apply(shapes);

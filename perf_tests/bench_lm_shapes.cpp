@@ -35,11 +35,14 @@ void ce_counters(benchmark::State& state, double bytes, double seconds) {
   state.counters["x_floor"] = per_iter / (bytes / (copy_gbs() * 1e9));
 }
 
-/// Args: N, V, backward (0 forward alone, 1 forward + in-place backward).
+/// Args: N, V, pass (0 forward alone, 1 forward + in-place backward, 2 the
+/// two in one call, cross_entropy_forward_backward in place: bytes one read
+/// and one write of the logits).
 template <class T>
 void BM_ce(benchmark::State& state) {
   const std::int64_t N = state.range(0), C = state.range(1);
-  const bool backward = state.range(2) != 0;
+  const int pass = static_cast<int>(state.range(2));
+  const bool backward = pass != 0;
   Exec exec;
   Kokkos::View<T**, Kokkos::LayoutRight, Mem> x("x", N, C), x0;
   Kokkos::View<std::int64_t*, Mem> t("t", N);
@@ -54,6 +57,10 @@ void BM_ce(benchmark::State& state) {
     Kokkos::deep_copy(x0, x);
   }
   auto step = [&] {
+    if (pass == 2) {
+      kloss::cross_entropy_forward_backward(exec, x, t, none, out, lse, tw, x);
+      return;
+    }
     kloss::cross_entropy(exec, x, t, none, out, lse, tw);
     if (backward) kloss::cross_entropy_backward(exec, gout, x, t, none, lse, tw, x);
   };
@@ -65,7 +72,7 @@ void BM_ce(benchmark::State& state) {
   const double seconds = timed_loop(state, exec, step, [&] {
     if (backward) Kokkos::deep_copy(exec, x, x0);
   });
-  ce_counters(state, (backward ? 3.0 : 1.0) * double(N) * double(C) * sizeof(T), seconds);
+  ce_counters(state, (pass == 1 ? 3.0 : pass == 2 ? 2.0 : 1.0) * double(N) * double(C) * sizeof(T), seconds);
 }
 
 /// Args: N, D, V, chunk rows (0: the default schedule's), tf32 (1: float32
@@ -108,9 +115,9 @@ void BM_fused_linear(benchmark::State& state) {
 }
 
 void ce_shapes(benchmark::internal::Benchmark* b) {
-  for (int backward : {0, 1})
+  for (int pass : {0, 1, 2})
     for (auto s : std::vector<std::pair<int, int>>{{4096, 32000}, {16384, 128256}, {2048, 256000}})
-      b->Args({s.first, s.second, backward});
+      b->Args({s.first, s.second, pass});
   b->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
 }
 

@@ -4,11 +4,13 @@
 # ctest, the benchmarks of docs/gpu.md, and the PyTorch / Liger-Kernel /
 # Cut Cross-Entropy peers (tools/gpu_peers.py) on the same work.
 #
-#   scripts/gpu-check.sh BUILD_DIR OUT_DIR [tests|bench|peers ...]
+#   scripts/gpu-check.sh BUILD_DIR OUT_DIR [tests|bench|peers|ncu ...]
 #
 # BUILD_DIR is a configured and built tree (see docs/portability.md for the
-# cmake line); OUT_DIR receives tests.log, bench.log and peers.log. With no
-# stage named, all three run. Prints a summary at the end.
+# cmake line); OUT_DIR receives tests.log, bench.log, peers.log (and
+# ncu.log: Nsight Compute's counters of the cross-entropy kernels, a stage
+# run only when named). With no stage named, tests, bench and peers run.
+# Prints a summary at the end.
 set -u
 if [ $# -lt 2 ]; then
   echo "usage: $0 BUILD_DIR OUT_DIR [tests|bench|peers ...]" >&2
@@ -53,6 +55,15 @@ for stage in $stages; do
         echo "### exit $?" >>"$out/bench.log"
     done
     summary+=("bench: $(grep -c '^BM_\|^[a-z_]*/' "$out/bench.log") rows")
+    ;;
+  ncu)
+    # the cross-entropy row kernels' registers per thread, achieved
+    # occupancy and DRAM throughput (Nsight Compute, clocks left alone)
+    ncu --clock-control none --kernel-name-base demangled --kernel-name "regex:cross_entropy" \
+      --launch-count "${KLOSS_GPU_CHECK_NCU_LAUNCHES:-24}" \
+      --metrics launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum \
+      "$build/perf_tests/bench_lm_shapes" --benchmark_filter='BM_ce' --benchmark_min_time=0.01 >"$out/ncu.log" 2>&1
+    summary+=("ncu: exit $?")
     ;;
   peers)
     PYTHONUNBUFFERED=1 timeout "${KLOSS_GPU_CHECK_PEER_SECONDS:-240}" python3 "$src/tools/gpu_peers.py" >"$out/peers.log" 2>&1

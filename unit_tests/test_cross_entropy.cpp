@@ -8,6 +8,7 @@
 
 #include <kloss/cross_entropy.hpp>
 
+#include <kloss/check_flag.hpp>
 #include <limits>
 
 using namespace kloss_test;
@@ -16,6 +17,7 @@ using kloss::Reduction;
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// A problem (reference.hpp): input [N, C, inner...] flattened, class
 /// indices or probabilities, optional weight [C].
@@ -268,6 +270,257 @@ TYPED_TEST(CrossEntropy, RowsSplitOverSlicesMatchTheReference) {
   }
 }
 
+// The device form of contiguous rows (16-byte packs over a warp's lanes,
+// impl/packs.hpp's RowPacks), forced on the host by row_slices 32 and 7:
+// rows of every length class against the float64 reference, the input at
+// every element offset from a 16-byte boundary (a row's head, packs and
+// tail all change with it), the target a row's first class, one in the
+// middle, its last; the gradient written out of place at the input's
+// offset (pack stores) and one element further (scalar stores), and in
+// place. The buffers' elements around the rows must stay untouched.
+TYPED_TEST(CrossEntropy, DeviceFormAtEveryOffsetMatchesTheReference) {
+  using T = TypeParam;
+  using A = kloss::acc_t<T>;
+  using U = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  using Rows = Kokkos::View<T**, Kokkos::LayoutRight, Mem, U>;
+  constexpr int E = static_cast<int>(16 / sizeof(T));
+  Exec exec;
+  const std::int64_t N = 5;
+  for (std::int64_t C : {3, 37, 613, 2053}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      kloss::CrossEntropyOptions o;
+      o.tuning.row_slices = variant == 1 ? 7 : 32;
+      o.reduction = Reduction::none;
+      o.label_smoothing = variant == 1 ? 0.1 : 0.0;
+      o.z_loss = variant == 2 ? 0.02 : 0.0;
+      o.softcap = variant == 2 ? 2.5 : 0.0;
+      Problem P = random_problem(N, C, 1, variant == 1, 300 + static_cast<unsigned>(variant + C));
+      P.t = {0, C / 2, C - 1, -100, C > 1 ? 1 : 0};
+      round_problem<T>(P);
+      const auto go = rounded<T>(random_values(N, 0.5, 1.5, 78));
+      const RefResult R = ref_cross_entropy(P, P.x, o);
+      const std::vector<double> G = kloss_ref::cross_entropy_grad(P, P.x, o, go);
+      std::vector<double> ref_lse(N, 0.0);  // the rows' log-sum-exp of the capped logits
+      for (std::int64_t r = 0; r < N; ++r) {
+        if (P.t[r] == -100) continue;
+        auto z = [&](std::int64_t c) {
+          const double v = P.x[r * C + c];
+          return o.softcap > 0 ? o.softcap * std::tanh(v / o.softcap) : v;
+        };
+        double m = z(0), sum = 0;
+        for (std::int64_t c = 1; c < C; ++c) m = std::max(m, z(c));
+        for (std::int64_t c = 0; c < C; ++c) sum += std::exp(z(c) - m);
+        ref_lse[r] = m + std::log(sum);
+      }
+      const double t = tol<T>();
+      auto t_view = make_view<std::int64_t*>("t", std::vector<double>(P.t.begin(), P.t.end()), {std::size_t(N)});
+      Kokkos::View<T*, Mem> w;
+      if (!P.w.empty()) w = make_view<T*>("w", P.w, {std::size_t(C)});
+      const auto gov = make_view<T*>("go", go, {std::size_t(N)});
+      const std::size_t len = static_cast<std::size_t>(N * C + 2 * E);
+      for (int off = 0; off < E; ++off) {
+        const std::string what = "C=" + std::to_string(C) + " variant " + std::to_string(variant) + " offset " +
+                                 std::to_string(off);
+        std::vector<double> padded(len, 0.0);
+        std::copy(P.x.begin(), P.x.end(), padded.begin() + off);
+        auto xbuf = make_view<T*>("x", padded, {len});
+        Rows x(xbuf.data() + off, N, C);
+        Kokkos::View<T*, Mem> out("out", N);
+        Kokkos::View<A*, Mem> lse("lse", N);
+        Kokkos::View<double, Mem> tw("tw");
+        kloss::cross_entropy(exec, x, t_view, w, out, lse, tw, o);
+        expect_near_all(to_doubles(out), R.rows, t * 2, t * 4, what + " losses");
+        const auto got_lse = to_doubles(lse);
+        for (std::int64_t r = 0; r < N; ++r) {
+          if (P.t[r] != -100) {
+            EXPECT_NEAR(got_lse[r], ref_lse[r], t * 2 * (1 + std::fabs(ref_lse[r]))) << what << " lse row " << r;
+          }
+        }
+        auto check_grad = [&](const std::vector<double>& buf, int goff, const std::string& how) {
+          const std::vector<double> g(buf.begin() + goff, buf.begin() + goff + N * C);
+          expect_near_all(g, G, t * 4, t * 4 * (max_abs(G) + 1e-3), what + " " + how);
+          for (std::size_t i = 0; i < len; ++i) {
+            if (i < static_cast<std::size_t>(goff) || i >= static_cast<std::size_t>(goff + N * C)) {
+              EXPECT_EQ(buf[i], 0.0) << what << " " << how << ": element " << i << " outside the rows written";
+            }
+          }
+        };
+        for (int goff : {off, off + 1}) {
+          Kokkos::View<T*, Mem> gbuf("g", len);
+          kloss::cross_entropy_backward(exec, gov, x, t_view, w, lse, tw, Rows(gbuf.data() + goff, N, C), o);
+          check_grad(to_doubles(gbuf), goff, "gradient at offset " + std::to_string(goff));
+        }
+        kloss::cross_entropy_backward(exec, gov, x, t_view, w, lse, tw, x, o);  // in place
+        check_grad(to_doubles(xbuf), off, "gradient in place");
+      }
+    }
+  }
+}
+
+// The device form's non-finite rules, with the odd logit inside a row's
+// packs (C = 301, over 32 and 7 lanes): a NaN poisons its row; a -inf
+// logit away from the target adds nothing and gets a gradient of exactly
+// 0; one +inf or two give NaN (inf - inf, as torch's log_softmax); a row
+// of -inf only gives NaN.
+TYPED_TEST(CrossEntropy, DeviceFormNonFiniteLogitsInsidePacks) {
+  using T = TypeParam;
+  Exec exec;
+  const std::int64_t N = 6, C = 301;
+  std::vector<double> xv = random_values(N * C, -2, 2, 91);
+  xv = rounded<T>(xv);
+  xv[0 * C + 150] = kNaN;
+  xv[1 * C + 150] = -kInf;
+  xv[2 * C + 150] = kInf;
+  for (std::int64_t c = 0; c < C; ++c) xv[3 * C + c] = -kInf;
+  xv[4 * C + 150] = kInf;
+  xv[4 * C + 151] = kInf;
+  auto x = make_view<T**>("x", xv, {std::size_t(N), std::size_t(C)});
+  auto t = make_view<std::int64_t*>("t", {3, 3, 3, 3, 3, 3}, {std::size_t(N)});
+  auto lse_of = [&](std::int64_t r) {
+    double m = -kInf, s = 0;
+    for (std::int64_t c = 0; c < C; ++c) m = std::max(m, xv[r * C + c]);
+    for (std::int64_t c = 0; c < C; ++c) s += std::exp(xv[r * C + c] - m);
+    return m + std::log(s);
+  };
+  const double l1 = lse_of(1), l5 = lse_of(5);
+  for (int slices : {32, 7}) {
+    SCOPED_TRACE("row_slices " + std::to_string(slices));
+    kloss::CrossEntropyOptions o{-100, Reduction::none};
+    o.tuning.row_slices = slices;
+    Kokkos::View<T*, Mem> out("out", N), w;
+    Kokkos::View<kloss::acc_t<T>*, Mem> lse("lse", N);
+    Kokkos::View<double, Mem> tw("tw");
+    kloss::cross_entropy(exec, x, t, w, out, lse, tw, o);
+    const double t3 = tol<T>() * 4;
+    expect_near_all(to_doubles(out), {kNaN, l1 - xv[C + 3], kNaN, kNaN, kNaN, l5 - xv[5 * C + 3]}, t3, t3,
+                    "row losses");
+    auto go = make_view<T*>("go", std::vector<double>(N, 1.0), {std::size_t(N)});
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", N, C);
+    kloss::cross_entropy_backward(exec, go, x, t, w, lse, tw, gx, o);
+    const auto g = to_doubles(gx);
+    for (std::int64_t c = 0; c < C; ++c) {
+      for (std::int64_t r : {0, 2, 3, 4}) EXPECT_TRUE(std::isnan(g[r * C + c])) << "row " << r << " class " << c;
+      for (std::int64_t r : {1, 5}) {
+        const double want = std::exp(xv[r * C + c] - (r == 1 ? l1 : l5)) - (c == 3 ? 1.0 : 0.0);
+        EXPECT_NEAR(g[r * C + c], want, t3) << "row " << r << " class " << c;
+      }
+    }
+    EXPECT_EQ(g[1 * C + 150], 0.0) << "the -inf logit's gradient is exactly 0";
+  }
+}
+
+// cross_entropy_forward_backward: the forward's outputs and the gradient
+// at grad_output 1 (ones for none) in one call, against the float64
+// reference, out of place and in place, every reduction and option, on the
+// host form and over 32 lanes (the device form).
+TYPED_TEST(CrossEntropy, ForwardBackwardInOneCallMatchesTheReference) {
+  using T = TypeParam;
+  using A = kloss::acc_t<T>;
+  Exec exec;
+  const std::int64_t N = 6;
+  for (std::int64_t C : {1, 37, 2053}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      for (int S : {0, 32}) {
+        kloss::CrossEntropyOptions o;
+        o.tuning.row_slices = S;
+        o.reduction = variant == 1 ? Reduction::sum : variant == 2 ? Reduction::none : Reduction::mean;
+        o.label_smoothing = variant == 1 || variant == 3 ? 0.1 : 0.0;
+        o.z_loss = variant == 2 ? 0.02 : 0.0;
+        o.softcap = variant == 2 ? 2.0 : 0.0;
+        const std::string what = "C=" + std::to_string(C) + " variant " + std::to_string(variant) + " row_slices " +
+                                 std::to_string(S);
+        Problem P = random_problem(N, C, 1, variant != 0, 400 + static_cast<unsigned>(variant + C));
+        round_problem<T>(P);
+        const bool none = o.reduction == Reduction::none;
+        const std::vector<double> go(none ? N : 1, 1.0);
+        const RefResult R = ref_cross_entropy(P, P.x, o);
+        const std::vector<double> G = kloss_ref::cross_entropy_grad(P, P.x, o, go);
+        auto tv = make_view<std::int64_t*>("t", std::vector<double>(P.t.begin(), P.t.end()), {std::size_t(N)});
+        Kokkos::View<T*, Mem> w;
+        if (!P.w.empty()) w = make_view<T*>("w", P.w, {std::size_t(C)});
+        Kokkos::View<A*, Mem> lse("lse", N);
+        Kokkos::View<double, Mem> tw("tw");
+        Kokkos::View<T*, Mem> rows("rows", N);
+        Kokkos::View<T, Mem> reduced("reduced");
+        const double t = tol<T>();
+        for (bool in_place : {false, true}) {
+          auto x = make_view<T**>("x", P.x, {std::size_t(N), std::size_t(C)});
+          Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", N, C);
+          auto g = in_place ? x : gx;
+          if (none)
+            kloss::cross_entropy_forward_backward(exec, x, tv, w, rows, lse, tw, g, o);
+          else
+            kloss::cross_entropy_forward_backward(exec, x, tv, w, reduced, lse, tw, g, o);
+          const std::string how = what + (in_place ? " in place" : " out of place");
+          if (none)
+            expect_near_all(to_doubles(rows), R.rows, t * 2, t * (1 + max_abs(R.rows)), how + " losses");
+          else
+            expect_near_all(to_doubles(reduced), {R.reduced}, t * 2, t, how + " loss");
+          EXPECT_NEAR(to_doubles(tw)[0], R.denom, 1e-9 * (1 + R.denom)) << how;
+          expect_near_all(to_doubles(g), G, t * 4, t * 4 * (max_abs(G) + 1e-3), how + " gradient");
+          // the lse is the one cross_entropy saves
+          Kokkos::View<A*, Mem> lse2("lse2", N);
+          auto x2 = make_view<T**>("x2", P.x, {std::size_t(N), std::size_t(C)});
+          kloss::cross_entropy(exec, x2, tv, w, rows, lse2, tw, [&] {
+            auto o2 = o;
+            o2.reduction = Reduction::none;
+            return o2;
+          }());
+          expect_near_all(to_doubles(lse), to_doubles(lse2), t, t, how + " lse");
+        }
+      }
+    }
+  }
+}
+
+TEST(CrossEntropyForwardBackward, AllIgnoredBadTargetsAndDeferredCheck) {
+  Exec exec;
+  const std::int64_t N = 3, C = 4;
+  auto x = make_view<float**>("x", random_values(N * C, -1, 1, 5), {std::size_t(N), std::size_t(C)});
+  Kokkos::View<float, Mem> out("out");
+  Kokkos::View<float*, Mem> lse("lse", N), nw;
+  Kokkos::View<double, Mem> tw("tw");
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gx("gx", N, C);
+  Kokkos::deep_copy(gx, 7.0f);
+  // every target ignored, mean: NaN (torch), zero gradients, weight 0
+  auto t_ign = make_view<std::int64_t*>("t", {-100, -100, -100}, {std::size_t(N)});
+  kloss::cross_entropy_forward_backward(exec, x, t_ign, nw, out, lse, tw, gx);
+  EXPECT_TRUE(std::isnan(to_doubles(out)[0]));
+  EXPECT_EQ(to_doubles(tw)[0], 0.0);
+  expect_near_all(to_doubles(gx), std::vector<double>(N * C, 0.0), 0, 0, "all-ignored gradient");
+  // a bad target throws naming its position
+  auto t_bad = make_view<std::int64_t*>("t", {0, 4, 1}, {std::size_t(N)});
+  EXPECT_KLOSS_THROW(kloss::cross_entropy_forward_backward(exec, x, t_bad, nw, out, lse, tw, gx),
+                     kloss::IndexOutOfRange,
+                     "kloss::cross_entropy_forward_backward: argument 'target' has 1 value(s) outside [0, 4) (or "
+                     "ignore_index -100); first at position 1: 4");
+  // a deferred check records it instead; the other rows' loss and gradients
+  // are those with the bad row ignored
+  kloss::CrossEntropyOptions o;
+  o.deferred_check = kloss::CheckFlag(exec);
+  kloss::cross_entropy_forward_backward(exec, x, t_bad, nw, out, lse, tw, gx, o);
+  EXPECT_EQ(o.deferred_check.violations(), 1);
+  EXPECT_KLOSS_THROW(o.deferred_check.verdict(), kloss::IndexOutOfRange, "first at position 1: 4");
+  Problem P;
+  P.N = N;
+  P.C = C;
+  P.shape = {std::size_t(N), std::size_t(C)};
+  P.x = to_doubles(x);
+  P.t = {0, -100, 1};
+  const auto R = kloss_ref::cross_entropy(P, P.x, kloss_ref::CeOptions(o));
+  EXPECT_NEAR(to_doubles(out)[0], R.reduced, 1e-6);
+  expect_near_all(to_doubles(gx), kloss_ref::cross_entropy_grad(P, P.x, kloss_ref::CeOptions(o), {1.0}), 1e-5, 1e-6,
+                  "gradient with the bad row ignored");
+  // outputs overlapping inputs are refused, the exact in-place gradient is not
+  using Rows = Kokkos::View<float**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  Kokkos::View<float*, Mem> buf("buf", N * C + 1);
+  EXPECT_KLOSS_THROW(kloss::cross_entropy_forward_backward(exec, Rows(buf.data(), N, C), t_ign, nw, out, lse, tw,
+                                                           Rows(buf.data() + 1, N, C)),
+                     kloss::InvalidArgument, "kloss::cross_entropy_forward_backward:");
+  kloss::cross_entropy_forward_backward(exec, Rows(buf.data(), N, C), t_ign, nw, out, lse, tw,
+                                        Rows(buf.data(), N, C));  // in place: allowed
+}
+
 // A row cut into K contiguous class segments run by different teams (the
 // few-rows shape), alone and with the lane slices inside each segment;
 // K > C leaves empty segments.
@@ -457,7 +710,6 @@ TEST(CrossEntropyErrors, OnlyTheExactInPlaceGradientMayShareMemory) {
 }
 
 // --- non-finite logits: torch's propagation, row by row --------------------------
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 TYPED_TEST(CrossEntropy, NonFiniteLogitsPoisonOnlyTheirRow) {
   using T = TypeParam;

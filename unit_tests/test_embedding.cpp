@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <kloss/embedding.hpp>
+#include <kloss/impl/tuning.hpp>
 #include <limits>
 
 #include "reference.hpp"
@@ -583,6 +584,43 @@ TEST(EmbeddingBagFd, GradientsMatchFiniteDifferences) {
     if (with_psw) g.insert(g.end(), got.grad_psw.begin(), got.grad_psw.end());
     expect_near_all(g, fd, 1e-6, 1e-6, std::string("FD, mode ") + std::string(kloss::to_string(mode)));
   }
+}
+
+// Max mode's sorted runs (a device's deterministic form; on the host
+// through the test_embedding_team_sort hook, set here): 300 bags of 4 over
+// 9 rows (runs as long as the bags that pick one row for one feature),
+// rows repeated inside a bag, an empty bag. Each element is summed in bag
+// order, so the owner form's bits; both right against float64.
+TEST(EmbeddingBagMaxSortedRuns, GiveTheOwnerFormsBits) {
+  const std::int64_t V = 9, D = 5, B = 300;
+  BagSpec s;
+  s.idx = random_indices(4 * (B - 1), V, 81);
+  s.offsets.push_back(0);
+  for (std::int64_t b = 0; b + 1 < B; ++b) s.offsets.push_back(b * 4);
+  const auto w = random_values(V * D, -1, 1, 82);
+  const auto go = random_values(B * D, -1, 1, 83);
+  auto check = [&](auto type_tag, const std::string& what) {
+    using T = decltype(type_tag);
+    kloss::EmbeddingBagOptions o;
+    o.mode = EmbeddingBagMode::max;
+    o.scatter_items = 3;
+    const auto owner = run_bag<T, std::int64_t>(s, w, V, D, nullptr, go, o);
+    int& hook = kloss::impl::tuning::test_embedding_team_sort;
+    const int saved = hook;
+    hook = 1;
+    o.scatter_items = 0;
+    o.deterministic = true;
+    const auto runs = run_bag<T, std::int64_t>(s, w, V, D, nullptr, go, o);
+    hook = saved;
+    ASSERT_EQ(runs.grad_weight.size(), owner.grad_weight.size());
+    EXPECT_EQ(std::memcmp(runs.grad_weight.data(), owner.grad_weight.data(), owner.grad_weight.size() * 8), 0)
+        << what;
+    const auto ref = ref_bag(s, B, rounded<T>(w), V, D, EmbeddingBagMode::max, nullptr, -1, false, rounded<T>(go));
+    expect_near_all(runs.grad_weight, ref.grad_weight, tol<T>() * 8, tol<T>() * 8, what + " vs float64");
+  };
+  check(float(), "float");
+  check(double(), "double");
+  check(kloss::bfloat16(), "bfloat16");
 }
 
 TEST(EmbeddingBagDeterminism, BitwiseEqualOverRunsAndTeamSizes) {

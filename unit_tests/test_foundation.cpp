@@ -284,8 +284,9 @@ TEST(Registry, EveryOpIsDeclaredWithItsDocInItsHeader) {
     ASSERT_FALSE(lines.empty()) << op.name << ": " << op.header << " not found";
     const std::string name(op.name);
     EXPECT_TRUE(declared_with_doc(lines, name)) << name << " in " << op.header;
-    if (!op.differentiable.empty())
+    if (!op.differentiable.empty()) {
       EXPECT_TRUE(declared_with_doc(lines, name + "_backward")) << name << "_backward in " << op.header;
+    }
   }
 }
 

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   // Test hook: run the fused heads' device schedule on the host.
   if (const char* s = std::getenv("KLOSS_TEST_FUSED_DEVICE_SCHEDULE"))
     kloss::impl::tuning::test_fl_device_schedule = std::atoi(s);
+  // Test hook: run the cross-entropy rows' device launch and form on the host.
+  if (const char* s = std::getenv("KLOSS_TEST_CE_DEVICE")) kloss::impl::tuning::test_ce_device = std::atoi(s);
 #ifdef KLOSS_HAVE_MPI
   MPI_Init(&argc, &argv);
   int rank = 0;

@@ -120,6 +120,47 @@ void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_ou
   }
 }
 
+/// cross_entropy forward and backward in one call, for a training step
+/// whose loss is this call's output: everything cross_entropy writes
+/// (output, lse, total_weight; class-index targets) and grad_input, the
+/// gradient of the output at grad_output 1 (for Reduction::none, of the
+/// sum of the row losses) - what cross_entropy_backward would write with a
+/// grad_output of ones. Each row is read for its loss and read again for
+/// its gradient while still in cache (one pass over memory fewer than the
+/// two calls for rows that fit a core's L2), and the mean's divisor is
+/// summed on the device, so the gradient waits for nothing on the host.
+/// Scale grad_input afterwards for another upstream gradient. grad_input
+/// may be the very same view as input (in place); any other overlap
+/// throws InvalidArgument. Throws as cross_entropy; fences unless
+/// `options.deferred_check` is set.
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView, class LseView,
+          class TotalWeightView, class GradInputView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void cross_entropy_forward_backward(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                                    const WeightView& weight, const OutputView& output, const LseView& lse,
+                                    const TotalWeightView& total_weight, const GradInputView& grad_input,
+                                    const CrossEntropyOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  using TT = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  static_assert(is_scalar_v<T>,
+                "kloss::cross_entropy_forward_backward: input must be float, double, float16 or bfloat16");
+  static_assert(std::is_same_v<typename OutputView::non_const_value_type, T> &&
+                    std::is_same_v<typename GradInputView::non_const_value_type, T>,
+                "kloss::cross_entropy_forward_backward: output and grad_input must have the input's value type");
+  static_assert(std::is_same_v<typename LseView::non_const_value_type, acc_t<T>>,
+                "kloss::cross_entropy_forward_backward: lse must hold acc_t<T>");
+  static_assert(std::is_same_v<typename TotalWeightView::non_const_value_type, double>,
+                "kloss::cross_entropy_forward_backward: total_weight must be a double view");
+  static_assert(is_index_v<TT>, "kloss::cross_entropy_forward_backward: target must hold int32/int64 class indices");
+  constexpr std::string_view op = "cross_entropy_forward_backward";
+  impl::cross_entropy_forward_backward<ExecSpace, T, TT>(
+      exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
+      as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(output, op, "output"),
+      as_optional_tensor<M>(lse, op, "lse"), as_optional_tensor<M>(total_weight, op, "total_weight"),
+      as_optional_tensor<M>(grad_input, op, "grad_input"), opts);
+}
+
 /// nll_loss forward: input holds log-probabilities [N, C, d...]; loss per
 /// row -weight[t] * input[n, t, d...]; mean divides by the summed weights of
 /// the non-ignored targets (NaN if all are ignored). total_weight: rank-0
@@ -168,6 +209,10 @@ void nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output,
   PREFIX template void kloss::impl::cross_entropy_backward<KLOSS_EXEC, T, I>(                       \
       const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, \
       const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_CTENSOR(double)&, \
+      const KLOSS_TENSOR(T)&, const kloss::CrossEntropyOptions&);                                   \
+  PREFIX template void kloss::impl::cross_entropy_forward_backward<KLOSS_EXEC, T, I>(               \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, \
+      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(double)&,    \
       const KLOSS_TENSOR(T)&, const kloss::CrossEntropyOptions&);                                   \
   PREFIX template void kloss::impl::nll_loss<KLOSS_EXEC, T, I>(                                     \
       const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, \

@@ -39,7 +39,7 @@ struct EmbeddingOptions {
   /// scatter_owner_kernel). embedding_bag's max mode: automatic is owner
   /// computes on host spaces (rows x features over the threads) and atomic
   /// adds on device spaces (as torch: not reproducible; `deterministic`
-  /// gives the host's bits there, one thread per 16 features).
+  /// gives the host's bits there, by a sort of the bags' entries by row).
   /// k > 0 takes owner computes on every space.
   int scatter_items = 0;
 };

@@ -100,6 +100,13 @@ void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
                             const TensorIn<ExecSpace, double>& total_weight, const TensorOut<ExecSpace, T>& grad_input,
                             const CrossEntropyOptions& opts);
 
+template <class ExecSpace, class T, class I>
+void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
+                                    const TensorIn<ExecSpace, I>& target, const TensorIn<ExecSpace, T>& weight,
+                                    const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, acc_t<T>>& lse,
+                                    const TensorOut<ExecSpace, double>& total_weight,
+                                    const TensorOut<ExecSpace, T>& grad_input, const CrossEntropyOptions& opts);
+
 template <class ExecSpace, class T>
 void cross_entropy_prob(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
                         const TensorIn<ExecSpace, T>& target, const TensorIn<ExecSpace, T>& weight,
@@ -423,6 +430,89 @@ void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
       sums.reducer(), RowOrder::any);
   ce_finish<ExecSpace, T>(exec, op, sums.view, opts.deferred_check, Reduction::none, call.rows, true, {}, {}, call.C,
                           call.ignore);
+}
+
+/// cross_entropy and its backward at grad_output 1, a row at a time: the
+/// row's partials, then its gradient while the row is still in cache (a
+/// host core's L2, a device's L2 for rows a few hundred KB long). The mean's
+/// divisor (the weights of the non-ignored targets) is summed on the device
+/// by a first kernel over the targets and read there, so nothing waits for
+/// the host before the gradient is written. g may be exactly the input:
+/// ce_row_partials_lanes has read the whole row when it returns.
+template <class ExecSpace, class T, class I>
+void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
+                                    const TensorIn<ExecSpace, I>& target, const TensorIn<ExecSpace, T>& weight,
+                                    const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, acc_t<T>>& lse,
+                                    const TensorOut<ExecSpace, double>& total_weight,
+                                    const TensorOut<ExecSpace, T>& grad_input, const CrossEntropyOptions& opts) {
+  using A = acc_t<T>;
+  constexpr std::string_view op = "cross_entropy_forward_backward";
+  const CeGeometry geo = ce_check_common(op, input, weight, "output", output, lse, opts);
+  check_shape(op, "target", target, geo.row_shape);
+  ce_check_total_weight(op, total_weight, false);
+  check_present(op, "grad_input", grad_input);
+  check_shape(op, "grad_input", grad_input, input.shape);
+  check_disjoint(op,
+                 {span("output", output), span("lse", lse), span("total_weight", total_weight),
+                  span("grad_input", grad_input)},
+                 {span("input", input), span("target", target), span("weight", weight)}, {"grad_input", "input"});
+  ProfilingRegion region("kloss::cross_entropy_forward_backward");
+
+  const CeCall<A> call(exec, geo, opts, weight.present);
+  const A w_all = call.weight_total(exec, op, weight);
+  CeRowConfig<A> cfg;
+  cfg.softcap = call.cap;
+  cfg.sum_mode = call.eps == A(0) ? 0 : (call.has_w ? 2 : 1);
+  const bool save_lse = lse.present, mean = opts.reduction == Reduction::mean;
+  using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  // The mean's divisor, summed on the device.
+  const CeSumsScratch<ExecSpace> divisor(exec);
+  const auto dv = divisor.view;
+  if (mean)
+    fixed_order_reduce(
+        exec, "kloss::cross_entropy_forward_backward::total_weight", call.rows,
+        KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
+          const std::int64_t t = static_cast<std::int64_t>(target.data(r));
+          if (t != call.ignore && t >= 0 && t < call.C)
+            acc.weight += call.has_w ? static_cast<double>(static_cast<A>(weight.data(t))) : 1.0;
+        },
+        divisor.reducer());
+  const CeSumsScratch<ExecSpace> sums(exec);
+  rows_reduce(
+      exec, "kloss::cross_entropy_forward_backward::rows", call.launch, call.rows,
+      KOKKOS_LAMBDA(const Member& mem, const std::int64_t r, CeSums& acc) {
+        const std::int64_t t = static_cast<std::int64_t>(target.data(r));
+        const std::int64_t off = call.offset(r);
+        T* g = grad_input.data.data() + off;
+        const T* x = input.data.data() + off;
+        const T* w = call.has_w ? weight.data.data() : nullptr;
+        if (t == call.ignore || t < 0 || t >= call.C) {
+          // torch: an ignored row adds nothing (and no weight); its gradient is 0
+          if (t != call.ignore) acc.bad.note(r, t);
+          ce_zero_row_lanes(mem, call.S, g, call.C, call.inner);
+          Kokkos::single(Kokkos::PerThread(mem), [&]() {
+            if (save_lse) lse.data(r) = A(0);
+            if (call.none()) output.data(r) = static_cast<T>(A(0));
+          });
+          return;
+        }
+        const A wt = call.has_w ? static_cast<A>(weight.data(t)) : A(1);
+        const CeRowPartials<A> p = ce_row_partials_lanes(mem, call.S, x, call.C, call.inner, t, cfg, w);
+        const A l = ce_lse(p);
+        const A loss = ce_index_row_loss(p, l, wt, call.eps, call.zl, call.C, w_all);
+        acc.weight += static_cast<double>(wt);
+        acc.loss += static_cast<double>(loss);
+        Kokkos::single(Kokkos::PerThread(mem), [&]() {
+          if (save_lse) lse.data(r) = l;
+          if (call.none()) output.data(r) = static_cast<T>(loss);
+        });
+        const A scale = mean ? static_cast<A>(1.0 / dv().weight) : A(1);
+        const CeRowGrad<A> coef = ce_row_grad(scale, wt, w_all, call.eps, call.C, call.zl, l, call.cap, call.has_w);
+        ce_backward_lanes(mem, call.S, x, g, call.C, call.inner, t, l, coef, w);
+      },
+      sums.reducer());
+  ce_finish<ExecSpace, T>(exec, op, sums.view, opts.deferred_check, opts.reduction, call.rows, true, output,
+                          total_weight, call.C, call.ignore);
 }
 
 template <class ExecSpace, class T>

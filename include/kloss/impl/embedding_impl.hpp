@@ -12,8 +12,9 @@
 ///    thrown on the host afterwards, so the forward fences.
 ///  - backward: each position's bag and scale (bag_of_positions), then the
 ///    scatter engine; max mode adds grad_output[b, d] into element
-///    (max_indices[b, d], d), a thread per feature chunk walking the bags
-///    in order (atomically with scatter_items = -1); the gradient of
+///    (max_indices[b, d], d): atomically (devices' default), or in bag
+///    order per element (owner computes on hosts; sorted runs on devices
+///    with `deterministic`); the gradient of
 ///    per_sample_weights is a sequential dot product per entry.
 #include <kloss/checks.hpp>
 #include <kloss/embedding_options.hpp>
@@ -518,19 +519,53 @@ void embedding_bag_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
   Scratch<A, Mem> grad_acc;
   const auto acc = grad_accumulator<ExecSpace, A>(exec, op, gw, V * D, grad_acc);
   // Element (r, d) receives grad_output[b, d] from the bags b with
-  // max_indices[b, d] = r. Owner computes (hosts by default, every space
-  // with deterministic or scatter_items > 0): each element is a sequential
-  // sum in bag order, with no sort, no race and no atomics - the same bits
-  // whatever the cut and the thread count. Atomics (devices by default, as
-  // torch; scatter_items = -1): one element per thread, not reproducible.
+  // max_indices[b, d] = r. Three forms:
+  //  - atomic (devices by default, as torch; scatter_items = -1): one
+  //    element per thread, not reproducible;
+  //  - owner computes (hosts, deterministic or not; every space with
+  //    scatter_items > 0): each element a sequential sum in bag order, no
+  //    sort, no race, no atomics;
+  //  - sorted runs (devices with `deterministic`; hosts under the
+  //    test_embedding_team_sort hook): the (bag, feature) entries counting-
+  //    sorted by row in feature-major order, so that each element's bags
+  //    form one run, ascending, summed by one thread: the owner form's bits
+  //    with work in proportion to B x D.
+  const bool sorted_runs = opts.deterministic && opts.scatter_items <= 0 &&
+                           (!is_host_space_v<ExecSpace> || tuning::test_embedding_team_sort != 0);
   if (max_backward_atomic<ExecSpace>(opts.deterministic, opts.scatter_items)) {
     Kokkos::parallel_for(
         "kloss::" + op + "::max_atomic", Range(exec, 0, B * D), KOKKOS_LAMBDA(const std::int64_t i) {
           const std::int64_t r = static_cast<std::int64_t>(mi(i));
           if (r >= 0) Kokkos::atomic_add(&acc(r * D + i % D), to_acc(g(i)));
         });
-  } else if (is_host_space_v<ExecSpace>) {
-    // Hosts: rows x features cut over the threads (owner_blocks; or over
+  } else if (sorted_runs) {
+    // Entry p = d B + b stands for (bag b, feature d): row r's segment
+    // lists its entries by feature, then by bag.
+    const auto rs = sort_by_row(exec, op + "::max", B * D, V, KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t {
+      const std::int64_t d = p / B;
+      return static_cast<std::int64_t>(mi((p - d * B) * D + d));
+    });
+    auto perm = rs.perm;
+    const std::int64_t total = static_cast<std::int64_t>(perm.extent(0));
+    // The (row, feature) element of sorted entry q.
+    const auto element = KOKKOS_LAMBDA(const std::int64_t q)->std::int64_t {
+      const std::int64_t p = perm(q), d = p / B;
+      return static_cast<std::int64_t>(mi((p - d * B) * D + d)) * D + d;
+    };
+    // A run's first entry sums the run (its element's bags, ascending).
+    Kokkos::parallel_for(
+        "kloss::" + op + "::max_sorted_runs", Range(exec, 0, total), KOKKOS_LAMBDA(const std::int64_t q) {
+          const std::int64_t e = element(q);
+          if (q > 0 && element(q - 1) == e) return;
+          A sum = acc(e);
+          for (std::int64_t k = q; k < total && element(k) == e; ++k) {
+            const std::int64_t p = perm(k), d = p / B;
+            sum += to_acc(g((p - d * B) * D + d));
+          }
+          acc(e) = sum;
+        });
+  } else if (is_host_space_v<ExecSpace> || opts.scatter_items > 0) {
+    // Rows x features cut over the threads (owner_blocks; or over
     // scatter_items work items); an item walks every bag of its features
     // and keeps the entries of its rows (each row block reads max_indices
     // once more: row blocks only while the threads need them).
@@ -545,21 +580,6 @@ void embedding_bag_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
             for (std::int64_t d = d0; d < d1; ++d) {
               const std::int64_t r = static_cast<std::int64_t>(mi(b * D + d));
               if (r >= r0 && r < r1) acc(r * D + d) += to_acc(g(b * D + d));
-            }
-        });
-  } else {
-    // Devices, deterministic: one thread per chunk of features walks every
-    // bag (D / 16 threads: reproducible, not fast).
-    constexpr int C = tuning::embedding_chunk;
-    const std::int64_t chunks = (D + C - 1) / C;
-    Kokkos::parallel_for(
-        "kloss::" + op + "::max_by_feature", Range(exec, 0, chunks), KOKKOS_LAMBDA(const std::int64_t c) {
-          const std::int64_t d0 = c * C;
-          const std::int64_t d1 = d0 + C < D ? d0 + C : D;
-          for (std::int64_t b = 0; b < B; ++b)
-            for (std::int64_t d = d0; d < d1; ++d) {
-              const std::int64_t r = static_cast<std::int64_t>(mi(b * D + d));
-              if (r >= 0) acc(r * D + d) += to_acc(g(b * D + d));
             }
         });
   }

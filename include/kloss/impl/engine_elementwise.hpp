@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <kloss/checks.hpp>
+#include <kloss/impl/packs.hpp>
 #include <kloss/impl/reduce.hpp>
 #include <kloss/impl/scratch.hpp>
 #include <kloss/impl/tuning.hpp>
@@ -114,13 +115,6 @@ bool pointwise_packed() {
   return !is_host_space_v<ExecSpace> || tuning::test_pointwise_device != 0;
 }
 
-/// 16 bytes of T: one vector load or store on a device.
-template <class T>
-struct alignas(16) Pack16 {
-  static constexpr int size = static_cast<int>(16 / sizeof(T));
-  T v[size];
-};
-
 /// The device form's work split of n elements: item c's k-th pack of E = 16
 /// / sizeof(T) elements starts at element (k x items + c) E, k < P
 /// (tuning::pointwise_device_packs). Consecutive items read consecutive
@@ -155,41 +149,11 @@ struct PointwisePacks {
   }
 };
 
-/// Whether p sits on a 16-byte boundary (null counts as aligned).
-inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
-/// Loads `cnt` elements of p from e0 as A into out: one vector load for a
-/// whole aligned pack.
-template <class T, class A>
-KOKKOS_INLINE_FUNCTION void load_pack(const T* p, std::int64_t e0, int cnt, bool aligned, A* out) {
-  constexpr int E = Pack16<T>::size;
-  if (aligned && cnt == E) {
-    const Pack16<T> pk = *reinterpret_cast<const Pack16<T>*>(p + e0);
-    for (int e = 0; e < E; ++e) out[e] = to_acc(pk.v[e]);
-  } else {
-    for (int e = 0; e < cnt; ++e) out[e] = to_acc(p[e0 + e]);
-  }
-}
-
 /// The pack at e0 (cnt elements) of each of the N operands into col[k].
 template <class T, int N, class A, int E>
 KOKKOS_INLINE_FUNCTION void load_operand_packs(const Operands<T, N>& in, std::int64_t e0, int cnt, bool aligned,
                                                A (&col)[N][E]) {
   for (int k = 0; k < N; ++k) load_pack(in.ptr[k], e0, cnt, aligned, col[k]);
-}
-
-/// Stores `cnt` values as T to p from e0: one vector store for a whole
-/// aligned pack.
-template <class T, class A>
-KOKKOS_INLINE_FUNCTION void store_pack(T* p, std::int64_t e0, int cnt, bool aligned, const A* in) {
-  constexpr int E = Pack16<T>::size;
-  if (aligned && cnt == E) {
-    Pack16<T> pk;
-    for (int e = 0; e < E; ++e) pk.v[e] = static_cast<T>(in[e]);
-    *reinterpret_cast<Pack16<T>*>(p + e0) = pk;
-  } else {
-    for (int e = 0; e < cnt; ++e) p[e0 + e] = static_cast<T>(in[e]);
-  }
 }
 
 /// out[0] = T(sum * scale), on the device. Asynchronous.

@@ -21,12 +21,18 @@
 /// evaluated by an inline polynomial exp (Cody-Waite reduction, Cephes'
 /// degree-6 minimax polynomial, about 1-2 ulp; flushes below 2^-126 to 0).
 /// The target logit is gathered and (for label smoothing) the row's logit
-/// sum accumulated in the same pass. The per-row LSE is saved for the
+/// sum accumulated in the same pass. On a device a row is a warp's (S
+/// lanes): a contiguous row is read in 16-byte packs, several per lane in
+/// flight (impl/packs.hpp), and each group of packs costs one exponential
+/// per logit plus at most one rescale - the group's maximum first, then
+/// exp(z - m) - with the device's expf; the backward writes the gradient
+/// in packs too. The per-row LSE is saved for the
 /// backward, which writes grad = scale * (softmax - target distribution)
 /// from it in one read and one write, optionally over the logits.
 #include <cstring>
 #include <kloss/checks.hpp>
 #include <kloss/impl/engine_rows.hpp>
+#include <kloss/impl/packs.hpp>
 #include <kloss/impl/reduce.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/impl/vmath.hpp>
@@ -361,12 +367,136 @@ KOKKOS_INLINE_FUNCTION void ce_backward_from_lse(const T* x, G* g, std::int64_t 
 }
 
 // ---------------------------------------------------------------------------
-// A row's classes split into S interleaved slices, slice j holding classes
-// j, j + S, j + 2S, ...: the vector lanes of a team thread on a device
-// (impl/engine_rows.hpp), S = 1 on a host (the whole row, walked by the
-// vectorised lane loop above). Any S gives the same result up to the
-// rounding of the merges.
+// A row over the S vector lanes of a team thread (a warp on a device,
+// impl/engine_rows.hpp; S = 1 on a host: the whole row, walked by the
+// vectorised lane loop above). Contiguous rows (stride 1) take the device
+// form: the row cut into 16-byte packs (impl/packs.hpp's RowPacks: aligned
+// head, packs, tail for any row start), each lane with several packs in
+// flight, a lane's packs taken a group at a time. Strided rows
+// (K-dimensional input) are split into S interleaved slices, slice j
+// holding classes j, j + S, j + 2S, .... Any S gives the same result up to
+// the rounding of the merges.
 // ---------------------------------------------------------------------------
+
+namespace detail {
+/// The forward's share of lane j of S in a contiguous row of n logits at
+/// x: its head and tail logits by the scalar step of ce_row_pass, its pack
+/// groups by the group's maximum - the running sum rescaled at most once a
+/// group, when that maximum exceeds the running one, then one exponential
+/// per logit, exp(z - m) <= 1. A +inf logit makes the sum NaN (inf - inf),
+/// so the row's lse is NaN, as on the host form and in torch's log_softmax;
+/// a NaN logit never raises the maximum and its NaN term stays in the sum.
+template <bool Cap, int SumMode, class T, class A>
+KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_lane_packs(const T* x, std::int64_t n, int j, int S, A cap, const T* w) {
+  using RP = RowPacks<T, tuning::ce_device_packs>;
+  constexpr int P = tuning::ce_device_packs, E = RP::E;
+  const RP rp(x, n);
+  A m = ce_lowest<A>(), s = 0, zs = 0;
+  rp.scalars(j, S, [&](const std::int64_t c) {
+    A v = static_cast<A>(x[c]);
+    if (Cap) v = ce_cap(v, cap);
+    const A d = v - m;
+    const A e = ce_exp_nonpos(ce_negabs(d));
+    const bool up = d > 0;
+    s = up ? s * e + A(1) : s + e;
+    m = up ? v : m;
+    if (SumMode == 1) zs += v;
+    if (SumMode == 2) zs += static_cast<A>(w[c]) * v;
+  });
+  rp.groups(j, S, [&](const std::int64_t k0, const int cnt) {
+    A v[P][E];
+    rp.load(x, k0, S, cnt, v);
+    A bm = ce_lowest<A>();
+    for (int q = 0; q < P; ++q)
+      for (int e = 0; e < E; ++e) {
+        if (Cap) v[q][e] = ce_cap(v[q][e], cap);
+        if (q < cnt) bm = v[q][e] > bm ? v[q][e] : bm;
+      }
+    if (bm > m) {
+      s *= ce_exp_nonpos(m - bm);
+      m = bm;
+    }
+    for (int q = 0; q < P; ++q) {
+      if (q >= cnt) break;
+      const std::int64_t c0 = rp.pack_start(k0 + q * S);
+      for (int e = 0; e < E; ++e) {
+        s += ce_exp_nonpos(v[q][e] - m);
+        if (SumMode == 1) zs += v[q][e];
+        if (SumMode == 2) zs += static_cast<A>(w[c0 + e]) * v[q][e];
+      }
+    }
+  });
+  // every logit -inf: the flushed exponentials are not real mass
+  if (m == ce_lowest<A>() && s == s) s = 0;
+  return {m, s, A(0), zs};
+}
+
+/// ce_lane_packs with its compile-time variant chosen from cfg.
+template <class T, class A>
+KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_lane_packs_any(const T* x, std::int64_t n, int j, int S,
+                                                          const CeRowConfig<A>& cfg, const T* w) {
+  const A cap = cfg.softcap;
+  if (cap != A(0)) {
+    if (cfg.sum_mode == 0) return ce_lane_packs<true, 0>(x, n, j, S, cap, w);
+    if (cfg.sum_mode == 1) return ce_lane_packs<true, 1>(x, n, j, S, cap, w);
+    return ce_lane_packs<true, 2>(x, n, j, S, cap, w);
+  }
+  if (cfg.sum_mode == 0) return ce_lane_packs<false, 0>(x, n, j, S, cap, w);
+  if (cfg.sum_mode == 1) return ce_lane_packs<false, 1>(x, n, j, S, cap, w);
+  return ce_lane_packs<false, 2>(x, n, j, S, cap, w);
+}
+
+/// The backward's share of lane j of S in a contiguous row (see
+/// ce_lane_packs): gradients computed a pack group at a time, written as
+/// packs where g lies as x does against 16 bytes. The lane that holds the
+/// target reads its logit before writing any gradient and rewrites the
+/// target's gradient last, so g may be exactly x.
+template <bool Cap, bool WB, class T, class G, class A>
+KOKKOS_INLINE_FUNCTION void ce_lane_bwd_packs(const T* x, G* g, std::int64_t n, int j, int S, std::int64_t t, A lse,
+                                              const CeRowGrad<A>& k, const T* w) {
+  using RP = RowPacks<T, tuning::ce_device_packs>;
+  constexpr int P = tuning::ce_device_packs, E = RP::E;
+  const RP rp(x, n);
+  const bool owner = t >= 0 && t < n && rp.lane_of(t, S) == j;
+  const A xt = owner ? static_cast<A>(x[t]) : A(0);
+  const A a = k.a, b = k.b, cap = k.softcap;
+  rp.scalars(j, S, [&](const std::int64_t c) {
+    g[c] = static_cast<G>(ce_bwd_elem<Cap, WB>(static_cast<A>(x[c]), lse, a, b, cap, WB ? static_cast<A>(w[c]) : A(0)));
+  });
+  const bool vec = same_pack_offset(x, g);
+  rp.groups(j, S, [&](const std::int64_t k0, const int cnt) {
+    A v[P][E];
+    rp.load(x, k0, S, cnt, v);
+    for (int q = 0; q < P; ++q) {
+      const std::int64_t c0 = rp.pack_start(k0 + q * S);
+      for (int e = 0; e < E; ++e)
+        v[q][e] = ce_bwd_elem<Cap, WB>(v[q][e], lse, a, b, cap, WB && q < cnt ? static_cast<A>(w[c0 + e]) : A(0));
+    }
+    rp.store(g, k0, S, cnt, vec, v);
+  });
+  if (owner) {
+    const A wt = k.weighted_b ? static_cast<A>(w[t]) : A(1);
+    g[t] = static_cast<G>(ce_bwd_elem<Cap, true>(xt, lse, a, b, cap, wt, k.ct));
+  }
+}
+
+/// ce_lane_bwd_packs with its compile-time variant chosen from k.
+template <class T, class G, class A>
+KOKKOS_INLINE_FUNCTION void ce_lane_bwd_packs_any(const T* x, G* g, std::int64_t n, int j, int S, std::int64_t t,
+                                                  A lse, const CeRowGrad<A>& k, const T* w) {
+  if (k.softcap != A(0)) {
+    if (k.weighted_b)
+      ce_lane_bwd_packs<true, true>(x, g, n, j, S, t, lse, k, w);
+    else
+      ce_lane_bwd_packs<true, false>(x, g, n, j, S, t, lse, k, w);
+  } else {
+    if (k.weighted_b)
+      ce_lane_bwd_packs<false, true>(x, g, n, j, S, t, lse, k, w);
+    else
+      ce_lane_bwd_packs<false, false>(x, g, n, j, S, t, lse, k, w);
+  }
+}
+}  // namespace detail
 
 /// Classes in slice j of S of a row of C classes.
 KOKKOS_FORCEINLINE_FUNCTION std::int64_t ce_slice_len(std::int64_t C, std::int64_t j, std::int64_t S) {
@@ -420,6 +550,23 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_partials_lanes(const Member& mem,
                                                               const CeRowConfig<A>& cfg, const T* w) {
   if (S == 1) return ce_row_partials(x, C, inner, t, cfg, w);
   CeRowPartials<A> p;
+  if (inner == 1) {
+    // The target's logit is read by the lane that holds it, inside the
+    // reduction: every read of the row is done when it returns, so a caller
+    // may write the gradient over the row next (the fused heads do).
+    Kokkos::parallel_reduce(
+        Kokkos::ThreadVectorRange(mem, S),
+        [&](const int j, CeRowPartials<A>& q) {
+          CeRowPartials<A> s = detail::ce_lane_packs_any(x, C, j, S, cfg, w);
+          if (t >= 0 && t < C && RowPacks<T, tuning::ce_device_packs>(x, C).lane_of(t, S) == j) {
+            const A zt = static_cast<A>(x[t]);
+            s.target_logit = cfg.softcap != A(0) ? ce_cap(zt, cfg.softcap) : zt;
+          }
+          q = ce_merge_partials(q, s);
+        },
+        CePartialsReducer<A>(p));
+    return p;
+  }
   Kokkos::parallel_reduce(
       Kokkos::ThreadVectorRange(mem, S),
       [&](const int j, CeRowPartials<A>& q) {
@@ -440,6 +587,11 @@ KOKKOS_INLINE_FUNCTION void ce_backward_lanes(const Member& mem, int S, const T*
                                               const T* w) {
   if (S == 1) {
     ce_backward_from_lse(x, g, C, inner, t, lse, k, w);
+    return;
+  }
+  if (inner == 1) {
+    Kokkos::parallel_for(Kokkos::ThreadVectorRange(mem, S),
+                         [&](const int j) { detail::ce_lane_bwd_packs_any(x, g, C, j, S, t, lse, k, w); });
     return;
   }
   Kokkos::parallel_for(Kokkos::ThreadVectorRange(mem, S), [&](const int j) {
@@ -649,9 +801,10 @@ using CeSumsReducer = PlusReducer<CeSums, Space>;
 template <class ExecSpace>
 CrossEntropyTuning ce_launch(std::int64_t rows, std::int64_t C, const CrossEntropyTuning& over) {
   constexpr bool host = is_host_space_v<ExecSpace>;
+  const bool host_lanes = host && tuning::test_ce_device == 0;  // the hook: a host's threads, a device's lanes
   CrossEntropyTuning t;
   t.team_size = over.team_size > 0 ? over.team_size : (host ? tuning::ce_team_size_host : tuning::ce_team_size_device);
-  t.row_slices = over.row_slices > 0 ? over.row_slices : (host ? 1 : tuning::ce_row_slices_device);
+  t.row_slices = over.row_slices > 0 ? over.row_slices : (host_lanes ? 1 : tuning::ce_row_slices_device);
   std::int64_t rpt = tuning::ce_block_elements / (C > 0 ? C : 1);
   if (rpt < t.team_size) rpt = t.team_size;
   if (rpt < 1) rpt = 1;

@@ -396,7 +396,7 @@ ScatterKind scatter_kind(bool deterministic, int scatter_items) {
 }
 
 /// Whether embedding_bag's max-mode backward adds atomically: on devices by
-/// default (as torch; the owner-computes form runs D / 16 threads there),
+/// default (as torch; the reproducible sorted runs need a sort there),
 /// with scatter_items = -1 anywhere; never with `deterministic`.
 template <class ExecSpace>
 bool max_backward_atomic(bool deterministic, int scatter_items) {

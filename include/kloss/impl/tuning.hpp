@@ -92,6 +92,17 @@ inline constexpr int ce_bwd_batch = 8;
 /// Chosen, not measured on a device (none here).
 inline constexpr int ce_team_size_host = 1;
 inline constexpr int ce_team_size_device = 8;
+/// The device form of the contiguous rows (impl/engine_rows_softmax.hpp,
+/// impl/packs.hpp' RowPacks): 16-byte packs per lane per group, 4 = 64
+/// bytes in flight per lane (16 float / 32 bfloat16 logits), as the
+/// element-wise device form. Chosen, not measured on a device.
+inline constexpr int ce_device_packs = 4;
+/// Test hook: non-zero gives cross_entropy, nll_loss's backward, the fused
+/// heads' rows and the vocabulary-parallel cross-entropy the device's row
+/// mapping on host spaces too (each row over 32 lanes, in the device form
+/// for contiguous rows; the host's team size), so that CI runs it. Set by the test programs only (unit_main.cpp
+/// reads KLOSS_TEST_CE_DEVICE).
+inline int test_ce_device = 0;
 /// Interleaved class slices per row on devices: one per lane of a warp, so
 /// a warp reads 32 consecutive logits per load (host spaces: 1, the whole
 /// row). With ce_team_size_device rows a team is 8 warps (256 threads).
