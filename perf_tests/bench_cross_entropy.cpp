@@ -53,9 +53,13 @@ void BM_cross_entropy_fwd(benchmark::State& state) {
   counters<T>(state, double(N) * C * sizeof(T), double(N) * C, "fwd", N, C);
 }
 
-/// Forward + in-place backward (WithForward) or the backward alone from the
-/// saved LSE (one read + one write); the logits are restored untimed.
-template <class T, bool WithForward>
+/// What a backward benchmark times: the in-place backward alone from the
+/// saved LSE (one read + one write), the forward and then it, or the two in
+/// one call.
+enum class Pass { backward, forward_backward, fused };
+
+/// One Pass; the logits are restored untimed.
+template <class T, Pass How>
 void BM_cross_entropy_backward_run(benchmark::State& state) {
   const std::int64_t N = state.range(0), C = state.range(1);
   Exec exec;
@@ -69,27 +73,32 @@ void BM_cross_entropy_backward_run(benchmark::State& state) {
   for (auto _ : state) {
     state.PauseTiming();
     Kokkos::deep_copy(x, x0);  // the in-place backward consumed the logits
-    if constexpr (!WithForward) {
+    if constexpr (How == Pass::backward) {
       kloss::cross_entropy(exec, x, t, Kokkos::View<T*, Mem>(), out, lse, tw);
       exec.fence();
     }
     state.ResumeTiming();
-    if constexpr (WithForward) kloss::cross_entropy(exec, x, t, Kokkos::View<T*, Mem>(), out, lse, tw);
-    kloss::cross_entropy_backward(exec, gout, x, t, Kokkos::View<T*, Mem>(), lse, tw, x);  // in place
+    if constexpr (How == Pass::fused) {
+      kloss::cross_entropy_forward_backward(exec, x, t, Kokkos::View<T*, Mem>(), out, lse, tw, x);
+    } else {
+      if constexpr (How == Pass::forward_backward) kloss::cross_entropy(exec, x, t, Kokkos::View<T*, Mem>(), out, lse, tw);
+      kloss::cross_entropy_backward(exec, gout, x, t, Kokkos::View<T*, Mem>(), lse, tw, x);  // in place
+    }
     exec.fence();
   }
-  if constexpr (WithForward) counters<T>(state, 3.0 * N * C * sizeof(T), 2.0 * N * C, "fwdbwd", N, C);
+  if constexpr (How == Pass::forward_backward) counters<T>(state, 3.0 * N * C * sizeof(T), 2.0 * N * C, "fwdbwd", N, C);
+  else if constexpr (How == Pass::fused) counters<T>(state, 2.0 * N * C * sizeof(T), 2.0 * N * C, "fwdbwd", N, C);
   else counters<T>(state, 2.0 * N * C * sizeof(T), double(N) * C, "bwd", N, C);
 }
 
 template <class T>
 void BM_cross_entropy_fwdbwd(benchmark::State& state) {
-  BM_cross_entropy_backward_run<T, true>(state);
+  BM_cross_entropy_backward_run<T, Pass::forward_backward>(state);
 }
 
 template <class T>
 void BM_cross_entropy_bwd(benchmark::State& state) {
-  BM_cross_entropy_backward_run<T, false>(state);
+  BM_cross_entropy_backward_run<T, Pass::backward>(state);
 }
 
 /// cross_entropy_forward_backward in place: each row read for its loss and
@@ -97,22 +106,7 @@ void BM_cross_entropy_bwd(benchmark::State& state) {
 /// read and one write. Against torch's forward + backward.
 template <class T>
 void BM_cross_entropy_fused(benchmark::State& state) {
-  const std::int64_t N = state.range(0), C = state.range(1);
-  Exec exec;
-  Kokkos::View<T**, Kokkos::LayoutRight, Mem> x("x", N, C), x0("x0", N, C);
-  Kokkos::View<std::int64_t*, Mem> t("t", N);
-  Kokkos::View<float*, Mem> lse("lse", N);
-  Kokkos::View<double, Mem> tw("tw");
-  Kokkos::View<T, Mem> out("out");
-  fill_logits(x0, t, 2026);
-  for (auto _ : state) {
-    state.PauseTiming();
-    Kokkos::deep_copy(x, x0);  // the in-place gradient consumed the logits
-    state.ResumeTiming();
-    kloss::cross_entropy_forward_backward(exec, x, t, Kokkos::View<T*, Mem>(), out, lse, tw, x);
-    exec.fence();
-  }
-  counters<T>(state, 2.0 * N * C * sizeof(T), 2.0 * N * C, "fwdbwd", N, C);
+  BM_cross_entropy_backward_run<T, Pass::fused>(state);
 }
 
 void shapes(benchmark::internal::Benchmark* b) {

@@ -238,6 +238,14 @@ struct CeCall {
   }
 
   KOKKOS_INLINE_FUNCTION bool none() const { return red == static_cast<int>(Reduction::none); }
+  /// How the forward walks a row: the soft-cap, and the logit sum label
+  /// smoothing needs (weighted with a class weight).
+  CeRowConfig<A> row_config() const {
+    CeRowConfig<A> cfg;
+    cfg.softcap = cap;
+    cfg.sum_mode = eps == A(0) ? 0 : (has_w ? 2 : 1);
+    return cfg;
+  }
   /// Offset of row r's first class in the [N, C, d...] input (64-bit).
   KOKKOS_INLINE_FUNCTION std::int64_t offset(std::int64_t r) const {
     const std::int64_t nidx = r / inner;
@@ -287,9 +295,7 @@ void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
 
   const CeCall<A> call(exec, geo, opts, weight.present);
   const A w_all = call.weight_total(exec, op, weight);
-  CeRowConfig<A> cfg;
-  cfg.softcap = call.cap;
-  cfg.sum_mode = call.eps == A(0) ? 0 : (call.has_w ? 2 : 1);
+  const CeRowConfig<A> cfg = call.row_config();
   const bool save_lse = lse.present;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const CeSumsScratch<ExecSpace> sums(exec);
@@ -460,9 +466,7 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSp
 
   const CeCall<A> call(exec, geo, opts, weight.present);
   const A w_all = call.weight_total(exec, op, weight);
-  CeRowConfig<A> cfg;
-  cfg.softcap = call.cap;
-  cfg.sum_mode = call.eps == A(0) ? 0 : (call.has_w ? 2 : 1);
+  const CeRowConfig<A> cfg = call.row_config();
   const bool save_lse = lse.present, mean = opts.reduction == Reduction::mean;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   // The mean's divisor, summed on the device.

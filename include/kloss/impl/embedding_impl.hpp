@@ -541,10 +541,11 @@ void embedding_bag_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
   } else if (sorted_runs) {
     // Entry p = d B + b stands for (bag b, feature d): row r's segment
     // lists its entries by feature, then by bag.
-    const auto rs = sort_by_row(exec, op + "::max", B * D, V, KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t {
-      const std::int64_t d = p / B;
-      return static_cast<std::int64_t>(mi((p - d * B) * D + d));
-    });
+    const auto rs = sort_by_row(
+        exec, op + "::max", B * D, V, KOKKOS_LAMBDA(const std::int64_t p)->std::int64_t {
+          const std::int64_t d = p / B;
+          return static_cast<std::int64_t>(mi((p - d * B) * D + d));
+        });
     auto perm = rs.perm;
     const std::int64_t total = static_cast<std::int64_t>(perm.extent(0));
     // The (row, feature) element of sorted entry q.

@@ -25,7 +25,8 @@
 /// take one element per work item there.
 /// The math is a parameter of the op's functions (impl/vmath.hpp's
 /// CheckedFastMath on host chunks, rerun with ExactMath where an argument
-/// falls outside the fast cores' range; ExactMath on devices). The ops:
+/// falls outside the fast cores' range; ExactMath on devices, where it is the
+/// device's libm). The ops:
 /// impl/pointwise_impl.hpp, and the signed-target margin ops
 /// (impl/margin_signed_impl.hpp).
 #include <array>

@@ -407,7 +407,9 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_lane_packs(const T* x, std::int64_t n
     A v[P][E];
     rp.load(x, k0, S, cnt, v);
     A bm = ce_lowest<A>();
+    KLOSS_UNROLL
     for (int q = 0; q < P; ++q)
+      KLOSS_UNROLL
       for (int e = 0; e < E; ++e) {
         if (Cap) v[q][e] = ce_cap(v[q][e], cap);
         if (q < cnt) bm = v[q][e] > bm ? v[q][e] : bm;
@@ -416,9 +418,11 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_lane_packs(const T* x, std::int64_t n
       s *= ce_exp_nonpos(m - bm);
       m = bm;
     }
+    KLOSS_UNROLL
     for (int q = 0; q < P; ++q) {
       if (q >= cnt) break;
       const std::int64_t c0 = rp.pack_start(k0 + q * S);
+      KLOSS_UNROLL
       for (int e = 0; e < E; ++e) {
         s += ce_exp_nonpos(v[q][e] - m);
         if (SumMode == 1) zs += v[q][e];
@@ -467,8 +471,10 @@ KOKKOS_INLINE_FUNCTION void ce_lane_bwd_packs(const T* x, G* g, std::int64_t n, 
   rp.groups(j, S, [&](const std::int64_t k0, const int cnt) {
     A v[P][E];
     rp.load(x, k0, S, cnt, v);
+    KLOSS_UNROLL
     for (int q = 0; q < P; ++q) {
       const std::int64_t c0 = rp.pack_start(k0 + q * S);
+      KLOSS_UNROLL
       for (int e = 0; e < E; ++e)
         v[q][e] = ce_bwd_elem<Cap, WB>(v[q][e], lse, a, b, cap, WB && q < cnt ? static_cast<A>(w[c0 + e]) : A(0));
     }

@@ -14,6 +14,15 @@
 #include <kloss/tensor.hpp>
 #include <kloss/types.hpp>
 
+/// Unrolls the next loop in device code (CUDA, HIP), where a loop over a
+/// pack group's values that stays rolled indexes them at run time and so
+/// takes them through local memory; host compilers unroll as they see fit.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define KLOSS_UNROLL _Pragma("unroll")
+#else
+#define KLOSS_UNROLL
+#endif
+
 namespace kloss::impl {
 
 /// 16 bytes of T: one vector load or store on a device.
@@ -61,12 +70,14 @@ KOKKOS_INLINE_FUNCTION void store_pack(T* p, std::int64_t e0, int cnt, bool alig
 /// so that for each q the S lanes read S consecutive packs (one coalesced
 /// access of 16 S bytes) and each lane has P loads in flight. Every
 /// element belongs to exactly one lane (lane_of), whatever S and the start.
+/// Its functions are force-inlined: a group's values must stay in registers,
+/// and an out-of-line load or store takes them through local memory.
 template <class T, int P>
 struct RowPacks {
   static constexpr int E = Pack16<T>::size;
   std::int64_t n = 0, head = 0, packs = 0, tail0 = 0;
 
-  KOKKOS_INLINE_FUNCTION RowPacks(const T* x, std::int64_t n_) : n(n_) {
+  KOKKOS_FORCEINLINE_FUNCTION RowPacks(const T* x, std::int64_t n_) : n(n_) {
     const auto off = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(x) % 16 / sizeof(T));
     head = off == 0 ? 0 : E - off;
     if (head > n) head = n;
@@ -74,23 +85,23 @@ struct RowPacks {
     tail0 = head + packs * E;
   }
   /// First element of pack k.
-  KOKKOS_INLINE_FUNCTION std::int64_t pack_start(std::int64_t k) const { return head + k * E; }
+  KOKKOS_FORCEINLINE_FUNCTION std::int64_t pack_start(std::int64_t k) const { return head + k * E; }
   /// The lane of S that holds element c.
-  KOKKOS_INLINE_FUNCTION int lane_of(std::int64_t c, int S) const {
+  KOKKOS_FORCEINLINE_FUNCTION int lane_of(std::int64_t c, int S) const {
     if (c < head) return static_cast<int>(c % S);
     if (c >= tail0) return static_cast<int>((c - tail0) % S);
     return static_cast<int>(((c - head) / E) % S);
   }
   /// f(c) for lane j's head and tail elements.
   template <class F>
-  KOKKOS_INLINE_FUNCTION void scalars(int j, int S, const F& f) const {
+  KOKKOS_FORCEINLINE_FUNCTION void scalars(int j, int S, const F& f) const {
     for (std::int64_t c = j; c < head; c += S) f(c);
     for (std::int64_t c = tail0 + j; c < n; c += S) f(c);
   }
   /// g(k0, cnt) for each of lane j's groups: packs k0 + q S, q < cnt (cnt
   /// = P in every group but the last).
   template <class G>
-  KOKKOS_INLINE_FUNCTION void groups(int j, int S, const G& g) const {
+  KOKKOS_FORCEINLINE_FUNCTION void groups(int j, int S, const G& g) const {
     const std::int64_t step = static_cast<std::int64_t>(S) * P;
     for (std::int64_t k0 = j; k0 < packs; k0 += step) {
       const std::int64_t left = (packs - k0 + S - 1) / S;
@@ -100,7 +111,8 @@ struct RowPacks {
   /// The group's packs of x as A into v (zeros past cnt): one vector load
   /// each (x + head is on a 16-byte boundary).
   template <class A>
-  KOKKOS_INLINE_FUNCTION void load(const T* x, std::int64_t k0, int S, int cnt, A (&v)[P][E]) const {
+  KOKKOS_FORCEINLINE_FUNCTION void load(const T* x, std::int64_t k0, int S, int cnt, A (&v)[P][E]) const {
+    KLOSS_UNROLL
     for (int q = 0; q < P; ++q) {
       if (q < cnt) {
         const Pack16<T> pk = *reinterpret_cast<const Pack16<T>*>(x + pack_start(k0 + q * S));
@@ -114,8 +126,10 @@ struct RowPacks {
   /// x's packs): vector stores when `vec` (G the size of T, g as far from a
   /// 16-byte boundary as x), scalar stores otherwise.
   template <class G, class A>
-  KOKKOS_INLINE_FUNCTION void store(G* g, std::int64_t k0, int S, int cnt, bool vec, const A (&v)[P][E]) const {
-    for (int q = 0; q < cnt; ++q) {
+  KOKKOS_FORCEINLINE_FUNCTION void store(G* g, std::int64_t k0, int S, int cnt, bool vec, const A (&v)[P][E]) const {
+    KLOSS_UNROLL
+    for (int q = 0; q < P; ++q) {  // a constant trip count: v stays in registers
+      if (q >= cnt) break;
       const std::int64_t c0 = pack_start(k0 + q * S);
       if constexpr (sizeof(G) == sizeof(T)) {
         if (vec) {
@@ -132,9 +146,8 @@ struct RowPacks {
 
 /// Whether row g of G can take RowPacks<T>'s vector stores for row x.
 template <class T, class G>
-KOKKOS_INLINE_FUNCTION bool same_pack_offset(const T* x, const G* g) {
-  return sizeof(G) == sizeof(T) &&
-         reinterpret_cast<std::uintptr_t>(x) % 16 == reinterpret_cast<std::uintptr_t>(g) % 16;
+KOKKOS_FORCEINLINE_FUNCTION bool same_pack_offset(const T* x, const G* g) {
+  return sizeof(G) == sizeof(T) && reinterpret_cast<std::uintptr_t>(x) % 16 == reinterpret_cast<std::uintptr_t>(g) % 16;
 }
 
 }  // namespace kloss::impl
