@@ -129,7 +129,10 @@ void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_ou
 /// its gradient while still in cache (one pass over memory fewer than the
 /// two calls for rows that fit a core's L2), and the mean's divisor is
 /// summed on the device, so the gradient waits for nothing on the host.
-/// Scale grad_input afterwards for another upstream gradient. grad_input
+/// Scale grad_input afterwards for another upstream gradient. A row stays
+/// on one team thread (no split of few rows over teams, as cross_entropy
+/// does): with fewer rows than a device has warps, the two calls are
+/// faster. grad_input
 /// may be the very same view as input (in place); any other overlap
 /// throws InvalidArgument. Throws as cross_entropy; fences unless
 /// `options.deferred_check` is set.
