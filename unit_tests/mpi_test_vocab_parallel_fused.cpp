@@ -293,6 +293,60 @@ TEST(VocabParallelFused, GradFilterSkipsEachRanksDeadTiles) {
     }
 }
 
+// With a filter, each rank's targets' entries of dL/dZ go as a sparse
+// update: on near-uniform logits (softmax ~ 1/40, below a threshold of
+// 0.1) every tile of every rank is skipped, those holding targets too, and
+// the gradients are the targets' terms dz_i = (p_it - 1) / (valid rows),
+// computed here in float64: grad_input[i] = dz_i W[t_i] (summed over the
+// ranks), grad_weight[t] = sum of dz_i X[i] over the rows with t_i = t.
+TEST(VocabParallelFused, GradFilterAppliesTheTargetsAsASparseUpdate) {
+  Communicator comm(MPI_COMM_WORLD);
+  const std::int64_t n = 12, d = 4, c = 40;
+  const ClassRange r = kloss::mpi::balanced_range(c, comm);
+  auto x = random_values(std::size_t(n * d), -0.01, 0.01, 94);
+  const auto w = random_values(std::size_t(c * d), -1, 1, 95);
+  std::vector<double> tv = {3, 3, 39, 0, 21, -100, 21, 21, 8, 30, 3, 17};
+  auto xv = make_view<double**>("x", x, {std::size_t(n), std::size_t(d)});
+  auto wv = make_view<double**>("w", std::vector<double>(w.begin() + r.begin * d, w.begin() + r.end() * d),
+                                {std::size_t(r.count), std::size_t(d)});
+  auto tg = make_view<std::int64_t*>("t", tv, {std::size_t(n)});
+  Kokkos::View<double*, Mem> none;
+  Kokkos::View<double*, Mem> out("out", 1);
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> gi("gi", std::size_t(n), std::size_t(d)),
+      gw("gw", std::size_t(r.count), std::size_t(d));
+  Kokkos::deep_copy(gw, 7.0);
+  Opts o = with(Reduction::mean);
+  o.convert_block_rows = 4;
+  o.chunk_bytes = 5 * std::max<std::int64_t>(r.count, 1) * 8;  // chunks of 5, 5, 2 rows
+  o.grad_filter = kloss::GradFilter::threshold;
+  o.grad_filter_threshold = 0.1;
+  const kloss::FusedLinearReport rep = kloss::mpi::vocab_parallel_fused_linear_cross_entropy(
+      Exec(), comm, r, xv, wv, tg, none, none, none, out, gi, gw, none, o);
+  EXPECT_EQ(rep.skipped_tiles, rep.tiles);
+  EXPECT_EQ(rep.tiles, 3 * ((r.count + 3) / 4));
+  std::vector<double> want_gi(std::size_t(n * d), 0.0), want_gw(std::size_t(c * d), 0.0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto t = static_cast<std::int64_t>(tv[std::size_t(i)]);
+    if (t < 0) continue;
+    double mx = -HUGE_VAL, s = 0;
+    std::vector<double> z(std::size_t(c), 0.0);
+    for (std::int64_t k = 0; k < c; ++k) {
+      for (std::int64_t j = 0; j < d; ++j) z[std::size_t(k)] += x[std::size_t(i * d + j)] * w[std::size_t(k * d + j)];
+      mx = std::max(mx, z[std::size_t(k)]);
+    }
+    for (double v : z) s += std::exp(v - mx);
+    const double dz = (std::exp(z[std::size_t(t)] - mx) / s - 1) / 11.0;  // 11 valid rows
+    for (std::int64_t j = 0; j < d; ++j) {
+      want_gi[std::size_t(i * d + j)] = dz * w[std::size_t(t * d + j)];
+      want_gw[std::size_t(t * d + j)] += dz * x[std::size_t(i * d + j)];
+    }
+  }
+  expect_near_all(to_doubles(gi), want_gi, 1e-13, 1e-13, "grad_input (summed over ranks)");
+  expect_near_all(to_doubles(gw),
+                  std::vector<double>(want_gw.begin() + r.begin * d, want_gw.begin() + r.end() * d), 1e-13, 1e-13,
+                  "grad_weight (this rank's classes)");
+}
+
 // The module: x = (1, 0), head rows I(2) sharded over the ranks, target 0:
 // logits (1, 0), loss log(1 + e^-1), dL/dz = (s - 1, 1 - s), s = e / (e + 1).
 TEST(VocabParallelFused, ModuleHoldsThePlan) {

@@ -32,7 +32,8 @@ struct FusedLinearCrossEntropyOptions {
   /// Backward tiles to skip (see GradFilter). The loss is exact in every
   /// mode; grad_input / grad_weight differ from the exact ones by at most
   /// the skipped |dL/dZ| (FusedLinearReport::max_skipped) times the sums
-  /// of |W| / |X| over the skipped tiles.
+  /// of |W| / |X| over the skipped tiles; the targets' entries of dL/dZ
+  /// (class-index targets) are never skipped.
   GradFilter grad_filter = GradFilter::exact;
   /// The threshold of GradFilter::threshold (> 0).
   double grad_filter_threshold = 0.0;

@@ -11,7 +11,11 @@
 
 namespace kloss {
 
-/// Gradient filtering of the fused heads' backward gemms.
+/// Gradient filtering of the fused heads' backward gemms. With class-index
+/// targets the tiles are judged without the targets' entries of dL/dZ,
+/// which are applied exactly as a sparse update (grad_input[i] += dz_it
+/// W[t_i], grad_weight[t_i] += dz_it X[i]): a tile is skipped when its
+/// softmax part is negligible, whether or not a target falls in it.
 enum class GradFilter {
   exact,      ///< every tile takes part (the default)
   automatic,  ///< skip tiles below the input dtype's eps / 32 (Cut Cross-Entropy's "auto"):
@@ -30,7 +34,8 @@ struct FusedLinearReport {
   std::int64_t tiles = 0;          ///< (token chunk x vocabulary block) tiles of the backward
   std::int64_t skipped_tiles = 0;  ///< tiles left out of both backward gemms
   double threshold = 0;            ///< the absolute |dL/dZ| bound the tiles were compared with
-  double max_skipped = 0;          ///< the largest |dL/dZ| in a skipped tile (what the gradients lost, per element)
+  double max_skipped = 0;          ///< the largest |dL/dZ| in a skipped tile, the targets' entries (applied
+                                   ///< exactly) left out: what the gradients lost, per element
 };
 
 /// GradFilter::automatic's threshold for value type T: its machine epsilon

@@ -258,6 +258,20 @@ struct CeCall {
     const A scale = none() ? static_cast<A>(go(r)) : static_cast<A>(go(0));
     return red == static_cast<int>(Reduction::mean) ? static_cast<A>(static_cast<double>(scale) / tw(0)) : scale;
   }
+  /// The target's class weight (1 without weights); t must be valid.
+  template <class W>
+  KOKKOS_INLINE_FUNCTION A target_weight(const W& weight, std::int64_t t) const {
+    return has_w ? static_cast<A>(weight.data(t)) : A(1);
+  }
+  /// A row with a valid target of weight wt, from its merged partials p:
+  /// its (loss, lse); adds the loss and wt to acc. w_all: weight_total's.
+  KOKKOS_INLINE_FUNCTION Kokkos::pair<A, A> valid_row(const CeRowPartials<A>& p, A wt, A w_all, CeSums& acc) const {
+    const A l = ce_lse(p);
+    const A loss = ce_index_row_loss(p, l, wt, eps, zl, C, w_all);
+    acc.weight += static_cast<double>(wt);
+    acc.loss += static_cast<double>(loss);
+    return {loss, l};
+  }
   /// sum_c w_c, the label-smoothing term's lse factor (C without weights
   /// or without label smoothing, where it is not read).
   template <class ExecSpace, class W>
@@ -303,19 +317,13 @@ void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
   // invalid target t, which it notes); adds its loss and weight to acc.
   const auto finish_row =
       KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t t, const CeRowPartials<A>& p, CeSums& acc) {
-    A loss = 0, l = 0;
-    if (t == call.ignore) {
-      // torch: an ignored row contributes nothing (and no weight).
-    } else if (t < 0 || t >= call.C) {
+    // torch: an ignored row contributes nothing (and no weight)
+    if (t == call.ignore) return Kokkos::pair<A, A>(A(0), A(0));
+    if (t < 0 || t >= call.C) {
       acc.bad.note(r, t);
-    } else {
-      const A wt = call.has_w ? static_cast<A>(weight.data(t)) : A(1);
-      l = ce_lse(p);
-      loss = ce_index_row_loss(p, l, wt, call.eps, call.zl, call.C, w_all);
-      acc.weight += static_cast<double>(wt);
+      return Kokkos::pair<A, A>(A(0), A(0));
     }
-    acc.loss += static_cast<double>(loss);
-    return Kokkos::pair<A, A>(loss, l);
+    return call.valid_row(p, call.target_weight(weight, t), w_all, acc);
   };
   const std::int64_t K = ce_row_splits(exec, call.rows, call.C, opts.tuning);
   if (K > 1) {
@@ -426,7 +434,7 @@ void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
           ce_zero_row_lanes(mem, call.S, g, c1 - c0, inner);
           return;
         }
-        const A wt = call.has_w ? static_cast<A>(weight.data(t)) : A(1);
+        const A wt = call.target_weight(weight, t);
         const CeRowGrad<A> coef = ce_row_grad(call.upstream(grad_output.data, r, total_weight.data), wt, w_all,
                                               call.eps, C, call.zl, lse.data(r), call.cap, call.has_w);
         const std::int64_t tl = t >= c0 && t < c1 ? t - c0 : -1;
@@ -478,7 +486,7 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSp
         KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
           const std::int64_t t = static_cast<std::int64_t>(target.data(r));
           if (t != call.ignore && t >= 0 && t < call.C)
-            acc.weight += call.has_w ? static_cast<double>(static_cast<A>(weight.data(t))) : 1.0;
+            acc.weight += static_cast<double>(call.target_weight(weight, t));
         },
         divisor.reducer());
   const CeSumsScratch<ExecSpace> sums(exec);
@@ -500,12 +508,10 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSp
           });
           return;
         }
-        const A wt = call.has_w ? static_cast<A>(weight.data(t)) : A(1);
+        const A wt = call.target_weight(weight, t);
         const CeRowPartials<A> p = ce_row_partials_lanes(mem, call.S, x, call.C, call.inner, t, cfg, w);
-        const A l = ce_lse(p);
-        const A loss = ce_index_row_loss(p, l, wt, call.eps, call.zl, call.C, w_all);
-        acc.weight += static_cast<double>(wt);
-        acc.loss += static_cast<double>(loss);
+        const Kokkos::pair<A, A> row = call.valid_row(p, wt, w_all, acc);
+        const A loss = row.first, l = row.second;
         Kokkos::single(Kokkos::PerThread(mem), [&]() {
           if (save_lse) lse.data(r) = l;
           if (call.none()) output.data(r) = static_cast<T>(loss);
@@ -633,7 +639,7 @@ void nll_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const 
           if (t < 0 || t >= call.C) {
             acc.bad.note(r, t);
           } else {
-            const A wt = call.has_w ? static_cast<A>(weight.data(t)) : A(1);
+            const A wt = call.target_weight(weight, t);
             loss = -wt * static_cast<A>(input.data(call.offset(r) + t * call.inner));  // -w_t x_t
             acc.weight += static_cast<double>(wt);
           }
@@ -676,7 +682,7 @@ void nll_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad
         if (t != call.ignore && (t < 0 || t >= call.C)) {
           acc.bad.note(r, t);
         } else if (t != call.ignore) {
-          const A wt = call.has_w ? static_cast<A>(weight.data(t)) : A(1);
+          const A wt = call.target_weight(weight, t);
           hot = t;
           val = -wt * call.upstream(grad_output.data, r, total_weight.data);
         }

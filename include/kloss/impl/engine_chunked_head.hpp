@@ -23,12 +23,20 @@
 /// Gradient filtering (GradFilter): a tile of B rows x one vocabulary block
 /// whose every |dL/dZ| is below the threshold takes no part in the two
 /// backward products (Cut Cross-Entropy's filter); the loss and grad_bias
-/// stay exact.
+/// stay exact. With class-index targets the filter looks at dL/dZ without
+/// the targets' entries: each row's target entry (the softmax's p_t - 1,
+/// large in most rows) is taken out of the chunk's dL/dZ and applied
+/// exactly as a sparse update,
+///   grad_input[i] += dz_it W[t_i],   grad_weight[t_i] += dz_it X[i],
+/// so that a tile is skipped when its softmax part is negligible, whether
+/// or not it holds targets (with chunks of thousands of rows nearly every
+/// tile holds one).
 #include <cstring>
 #include <kloss/fused_linear_options.hpp>
 #include <kloss/grad_filter.hpp>
 #include <kloss/impl/head_products.hpp>
 #include <kloss/impl/scratch.hpp>
+#include <kloss/impl/sort.hpp>
 #include <kloss/impl/tuning.hpp>
 #include <kloss/tensor.hpp>
 #include <vector>
@@ -143,6 +151,11 @@ struct FusedHeadArgs {
   std::int64_t N = 0, D = 0, V = 0, B = 1;
   std::int64_t convert_block_rows = 0;
   double filter = 0;
+  /// [N] each row's target column in [0, V), -1 for none (an ignored row,
+  /// a target among another rank's classes): with a filter, the targets'
+  /// entries of dL/dZ go as a sparse update (see the file comment). Null:
+  /// no sparse terms (class-probability targets, or no filter).
+  const std::int64_t* target_cols = nullptr;
   HeadPlan plan;      ///< the product library, and whether it multiplies T itself
   bool tf32 = false;  ///< float32 products in the TF32 mode (CUDA, opt-in)
   /// The rows callable can write the chunk's dL/dZ rounded to T into a
@@ -206,6 +219,85 @@ void fl_tile_max(const ExecSpace& exec, const A* z, std::int64_t b, std::int64_t
             },
             Kokkos::Max<A>(m));
         Kokkos::single(Kokkos::PerTeam(team), [&]() { out[team.league_rank()] = m; });
+      });
+}
+
+/// Each row's target column among a head's V classes [begin, begin + V)
+/// for FusedHeadArgs::target_cols: -1 for an ignored row (`ignore`) or a
+/// target outside them. tv: the N class-index targets. Asynchronous.
+template <class ExecSpace, class TargetView>
+Scratch<std::int64_t, typename ExecSpace::memory_space> fl_target_columns(const ExecSpace& exec, const TargetView& tv,
+                                                                         std::int64_t N, std::int64_t begin,
+                                                                         std::int64_t V, std::int64_t ignore) {
+  auto cols = scratch<std::int64_t>(exec, N);
+  std::int64_t* c = cols.data();
+  Kokkos::parallel_for(
+      "kloss::fused_linear_cross_entropy::target_columns",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, N), KOKKOS_LAMBDA(const std::int64_t r) {
+        const std::int64_t t = static_cast<std::int64_t>(tv(r));
+        c[r] = t != ignore && t >= begin && t < begin + V ? t - begin : -1;
+      });
+  return cols;
+}
+
+/// Takes each row's target entry out of the chunk's dL/dZ z [b, V]: q[i] =
+/// z[i, tc[i]] (0 without a target; rounded to T when `round`, as the
+/// backward's 16-bit operands are), and z[i, tc[i]] = 0. Asynchronous.
+template <class T, class ExecSpace, class A>
+void fl_split_targets(const ExecSpace& exec, A* z, const std::int64_t* tc, std::int64_t b, std::int64_t V, A* q,
+                      bool round) {
+  Kokkos::parallel_for(
+      "kloss::fused_linear_cross_entropy::split_targets",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, b), KOKKOS_LAMBDA(const std::int64_t i) {
+        const std::int64_t t = tc[i];
+        A v = 0;
+        if (t >= 0) {
+          v = z[i * V + t];
+          z[i * V + t] = A(0);
+        }
+        q[i] = round ? static_cast<A>(static_cast<T>(v)) : v;
+      });
+}
+
+/// grad_input's chunk rows gx [b, D] += q[i] W[tc[i]] (the sparse target
+/// terms; rows without a target unchanged). Asynchronous.
+template <class ExecSpace, class T, class A>
+void fl_sparse_grad_input(const ExecSpace& exec, A* gx, const T* w, const A* q, const std::int64_t* tc, std::int64_t b,
+                          std::int64_t D) {
+  Kokkos::parallel_for(
+      "kloss::fused_linear_cross_entropy::sparse_grad_input",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>(exec, {0, 0}, {b, D}),
+      KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t d) {
+        const std::int64_t t = tc[i];
+        if (t >= 0) gx[i * D + d] += q[i] * to_acc(w[t * D + d]);
+      });
+}
+
+/// grad_weight [V, D] row t += the sum of q[i] X_c[i] over the chunk rows i
+/// with target column t (the sparse target terms): the rows sorted by
+/// their target (impl/sort.hpp), each (target, feature) summed in row
+/// order by one thread and added once (16-bit T: rounded once), so the
+/// result is the same for any thread count or device. Fences (the sort).
+template <class ExecSpace, class T, class A>
+void fl_sparse_grad_weight(const ExecSpace& exec, T* gw, const T* xc, const A* q, const std::int64_t* tc,
+                           std::int64_t b, std::int64_t D, std::int64_t V) {
+  const RowSort<typename ExecSpace::memory_space> s = sort_by_row(
+      exec, "fused_linear_cross_entropy", b, V, KOKKOS_LAMBDA(const std::int64_t i) { return tc[i]; });
+  const auto perm = s.perm;
+  const auto start = s.start;
+  const std::int64_t total = static_cast<std::int64_t>(perm.extent(0));
+  Kokkos::parallel_for(
+      "kloss::fused_linear_cross_entropy::sparse_grad_weight",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>, Kokkos::IndexType<std::int64_t>>(exec, {0, 0}, {total, D}),
+      KOKKOS_LAMBDA(const std::int64_t k, const std::int64_t d) {
+        const std::int64_t t = tc[perm(k)];
+        if (k > 0 && tc[perm(k - 1)] == t) return;  // not the first row of its target's run
+        A sum = 0;
+        for (std::int64_t e = k; e < start(t + 1); ++e) {
+          const std::int64_t i = perm(e);
+          sum += q[i] * to_acc(xc[i * D + d]);
+        }
+        gw[t * D + d] = static_cast<T>(to_acc(gw[t * D + d]) + sum);
       });
 }
 
@@ -298,6 +390,8 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
   const ProductLibrary lib = a.plan.library;
   const std::int64_t N = a.N, D = a.D, V = a.V, B = a.B;
   const bool want_grad = a.want_grad(), filtering = want_grad && a.filter > 0;
+  // the targets' entries of dL/dZ as a sparse update (filtering, class indices)
+  const bool sparse = filtering && a.target_cols && (a.gx || a.gw);
   FusedLinearReport report;
   report.threshold = filtering ? a.filter : 0.0;
   auto product = [&](char ta, char tb, std::int64_t m, std::int64_t n, std::int64_t k, const Op* x, std::int64_t ldx,
@@ -340,6 +434,8 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
                                                                                             tmax_host.size());
   std::vector<char> keep(static_cast<std::size_t>(blocks), 1);
   if (filtering) tmax = scratch<A>(exec, blocks);
+  Scratch<A, Mem> tq;  // the chunk rows' target entries of dL/dZ (sparse)
+  if (sparse) tq = scratch<A>(exec, B);
   // a dense copy of one filter tile of dL/dZ (oneDNN, filtering)
   Scratch<Op, Mem> tile;
   if (filtering && lib == ProductLibrary::onednn && (a.gx || a.gw)) tile = scratch<Op>(exec, B * Bv);
@@ -394,8 +490,12 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
     if constexpr (round_dz) dz16 = rows_round ? dzh.data() : nullptr;
     if (!rows(Z, r0, b, dz16)) break;
     if (!want_grad) continue;
-    // --- which tiles take part
+    // --- grad_bias over the whole dL/dZ; the targets' entries out of it
+    // (sparse); which tiles take part
     report.tiles += blocks;
+    if (a.gb) fl_add_column_sums(exec, gbp, Z, b, V);
+    const std::int64_t* tcc = sparse ? a.target_cols + r0 : nullptr;
+    if (sparse) fl_split_targets<T>(exec, Z, tcc, b, V, tq.data(), round_dz);
     if (filtering) {
       fl_tile_max(exec, Z, b, V, Bv, tmax.data());
       Kokkos::deep_copy(exec, tmax_h, tmax.view());
@@ -409,7 +509,6 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
         }
       }
     }
-    if (a.gb) fl_add_column_sums(exec, gbp, Z, b, V);
     if (!a.gx && !a.gw) continue;
     // --- the backward's operand dL/dZ (16-bit operands: rounded to T)
     const Op* dz = nullptr;
@@ -475,9 +574,11 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
         }
       }
     }
+    if (sparse && a.gw) fl_sparse_grad_weight(exec, a.gw, a.x + r0 * D, tq.data(), tcc, b, D, V);
     if (gxc) {
       if (!gx_written)
         Kokkos::deep_copy(exec, Kokkos::View<A*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(gxc, b * D), A(0));
+      if (sparse) fl_sparse_grad_input(exec, gxc, a.w, tq.data(), tcc, b, D);
       gx_done(gxc, b * D);
       if constexpr (!std::is_same_v<T, A>) fl_convert(exec, a.gx + r0 * D, gxc, b * D, false);
     }

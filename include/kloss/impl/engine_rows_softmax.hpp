@@ -71,6 +71,22 @@ KOKKOS_FORCEINLINE_FUNCTION A ce_cap(A v, A cap) {
 }
 
 namespace detail {
+/// One logit v of the online log-sum-exp (running max m, sum s of exp(z -
+/// m), logit sum zs): one exponential does both jobs, e = exp(-|z - m|),
+/// z > m ? (s = s e + 1, m = z) : (s += e). wc: v's class weight, read for
+/// SumMode 2 only. A NaN logit never raises m (its NaN term stays in s).
+template <bool Cap, int SumMode, class A>
+KOKKOS_FORCEINLINE_FUNCTION void ce_online_step(A v, A& m, A& s, A& zs, A cap, A wc) {
+  if (Cap) v = ce_cap(v, cap);
+  const A d = v - m;
+  const A e = ce_exp_nonpos(ce_negabs(d));  // exp(-|d|): rescale factor or new term
+  const bool up = d > 0;
+  s = up ? s * e + A(1) : s + e;
+  m = up ? v : m;
+  if (SumMode == 1) zs += v;
+  if (SumMode == 2) zs += wc * v;
+}
+
 template <bool Contig, bool Cap, int SumMode, class T, class A>
 KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_pass(const T* x, std::int64_t n, std::int64_t stride, A cap, const T* w,
                                                     std::int64_t ws) {
@@ -82,14 +98,8 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_pass(const T* x, std::int64_t n, 
     zs[l] = 0;
   }
   auto step = [&](int l, std::int64_t c, A v) {
-    if (Cap) v = ce_cap(v, cap);
-    const A d = v - m[l];
-    const A e = ce_exp_nonpos(ce_negabs(d));  // exp(-|d|): rescale factor or new term
-    const bool up = d > 0;
-    s[l] = up ? s[l] * e + A(1) : s[l] + e;
-    m[l] = up ? v : m[l];
-    if (SumMode == 1) zs[l] += v;
-    if (SumMode == 2) zs[l] += static_cast<A>(w[Contig ? c : c * ws]) * v;
+    ce_online_step<Cap, SumMode>(v, m[l], s[l], zs[l], cap,
+                                 SumMode == 2 ? static_cast<A>(w[Contig ? c : c * ws]) : A(0));
   };
   std::int64_t i = 0;
   for (; i + L <= n; i += L) {
@@ -393,15 +403,7 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_lane_packs(const T* x, std::int64_t n
   const RP rp(x, n);
   A m = ce_lowest<A>(), s = 0, zs = 0;
   rp.scalars(j, S, [&](const std::int64_t c) {
-    A v = static_cast<A>(x[c]);
-    if (Cap) v = ce_cap(v, cap);
-    const A d = v - m;
-    const A e = ce_exp_nonpos(ce_negabs(d));
-    const bool up = d > 0;
-    s = up ? s * e + A(1) : s + e;
-    m = up ? v : m;
-    if (SumMode == 1) zs += v;
-    if (SumMode == 2) zs += static_cast<A>(w[c]) * v;
+    ce_online_step<Cap, SumMode>(static_cast<A>(x[c]), m, s, zs, cap, SumMode == 2 ? static_cast<A>(w[c]) : A(0));
   });
   rp.groups(j, S, [&](const std::int64_t k0, const int cnt) {
     A v[P][E];

@@ -263,6 +263,15 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
     a.filter = filter * fl_max_row_scale<ExecSpace, T>(exec, gov, P.has_go, P.mean, P.total_weight);
   const Kokkos::View<T*, Mem> ov(output.data.data(), output.present ? output.numel() : 0);
   const Kokkos::View<const Tgt*, Mem> tflat(tv.data(), target.numel());
+  // filtering with class indices: the targets' entries of dL/dZ go as a
+  // sparse update (impl/engine_chunked_head.hpp)
+  Scratch<std::int64_t, Mem> tcols;
+  if constexpr (!prob) {
+    if (a.filter > 0 && (a.gx || a.gw)) {
+      tcols = fl_target_columns(exec, tflat, N, 0, V, P.ignore);
+      a.target_cols = tcols.data();
+    }
+  }
   // The chunks' sums: on a host each chunk's reach the host as it ends (a
   // fixed-order reduction); on a device they add up in device memory and
   // reach the host once, after the last chunk (no fence per chunk). The

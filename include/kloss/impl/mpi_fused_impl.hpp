@@ -172,6 +172,12 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
       a.filter = filter *
                  kloss::impl::fl_max_row_scale<ExecSpace, T>(exec, g, true, opts.reduction == Reduction::mean, sums[1]);
     const std::int64_t ig = opts.ignore_index;
+    // filtering: this rank's targets' entries of dL/dZ go as a sparse update
+    kloss::impl::Scratch<std::int64_t, Mem> tcols;
+    if (a.filter > 0 && (a.gx || a.gw)) {
+      tcols = kloss::impl::fl_target_columns(exec, target.data, n, range.begin, v, ig);
+      a.target_cols = tcols.data();
+    }
     result.report = kloss::impl::fused_head(
         exec, a,
         [&](A* z, std::int64_t n0, std::int64_t nc, T*) {  // dL/dZ in place (rows_write_16 unset)

@@ -38,7 +38,7 @@ inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p
 /// Loads `cnt` elements of p from e0 as A into out: one vector load for a
 /// whole aligned pack.
 template <class T, class A>
-KOKKOS_INLINE_FUNCTION void load_pack(const T* p, std::int64_t e0, int cnt, bool aligned, A* out) {
+KOKKOS_FORCEINLINE_FUNCTION void load_pack(const T* p, std::int64_t e0, int cnt, bool aligned, A* out) {
   constexpr int E = Pack16<T>::size;
   if (aligned && cnt == E) {
     const Pack16<T> pk = *reinterpret_cast<const Pack16<T>*>(p + e0);
@@ -51,7 +51,7 @@ KOKKOS_INLINE_FUNCTION void load_pack(const T* p, std::int64_t e0, int cnt, bool
 /// Stores `cnt` values as T to p from e0: one vector store for a whole
 /// aligned pack.
 template <class T, class A>
-KOKKOS_INLINE_FUNCTION void store_pack(T* p, std::int64_t e0, int cnt, bool aligned, const A* in) {
+KOKKOS_FORCEINLINE_FUNCTION void store_pack(T* p, std::int64_t e0, int cnt, bool aligned, const A* in) {
   constexpr int E = Pack16<T>::size;
   if (aligned && cnt == E) {
     Pack16<T> pk;
@@ -115,8 +115,7 @@ struct RowPacks {
     KLOSS_UNROLL
     for (int q = 0; q < P; ++q) {
       if (q < cnt) {
-        const Pack16<T> pk = *reinterpret_cast<const Pack16<T>*>(x + pack_start(k0 + q * S));
-        for (int e = 0; e < E; ++e) v[q][e] = to_acc(pk.v[e]);
+        load_pack(x, pack_start(k0 + q * S), E, true, v[q]);
       } else {
         for (int e = 0; e < E; ++e) v[q][e] = A(0);
       }
@@ -130,16 +129,9 @@ struct RowPacks {
     KLOSS_UNROLL
     for (int q = 0; q < P; ++q) {  // a constant trip count: v stays in registers
       if (q >= cnt) break;
-      const std::int64_t c0 = pack_start(k0 + q * S);
-      if constexpr (sizeof(G) == sizeof(T)) {
-        if (vec) {
-          Pack16<G> pk;
-          for (int e = 0; e < E; ++e) pk.v[e] = static_cast<G>(v[q][e]);
-          *reinterpret_cast<Pack16<G>*>(g + c0) = pk;
-          continue;
-        }
-      }
-      for (int e = 0; e < E; ++e) g[c0 + e] = static_cast<G>(v[q][e]);
+      // a G of another size has packs of another length: store_pack then
+      // stores the E values one by one
+      store_pack(g, pack_start(k0 + q * S), E, vec, v[q]);
     }
   }
 };
