@@ -19,7 +19,8 @@ struct FusedLinearCrossEntropyOptions {
   double z_loss = 0.0;                    ///< as CrossEntropyOptions::z_loss
   double softcap = 0.0;                   ///< as CrossEntropyOptions::softcap
   /// Bytes of logits scratch: B x V accumulation-type values (on a device
-  /// with 16-bit products, also their 16-bit copy); 0 = the default
+  /// with 16-bit products, also their 16-bit copy; there each row is padded
+  /// to a multiple of 64 values, not counted); 0 = the default
   /// (impl/tuning.hpp: on hosts 1/fl_default_budget_divisor of the full
   /// N x V float logits, at most fl_default_budget_bytes, at least
   /// fl_min_chunk_rows rows; on devices fl_device_default_budget_bytes, at

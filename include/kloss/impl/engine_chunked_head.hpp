@@ -51,6 +51,18 @@ bool fl_device_schedule() {
   return !is_host_space_v<ExecSpace> || tuning::test_fl_device_schedule != 0;
 }
 
+/// The row stride of a chunk's logits (and of its 16-bit dL/dZ) for V
+/// classes: V on hosts, V rounded up to tuning::fl_device_ld_elements
+/// under the device schedule (aligned rows for the row kernel's packs and
+/// the products' tensor-core kernels). The budget of fl_chunk_rows counts V
+/// values a row: the padding adds less than 64 a row.
+template <class ExecSpace>
+std::int64_t fl_logit_ld(std::int64_t V) {
+  if (!fl_device_schedule<ExecSpace>()) return V;
+  constexpr std::int64_t m = tuning::fl_device_ld_elements;
+  return (V + m - 1) / m * m;
+}
+
 /// Scratch bytes per logit of a chunk of a head of dtype T on ExecSpace:
 /// the accumulation type's, plus, under the device schedule with 16-bit
 /// products, the 16-bit copy of dL/dZ the backward products read
@@ -190,10 +202,11 @@ FusedHeadArgs<T> fused_head_args(const Tensor<const T, M>& input, const Tensor<c
 }
 
 /// Largest |dL/dZ| of each vocabulary block of Bv columns of the chunk's
-/// logit gradient z [b, V] (NaN counts as +inf: a NaN tile is never
-/// skipped). Asynchronous.
+/// logit gradient z [b, V] (row stride ld; NaN counts as +inf: a NaN tile
+/// is never skipped). Asynchronous.
 template <class ExecSpace, class A>
-void fl_tile_max(const ExecSpace& exec, const A* z, std::int64_t b, std::int64_t V, std::int64_t Bv, A* out) {
+void fl_tile_max(const ExecSpace& exec, const A* z, std::int64_t b, std::int64_t V, std::int64_t ld, std::int64_t Bv,
+                 A* out) {
   using Policy = Kokkos::TeamPolicy<ExecSpace>;
   using Member = typename Policy::member_type;
   const std::int64_t blocks = (V + Bv - 1) / Bv;
@@ -210,7 +223,7 @@ void fl_tile_max(const ExecSpace& exec, const A* z, std::int64_t b, std::int64_t
               Kokkos::parallel_reduce(
                   Kokkos::ThreadVectorRange(team, c1 - c0),
                   [&](const std::int64_t c, A& a) {
-                    A v = z[i * V + c0 + c];
+                    A v = z[i * ld + c0 + c];
                     v = v < A(0) ? -v : v;
                     if (!(v <= a)) a = v == v ? v : infinity<A>();
                   },
@@ -240,11 +253,12 @@ Scratch<std::int64_t, typename ExecSpace::memory_space> fl_target_columns(const 
   return cols;
 }
 
-/// Takes each row's target entry out of the chunk's dL/dZ z [b, V]: q[i] =
+/// Takes each row's target entry out of the chunk's dL/dZ z [b, V] (row
+/// stride ld): q[i] =
 /// z[i, tc[i]] (0 without a target; rounded to T when `round`, as the
 /// backward's 16-bit operands are), and z[i, tc[i]] = 0. Asynchronous.
 template <class T, class ExecSpace, class A>
-void fl_split_targets(const ExecSpace& exec, A* z, const std::int64_t* tc, std::int64_t b, std::int64_t V, A* q,
+void fl_split_targets(const ExecSpace& exec, A* z, const std::int64_t* tc, std::int64_t b, std::int64_t ld, A* q,
                       bool round) {
   Kokkos::parallel_for(
       "kloss::fused_linear_cross_entropy::split_targets",
@@ -252,8 +266,8 @@ void fl_split_targets(const ExecSpace& exec, A* z, const std::int64_t* tc, std::
         const std::int64_t t = tc[i];
         A v = 0;
         if (t >= 0) {
-          v = z[i * V + t];
-          z[i * V + t] = A(0);
+          v = z[i * ld + t];
+          z[i * ld + t] = A(0);
         }
         q[i] = round ? static_cast<A>(static_cast<T>(v)) : v;
       });
@@ -340,12 +354,12 @@ void fl_pack_columns(const ExecSpace& exec, T* dst, const T* src, std::int64_t b
       KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t c) { dst[i * w + c] = src[i * ld + c0 + c]; });
 }
 
-/// g[c] += sum_i dz[i, c] over b rows of V columns. Asynchronous. Hosts
+/// g[c] += sum_i dz[i, c] over b rows of V columns (row stride ld). Asynchronous. Hosts
 /// walk the rows in order over blocks of columns (unit stride, one block
 /// per work item); devices give each thread a column (consecutive threads,
 /// consecutive addresses).
 template <class ExecSpace, class A>
-void fl_add_column_sums(const ExecSpace& exec, A* g, const A* dz, std::int64_t b, std::int64_t V) {
+void fl_add_column_sums(const ExecSpace& exec, A* g, const A* dz, std::int64_t b, std::int64_t V, std::int64_t ld) {
   const std::int64_t width = is_host_space_v<ExecSpace> ? tuning::fl_host_column_block : 1;
   Kokkos::parallel_for(
       "kloss::fused_linear_cross_entropy::grad_bias",
@@ -353,7 +367,7 @@ void fl_add_column_sums(const ExecSpace& exec, A* g, const A* dz, std::int64_t b
       KOKKOS_LAMBDA(const std::int64_t blk) {
         const std::int64_t c0 = blk * width, c1 = c0 + width < V ? c0 + width : V;
         for (std::int64_t i = 0; i < b; ++i) {
-          const A* row = dz + i * V;
+          const A* row = dz + i * ld;
           for (std::int64_t c = c0; c < c1; ++c) g[c] += row[c];
         }
       });
@@ -366,9 +380,10 @@ void fl_add_column_sums(const ExecSpace& exec, A* g, const A* dz, std::int64_t b
 /// device lambda itself (nvcc refuses one in a function templated on the
 /// caller's lambda types): its kernels are the fl_ helpers above. `rows(Zc,
 /// r0, b, dz16)` turns the chunk's logits Zc [b, V] (rows r0.. of the call,
-/// in the accumulation type) into its losses and, when gradients are
-/// wanted, its logit gradient: in place when dz16 is null, else rounded to
-/// T into dz16 [b, V] (only when a.rows_write_16: the device schedule with
+/// in the accumulation type, row stride fl_logit_ld<ExecSpace>(V)) into its
+/// losses and, when gradients are wanted, its logit gradient: in place when
+/// dz16 is null, else rounded to T into dz16 [b, V] (the same row stride;
+/// only when a.rows_write_16: the device schedule with
 /// 16-bit operands, no grad_bias and no filter, which read the float
 /// gradient); it returns false to stop the loop (the vocabulary-parallel
 /// op's bad rows). `gx_done(p, count)` sees each
@@ -401,7 +416,8 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
 
   // scratch (impl/scratch.hpp): one chunk of logits; its 16-bit dL/dZ; the
   // converted blocks
-  const auto Zs = scratch<A>(exec, B * V);
+  const std::int64_t ld = fl_logit_ld<ExecSpace>(V);  // the chunk's row stride
+  const auto Zs = scratch<A>(exec, B * ld);
   // vocabulary blocks: the 16-bit conversion blocks, also the filter's tiles
   const std::int64_t Bv = fl_convert_block_rows(V, D, a.convert_block_rows);
   const std::int64_t blocks = V > 0 ? (V + Bv - 1) / Bv : 0;
@@ -422,7 +438,7 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
   // ... written there by the row pass itself when it can
   const bool rows_round = round_dz && !round_in_place && a.rows_write_16 && !filtering && !a.gb && (a.gx || a.gw);
   if constexpr (round_dz) {
-    if (!round_in_place && (a.gx || a.gw)) dzh = scratch<T>(exec, B * V);
+    if (!round_in_place && (a.gx || a.gw)) dzh = scratch<T>(exec, B * ld);
   }
   if constexpr (!std::is_same_v<T, A>) {
     if (a.gx) dxf = scratch<A>(exec, B * D);
@@ -483,7 +499,7 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
     for (std::int64_t v0 = 0; v0 < V; v0 += step_fwd) {
       const std::int64_t bv = v0 + step_fwd < V ? step_fwd : V - v0;
       // columns [v0, v0 + bv) of the chunk: row stride V
-      product('N', 'T', b, bv, D, xc, D, w_rows(v0, bv), D, bias ? bias + v0 : nullptr, Z + v0, V, false);
+      product('N', 'T', b, bv, D, xc, D, w_rows(v0, bv), D, bias ? bias + v0 : nullptr, Z + v0, ld, false);
     }
     // --- the rows: losses, and dL/dZ over Z in place or into dzh
     T* dz16 = nullptr;
@@ -493,11 +509,11 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
     // --- grad_bias over the whole dL/dZ; the targets' entries out of it
     // (sparse); which tiles take part
     report.tiles += blocks;
-    if (a.gb) fl_add_column_sums(exec, gbp, Z, b, V);
+    if (a.gb) fl_add_column_sums(exec, gbp, Z, b, V, ld);
     const std::int64_t* tcc = sparse ? a.target_cols + r0 : nullptr;
-    if (sparse) fl_split_targets<T>(exec, Z, tcc, b, V, tq.data(), round_dz);
+    if (sparse) fl_split_targets<T>(exec, Z, tcc, b, ld, tq.data(), round_dz);
     if (filtering) {
-      fl_tile_max(exec, Z, b, V, Bv, tmax.data());
+      fl_tile_max(exec, Z, b, V, ld, Bv, tmax.data());
       Kokkos::deep_copy(exec, tmax_h, tmax.view());
       exec.fence();
       for (std::int64_t j = 0; j < blocks; ++j) {
@@ -514,10 +530,10 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
     const Op* dz = nullptr;
     if constexpr (round_dz) {
       if (round_in_place) {
-        if constexpr (is_host_space_v<ExecSpace>) fl_round_rows<T>(exec, Z, b, V);
+        if constexpr (is_host_space_v<ExecSpace>) fl_round_rows<T>(exec, Z, b, V);  // (hosts: ld = V)
         dz = reinterpret_cast<const Op*>(Z);
       } else {
-        if (!rows_round) fl_convert(exec, dzh.data(), Z, b * V, false);
+        if (!rows_round) fl_convert(exec, dzh.data(), Z, b * ld, false);
         dz = dzh.data();
       }
     } else {
@@ -554,9 +570,9 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
       for (std::int64_t v0 = c0; v0 < c1; v0 += step_bwd) {
         const std::int64_t bv = v0 + step_bwd < c1 ? step_bwd : c1 - v0;
         const Op* dzv = dz + v0;  // dZ[:, v0 .. v0 + bv), row stride ldz
-        std::int64_t ldz = V;
+        std::int64_t ldz = ld;
         if (pack && bv < V) {
-          fl_pack_columns(exec, tile.data(), dz, b, V, v0, bv);
+          fl_pack_columns(exec, tile.data(), dz, b, ld, v0, bv);
           dzv = tile.data();
           ldz = bv;
         }

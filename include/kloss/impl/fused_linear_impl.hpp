@@ -28,7 +28,7 @@ namespace impl {
 /// losses to `out` for reduction none, dL/dZ in place when `want_grad`.
 template <class A>
 struct FlRowParams {
-  std::int64_t V = 0, ignore = -100;
+  std::int64_t V = 0, ld = 0, ignore = -100;  ///< classes, the chunk's row stride (fl_logit_ld), ignore_index
   A eps = 0, zl = 0, cap = 0, w_all = 0;
   bool none = false, mean = false, has_go = false, write_out = false, want_grad = false;
   double total_weight = 0;
@@ -57,7 +57,7 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t r0, std::int64_
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   constexpr bool prob = !is_index_v<Tgt>;
-  const std::int64_t V = P.V, ignore = P.ignore;
+  const std::int64_t V = P.V, ld = P.ld, ignore = P.ignore;
   const A eps = P.eps, zl = P.zl, cap = P.cap, w_all = P.w_all;
   const bool none = P.none, mean = P.mean, has_go = P.has_go, write_out = P.write_out, want_grad = P.want_grad;
   const double total_weight = P.total_weight;
@@ -87,7 +87,7 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t r0, std::int64_
   if constexpr (prob) {
     rows(KOKKOS_LAMBDA(const Member& mem, const std::int64_t i, CeSums& acc) {
       const std::int64_t r = r0 + i;
-      A* z = Zd + i * V;
+      A* z = Zd + i * ld;
       A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
       const T* pr = tv.data() + r * V;
       const CeProbPartials<A> p = ce_row_partials_prob_lanes(mem, S, z, pr, V, std::int64_t(1), eps, cap, cwt);
@@ -108,10 +108,10 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t r0, std::int64_
   } else {
     rows(KOKKOS_LAMBDA(const Member& mem, const std::int64_t i, CeSums& acc) {
       const std::int64_t r = r0 + i;
-      A* z = Zd + i * V;
+      A* z = Zd + i * ld;
       A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
       const std::int64_t t = static_cast<std::int64_t>(tv(r));
-      T* g16 = dz16 ? dz16 + i * V : nullptr;  // the row's 16-bit gradient, or null: in place
+      T* g16 = dz16 ? dz16 + i * ld : nullptr;  // the row's 16-bit gradient, or null: in place
       if (t == ignore) {
         if (write_out && none) Kokkos::single(Kokkos::PerThread(mem), [&]() { ov(r) = T(0.0f); });
         if (want_grad) {
@@ -199,6 +199,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
 
   FlRowParams<A> P;
   P.V = V;
+  P.ld = fl_logit_ld<ExecSpace>(V);
   P.ignore = opts.ignore_index;
   P.eps = static_cast<A>(opts.label_smoothing);
   P.zl = static_cast<A>(opts.z_loss);

@@ -172,6 +172,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
       a.filter = filter *
                  kloss::impl::fl_max_row_scale<ExecSpace, T>(exec, g, true, opts.reduction == Reduction::mean, sums[1]);
     const std::int64_t ig = opts.ignore_index;
+    const std::int64_t ld = kloss::impl::fl_logit_ld<ExecSpace>(v);  // the chunk's row stride
     // filtering: this rank's targets' entries of dL/dZ go as a sparse update
     kloss::impl::Scratch<std::int64_t, Mem> tcols;
     if (a.filter > 0 && (a.gx || a.gw)) {
@@ -182,7 +183,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
         exec, a,
         [&](A* z, std::int64_t n0, std::int64_t nc, T*) {  // dL/dZ in place (rows_write_16 unset)
           ce_slice_partials<ExecSpace, T, I, A>(exec, z, nc, v, range.begin, target, cwa, ig, opts.softcap, lay, rec,
-                                                n0);
+                                                n0, {}, ld);
           {
             RowType rt(lay.k, mpi_type<A>(), op);
             Kokkos::View<A*, Mem> part(rec.data() + n0 * lay.k, static_cast<std::size_t>(nc * lay.k));
@@ -198,7 +199,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
           // G = d loss / d Z for the chunk, over the logits (in place).
           if (want_grads)
             ce_backward_rows<ExecSpace, T, I>(exec, static_cast<const A*>(z), nc, v, range.begin, n0, target, cwa, ig,
-                                              p, totals, per_row_g, g, lse, wt, z);
+                                              p, totals, per_row_g, g, lse, wt, z, {}, ld);
           return true;
         },
         // grad_input: each rank holds the part from its classes; the sum

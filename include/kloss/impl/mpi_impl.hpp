@@ -197,7 +197,7 @@ struct RecordLayout {
 };
 
 /// The per-row partials of this rank's class slice [begin, begin + C_r) of
-/// logits [rows, C_r] (rows row_offset.. of the call), written to
+/// logits [rows, C_r] (row stride ld, 0: C_r; rows row_offset.. of the call), written to
 /// rec[(row_offset + i) * k ...] as RecordLayout says: the online-softmax
 /// rows' kloss::impl::ce_row_partials (max, sum-exp, target logit,
 /// weighted logit sum; one read of the row) plus the target's class weight
@@ -210,11 +210,12 @@ template <class ExecSpace, class T, class I, class Z = T>
 void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols, std::int64_t begin,
                        const TensorIn<ExecSpace, I>& target, const Z* w, std::int64_t ignore_index, double softcap,
                        const RecordLayout& lay, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec,
-                       std::int64_t row_offset, const CrossEntropyTuning& tuning = {}) {
+                       std::int64_t row_offset, const CrossEntropyTuning& tuning = {}, std::int64_t ld = 0) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
   const bool weighted = w != nullptr;
+  if (ld == 0) ld = cols;
   ki::CeRowConfig<A> cfg;
   cfg.softcap = static_cast<A>(softcap);
   cfg.sum_mode = lay.zsum < 0 ? 0 : (weighted ? 2 : 1);
@@ -226,7 +227,7 @@ void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows
         const std::int64_t t = static_cast<std::int64_t>(target.data(row_offset + i));
         const bool ignored = t == ignore_index;
         const bool owns = !ignored && t >= begin && t < begin + cols;
-        const ki::CeRowPartials<A> p = ki::ce_row_partials_lanes(team, S, logits + i * cols, cols, std::int64_t(1),
+        const ki::CeRowPartials<A> p = ki::ce_row_partials_lanes(team, S, logits + i * ld, cols, std::int64_t(1),
                                                                  owns ? t - begin : std::int64_t(-1), cfg, w);
         Kokkos::single(Kokkos::PerThread(team), [&]() {
           A* r = &rec((row_offset + i) * k);
@@ -374,7 +375,8 @@ void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_val
 /// (grad_output[i] for none, grad_output / sum of target weights for mean,
 /// grad_output for sum). `g` has one element or N; `totals` the saved
 /// (sum of target weights, valid rows, sum of class weights) on the device,
-/// read in the kernel (no fence). grad may be the logits (in place). Z as
+/// read in the kernel (no fence). grad may be the logits (in place); both
+/// have row stride ld (0: cols). Z as
 /// for ce_slice_partials; w (class weights) may be null.
 /// Asynchronous.
 template <class ExecSpace, class T, class I, class G, class Z = T>
@@ -384,11 +386,12 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& totals, bool per_row_g,
                       const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& lse,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& wt, Z* grad,
-                      const CrossEntropyTuning& tuning = {}) {
+                      const CrossEntropyTuning& tuning = {}, std::int64_t ld = 0) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
   const bool weighted = w != nullptr;
+  if (ld == 0) ld = cols;
   const A eps = static_cast<A>(params.label_smoothing), zl = static_cast<A>(params.z_loss);
   const A cap = static_cast<A>(params.softcap);
   const std::int64_t C = params.total;
@@ -399,7 +402,7 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
       KOKKOS_LAMBDA(const Member& team, const std::int64_t j) {
         const std::int64_t i = row_offset + j;
         const std::int64_t t = static_cast<std::int64_t>(target.data(i));
-        Z* gr = grad + j * cols;
+        Z* gr = grad + j * ld;
         if (t == ignore_index) {
           ki::ce_zero_row_lanes(team, S, gr, cols, std::int64_t(1));
           return;
@@ -409,7 +412,7 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
         const std::int64_t tl = t >= begin && t < begin + cols ? t - begin : -1;
         const ki::CeRowGrad<A> kc =
             ki::ce_row_grad(static_cast<A>(scale), wt(i), totals(2), eps, C, zl, lse(i), cap, weighted);
-        ki::ce_backward_lanes(team, S, logits + j * cols, gr, cols, std::int64_t(1), tl, lse(i), kc, w);
+        ki::ce_backward_lanes(team, S, logits + j * ld, gr, cols, std::int64_t(1), tl, lse(i), kc, w);
       });
 }
 

@@ -163,6 +163,13 @@ inline constexpr std::int64_t fl_device_min_chunk_rows = 1024;
 /// and 4096-row chunks ran the bfloat16 heads 4-8 % faster than 1024-row
 /// ones, float32 3-6 %.
 inline constexpr std::int64_t fl_device_default_budget_bytes = std::int64_t(2) << 30;
+/// Devices: a chunk's logits (and its 16-bit dL/dZ) lie in rows of V
+/// rounded up to a multiple of this many elements (256 bytes of float), so
+/// that every row starts on a 256-byte boundary: whole 16-byte packs for
+/// the row kernel, 16-byte aligned leading dimensions for the products'
+/// 16-bit tensor-core kernels. V = 50257 (GPT-2's vocabulary) would put
+/// nearly every row off both.
+inline constexpr std::int64_t fl_device_ld_elements = 64;
 /// The vocabulary-parallel head's chunk on hosts when its chunk_bytes is 0
 /// (automatic): 64 MiB of logits per rank (the main job's 1024-token batch
 /// at 25128 classes a rank is 667-row chunks).
