@@ -253,10 +253,10 @@ Scratch<std::int64_t, typename ExecSpace::memory_space> fl_target_columns(const 
   return cols;
 }
 
-/// Takes each row's target entry out of the chunk's dL/dZ z [b, V] (row
-/// stride ld): q[i] =
-/// z[i, tc[i]] (0 without a target; rounded to T when `round`, as the
-/// backward's 16-bit operands are), and z[i, tc[i]] = 0. Asynchronous.
+/// Takes each row's target entry out of the chunk's dL/dZ z (row stride
+/// ld): q[i] = z[i, tc[i]] (0 without a target; rounded to T when `round`,
+/// as the backward's 16-bit operands are), and z[i, tc[i]] = 0.
+/// Asynchronous.
 template <class T, class ExecSpace, class A>
 void fl_split_targets(const ExecSpace& exec, A* z, const std::int64_t* tc, std::int64_t b, std::int64_t ld, A* q,
                       bool round) {
@@ -354,10 +354,10 @@ void fl_pack_columns(const ExecSpace& exec, T* dst, const T* src, std::int64_t b
       KOKKOS_LAMBDA(const std::int64_t i, const std::int64_t c) { dst[i * w + c] = src[i * ld + c0 + c]; });
 }
 
-/// g[c] += sum_i dz[i, c] over b rows of V columns (row stride ld). Asynchronous. Hosts
-/// walk the rows in order over blocks of columns (unit stride, one block
-/// per work item); devices give each thread a column (consecutive threads,
-/// consecutive addresses).
+/// g[c] += sum_i dz[i, c] over b rows of V columns (row stride ld).
+/// Asynchronous. Hosts walk the rows in order over blocks of columns (unit
+/// stride, one block per work item); devices give each thread a column
+/// (consecutive threads, consecutive addresses).
 template <class ExecSpace, class A>
 void fl_add_column_sums(const ExecSpace& exec, A* g, const A* dz, std::int64_t b, std::int64_t V, std::int64_t ld) {
   const std::int64_t width = is_host_space_v<ExecSpace> ? tuning::fl_host_column_block : 1;
@@ -498,7 +498,7 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
     }
     for (std::int64_t v0 = 0; v0 < V; v0 += step_fwd) {
       const std::int64_t bv = v0 + step_fwd < V ? step_fwd : V - v0;
-      // columns [v0, v0 + bv) of the chunk: row stride V
+      // columns [v0, v0 + bv) of the chunk: row stride ld
       product('N', 'T', b, bv, D, xc, D, w_rows(v0, bv), D, bias ? bias + v0 : nullptr, Z + v0, ld, false);
     }
     // --- the rows: losses, and dL/dZ over Z in place or into dzh
