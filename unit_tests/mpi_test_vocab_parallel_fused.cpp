@@ -342,9 +342,8 @@ TEST(VocabParallelFused, GradFilterAppliesTheTargetsAsASparseUpdate) {
     }
   }
   expect_near_all(to_doubles(gi), want_gi, 1e-13, 1e-13, "grad_input (summed over ranks)");
-  expect_near_all(to_doubles(gw),
-                  std::vector<double>(want_gw.begin() + r.begin * d, want_gw.begin() + r.end() * d), 1e-13, 1e-13,
-                  "grad_weight (this rank's classes)");
+  expect_near_all(to_doubles(gw), std::vector<double>(want_gw.begin() + r.begin * d, want_gw.begin() + r.end() * d),
+                  1e-13, 1e-13, "grad_weight (this rank's classes)");
 }
 
 // The module: x = (1, 0), head rows I(2) sharded over the ranks, target 0:

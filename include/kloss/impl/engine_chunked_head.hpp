@@ -240,8 +240,8 @@ void fl_tile_max(const ExecSpace& exec, const A* z, std::int64_t b, std::int64_t
 /// target outside them. tv: the N class-index targets. Asynchronous.
 template <class ExecSpace, class TargetView>
 Scratch<std::int64_t, typename ExecSpace::memory_space> fl_target_columns(const ExecSpace& exec, const TargetView& tv,
-                                                                         std::int64_t N, std::int64_t begin,
-                                                                         std::int64_t V, std::int64_t ignore) {
+                                                                          std::int64_t N, std::int64_t begin,
+                                                                          std::int64_t V, std::int64_t ignore) {
   auto cols = scratch<std::int64_t>(exec, N);
   std::int64_t* c = cols.data();
   Kokkos::parallel_for(
