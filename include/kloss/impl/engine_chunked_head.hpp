@@ -379,8 +379,8 @@ void fl_add_column_sums(const ExecSpace& exec, A* g, const A* dz, std::int64_t b
 /// and W's vocabulary blocks to float, product by product). It holds no
 /// device lambda itself (nvcc refuses one in a function templated on the
 /// caller's lambda types): its kernels are the fl_ helpers above. `rows(Zc,
-/// r0, b, dz16)` turns the chunk's logits Zc [b, V] (rows r0.. of the call,
-/// in the accumulation type, row stride fl_logit_ld<ExecSpace>(V)) into its
+/// ld, r0, b, dz16)` turns the chunk's logits Zc [b, V] (rows r0.. of the
+/// call, in the accumulation type, row stride ld = fl_logit_ld(V)) into its
 /// losses and, when gradients are wanted, its logit gradient: in place when
 /// dz16 is null, else rounded to T into dz16 [b, V] (the same row stride;
 /// only when a.rows_write_16: the device schedule with
@@ -504,7 +504,7 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
     // --- the rows: losses, and dL/dZ over Z in place or into dzh
     T* dz16 = nullptr;
     if constexpr (round_dz) dz16 = rows_round ? dzh.data() : nullptr;
-    if (!rows(Z, r0, b, dz16)) break;
+    if (!rows(Z, ld, r0, b, dz16)) break;
     if (!want_grad) continue;
     // --- grad_bias over the whole dL/dZ; the targets' entries out of it
     // (sparse); which tiles take part

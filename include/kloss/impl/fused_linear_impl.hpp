@@ -28,7 +28,7 @@ namespace impl {
 /// losses to `out` for reduction none, dL/dZ in place when `want_grad`.
 template <class A>
 struct FlRowParams {
-  std::int64_t V = 0, ld = 0, ignore = -100;  ///< classes, the chunk's row stride (fl_logit_ld), ignore_index
+  std::int64_t V = 0, ignore = -100;
   A eps = 0, zl = 0, cap = 0, w_all = 0;
   bool none = false, mean = false, has_go = false, write_out = false, want_grad = false;
   double total_weight = 0;
@@ -47,17 +47,18 @@ void fl_add_sums(const ExecSpace& exec, CeSums* total) {
 
 /// The chunk's sums: returned (host path: a fixed-order reduction, which
 /// fences), or with `total` given (the device path: total[0] += the chunk's
-/// sums, reduced through total[1], without waiting for the kernel).
+/// sums, reduced through total[1], without waiting for the kernel). Zd and
+/// dz16 have row stride ld (the chunked head's).
 template <class ExecSpace, class T, class Tgt>
-CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t r0, std::int64_t b, const FlRowParams<acc_t<T>>& P,
-               const Kokkos::View<const Tgt*, typename ExecSpace::memory_space>& tv, const T* cwt,
-               const Kokkos::View<const T*, typename ExecSpace::memory_space>& gov,
+CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_t r0, std::int64_t b,
+               const FlRowParams<acc_t<T>>& P, const Kokkos::View<const Tgt*, typename ExecSpace::memory_space>& tv,
+               const T* cwt, const Kokkos::View<const T*, typename ExecSpace::memory_space>& gov,
                const Kokkos::View<T*, typename ExecSpace::memory_space>& ov, CeSums* total = nullptr,
                T* dz16 = nullptr) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   constexpr bool prob = !is_index_v<Tgt>;
-  const std::int64_t V = P.V, ld = P.ld, ignore = P.ignore;
+  const std::int64_t V = P.V, ignore = P.ignore;
   const A eps = P.eps, zl = P.zl, cap = P.cap, w_all = P.w_all;
   const bool none = P.none, mean = P.mean, has_go = P.has_go, write_out = P.write_out, want_grad = P.want_grad;
   const double total_weight = P.total_weight;
@@ -199,7 +200,6 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
 
   FlRowParams<A> P;
   P.V = V;
-  P.ld = fl_logit_ld<ExecSpace>(V);
   P.ignore = opts.ignore_index;
   P.eps = static_cast<A>(opts.label_smoothing);
   P.zl = static_cast<A>(opts.z_loss);
@@ -287,12 +287,12 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   double loss_sum = 0;
   const FusedLinearReport report = fused_head(
       exec, a,
-      [&](A* Zc, std::int64_t r0, std::int64_t b, T* dz16) {
+      [&](A* Zc, std::int64_t ld, std::int64_t r0, std::int64_t b, T* dz16) {
         if (device_sums) {
-          fl_rows<ExecSpace, T, Tgt>(exec, Zc, r0, b, P, tflat, cwt, gov, ov, sums_d.data(), dz16);
+          fl_rows<ExecSpace, T, Tgt>(exec, Zc, ld, r0, b, P, tflat, cwt, gov, ov, sums_d.data(), dz16);
           return true;
         }
-        const CeSums chunk = fl_rows<ExecSpace, T, Tgt>(exec, Zc, r0, b, P, tflat, cwt, gov, ov, nullptr, dz16);
+        const CeSums chunk = fl_rows<ExecSpace, T, Tgt>(exec, Zc, ld, r0, b, P, tflat, cwt, gov, ov, nullptr, dz16);
         if (chunk.bad_prob > 0)
           fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", chunk.bad_prob,
                                 " negative or NaN value(s) in rows [", r0, ", ", r0 + b, "); first at position ",

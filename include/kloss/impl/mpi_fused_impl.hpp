@@ -172,7 +172,6 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
       a.filter = filter *
                  kloss::impl::fl_max_row_scale<ExecSpace, T>(exec, g, true, opts.reduction == Reduction::mean, sums[1]);
     const std::int64_t ig = opts.ignore_index;
-    const std::int64_t ld = kloss::impl::fl_logit_ld<ExecSpace>(v);  // the chunk's row stride
     // filtering: this rank's targets' entries of dL/dZ go as a sparse update
     kloss::impl::Scratch<std::int64_t, Mem> tcols;
     if (a.filter > 0 && (a.gx || a.gw)) {
@@ -181,7 +180,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     }
     result.report = kloss::impl::fused_head(
         exec, a,
-        [&](A* z, std::int64_t n0, std::int64_t nc, T*) {  // dL/dZ in place (rows_write_16 unset)
+        [&](A* z, std::int64_t ld, std::int64_t n0, std::int64_t nc, T*) {  // dL/dZ in place (rows_write_16 unset)
           ce_slice_partials<ExecSpace, T, I, A>(exec, z, nc, v, range.begin, target, cwa, ig, opts.softcap, lay, rec,
                                                 n0, {}, ld);
           {
