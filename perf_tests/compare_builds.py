@@ -22,31 +22,18 @@ The peer is not run (KLOSS_BENCH_TORCH=0): this compares kloss with
 kloss. Threads are bound to cores as in thread_scaling.py.
 """
 import argparse
-import json
 import os
 import pathlib
 import statistics
-import subprocess
 import sys
 
-
-def run(binary, threads, min_time, bench_filter):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_PROC_BIND="spread", OMP_PLACES="cores",
-               KLOSS_BENCH_TORCH="0")
-    cmd = [str(binary), "--benchmark_format=json", f"--benchmark_min_time={min_time}"]
-    if bench_filter:
-        cmd.append(f"--benchmark_filter={bench_filter}")
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    if not out.strip():
-        return {}
-    scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
-    return {b.get("run_name", b["name"]): b["real_time"] * scale[b.get("time_unit", "ns")]
-            for b in json.loads(out)["benchmarks"] if b.get("run_type", "iteration") == "iteration"}
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from thread_scaling import run  # noqa: E402  one program's run: threads bound, its JSON read
 
 
 def best_of(acc, rows):
-    for name, ms in rows.items():
-        acc[name] = min(ms, acc.get(name, ms))
+    for name, row in rows.items():
+        acc[name] = min(row["ms"], acc.get(name, row["ms"]))
 
 
 def main():
@@ -60,6 +47,7 @@ def main():
     ap.add_argument("--filter", default="", help="Google Benchmark --benchmark_filter")
     ap.add_argument("--flag", type=float, default=1.05, help="mark ratios above this")
     args = ap.parse_args()
+    os.environ["KLOSS_BENCH_TORCH"] = "0"  # kloss against kloss: no peer
     for build in (args.old, args.new):
         for name in args.programs:
             if not (build / "perf_tests" / name).is_file():
@@ -75,7 +63,7 @@ def main():
             for rnd in range(args.rounds):
                 order = [(old, args.old), (new, args.new)]
                 for acc, build in (order if rnd % 2 == 0 else order[::-1]):
-                    best_of(acc, run(build / "perf_tests" / name, threads, args.min_time, args.filter))
+                    best_of(acc, run(build / "perf_tests" / name, threads, args.min_time, args.filter, 1))
             for bench in old:
                 if bench not in new:
                     continue
