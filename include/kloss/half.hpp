@@ -151,6 +151,17 @@ KOKKOS_FORCEINLINE_FUNCTION void floats_to_bits_block(const float* in, std::uint
     out[l] = std::is_same_v<T, float16> ? float_to_half_bits(in[l]) : float_to_bfloat16_bits(in[l]);
 }
 
+/// Whether bits_to_floats_block<T, L> vectorises as a pass of its own:
+/// bfloat16's shift does everywhere, float16 where the block is one
+/// vcvtph2ps (x86 with AVX-512). The portable float16 conversion is faster
+/// inside the loop that uses the values than as a separate pass.
+template <class T>
+inline constexpr bool block_widening_is_fast_v = std::is_same_v<T, bfloat16>
+#if defined(KLOSS_IMPL_X86_AVX512)
+                                                 || std::is_same_v<T, float16>
+#endif
+    ;
+
 /// out[l] = float(T::from_bits(in[l])) for l in [0, L): a shift for
 /// bfloat16 (vectorises as a loop); vcvtph2ps per 16 float16 values on x86
 /// hosts with AVX-512 (exact, as the portable conversion).

@@ -112,25 +112,17 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_pass(const T* x, std::int64_t n, 
       std::uint16_t raw[L];
       static_assert(sizeof(T) == sizeof(std::uint16_t), "16-bit storage types only");
       std::memcpy(raw, x + i, sizeof(raw));
-      if constexpr (std::is_same_v<std::remove_cv_t<T>, bfloat16>) {
-        // widening is a shift: as a loop of its own it vectorises at the
-        // steps' width, which makes the row pass faster than widening
-        // inside the steps
+      using U = std::remove_cv_t<T>;
+      if constexpr (std::is_same_v<A, float> && block_widening_is_fast_v<U>) {
+        // bfloat16 (a shift) and float16 on x86 with AVX-512 (a vcvtph2ps
+        // per 16 values) widen as a pass of their own at the steps' width,
+        // which makes the row pass faster than widening inside the steps
         A v[L];
-        for (int l = 0; l < L; ++l) v[l] = static_cast<A>(T::from_bits(raw[l]));
+        bits_to_floats_block<U, L>(raw, v);
         for (int l = 0; l < L; ++l) step(l, i + l, v[l]);
       } else {
-#if defined(KLOSS_IMPL_X86_AVX512)
-        if constexpr (std::is_same_v<A, float> && L % 16 == 0) {
-          // float16 on x86 with AVX-512: one vcvtph2ps per 16 logits
-          A v[L];
-          bits_to_floats_block<std::remove_cv_t<T>, L>(raw, v);
-          for (int l = 0; l < L; ++l) step(l, i + l, v[l]);
-          continue;
-        }
-#endif
-        // float16 elsewhere: converted inside the steps; a loop of its own
-        // would vectorise at half the steps' width and pass its results
+        // the portable float16 conversion: inside the steps; a loop of its
+        // own would vectorise at half the steps' width and pass its results
         // through memory, about twice as slow
         for (int l = 0; l < L; ++l) step(l, i + l, static_cast<A>(T::from_bits(raw[l])));
       }
