@@ -531,8 +531,13 @@ int kloss_loss_get_grad(const kloss_loss* loss, const char* name, int dtype, voi
     if (!loss->result || !loss->has_grads)
       throw InvalidState("kloss::" + op + ": no gradients yet (call kloss_loss_backward first)");
     auto it = loss->result->grads.find(name);
-    if (it == loss->result->grads.end())
+    if (it == loss->result->grads.end()) {
+      const auto in = loss->call.inputs.find(name);
+      if (in != loss->call.inputs.end() && !kloss::rt::is_floating(in->second.dtype()))
+        fail<kloss::NotImplemented>(op, "input '", name, "' holds integers (", kloss::rt::to_string(in->second.dtype()),
+                                    ", class indices): it has no gradient");
       fail<kloss::InvalidArgument>(op, "input '", name, "' was not given, so it has no gradient");
+    }
     check_numel(op, "grad", grad_numel, it->second.shape());
     copy_out(it->second, grad, loss->memory);
   });

@@ -46,9 +46,11 @@ rt::Result run_cross_entropy(const rt::Call& c) {
       if (c.grad_output) {
         auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
         auto gi = device_zeros<T>(in.shape, "kloss::rt::grad_input");
+        auto gt = device_zeros<T>(tg.shape, "kloss::rt::grad_target");
         cross_entropy_prob_backward<RtExec, T>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), w.ctensor(),
-                                               lse.ctensor(), gi.tensor(), o);
+                                               lse.ctensor(), gi.tensor(), gt.tensor(), o);
         r.grads["input"] = to_host(gi, c.dtype);
+        r.grads["target"] = to_host(gt, c.dtype);
       }
       return r;
     }
@@ -113,12 +115,12 @@ void register_cross_entropy(std::vector<OpInfo>& ops) {
              {{"ignore_index", "int", option_text(NllLossOptions{}.ignore_index), "targets equal to this are skipped"},
               reduction_option},
              "negative log-likelihood of log-probabilities, -weight[t] * input[t]", run_nll_loss, {"target"});
-  family.add("cross_entropy", {"input", "target", "weight?"}, {"input"},
-             ce_option_list<CrossEntropyOptions>("class-index targets equal to this are skipped",
-                            "in [0, 1]: mix the target with the uniform distribution",
-                            "extension: logits -> softcap * tanh(x / softcap) before the softmax; 0 = off"),
-             "softmax cross-entropy over logits (class indices or probabilities), online log-sum-exp",
-             run_cross_entropy);
+  family.add(
+      "cross_entropy", {"input", "target", "weight?"}, {"input", "target"},
+      ce_option_list<CrossEntropyOptions>(
+          "class-index targets equal to this are skipped", "in [0, 1]: mix the target with the uniform distribution",
+          "extension: logits -> softcap * tanh(x / softcap) before the softmax; 0 = off"),
+      "softmax cross-entropy over logits (class indices or probabilities), online log-sum-exp", run_cross_entropy);
   ops.back().index_or_real_inputs = {"target"};
 }
 

@@ -43,7 +43,7 @@ rt::Result run_binary(const rt::Call& c, const char* name, const Options& opts) 
 
 /// binary_cross_entropy (Logits false) and
 /// binary_cross_entropy_with_logits (Logits true, which also takes
-/// pos_weight): input, target, weight -> a gradient for input.
+/// pos_weight): input, target, weight -> gradients for input and target.
 template <bool Logits>
 rt::Result run_bce(const rt::Call& c) {
   const Reduction red = c.options.get_reduction(c.op);
@@ -56,7 +56,7 @@ rt::Result run_bce(const rt::Call& c) {
     auto pw = Logits ? input<T>(c, "pos_weight", false) : DeviceTensor<T>{};
     RtExec exec;
     return run_forward_backward<T>(
-        c, red, in.shape, {{"input", in.shape}},
+        c, red, in.shape, {{"input", in.shape}, {"target", tg.shape}},
         [&](const Tensor<T, RtMem>& out) {
           if constexpr (Logits)
             binary_cross_entropy_with_logits<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), pw.ctensor(),
@@ -67,17 +67,17 @@ rt::Result run_bce(const rt::Call& c) {
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
           if constexpr (Logits)
             binary_cross_entropy_with_logits_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(),
-                                                                 pw.ctensor(), g[0].tensor(), red);
+                                                                 pw.ctensor(), g[0].tensor(), g[1].tensor(), red);
           else
             binary_cross_entropy_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(), g[0].tensor(),
-                                                     red);
+                                                     g[1].tensor(), red);
         });
   });
 }
 
-/// An (input, target) op with a gradient for input only:
+/// An (input, target) op with gradients for both:
 /// forward(exec, input, target, output) and backward(exec, grad_output,
-/// input, target, grad_input), generic over the dtype.
+/// input, target, grad_input, grad_target), generic over the dtype.
 template <class Fwd, class Bwd>
 rt::Result run_input_target(const rt::Call& c, Reduction red, const Fwd& forward, const Bwd& backward) {
   c.options.check_all_used(c.op);
@@ -88,10 +88,10 @@ rt::Result run_input_target(const rt::Call& c, Reduction red, const Fwd& forward
     const Shape shape = broadcast_shapes(in.shape, tg.shape, c.op, "input", "target");
     RtExec exec;
     return run_forward_backward<T>(
-        c, red, shape, {{"input", in.shape}},
+        c, red, shape, {{"input", in.shape}, {"target", tg.shape}},
         [&](const Tensor<T, RtMem>& out) { forward(exec, in.ctensor(), tg.ctensor(), out); },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          backward(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor());
+          backward(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), g[1].tensor());
         });
   });
 }
@@ -104,8 +104,8 @@ rt::Result run_kl_div(const rt::Call& c) {
       [&](const RtExec& exec, const auto& in, const auto& tg, const auto& out) {
         impl::kl_div<RtExec>(exec, in, tg, out, red, log_target);
       },
-      [&](const RtExec& exec, const auto& go, const auto& in, const auto& tg, const auto& gi) {
-        impl::kl_div_backward<RtExec>(exec, go, in, tg, gi, red, log_target);
+      [&](const RtExec& exec, const auto& go, const auto& in, const auto& tg, const auto& gi, const auto& gt) {
+        impl::kl_div_backward<RtExec>(exec, go, in, tg, gi, gt, red, log_target);
       });
 }
 
@@ -120,8 +120,8 @@ rt::Result run_poisson_nll_loss(const rt::Call& c) {
       [&](const RtExec& exec, const auto& in, const auto& tg, const auto& out) {
         impl::poisson_nll_loss<RtExec>(exec, in, tg, out, red, log_input, full, eps);
       },
-      [&](const RtExec& exec, const auto& go, const auto& in, const auto& tg, const auto& gi) {
-        impl::poisson_nll_loss_backward<RtExec>(exec, go, in, tg, gi, red, log_input, full, eps);
+      [&](const RtExec& exec, const auto& go, const auto& in, const auto& tg, const auto& gi, const auto& gt) {
+        impl::poisson_nll_loss_backward<RtExec>(exec, go, in, tg, gi, gt, red, log_input, full, eps);
       });
 }
 
@@ -139,13 +139,13 @@ rt::Result run_gaussian_nll_loss(const rt::Call& c) {
     const auto sh = check_gaussian(c.op, in.ctensor(), tg.ctensor(), var.ctensor(), red);
     RtExec exec;
     return run_forward_backward<T>(
-        c, red, sh[0], {{"input", in.shape}, {"var", var.shape}},
+        c, red, sh[0], {{"input", in.shape}, {"target", tg.shape}, {"var", var.shape}},
         [&](const Tensor<T, RtMem>& out) {
           gaussian_nll_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), var.ctensor(), out, red, full, eps);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
           gaussian_nll_loss_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), var.ctensor(), g[0].tensor(),
-                                                g[1].tensor(), red, full, eps);
+                                                g[1].tensor(), g[2].tensor(), red, full, eps);
         });
   });
 }
@@ -174,23 +174,23 @@ void register_pointwise(std::vector<OpInfo>& ops) {
                });                                                                                      \
   }
   KLOSS_BINARY_LOSSES(KLOSS_BL_REGISTER)
-  family.add("binary_cross_entropy", {"input", "target", "weight?"}, {"input"}, {reduction_option},
+  family.add("binary_cross_entropy", {"input", "target", "weight?"}, {"input", "target"}, {reduction_option},
              "BCE on probabilities, logs clamped at -100; values outside [0, 1] are an error", run_bce<false>);
-  family.add("binary_cross_entropy_with_logits", {"input", "target", "weight?", "pos_weight?"}, {"input"},
+  family.add("binary_cross_entropy_with_logits", {"input", "target", "weight?", "pos_weight?"}, {"input", "target"},
              {reduction_option}, "BCE on logits, numerically stable; pos_weight broadcast over the class axis",
              run_bce<true>);
-  family.add("kl_div", {"input", "target"}, {"input"},
+  family.add("kl_div", {"input", "target"}, {"input", "target"},
              {{"reduction", "string", "mean", "none | mean | sum | batchmean"},
               {"log_target", "bool", option_text(KlDivOptions{}.log_target), "target given as log-probabilities"}},
              "Kullback-Leibler divergence, input as log-probabilities", run_kl_div);
-  family.add("poisson_nll_loss", {"input", "target"}, {"input"},
+  family.add("poisson_nll_loss", {"input", "target"}, {"input", "target"},
              {{"log_input", "bool", option_text(PoissonNllLossOptions{}.log_input), "input is log(rate)"},
               {"full", "bool", option_text(PoissonNllLossOptions{}.full), "add the Stirling term for target > 1"},
               {"eps", "real", option_text(PoissonNllLossOptions{}.eps),
                "added to input before the log when log_input is false"},
               reduction_option},
              "Poisson negative log-likelihood", run_poisson_nll_loss);
-  family.add("gaussian_nll_loss", {"input", "target", "var"}, {"input", "var"},
+  family.add("gaussian_nll_loss", {"input", "target", "var"}, {"input", "target", "var"},
              {{"full", "bool", option_text(GaussianNllLossOptions{}.full), "add log(2 pi) / 2"},
               {"eps", "real", option_text(GaussianNllLossOptions{}.eps), "var is clamped at eps"},
               reduction_option},

@@ -680,7 +680,6 @@ inline void gen_margin(Rng& r, Draft& d) {
     c.inputs.push_back(floating(c, "target", ts, signs(r, kloss_ref::numel(ts))));
     margin_opt({1.0, 0.5, 2.0, -0.5});
     d.none_shape = s;
-    d.breaks.push_back(bad_sign("target"));
     if (!s.empty()) d.breaks.push_back(shape_break("target", s, {"target"}));
   } else if (op == "margin_ranking_loss") {
     const Ext s = rand_shape(r, 0, 2);
@@ -690,7 +689,6 @@ inline void gen_margin(Rng& r, Draft& d) {
     c.inputs.push_back(floating(c, "target", ts, signs(r, kloss_ref::numel(ts))));
     margin_opt({0.0, 0.5, -0.2});
     d.none_shape = s;
-    d.breaks.push_back(bad_sign("target"));
     d.breaks.push_back([](Rng& r, Case& c) {
       Arg* b = c.find("input2");
       b->shape.push_back(r.range(2, 3));
@@ -709,7 +707,11 @@ inline void gen_margin(Rng& r, Draft& d) {
       s = {rand_extent(r, 3), rand_extent(r, 3), D};
     for (const char* n : {"anchor", "positive", "negative"})
       c.inputs.push_back(floating(c, n, s, rand_vals(r, c, kloss_ref::numel(s), -2, 2)));
-    margin_opt({1.0, 0.5, 0.0, 2.0});
+    margin_opt({1.0, 0.5, 2.0});
+    d.breaks.push_back([](Rng& r, Case& c) {  // torch: margin must be greater than 0
+      c.options["margin"] = r.pick(Vec{0.0, -0.5});
+      c.set_bad("margin <= 0", {"margin"});
+    });
     if (r.coin(0.6)) c.options["p"] = r.pick(Vec{1.0, 2.0, 3.0, 1.5, kloss_ref::inf, 0.0});
     if (r.coin(0.3)) c.options["eps"] = r.pick(Vec{1e-6, 0.0, 0.1});
     if (r.coin(0.4)) c.options["swap"] = bool_value(r, r.coin());
@@ -1547,7 +1549,7 @@ inline Expected reference_values(const Case& c) {
     std::vector<std::size_t> diff{0};
     if (kloss::find_op(op)->differentiable.size() == 2 && op != "gaussian_nll_loss") diff = {0, 1};
     if (op == "gaussian_nll_loss") {
-      diff = {0, 2};
+      diff = {0, 1, 2};
       const Ext& is = shapes[0];
       Ext head(is.begin(), is.end() - (is.empty() ? 0 : 1));
       if (shapes[2] != is && shapes[2] == head && !is.empty()) shapes[2].push_back(1);
@@ -1589,7 +1591,10 @@ inline Expected reference_values(const Case& c) {
     E.mean_div = R.denom;
     E.out_shape = out_shape_of(red, rows);
     E.out = red == Reduction::none ? R.rows : Vec{R.reduced};
-    if (c.backward) E.grads["input"] = kloss_ref::cross_entropy_grad(P, P.x, o, go);
+    if (c.backward) {
+      E.grads["input"] = kloss_ref::cross_entropy_grad(P, P.x, o, go);
+      if (P.probs) E.grads["target"] = kloss_ref::cross_entropy_target_grad(P, P.x, o, go);
+    }
     return E;
   }
   const double margin = has_option(op, "margin") ? real_opt(c, "margin") : 0.0;
@@ -2354,27 +2359,38 @@ void typed_calls(TypedRun<T, I>& t) {
   } else if (op == "binary_cross_entropy") {
     ki::binary_cross_entropy<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.template out<T>("output"),
                                       red);
-    if (bwd)
-      ki::binary_cross_entropy_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"),
-                                                 t.template out<T>("grad_input"), red);
+    if (bwd) {
+      auto gi = t.template out<T>("grad_input");  // before grad_target, which may alias it
+      auto gt = t.template out<T>("grad_target");
+      ki::binary_cross_entropy_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"), gi, gt,
+                                                 red);
+    }
   } else if (op == "binary_cross_entropy_with_logits") {
     ki::binary_cross_entropy_with_logits<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.in("pos_weight"),
                                                   t.template out<T>("output"), red);
-    if (bwd)
+    if (bwd) {
+      auto gi = t.template out<T>("grad_input");
+      auto gt = t.template out<T>("grad_target");
       ki::binary_cross_entropy_with_logits_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"),
-                                                             t.in("pos_weight"), t.template out<T>("grad_input"), red);
+                                                             t.in("pos_weight"), gi, gt, red);
+    }
   } else if (op == "kl_div") {
     const bool lt = bool_opt(c, "log_target");
     ki::kl_div<Exec, T>(ex, t.in("input"), t.in("target"), t.template out<T>("output"), red, lt);
-    if (bwd)
-      ki::kl_div_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.template out<T>("grad_input"), red, lt);
+    if (bwd) {
+      auto gi = t.template out<T>("grad_input");
+      auto gt = t.template out<T>("grad_target");
+      ki::kl_div_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, red, lt);
+    }
   } else if (op == "poisson_nll_loss") {
     const bool li = bool_opt(c, "log_input"), full = bool_opt(c, "full");
     const double eps = real_opt(c, "eps");
     ki::poisson_nll_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.template out<T>("output"), red, li, full, eps);
-    if (bwd)
-      ki::poisson_nll_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.template out<T>("grad_input"),
-                                             red, li, full, eps);
+    if (bwd) {
+      auto gi = t.template out<T>("grad_input");
+      auto gt = t.template out<T>("grad_target");
+      ki::poisson_nll_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, red, li, full, eps);
+    }
   } else if (op == "gaussian_nll_loss") {
     const bool full = bool_opt(c, "full");
     const double eps = real_opt(c, "eps");
@@ -2382,9 +2398,10 @@ void typed_calls(TypedRun<T, I>& t) {
                                    full, eps);
     if (bwd) {
       auto gi = t.template out<T>("grad_input");
+      auto gt = t.template out<T>("grad_target");
       auto gv = t.template out<T>("grad_var");
-      ki::gaussian_nll_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("var"), gi, gv, red, full,
-                                              eps);
+      ki::gaussian_nll_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("var"), gi, gt, gv, red,
+                                              full, eps);
     }
   } else if (op == "cross_entropy") {
     kloss::CrossEntropyOptions o;
@@ -2402,9 +2419,12 @@ void typed_calls(TypedRun<T, I>& t) {
       auto out = t.template out<T>("output");
       auto lse = t.template out<A>("lse");
       ki::cross_entropy_prob<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), out, lse, o);
-      if (bwd)
+      if (bwd) {
+        auto gi = t.template out<T>("grad_input");
+        auto gt = t.template out<T>("grad_target");
         ki::cross_entropy_prob_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"),
-                                                 t.template saved_out<A>("lse"), t.template out<T>("grad_input"), o);
+                                                 t.template saved_out<A>("lse"), gi, gt, o);
+      }
     }
   } else if (op == "nll_loss") {
     kloss::NllLossOptions o;

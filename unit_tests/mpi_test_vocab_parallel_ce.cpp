@@ -393,6 +393,37 @@ TEST(VocabParallelCE, LargeLogitsDoNotOverflow) {
   expect_near_all(got.output, want, 1e-6, 1e-2, "output");
 }
 
+// A confident row beside large logits, its classes on different ranks
+// (one class each at 2 ranks): loss log(1 + e^-12) and dL/dz = (-q, q),
+// q = e^-12 / (1 + e^-12), by hand, relative tolerances (plus two ulp of
+// 1, where the sum 1 + e^-12 rounds, as in torch). The global lse
+// rounded (200 + 6e-6 is 200 in float) loses every digit of both; the
+// saved state keeps the lse as its maximum and log-sum.
+TYPED_TEST(VocabParallelCE, LargeLogitsKeepASmallLossAndItsGradient) {
+  using T = TypeParam;
+  Communicator comm(MPI_COMM_WORLD);
+  const double q = std::exp(-12.0) / (1 + std::exp(-12.0)), loss = std::log1p(std::exp(-12.0));
+  const double rt = std::is_same_v<T, double>           ? 1e-11
+                    : std::is_same_v<T, float>          ? 1e-5
+                    : std::is_same_v<T, kloss::float16> ? 2e-3
+                                                        : 1.6e-2;
+  const double at = std::is_same_v<T, double> ? 4.5e-16 : 2.4e-7;  // 2 ulp of 1: the rounding of 1 + e^-12
+  const double big = sizeof(T) == 2 ? 512 : 1e4;                   // 16 bits: logits 12 apart stay exact
+  for (double shift : {0.0, -big, big}) {
+    Problem p;
+    p.n = 2;
+    p.c = 2;
+    p.x = {200 + shift, 188 + shift, 188 + shift, 200 + shift};
+    p.t = {0, 1};
+    p.grad_output = {1, 1};
+    const ClassRange r = range_for(2, false);
+    const auto got = run_parallel<T, std::int64_t>(comm, p, r, with(Reduction::none));
+    expect_near_all(got.output, {loss, loss}, rt, at, "shift " + std::to_string(shift) + " losses");
+    expect_near_all(got.grad, slice_cols({-q, q, q, -q}, 2, 2, r), rt, at,
+                    "shift " + std::to_string(shift) + " gradient");
+  }
+}
+
 // Finite differences of the distributed op itself: every rank perturbs one
 // global logit in turn (the owner changes its slice), all call the
 // collective forward, and each compares its gradient slice.
@@ -627,14 +658,14 @@ TEST(VocabParallelCEErrors, LocalChecksOfTheBackward) {
   Kokkos::View<float**, Kokkos::LayoutRight, Mem> logits("l", 3, std::size_t(r.count)),
       grad("g", 3, std::size_t(r.count) + 1);
   Kokkos::View<std::int64_t*, Mem> target("t", 3);
-  Kokkos::View<float*, Mem> go("go", 1), saved("s", 9);
+  Kokkos::View<float*, Mem> go("go", 1), saved("s", 12);
   EXPECT_KLOSS_THROW(kloss::mpi::vocab_parallel_cross_entropy_backward(Exec(), r, go, logits, target,
                                                                        Kokkos::View<float*, Mem>(), saved, grad),
                      kloss::DimensionMismatch, "arguments 'grad_logits'");
-  Kokkos::View<float*, Mem> saved_short("s", 8);
+  Kokkos::View<float*, Mem> saved_short("s", 11);
   EXPECT_KLOSS_THROW(kloss::mpi::vocab_parallel_cross_entropy_backward(
                          Exec(), r, go, logits, target, Kokkos::View<float*, Mem>(), saved_short, logits),
-                     kloss::DimensionMismatch, "argument 'saved' must have shape [9]");
+                     kloss::DimensionMismatch, "argument 'saved' must have shape [12]");
 }
 
 TEST(VocabParallelMpi, BytesPerStepAreLinearInRowsAndIndependentOfClasses) {

@@ -122,8 +122,10 @@ inline double smooth_l1(double d, double beta) {
   const double z = std::fabs(d);
   return z < beta ? 0.5 * z * z / beta : z - 0.5 * beta;
 }
-/// Its derivative in d as torch's smooth_l1_loss_backward writes it.
+/// Its derivative in d as torch's smooth_l1_loss_backward writes it (beta
+/// 0: torch 2.15 computes l1_loss, sign(d)).
 inline double smooth_l1_grad(double d, double beta) {
+  if (beta == 0) return d > 0 ? 1 : (d < 0 ? -1 : (d == d ? 0 : d));
   if (d <= -beta) return -1;
   if (d >= beta) return 1;
   return d / beta;
@@ -151,6 +153,26 @@ inline double bce_logits(double x, double y, double pw) {
 inline double bce_logits_grad(double x, double y, double pw) {
   const double t = pw * y;
   return (t + 1 - y) * sigmoid(x) - t;
+}
+/// The target gradients torch writes (its *_target_backward functions and
+/// autograd through its composite formulas).
+/// binary_cross_entropy: -logit(x), not clamped.
+inline double bce_target_grad(double x) { return std::log1p(-x) - std::log(x); }
+/// binary_cross_entropy_with_logits: -x + (pw - 1) log(1 + e^-x).
+inline double bce_logits_target_grad(double x, double pw) {
+  return -x + (pw - 1) * (std::log1p(std::exp(-std::fabs(x))) + std::max(-x, 0.0));
+}
+/// kl_div: e^y (y - x + 1) (log_target), else log y + 1 - x, NaN at y = 0.
+inline double kl_div_target_grad(double x, double y, bool log_target) {
+  if (log_target) return std::exp(y) * (y - x + 1);
+  return y == 0 ? std::nan("") : std::log(y) + 1 - x;
+}
+/// poisson_nll_loss: -x or -log(x + eps), with full log y + 1 / (2 y)
+/// where y > 1, 0 where 0 < y <= 1, NaN where y <= 0.
+inline double poisson_target_grad(double x, double y, bool log_input, bool full, double eps) {
+  double g = log_input ? -x : -std::log(x + eps);
+  if (full) g += y > 1 ? std::log(y) + 0.5 / y : (y > 0 ? 0.0 : std::nan(""));
+  return g;
 }
 /// gaussian_nll_loss with var clamped at eps.
 inline double gauss(double x, double y, double var, double eps, bool full) {
@@ -214,8 +236,7 @@ inline double pw_loss(Pw op, const PwOptions& o, const Vec& v) {
 
 /// d loss / d v[k] of one element (k differentiable), as torch's backward.
 /// (torch differentiates smooth_l1 and huber w.r.t. target by the input's
-/// formula with the two swapped: at input == target with beta = 0 both
-/// gradients are -1.)
+/// formula with the two swapped.)
 inline double pw_grad(Pw op, const PwOptions& o, const Vec& v, std::size_t k) {
   const double d = v[0] - v[1], s = k == 0 ? 1.0 : -1.0;
   switch (op) {
@@ -232,16 +253,21 @@ inline double pw_grad(Pw op, const PwOptions& o, const Vec& v, std::size_t k) {
       return -v[1] * z / (1 + z);  // torch's soft_margin_loss_backward
     }
     case Pw::bce:
-      return bce_grad(v[0], v[1]) * bce_weight(o, v);
+      return (k == 0 ? bce_grad(v[0], v[1]) : bce_target_grad(v[0])) * bce_weight(o, v);
     case Pw::bce_logits:
-      return bce_logits_grad(v[0], v[1], bce_pos_weight(o, v)) * bce_weight(o, v);
+      return (k == 0 ? bce_logits_grad(v[0], v[1], bce_pos_weight(o, v))
+                     : bce_logits_target_grad(v[0], bce_pos_weight(o, v))) *
+             bce_weight(o, v);
     case Pw::kl_div:
+      if (k == 1) return kl_div_target_grad(v[0], v[1], o.log_target);
       return o.log_target ? -std::exp(v[1]) : -v[1];
     case Pw::poisson:
+      if (k == 1) return poisson_target_grad(v[0], v[1], o.log_input, o.full, o.eps);
       return o.log_input ? std::exp(v[0]) - v[1] : 1 - v[1] / (v[0] + o.eps);
     case Pw::gaussian: {
       const double var = std::max(v[2], o.eps);
       if (k == 0) return d / var;
+      if (k == 1) return -d / var;
       return 0.5 * (1 / var - d * d / (var * var));  // k == 2: var
     }
   }
@@ -342,9 +368,11 @@ struct CeOptions {
 };
 
 namespace detail {
-/// Row r's (capped) logits, log-sum-exp and softmax.
+/// Row r's (capped) logits, log-sum-exp, log softmax (z_c - max) - log
+/// sum, formed from the differences to the maximum so that it keeps its
+/// digits beside large logits) and softmax.
 struct CeRow {
-  Vec z, s;
+  Vec z, lp, s;
   double lse = 0;
 };
 inline CeRow ce_row(const CeProblem& P, const Vec& x, std::int64_t r, double softcap) {
@@ -359,8 +387,12 @@ inline CeRow ce_row(const CeProblem& P, const Vec& x, std::int64_t r, double sof
   double s = 0;
   for (double zc : R.z) s += std::exp(zc - mx);
   R.lse = mx + std::log(s);
+  R.lp.resize(R.z.size());
   R.s.resize(R.z.size());
-  for (std::size_t c = 0; c < R.z.size(); ++c) R.s[c] = std::exp(R.z[c] - R.lse);
+  for (std::size_t c = 0; c < R.z.size(); ++c) {
+    R.lp[c] = (R.z[c] - mx) - std::log(s);
+    R.s[c] = std::exp(R.lp[c]);
+  }
   return R;
 }
 }  // namespace detail
@@ -376,22 +408,21 @@ inline CeResult cross_entropy(const CeProblem& P, const Vec& x, const CeOptions&
     double loss = 0;
     if (!P.probs && P.t[r] == o.ignore_index) continue;
     const auto row = detail::ce_row(P, x, r, o.softcap);
-    const auto& z = row.z;
     const double lse = row.lse;
     if (P.probs) {
       for (std::int64_t c = 0; c < P.C; ++c) {
         const double wp = P.wt(c) * ((1 - eps) * P.p[P.at(r, c)] + eps / P.C);
-        if (wp != 0) loss += wp * (lse - z[c]);
+        if (wp != 0) loss += wp * -row.lp[c];
       }
       loss += o.z_loss * lse * lse;
       R.denom += 1;
     } else {
       const std::int64_t t = P.t[r];
       const double wt = P.wt(t);
-      loss = (1 - eps) * wt * (lse - z[t]) + o.z_loss * lse * lse;
+      loss = (1 - eps) * wt * -row.lp[t] + o.z_loss * lse * lse;
       if (eps > 0) {
         double sm = 0;
-        for (std::int64_t c = 0; c < P.C; ++c) sm += P.wt(c) * (lse - z[c]);
+        for (std::int64_t c = 0; c < P.C; ++c) sm += P.wt(c) * -row.lp[c];
         loss += eps / P.C * sm;
       }
       R.denom += wt;
@@ -433,11 +464,17 @@ inline Vec cross_entropy_grad(const CeProblem& P, const Vec& x, const CeOptions&
     if (P.probs) {
       double Q = 0;
       for (std::int64_t c = 0; c < P.C; ++c) Q += P.wt(c) * ((1 - eps) * P.p[P.at(r, c)] + eps / P.C);
-      for (std::int64_t c = 0; c < P.C; ++c) dz[c] = row.s[c] * Q - P.wt(c) * ((1 - eps) * P.p[P.at(r, c)] + eps / P.C);
+      // s Q - wp, as Q (s - 1) + (Q - wp) where s is near 1 (a confident
+      // class of a one-hot target: no cancellation)
+      for (std::int64_t c = 0; c < P.C; ++c) {
+        const double wp = P.wt(c) * ((1 - eps) * P.p[P.at(r, c)] + eps / P.C);
+        dz[c] = row.lp[c] > -1 ? Q * std::expm1(row.lp[c]) + (Q - wp) : row.s[c] * Q - wp;
+      }
     } else {
       const std::int64_t t = P.t[r];
       for (std::int64_t c = 0; c < P.C; ++c)
-        dz[c] = (1 - eps) * P.wt(t) * (row.s[c] - (c == t ? 1.0 : 0.0)) + eps / P.C * (W * row.s[c] - P.wt(c));
+        dz[c] =
+            (1 - eps) * P.wt(t) * (c == t ? std::expm1(row.lp[c]) : row.s[c]) + eps / P.C * (W * row.s[c] - P.wt(c));
     }
     for (std::int64_t c = 0; c < P.C; ++c) {
       double d = dz[c] + 2 * o.z_loss * row.lse * row.s[c];
@@ -447,6 +484,20 @@ inline Vec cross_entropy_grad(const CeProblem& P, const Vec& x, const CeOptions&
       }
       g[P.at(r, c)] = up[r] * d;
     }
+  }
+  return g;
+}
+
+/// d loss / d target of class-probability targets: -(1 - eps) w_c
+/// log_softmax_c times the upstream factor (torch's autograd through its
+/// -sum w_c p'_c log_softmax_c).
+inline Vec cross_entropy_target_grad(const CeProblem& P, const Vec& x, const CeOptions& o, const Vec& go) {
+  Vec g(x.size(), 0.0);
+  const CeResult R = cross_entropy(P, x, o);
+  const Vec up = upstream(go, o.reduction, static_cast<std::size_t>(P.rows()), R.denom);
+  for (std::int64_t r = 0; r < P.rows(); ++r) {
+    const auto row = detail::ce_row(P, x, r, o.softcap);
+    for (std::int64_t c = 0; c < P.C; ++c) g[P.at(r, c)] = -up[r] * (1 - o.label_smoothing) * P.wt(c) * row.lp[c];
   }
   return g;
 }

@@ -641,6 +641,212 @@ TEST(CrossEntropyExtremes, LargeLogitsInFloatDoNotOverflow) {
   for (double v : K.grad) EXPECT_TRUE(std::isfinite(v) && std::fabs(v) <= 1.0 + 1e-6);
 }
 
+// Small losses beside large logits. The loss is (m - z_t) + log(sum) and
+// the log softmax (z_c - m) - log(sum) (m the row's maximum), the target's
+// gradient softmax_t - 1 by expm1 of it, as torch's log_softmax keeps
+// them: formed from the rounded lse (200 + 6e-6 is 200 in float) both lose
+// every digit. The tolerances are relative to each value plus two ulp of 1
+// in the accumulation type: the sum of exponentials (1 + e^-12) rounds
+// there, in kloss as in torch (float: 6.199e-06 for log(1 + e^-12) =
+// 6.144e-06, torch 6.199e-06).
+template <class T>
+constexpr double tight_rtol() {
+  if constexpr (std::is_same_v<T, double>)
+    return 1e-11;
+  else if constexpr (std::is_same_v<T, float>)
+    return 1e-5;
+  else if constexpr (std::is_same_v<T, kloss::float16>)
+    return 2e-3;
+  else
+    return 1.6e-2;
+}
+template <class T>
+constexpr double tight_atol() {
+  return std::is_same_v<T, double> ? 4.5e-16 : 2.4e-7;
+}
+
+TYPED_TEST(CrossEntropy, LargeLogitsKeepASmallLossAndItsGradient) {
+  using T = TypeParam;
+  using A = kloss::acc_t<T>;
+  Exec exec;
+  // log(1 + e^-12) and e^-12 / (1 + e^-12), by hand; the same rows shifted
+  // by +-1e4 (+-512 in 16 bits, where logits 12 apart stay exact)
+  const double q = std::exp(-12.0) / (1 + std::exp(-12.0)), loss = std::log1p(std::exp(-12.0));
+  const double big = sizeof(T) == 2 ? 512 : 1e4;
+  for (double shift : {0.0, -big, big}) {
+    for (int form = 0; form < 3; ++form) {  // saved-lse backward, forward_backward, split rows
+      auto x = make_view<T**>("x", {200 + shift, 188 + shift, 188 + shift, 200 + shift}, {2, 2});
+      auto t = make_view<std::int64_t*>("t", {0, 1}, {2});
+      Kokkos::View<T*, Mem> out("out", 2), w;
+      Kokkos::View<A*, Mem> lse("lse", 2);
+      Kokkos::View<double, Mem> tw("tw");
+      Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 2, 2);
+      kloss::CrossEntropyOptions o{-100, Reduction::sum};
+      auto go = make_view<T*>("go", {1}, {1});
+      Kokkos::View<T, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> go0(go.data());
+      Kokkos::View<T, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> out0(out.data());
+      if (form == 2) o.tuning.row_splits = 2;
+      if (form == 1) {
+        kloss::cross_entropy_forward_backward(exec, x, t, w, out0, lse, tw, gx, o);
+      } else {
+        kloss::cross_entropy(exec, x, t, w, out0, lse, tw, o);
+        kloss::cross_entropy_backward(exec, go0, x, t, w, lse, tw, gx, o);
+      }
+      const std::string what = "shift " + std::to_string(shift) + " form " + std::to_string(form);
+      expect_near_all({to_doubles(out)[0]}, {2 * loss}, tight_rtol<T>(), tight_atol<T>(), what + " loss");
+      expect_near_all(to_doubles(gx), {-q, q, q, -q}, tight_rtol<T>(), tight_atol<T>(), what + " gradient");
+      o.reduction = Reduction::none;
+      kloss::cross_entropy(exec, x, t, w, out, lse, tw, o);
+      expect_near_all(to_doubles(out), {loss, loss}, tight_rtol<T>(), tight_atol<T>(), what + " row losses");
+    }
+  }
+}
+
+/// kloss against the log-softmax-form float64 reference with per-value
+/// tolerances, out of place, in place and (class indices) forward_backward.
+template <class T>
+void check_tight(Problem P, const kloss::CrossEntropyOptions& o, const std::string& what) {
+  round_problem<T>(P);
+  const bool none = o.reduction == Reduction::none;
+  const std::vector<double> go = rounded<T>(random_values(none ? P.rows() : 1, 0.5, 1.5, 77));
+  const RefResult R = ref_cross_entropy(P, P.x, o);
+  const KlossResult K = run_kloss<T, std::int64_t>(P, o, go);
+  const double rt = tight_rtol<T>(), at = tight_atol<T>();
+  if (none)
+    expect_near_all(K.out, R.rows, rt, at, what + " output");
+  else
+    expect_near_all(K.out, {R.reduced}, rt, at, what + " output");
+  const std::vector<double> G = kloss_ref::cross_entropy_grad(P, P.x, o, go);
+  expect_near_all(K.grad, G, rt, at, what + " gradient (saved lse)");
+  expect_near_all(K.grad_inplace, G, rt, at, what + " gradient (saved lse, in place)");
+  if (P.probs || P.shape.size() != 2 || none) return;
+  Exec exec;
+  auto x = make_view<T**>("x", P.x, {std::size_t(P.N), std::size_t(P.C)});
+  auto t = make_view<std::int64_t*>("t", std::vector<double>(P.t.begin(), P.t.end()), {P.t.size()});
+  Kokkos::View<T*, Mem> w;
+  if (!P.w.empty()) w = make_view<T*>("w", P.w, {P.w.size()});
+  Kokkos::View<T, Mem> out("out");
+  Kokkos::View<kloss::acc_t<T>*, Mem> lse("lse", std::size_t(P.N));
+  Kokkos::View<double, Mem> tw("tw");
+  kloss::cross_entropy_forward_backward(exec, x, t, w, out, lse, tw, x, o);  // in place
+  const std::vector<double> G1 = kloss_ref::cross_entropy_grad(P, P.x, o, std::vector<double>{1.0});
+  expect_near_all(to_doubles(x), G1, rt, at, what + " gradient (forward_backward)");
+}
+
+TYPED_TEST(CrossEntropy, ConfidentAndShiftedRowsMatchTheLogSoftmaxReference) {
+  using T = TypeParam;
+  for (double shift : {0.0, 1e4, -1e4}) {
+    for (int variant = 0; variant < 6; ++variant) {
+      kloss::CrossEntropyOptions o;
+      o.reduction = variant % 2 == 0 ? Reduction::sum : Reduction::none;
+      if (variant == 2) o.tuning.row_splits = 3;  // a row's segments on several teams
+      if (variant == 3) o.tuning.row_slices = 7;  // the device form of a row
+      if (variant == 4) o.z_loss = 1e-4;
+      if (variant == 5) o.softcap = 30;
+      // scale 40: logits 80 apart, most rows confident (the softcap keeps
+      // its logits within 30 of the shift: it caps the shifted value)
+      Problem P = random_problem(6, 53, variant == 1 ? 4 : 1, variant >= 3, 700 + variant, 0.2, 40.0);
+      if (variant == 5 && shift != 0) continue;  // tanh of 1e4 / 30 is 1: nothing left to test
+      for (double& v : P.x) v += shift;
+      check_tight<T>(P, o, "shift " + std::to_string(shift) + " variant " + std::to_string(variant));
+      // probability targets: one-hot rows and a soft row (the reference
+      // takes w_c p_c from rows of the same layout)
+      Problem Q = P;
+      Q.probs = true;
+      Q.p.assign(Q.x.size(), 0.0);
+      for (std::int64_t r = 0; r < Q.rows(); ++r) {
+        const std::int64_t c = Q.t[r] < 0 ? 0 : Q.t[r];
+        if (r % 3 == 2) {
+          for (std::int64_t k = 0; k < Q.C; ++k) Q.p[Q.at(r, k)] = 1.0 / static_cast<double>(Q.C);
+        } else {
+          Q.p[Q.at(r, c)] = 1.0;
+        }
+      }
+      Q.t.clear();
+      check_tight<T>(Q, o, "probabilities, shift " + std::to_string(shift) + " variant " + std::to_string(variant));
+    }
+  }
+}
+
+// The gradient w.r.t. class-probability targets (a learned teacher's
+// distribution): -(1 - eps) w_c log_softmax_c times the upstream factor,
+// against central finite differences of the float64 reference in the
+// probabilities, with every option, K-dimensional input and a row split
+// over lanes; a grad_target with class-index targets is refused.
+TYPED_TEST(CrossEntropy, ProbabilityTargetGradientMatchesFiniteDifferences) {
+  using T = TypeParam;
+  using A = kloss::acc_t<T>;
+  using U = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  Exec exec;
+  for (int variant = 0; variant < 5; ++variant) {
+    kloss::CrossEntropyOptions o;
+    o.reduction = variant % 3 == 0 ? Reduction::mean : (variant % 3 == 1 ? Reduction::sum : Reduction::none);
+    if (variant == 1) o.label_smoothing = 0.2;
+    if (variant == 2) o.z_loss = 0.05, o.softcap = 2.5;
+    if (variant == 3) o.tuning.row_slices = 7;
+    const std::int64_t inner = variant == 4 ? 4 : 1;
+    Problem P = random_problem(5, 7, inner, variant >= 1, 900 + variant, 0.0);
+    P.probs = true;
+    P.p = random_values(P.x.size(), 0.0, 1.0, 950 + variant);
+    for (std::int64_t r = 0; r < P.rows(); ++r) {
+      double sum = 0;
+      for (std::int64_t c = 0; c < P.C; ++c) sum += P.p[P.at(r, c)];
+      for (std::int64_t c = 0; c < P.C; ++c) P.p[P.at(r, c)] /= sum;
+    }
+    P.t.clear();
+    round_problem<T>(P);
+    const bool none = o.reduction == Reduction::none;
+    const std::vector<double> go = rounded<T>(random_values(none ? P.rows() : 1, 0.5, 1.5, 77));
+    const std::size_t n = P.x.size();
+    auto x = make_view<T*>("x", P.x, {n});
+    auto pv = make_view<T*>("p", P.p, {n});
+    Kokkos::View<T*, Mem> w;
+    if (!P.w.empty()) w = make_view<T*>("w", P.w, {P.w.size()});
+    Kokkos::View<A*, Mem> lse("lse", P.rows());
+    Kokkos::View<double, Mem> tw("tw");
+    Kokkos::View<T*, Mem> out("out", none ? P.rows() : 1), gx("gx", n), gp("gp", n);
+    auto gov = make_view<T*>("go", go, {go.size()});
+    auto in = [&](T* d) { return Kokkos::View<T***, Kokkos::LayoutRight, Mem, U>(d, P.N, P.C, inner); };
+    auto rows = [&](T* d) { return Kokkos::View<T**, Kokkos::LayoutRight, Mem, U>(d, P.N, inner); };
+    if (none) {
+      kloss::cross_entropy(exec, in(x.data()), in(pv.data()), w, rows(out.data()), lse, tw, o);
+      kloss::cross_entropy_backward(exec, rows(gov.data()), in(x.data()), in(pv.data()), w, lse, tw, in(gx.data()),
+                                    in(gp.data()), o);
+    } else {
+      Kokkos::View<T, Mem, U> out0(out.data()), go0(gov.data());
+      kloss::cross_entropy(exec, in(x.data()), in(pv.data()), w, out0, lse, tw, o);
+      kloss::cross_entropy_backward(exec, go0, in(x.data()), in(pv.data()), w, lse, tw, in(gx.data()), in(gp.data()),
+                                    o);
+    }
+    const std::string what = "variant " + std::to_string(variant);
+    auto fd = finite_difference(
+        [&](const std::vector<double>& p) {
+          Problem Q = P;
+          Q.p = p;
+          return ref_contracted(Q, Q.x, o, go);
+        },
+        P.p);
+    const double gscale = max_abs(fd);
+    expect_near_all(to_doubles(gp), fd, fd_tol<T>() * 2, fd_tol<T>() * 2 * (gscale + 1e-3), what + " grad_target");
+    const std::vector<double> G = kloss_ref::cross_entropy_grad(P, P.x, o, go);
+    expect_near_all(to_doubles(gx), G, tol<T>() * 4, tol<T>() * 4 * (max_abs(G) + 1e-3),
+                    what + " grad_input beside it");
+  }
+  // class indices: no target gradient
+  auto x = make_view<T**>("x", {1, 2, 3, 4}, {2, 2});
+  auto t = make_view<std::int64_t*>("t", {0, 1}, {2});
+  Kokkos::View<A*, Mem> lse("lse", 2);
+  Kokkos::View<double, Mem> tw("tw");
+  Kokkos::View<T, Mem> out("out"), go("go");
+  Kokkos::deep_copy(go, T(1.0f));
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 2, 2), gt("gt", 2, 2);
+  kloss::cross_entropy(exec, x, t, Kokkos::View<T*, Mem>(), out, lse, tw);
+  EXPECT_KLOSS_THROW(kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<T*, Mem>(), lse, tw, gx, gt),
+                     kloss::InvalidArgument,
+                     "kloss::cross_entropy_backward: argument 'grad_target' must be empty: class-index targets have "
+                     "no gradient");
+}
+
 TYPED_TEST(CrossEntropy, MinusInfinityLogitsHaveZeroGradient) {
   using T = TypeParam;
   Exec exec;

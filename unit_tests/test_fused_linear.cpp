@@ -224,6 +224,35 @@ TYPED_TEST(FusedLinearCE, EqualsTheUnfusedCompositionForEveryOption) {
 // against reference.hpp's float64 composition (its own gemms and
 // cross-entropy): class indices and probabilities, every option, three
 // chunks, stored and recompute backwards.
+// A confident row beside large logits (x = [1], weight rows 200 and 188,
+// shifted by +-1e4): loss log(1 + e^-12), dL/dz = (-q, q) with q = e^-12 /
+// (1 + e^-12), by hand. Formed from the rounded lse the loss and the
+// target's gradient lose every digit in float; the tolerances are relative
+// plus two ulp of 1 (where the sum 1 + e^-12 rounds, as in torch).
+TYPED_TEST(FusedLinearCE, LargeLogitsKeepASmallLossAndItsGradient) {
+  using T = TypeParam;
+  const double q = std::exp(-12.0) / (1 + std::exp(-12.0)), loss = std::log1p(std::exp(-12.0));
+  const double rt = std::is_same_v<T, double> ? 1e-11 : 1e-5;
+  const double at = std::is_same_v<T, double> ? 4.5e-16 : 2.4e-7;  // 2 ulp of 1: 1 + e^-12 rounds
+  for (double shift : {0.0, -1e4, 1e4}) {
+    for (bool probs : {false, true}) {
+      FlProblem P{1, 1, 2, {1.0}, {200 + shift, 188 + shift}, {}, {}, {1.0}, {0}, {}};
+      if (probs) P.p = {1.0, 0.0};
+      kloss::FusedLinearCrossEntropyOptions o;
+      o.reduction = Reduction::sum;
+      const auto [S, R] = fused<T>(P, o);
+      const std::string what =
+          std::string(probs ? "probabilities" : "class index") + ", shift " + std::to_string(shift);
+      expect_near_all(S.out, {loss}, rt, at, what + " loss");
+      expect_near_all(S.gw, {-q, q}, rt, at, what + " stored grad_weight");
+      expect_near_all(R.gw, {-q, q}, rt, at, what + " recomputed grad_weight");
+      // dL/dx = -q w_0 + q w_1: each term's error (the 2 ulp above) times |w|
+      expect_near_all(R.gx, {-q * (200 + shift) + q * (188 + shift)}, rt, 2 * at * (std::fabs(shift) + 200),
+                      what + " recomputed grad_input");
+    }
+  }
+}
+
 TYPED_TEST(FusedLinearCE, RowsOverLaneSlicesMatchTheFloat64Reference) {
   using T = TypeParam;
   const double t = std::is_same_v<T, double> ? 1e-11 : 3e-5;

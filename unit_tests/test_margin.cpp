@@ -106,12 +106,13 @@ TYPED_TEST(Margin, HingeHandCheckedForEveryReduction) {
   expect_near_all(to_doubles(none), {0.5, 0, 1.5, 3}, tol<T>(), 0, "none");
   expect_near_all(to_doubles(mean), {1.25}, tol<T>(), 0, "mean");
   expect_near_all(to_doubles(sum), {5}, tol<T>(), 0, "sum");
-  // Gradient: 1 where t = 1, -1 where margin - x >= 0 (also at x = margin, torch's clamp_min).
+  // Gradient: 1 where t = 1, -1 where margin - x > 0 (not at x = margin:
+  // PyTorch 2.15's clamp_min passes no gradient at exactly 0).
   Kokkos::View<T, Mem> g("g");
   Kokkos::deep_copy(g, T(1.0f));
   Kokkos::View<T*, Mem> gx("gx", 4);
   kloss::hinge_embedding_loss_backward(exec, g, x, t, gx, {1.0, Reduction::sum});
-  expect_near_all(to_doubles(gx), {-1, -1, 1, -1}, tol<T>(), 0, "grad_input");
+  expect_near_all(to_doubles(gx), {-1, 0, 1, -1}, tol<T>(), 0, "grad_input");
 }
 
 TYPED_TEST(Margin, HingeGradientsMatchFiniteDifferencesAndReference) {
@@ -156,37 +157,38 @@ TYPED_TEST(Margin, HingeTargetBroadcastsOverRows) {
   expect_near_all(to_doubles(out), {0.5, 0, -1, 0}, tol<T>(), 0, "none");
 }
 
-// Targets that meet no input element (an empty input) must still be 1 or
-// -1: a call is refused for its arguments, whatever its output reads.
-TEST(MarginErrors, HingeAndRankingCheckTheTargetsOfAnEmptyInput) {
+// Targets other than 1 and -1 compute torch's formulas (ported code and
+// torch's own samples pass them): hinge_embedding_loss takes both branches,
+// where(t != 1, max(0, margin - x), 0) + where(t != -1, x, 0);
+// margin_ranking_loss multiplies by t. Values and gradients by hand, the
+// same as PyTorch 2.15's (float64).
+TEST(Margin, HingeAndRankingComputeTorchsFormulaAtAnyTarget) {
   Exec exec;
-  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", 0, 3), gx("gx", 0, 3);
-  auto t = make_view<float*>("t", {1, 0, -1}, {3});
-  Kokkos::View<float, Mem> s("s"), go("go");
-  EXPECT_KLOSS_THROW(kloss::hinge_embedding_loss(exec, x, t, s), kloss::InvalidArgument,
-                     "kloss::hinge_embedding_loss: argument 'target' must hold only 1 or -1, found 1 other value(s); "
-                     "first at position 1: 0");
-  EXPECT_KLOSS_THROW(kloss::hinge_embedding_loss_backward(exec, go, x, t, gx), kloss::InvalidArgument,
-                     "kloss::hinge_embedding_loss_backward: argument 'target' must hold only 1 or -1");
-  Kokkos::View<float**, Kokkos::LayoutRight, Mem> x2("x2", 0, 3), g2("g2", 0, 3);
-  EXPECT_KLOSS_THROW(kloss::margin_ranking_loss(exec, x, x2, t, s), kloss::InvalidArgument,
-                     "kloss::margin_ranking_loss: argument 'target' must hold only 1 or -1");
-  EXPECT_KLOSS_THROW(kloss::margin_ranking_loss_backward(exec, go, x, x2, t, gx, g2), kloss::InvalidArgument,
-                     "kloss::margin_ranking_loss_backward: argument 'target' must hold only 1 or -1");
+  auto x = make_view<double*>("x", {0.5, 2, -1, 3}, {4});
+  auto t = make_view<double*>("t", {1, -1, 0.5, 2}, {4});
+  Kokkos::View<double*, Mem> out("out", 4), g("g", 4), g2("g2", 4), go("go", 4);
+  Kokkos::deep_copy(go, 1.0);
+  kloss::hinge_embedding_loss(exec, x, t, out, {1.0, Reduction::none});
+  // t = 1: x; t = -1: max(0, 1 - 2) = 0; t = 0.5: max(0, 1 + 1) + (-1) = 1; t = 2: max(0, 1 - 3) + 3 = 3
+  expect_near_all(to_doubles(out), {0.5, 0, 1, 3}, 1e-15, 0, "hinge_embedding_loss");
+  kloss::hinge_embedding_loss_backward(exec, go, x, t, g, {1.0, Reduction::none});
+  // t = 1: 1; t = -1: 1 - 2 < 0, 0; t = 0.5: 1 - 1 = 0; t = 2: 1 - 0 = 1
+  expect_near_all(to_doubles(g), {1, 0, 0, 1}, 0, 0, "hinge_embedding_loss grad");
+  auto y = make_view<double*>("y", {1, 1, 1, 1}, {4});
+  kloss::margin_ranking_loss(exec, x, y, t, out, {0.5, Reduction::none});
+  // max(0, -t (x - y) + 0.5): t = 0.5 at x = -1: 0.5 * 2 + 0.5 = 1.5; t = 2 at x = 3: -4 + 0.5 < 0
+  expect_near_all(to_doubles(out), {1.0, 1.5, 1.5, 0}, 1e-15, 0, "margin_ranking_loss");
+  kloss::margin_ranking_loss_backward(exec, go, x, y, t, g, g2, {0.5, Reduction::none});
+  expect_near_all(to_doubles(g), {-1, 1, -0.5, 0}, 0, 0, "margin_ranking_loss grad_input1");
+  expect_near_all(to_doubles(g2), {1, -1, 0.5, 0}, 0, 0, "margin_ranking_loss grad_input2");
 }
 
 TEST(MarginErrors, Hinge) {
   Exec exec;
   auto x = make_view<float*>("x", {1, 2, 3}, {3});
-  auto bad = make_view<float*>("t", {1, -1, 0.5}, {3});
   auto t4 = make_view<float*>("t", {1, -1, 1, 1}, {4});
   Kokkos::View<float, Mem> s("s");
   Kokkos::View<float*, Mem> g("g", 3);
-  EXPECT_KLOSS_THROW(kloss::hinge_embedding_loss(exec, x, bad, s), kloss::InvalidArgument,
-                     "kloss::hinge_embedding_loss: argument 'target' must hold only 1 or -1, found 1 other value(s); "
-                     "first at position 2: 0.5");
-  EXPECT_KLOSS_THROW(kloss::hinge_embedding_loss_backward(exec, s, x, bad, g), kloss::InvalidArgument,
-                     "kloss::hinge_embedding_loss_backward: argument 'target' must hold only 1 or -1");
   EXPECT_KLOSS_THROW(kloss::hinge_embedding_loss(exec, x, t4, s), kloss::DimensionMismatch,
                      "kloss::hinge_embedding_loss: arguments 'input' [3] and 'target' [4] do not broadcast");
   auto t23 = make_view<float**>("t", {1, 1, 1, 1, 1, 1}, {2, 3});
@@ -258,16 +260,9 @@ TEST(MarginErrors, MarginRanking) {
   Exec exec;
   auto x = make_view<double*>("x", {1, 2, 3}, {3});
   auto x4 = make_view<double*>("x4", {1, 2, 3, 4}, {4});
-  auto bad = make_view<double*>("t", {1, 0, 2}, {3});
   Kokkos::View<double, Mem> s("s");
-  Kokkos::View<double*, Mem> g("g", 3), g2("g2", 3);
   EXPECT_KLOSS_THROW(kloss::margin_ranking_loss(exec, x, x4, x, s), kloss::DimensionMismatch,
                      "kloss::margin_ranking_loss: arguments 'input1' [3] and 'input2' [4] must have the same shape");
-  EXPECT_KLOSS_THROW(kloss::margin_ranking_loss(exec, x, x, bad, s), kloss::InvalidArgument,
-                     "kloss::margin_ranking_loss: argument 'target' must hold only 1 or -1, found 2 other value(s); "
-                     "first at position 1: 0");
-  EXPECT_KLOSS_THROW(kloss::margin_ranking_loss_backward(exec, s, x, x, bad, g, g2), kloss::InvalidArgument,
-                     "kloss::margin_ranking_loss_backward: argument 'target' must hold only 1 or -1");
   EXPECT_KLOSS_THROW(kloss::margin_ranking_loss(exec, x, x, x4, s), kloss::DimensionMismatch, "do not broadcast");
 }
 
@@ -405,6 +400,13 @@ TEST(MarginErrors, Triplet) {
   o.p = -std::numeric_limits<double>::infinity();
   EXPECT_KLOSS_THROW(kloss::triplet_margin_loss(exec, a, a, a, s, o), kloss::NotImplemented,
                      "kloss::triplet_margin_loss: option 'p' = -inf is not supported");
+  // torch: "margin must be greater than 0", forward and backward
+  for (double m : {0.0, -0.5}) {
+    EXPECT_KLOSS_THROW(kloss::triplet_margin_loss(exec, a, a, a, s, {m}), kloss::InvalidArgument,
+                       "kloss::triplet_margin_loss: option 'margin' must be > 0, got ");
+    EXPECT_KLOSS_THROW(kloss::triplet_margin_loss_backward(exec, s, a, a, a, a, a, a, {m}), kloss::InvalidArgument,
+                       "kloss::triplet_margin_loss_backward: option 'margin' must be > 0");
+  }
   EXPECT_KLOSS_THROW(kloss::triplet_margin_loss(exec, a, a, a, s, {1.0, 2.0, 1e-6, false, Reduction::none}),
                      kloss::DimensionMismatch, "argument 'output' must have shape [2], got []");
   EXPECT_KLOSS_THROW(kloss::triplet_margin_loss_backward(exec, s, a, a, a, b, a, a), kloss::DimensionMismatch,

@@ -314,12 +314,12 @@ TYPED_TEST(Pointwise, SmoothL1AndHuberHandCheckedIncludingBetaZero) {
   kloss::smooth_l1_loss_backward(exec, g, x, y, gx, gy, {Reduction::none, 1.0});
   expect_near_all(to_doubles(gx), {-1, -1, -0.5, 0, 0.5, 1, 1}, tol<T>(), 0, "smooth_l1 beta 1 grad_input");
   expect_near_all(to_doubles(gy), {1, 1, 0.5, 0, -0.5, -1, -1}, tol<T>(), 0, "smooth_l1 beta 1 grad_target");
-  // beta = 0 is L1, with torch's gradient -1 for both arguments where they are equal.
+  // beta = 0 is L1, with PyTorch 2.15's gradient 0 for both arguments where they are equal.
   kloss::smooth_l1_loss(exec, x, y, out, {Reduction::none, 0.0});
   expect_near_all(to_doubles(out), {2, 1, 0.5, 0, 0.5, 1, 2}, tol<T>(), 0, "smooth_l1 beta 0");
   kloss::smooth_l1_loss_backward(exec, g, x, y, gx, gy, {Reduction::none, 0.0});
-  expect_near_all(to_doubles(gx), {-1, -1, -1, -1, 1, 1, 1}, tol<T>(), 0, "smooth_l1 beta 0 grad_input");
-  expect_near_all(to_doubles(gy), {1, 1, 1, -1, -1, -1, -1}, tol<T>(), 0, "smooth_l1 beta 0 grad_target");
+  expect_near_all(to_doubles(gx), {-1, -1, -1, 0, 1, 1, 1}, tol<T>(), 0, "smooth_l1 beta 0 grad_input");
+  expect_near_all(to_doubles(gy), {1, 1, 1, 0, -1, -1, -1}, tol<T>(), 0, "smooth_l1 beta 0 grad_target");
   kloss::huber_loss(exec, x, y, out, {Reduction::none, 0.5});
   expect_near_all(to_doubles(out), {0.875, 0.375, 0.125, 0, 0.125, 0.375, 0.875}, tol<T>(), 0, "huber delta 0.5");
   kloss::huber_loss_backward(exec, g, x, y, gx, gy, {Reduction::none, 0.5});
@@ -384,16 +384,25 @@ TYPED_TEST(Pointwise, BinaryCrossEntropyMatchesReference) {
   for (std::size_t n : {1, 13, 41}) {
     const std::vector<std::int64_t> s = {static_cast<std::int64_t>(n)};
     const auto x = rv<T>(n, 0.05, 0.95, 11), y = rv<T>(n, 0, 1, 12);
-    check_case<T>({"binary_cross_entropy", {{"input", s, x}, {"target", s, y}}, {}, {"input"},
+    check_case<T>({"binary_cross_entropy",
+                   {{"input", s, x}, {"target", s, y}},
+                   {},
+                   {"input", "target"},
                    [](const std::vector<double>& v) { return bce(v[0], v[1]); }});
   }
   // weight [4] broadcast over [3, 4]
   const auto x = rv<T>(12, 0.05, 0.95, 13), y = rv<T>(12, 0, 1, 14), w = rv<T>(4, 0.5, 2, 15);
-  check_case<T>({"binary_cross_entropy", {{"input", {3, 4}, x}, {"target", {3, 4}, y}, {"weight", {4}, w}}, {}, {"input"},
+  check_case<T>({"binary_cross_entropy",
+                 {{"input", {3, 4}, x}, {"target", {3, 4}, y}, {"weight", {4}, w}},
+                 {},
+                 {"input", "target"},
                  [](const std::vector<double>& v) { return v[2] * bce(v[0], v[1]); }});
   // weight [3, 1]
-  check_case<T>({"binary_cross_entropy", {{"input", {3, 4}, x}, {"target", {3, 4}, y}, {"weight", {3, 1}, rv<T>(3, 0.5, 2, 16)}},
-                 {}, {"input"}, [](const std::vector<double>& v) { return v[2] * bce(v[0], v[1]); }});
+  check_case<T>({"binary_cross_entropy",
+                 {{"input", {3, 4}, x}, {"target", {3, 4}, y}, {"weight", {3, 1}, rv<T>(3, 0.5, 2, 16)}},
+                 {},
+                 {"input", "target"},
+                 [](const std::vector<double>& v) { return v[2] * bce(v[0], v[1]); }});
 }
 
 TYPED_TEST(Pointwise, BinaryCrossEntropyAtZeroAndOneClampsTheLogAt100) {
@@ -421,16 +430,25 @@ TYPED_TEST(Pointwise, BceWithLogitsMatchesReferenceWithWeightAndPosWeight) {
   const auto x = rv<T>(15, -6, 6, 21), y = rv<T>(15, 0, 1, 22);
   const auto w = rv<T>(5, 0.5, 2, 23), pw = rv<T>(5, 0.5, 3, 24);
   const std::vector<std::int64_t> s = {3, 5};
-  check_case<T>({"binary_cross_entropy_with_logits", {{"input", s, x}, {"target", s, y}}, {}, {"input"},
+  check_case<T>({"binary_cross_entropy_with_logits",
+                 {{"input", s, x}, {"target", s, y}},
+                 {},
+                 {"input", "target"},
                  [](const std::vector<double>& v) { return bce_logits(v[0], v[1], 1.0); }});
-  check_case<T>({"binary_cross_entropy_with_logits", {{"input", s, x}, {"target", s, y}, {"weight", {5}, w}}, {}, {"input"},
+  check_case<T>({"binary_cross_entropy_with_logits",
+                 {{"input", s, x}, {"target", s, y}, {"weight", {5}, w}},
+                 {},
+                 {"input", "target"},
                  [](const std::vector<double>& v) { return v[2] * bce_logits(v[0], v[1], 1.0); }});
-  check_case<T>({"binary_cross_entropy_with_logits", {{"input", s, x}, {"target", s, y}, {"pos_weight", {5}, pw}}, {},
-                 {"input"}, [](const std::vector<double>& v) { return bce_logits(v[0], v[1], v[2]); }});
+  check_case<T>({"binary_cross_entropy_with_logits",
+                 {{"input", s, x}, {"target", s, y}, {"pos_weight", {5}, pw}},
+                 {},
+                 {"input", "target"},
+                 [](const std::vector<double>& v) { return bce_logits(v[0], v[1], v[2]); }});
   check_case<T>({"binary_cross_entropy_with_logits",
                  {{"input", s, x}, {"target", s, y}, {"weight", {3, 1}, rv<T>(3, 0.5, 2, 25)}, {"pos_weight", {5}, pw}},
                  {},
-                 {"input"},
+                 {"input", "target"},
                  [](const std::vector<double>& v) { return v[2] * bce_logits(v[0], v[1], v[3]); }});
 }
 
@@ -462,14 +480,23 @@ TYPED_TEST(Pointwise, KlDivMatchesReferenceForBothTargetsAndBatchmean) {
   const auto x = rv<T>(12, -3, 0, 31), p = rv<T>(12, 0, 1, 32), lp = rv<T>(12, -3, 0, 33);
   const std::vector<Reduction> reds = {Reduction::none, Reduction::mean, Reduction::sum, Reduction::batchmean};
   const std::vector<std::int64_t> s = {3, 4};
-  check_case<T>({"kl_div", {{"input", s, x}, {"target", s, p}}, {}, {"input"},
+  check_case<T>({"kl_div",
+                 {{"input", s, x}, {"target", s, p}},
+                 {},
+                 {"input", "target"},
                  [](const std::vector<double>& v) { return (v[1] == 0 ? 0 : v[1] * std::log(v[1])) - v[1] * v[0]; }},
                 reds);
-  check_case<T>({"kl_div", {{"input", s, x}, {"target", s, lp}}, {{"log_target", std::int64_t(1)}}, {"input"},
+  check_case<T>({"kl_div",
+                 {{"input", s, x}, {"target", s, lp}},
+                 {{"log_target", std::int64_t(1)}},
+                 {"input", "target"},
                  [](const std::vector<double>& v) { return std::exp(v[1]) * (v[1] - v[0]); }},
                 reds);
   // broadcast target [4]; batchmean divides by input.size(0) = 3
-  check_case<T>({"kl_div", {{"input", s, x}, {"target", {4}, rv<T>(4, 0, 1, 34)}}, {}, {"input"},
+  check_case<T>({"kl_div",
+                 {{"input", s, x}, {"target", {4}, rv<T>(4, 0, 1, 34)}},
+                 {},
+                 {"input", "target"},
                  [](const std::vector<double>& v) { return (v[1] == 0 ? 0 : v[1] * std::log(v[1])) - v[1] * v[0]; }},
                 reds);
 }
@@ -499,17 +526,104 @@ TYPED_TEST(Pointwise, PoissonNllMatchesReferenceForEveryOptionCombination) {
   // targets: counts 0..5 (Stirling only above 1)
   std::vector<double> y(14);
   for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<double>(i % 6);
+  // with full, the target's finite differences need targets away from 0
+  // and 1, where torch's Stirling term jumps (they are hand-checked in
+  // PoissonNllTargetGradientAtZeroAndOne)
+  std::vector<double> yf(y);
+  for (double& v : yf) v = v == 0 ? 0.25 : (v == 1 ? 1.5 : v);
   for (bool full : {false, true}) {
     const std::int64_t f = full;
-    check_case<T>({"poisson_nll_loss", {{"input", s, xl}, {"target", s, y}}, {{"full", f}}, {"input"},
+    const auto& yt = full ? yf : y;
+    check_case<T>({"poisson_nll_loss",
+                   {{"input", s, xl}, {"target", s, yt}},
+                   {{"full", f}},
+                   {"input", "target"},
                    [full](const std::vector<double>& v) { return poisson(v[0], v[1], true, full, 1e-8); }});
-    check_case<T>({"poisson_nll_loss", {{"input", s, xr}, {"target", s, y}}, {{"log_input", std::int64_t(0)}, {"full", f}, {"eps", 0.01}},
-                   {"input"}, [full](const std::vector<double>& v) { return poisson(v[0], v[1], false, full, 0.01); }});
+    check_case<T>({"poisson_nll_loss",
+                   {{"input", s, xr}, {"target", s, yt}},
+                   {{"log_input", std::int64_t(0)}, {"full", f}, {"eps", 0.01}},
+                   {"input", "target"},
+                   [full](const std::vector<double>& v) { return poisson(v[0], v[1], false, full, 0.01); }});
   }
   // broadcast target [7]
-  check_case<T>({"poisson_nll_loss", {{"input", s, xl}, {"target", {7}, std::vector<double>(y.begin(), y.begin() + 7)}},
-                 {{"full", std::int64_t(1)}}, {"input"},
+  check_case<T>({"poisson_nll_loss",
+                 {{"input", s, xl}, {"target", {7}, std::vector<double>(yf.begin(), yf.begin() + 7)}},
+                 {{"full", std::int64_t(1)}},
+                 {"input", "target"},
                  [](const std::vector<double>& v) { return poisson(v[0], v[1], true, true, 1e-8); }});
+}
+
+// The target's gradient where torch's is not a derivative: full's Stirling
+// term is masked at target <= 1, and torch multiplies the masked term's
+// derivative (infinite or NaN at 0) by the mask's 0: NaN at target 0, the
+// plain -input at 0.5 and 1, log y + 1 / (2 y) - input above 1 (PyTorch
+// 2.15, float64: [nan, -0.5, -0.5, log 3 + 1/6 - 0.5]).
+TYPED_TEST(Pointwise, PoissonNllTargetGradientAtZeroAndOne) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  auto x = make_view<T*>("x", {0.5, 0.5, 0.5, 0.5}, {4});
+  auto y = make_view<T*>("y", {0, 0.5, 1, 3}, {4});
+  auto go = make_view<T*>("go", {1, 1, 1, 1}, {4});
+  Kokkos::View<T*, Mem> gx("gx", 4), gy("gy", 4);
+  kloss::PoissonNllLossOptions o;
+  o.reduction = Reduction::none;
+  o.full = true;
+  kloss::poisson_nll_loss_backward(exec, go, x, y, gx, gy, o);
+  const double t = tol<T>() * 4;
+  expect_near_all(to_doubles(gy), {std::nan(""), -0.5, -0.5, std::log(3.0) + 1.0 / 6 - 0.5}, t, t, "grad_target");
+  o.full = false;
+  kloss::poisson_nll_loss_backward(exec, go, x, y, gx, gy, o);
+  expect_near_all(to_doubles(gy), {-0.5, -0.5, -0.5, -0.5}, t, t, "grad_target without full");
+}
+
+// Target gradients by hand at torch's special points (PyTorch 2.15, float64):
+// binary_cross_entropy's -logit(x) is +inf at x = 0 and -inf at x = 1;
+// kl_div's is NaN at a zero target (xlogy's y / y); the rest by formula.
+TYPED_TEST(Pointwise, TargetGradientsAtTorchsSpecialPoints) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  Exec exec;
+  Kokkos::View<T*, Mem> none;
+  auto go = make_view<T*>("go", {1, 1, 1, 1}, {4});
+  Kokkos::View<T*, Mem> gx("gx", 4), gy("gy", 4);
+  const double t = tol<T>() * 4;
+  {
+    auto x = make_view<T*>("x", {0, 0.25, 0.75, 1}, {4});
+    auto y = make_view<T*>("y", {0.5, 0, 1, 0.5}, {4});
+    kloss::binary_cross_entropy_backward(exec, go, x, y, none, gx, gy, {Reduction::none});
+    expect_near_all(to_doubles(gy), {inf, std::log(3.0), -std::log(3.0), -inf}, t, t, "bce grad_target");
+  }
+  {
+    auto x = make_view<T*>("x", {-3, 0, 2, 50}, {4});
+    auto y = make_view<T*>("y", {0.25, 0, 1, 0.5}, {4});
+    auto pw = make_view<T*>("pw", {2, 2, 2, 2}, {4});
+    kloss::binary_cross_entropy_with_logits_backward(exec, go, x, y, none, pw, gx, gy, {Reduction::none});
+    auto sp = [](double z) { return std::log1p(std::exp(-std::fabs(z))) + std::max(-z, 0.0); };
+    expect_near_all(to_doubles(gy), {3 + sp(-3), sp(0.0), -2 + sp(2), -50 + sp(50)}, t, t * 50,
+                    "bce_with_logits grad_target");
+  }
+  {
+    auto x = make_view<T*>("x", {-1, -2, -0.5, -3}, {4});
+    auto y = make_view<T*>("y", {0.25, 0, 1, 0.5}, {4});
+    kloss::kl_div_backward(exec, go, x, y, gx, gy, {Reduction::none});
+    expect_near_all(to_doubles(gy), {std::log(0.25) + 2, std::nan(""), 1.5, std::log(0.5) + 4}, t, t,
+                    "kl_div grad_target");
+    kloss::kl_div_backward(exec, go, x, y, gx, gy, {Reduction::none, true});
+    expect_near_all(to_doubles(gy),
+                    {std::exp(0.25) * 2.25, std::exp(0.0) * 3, std::exp(1.0) * 2.5, std::exp(0.5) * 4.5}, t, t,
+                    "kl_div log_target grad_target");
+  }
+  {
+    auto x = make_view<T*>("x", {0.5, 1, 2, 0.125}, {4});
+    auto y = make_view<T*>("y", {0, 1, 3, 0.5}, {4});
+    auto v = make_view<T*>("v", {0.5, 1, 2, 0.125}, {4});
+    Kokkos::View<T*, Mem> gv("gv", 4);
+    kloss::gaussian_nll_loss_backward(exec, go, x, y, v, gx, gy, gv, {false, 1e-6, Reduction::none});
+    expect_near_all(to_doubles(gy), {-1, 0, 0.5, 3}, t, t, "gaussian grad_target");
+    expect_near_all(to_doubles(gx), {1, 0, -0.5, -3}, t, t, "gaussian grad_input beside it");
+  }
 }
 
 TYPED_TEST(Pointwise, PoissonNllNonFiniteInputsGiveTorchsValues) {
@@ -542,20 +656,35 @@ TYPED_TEST(Pointwise, GaussianNllMatchesReferenceForEveryVarShape) {
     auto f = [full](const std::vector<double>& v) { return gauss(v[0], v[1], v[2], 1e-6, full); };
     const std::map<std::string, kloss::rt::OptionValue> o = {{"full", std::int64_t(full)}};
     // same shape
-    check_case<T>({"gaussian_nll_loss", {{"input", s, x}, {"target", s, y}, {"var", s, rv<T>(12, 0.5, 2, 53)}}, o,
-                   {"input", "var"}, f});
+    check_case<T>({"gaussian_nll_loss",
+                   {{"input", s, x}, {"target", s, y}, {"var", s, rv<T>(12, 0.5, 2, 53)}},
+                   o,
+                   {"input", "target", "var"},
+                   f});
     // one fewer dimension: [3] is unsqueezed to [3, 1]
     check_case<T>({"gaussian_nll_loss",
-                   {{"input", s, x}, {"target", s, y}, {"var", {3}, rv<T>(3, 0.5, 2, 54), {3, 1}}}, o, {"input", "var"}, f});
+                   {{"input", s, x}, {"target", s, y}, {"var", {3}, rv<T>(3, 0.5, 2, 54), {3, 1}}},
+                   o,
+                   {"input", "target", "var"},
+                   f});
     // last dimension 1
-    check_case<T>({"gaussian_nll_loss", {{"input", s, x}, {"target", s, y}, {"var", {3, 1}, rv<T>(3, 0.5, 2, 55)}}, o,
-                   {"input", "var"}, f});
+    check_case<T>({"gaussian_nll_loss",
+                   {{"input", s, x}, {"target", s, y}, {"var", {3, 1}, rv<T>(3, 0.5, 2, 55)}},
+                   o,
+                   {"input", "target", "var"},
+                   f});
   }
   // target broadcast [4]; 1-D input with a rank-0 var (unsqueezed to [1])
-  check_case<T>({"gaussian_nll_loss", {{"input", s, x}, {"target", {4}, rv<T>(4, -2, 2, 56)}, {"var", s, rv<T>(12, 0.5, 2, 57)}},
-                 {}, {"input", "var"}, [](const std::vector<double>& v) { return gauss(v[0], v[1], v[2], 1e-6, false); }});
-  check_case<T>({"gaussian_nll_loss", {{"input", {5}, rv<T>(5, -2, 2, 58)}, {"target", {5}, rv<T>(5, -2, 2, 59)}, {"var", {}, {0.75}, {1}}},
-                 {}, {"input", "var"}, [](const std::vector<double>& v) { return gauss(v[0], v[1], v[2], 1e-6, false); }});
+  check_case<T>({"gaussian_nll_loss",
+                 {{"input", s, x}, {"target", {4}, rv<T>(4, -2, 2, 56)}, {"var", s, rv<T>(12, 0.5, 2, 57)}},
+                 {},
+                 {"input", "target", "var"},
+                 [](const std::vector<double>& v) { return gauss(v[0], v[1], v[2], 1e-6, false); }});
+  check_case<T>({"gaussian_nll_loss",
+                 {{"input", {5}, rv<T>(5, -2, 2, 58)}, {"target", {5}, rv<T>(5, -2, 2, 59)}, {"var", {}, {0.75}, {1}}},
+                 {},
+                 {"input", "target", "var"},
+                 [](const std::vector<double>& v) { return gauss(v[0], v[1], v[2], 1e-6, false); }});
 }
 
 TYPED_TEST(Pointwise, GaussianNllClampsVarAtEpsAndKeepsItsGradient) {
@@ -668,10 +797,16 @@ TYPED_TEST(Pointwise, TranscendentalOpsMatchReferenceOverManyChunks) {
   const std::size_t n = 2 * kloss::impl::tuning::pointwise_chunk + 37;
   const std::vector<std::int64_t> s = {static_cast<std::int64_t>(n)};
   const auto x = rv<T>(n, -8, 8, 71), y = rv<T>(n, 0, 1, 72);
-  check_case<T>({"binary_cross_entropy_with_logits", {{"input", s, x}, {"target", s, y}}, {}, {"input"},
+  check_case<T>({"binary_cross_entropy_with_logits",
+                 {{"input", s, x}, {"target", s, y}},
+                 {},
+                 {"input", "target"},
                  [](const std::vector<double>& v) { return bce_logits(v[0], v[1], 1.0); }},
                 {Reduction::mean, Reduction::none});
-  check_case<T>({"binary_cross_entropy", {{"input", s, rv<T>(n, 0.01, 0.99, 73)}, {"target", s, y}}, {}, {"input"},
+  check_case<T>({"binary_cross_entropy",
+                 {{"input", s, rv<T>(n, 0.01, 0.99, 73)}, {"target", s, y}},
+                 {},
+                 {"input", "target"},
                  [](const std::vector<double>& v) { return bce(v[0], v[1]); }},
                 {Reduction::sum});
 }
@@ -837,8 +972,11 @@ TEST(PointwiseMath, ChunksWithArgumentsOutsideTheFastRangeAreExact) {
   kloss_test::expect_near_all(run_forward("binary_cross_entropy", {{"input", p}, {"target", y}}, Reduction::mean),
                               {sum_b / n}, 1e-6, 0, "bce mean");
   // The backward of bce_with_logits (sigmoid through e^-|x|) at the same points.
-  check_case<float>({"binary_cross_entropy_with_logits", {{"input", {static_cast<std::int64_t>(n)}, x}, {"target", {static_cast<std::int64_t>(n)}, y}},
-                     {}, {"input"}, [](const std::vector<double>& v) { return bce_logits(v[0], v[1], 1.0); }},
+  check_case<float>({"binary_cross_entropy_with_logits",
+                     {{"input", {static_cast<std::int64_t>(n)}, x}, {"target", {static_cast<std::int64_t>(n)}, y}},
+                     {},
+                     {"input", "target"},
+                     [](const std::vector<double>& v) { return bce_logits(v[0], v[1], 1.0); }},
                     {Reduction::none, Reduction::mean});
 }
 
@@ -893,16 +1031,19 @@ TEST(PointwiseErrors, ShapesAreChecked) {
                      kloss::DimensionMismatch, "must have the same shape");
   EXPECT_KLOSS_THROW(kloss::binary_cross_entropy_backward(exec, s, x, x, none, y4), kloss::DimensionMismatch,
                      "kloss::binary_cross_entropy_backward: argument 'grad_input' must have shape [3], got [4]");
-  // gaussian_nll_loss: var's three allowed shapes, nothing else.
+  // gaussian_nll_loss: var's allowed shapes (torch's rule: the input's,
+  // without its last dimension, or one dimension 1 anywhere), nothing else.
   Kokkos::View<float*, Mem> v2("v2", 2);
-  Kokkos::View<float**, Kokkos::LayoutRight, Mem> v21("v21", 2, 1), v13("v13", 1, 3);
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> v21("v21", 2, 1), v13("v13", 1, 3), v12("v12", 1, 2);
+  Kokkos::deep_copy(v13, 1.0f);
   EXPECT_NO_THROW(kloss::gaussian_nll_loss(exec, x23, x23, v2, s));
   EXPECT_NO_THROW(kloss::gaussian_nll_loss(exec, x23, x23, v21, s));
+  EXPECT_NO_THROW(kloss::gaussian_nll_loss(exec, x23, x23, v13, s));
   EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x23, x23, w3, s), kloss::DimensionMismatch,
                      "kloss::gaussian_nll_loss: argument 'var' [3] must have the input's shape [2, 3], that shape "
-                     "without its last dimension, or with its last dimension 1");
-  EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x23, x23, v13, s), kloss::DimensionMismatch,
-                     "kloss::gaussian_nll_loss: argument 'var' [1, 3]");
+                     "without its last dimension, or that shape with one dimension 1");
+  EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x23, x23, v12, s), kloss::DimensionMismatch,
+                     "kloss::gaussian_nll_loss: argument 'var' [1, 2]");
   EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss_backward(exec, s, x23, x23, v2, x23, w3), kloss::DimensionMismatch,
                      "kloss::gaussian_nll_loss_backward: argument 'grad_var' must have shape [2], got [3]");
 }
@@ -992,4 +1133,31 @@ TEST(PointwiseRegistry, EveryElementwiseOpIsRegisteredWithItsOptions) {
     EXPECT_EQ(got, opts) << name;
     EXPECT_EQ(op->header, "kloss/pointwise.hpp") << name;
   }
+}
+
+// var [1, D] against input [N, D] (one variance per feature, shared by the
+// rows; torch accepts one dimension 1 anywhere): the loss and both
+// gradients by hand, mean reduction.
+TEST(GaussianNll, VarWithItsFirstDimensionOneBroadcastsOverRows) {
+  Exec exec;
+  auto x = make_view<double**>("x", {1, 2, 3, 4, 5, 6}, {2, 3});
+  auto y = make_view<double**>("y", {0, 0, 0, 0, 0, 0}, {2, 3});
+  auto v = make_view<double**>("v", {1, 2, 4}, {1, 3});
+  Kokkos::View<double, Mem> out("out"), go("go");
+  kloss::gaussian_nll_loss(exec, x, y, v, out);
+  const double var[3] = {1, 2, 4}, xs[6] = {1, 2, 3, 4, 5, 6};
+  double want = 0;
+  std::vector<double> gx(6), gv(3, 0.0);
+  for (int i = 0; i < 6; ++i) {
+    const double s = var[i % 3], d = xs[i];
+    want += 0.5 * (std::log(s) + d * d / s) / 6;
+    gx[i] = d / s / 6;
+    gv[i % 3] += 0.5 * (1 / s - d * d / (s * s)) / 6;
+  }
+  EXPECT_NEAR(to_doubles(out)[0], want, 1e-14);
+  Kokkos::deep_copy(go, 1.0);
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> gi("gi", 2, 3), gvar("gvar", 1, 3);
+  kloss::gaussian_nll_loss_backward(exec, go, x, y, v, gi, gvar);
+  expect_near_all(to_doubles(gi), gx, 1e-14, 1e-15, "grad_input");
+  expect_near_all(to_doubles(gvar), gv, 1e-14, 1e-15, "grad_var");
 }

@@ -108,7 +108,9 @@ inline ClassRange balanced_range(std::int64_t total, int rank, int size) {
 ClassRange balanced_range(std::int64_t total, const Communicator& comm);
 
 /// Number of elements of the `saved` workspace that the cross-entropy
-/// forward fills and its backward reads, for N rows: 2N + 3.
-inline std::int64_t saved_extent(std::int64_t n) { return 2 * n + 3; }
+/// forward fills and its backward reads, for N rows: 3N + 3 (per row the
+/// global maximum m and log-sum ls of its log-sum-exp, lse = m + ls, and
+/// the target's weight; three totals).
+inline std::int64_t saved_extent(std::int64_t n) { return 3 * n + 3; }
 
 }  // namespace kloss::mpi

@@ -87,13 +87,20 @@ void cross_entropy(const ExecSpace& exec, const InputView& input, const TargetVi
 /// needed; any other overlap of an output with an input (or of two
 /// outputs) throws InvalidArgument, as for every op. Fences (it re-checks
 /// the targets in the same pass).
+/// grad_target: for class-probability targets, the target's gradient (a
+/// teacher's distribution that is learned), -(1 - label_smoothing) w_c
+/// log_softmax(input)_c contracted with grad_output, input's shape, or an
+/// empty view (not computed); it reads each row once more for an exact log
+/// softmax. Class-index targets have no gradient: a grad_target given with
+/// them throws InvalidArgument.
 template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class LseView,
-          class TotalWeightView, class GradInputView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class TotalWeightView, class GradInputView, class GradTargetView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = std::enable_if_t<!std::is_same_v<GradTargetView, CrossEntropyOptions>>>
 void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                             const TargetView& target, const WeightView& weight, const LseView& lse,
                             const TotalWeightView& total_weight, const GradInputView& grad_input,
-                            const CrossEntropyOptions& opts = {}) {
+                            const GradTargetView& grad_target, const CrossEntropyOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using TT = typename TargetView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
@@ -112,12 +119,31 @@ void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_ou
   const Tensor<const T, M> w = as_optional_tensor<M>(weight, op, "weight");
   const Tensor<const acc_t<T>, M> l = as_optional_tensor<M>(lse, op, "lse");
   const Tensor<T, M> gi = as_optional_tensor<M>(grad_input, op, "grad_input");
+  static_assert(std::is_same_v<typename GradTargetView::non_const_value_type, T>,
+                "kloss::cross_entropy_backward: grad_target must have the input's value type");
+  const Tensor<T, M> gt = as_optional_tensor<M>(grad_target, op, "grad_target");
   if constexpr (is_index_v<TT>) {
+    if (gt.present)
+      fail<InvalidArgument>(op, "argument 'grad_target' must be empty: class-index targets have no gradient");
     impl::cross_entropy_backward<ExecSpace, T, TT>(exec, go, in, as_tensor<M>(target, op, "target"), w, l,
                                                    as_optional_tensor<M>(total_weight, op, "total_weight"), gi, opts);
   } else {
-    impl::cross_entropy_prob_backward<ExecSpace, T>(exec, go, in, as_tensor<M>(target, op, "target"), w, l, gi, opts);
+    impl::cross_entropy_prob_backward<ExecSpace, T>(exec, go, in, as_tensor<M>(target, op, "target"), w, l, gi, gt,
+                                                    opts);
   }
+}
+
+/// cross_entropy backward w.r.t. input alone (the overload above without
+/// grad_target).
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class LseView,
+          class TotalWeightView, class GradInputView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                            const TargetView& target, const WeightView& weight, const LseView& lse,
+                            const TotalWeightView& total_weight, const GradInputView& grad_input,
+                            const CrossEntropyOptions& opts = {}) {
+  cross_entropy_backward(exec, grad_output, input, target, weight, lse, total_weight, grad_input, GradInputView(),
+                         opts);
 }
 
 /// cross_entropy forward and backward in one call, for a training step
@@ -223,13 +249,13 @@ void nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output,
   PREFIX template void kloss::impl::nll_loss_backward<KLOSS_EXEC, T, I>(                            \
       const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, \
       const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(double)&, const KLOSS_TENSOR(T)&, const kloss::NllLossOptions&);
-#define KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(PREFIX, T)                                                 \
-  PREFIX template void kloss::impl::cross_entropy_prob<KLOSS_EXEC, T>(                                  \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,     \
-      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, const kloss::CrossEntropyOptions&); \
-  PREFIX template void kloss::impl::cross_entropy_prob_backward<KLOSS_EXEC, T>(                         \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,     \
-      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(T)&,           \
+#define KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(PREFIX, T)                                                               \
+  PREFIX template void kloss::impl::cross_entropy_prob<KLOSS_EXEC, T>(                                                \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                   \
+      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, const kloss::CrossEntropyOptions&);               \
+  PREFIX template void kloss::impl::cross_entropy_prob_backward<KLOSS_EXEC, T>(                                       \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                   \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, \
       const kloss::CrossEntropyOptions&);
 #define KLOSS_CROSS_ENTROPY_EXTERN(T, I) KLOSS_CROSS_ENTROPY_INSTANTIATE(extern, T, I)
 #define KLOSS_CROSS_ENTROPY_PROB_EXTERN(T) KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(extern, T)

@@ -78,11 +78,11 @@ struct MultilabelSoftMarginLossOptions {
 // --- hinge_embedding_loss --------------------------------------------------------
 
 /// hinge_embedding_loss: loss = x where target = 1, max(0, margin - x)
-/// where target = -1. input: any shape; target: floating, the input's
-/// shape or broadcastable to it (kloss: the output has the input's shape),
-/// every value 1 or -1 (else InvalidArgument; torch silently mixes both
-/// branches). output: input's shape (none) or one element. Fences (to
-/// check the targets).
+/// where target = -1, their sum at any other target value (torch's
+/// formula, where(t != 1, max(0, margin - x), 0) + where(t != -1, x, 0)).
+/// input: any shape; target: floating, the input's shape or broadcastable
+/// to it (kloss: the output has the input's shape). output: input's shape
+/// (none) or one element.
 template <class ExecSpace, class InputView, class TargetView, class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
 void hinge_embedding_loss(const ExecSpace& exec, const InputView& input, const TargetView& target,
                           const OutputView& output, const HingeEmbeddingLossOptions& opts = {}) {
@@ -112,8 +112,9 @@ void hinge_embedding_loss_backward(const ExecSpace& exec, const GradOutputView& 
 
 /// margin_ranking_loss: loss = max(0, -target (input1 - input2) + margin).
 /// input1, input2: the same shape (kloss does not broadcast them); target:
-/// broadcastable to it, values 1 or -1 (else InvalidArgument). output: that
-/// shape (none) or one element. Fences (to check the targets).
+/// broadcastable to it, any value (1 and -1 in torch's use; another value
+/// scales the margin's term as torch's formula does). output: that shape
+/// (none) or one element.
 template <class ExecSpace, class Input1View, class Input2View, class TargetView, class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
 void margin_ranking_loss(const ExecSpace& exec, const Input1View& input1, const Input2View& input2,
                          const TargetView& target, const OutputView& output,

@@ -36,8 +36,9 @@ namespace kloss::mpi {
 /// int32 or int64); weight [C_r] (this rank's slice of the class weights) or
 /// an empty view; output: [N] for Reduction::none, one element otherwise -
 /// the same value on every rank; saved [saved_extent(N)] of acc_t<T> (float,
-/// or double for double): filled for the backward (global LSE per row,
-/// target weight per row, three totals).
+/// or double for double): filled for the backward (per row the global
+/// log-sum-exp as its maximum and log-sum, and the target weight; three
+/// totals).
 /// Collective over `comm`; fences `exec`. Throws IndexOutOfRange (on every
 /// rank) for a target that is not ignore_index and that no rank owns.
 template <class ExecSpace, class LogitsView, class TargetView, class WeightView, class OutputView, class SavedView,

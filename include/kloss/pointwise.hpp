@@ -228,21 +228,35 @@ void binary_cross_entropy(const ExecSpace& exec, const InputView& input, const T
                                            v(output, "output"), opts.reduction);
 }
 
-/// Backward of binary_cross_entropy w.r.t. input: weight (input - target) /
-/// max(input (1 - input), 1e-12) grad_output, as torch (no range check, no
-/// fence).
+/// Backward of binary_cross_entropy w.r.t. input, weight (input - target)
+/// / max(input (1 - input), 1e-12) grad_output, and target, -weight
+/// logit(input) grad_output (torch's target gradient: not clamped, +inf at
+/// input 0, -inf at input 1), as torch (no range check, no fence).
+/// grad_input, grad_target: input's shape, each optional (an empty view:
+/// not computed).
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class GradInputView, class GradTargetView, class = impl::enable_for_execution_space<ExecSpace>,
+          class = std::enable_if_t<!std::is_same_v<GradTargetView, BinaryCrossEntropyOptions>>>
+void binary_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                   const TargetView& target, const WeightView& weight, const GradInputView& grad_input,
+                                   const GradTargetView& grad_target, const BinaryCrossEntropyOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, GradInputView, GradTargetView>,
+                "kloss::binary_cross_entropy_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_backward"};
+  impl::binary_cross_entropy_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+      v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"), opts.reduction);
+}
+
+/// Backward of binary_cross_entropy w.r.t. input alone (the overload above
+/// without grad_target).
 template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
           class GradInputView, class = impl::enable_for_execution_space<ExecSpace>>
 void binary_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
-                                   const TargetView& target, const WeightView& weight,
-                                   const GradInputView& grad_input, const BinaryCrossEntropyOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, GradInputView>,
-                "kloss::binary_cross_entropy_backward: every view must hold the input's floating type");
-  const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_backward"};
-  impl::binary_cross_entropy_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
-                                                    v(target, "target"), v.optional(weight, "weight"),
-                                                    v.optional(grad_input, "grad_input"), opts.reduction);
+                                   const TargetView& target, const WeightView& weight, const GradInputView& grad_input,
+                                   const BinaryCrossEntropyOptions& opts = {}) {
+  binary_cross_entropy_backward(exec, grad_output, input, target, weight, grad_input, GradInputView(), opts);
 }
 
 // --- binary_cross_entropy_with_logits ------------------------------------------
@@ -277,8 +291,32 @@ void binary_cross_entropy_with_logits(const ExecSpace& exec, const InputView& in
 
 /// Backward of binary_cross_entropy_with_logits w.r.t. input: weight
 /// (sigmoid(input) - target), or with pos_weight (t = pos_weight target)
-/// weight ((t + 1 - target) sigmoid(input) - t), times grad_output.
-/// Asynchronous.
+/// weight ((t + 1 - target) sigmoid(input) - t); and w.r.t. target: weight
+/// (-input + (pos_weight - 1) log(1 + e^-input)) (-weight input without
+/// pos_weight); times grad_output. grad_input, grad_target: input's shape,
+/// each optional (an empty view: not computed). Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class PosWeightView, class GradInputView, class GradTargetView,
+          class = impl::enable_for_execution_space<ExecSpace>,
+          class = std::enable_if_t<!std::is_same_v<GradTargetView, BinaryCrossEntropyWithLogitsOptions>>>
+void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, const GradOutputView& grad_output,
+                                               const InputView& input, const TargetView& target,
+                                               const WeightView& weight, const PosWeightView& pos_weight,
+                                               const GradInputView& grad_input, const GradTargetView& grad_target,
+                                               const BinaryCrossEntropyWithLogitsOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(
+      impl::floating_views_v<T, GradOutputView, TargetView, WeightView, PosWeightView, GradInputView, GradTargetView>,
+      "kloss::binary_cross_entropy_with_logits_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_with_logits_backward"};
+  impl::binary_cross_entropy_with_logits_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+      v.optional(pos_weight, "pos_weight"), v.optional(grad_input, "grad_input"),
+      v.optional(grad_target, "grad_target"), opts.reduction);
+}
+
+/// Backward of binary_cross_entropy_with_logits w.r.t. input alone (the
+/// overload above without grad_target).
 template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
           class PosWeightView, class GradInputView, class = impl::enable_for_execution_space<ExecSpace>>
 void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, const GradOutputView& grad_output,
@@ -286,13 +324,8 @@ void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, const Grad
                                                const WeightView& weight, const PosWeightView& pos_weight,
                                                const GradInputView& grad_input,
                                                const BinaryCrossEntropyWithLogitsOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, PosWeightView, GradInputView>,
-                "kloss::binary_cross_entropy_with_logits_backward: every view must hold the input's floating type");
-  const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_with_logits_backward"};
-  impl::binary_cross_entropy_with_logits_backward<ExecSpace, T>(
-      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
-      v.optional(pos_weight, "pos_weight"), v.optional(grad_input, "grad_input"), opts.reduction);
+  binary_cross_entropy_with_logits_backward(exec, grad_output, input, target, weight, pos_weight, grad_input,
+                                            GradInputView(), opts);
 }
 
 // --- kl_div ----------------------------------------------------------------------
@@ -322,19 +355,34 @@ void kl_div(const ExecSpace& exec, const InputView& input, const TargetView& tar
                              opts.log_target);
 }
 
-/// Backward of kl_div w.r.t. input: -target (-e^target with log_target)
-/// times grad_output. (torch also differentiates target; kloss does not.)
-/// Asynchronous.
+/// Backward of kl_div w.r.t. input, -target (-e^target with log_target),
+/// and w.r.t. target (a teacher's distribution that is learned), log
+/// target + 1 - input (NaN where target = 0, as torch) or with log_target
+/// e^target (target - input + 1); times grad_output. grad_input: input's
+/// shape, grad_target: target's (summed over broadcast dimensions), each
+/// optional (an empty view: not computed). Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
+          class GradTargetView, class = impl::enable_for_execution_space<ExecSpace>,
+          class = std::enable_if_t<!std::is_same_v<GradTargetView, KlDivOptions>>>
+void kl_div_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                     const TargetView& target, const GradInputView& grad_input, const GradTargetView& grad_target,
+                     const KlDivOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, GradInputView, GradTargetView>,
+                "kloss::kl_div_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"kl_div_backward"};
+  impl::kl_div_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"),
+                                      v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
+                                      opts.reduction, opts.log_target);
+}
+
+/// Backward of kl_div w.r.t. input alone (the overload above without
+/// grad_target).
 template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
           class = impl::enable_for_execution_space<ExecSpace>>
 void kl_div_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                      const TargetView& target, const GradInputView& grad_input, const KlDivOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, GradInputView>,
-                "kloss::kl_div_backward: every view must hold the input's floating type");
-  const impl::EntryViews<ExecSpace> v{"kl_div_backward"};
-  impl::kl_div_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"),
-                                      v.optional(grad_input, "grad_input"), opts.reduction, opts.log_target);
+  kl_div_backward(exec, grad_output, input, target, grad_input, GradInputView(), opts);
 }
 
 // --- poisson_nll_loss ------------------------------------------------------------
@@ -367,21 +415,36 @@ void poisson_nll_loss(const ExecSpace& exec, const InputView& input, const Targe
                                        opts.reduction, opts.log_input, opts.full, opts.eps);
 }
 
-/// Backward of poisson_nll_loss w.r.t. input: e^input - target
-/// (log_input) or 1 - target / (input + eps), times grad_output.
-/// Asynchronous.
+/// Backward of poisson_nll_loss w.r.t. input, e^input - target
+/// (log_input) or 1 - target / (input + eps), and w.r.t. target, -input
+/// (log_input) or -log(input + eps), plus with full log target + 1 / (2
+/// target) where target > 1 (0 where 0 < target <= 1, NaN where target <=
+/// 0, as torch); times grad_output. grad_input: input's shape,
+/// grad_target: target's (summed over broadcast dimensions), each optional
+/// (an empty view: not computed). Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
+          class GradTargetView, class = impl::enable_for_execution_space<ExecSpace>,
+          class = std::enable_if_t<!std::is_same_v<GradTargetView, PoissonNllLossOptions>>>
+void poisson_nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                               const TargetView& target, const GradInputView& grad_input,
+                               const GradTargetView& grad_target, const PoissonNllLossOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, GradInputView, GradTargetView>,
+                "kloss::poisson_nll_loss_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"poisson_nll_loss_backward"};
+  impl::poisson_nll_loss_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(grad_input, "grad_input"),
+      v.optional(grad_target, "grad_target"), opts.reduction, opts.log_input, opts.full, opts.eps);
+}
+
+/// Backward of poisson_nll_loss w.r.t. input alone (the overload above
+/// without grad_target).
 template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
           class = impl::enable_for_execution_space<ExecSpace>>
 void poisson_nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                                const TargetView& target, const GradInputView& grad_input,
                                const PoissonNllLossOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, GradInputView>,
-                "kloss::poisson_nll_loss_backward: every view must hold the input's floating type");
-  const impl::EntryViews<ExecSpace> v{"poisson_nll_loss_backward"};
-  impl::poisson_nll_loss_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
-                                                v(target, "target"), v.optional(grad_input, "grad_input"),
-                                                opts.reduction, opts.log_input, opts.full, opts.eps);
+  poisson_nll_loss_backward(exec, grad_output, input, target, grad_input, GradInputView(), opts);
 }
 
 // --- gaussian_nll_loss -----------------------------------------------------------
@@ -398,8 +461,9 @@ struct GaussianNllLossOptions {
 
 /// gaussian_nll_loss: (log v + (input - target)^2 / v) / 2 with v = var
 /// clamped at eps (+ log(2 pi) / 2 if full). input, target: broadcastable;
-/// var: input's shape, input's shape without its last dimension, or with
-/// its last dimension 1 (torch's rules). Throws InvalidArgument naming the
+/// var: input's shape, input's shape without its last dimension, or
+/// input's rank with one dimension 1 anywhere ([N, 1], [1, D]; torch's
+/// rule). Throws InvalidArgument naming the
 /// position and value of a negative var element. Checked in the kernel:
 /// this call fences.
 template <class ExecSpace, class InputView, class TargetView, class VarView, class OutputView,
@@ -414,26 +478,39 @@ void gaussian_nll_loss(const ExecSpace& exec, const InputView& input, const Targ
                                         v(output, "output"), opts.reduction, opts.full, opts.eps);
 }
 
-/// Backward of gaussian_nll_loss w.r.t. input ((input - target) / v) and
-/// var ((1 / v - (input - target)^2 / v^2) / 2), both at the clamped v and
-/// times grad_output: as torch, whose clamp runs under no_grad, a var below
-/// eps still gets this gradient. grad_var: var's shape (summed over
-/// broadcast dimensions). No var sign check (the forward makes it).
-/// Asynchronous.
-template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class VarView,
-          class GradInputView, class GradVarView, class = impl::enable_for_execution_space<ExecSpace>>
+/// Backward of gaussian_nll_loss w.r.t. input ((input - target) / v),
+/// target (its negative) and var ((1 / v - (input - target)^2 / v^2) / 2),
+/// all at the clamped v and times grad_output: as torch, whose clamp runs
+/// under no_grad, a var below eps still gets this gradient. grad_input,
+/// grad_target, grad_var: their argument's shape (summed over broadcast
+/// dimensions), each optional (an empty view: not computed). No var sign
+/// check (the forward makes it). Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class VarView, class GradInputView,
+          class GradTargetView, class GradVarView, class = impl::enable_for_execution_space<ExecSpace>,
+          class = std::enable_if_t<!std::is_same_v<GradVarView, GaussianNllLossOptions>>>
+void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                const TargetView& target, const VarView& var, const GradInputView& grad_input,
+                                const GradTargetView& grad_target, const GradVarView& grad_var,
+                                const GaussianNllLossOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(
+      impl::floating_views_v<T, GradOutputView, TargetView, VarView, GradInputView, GradTargetView, GradVarView>,
+      "kloss::gaussian_nll_loss_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"gaussian_nll_loss_backward"};
+  impl::gaussian_nll_loss_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v(var, "var"),
+      v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"), v.optional(grad_var, "grad_var"),
+      opts.reduction, opts.full, opts.eps);
+}
+
+/// Backward of gaussian_nll_loss w.r.t. input and var (the overload above
+/// without grad_target).
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class VarView, class GradInputView,
+          class GradVarView, class = impl::enable_for_execution_space<ExecSpace>>
 void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                                 const TargetView& target, const VarView& var, const GradInputView& grad_input,
                                 const GradVarView& grad_var, const GaussianNllLossOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, VarView, GradInputView, GradVarView>,
-                "kloss::gaussian_nll_loss_backward: every view must hold the input's floating type");
-  const impl::EntryViews<ExecSpace> v{"gaussian_nll_loss_backward"};
-  impl::gaussian_nll_loss_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
-                                                 v(target, "target"), v(var, "var"),
-                                                 v.optional(grad_input, "grad_input"),
-                                                 v.optional(grad_var, "grad_var"), opts.reduction, opts.full,
-                                                 opts.eps);
+  gaussian_nll_loss_backward(exec, grad_output, input, target, var, grad_input, GradInputView(), grad_var, opts);
 }
 
 }  // namespace kloss
@@ -462,29 +539,29 @@ KLOSS_BINARY_LOSSES(KLOSS_BL_EXTERN)
       const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction);     \
   PREFIX template void kloss::impl::binary_cross_entropy_backward<KLOSS_EXEC, T>(                                      \
       const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),      \
-      kloss::Reduction);                                                                                               \
+      KLOSS_PW_I_T(T), kloss::Reduction);                                                                              \
   PREFIX template void kloss::impl::binary_cross_entropy_with_logits<KLOSS_EXEC, T>(                                   \
       const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),      \
       kloss::Reduction);                                                                                               \
   PREFIX template void kloss::impl::binary_cross_entropy_with_logits_backward<KLOSS_EXEC, T>(                          \
       const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),     \
-      KLOSS_PW_I_T(T), kloss::Reduction);                                                                              \
+      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction);                                                             \
   PREFIX template void kloss::impl::kl_div<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),       \
                                                           KLOSS_PW_I_T(T), kloss::Reduction, bool);                    \
-  PREFIX template void kloss::impl::kl_div_backward<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T),                \
-                                                                   KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),                 \
-                                                                   KLOSS_PW_I_T(T), kloss::Reduction, bool);           \
+  PREFIX template void kloss::impl::kl_div_backward<KLOSS_EXEC, T>(                                                    \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),       \
+      kloss::Reduction, bool);                                                                                         \
   PREFIX template void kloss::impl::poisson_nll_loss<KLOSS_EXEC, T>(                                                   \
       const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction, bool, bool, double);   \
   PREFIX template void kloss::impl::poisson_nll_loss_backward<KLOSS_EXEC, T>(                                          \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction,      \
-      bool, bool, double);                                                                                             \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),       \
+      kloss::Reduction, bool, bool, double);                                                                           \
   PREFIX template void kloss::impl::gaussian_nll_loss<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T),              \
                                                                      KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),               \
                                                                      KLOSS_PW_I_T(T), kloss::Reduction, bool, double); \
   PREFIX template void kloss::impl::gaussian_nll_loss_backward<KLOSS_EXEC, T>(                                         \
       const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),      \
-      KLOSS_PW_I_T(T), kloss::Reduction, bool, double);
+      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction, bool, double);
 #define KLOSS_POINTWISE_EXTERN(T) KLOSS_POINTWISE_INSTANTIATE(extern, T)
 KLOSS_FOR_EACH_SCALAR(KLOSS_POINTWISE_EXTERN)
 #undef KLOSS_POINTWISE_EXTERN

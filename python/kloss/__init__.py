@@ -4,7 +4,7 @@
     import numpy as np, kloss
     x = np.random.randn(8, 5); t = np.random.randint(0, 5, 8)
     loss = kloss.cross_entropy(x, t, label_smoothing=0.1)          # 0-d array
-    (grad_x,) = kloss.cross_entropy_backward(None, x, t, label_smoothing=0.1)
+    grad_x = kloss.cross_entropy_backward(None, x, t, label_smoothing=0.1).input
 
 Every registered op (kloss.ops()) is a function named as torch.nn.functional's
 with torch's keywords and defaults, plus `<op>_backward(grad_output, ...)`
@@ -42,7 +42,10 @@ _SUBMODULES = ("golden", "torch", "functional")
 
 
 def _define(info):
-    return {n: getattr(_functional, n) for n in (info.name, info.name + "_backward")}
+    names = [info.name, info.name + "_backward"]
+    if info.name == "fused_linear_cross_entropy":  # torch 2.15's name and shapes, over the fused head
+        names += ["linear_cross_entropy", "linear_cross_entropy_backward"]
+    return {n: getattr(_functional, n) for n in names}
 
 
 _ops_getattr, __dir__ = _lazy_ops(globals(), __name__, _BASE_ALL, _define)

@@ -117,7 +117,8 @@ def _call_locked(lib, op, dtype, index_dtype, inputs, options, backward, grad_ou
         grads = {}
         if backward:
             for name in op_info(op).differentiable:
-                if name in inputs:
+                # (an integer input, cross_entropy's class indices, has no gradient)
+                if name in inputs and inputs[name][0] not in (_lib.INT32, _lib.INT64):
                     g = np.empty(inputs[name][1].shape, dtype=_STORAGE[dtype])
                     _lib.check(lib.kloss_loss_get_grad(handle, name.encode(), dtype, g.ctypes.data, g.size))
                     grads[name] = g

@@ -25,6 +25,15 @@ Where the call differs from torch's:
   * kloss's extensions are options too: cross_entropy's and
     fused_linear_cross_entropy's `z_loss` and `softcap`, the embeddings'
     `deterministic`.
+
+linear_cross_entropy (and its _backward) is torch 2.15's
+F.linear_cross_entropy: every shape it takes (input (in_features,) or
+(N, in_features); linear_weight (C, d_1, ..., d_K, in_features) with
+targets and linear_bias to match), `ignore_index=None` mapped to -100 as
+torch does. A (C, in_features) weight runs kloss's fused head
+(fused_linear_cross_entropy: the logits are never held); a K-dimensional
+one runs torch's reference composition, linear then cross_entropy on the
+(N, C, d_1, ..., d_K) logits, whose products NumPy computes.
 """
 import collections
 import inspect
@@ -127,7 +136,105 @@ def _make(info):
 
 def _define(info):
     f, b = _make(info)
-    return {f.__name__: f, b.__name__: b}
+    made = {f.__name__: f, b.__name__: b}
+    if info.name == "fused_linear_cross_entropy":
+        made["linear_cross_entropy"] = linear_cross_entropy
+        made["linear_cross_entropy_backward"] = linear_cross_entropy_backward
+    return made
+
+
+# --- linear_cross_entropy: torch 2.15's name and shapes over the fused head ---
+
+LinearCrossEntropyGrads = collections.namedtuple("linear_cross_entropy_grads", "input linear_weight linear_bias")
+
+
+def _lce_args(input, linear_weight, target, linear_bias, weight, ignore_index, reduction, label_smoothing, z_loss,
+              softcap):
+    import numpy as np
+    x, w = np.asarray(input), np.asarray(linear_weight)
+    if x.ndim not in (1, 2):
+        from ._errors import DimensionMismatch
+        raise DimensionMismatch("kloss::linear_cross_entropy: argument 'input' must have 1 or 2 dimensions "
+                                "((in_features,) or (N, in_features)), got shape %s" % (x.shape,))
+    if w.ndim < 2 or w.shape[-1] != x.shape[-1]:
+        from ._errors import DimensionMismatch
+        raise DimensionMismatch("kloss::linear_cross_entropy: argument 'linear_weight' %s must be (C, d_1, ..., "
+                                "d_K, in_features) with in_features = %d (the input's last dimension)"
+                                % (w.shape, x.shape[-1]))
+    options = {"ignore_index": -100 if ignore_index is None else ignore_index, "reduction": reduction,
+               "label_smoothing": label_smoothing, "z_loss": z_loss, "softcap": softcap}
+    return x, w, np.asarray(target), linear_bias, weight, options
+
+
+def _lce_fused_inputs(x, w, t, b, cw):
+    """fused_linear_cross_entropy's inputs for a (C, in_features) weight, an
+    unbatched input as one row; and whether it was unbatched."""
+    unbatched = x.ndim == 1
+    return ({"input": x[None] if unbatched else x, "weight": w, "target": t[None] if unbatched else t, "bias": b,
+             "ce_weight": cw}, unbatched)
+
+
+def _lce_logits(x, w, b):
+    """torch's reference logits: linear over the flattened weight, then
+    (*input.shape[:-1], C, d_1, ..., d_K)."""
+    import numpy as np
+    ft = np.result_type(x.dtype, w.dtype, np.float32)
+    x2 = x.reshape(-1, x.shape[-1]).astype(ft, copy=False)
+    w2 = w.reshape(-1, w.shape[-1]).astype(ft, copy=False)
+    z = x2 @ w2.T
+    if b is not None:
+        z = z + np.asarray(b, dtype=ft).reshape(-1)
+    return x2, w2, z.reshape(x.shape[:-1] + w.shape[:-1])
+
+
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean",
+                         ignore_index=None, label_smoothing=0.0, z_loss=0.0, softcap=0.0, dtype=None,
+                         index_dtype=None):
+    """torch.nn.functional.linear_cross_entropy on NumPy arrays:
+    cross_entropy(linear(input, linear_weight, linear_bias), target) with
+    the weight's trailing class dimensions (see the module's doc). weight:
+    the class weights (cross_entropy's `weight`); ignore_index None: -100.
+    z_loss, softcap: kloss's extensions. Returns the loss (0-d when
+    reduced, or unbatched)."""
+    x, w, t, b, cw, o = _lce_args(input, linear_weight, target, linear_bias, weight, ignore_index, reduction,
+                                  label_smoothing, z_loss, softcap)
+    kw = dict(dtype=dtype, index_dtype=index_dtype)
+    if w.ndim == 2:
+        inputs, unbatched = _lce_fused_inputs(x, w, t, b, cw)
+        out = run("fused_linear_cross_entropy", inputs, o, **kw).output
+        return out.reshape(()) if unbatched and reduction == "none" else out
+    _, _, z = _lce_logits(x, w, b)
+    return run("cross_entropy", {"input": z, "target": t, "weight": cw}, o, **kw).output
+
+
+def linear_cross_entropy_backward(grad_output, input, linear_weight, target, *, linear_bias=None, weight=None,
+                                  reduction="mean", ignore_index=None, label_smoothing=0.0, z_loss=0.0, softcap=0.0,
+                                  dtype=None, index_dtype=None):
+    """Gradients of linear_cross_entropy w.r.t. input, linear_weight and
+    linear_bias (None when not given), as torch's autograd; grad_output: the
+    loss's shape (None: ones). Returns a named tuple (input, linear_weight,
+    linear_bias)."""
+    import numpy as np
+    x, w, t, b, cw, o = _lce_args(input, linear_weight, target, linear_bias, weight, ignore_index, reduction,
+                                  label_smoothing, z_loss, softcap)
+    kw = dict(dtype=dtype, index_dtype=index_dtype)
+    if w.ndim == 2:
+        inputs, unbatched = _lce_fused_inputs(x, w, t, b, cw)
+        go = grad_output
+        if go is not None and unbatched and reduction == "none":
+            go = np.asarray(go).reshape(1)
+        g = run("fused_linear_cross_entropy", inputs, o, grad_output=go, backward=True, **kw).grads
+        gx = g["input"].reshape(x.shape)
+        return LinearCrossEntropyGrads(gx, g["weight"], g.get("bias") if b is not None else None)
+    x2, w2, z = _lce_logits(x, w, b)
+    g = run("cross_entropy", {"input": z, "target": t, "weight": cw}, o, grad_output=grad_output, backward=True,
+            **kw).grads
+    gz = np.asarray(g["input"]).reshape(x2.shape[0], w2.shape[0])
+    ft = gz.dtype
+    gx = (gz @ w2.astype(ft, copy=False)).reshape(x.shape)
+    gw = (gz.T @ x2.astype(ft, copy=False)).reshape(w.shape)
+    gb = gz.sum(axis=0).reshape(np.shape(b)) if b is not None else None
+    return LinearCrossEntropyGrads(gx, gw, gb)
 
 
 __getattr__, __dir__ = lazy_ops(globals(), __name__, [], _define)

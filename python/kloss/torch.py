@@ -156,4 +156,37 @@ def _make(info):
     return fn
 
 
-__getattr__, __dir__ = lazy_ops(globals(), __name__, _BASE_ALL, lambda info: {info.name: _make(info)})
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean",
+                         ignore_index=None, label_smoothing=0.0, z_loss=0.0, softcap=0.0):
+    """torch.nn.functional.linear_cross_entropy's arguments and shapes
+    (ignore_index None: -100): a (C, in_features) weight runs kloss's fused
+    head (fused_linear_cross_entropy, the logits never held); a
+    K-dimensional one torch's reference composition, F.linear then kloss's
+    cross_entropy on the (N, C, d_1, ..., d_K) logits."""
+    options = {"ignore_index": -100 if ignore_index is None else ignore_index, "reduction": reduction,
+               "label_smoothing": label_smoothing, "z_loss": z_loss, "softcap": softcap}
+    if input.dim() not in (1, 2):
+        raise _errors.DimensionMismatch("kloss::linear_cross_entropy: argument 'input' must have 1 or 2 dimensions "
+                                        "((in_features,) or (N, in_features)), got shape %s" % (tuple(input.shape),))
+    if linear_weight.dim() == 2:
+        unbatched = input.dim() == 1
+        out = apply("fused_linear_cross_entropy",
+                    {"input": input[None] if unbatched else input, "weight": linear_weight,
+                     "target": target[None] if unbatched else target, "bias": linear_bias, "ce_weight": weight},
+                    options)
+        return out.reshape(()) if unbatched and reduction == "none" else out
+    c, *out_features, in_features = linear_weight.shape
+    bias = None if linear_bias is None else linear_bias.reshape(-1)
+    logits = _torch.nn.functional.linear(input, linear_weight.reshape(-1, in_features), bias)
+    logits = logits.reshape(*input.shape[:-1], c, *out_features)
+    return apply("cross_entropy", {"input": logits, "target": target, "weight": weight}, options)
+
+
+def _define(info):
+    made = {info.name: _make(info)}
+    if info.name == "fused_linear_cross_entropy":
+        made["linear_cross_entropy"] = linear_cross_entropy
+    return made
+
+
+__getattr__, __dir__ = lazy_ops(globals(), __name__, _BASE_ALL, _define)

@@ -255,7 +255,11 @@ def numeric_grads(op, inputs, options, grad_output, names, h=1e-6):
     """Central differences of sum(grad_output * forward(...)) with respect to
     each input in `names` (float64), as torch's autograd defines them where
     that differs from the plain derivative: an embedding's padding row gets
-    no gradient, and max_norm's renormalisation is not differentiated."""
+    no gradient, max_norm's renormalisation is not differentiated, kl_div's
+    target gradient is NaN at a zero target (xlogy's y / y), and
+    poisson_nll_loss's with `full` is NaN at a target <= 0 and the one
+    without the Stirling term at a target <= 1, where that term is masked
+    (torch multiplies its derivative by the mask's 0)."""
     opts = dict(options)
     if op in ("embedding", "embedding_bag"):
         opts.pop("max_norm", None)
@@ -277,4 +281,12 @@ def numeric_grads(op, inputs, options, grad_output, names, h=1e-6):
         out[name] = grad
     if op == "embedding" and options.get("padding_idx") is not None and "weight" in out:
         out["weight"][options["padding_idx"]] = 0.0
+    if "target" in out and (op == "kl_div" and not options.get("log_target", False)
+                            or op == "poisson_nll_loss" and options.get("full", False)):
+        y = np.asarray(inputs["target"], dtype=np.float64)
+        if op == "kl_div":
+            out["target"] = np.where(y == 0, np.nan, out["target"])
+        else:
+            plain = numeric_grads(op, inputs, dict(options, full=False), grad_output, ["target"], h)["target"]
+            out["target"] = np.where(y <= 0, np.nan, np.where(y <= 1, plain, out["target"]))
     return out

@@ -25,10 +25,15 @@ def test_forward_matches_the_numpy_reference(c):
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
+def _floating(v):
+    return np.issubdtype(np.asarray(v).dtype, np.floating)
+
+
 @pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
 def test_backward_matches_central_differences(c):
     info = kloss.op_info(c.op)
-    diff = [n for n in info.differentiable if n in c.inputs]
+    # (cross_entropy's target is differentiable where it holds probabilities)
+    diff = [n for n in info.differentiable if n in c.inputs and _floating(c.inputs[n])]
     out = _call(c)
     go = np.random.default_rng(7).uniform(0.5, 1.5, out.shape)
     opts = dict(c.options)
@@ -39,7 +44,7 @@ def test_backward_matches_central_differences(c):
     want = reference.numeric_grads(c.op, c.inputs, c.options, go, diff)
     for name in info.differentiable:
         g = getattr(grads, name)
-        if name not in c.inputs:
+        if name not in diff:
             assert g is None
             continue
         assert g.shape == np.shape(c.inputs[name]) and g.dtype == np.float64
@@ -89,7 +94,7 @@ def test_hand_values():
     # uniform logits over C classes: loss log(C), gradient (1/C - onehot) / N
     logits, t = np.zeros((2, 4)), np.array([1, 3])
     assert kloss.cross_entropy(logits, t) == pytest.approx(np.log(4))
-    (gx,) = kloss.cross_entropy_backward(1.0, logits, t)
+    gx = kloss.cross_entropy_backward(1.0, logits, t).input
     np.testing.assert_allclose(gx, (0.25 - np.eye(4)[t]) / 2)
     # every target ignored under mean: NaN loss, zero gradient (torch's convention)
     t = np.array([-100, -100])
@@ -147,3 +152,71 @@ def test_run_returns_output_and_gradients_together():
     assert r.output == kloss.cross_entropy(x, t, reduction="sum")
     np.testing.assert_allclose(r.grads["input"], kloss.cross_entropy_backward(None, x, t, reduction="sum").input)
     assert kloss.run("cross_entropy", {"input": x, "target": t}).grads == {}
+
+
+def _lce_reference(x, w, t, b, cw, reduction, ignore_index):
+    """torch 2.15's reference composition of F.linear_cross_entropy in
+    float64: linear over the flattened weight, the logits reshaped to
+    (*input.shape[:-1], C, d_1, ..., d_K), then cross_entropy."""
+    z = x.reshape(-1, x.shape[-1]) @ w.reshape(-1, w.shape[-1]).T
+    if b is not None:
+        z = z + b.reshape(-1)
+    z = z.reshape(x.shape[:-1] + w.shape[:-1])
+    unbatched = z.ndim == 1  # cross_entropy's unbatched (C,) logits: one row
+    inputs = {"input": z[None] if unbatched else z, "target": np.reshape(t, (1,)) if unbatched else t}
+    if cw is not None:
+        inputs["weight"] = cw
+    out = reference.forward("cross_entropy", inputs, {"reduction": reduction,
+                                                       "ignore_index": -100 if ignore_index is None else ignore_index})
+    return np.reshape(out, ()) if unbatched else out
+
+
+@pytest.mark.parametrize("shape", ["2d", "unbatched", "kdim", "unbatched_kdim"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_linear_cross_entropy_takes_torchs_shapes(shape, reduction):
+    rng = np.random.default_rng(11)
+    C, D = 5, 4
+    kdim = shape.endswith("kdim")
+    w = rng.standard_normal((C, 3, D) if kdim else (C, D))
+    b = rng.standard_normal(w.shape[:-1])
+    cw = rng.uniform(0.5, 2, C)
+    if shape.startswith("unbatched"):
+        x = rng.standard_normal(D)
+        t = rng.integers(0, C, 3) if kdim else np.array(2)
+    else:
+        x = rng.standard_normal((6, D))
+        t = rng.integers(0, C, (6, 3) if kdim else 6)
+        t[1] = -100  # ignored: ignore_index=None means -100, as torch maps it
+    if shape == "unbatched_kdim":
+        # torch's composition gives logits (C, 3) and a target (3,): cross_entropy reads them as 5 rows of 3 classes
+        t = rng.integers(0, 3, C)
+        cw = rng.uniform(0.5, 2, 3)
+    kw = dict(linear_bias=b, weight=cw, reduction=reduction, ignore_index=None)
+    got = kloss.linear_cross_entropy(x, w, t, **kw)
+    want = _lce_reference(x, w, t, b, cw, reduction, None)
+    assert got.shape == np.shape(want)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    go = np.random.default_rng(3).uniform(0.5, 1.5, got.shape)
+    grads = kloss.linear_cross_entropy_backward(go, x, w, t, **kw)
+    for name, arr in (("input", x), ("linear_weight", w), ("linear_bias", b)):
+        num = np.zeros_like(arr)
+        for i in np.ndindex(*arr.shape):
+            vals = []
+            for s in (1e-6, -1e-6):
+                a = {"input": x, "linear_weight": w, "linear_bias": b}
+                a[name] = arr.copy()
+                a[name][i] += s
+                vals.append(float((go * _lce_reference(a["input"], a["linear_weight"], t, a["linear_bias"], cw,
+                                                         reduction, None)).sum()))
+            num[i] = (vals[0] - vals[1]) / 2e-6
+        g = getattr(grads, name)
+        assert g.shape == arr.shape, name
+        np.testing.assert_allclose(g, num, rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+def test_linear_cross_entropy_refuses_what_torch_refuses():
+    x3 = np.zeros((2, 3, 4))
+    with pytest.raises(kloss.DimensionMismatch, match="argument 'input' must have 1 or 2 dimensions"):
+        kloss.linear_cross_entropy(x3, np.zeros((5, 4)), np.zeros((2, 5), dtype=np.int64))
+    with pytest.raises(kloss.DimensionMismatch, match="linear_weight"):
+        kloss.linear_cross_entropy(np.zeros((2, 4)), np.zeros((5, 3)), np.zeros(2, dtype=np.int64))

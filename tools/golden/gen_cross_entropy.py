@@ -6,8 +6,9 @@ Every option x dtype x index dtype x reduction: class weights, ignore_index
 (default and custom), label smoothing (alone and with weights and ignored
 targets), K-dimensional input, class-probability targets, and the edge
 cases (|x| ~ 1e4, -inf logits, C = 1, N = 1, every target ignored under
-mean). References: torch in float64 from inputs rounded to the case dtype;
-gradients by autograd with a random grad_output.
+mean). References: PyTorch 2.15 in float64 from inputs rounded to the case
+dtype; gradients by autograd with a random grad_output (class
+probabilities' too: cross_entropy differentiates its target).
 
 The extensions z_loss and softcap (attributes `z_loss`, `softcap`) have no
 torch option; their references compose the formula in float64:
@@ -80,15 +81,22 @@ def _add(g, name, op, dtype, x, target, weight, reduction, index_dtype, options,
          extra=None):
     xr = rounded(x, dtype).requires_grad_(True)
     wr = rounded(weight, dtype) if weight is not None else None
-    tr = rounded(target, dtype) if target.is_floating_point() else target
+    probs = target.is_floating_point()
+    # class probabilities are differentiable (torch: a learned teacher's distribution)
+    tr = rounded(target, dtype).requires_grad_(op == "cross_entropy") if probs else target
     out = ref_fn(xr, tr, wr)
     go = rounded(torch.rand(out.shape, generator=gen, dtype=torch.float64) + 0.5, dtype)
-    (gx,) = torch.autograd.grad(out, xr, go)
+    if probs and op == "cross_entropy":
+        gx, gt = torch.autograd.grad(out, [xr, tr], go)
+        grads = {"input": gx, "target": gt}
+    else:
+        (gx,) = torch.autograd.grad(out, xr, go)
+        grads = {"input": gx}
     inputs = {"input": xr, "target": tr}
     if wr is not None:
         inputs["weight"] = wr
     d_rtol, d_atol = tolerances(dtype)
-    g.add_case(name, op, dtype, inputs, out, grads={"input": gx}, grad_output=go, reduction=reduction,
+    g.add_case(name, op, dtype, inputs, out, grads=grads, grad_output=go, reduction=reduction,
                index_dtype=index_dtype if not tr.is_floating_point() else None, options=options,
                rtol=rtol if rtol is not None else d_rtol, atol=atol if atol is not None else d_atol,
                extra_attrs=extra)
@@ -181,7 +189,7 @@ def main(out_dir):
             for red in REDUCTIONS:
                 _add(g, f"ce_large_{dtype}_{red}", "cross_entropy", dtype, x, t, None, red, "int64", {},
                      lambda xr, tr, wr, red=red: F.cross_entropy(xr, tr, reduction=red), gen,
-                     rtol=rtol, atol=(4e-3 if dtype == "float32" else atol))
+                     rtol=rtol, atol=atol)
         # --- nll_loss
         nll_sets = [
             ("weight_ignore", 6, 5, None, True, 0.4, None),
@@ -209,6 +217,35 @@ def main(out_dir):
             t = torch.full((2,), -100)
             _add(g, f"nll_all_ignored_{dtype}_mean", "nll_loss", dtype, x, t, None, "mean", "int64", {},
                  lambda xr, tr, wr: F.nll_loss(xr, tr, reduction="mean"), gen)
+        # --- confident rows beside large logits: losses of 1e-6 .. 1e-2 next to
+        # logits of 200 and logits shifted by +-1e4, targets mostly the row's
+        # maximum; tolerances relative to each value plus about 8 ulp of 1 in
+        # the accumulation type (the sum of exponentials, 1 + e^-12, rounds
+        # there, in torch too, and once more per merge of the
+        # vocabulary-parallel ranks' sums), so that a loss or a target
+        # gradient formed from the rounded log-sum-exp (200 + 6e-6 is 200 in
+        # float: an error of 6e-6) fails
+        tight = {"float64": (1e-10, 2e-15), "float32": (1e-5, 1e-6), "float16": (2e-3, 1e-6),
+                 "bfloat16": (1.6e-2, 1e-6)}
+        for dtype in DTYPES:
+            rtol, atol = tight[dtype]
+            for red in REDUCTIONS:
+                for shift in (0.0, 1e4, -1e4):
+                    n, c = 6, 9
+                    x = torch.randn(n, c, generator=gen, dtype=torch.float64) * 3
+                    t = torch.randint(0, c, (n,), generator=gen)
+                    for i in range(n - 2):  # confident rows: the target 12 .. 20 above the rest
+                        x[i, t[i]] = x[i].max() + 12 + 2 * i
+                    x = x + shift + 200 * (shift == 0)
+                    fn = lambda xr, tr, wr, red=red: F.cross_entropy(xr, tr, reduction=red)
+                    sname = {0.0: "200", 1e4: "plus1e4", -1e4: "minus1e4"}[shift]
+                    _add(g, f"ce_confident_{sname}_{dtype}_{red}", "cross_entropy", dtype, x, t, None, red, "int64",
+                         {}, fn, gen, rtol=rtol, atol=atol)
+                    p = F.one_hot(t, c).to(torch.float64)
+                    p[n - 1] = 1.0 / c  # one soft row
+                    fn = lambda xr, tr, wr, red=red: F.cross_entropy(xr, tr, reduction=red)
+                    _add(g, f"ce_confident_prob_{sname}_{dtype}_{red}", "cross_entropy", dtype, x, p, None, red,
+                         "int64", {}, fn, gen, rtol=rtol, atol=atol)
     print(g.path, os.path.getsize(g.path), "bytes,", len(g.names), "cases")
 
 

@@ -107,7 +107,7 @@ def gen_hinge(G):
             for red in reds_for(i, dtype):
                 x = G.randn(*shape, scale=1.5)
                 if len(shape) == 1 and shape[0] == 13:
-                    x[0] = 1.0  # exactly at the margin: torch's clamp_min passes the gradient
+                    x[0] = 1.0  # exactly at the margin: torch 2.15's clamp_min passes no gradient
                 t = G.signs(*shape)
                 opts = {} if margin is None else {"margin": margin}
                 G.case("hinge_embedding_loss", dtype, red,
@@ -260,11 +260,32 @@ def gen_multilabel_soft_margin(G):
                {"input": x, "target": t}, diff=("input",), name_extra="_large")
 
 
+def gen_any_targets(G):
+    """hinge_embedding_loss and margin_ranking_loss with targets other than
+    1 and -1 (0, 0.5, 2, -3): torch computes its formula there (hinge: both
+    branches summed; margin_ranking: the target multiplies)."""
+    for dtype in DTYPES:
+        for red in ("none", "mean", "sum"):
+            x = G.randn(12, scale=1.5)
+            t = torch.tensor([1, -1, 0, 0.5, 2, -3] * 2, dtype=torch.float64)
+            G.case("hinge_embedding_loss", dtype, red,
+                   lambda input, target, reduction: F.hinge_embedding_loss(input, target, reduction=reduction,
+                                                                           margin=0.5),
+                   {"input": x}, {"target": t}, diff=("input",), options={"margin": 0.5}, name_extra="_anytarget")
+            x1, x2 = G.randn(12), G.randn(12)
+            G.case("margin_ranking_loss", dtype, red,
+                   lambda input1, input2, target, reduction: F.margin_ranking_loss(
+                       input1, input2, target, reduction=reduction, margin=0.25),
+                   {"input1": x1, "input2": x2}, {"target": t}, diff=("input1", "input2"), options={"margin": 0.25},
+                   name_extra="_anytarget")
+
+
 def main(out_dir):
     with golden_file(out_dir, "margin.h5", CompactGoldenFile) as g:
         G = Gen(g)
+        # (generators added later come last, so the cases before keep their values)
         for ops in (gen_hinge, gen_margin_ranking, gen_triplet, gen_cosine, gen_cosine_zero_vector, gen_multi_margin,
-                    gen_multilabel_margin, gen_multilabel_soft_margin):
+                    gen_multilabel_margin, gen_multilabel_soft_margin, gen_any_targets):
             ops(G)
         print("margin.h5:", G.n, "cases")
 

@@ -5,8 +5,10 @@ binary_cross_entropy_with_logits, kl_div, poisson_nll_loss,
 gaussian_nll_loss - every op x dtype x reduction x option, with broadcast
 arguments and the edge cases (beta = 0, probabilities 0 and 1 in BCE,
 logits of magnitude 1e4, zero and log targets in kl_div, Stirling's term,
-clamped var). References from torch 1.13 in float64 on inputs rounded to the
-case dtype; gradients from autograd with a random grad_output.
+clamped var). References from PyTorch 2.15 in float64 on inputs rounded to the
+case dtype; gradients from autograd with a random grad_output, the
+target's too where torch differentiates it (binary_cross_entropy(_with_logits),
+kl_div, poisson_nll_loss, gaussian_nll_loss).
 
   cd tools/golden && /usr/bin/python3 -c "import gen_pointwise as g; g.main('../../data/golden')"
 """
@@ -98,6 +100,10 @@ def main(out_dir):
         w.gen = gen_sm
         for di, dtype in enumerate(DTYPES):
             add_soft_margin(w, gen_sm, dtype, di)
+        gen_gv = torch.Generator().manual_seed(20261201)
+        w.gen = gen_gv
+        for di, dtype in enumerate(DTYPES):
+            add_gaussian_var_dims(w, gen_gv, dtype, di)
     print("wrote %d cases to %s (%d bytes)" % (w.count, g.path, os.path.getsize(g.path)))
 
 
@@ -138,13 +144,13 @@ def add_bce(w, gen, dtype, di):
     wc = uniform(gen, (5,), 0.5, 2)
     wr = uniform(gen, (3, 1), 0.5, 2)
     for red in REDUCTIONS:
-        w.case("plain_" + red, "binary_cross_entropy", dtype, {"input": x, "target": y}, ["input"],
+        w.case("plain_" + red, "binary_cross_entropy", dtype, {"input": x, "target": y}, ["input", "target"],
                lambda input, target, red=red: F.binary_cross_entropy(input, target, reduction=red), red)
         for k, (wn, wt) in enumerate((("wclass", wc), ("wrow", wr))):
             if k == 1 and red != rot(0, di):
                 continue
             w.case("%s_%s" % (wn, red), "binary_cross_entropy", dtype, {"input": x, "target": y, "weight": wt},
-                   ["input"],
+                   ["input", "target"],
                    lambda input, target, weight, red=red: F.binary_cross_entropy(input, target, weight,
                                                                                  reduction=red), red)
     # probabilities exactly 0 and 1: logs clamped at -100; gradient
@@ -153,7 +159,7 @@ def add_bce(w, gen, dtype, di):
     xe = torch.tensor([0.0, 1.0, 0.0, 1.0, 0.5, 0.0, 1.0], dtype=torch.float64)
     ye = torch.tensor([0.0, 1.0, 1.0, 0.0, 1.0, 0.5, 0.25], dtype=torch.float64)
     for red in ("none", rot(1, di) if rot(1, di) != "none" else "sum"):
-        w.case("zero_one_" + red, "binary_cross_entropy", dtype, {"input": xe, "target": ye}, ["input"],
+        w.case("zero_one_" + red, "binary_cross_entropy", dtype, {"input": xe, "target": ye}, ["input", "target"],
                lambda input, target, red=red: F.binary_cross_entropy(input, target, reduction=red), red,
                grads=dtype != "float16", atol_scale=0.0)  # gradients of 1e12 must not loosen the forward
 
@@ -171,7 +177,7 @@ def add_bce_logits(w, gen, dtype, di):
             if k > 0 and red != rot(k, di):
                 continue
             ins = dict({"input": x, "target": y}, **extra)
-            w.case("%s_%s" % (tag, red), op, dtype, ins, ["input"],
+            w.case("%s_%s" % (tag, red), op, dtype, ins, ["input", "target"],
                    lambda red=red, **t: F.binary_cross_entropy_with_logits(t["input"], t["target"], t.get("weight"),
                                                                           reduction=red,
                                                                           pos_weight=t.get("pos_weight")), red)
@@ -182,9 +188,9 @@ def add_bce_logits(w, gen, dtype, di):
     for red in REDUCTIONS:
         if red not in ("none", rot(2, di)):
             continue
-        w.case("huge_" + red, op, dtype, {"input": xe, "target": ye}, ["input"],
+        w.case("huge_" + red, op, dtype, {"input": xe, "target": ye}, ["input", "target"],
                lambda input, target, red=red: F.binary_cross_entropy_with_logits(input, target, reduction=red), red)
-        w.case("huge_posw_" + red, op, dtype, {"input": xe, "target": ye, "pos_weight": pe}, ["input"],
+        w.case("huge_posw_" + red, op, dtype, {"input": xe, "target": ye, "pos_weight": pe}, ["input", "target"],
                lambda input, target, pos_weight, red=red: F.binary_cross_entropy_with_logits(
                    input, target, reduction=red, pos_weight=pos_weight), red)
 
@@ -198,15 +204,15 @@ def add_kl_div(w, gen, dtype, di):
     pb = torch.softmax(uniform(gen, (5,), -2, 2), dim=0)
     for red in REDUCTIONS + ["batchmean"]:
         for lt, tgt in ((False, p), (True, lp)):
-            w.case("lt%d_%s" % (lt, red), "kl_div", dtype, {"input": x, "target": tgt}, ["input"],
+            w.case("lt%d_%s" % (lt, red), "kl_div", dtype, {"input": x, "target": tgt}, ["input", "target"],
                    lambda input, target, red=red, lt=lt: F.kl_div(input, target, reduction=red, log_target=lt), red,
                    {"log_target": lt})
         if red != (REDUCTIONS + ["batchmean"])[di]:
             continue
-        w.case("bcast_" + red, "kl_div", dtype, {"input": x, "target": pb}, ["input"],
+        w.case("bcast_" + red, "kl_div", dtype, {"input": x, "target": pb}, ["input", "target"],
                lambda input, target, red=red: F.kl_div(input, target, reduction=red), red)
     w.case("rank0_batchmean", "kl_div", dtype, {"input": torch.tensor(-1.25, dtype=torch.float64),
-                                                 "target": torch.tensor(0.5, dtype=torch.float64)}, ["input"],
+                                                 "target": torch.tensor(0.5, dtype=torch.float64)}, ["input", "target"],
            lambda input, target: F.kl_div(input, target, reduction="batchmean"), "batchmean")
 
 
@@ -225,12 +231,12 @@ def add_poisson(w, gen, dtype, di):
                 if not log_input:
                     opts["eps"] = 0.01 if full else 1e-8
                 w.case("li%d_full%d_%s" % (log_input, full, red), "poisson_nll_loss", dtype,
-                       {"input": xs, "target": y}, ["input"],
+                       {"input": xs, "target": y}, ["input", "target"],
                        lambda input, target, red=red, o=dict(opts): F.poisson_nll_loss(input, target, reduction=red,
                                                                                        **o), red, opts)
         if red != rot(0, di):
             continue
-        w.case("bcast_full_" + red, "poisson_nll_loss", dtype, {"input": xl, "target": yb}, ["input"],
+        w.case("bcast_full_" + red, "poisson_nll_loss", dtype, {"input": xl, "target": yb}, ["input", "target"],
                lambda input, target, red=red: F.poisson_nll_loss(input, target, full=True, reduction=red), red,
                {"full": True})
 
@@ -249,20 +255,38 @@ def add_gaussian(w, gen, dtype, di):
                 if red != rot(k + 3 * full, di):
                     continue
                 w.case("%s_full%d_%s" % (tag, full, red), op, dtype, {"input": x, "target": y, "var": var},
-                       ["input", "var"],
+                       ["input", "target", "var"],
                        lambda input, target, var, red=red, full=full: F.gaussian_nll_loss(
                            input, target, var, full=full, reduction=red), red, {"full": full})
         if red != rot(1, di):
             continue
-        w.case("bcast_target_" + red, op, dtype, {"input": x, "target": yb, "var": vs}, ["input", "var"],
+        w.case("bcast_target_" + red, op, dtype, {"input": x, "target": yb, "var": vs}, ["input", "target", "var"],
                lambda input, target, var, red=red: F.gaussian_nll_loss(input, target, var, reduction=red), red)
         # var 0 and below eps: clamped forward, gradient still flows (torch
         # clamps under no_grad). eps 0.01 keeps 1/eps^2 in range for 16-bit.
         vz = torch.tensor([[0.0, 0.001, 0.5, 1.0], [0.005, 2.0, 0.0, 0.25], [1.5, 0.0, 0.02, 0.75]],
                           dtype=torch.float64)
-        w.case("clamped_" + red, op, dtype, {"input": x * 0.1, "target": y * 0.1, "var": vz}, ["input", "var"],
+        w.case("clamped_" + red, op, dtype, {"input": x * 0.1, "target": y * 0.1, "var": vz}, ["input", "target", "var"],
                lambda input, target, var, red=red: F.gaussian_nll_loss(input, target, var, eps=0.01, reduction=red),
                red, {"eps": 0.01})
+
+
+def add_gaussian_var_dims(w, gen, dtype, di):
+    """gaussian_nll_loss's var with one dimension 1 other than the last
+    (torch accepts one mismatched dimension of size 1 anywhere): [1, D]
+    against [N, D], [N, 1, H] against [N, C, H]."""
+    op = "gaussian_nll_loss"
+    x = uniform(gen, (3, 4), -2, 2)
+    y = uniform(gen, (3, 4), -2, 2)
+    v14 = uniform(gen, (1, 4), 0.25, 2)
+    x3 = uniform(gen, (2, 3, 4), -2, 2)
+    y3 = uniform(gen, (2, 3, 4), -2, 2)
+    v214 = uniform(gen, (2, 1, 4), 0.25, 2)
+    for red in REDUCTIONS:
+        w.case("var_first1_" + red, op, dtype, {"input": x, "target": y, "var": v14}, ["input", "target", "var"],
+               lambda input, target, var, red=red: F.gaussian_nll_loss(input, target, var, reduction=red), red)
+        w.case("var_middle1_" + red, op, dtype, {"input": x3, "target": y3, "var": v214}, ["input", "target", "var"],
+               lambda input, target, var, red=red: F.gaussian_nll_loss(input, target, var, reduction=red), red)
 
 
 def add_soft_margin(w, gen, dtype, di):

@@ -117,7 +117,8 @@ template <class ExecSpace, class T>
 void cross_entropy_prob_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                                  const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
                                  const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, acc_t<T>>& lse,
-                                 const TensorOut<ExecSpace, T>& grad_input, const CrossEntropyOptions& opts);
+                                 const TensorOut<ExecSpace, T>& grad_input, const TensorOut<ExecSpace, T>& grad_target,
+                                 const CrossEntropyOptions& opts);
 
 template <class ExecSpace, class T, class I>
 void nll_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
@@ -266,11 +267,22 @@ struct CeCall {
   /// A row with a valid target of weight wt, from its merged partials p:
   /// its (loss, lse); adds the loss and wt to acc. w_all: weight_total's.
   KOKKOS_INLINE_FUNCTION Kokkos::pair<A, A> valid_row(const CeRowPartials<A>& p, A wt, A w_all, CeSums& acc) const {
-    const A l = ce_lse(p);
-    const A loss = ce_index_row_loss(p, l, wt, eps, zl, C, w_all);
+    const A loss = ce_index_row_loss(p, wt, eps, zl, C, w_all);
     acc.weight += static_cast<double>(wt);
     acc.loss += static_cast<double>(loss);
-    return {loss, l};
+    return {loss, ce_lse(p)};
+  }
+  /// Row r's shift for a backward from its saved lse: the saved value, or
+  /// (ce_saved_lse_is_coarse) the row's partials read again, every lane
+  /// returning it. x: the row's first class; t a valid target.
+  template <class Member, class T>
+  KOKKOS_INLINE_FUNCTION CeShift<A> saved_shift(const Member& mem, const T* x, std::int64_t t, A lse) const {
+    A zt = static_cast<A>(x[t * inner]);
+    if (cap != A(0)) zt = ce_cap(zt, cap);
+    if (!ce_saved_lse_is_coarse(lse, zt)) return ce_shift_saved(lse);
+    CeRowConfig<A> cfg;
+    cfg.softcap = cap;
+    return ce_shift(ce_row_partials_lanes(mem, S, x, C, inner, std::int64_t(-1), cfg, static_cast<const T*>(nullptr)));
   }
   /// sum_c w_c, the label-smoothing term's lse factor (C without weights
   /// or without label smoothing, where it is not read).
@@ -418,6 +430,20 @@ void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
   // K = 1 but for few rows (ce_row_splits).
   const std::int64_t K = ce_row_splits(exec, call.rows, call.C, opts.tuning);
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
+  // Split rows: the rows' shifts first (CeCall::saved_shift reads a whole
+  // row, which the segments of an in-place call overwrite concurrently).
+  const auto shifts_s = scratch<CeShift<A>>(exec, K > 1 ? call.rows : 0);
+  const auto shifts = shifts_s.view();
+  if (K > 1)
+    rows_for(
+        exec, "kloss::cross_entropy_backward::shifts", call.launch, call.rows,
+        KOKKOS_LAMBDA(const Member& mem, const std::int64_t r) {
+          const std::int64_t t = static_cast<std::int64_t>(target.data(r));
+          const bool valid = t != call.ignore && t >= 0 && t < call.C;
+          const CeShift<A> sh = valid ? call.saved_shift(mem, input.data.data() + call.offset(r), t, lse.data(r))
+                                      : ce_shift_saved(lse.data(r));
+          Kokkos::single(Kokkos::PerThread(mem), [&]() { shifts(r) = sh; });
+        });
   const CeSumsScratch<ExecSpace> sums(exec);
   rows_reduce(
       exec, "kloss::cross_entropy_backward::grad", call.launch, call.rows * K,
@@ -435,10 +461,12 @@ void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
           return;
         }
         const A wt = call.target_weight(weight, t);
+        const CeShift<A> sh =
+            K > 1 ? shifts(r) : call.saved_shift(mem, input.data.data() + call.offset(r), t, lse.data(r));
         const CeRowGrad<A> coef = ce_row_grad(call.upstream(grad_output.data, r, total_weight.data), wt, w_all,
-                                              call.eps, C, call.zl, lse.data(r), call.cap, call.has_w);
+                                              call.eps, C, call.zl, sh.lse(), call.cap, call.has_w);
         const std::int64_t tl = t >= c0 && t < c1 ? t - c0 : -1;
-        ce_backward_lanes(mem, call.S, input.data.data() + off, g, c1 - c0, inner, tl, lse.data(r), coef,
+        ce_backward_lanes(mem, call.S, input.data.data() + off, g, c1 - c0, inner, tl, sh, coef,
                           call.has_w ? weight.data.data() + c0 : nullptr);
       },
       sums.reducer(), RowOrder::any);
@@ -517,8 +545,9 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSp
           if (call.none()) output.data(r) = static_cast<T>(loss);
         });
         const A scale = mean ? static_cast<A>(1.0 / dv().weight) : A(1);
+        const CeShift<A> sh = ce_shift(p);
         const CeRowGrad<A> coef = ce_row_grad(scale, wt, w_all, call.eps, call.C, call.zl, l, call.cap, call.has_w);
-        ce_backward_lanes(mem, call.S, x, g, call.C, call.inner, t, l, coef, w);
+        ce_backward_lanes(mem, call.S, x, g, call.C, call.inner, t, sh, coef, w);
       },
       sums.reducer());
   ce_finish<ExecSpace, T>(exec, op, sums.view, opts.deferred_check, opts.reduction, call.rows, true, output,
@@ -554,8 +583,7 @@ void cross_entropy_prob(const ExecSpace& exec, const TensorIn<ExecSpace, T>& inp
         }
         acc.bad_prob += p.bad_count;
         const A l = ce_lse(p.lse);
-        // sum_c w_c p'_c (lse - z_c) + zl lse^2
-        const A loss = p.q * l - p.s + call.zl * l * l;
+        const A loss = ce_prob_row_loss(p, call.zl);
         Kokkos::single(Kokkos::PerThread(mem), [&]() {
           if (save_lse) lse.data(r) = l;
           if (call.none()) output.data(r) = static_cast<T>(loss);
@@ -572,18 +600,21 @@ template <class ExecSpace, class T>
 void cross_entropy_prob_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                                  const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
                                  const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, acc_t<T>>& lse,
-                                 const TensorOut<ExecSpace, T>& grad_input, const CrossEntropyOptions& opts) {
+                                 const TensorOut<ExecSpace, T>& grad_input, const TensorOut<ExecSpace, T>& grad_target,
+                                 const CrossEntropyOptions& opts) {
   using A = acc_t<T>;
   constexpr std::string_view op = "cross_entropy_backward";
   const CeGeometry geo = ce_check_backward(op, grad_output, input, weight, lse, grad_input, opts);
   check_shape(op, "target", target, input.shape);
-  check_disjoint(op, {span("grad_input", grad_input)},
+  if (grad_target.present) check_shape(op, "grad_target", grad_target, input.shape);
+  check_disjoint(op, {span("grad_input", grad_input), span("grad_target", grad_target)},
                  {span("grad_output", grad_output), span("input", input), span("target", target),
                   span("weight", weight), span("lse", lse)},
                  {"grad_input", "input"});
   ProfilingRegion region("kloss::cross_entropy_backward");
   const CeCall<A> call(exec, geo, opts, weight.present);
   const A inv_rows = call.rows > 0 ? A(1) / static_cast<A>(call.rows) : quiet_nan<A>();
+  const bool want_gt = grad_target.present;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   rows_for(
       exec, "kloss::cross_entropy_backward::grad_prob", call.launch, call.rows,
@@ -592,11 +623,25 @@ void cross_entropy_prob_backward(const ExecSpace& exec, const TensorIn<ExecSpace
         A scale = call.none() ? static_cast<A>(grad_output.data(r)) : static_cast<A>(grad_output.data(0));
         if (call.red == static_cast<int>(Reduction::mean)) scale *= inv_rows;
         const T* w = call.has_w ? weight.data.data() : nullptr;
-        // q = sum_c w_c p'_c, the softmax coefficient's factor
-        const A q = ce_prob_mass_lanes(mem, call.S, target.data.data() + off, call.C, call.inner, call.eps, w);
+        // q = sum_c w_c p'_c, the softmax coefficient's factor, and the
+        // largest w_c p'_c
+        const CeProbMass<A> mass =
+            ce_prob_mass_lanes(mem, call.S, target.data.data() + off, call.C, call.inner, call.eps, w);
+        const A q = mass.q;
+        // The saved lse, or (|lse| beyond the limit, a class holding more
+        // than 1/e of the mass, whose softmax may then cancel it, or the
+        // target's gradient asked for, the log softmax itself) the row's
+        // partials read again (ce_saved_lse_is_coarse).
+        CeShift<A> sh = ce_shift_saved(lse.data(r));
+        if (want_gt || ce_saved_lse_is_coarse(lse.data(r), -infinity<A>()) || mass.max > q * A(0.36787944117144233)) {
+          CeRowConfig<A> cfg;
+          cfg.softcap = call.cap;
+          sh = ce_shift(ce_row_partials_lanes(mem, call.S, input.data.data() + off, call.C, call.inner,
+                                              std::int64_t(-1), cfg, static_cast<const T*>(nullptr)));
+        }
         ce_backward_prob_lanes(mem, call.S, input.data.data() + off, target.data.data() + off,
-                               grad_input.data.data() + off, call.C, call.inner, lse.data(r), q, scale, call.eps,
-                               call.zl, call.cap, w);
+                               grad_input.data.data() + off, call.C, call.inner, sh, q, scale, call.eps, call.zl,
+                               call.cap, w, want_gt ? grad_target.data.data() + off : nullptr);
       });
 }
 

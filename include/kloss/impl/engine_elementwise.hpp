@@ -603,6 +603,21 @@ void pointwise_backward_flat(const ExecSpace& exec, const std::string& op_name, 
       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, (n + K::chunk - 1) / K::chunk), k);
 }
 
+/// Calls f(std::integral_constant<unsigned, S>{}) for the subset S of the
+/// bits of D that equals `want` (nothing when none does): one compile-time
+/// loop per subset of an op's differentiable operands, so that a gradient
+/// not asked for is not computed.
+template <unsigned D, unsigned S = D, class F>
+void with_subset(unsigned want, F&& f) {
+  if constexpr ((S & ~D) == 0u) {
+    if (want == S) {
+      f(std::integral_constant<unsigned, S>{});
+      return;
+    }
+  }
+  if constexpr (S > 0u) with_subset<D, S - 1u>(want, std::forward<F>(f));
+}
+
 /// Backward of an N-ary element-wise loss: grads[k] = g * op.grad(...)[k]
 /// for every present grads[k] (k must be in Op::differentiable), with g the
 /// upstream gradient (per element for none, grad_output[0] * scale
@@ -650,21 +665,11 @@ void pointwise_backward(const ExecSpace& exec, const std::string& op_name, const
     // where the upstream gradient comes from are compile-time.
     auto with_mask = [&](auto per_elem_tag) {
       constexpr bool PerElem = decltype(per_elem_tag)::value;
-      // The differentiable subsets that occur: {input}, {other}, {input, other}
-      // (and {} for a check alone).
-      constexpr unsigned D = Op::differentiable;
-      constexpr unsigned lo = D & (~D + 1u);  // lowest differentiable operand
-      constexpr unsigned hi = D & ~lo;
-      if (want == 0)
-        pointwise_backward_flat<PerElem, 0u>(exec, op_name, op, in, go, sc, gp, n, first_bad);
-      else if (want == lo)
-        pointwise_backward_flat<PerElem, lo>(exec, op_name, op, in, go, sc, gp, n, first_bad);
-      else if constexpr (hi != 0) {
-        if (want == hi)
-          pointwise_backward_flat<PerElem, hi>(exec, op_name, op, in, go, sc, gp, n, first_bad);
-        else
-          pointwise_backward_flat<PerElem, D>(exec, op_name, op, in, go, sc, gp, n, first_bad);
-      }
+      // each subset of the differentiable operands that is asked for (and {}
+      // for a check alone)
+      with_subset<Op::differentiable>(want, [&](auto mask) {
+        pointwise_backward_flat<PerElem, decltype(mask)::value>(exec, op_name, op, in, go, sc, gp, n, first_bad);
+      });
     };
     if (reduction == Reduction::none)
       with_mask(std::true_type{});

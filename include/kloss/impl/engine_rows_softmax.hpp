@@ -208,6 +208,47 @@ KOKKOS_INLINE_FUNCTION A ce_lse(const CeRowPartials<A>& p) {
   return p.sumexp == A(0) ? -infinity<A>() : p.max + log(p.sumexp);
 }
 
+/// A row's log-sum-exp as the shift m and the log of the sum ls, lse = m +
+/// ls, so that log softmax_c = (z_c - m) - ls keeps its digits where the
+/// logits are large: z_c - m is exact near the maximum and ls is small, while
+/// lse itself rounds to the logits' ulp (logits of 200 in float: an lse
+/// 6e-6 above 200 rounds to 200, and a loss or gradient of 6e-6 formed from
+/// it loses every digit). From the partials m is the row's maximum; from a
+/// saved lse alone, m = lse and ls = 0.
+template <class A>
+struct CeShift {
+  A m = 0;
+  A ls = 0;
+  KOKKOS_INLINE_FUNCTION A lse() const { return m + ls; }
+};
+/// The shift of a row from its (merged) partials: m the maximum, ls the log
+/// of the sum (-inf when every logit is -inf, NaN when the sum is).
+template <class A>
+KOKKOS_INLINE_FUNCTION CeShift<A> ce_shift(const CeRowPartials<A>& p) {
+  return {p.max, p.sumexp == A(0) ? -infinity<A>() : log(p.sumexp)};
+}
+/// The shift of a saved log-sum-exp (m = lse, ls = 0).
+template <class A>
+KOKKOS_INLINE_FUNCTION CeShift<A> ce_shift_saved(A lse) {
+  return {lse, A(0)};
+}
+/// log softmax of logit z (after the cap), (z - m) - ls.
+template <class A>
+KOKKOS_FORCEINLINE_FUNCTION A ce_log_softmax(A z, const CeShift<A>& sh) {
+  return (z - sh.m) - sh.ls;
+}
+/// Whether a backward from the saved lse alone would lose digits on a row,
+/// so that the row's shift is taken from its partials again (one more read
+/// of the row): |lse| > tuning::ce_saved_lse_limit, where the lse's own
+/// rounding (|lse| 2^-24 in float) exceeds a few ulp of every softmax_c, or
+/// a target logit zt (after the cap; NaN for none) with softmax_t > 1/e,
+/// whose gradient a (softmax_t - 1) cancels.
+template <class A>
+KOKKOS_INLINE_FUNCTION bool ce_saved_lse_is_coarse(A lse, A zt) {
+  const A lim = static_cast<A>(tuning::ce_saved_lse_limit);
+  return !(lse <= lim && lse >= -lim) || zt - lse > A(-1);
+}
+
 /// Coefficients of one row's logit gradient, class-index target t:
 ///   dL/dz_c = a * softmax_c - b * (w_c or 1) - [c == t] * ct
 /// and dL/dx_c = dL/dz_c * (1 - (z_c / softcap)^2) under the soft-cap.
@@ -242,62 +283,83 @@ KOKKOS_INLINE_FUNCTION CeRowGrad<A> ce_row_grad(A scale, A w_t, A w_all, A eps, 
 }
 
 namespace detail {
-/// dL/dx of one logit v (see CeRowGrad); w_c read only when WB; ct: the
-/// target's term (k.ct at the target, 0 elsewhere: x - 0 is folded away).
+/// dL/dx of one logit v other than the target (see CeRowGrad); w_c read
+/// only when WB.
 template <bool Cap, bool WB, class A>
-KOKKOS_FORCEINLINE_FUNCTION A ce_bwd_elem(A v, A lse, A a, A b, A cap, A w_c, A ct = A(0)) {
+KOKKOS_FORCEINLINE_FUNCTION A ce_bwd_elem(A v, const CeShift<A>& sh, A a, A b, A cap, A w_c) {
   const A z = Cap ? ce_cap(v, cap) : v;
-  A gz = a * ce_exp(z - lse) - (WB ? b * w_c : b) - ct;
+  A gz = a * ce_exp(ce_log_softmax(z, sh)) - (WB ? b * w_c : b);
   if (Cap) {
     const A q = z / cap;
     gz = gz * (A(1) - q * q);  // d(cap tanh(x/cap))/dx = 1 - tanh^2
   }
   return gz;
 }
+}  // namespace detail
+
+/// dL/dx of the target's logit xt (class weight wt, 1 without weights): a
+/// softmax_t - b w_t - ct = ct (softmax_t - 1) + (a - ct) softmax_t - b w_t,
+/// its first term by expm1 of the log softmax, so that a confident row's
+/// gradient keeps its digits (softmax_t - 1 = -6e-6 is not 1 - 0.999994).
+template <class A>
+KOKKOS_INLINE_FUNCTION A ce_bwd_target(A xt, const CeShift<A>& sh, const CeRowGrad<A>& k, A wt) {
+  const bool cap = k.softcap != A(0);
+  const A z = cap ? ce_cap(xt, k.softcap) : xt;
+  const A lp = ce_log_softmax(z, sh);
+  A gz = k.ct * expm1(lp) + (k.a - k.ct) * exp(lp) - (k.weighted_b ? k.b * wt : k.b);
+  if (cap) {
+    const A q = z / k.softcap;
+    gz = gz * (A(1) - q * q);
+  }
+  return gz;
+}
+
+namespace detail {
 /// The strided backward (a device's lanes: stride S; K-dimensional input)
 /// in batches of tuning::ce_bwd_batch logits, all read before any is
 /// written: g may alias x, so a plain loop keeps one read in flight per
 /// thread and a GPU waits on memory at every logit. Advances c past the
 /// last whole batch.
 template <bool Cap, bool WB, class T, class G, class A>
-KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_batches(const T* x, G* g, std::int64_t n, std::int64_t stride, A lse,
-                                                const CeRowGrad<A>& k, const T* w, std::int64_t ws, std::int64_t& c) {
+KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_batches(const T* x, G* g, std::int64_t n, std::int64_t stride,
+                                                const CeShift<A>& sh, const CeRowGrad<A>& k, const T* w,
+                                                std::int64_t ws, std::int64_t& c) {
   constexpr int U = tuning::ce_bwd_batch;
   for (; c + U <= n; c += U) {
     A v[U];
     for (int u = 0; u < U; ++u) v[u] = static_cast<A>(x[(c + u) * stride]);
     for (int u = 0; u < U; ++u)
       g[(c + u) * stride] = static_cast<G>(
-          ce_bwd_elem<Cap, WB>(v[u], lse, k.a, k.b, k.softcap, WB ? static_cast<A>(w[(c + u) * ws]) : A(0)));
+          ce_bwd_elem<Cap, WB>(v[u], sh, k.a, k.b, k.softcap, WB ? static_cast<A>(w[(c + u) * ws]) : A(0)));
   }
 }
 /// The gradient loop. In place, the caller passes one pointer as both x and
 /// g, and the forced inlining lets the compiler see that each g[o] is the
 /// x[o] just read: no aliasing to check, the loop vectorises.
 template <bool Contig, bool Cap, bool WB, class T, class G, class A>
-KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_pass(const T* x, G* g, std::int64_t n, std::int64_t stride, A lse,
-                                             const CeRowGrad<A>& k, const T* w, std::int64_t ws) {
+KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_pass(const T* x, G* g, std::int64_t n, std::int64_t stride,
+                                             const CeShift<A>& sh, const CeRowGrad<A>& k, const T* w, std::int64_t ws) {
   const A a = k.a, b = k.b, cap = k.softcap;
   std::int64_t c = 0;
-  if constexpr (!Contig) ce_bwd_batches<Cap, WB>(x, g, n, stride, lse, k, w, ws, c);
+  if constexpr (!Contig) ce_bwd_batches<Cap, WB>(x, g, n, stride, sh, k, w, ws, c);
   for (; c < n; ++c) {
     const std::int64_t o = Contig ? c : c * stride;
     g[o] = static_cast<G>(
-        ce_bwd_elem<Cap, WB>(static_cast<A>(x[o]), lse, a, b, cap, WB ? static_cast<A>(w[Contig ? c : c * ws]) : A(0)));
+        ce_bwd_elem<Cap, WB>(static_cast<A>(x[o]), sh, a, b, cap, WB ? static_cast<A>(w[Contig ? c : c * ws]) : A(0)));
   }
 }
 /// ce_bwd_pass with the in-place case (g exactly x, same type) passed as
 /// one pointer, so that the loop sees no aliasing.
 template <bool Contig, bool Cap, bool WB, class T, class G, class A>
-KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_any(const T* x, G* g, std::int64_t n, std::int64_t stride, A lse,
+KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_any(const T* x, G* g, std::int64_t n, std::int64_t stride, const CeShift<A>& sh,
                                             const CeRowGrad<A>& k, const T* w, std::int64_t ws) {
   if constexpr (std::is_same_v<G, T>) {
     if (static_cast<const void*>(g) == static_cast<const void*>(x)) {
-      ce_bwd_pass<Contig, Cap, WB>(g, g, n, stride, lse, k, w, ws);
+      ce_bwd_pass<Contig, Cap, WB>(g, g, n, stride, sh, k, w, ws);
       return;
     }
   }
-  ce_bwd_pass<Contig, Cap, WB>(x, g, n, stride, lse, k, w, ws);
+  ce_bwd_pass<Contig, Cap, WB>(x, g, n, stride, sh, k, w, ws);
 }
 // 16-bit logits, contiguous: blocks of L logits go through float buffers -
 // the bits copied in (one vector load) and widened, the gradients computed,
@@ -307,8 +369,8 @@ KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_any(const T* x, G* g, std::int64_t n, st
 // which leaves the bfloat16 in-place backward well behind float32's. g may
 // be exactly x: a block is read before it is written.
 template <bool Cap, bool WB, class T, class A>
-KOKKOS_INLINE_FUNCTION void ce_bwd_blocks16(const T* x, T* g, std::int64_t n, A lse, const CeRowGrad<A>& k,
-                                            const T* w) {
+KOKKOS_INLINE_FUNCTION void ce_bwd_blocks16(const T* x, T* g, std::int64_t n, const CeShift<A>& sh,
+                                            const CeRowGrad<A>& k, const T* w) {
   static_assert(sizeof(T) == sizeof(std::uint16_t) && std::is_same_v<A, float>, "16-bit storage types only");
   constexpr int L = tuning::ce_lanes;
   const A a = k.a, b = k.b, cap = k.softcap;
@@ -318,17 +380,17 @@ KOKKOS_INLINE_FUNCTION void ce_bwd_blocks16(const T* x, T* g, std::int64_t n, A 
     A v[L];
     std::memcpy(raw, x + c, sizeof(raw));
     bits_to_floats_block<T, L>(raw, v);
-    for (int l = 0; l < L; ++l) v[l] = ce_bwd_elem<Cap, WB>(v[l], lse, a, b, cap, WB ? static_cast<A>(w[c + l]) : A(0));
+    for (int l = 0; l < L; ++l) v[l] = ce_bwd_elem<Cap, WB>(v[l], sh, a, b, cap, WB ? static_cast<A>(w[c + l]) : A(0));
     floats_to_bits_block<T, L>(v, raw);
     std::memcpy(static_cast<void*>(g + c), raw, sizeof(raw));
   }
   for (; c < n; ++c)
-    g[c] = static_cast<T>(ce_bwd_elem<Cap, WB>(static_cast<A>(x[c]), lse, a, b, cap, WB ? static_cast<A>(w[c]) : A(0)));
+    g[c] = static_cast<T>(ce_bwd_elem<Cap, WB>(static_cast<A>(x[c]), sh, a, b, cap, WB ? static_cast<A>(w[c]) : A(0)));
 }
 }  // namespace detail
 
-/// Writes the logit gradient of one row's classes [0, n) from its saved
-/// log-sum-exp: g[c * stride] = dL/dx_c with the coefficients k (see
+/// Writes the logit gradient of one row's classes [0, n) from its
+/// log-sum-exp sh: g[c * stride] = dL/dx_c with the coefficients k (see
 /// CeRowGrad), target class `target_local` in the slice or -1. One read of
 /// x and one write of g. `g` may be exactly `x` (the in-place gradient; the
 /// target's logit is read before it is overwritten); any other overlap is
@@ -337,23 +399,23 @@ KOKKOS_INLINE_FUNCTION void ce_bwd_blocks16(const T* x, T* g, std::int64_t n, A 
 /// w: class weights (w[c * wstride]), read only when k.weighted_b.
 template <class T, class G = T, class A = acc_t<T>>
 KOKKOS_INLINE_FUNCTION void ce_backward_from_lse(const T* x, G* g, std::int64_t n, std::int64_t stride,
-                                                 std::int64_t target_local, A lse, const CeRowGrad<A>& k,
+                                                 std::int64_t target_local, const CeShift<A>& sh, const CeRowGrad<A>& k,
                                                  const T* w = nullptr, std::int64_t wstride = 1) {
   const bool has_t = target_local >= 0 && target_local < n;
   const A xt = has_t ? static_cast<A>(x[target_local * stride]) : A(0);
   const bool cap = k.softcap != A(0);
   const bool wb = k.weighted_b;
-#define KLOSS_CE_BWD(CONTIG, CAP)                                                \
-  if constexpr (CONTIG && sizeof(T) == 2 && std::is_same_v<G, T>) {              \
-    if (wb)                                                                      \
-      detail::ce_bwd_blocks16<CAP, true>(x, g, n, lse, k, w);                    \
-    else                                                                         \
-      detail::ce_bwd_blocks16<CAP, false>(x, g, n, lse, k, w);                   \
-  } else {                                                                       \
-    if (wb)                                                                      \
-      detail::ce_bwd_any<CONTIG, CAP, true>(x, g, n, stride, lse, k, w, wstride);  \
-    else                                                                         \
-      detail::ce_bwd_any<CONTIG, CAP, false>(x, g, n, stride, lse, k, w, wstride); \
+#define KLOSS_CE_BWD(CONTIG, CAP)                                                 \
+  if constexpr (CONTIG && sizeof(T) == 2 && std::is_same_v<G, T>) {               \
+    if (wb)                                                                       \
+      detail::ce_bwd_blocks16<CAP, true>(x, g, n, sh, k, w);                      \
+    else                                                                          \
+      detail::ce_bwd_blocks16<CAP, false>(x, g, n, sh, k, w);                     \
+  } else {                                                                        \
+    if (wb)                                                                       \
+      detail::ce_bwd_any<CONTIG, CAP, true>(x, g, n, stride, sh, k, w, wstride);  \
+    else                                                                          \
+      detail::ce_bwd_any<CONTIG, CAP, false>(x, g, n, stride, sh, k, w, wstride); \
   }
   if (stride == 1) {
     if (cap) {
@@ -371,9 +433,7 @@ KOKKOS_INLINE_FUNCTION void ce_backward_from_lse(const T* x, G* g, std::int64_t 
 #undef KLOSS_CE_BWD
   if (has_t) {
     const A wt = wb ? static_cast<A>(w[target_local * wstride]) : A(1);
-    g[target_local * stride] =
-        static_cast<G>(cap ? detail::ce_bwd_elem<true, true>(xt, lse, k.a, k.b, k.softcap, wt, k.ct)
-                           : detail::ce_bwd_elem<false, true>(xt, lse, k.a, k.b, k.softcap, wt, k.ct));
+    g[target_local * stride] = static_cast<G>(ce_bwd_target(xt, sh, k, wt));
   }
 }
 
@@ -459,8 +519,8 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_lane_packs_any(const T* x, std::int64
 /// target reads its logit before writing any gradient and rewrites the
 /// target's gradient last, so g may be exactly x.
 template <bool Cap, bool WB, class T, class G, class A>
-KOKKOS_INLINE_FUNCTION void ce_lane_bwd_packs(const T* x, G* g, std::int64_t n, int j, int S, std::int64_t t, A lse,
-                                              const CeRowGrad<A>& k, const T* w) {
+KOKKOS_INLINE_FUNCTION void ce_lane_bwd_packs(const T* x, G* g, std::int64_t n, int j, int S, std::int64_t t,
+                                              const CeShift<A>& sh, const CeRowGrad<A>& k, const T* w) {
   using RP = RowPacks<T, tuning::ce_device_packs>;
   constexpr int P = tuning::ce_device_packs, E = RP::E;
   const RP rp(x, n);
@@ -468,7 +528,7 @@ KOKKOS_INLINE_FUNCTION void ce_lane_bwd_packs(const T* x, G* g, std::int64_t n, 
   const A xt = owner ? static_cast<A>(x[t]) : A(0);
   const A a = k.a, b = k.b, cap = k.softcap;
   rp.scalars(j, S, [&](const std::int64_t c) {
-    g[c] = static_cast<G>(ce_bwd_elem<Cap, WB>(static_cast<A>(x[c]), lse, a, b, cap, WB ? static_cast<A>(w[c]) : A(0)));
+    g[c] = static_cast<G>(ce_bwd_elem<Cap, WB>(static_cast<A>(x[c]), sh, a, b, cap, WB ? static_cast<A>(w[c]) : A(0)));
   });
   const bool vec = same_pack_offset(x, g);
   rp.groups(j, S, [&](const std::int64_t k0, const int cnt) {
@@ -479,30 +539,30 @@ KOKKOS_INLINE_FUNCTION void ce_lane_bwd_packs(const T* x, G* g, std::int64_t n, 
       const std::int64_t c0 = rp.pack_start(k0 + q * S);
       KLOSS_UNROLL
       for (int e = 0; e < E; ++e)
-        v[q][e] = ce_bwd_elem<Cap, WB>(v[q][e], lse, a, b, cap, WB && q < cnt ? static_cast<A>(w[c0 + e]) : A(0));
+        v[q][e] = ce_bwd_elem<Cap, WB>(v[q][e], sh, a, b, cap, WB && q < cnt ? static_cast<A>(w[c0 + e]) : A(0));
     }
     rp.store(g, k0, S, cnt, vec, v);
   });
   if (owner) {
     const A wt = k.weighted_b ? static_cast<A>(w[t]) : A(1);
-    g[t] = static_cast<G>(ce_bwd_elem<Cap, true>(xt, lse, a, b, cap, wt, k.ct));
+    g[t] = static_cast<G>(ce_bwd_target(xt, sh, k, wt));
   }
 }
 
 /// ce_lane_bwd_packs with its compile-time variant chosen from k.
 template <class T, class G, class A>
 KOKKOS_INLINE_FUNCTION void ce_lane_bwd_packs_any(const T* x, G* g, std::int64_t n, int j, int S, std::int64_t t,
-                                                  A lse, const CeRowGrad<A>& k, const T* w) {
+                                                  const CeShift<A>& sh, const CeRowGrad<A>& k, const T* w) {
   if (k.softcap != A(0)) {
     if (k.weighted_b)
-      ce_lane_bwd_packs<true, true>(x, g, n, j, S, t, lse, k, w);
+      ce_lane_bwd_packs<true, true>(x, g, n, j, S, t, sh, k, w);
     else
-      ce_lane_bwd_packs<true, false>(x, g, n, j, S, t, lse, k, w);
+      ce_lane_bwd_packs<true, false>(x, g, n, j, S, t, sh, k, w);
   } else {
     if (k.weighted_b)
-      ce_lane_bwd_packs<false, true>(x, g, n, j, S, t, lse, k, w);
+      ce_lane_bwd_packs<false, true>(x, g, n, j, S, t, sh, k, w);
     else
-      ce_lane_bwd_packs<false, false>(x, g, n, j, S, t, lse, k, w);
+      ce_lane_bwd_packs<false, false>(x, g, n, j, S, t, sh, k, w);
   }
 }
 }  // namespace detail
@@ -592,19 +652,19 @@ KOKKOS_INLINE_FUNCTION CeRowPartials<A> ce_row_partials_lanes(const Member& mem,
 /// calling thread's vector lanes. g may be exactly x, or of another type.
 template <class Member, class T, class G, class A>
 KOKKOS_INLINE_FUNCTION void ce_backward_lanes(const Member& mem, int S, const T* x, G* g, std::int64_t C,
-                                              std::int64_t inner, std::int64_t t, A lse, const CeRowGrad<A>& k,
-                                              const T* w) {
+                                              std::int64_t inner, std::int64_t t, const CeShift<A>& sh,
+                                              const CeRowGrad<A>& k, const T* w) {
   if (S == 1) {
-    ce_backward_from_lse(x, g, C, inner, t, lse, k, w);
+    ce_backward_from_lse(x, g, C, inner, t, sh, k, w);
     return;
   }
   if (inner == 1) {
     Kokkos::parallel_for(Kokkos::ThreadVectorRange(mem, S),
-                         [&](const int j) { detail::ce_lane_bwd_packs_any(x, g, C, j, S, t, lse, k, w); });
+                         [&](const int j) { detail::ce_lane_bwd_packs_any(x, g, C, j, S, t, sh, k, w); });
     return;
   }
   Kokkos::parallel_for(Kokkos::ThreadVectorRange(mem, S), [&](const int j) {
-    ce_backward_from_lse(x + j * inner, g + j * inner, ce_slice_len(C, j, S), S * inner, ce_slice_target(t, j, S), lse,
+    ce_backward_from_lse(x + j * inner, g + j * inner, ce_slice_len(C, j, S), S * inner, ce_slice_target(t, j, S), sh,
                          k, w ? w + j : w, S);
   });
 }
@@ -620,8 +680,11 @@ KOKKOS_INLINE_FUNCTION void ce_zero_row_lanes(const Member& mem, int S, T* g, st
 
 /// Partials of a row (or of one class slice of a row) with class-probability
 /// target p (same layout as x): besides max/sumexp, q = sum_c w_c p'_c and
-/// s = sum_c w_c p'_c z_c with p'_c = (1 - eps) p_c + eps / C (torch's
-/// smoothing of probabilities), so loss = q * lse - s. Negative or NaN p_c
+/// s = sum_c w_c p'_c (z_c - max) with p'_c = (1 - eps) p_c + eps / C
+/// (torch's smoothing of probabilities), so loss = q ls - s with ls = log
+/// sumexp: s is taken from the slice's maximum (and moved to the merged
+/// maximum by the merge), so that the loss keeps its digits where the logits
+/// are large, as the class-index rows' (m - z_t) + ls does. Negative or NaN p_c
 /// are counted (the first one's offset from the row's start in `bad_pos`,
 /// its value in `bad_val`).
 template <class A>
@@ -644,7 +707,10 @@ KOKKOS_INLINE_FUNCTION CeProbPartials<A> ce_merge(const CeProbPartials<A>& a, co
   CeProbPartials<A> r;
   r.lse = ce_merge_partials(a.lse, b.lse);
   r.q = a.q + b.q;
-  r.s = a.s + b.s;
+  // s relative to the merged maximum (a slice without target mass adds 0,
+  // even where its maximum is the lowest value)
+  const A m = r.lse.max;
+  r.s = (a.q != A(0) ? a.s + a.q * (a.lse.max - m) : a.s) + (b.q != A(0) ? b.s + b.q * (b.lse.max - m) : b.s);
   r.bad_count = a.bad_count + b.bad_count;
   const bool from_b = b.bad_count > 0 && (a.bad_count == 0 || b.bad_pos < a.bad_pos);
   r.bad_pos = from_b ? b.bad_pos : a.bad_pos;
@@ -686,7 +752,7 @@ KOKKOS_INLINE_FUNCTION CeProbPartials<A> ce_row_partials_prob(const T* x, const 
     const A wp = ce_prob_mass(w, c * wstride, pc, eps, epsc);
     q += wp;
     // A class of zero target mass adds nothing, even at a -inf logit (0 * -inf).
-    s += wp != A(0) ? wp * z : A(0);
+    s += wp != A(0) ? wp * (z - r.lse.max) : A(0);
   }
   r.q = q;
   r.s = s;
@@ -695,19 +761,26 @@ KOKKOS_INLINE_FUNCTION CeProbPartials<A> ce_row_partials_prob(const T* x, const 
 
 /// Backward of a probability-target row (or slice): dL/dz_c = scale ((q +
 /// 2 zl lse) softmax_c - w_c p'_c), times 1 - (z_c/softcap)^2 under the
-/// cap. g may be exactly x.
+/// cap; where softmax_c > 1/e, as a (softmax_c - 1) + (a - scale w_c
+/// p'_c) with the first term by expm1, so that a confident class whose
+/// target mass matches keeps its digits. g may be exactly x. gt (null: not
+/// wanted): the target's gradient, d loss / d p_c = -(1 - eps) w_c log
+/// softmax_c, times scale.
 template <class T, class P = T, class A = acc_t<T>>
 KOKKOS_INLINE_FUNCTION void ce_backward_prob_from_lse(const T* x, const P* p, T* g, std::int64_t n, std::int64_t stride,
-                                                      A lse, A q, A scale, A eps, std::int64_t C, A zl, A softcap,
-                                                      const P* w, std::int64_t wstride = 1) {
-  const A a = scale * (q + A(2) * zl * lse);
+                                                      const CeShift<A>& sh, A q, A scale, A eps, std::int64_t C, A zl,
+                                                      A softcap, const P* w, std::int64_t wstride = 1,
+                                                      P* gt = nullptr) {
+  const A a = scale * (q + A(2) * zl * sh.lse());
   const A epsc = eps / static_cast<A>(C);
   for (std::int64_t c = 0; c < n; ++c) {
     const std::int64_t o = c * stride;
     const A v = static_cast<A>(x[o]);
     const A z = softcap != A(0) ? ce_cap(v, softcap) : v;
     const A wp = ce_prob_mass(w, c * wstride, static_cast<A>(p[o]), eps, epsc);
-    A gz = a * ce_exp(z - lse) - scale * wp;
+    const A lp = ce_log_softmax(z, sh);
+    if (gt) gt[o] = static_cast<P>(-scale * (A(1) - eps) * (w ? static_cast<A>(w[c * wstride]) : A(1)) * lp);
+    A gz = lp > A(-1) ? a * expm1(lp) + (a - scale * wp) : a * ce_exp(lp) - scale * wp;
     if (softcap != A(0)) {
       const A qq = z / softcap;
       gz = gz * (A(1) - qq * qq);
@@ -738,38 +811,54 @@ KOKKOS_INLINE_FUNCTION CeProbPartials<A> ce_row_partials_prob_lanes(const Member
   return r;
 }
 
-/// q = sum_c w_c p'_c of one row, its classes split over S slices across
-/// the calling thread's vector lanes.
+/// q = sum_c w_c p'_c of a row and the largest w_c p'_c.
+template <class A>
+struct CeProbMass {
+  A q = 0, max = 0;
+  KOKKOS_INLINE_FUNCTION CeProbMass& operator+=(const CeProbMass& o) {
+    q += o.q;
+    max = o.max > max ? o.max : max;
+    return *this;
+  }
+};
+
+/// The CeProbMass of one row, its classes split over S slices across the
+/// calling thread's vector lanes.
 template <class Member, class P, class A>
-KOKKOS_INLINE_FUNCTION A ce_prob_mass_lanes(const Member& mem, int S, const P* p, std::int64_t C, std::int64_t inner,
-                                            A eps, const P* w) {
+KOKKOS_INLINE_FUNCTION CeProbMass<A> ce_prob_mass_lanes(const Member& mem, int S, const P* p, std::int64_t C,
+                                                        std::int64_t inner, A eps, const P* w) {
   const A epsc = eps / static_cast<A>(C);
-  auto slice = [&](const int j) {
-    A q = 0;
-    for (std::int64_t c = j; c < C; c += S) q += ce_prob_mass(w, c, static_cast<A>(p[c * inner]), eps, epsc);
-    return q;
+  auto slice = [&](const int j, CeProbMass<A>& acc) {
+    for (std::int64_t c = j; c < C; c += S) {
+      const A wp = ce_prob_mass(w, c, static_cast<A>(p[c * inner]), eps, epsc);
+      acc.q += wp;
+      acc.max = wp > acc.max ? wp : acc.max;
+    }
   };
-  if (S == 1) return slice(0);
-  A q = 0;
-  Kokkos::parallel_reduce(
-      Kokkos::ThreadVectorRange(mem, S), [&](const int j, A& acc) { acc += slice(j); }, Kokkos::Sum<A>(q));
-  return q;
+  CeProbMass<A> r;
+  if (S == 1) {
+    slice(0, r);
+    return r;
+  }
+  Kokkos::parallel_reduce(Kokkos::ThreadVectorRange(mem, S), slice, PlusReducer<CeProbMass<A>>(r));
+  return r;
 }
 
 /// The probability-target logit gradient of one row from its saved
 /// log-sum-exp and q, its classes split over S slices across the calling
-/// thread's vector lanes. g may be exactly x.
+/// thread's vector lanes. g may be exactly x; gt (null: not wanted) the
+/// target's gradient (ce_backward_prob_from_lse).
 template <class Member, class T, class P, class A>
 KOKKOS_INLINE_FUNCTION void ce_backward_prob_lanes(const Member& mem, int S, const T* x, const P* p, T* g,
-                                                   std::int64_t C, std::int64_t inner, A lse, A q, A scale, A eps, A zl,
-                                                   A cap, const P* w) {
+                                                   std::int64_t C, std::int64_t inner, const CeShift<A>& sh, A q,
+                                                   A scale, A eps, A zl, A cap, const P* w, P* gt = nullptr) {
   if (S == 1) {
-    ce_backward_prob_from_lse(x, p, g, C, inner, lse, q, scale, eps, C, zl, cap, w);
+    ce_backward_prob_from_lse(x, p, g, C, inner, sh, q, scale, eps, C, zl, cap, w, 1, gt);
     return;
   }
   Kokkos::parallel_for(Kokkos::ThreadVectorRange(mem, S), [&](const int j) {
-    ce_backward_prob_from_lse(x + j * inner, p + j * inner, g + j * inner, ce_slice_len(C, j, S), S * inner, lse, q,
-                              scale, eps, C, zl, cap, w ? w + j : w, std::int64_t(S));
+    ce_backward_prob_from_lse(x + j * inner, p + j * inner, g + j * inner, ce_slice_len(C, j, S), S * inner, sh, q,
+                              scale, eps, C, zl, cap, w ? w + j : w, std::int64_t(S), gt ? gt + j * inner : gt);
   });
 }
 
@@ -823,13 +912,28 @@ CrossEntropyTuning ce_launch(std::int64_t rows, std::int64_t C, const CrossEntro
 }
 
 /// The loss of a non-ignored row with class-index target from its merged
-/// partials p and lse l:
-///   (1-eps) w_t (lse - z_t) + eps/C sum_c w_c (lse - z_c) + zl lse^2.
+/// partials p:
+///   (1-eps) w_t (lse - z_t) + eps/C sum_c w_c (lse - z_c) + zl lse^2,
+/// with lse - z_t formed as (m - z_t) + ls (CeShift), so that a small loss
+/// beside large logits keeps its digits, and sum_c w_c (lse - z_c) as w_all
+/// ls + (w_all m - sum_c w_c z_c).
 template <class A>
-KOKKOS_INLINE_FUNCTION A ce_index_row_loss(const CeRowPartials<A>& p, A l, A wt, A eps, A zl, std::int64_t C, A w_all) {
-  A loss = (A(1) - eps) * wt * (l - p.target_logit) + zl * l * l;
-  if (eps != A(0)) loss += eps / static_cast<A>(C) * (w_all * l - p.logit_sum);
+KOKKOS_INLINE_FUNCTION A ce_index_row_loss(const CeRowPartials<A>& p, A wt, A eps, A zl, std::int64_t C, A w_all) {
+  const CeShift<A> sh = ce_shift(p);
+  const A l = sh.lse();
+  A loss = (A(1) - eps) * wt * -ce_log_softmax(p.target_logit, sh) + zl * l * l;
+  if (eps != A(0)) loss += eps / static_cast<A>(C) * (w_all * sh.ls + (w_all * sh.m - p.logit_sum));
   return loss;
+}
+
+/// The loss of a probability-target row from its merged partials p:
+///   sum_c w_c p'_c (lse - z_c) + zl lse^2 = q ls - s + zl lse^2
+/// (CeProbPartials: s is taken from the maximum).
+template <class A>
+KOKKOS_INLINE_FUNCTION A ce_prob_row_loss(const CeProbPartials<A>& p, A zl) {
+  const CeShift<A> sh = ce_shift(p.lse);
+  const A l = sh.lse();
+  return p.q * sh.ls - p.s + zl * l * l;
 }
 
 template <class M>

@@ -97,13 +97,13 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_
         acc.bad_prob_val = static_cast<double>(p.bad_val);
       }
       acc.bad_prob += p.bad_count;
-      const A l = ce_lse(p.lse);
-      const A loss = p.q * l - p.s + zl * l * l;  // sum_c w_c p'_c (lse - z_c) + zl lse^2
+      const CeShift<A> sh = ce_shift(p.lse);
+      const A loss = ce_prob_row_loss(p, zl);
       if (write_out && none) Kokkos::single(Kokkos::PerThread(mem), [&]() { ov(r) = static_cast<T>(loss); });
       acc.loss += static_cast<double>(loss);
       if (want_grad) {
         if (mean) scale = static_cast<A>(scale / total_weight);
-        ce_backward_prob_lanes(mem, S, z, pr, z, V, std::int64_t(1), l, p.q, scale, eps, zl, cap, cwt);
+        ce_backward_prob_lanes(mem, S, z, pr, z, V, std::int64_t(1), sh, p.q, scale, eps, zl, cap, cwt);
       }
     });
   } else {
@@ -125,17 +125,17 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_
       }
       const A wt = cwp ? cwp[t] : A(1);
       const CeRowPartials<A> p = ce_row_partials_lanes(mem, S, z, V, std::int64_t(1), t, cfg, cwp);
-      const A l = ce_lse(p);
-      const A loss = ce_index_row_loss(p, l, wt, eps, zl, V, w_all);
+      const CeShift<A> sh = ce_shift(p);
+      const A loss = ce_index_row_loss(p, wt, eps, zl, V, w_all);
       if (write_out && none) Kokkos::single(Kokkos::PerThread(mem), [&]() { ov(r) = static_cast<T>(loss); });
       acc.loss += static_cast<double>(loss);
       if (want_grad) {
         if (mean) scale = static_cast<A>(scale / total_weight);
-        const CeRowGrad<A> k = ce_row_grad(scale, wt, w_all, eps, V, zl, l, cap, cwp != nullptr);
+        const CeRowGrad<A> k = ce_row_grad(scale, wt, w_all, eps, V, zl, sh.lse(), cap, cwp != nullptr);
         if (g16)
-          ce_backward_lanes(mem, S, static_cast<const A*>(z), g16, V, std::int64_t(1), t, l, k, cwp);
+          ce_backward_lanes(mem, S, static_cast<const A*>(z), g16, V, std::int64_t(1), t, sh, k, cwp);
         else
-          ce_backward_lanes(mem, S, z, z, V, std::int64_t(1), t, l, k, cwp);  // in place over the chunk
+          ce_backward_lanes(mem, S, z, z, V, std::int64_t(1), t, sh, k, cwp);  // in place over the chunk
       }
     });
   }

@@ -53,11 +53,11 @@ KOKKOS_INLINE_FUNCTION A positive_part(A z) {
   const Bits keep = -static_cast<Bits>(z > A(0));
   return bit_cast<A>(static_cast<Bits>(bit_cast<Bits>(z) & keep));
 }
-/// The mask torch's clamp_min backward uses: the gradient passes where z >= 0
-/// (so also at exactly 0), not for NaN.
+/// The mask torch's clamp_min backward uses (PyTorch 2.15): the gradient
+/// passes where z > 0, not at exactly 0, not for NaN.
 template <class A>
 KOKKOS_INLINE_FUNCTION A relu_mask(A z) {
-  return static_cast<A>(z >= A(0));
+  return static_cast<A>(z > A(0));
 }
 template <class A>
 KOKKOS_INLINE_FUNCTION A sign(A z) {

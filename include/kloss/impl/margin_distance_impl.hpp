@@ -244,8 +244,10 @@ KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists(const RowCtx<Member>& r
 
 template <class T, class M>
 void check_triplet(std::string_view op, const Tensor<const T, M>& anchor, const Tensor<const T, M>& positive,
-                   const Tensor<const T, M>& negative, double p, Reduction reduction) {
+                   const Tensor<const T, M>& negative, double margin, double p, Reduction reduction) {
   check_reduction(op, reduction);
+  // torch (F.triplet_margin_loss): "margin must be greater than 0"
+  require(margin > 0, op, "option 'margin' must be > 0, got ", margin);
   if (anchor.rank() != positive.rank() || positive.rank() != negative.rank())
     fail<DimensionMismatch>(op, "arguments 'anchor' ", anchor.shape.str(), ", 'positive' ", positive.shape.str(),
                             " and 'negative' ", negative.shape.str(), " must have the same number of dimensions");
@@ -386,7 +388,7 @@ void triplet_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& an
                          Reduction reduction) {
   using namespace margin;
   constexpr std::string_view op = "triplet_margin_loss";
-  check_triplet(op, anchor, positive, negative, p, reduction);
+  check_triplet(op, anchor, positive, negative, margin, p, reduction);
   check_output(op, "output", output, reduction, leading_shape(anchor.shape));
   check_disjoint(op, {span("output", output)},
                  {span("anchor", anchor), span("positive", positive), span("negative", negative)});
@@ -406,7 +408,7 @@ void triplet_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpac
                                   bool swap, Reduction reduction) {
   using namespace margin;
   constexpr std::string_view op = "triplet_margin_loss_backward";
-  check_triplet(op, anchor, positive, negative, p, reduction);
+  check_triplet(op, anchor, positive, negative, margin, p, reduction);
   check_backward(
       op, grad_output, reduction, leading_shape(anchor.shape),
       {grad_arg("grad_anchor", grad_anchor, anchor.shape), grad_arg("grad_positive", grad_positive, positive.shape),

@@ -4,7 +4,8 @@
 /// hinge_embedding_loss and margin_ranking_loss, forward and backward: ops
 /// of the element-wise engine (impl/engine_elementwise.hpp: chunks on
 /// hosts, one element per work item on devices, a checked forward and
-/// backward) whose target must be 1 or -1.
+/// backward) with a target that selects their formula (1 and -1 in torch's
+/// use; any value computes torch's formula).
 /// Formulas are those of PyTorch 1.13 (aten/src/ATen/native/Loss.cpp,
 /// LossMultiMargin.cpp, LossMultiLabelMargin.cpp, Distance.cpp,
 /// torch/nn/functional.py for multilabel_soft_margin_loss).
@@ -21,46 +22,42 @@ namespace kloss::impl {
 
 // ============================================================================
 // hinge_embedding_loss and margin_ranking_loss: ops of the element-wise
-// engine (impl/engine_elementwise.hpp) whose forward and backward both refuse a
-// target other than 1 or -1. Their loss and gradient at such a target are
-// irrelevant (the call throws), so a select without a third branch keeps the
-// loops vectorisable.
+// engine (impl/engine_elementwise.hpp) with torch's formulas at every target
+// value (aten/src/ATen/native/Loss.cpp): 1 and -1 select the two branches
+// of hinge_embedding_loss, another value takes both; margin_ranking_loss
+// multiplies by the target whatever it is. Ported code and torch's own
+// samples pass such targets, so they are computed, not refused.
 // ============================================================================
 namespace margin {
 
 /// The element-wise margin ops of Arity operands (Differentiable: the
-/// operands with a gradient, a bit each) whose operand K, the target, must
-/// be 1 or -1, forward and backward. Their losses have no exp / log.
-template <int K, int Arity, unsigned Differentiable>
-struct SignTarget {
+/// operands with a gradient, a bit each). Their losses have no exp / log.
+template <int Arity, unsigned Differentiable>
+struct TargetSelected : Unchecked {
   static constexpr int arity = Arity;
   static constexpr unsigned differentiable = Differentiable;
-  static constexpr bool checked = true, checked_backward = true, sum_in_lanes = true;
-  static constexpr const char* requirement = "hold only 1 or -1";
-  template <class A>
-  KOKKOS_INLINE_FUNCTION int bad(const A* v) const {
-    return is_sign(v[K]) ? -1 : 1;
-  }
+  static constexpr bool sum_in_lanes = true;
 };
 
-/// Operands (input x, target t): x where t = 1, max(0, margin - x) where
-/// t = -1.  d/dx = 1 (t = 1); -1 where margin - x >= 0 (t = -1, torch's
-/// clamp_min mask).
-struct HingeOp : SignTarget<1, 2, 0b1> {
+/// Operands (input x, target t), torch's
+///   where(t != 1, max(0, margin - x), 0) + where(t != -1, x, 0):
+/// x at t = 1, max(0, margin - x) at t = -1, their sum at any other t.
+/// d/dx = [t != -1] - [t != 1] [margin - x > 0] (torch 2.15's clamp_min mask).
+struct HingeOp : TargetSelected<2, 0b1> {
   double margin = 1.0;
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, M&) const {
-    return blend(v[1] == A(1), v[0], relu(static_cast<A>(margin) - v[0]));
+    return blend(v[1] != A(1), relu(static_cast<A>(margin) - v[0]), A(0)) + blend(v[1] != A(-1), v[0], A(0));
   }
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, M&) const {
-    g[0] = blend(v[1] == A(1), A(1), -relu_mask(static_cast<A>(margin) - v[0]));
+    g[0] = blend(v[1] != A(-1), A(1), A(0)) - blend(v[1] != A(1), relu_mask(static_cast<A>(margin) - v[0]), A(0));
   }
 };
 
 /// Operands (x1, x2, t): max(0, z) with z = -t (x1 - x2) + margin.
 /// dz/dx1 = -t, dz/dx2 = t; max(0, z) passes where z >= 0.
-struct MarginRankingOp : SignTarget<2, 3, 0b11> {
+struct MarginRankingOp : TargetSelected<3, 0b11> {
   double margin = 0.0;
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, M&) const {
@@ -74,23 +71,7 @@ struct MarginRankingOp : SignTarget<2, 3, 0b11> {
   }
 };
 
-/// The report of a target other than +-1: the count over the target's own
-/// elements and the first of them (check_signs_alone throws). A named type,
-/// not a lambda: nvcc refuses a local type as a template argument of a
-/// function that holds an extended lambda.
-template <class ExecSpace, class T>
-struct SignReport {
-  const ExecSpace* exec;
-  std::string_view op;
-  const TensorIn<ExecSpace, T>* target;
-  void operator()(I64) const { check_signs_alone(*exec, op, *target); }
-};
-template <class ExecSpace, class T>
-SignReport<ExecSpace, T> sign_report(const ExecSpace& exec, std::string_view op, const TensorIn<ExecSpace, T>& target) {
-  return {&exec, op, &target};
-}
-
-/// The input checks of the ±1-target element-wise ops below: the
+/// The input checks of the target-selected element-wise ops below: the
 /// reduction, the K inputs of one shape, the target (in[K]) broadcasting to
 /// it. Returns that shape.
 template <class T, class M, std::size_t N>
@@ -102,7 +83,7 @@ Shape check_signed_inputs(std::string_view op, const std::array<Tensor<const T, 
   return in[0].shape;
 }
 
-/// The ±1-target element-wise ops (hinge_embedding_loss,
+/// The target-selected element-wise ops (hinge_embedding_loss,
 /// margin_ranking_loss): K inputs of one shape and a target broadcasting to
 /// it, run by the element-wise engine over (inputs..., target). names: the
 /// inputs' and then "target".
@@ -110,7 +91,6 @@ template <class ExecSpace, class T, class Op, std::size_t K>
 void signed_forward(const ExecSpace& exec, std::string_view op, const Op& f,
                     const std::array<TensorIn<ExecSpace, T>, K + 1>& in, const std::array<const char*, K + 1>& names,
                     const TensorOut<ExecSpace, T>& output, Reduction reduction) {
-  const TensorIn<ExecSpace, T>& target = in[K];
   const Shape shape = check_signed_inputs(op, in, names, reduction);
   check_output(op, "output", output, reduction, shape);
   std::array<Span, K + 1> reads;
@@ -118,11 +98,10 @@ void signed_forward(const ExecSpace& exec, std::string_view op, const Op& f,
   const Span write = span("output", output);
   check_disjoint(op, &write, 1, reads.data(), reads.size());
   ProfilingRegion region("kloss::" + std::string(op));
-  if (shape.numel() == 0) check_signs_alone(exec, op, target);
   std::array<Shape, K + 1> shapes;
   for (std::size_t j = 0; j <= K; ++j) shapes[j] = in[j].shape;
   pointwise_forward<ExecSpace, T, Op, K + 1>(exec, std::string(op), f, in, shapes, names, shape, output, reduction,
-                                             reduction_scale(reduction, shape.numel()), sign_report(exec, op, target));
+                                             reduction_scale(reduction, shape.numel()));
 }
 
 /// The backward of signed_forward's ops: op is the backward's name, name
@@ -132,7 +111,6 @@ void signed_backward(const ExecSpace& exec, std::string_view op, const char* nam
                      const TensorIn<ExecSpace, T>& grad_output, const std::array<TensorIn<ExecSpace, T>, K + 1>& in,
                      const std::array<const char*, K + 1>& names, const std::array<TensorOut<ExecSpace, T>, K>& grads,
                      const std::array<const char*, K>& grad_names, Reduction reduction) {
-  const TensorIn<ExecSpace, T>& target = in[K];
   const Shape shape = check_signed_inputs(op, in, names, reduction);
   check_output(op, "grad_output", grad_output, reduction, shape);
   std::array<Span, K> writes;
@@ -145,13 +123,12 @@ void signed_backward(const ExecSpace& exec, std::string_view op, const char* nam
   for (std::size_t j = 0; j <= K; ++j) reads[j] = span(names[j], in[j]);
   check_disjoint(op, writes.data(), K, reads.data(), reads.size());
   ProfilingRegion region("kloss::" + std::string(op));
-  if (shape.numel() == 0) check_signs_alone(exec, op, target);
   std::array<Shape, K + 1> shapes;
   std::array<TensorOut<ExecSpace, T>, K + 1> g;
   for (std::size_t j = 0; j <= K; ++j) shapes[j] = in[j].shape;
   for (std::size_t j = 0; j < K; ++j) g[j] = grads[j];
   pointwise_backward<ExecSpace, T, Op, K + 1>(exec, name, f, grad_output, in, shapes, shape, g, reduction,
-                                              reduction_scale(reduction, shape.numel()), sign_report(exec, op, target));
+                                              reduction_scale(reduction, shape.numel()));
 }
 }  // namespace margin
 

@@ -153,7 +153,8 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     Kokkos::View<const T*, Mem> g = grad_output.present
                                         ? Kokkos::View<const T*, Mem>(grad_output.data.data(), grad_output.numel())
                                         : Kokkos::View<const T*, Mem>(ones);
-    Kokkos::View<const A*, Mem> lse(saved.data(), n), wt(saved.data() + n, n), totals(saved.data() + 2 * n, 3);
+    Kokkos::View<const A*, Mem> shift_m(saved.data(), n), shift_ls(saved.data() + 2 * n + 3, n);
+    Kokkos::View<const A*, Mem> wt(saved.data() + n, n), totals(saved.data() + 2 * n, 3);
     // class weights in the accumulation type, as the chunk's logits
     Kokkos::View<A*, Mem> cw_acc;
     const A* cwa = nullptr;
@@ -198,7 +199,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
           // G = d loss / d Z for the chunk, over the logits (in place).
           if (want_grads)
             ce_backward_rows<ExecSpace, T, I>(exec, static_cast<const A*>(z), nc, v, range.begin, n0, target, cwa, ig,
-                                              p, totals, per_row_g, g, lse, wt, z, {}, ld);
+                                              p, totals, per_row_g, g, shift_m, shift_ls, wt, z, {}, ld);
           return true;
         },
         // grad_input: each rank holds the part from its classes; the sum

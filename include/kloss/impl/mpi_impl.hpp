@@ -311,8 +311,10 @@ CeParams ce_params(const ClassRange& range, int ranks, const Options& opts, bool
 
 /// Per-row global LSE and loss from the reduced records of rows
 /// [row_offset, row_offset + rows), as cross_entropy forms them:
-///   loss_i = (1-eps) w_t (lse - z_t) + eps/C sum_c w_c (lse - z_c) + zl lse^2.
-/// Writes lse / target weight to saved[i], saved[n + i]; for
+///   loss_i = (1-eps) w_t (lse - z_t) + eps/C sum_c w_c (lse - z_c) + zl lse^2
+/// (kloss::impl::ce_index_row_loss).
+/// Writes the lse's shift m / target weight / log-sum ls to saved[i],
+/// saved[n + i], saved[2n + 3 + i] (lse = m + ls; impl::CeShift); for
 /// Reduction::none the row loss to out[i]. Returns the sums (fences: a host
 /// value). A row is bad when the ranks do not agree that exactly one of
 /// them owns its target (or that it is ignored).
@@ -325,7 +327,7 @@ VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typen
   const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
   const A ranks = static_cast<A>(p.ranks);
   const A eps = static_cast<A>(p.label_smoothing), zl = static_cast<A>(p.z_loss);
-  const A eps_c = eps / static_cast<A>(p.total);
+  const std::int64_t C = p.total;
   const A wsum = static_cast<A>(p.weight_sum);
   const bool none = p.reduction == Reduction::none;
   auto o = out.data;
@@ -337,7 +339,7 @@ VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typen
         const A* r = &rec(i * k);
         const ki::CeRowPartials<A> part{r[RecordLayout::max], r[RecordLayout::sumexp], r[RecordLayout::target],
                                         f_zsum >= 0 ? r[f_zsum] : A(0)};
-        const A lse = ki::ce_lse(part);
+        const ki::CeShift<A> sh = ki::ce_shift(part);
         A loss = 0, wt = 0;
         if (r[RecordLayout::ignorers] == ranks) {
           // ignored by every rank: contributes nothing (torch)
@@ -347,15 +349,15 @@ VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typen
           acc.add_bad(i, r[RecordLayout::owners] == A(0) ? 0 : 1);  // no owner / several owners
         } else {
           wt = f_wt >= 0 ? r[f_wt] : A(1);
-          loss = (A(1) - eps) * wt * (lse - part.target_logit) + zl * lse * lse;
-          // eps/C sum_c w_c (lse - z_c) = eps/C (lse sum_c w_c - sum_c w_c z_c)
-          if (f_zsum >= 0) loss += eps_c * (wsum * lse - part.logit_sum);
+          // (the records hold the logit sum exactly when eps > 0)
+          loss = ki::ce_index_row_loss(part, wt, eps, zl, C, wsum);
           acc.loss += static_cast<double>(loss);
           acc.weight += static_cast<double>(wt);
           acc.valid += 1;
         }
-        saved(i) = lse;
+        saved(i) = sh.m;
         saved(n + i) = wt;
+        saved(2 * n + 3 + i) = sh.ls;
         if (none) o(i) = static_cast<T>(loss);
       },
       Kokkos::Sum<VpSums>(sums));
@@ -367,7 +369,8 @@ VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typen
 void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_value, const ClassRange& range);
 
 /// Writes d loss / d x for this rank's classes of rows [row_offset, +rows)
-/// from the saved global LSE with the online-softmax rows' kloss::impl::ce_row_grad /
+/// from the saved global LSE (its shift m and log-sum ls, impl::CeShift)
+/// with the online-softmax rows' kloss::impl::ce_row_grad /
 /// ce_backward_from_lse (derivation there):
 ///   d loss_i / d z_c = g_i ((1-eps) w_t + eps/C W + 2 zl lse) p_c
 ///                      - g_i eps/C w_c - [c == t] g_i (1-eps) w_t,
@@ -384,7 +387,8 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
                       std::int64_t row_offset, const TensorIn<ExecSpace, I>& target, const Z* w,
                       std::int64_t ignore_index, const CeParams& params,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& totals, bool per_row_g,
-                      const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& lse,
+                      const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& shift_m,
+                      const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& shift_ls,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& wt, Z* grad,
                       const CrossEntropyTuning& tuning = {}, std::int64_t ld = 0) {
   using A = acc_t<T>;
@@ -410,9 +414,10 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
         double scale = static_cast<double>(to_acc(per_row_g ? g(i) : g(0)));
         if (mean) scale /= static_cast<double>(totals(0));
         const std::int64_t tl = t >= begin && t < begin + cols ? t - begin : -1;
+        const ki::CeShift<A> sh{shift_m(i), shift_ls(i)};
         const ki::CeRowGrad<A> kc =
-            ki::ce_row_grad(static_cast<A>(scale), wt(i), totals(2), eps, C, zl, lse(i), cap, weighted);
-        ki::ce_backward_lanes(team, S, logits + j * ld, gr, cols, std::int64_t(1), tl, lse(i), kc, w);
+            ki::ce_row_grad(static_cast<A>(scale), wt(i), totals(2), eps, C, zl, sh.lse(), cap, weighted);
+        ki::ce_backward_lanes(team, S, logits + j * ld, gr, cols, std::int64_t(1), tl, sh, kc, w);
       });
 }
 
@@ -560,12 +565,12 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
   const std::int64_t n = logits.extent(0);
   // (the weight sum travels in the saved state: totals(2))
   const CeParams p = ce_params(range, 1, opts, weight.present, 0.0);
-  Kokkos::View<const A*, Mem> lse(saved.data.data(), n);
+  Kokkos::View<const A*, Mem> shift_m(saved.data.data(), n), shift_ls(saved.data.data() + 2 * n + 3, n);
   Kokkos::View<const A*, Mem> wt(saved.data.data() + n, n);
   Kokkos::View<const A*, Mem> totals(saved.data.data() + 2 * n, 3);
   ce_backward_rows<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, 0, target,
                                     weight.present ? weight.data.data() : nullptr, opts.ignore_index, p, totals,
-                                    opts.reduction == Reduction::none, grad_output.data, lse, wt,
+                                    opts.reduction == Reduction::none, grad_output.data, shift_m, shift_ls, wt,
                                     grad_logits.data.data(), opts.tuning);
 }
 

@@ -69,8 +69,7 @@ struct L1Op : Difference {
 /// The quadratic-then-linear losses of d = input - target (smooth_l1_loss,
 /// huber_loss) with their knee k (beta, delta): z = |d|, Op::quad(z, k)
 /// below the knee, Op::lin(z, k) from it; d/dinput = Op::dloss(d, k),
-/// d/dtarget = Op::dloss(-d, k) (torch's backwards swap the arguments, so
-/// at d = 0 with a zero knee both are -1).
+/// d/dtarget = Op::dloss(-d, k).
 template <class Op>
 struct KneeLoss : Difference {
   double k = 1.0;
@@ -90,7 +89,8 @@ struct KneeLoss : Difference {
 };
 
 /// smooth_l1 (k = beta >= 0; 0 is L1): z < k ? z^2 / (2 k) : z - k / 2;
-/// dloss(x) = x <= -k ? -1 : x >= k ? 1 : x / k.
+/// dloss(x) = x <= -k ? -1 : x >= k ? 1 : x / k, and at k = 0 sign(x)
+/// (torch 2.15 computes l1_loss there: 0 at a tie).
 struct SmoothL1Op : KneeLoss<SmoothL1Op> {
   template <class Options>
   static SmoothL1Op from(const Options& o, std::string_view op_name) {
@@ -109,7 +109,9 @@ struct SmoothL1Op : KneeLoss<SmoothL1Op> {
   }
   template <class A>
   KOKKOS_FORCEINLINE_FUNCTION static A dloss(A x, A b) {
-    return blend(x <= -b, A(-1), blend(x >= b, A(1), x / b));
+    // (sign(NaN) is NaN, as torch's)
+    const A sign = blend(x < A(0), A(-1), blend(x > A(0), A(1), blend(x == x, A(0), x)));
+    return b == A(0) ? sign : blend(x <= -b, A(-1), blend(x >= b, A(1), x / b));
   }
 };
 
@@ -141,11 +143,13 @@ struct HuberOp : KneeLoss<HuberOp> {
 /// w ((y - 1) max(log1p(-x), -100) - y max(log x, -100))  (torch clamps the
 /// logs at -100 so that x = 0 or 1 give finite losses).
 /// d/dx = w (x - y) / max(x (1 - x), 1e-12f)  (torch's backward, EPSILON
-/// the float 1e-12f; no gradient for target). Domain: x and y in [0, 1] (NaN fails).
+/// the float 1e-12f); d/dy = -w logit(x) = w (log(1 - x) - log x)
+/// (torch's binary_cross_entropy_target_backward: not clamped, +inf at
+/// x = 0, -inf at x = 1). Domain: x and y in [0, 1] (NaN fails).
 template <bool W>
 struct BceOp {
   static constexpr int arity = 2 + (W ? 1 : 0);
-  static constexpr unsigned differentiable = 0b1;
+  static constexpr unsigned differentiable = 0b11;
   static constexpr bool checked = true, checked_backward = false, sum_in_lanes = false;
   static constexpr const char* requirement = "hold values in [0, 1]";
   template <class A, class M>
@@ -168,10 +172,14 @@ struct BceOp {
     A den = (A(1) - x) * x;
     den = blend(den < eps, eps, den);
     const A d = (x - y) / den;
-    if constexpr (W)
+    const A dy = m.log1p(-x) - m.log(x);
+    if constexpr (W) {
       g[0] = d * v[2];
-    else
+      g[1] = dy * v[2];
+    } else {
       g[0] = d;
+      g[1] = dy;
+    }
   }
   template <class A>
   KOKKOS_INLINE_FUNCTION int bad(const A* v) const {
@@ -187,10 +195,12 @@ struct BceOp {
 /// the exp argument is never positive.
 /// d/dx = w (sigmoid(x) - y) without pos_weight; with it, t = p y:
 /// w ((t + 1 - y) sigmoid(x) - t)  (torch's backward).
+/// d/dy = w (-x + (p - 1) log(1 + e^-x)) (w (pw log sigmoid(x) - log
+/// sigmoid(-x)) negated, torch's target backward; -w x without pos_weight).
 template <bool W, bool P>
 struct BceLogitsOp : Unchecked {
   static constexpr int arity = 2 + (W ? 1 : 0) + (P ? 1 : 0);
-  static constexpr unsigned differentiable = 0b1;
+  static constexpr unsigned differentiable = 0b11;
   static constexpr int iw = 2, ip = W ? 3 : 2;
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
@@ -207,15 +217,20 @@ struct BceLogitsOp : Unchecked {
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
-    A d;
+    A d, dy = -x;
     if constexpr (P) {
       const A t = v[ip] * y;
       d = (t + A(1) - y) * sigmoid(x, m) - t;
+      dy = dy + (v[ip] - A(1)) * softplus(-x, m);
     } else {
       d = sigmoid(x, m) - y;
     }
-    if constexpr (W) d = d * v[iw];
+    if constexpr (W) {
+      d = d * v[iw];
+      dy = dy * v[iw];
+    }
     g[0] = d;
+    g[1] = dy;
   }
 };
 
@@ -239,13 +254,14 @@ struct SoftMarginOp : Unchecked {
 };
 
 /// x = input (log-probabilities), y = target.
-/// log_target: e^y (y - x); d/dx = -e^y.
+/// log_target: e^y (y - x); d/dx = -e^y; d/dy = e^y (y - x + 1).
 /// otherwise: xlogy(y, y) - y x (0 where y = 0, as torch's xlogy);
-/// d/dx = -y.
+/// d/dx = -y; d/dy = log y + 1 - x, NaN at y = 0 (torch: xlogy's gradient
+/// in its second argument is y / y there).
 template <bool LogTarget>
 struct KlDivOp : Unchecked {
   static constexpr int arity = 2;
-  static constexpr unsigned differentiable = 0b1;
+  static constexpr unsigned differentiable = 0b11;
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
@@ -259,10 +275,15 @@ struct KlDivOp : Unchecked {
   }
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
-    if constexpr (LogTarget)
-      g[0] = -m.exp(v[1]);
-    else
-      g[0] = -v[1];
+    const A x = v[0], y = v[1];
+    if constexpr (LogTarget) {
+      const A ey = m.exp(y);
+      g[0] = -ey;
+      g[1] = ey * (y - x + A(1));
+    } else {
+      g[0] = -y;
+      g[1] = blend(y == A(0), quiet_nan<A>(), m.log(y) + A(1) - x);
+    }
   }
 };
 
@@ -271,10 +292,13 @@ struct KlDivOp : Unchecked {
 /// otherwise: x - y log(x + eps); d/dx = 1 - y / (x + eps).
 /// full adds Stirling's y log y - y + log(2 pi y) / 2 where y > 1 (torch
 /// masks target <= 1, so a NaN target keeps its NaN); no x dependence.
+/// d/dy = -x (log_input) or -log(x + eps), plus with full log y + 1 / (2 y)
+/// where y > 1, 0 where 0 < y <= 1 and NaN where y <= 0 (torch multiplies
+/// the masked term's derivative, infinite or NaN there, by the mask's 0).
 template <bool LogInput, bool Full>
 struct PoissonNllOp : Unchecked {
   static constexpr int arity = 2;
-  static constexpr unsigned differentiable = 0b1;
+  static constexpr unsigned differentiable = 0b11;
   double eps = 1e-8;
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
@@ -295,22 +319,31 @@ struct PoissonNllOp : Unchecked {
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
-    if constexpr (LogInput)
+    A dy;
+    if constexpr (LogInput) {
       g[0] = m.exp(x) - y;
-    else
+      dy = -x;
+    } else {
       g[0] = A(1) - y / (x + static_cast<A>(eps));
+      dy = -m.log(x + static_cast<A>(eps));
+    }
+    if constexpr (Full) {
+      const A st = m.log(y) + A(0.5) / y;
+      dy = dy + blend(y > A(1), st, blend(y > A(0), A(0), quiet_nan<A>()));
+    }
+    g[1] = dy;
   }
 };
 
 /// x = input, y = target, s = var clamped at eps (torch clamps a clone
 /// under no_grad, so the gradient flows through the clamp unchanged):
 /// (log s + d^2 / s) / 2 (+ log(2 pi) / 2 if full).
-/// d/dx = d / s;  d/dvar = (1 / s - d^2 / s^2) / 2, both at the clamped s.
-/// Domain: var >= 0 (NaN passes, as torch's `var < 0` test).
+/// d/dx = d / s = -d/dy;  d/dvar = (1 / s - d^2 / s^2) / 2, all at the
+/// clamped s. Domain: var >= 0 (NaN passes, as torch's `var < 0` test).
 template <bool Full>
 struct GaussianNllOp {
   static constexpr int arity = 3;
-  static constexpr unsigned differentiable = 0b101;
+  static constexpr unsigned differentiable = 0b111;
   static constexpr bool checked = true, checked_backward = false, sum_in_lanes = false;
   static constexpr const char* requirement = "be non-negative";
   double eps = 1e-6;
@@ -330,7 +363,7 @@ struct GaussianNllOp {
     const A d = v[0] - v[1];
     const A r = d / s;
     g[0] = r;
-    g[1] = A(0);
+    g[1] = -r;
     g[2] = A(0.5) * (A(1) / s - r * r);
   }
   template <class A>
@@ -372,9 +405,11 @@ Shape check_bce(std::string_view op, const Tensor<const T, M>& input, const Tens
   return input.shape;
 }
 
-/// gaussian_nll_loss's var: input's shape, input's without the last
-/// dimension (then unsqueezed), or input's with the last dimension 1.
-/// Returns var's effective (broadcastable) shape.
+/// gaussian_nll_loss's var, torch's rule: input's shape; input's without
+/// the last dimension (then unsqueezed); or input's rank with the extents
+/// that differ from input's summing to 1 (one dimension of size 1 anywhere:
+/// [N, 1], [1, D], [4, 1, 32, 32] against [4, 3, 32, 32]). Returns var's
+/// effective (broadcastable) shape.
 inline Shape gaussian_var_shape(std::string_view op, const Shape& input, const Shape& var) {
   if (var == input) return var;
   Shape head;  // input.size()[:-1]
@@ -386,12 +421,14 @@ inline Shape gaussian_var_shape(std::string_view op, const Shape& input, const S
     u.extent[u.rank++] = 1;
     return u;
   }
-  Shape var_head;
-  var_head.rank = var.rank > 0 ? var.rank - 1 : 0;
-  for (int i = 0; i < var_head.rank; ++i) var_head.extent[i] = var.extent[i];
-  if (var.rank > 0 && var_head == head && var.extent[var.rank - 1] == 1) return var;
+  if (var.rank == input.rank) {
+    std::int64_t mismatched = 0;  // torch: sum(y for x, y in zip(input, var) if x != y) == 1
+    for (int i = 0; i < var.rank; ++i)
+      if (var.extent[i] != input.extent[i]) mismatched += var.extent[i];
+    if (mismatched == 1) return var;
+  }
   fail<DimensionMismatch>(op, "argument 'var' ", var.str(), " must have the input's shape ", input.str(),
-                          ", that shape without its last dimension, or with its last dimension 1");
+                          ", that shape without its last dimension, or that shape with one dimension 1");
 }
 
 // --- per-op entry points -----------------------------------------------------
@@ -490,21 +527,22 @@ void binary_cross_entropy(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_
 template <class ExecSpace, class T>
 void binary_cross_entropy_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
                                    KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight, KLOSS_PW_T(T) grad_input,
-                                   Reduction reduction) {
+                                   KLOSS_PW_T(T) grad_target, Reduction reduction) {
   constexpr const char* name = "binary_cross_entropy_backward";
   const Shape shape = check_bce(name, input, target, weight, TensorIn<ExecSpace, T>{}, reduction);
-  check_backward(name, grad_output, reduction, shape, {grad_arg("grad_input", grad_input, input.shape)},
+  check_backward(name, grad_output, reduction, shape,
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
                  {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::binary_cross_entropy_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   if (weight.present)
     pointwise_backward<ExecSpace, T, BceOp<true>, 3>(exec, "binary_cross_entropy", BceOp<true>{}, grad_output,
                                                      {input, target, weight}, {input.shape, target.shape, weight.shape},
-                                                     shape, {grad_input, {}, {}}, reduction, scale);
+                                                     shape, {grad_input, grad_target, {}}, reduction, scale);
   else
     pointwise_backward<ExecSpace, T, BceOp<false>, 2>(exec, "binary_cross_entropy", BceOp<false>{}, grad_output,
                                                       {input, target}, {input.shape, target.shape}, shape,
-                                                      {grad_input, {}}, reduction, scale);
+                                                      {grad_input, grad_target}, reduction, scale);
 }
 
 /// Runs f(std::bool_constant<a>{}, std::bool_constant<b>{}) for the
@@ -583,11 +621,13 @@ void binary_cross_entropy_with_logits(const ExecSpace& exec, KLOSS_PW_CT(T) inpu
 template <class ExecSpace, class T>
 void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
                                                KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) pos_weight,
-                                               KLOSS_PW_T(T) grad_input, Reduction reduction) {
+                                               KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target,
+                                               Reduction reduction) {
   constexpr const char* name = "binary_cross_entropy_with_logits_backward";
   const Shape shape = check_bce(name, input, target, weight, pos_weight, reduction);
   check_backward(
-      name, grad_output, reduction, shape, {grad_arg("grad_input", grad_input, input.shape)},
+      name, grad_output, reduction, shape,
+      {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
       {span("input", input), span("target", target), span("weight", weight), span("pos_weight", pos_weight)});
   ProfilingRegion region("kloss::binary_cross_entropy_with_logits_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
@@ -595,6 +635,7 @@ void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, KLOSS_PW_C
     constexpr int N = decltype(op)::arity;
     std::array<TensorOut<ExecSpace, T>, N> grads{};
     grads[0] = grad_input;
+    grads[1] = grad_target;
     pointwise_backward<ExecSpace, T, decltype(op), N>(exec, "binary_cross_entropy_with_logits", op, grad_output, ops,
                                                       shapes_of<N>(ops), shape, grads, reduction, scale);
   });
@@ -620,17 +661,18 @@ void kl_div(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, 
 }
 template <class ExecSpace, class T>
 void kl_div_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target,
-                     KLOSS_PW_T(T) grad_input, Reduction reduction, bool log_target) {
+                     KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target, Reduction reduction, bool log_target) {
   constexpr const char* name = "kl_div_backward";
   const Shape shape = check_binary(name, input, target, reduction, true);
-  check_backward(name, grad_output, reduction, shape, {grad_arg("grad_input", grad_input, input.shape)},
+  check_backward(name, grad_output, reduction, shape,
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
                  {span("input", input), span("target", target)});
   ProfilingRegion region("kloss::kl_div_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   auto run = [&](auto op) {
     pointwise_backward<ExecSpace, T, decltype(op), 2>(exec, "kl_div", op, grad_output, {input, target},
-                                                      {input.shape, target.shape}, shape, {grad_input, {}}, reduction,
-                                                      scale);
+                                                      {input.shape, target.shape}, shape, {grad_input, grad_target},
+                                                      reduction, scale);
   };
   if (log_target)
     run(KlDivOp<true>{});
@@ -664,20 +706,21 @@ void poisson_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T
 }
 template <class ExecSpace, class T>
 void poisson_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
-                               KLOSS_PW_CT(T) target, KLOSS_PW_T(T) grad_input, Reduction reduction, bool log_input,
-                               bool full, double eps) {
+                               KLOSS_PW_CT(T) target, KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target,
+                               Reduction reduction, bool log_input, bool full, double eps) {
   constexpr const char* name = "poisson_nll_loss_backward";
   const Shape shape = check_binary(name, input, target, reduction);
-  check_backward(name, grad_output, reduction, shape, {grad_arg("grad_input", grad_input, input.shape)},
+  check_backward(name, grad_output, reduction, shape,
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
                  {span("input", input), span("target", target)});
   ProfilingRegion region("kloss::poisson_nll_loss_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
-  // The Stirling term does not depend on input: `full` changes no gradient.
-  (void)full;
-  with_poisson_op(log_input, false, eps, [&](auto op) {
+  // The Stirling term depends on target alone: `full` changes target's
+  // gradient only.
+  with_poisson_op(log_input, full && grad_target.present, eps, [&](auto op) {
     pointwise_backward<ExecSpace, T, decltype(op), 2>(exec, "poisson_nll_loss", op, grad_output, {input, target},
-                                                      {input.shape, target.shape}, shape, {grad_input, {}}, reduction,
-                                                      scale);
+                                                      {input.shape, target.shape}, shape, {grad_input, grad_target},
+                                                      reduction, scale);
   });
 }
 
@@ -740,11 +783,13 @@ void gaussian_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(
 template <class ExecSpace, class T>
 void gaussian_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
                                 KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) var, KLOSS_PW_T(T) grad_input,
-                                KLOSS_PW_T(T) grad_var, Reduction reduction, bool full, double eps) {
+                                KLOSS_PW_T(T) grad_target, KLOSS_PW_T(T) grad_var, Reduction reduction, bool full,
+                                double eps) {
   constexpr const char* name = "gaussian_nll_loss_backward";
   const auto sh = check_gaussian(name, input, target, var, reduction);
   check_backward(name, grad_output, reduction, sh[0],
-                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_var", grad_var, var.shape)},
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape),
+                  grad_arg("grad_var", grad_var, var.shape)},
                  {span("input", input), span("target", target), span("var", var)});
   ProfilingRegion region("kloss::gaussian_nll_loss_backward");
   const double scale = reduction_scale(reduction, sh[0].numel(), input.shape);
@@ -752,9 +797,9 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_outpu
   (void)full;
   GaussianNllOp<false> op;
   op.eps = eps;
-  pointwise_backward<ExecSpace, T, GaussianNllOp<false>, 3>(exec, "gaussian_nll_loss", op, grad_output,
-                                                            {input, target, var}, {input.shape, target.shape, sh[1]},
-                                                            sh[0], {grad_input, {}, grad_var}, reduction, scale);
+  pointwise_backward<ExecSpace, T, GaussianNllOp<false>, 3>(
+      exec, "gaussian_nll_loss", op, grad_output, {input, target, var}, {input.shape, target.shape, sh[1]}, sh[0],
+      {grad_input, grad_target, grad_var}, reduction, scale);
 }
 
 #undef KLOSS_PW_CT

@@ -83,6 +83,14 @@ inline int test_pointwise_device = 0;
 /// 64 lanes within 5 % of each other (about 1.45 ms); a two-step block
 /// variant (block max, then one exp per element) was slower under GCC.
 inline constexpr int ce_lanes = 16;
+/// The largest |lse| whose saved value the cross-entropy backward uses as
+/// it is; a row beyond it (or with a confident target) takes its shift from
+/// its partials again (impl::ce_saved_lse_is_coarse). 64 in float: the lse's
+/// rounding, at most 64 x 2^-24 = 4e-6, moves each softmax_c by at most 32
+/// ulp, about torch's own error where log softmax_c is near -64. Larger
+/// logits (an unscaled head, logits shifted by 1e4) cost the backward one
+/// more read of those rows and keep the digits torch's log_softmax keeps.
+inline constexpr double ce_saved_lse_limit = 64;
 /// Logits per batch of the strided cross-entropy backward (read all, then
 /// write all: reads in flight per thread) - a device's lanes, and on any
 /// space K-dimensional input or row_slices > 1.
