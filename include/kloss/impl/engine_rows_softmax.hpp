@@ -284,16 +284,23 @@ KOKKOS_INLINE_FUNCTION CeRowGrad<A> ce_row_grad(A scale, A w_t, A w_all, A eps, 
 
 namespace detail {
 /// dL/dx of one logit v other than the target (see CeRowGrad); w_c read
-/// only when WB.
+/// only when WB. `a` is CeRowGrad::a times e^-ls (ce_scaled_a, once a row),
+/// so that a e^((z - m) - ls) costs one subtraction, one exponential and
+/// one product, as a e^(z - lse) would.
 template <bool Cap, bool WB, class A>
-KOKKOS_FORCEINLINE_FUNCTION A ce_bwd_elem(A v, const CeShift<A>& sh, A a, A b, A cap, A w_c) {
+KOKKOS_FORCEINLINE_FUNCTION A ce_bwd_elem(A v, A m, A a, A b, A cap, A w_c) {
   const A z = Cap ? ce_cap(v, cap) : v;
-  A gz = a * ce_exp(ce_log_softmax(z, sh)) - (WB ? b * w_c : b);
+  A gz = a * ce_exp(z - m) - (WB ? b * w_c : b);
   if (Cap) {
     const A q = z / cap;
     gz = gz * (A(1) - q * q);  // d(cap tanh(x/cap))/dx = 1 - tanh^2
   }
   return gz;
+}
+/// CeRowGrad::a times e^-ls: the softmax factor of ce_bwd_elem.
+template <class A>
+KOKKOS_FORCEINLINE_FUNCTION A ce_scaled_a(const CeRowGrad<A>& k, const CeShift<A>& sh) {
+  return sh.ls == A(0) ? k.a : k.a * exp(-sh.ls);
 }
 }  // namespace detail
 
@@ -325,12 +332,13 @@ KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_batches(const T* x, G* g, std::int64_t n
                                                 const CeShift<A>& sh, const CeRowGrad<A>& k, const T* w,
                                                 std::int64_t ws, std::int64_t& c) {
   constexpr int U = tuning::ce_bwd_batch;
+  const A a = ce_scaled_a(k, sh);
   for (; c + U <= n; c += U) {
     A v[U];
     for (int u = 0; u < U; ++u) v[u] = static_cast<A>(x[(c + u) * stride]);
     for (int u = 0; u < U; ++u)
       g[(c + u) * stride] = static_cast<G>(
-          ce_bwd_elem<Cap, WB>(v[u], sh, k.a, k.b, k.softcap, WB ? static_cast<A>(w[(c + u) * ws]) : A(0)));
+          ce_bwd_elem<Cap, WB>(v[u], sh.m, a, k.b, k.softcap, WB ? static_cast<A>(w[(c + u) * ws]) : A(0)));
   }
 }
 /// The gradient loop. In place, the caller passes one pointer as both x and
@@ -339,13 +347,13 @@ KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_batches(const T* x, G* g, std::int64_t n
 template <bool Contig, bool Cap, bool WB, class T, class G, class A>
 KOKKOS_FORCEINLINE_FUNCTION void ce_bwd_pass(const T* x, G* g, std::int64_t n, std::int64_t stride,
                                              const CeShift<A>& sh, const CeRowGrad<A>& k, const T* w, std::int64_t ws) {
-  const A a = k.a, b = k.b, cap = k.softcap;
+  const A a = ce_scaled_a(k, sh), b = k.b, cap = k.softcap;
   std::int64_t c = 0;
   if constexpr (!Contig) ce_bwd_batches<Cap, WB>(x, g, n, stride, sh, k, w, ws, c);
   for (; c < n; ++c) {
     const std::int64_t o = Contig ? c : c * stride;
-    g[o] = static_cast<G>(
-        ce_bwd_elem<Cap, WB>(static_cast<A>(x[o]), sh, a, b, cap, WB ? static_cast<A>(w[Contig ? c : c * ws]) : A(0)));
+    g[o] = static_cast<G>(ce_bwd_elem<Cap, WB>(static_cast<A>(x[o]), sh.m, a, b, cap,
+                                               WB ? static_cast<A>(w[Contig ? c : c * ws]) : A(0)));
   }
 }
 /// ce_bwd_pass with the in-place case (g exactly x, same type) passed as
@@ -373,19 +381,21 @@ KOKKOS_INLINE_FUNCTION void ce_bwd_blocks16(const T* x, T* g, std::int64_t n, co
                                             const CeRowGrad<A>& k, const T* w) {
   static_assert(sizeof(T) == sizeof(std::uint16_t) && std::is_same_v<A, float>, "16-bit storage types only");
   constexpr int L = tuning::ce_lanes;
-  const A a = k.a, b = k.b, cap = k.softcap;
+  const A a = ce_scaled_a(k, sh), b = k.b, cap = k.softcap;
   std::int64_t c = 0;
   for (; c + L <= n; c += L) {
     std::uint16_t raw[L];
     A v[L];
     std::memcpy(raw, x + c, sizeof(raw));
     bits_to_floats_block<T, L>(raw, v);
-    for (int l = 0; l < L; ++l) v[l] = ce_bwd_elem<Cap, WB>(v[l], sh, a, b, cap, WB ? static_cast<A>(w[c + l]) : A(0));
+    for (int l = 0; l < L; ++l)
+      v[l] = ce_bwd_elem<Cap, WB>(v[l], sh.m, a, b, cap, WB ? static_cast<A>(w[c + l]) : A(0));
     floats_to_bits_block<T, L>(v, raw);
     std::memcpy(static_cast<void*>(g + c), raw, sizeof(raw));
   }
   for (; c < n; ++c)
-    g[c] = static_cast<T>(ce_bwd_elem<Cap, WB>(static_cast<A>(x[c]), sh, a, b, cap, WB ? static_cast<A>(w[c]) : A(0)));
+    g[c] =
+        static_cast<T>(ce_bwd_elem<Cap, WB>(static_cast<A>(x[c]), sh.m, a, b, cap, WB ? static_cast<A>(w[c]) : A(0)));
 }
 }  // namespace detail
 
@@ -526,9 +536,10 @@ KOKKOS_INLINE_FUNCTION void ce_lane_bwd_packs(const T* x, G* g, std::int64_t n, 
   const RP rp(x, n);
   const bool owner = t >= 0 && t < n && rp.lane_of(t, S) == j;
   const A xt = owner ? static_cast<A>(x[t]) : A(0);
-  const A a = k.a, b = k.b, cap = k.softcap;
+  const A a = ce_scaled_a(k, sh), b = k.b, cap = k.softcap;
   rp.scalars(j, S, [&](const std::int64_t c) {
-    g[c] = static_cast<G>(ce_bwd_elem<Cap, WB>(static_cast<A>(x[c]), sh, a, b, cap, WB ? static_cast<A>(w[c]) : A(0)));
+    g[c] =
+        static_cast<G>(ce_bwd_elem<Cap, WB>(static_cast<A>(x[c]), sh.m, a, b, cap, WB ? static_cast<A>(w[c]) : A(0)));
   });
   const bool vec = same_pack_offset(x, g);
   rp.groups(j, S, [&](const std::int64_t k0, const int cnt) {
@@ -539,7 +550,7 @@ KOKKOS_INLINE_FUNCTION void ce_lane_bwd_packs(const T* x, G* g, std::int64_t n, 
       const std::int64_t c0 = rp.pack_start(k0 + q * S);
       KLOSS_UNROLL
       for (int e = 0; e < E; ++e)
-        v[q][e] = ce_bwd_elem<Cap, WB>(v[q][e], sh, a, b, cap, WB && q < cnt ? static_cast<A>(w[c0 + e]) : A(0));
+        v[q][e] = ce_bwd_elem<Cap, WB>(v[q][e], sh.m, a, b, cap, WB && q < cnt ? static_cast<A>(w[c0 + e]) : A(0));
     }
     rp.store(g, k0, S, cnt, vec, v);
   });
