@@ -58,8 +58,21 @@ void BM_cross_entropy_fwd(benchmark::State& state) {
 /// one call.
 enum class Pass { backward, forward_backward, fused };
 
-/// One Pass; the logits are restored untimed.
-template <class T, Pass How>
+/// Every row's target logit 20, above the others' [-4, 4) by 16 or more: a
+/// confident model's rows (softmax_t > 1/e at these vocabularies), whose
+/// backward from the saved lse reads the row's partials again (one more
+/// read: impl::ce_saved_lse_is_coarse).
+template <class T>
+void make_confident(const Kokkos::View<T**, Kokkos::LayoutRight, Mem>& x, const Kokkos::View<std::int64_t*, Mem>& t) {
+  Kokkos::parallel_for(
+      "kloss::perf::make_confident", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(0, x.extent(0)),
+      KOKKOS_LAMBDA(const std::int64_t r) { x(r, t(r)) = static_cast<T>(20.0f); });
+  Kokkos::fence();
+}
+
+/// One Pass; the logits are restored untimed. Confident: make_confident's
+/// rows.
+template <class T, Pass How, bool Confident = false>
 void BM_cross_entropy_backward_run(benchmark::State& state) {
   const std::int64_t N = state.range(0), C = state.range(1);
   Exec exec;
@@ -69,6 +82,7 @@ void BM_cross_entropy_backward_run(benchmark::State& state) {
   Kokkos::View<double, Mem> tw("tw");
   Kokkos::View<T, Mem> out("out"), gout("gout");
   fill_logits(x0, t, 2026);
+  if (Confident) make_confident(x0, t);
   Kokkos::deep_copy(gout, T(1.0f));
   for (auto _ : state) {
     state.PauseTiming();
@@ -88,7 +102,7 @@ void BM_cross_entropy_backward_run(benchmark::State& state) {
   }
   if constexpr (How == Pass::forward_backward) counters<T>(state, 3.0 * N * C * sizeof(T), 2.0 * N * C, "fwdbwd", N, C);
   else if constexpr (How == Pass::fused) counters<T>(state, 2.0 * N * C * sizeof(T), 2.0 * N * C, "fwdbwd", N, C);
-  else counters<T>(state, 2.0 * N * C * sizeof(T), double(N) * C, "bwd", N, C);
+  else counters<T>(state, (Confident ? 3.0 : 2.0) * N * C * sizeof(T), (Confident ? 2.0 : 1.0) * N * C, "bwd", N, C);
 }
 
 template <class T>
@@ -109,6 +123,20 @@ void BM_cross_entropy_fused(benchmark::State& state) {
   BM_cross_entropy_backward_run<T, Pass::fused>(state);
 }
 
+/// The backward from the saved lse on confident rows (make_confident): the
+/// row's partials read again before its gradient, for the target's
+/// gradient softmax_t - 1 to keep its digits (floor: two reads, one write,
+/// two exponentials a logit); against BM_cross_entropy_bwd on random rows
+/// and BM_cross_entropy_fused_confident, which has the partials already.
+template <class T>
+void BM_cross_entropy_bwd_confident(benchmark::State& state) {
+  BM_cross_entropy_backward_run<T, Pass::backward, true>(state);
+}
+template <class T>
+void BM_cross_entropy_fused_confident(benchmark::State& state) {
+  BM_cross_entropy_backward_run<T, Pass::fused, true>(state);
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (auto s : std::vector<std::pair<int, int>>{{32, 32000}, {128, 32000}, {32, 50257}, {1024, 32000}, {256, 128256}})
     b->Args({s.first, s.second});
@@ -125,6 +153,9 @@ BENCHMARK_TEMPLATE(BM_cross_entropy_fwd, kloss::bfloat16)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_bwd, kloss::bfloat16)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_fwdbwd, kloss::bfloat16)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_fused, kloss::bfloat16)->Apply(shapes);
+BENCHMARK_TEMPLATE(BM_cross_entropy_bwd_confident, float)->Apply(shapes);
+BENCHMARK_TEMPLATE(BM_cross_entropy_fused_confident, float)->Apply(shapes);
+BENCHMARK_TEMPLATE(BM_cross_entropy_bwd_confident, kloss::bfloat16)->Apply(shapes);
 // float16 (not in the table): watches the 16-bit conversions, which
 // must stay branch-free for loops over float16 to vectorise (half.hpp)
 BENCHMARK_TEMPLATE(BM_cross_entropy_fwd, kloss::float16)->Apply(shapes);
