@@ -102,7 +102,8 @@ void BM_cross_entropy_backward_run(benchmark::State& state) {
   }
   if constexpr (How == Pass::forward_backward) counters<T>(state, 3.0 * N * C * sizeof(T), 2.0 * N * C, "fwdbwd", N, C);
   else if constexpr (How == Pass::fused) counters<T>(state, 2.0 * N * C * sizeof(T), 2.0 * N * C, "fwdbwd", N, C);
-  else counters<T>(state, (Confident ? 3.0 : 2.0) * N * C * sizeof(T), (Confident ? 2.0 : 1.0) * N * C, "bwd", N, C);
+  else
+    counters<T>(state, (Confident ? 3.0 : 2.0) * N * C * sizeof(T), (Confident ? 2.0 : 1.0) * N * C, "bwd", N, C);
 }
 
 template <class T>
