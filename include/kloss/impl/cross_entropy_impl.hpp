@@ -279,7 +279,12 @@ struct CeCall {
   KOKKOS_INLINE_FUNCTION CeShift<A> saved_shift(const Member& mem, const T* x, std::int64_t t, A lse) const {
     A zt = static_cast<A>(x[t * inner]);
     if (cap != A(0)) zt = ce_cap(zt, cap);
-    if (!ce_saved_lse_is_coarse(lse, zt)) return ce_shift_saved(lse);
+    return ce_saved_lse_is_coarse(lse, zt) ? row_shift(mem, x) : ce_shift_saved(lse);
+  }
+  /// The shift of the row at x from its partials (one read of the row),
+  /// every lane returning it.
+  template <class Member, class T>
+  KOKKOS_INLINE_FUNCTION CeShift<A> row_shift(const Member& mem, const T* x) const {
     CeRowConfig<A> cfg;
     cfg.softcap = cap;
     return ce_shift(ce_row_partials_lanes(mem, S, x, C, inner, std::int64_t(-1), cfg, static_cast<const T*>(nullptr)));
@@ -632,13 +637,9 @@ void cross_entropy_prob_backward(const ExecSpace& exec, const TensorIn<ExecSpace
         // than 1/e of the mass, whose softmax may then cancel it, or the
         // target's gradient asked for, the log softmax itself) the row's
         // partials read again (ce_saved_lse_is_coarse).
-        CeShift<A> sh = ce_shift_saved(lse.data(r));
-        if (want_gt || ce_saved_lse_is_coarse(lse.data(r), -infinity<A>()) || mass.max > q * A(0.36787944117144233)) {
-          CeRowConfig<A> cfg;
-          cfg.softcap = call.cap;
-          sh = ce_shift(ce_row_partials_lanes(mem, call.S, input.data.data() + off, call.C, call.inner,
-                                              std::int64_t(-1), cfg, static_cast<const T*>(nullptr)));
-        }
+        const bool coarse =
+            want_gt || ce_saved_lse_is_coarse(lse.data(r), -infinity<A>()) || mass.max > q * A(0.36787944117144233);
+        const CeShift<A> sh = coarse ? call.row_shift(mem, input.data.data() + off) : ce_shift_saved(lse.data(r));
         ce_backward_prob_lanes(mem, call.S, input.data.data() + off, target.data.data() + off,
                                grad_input.data.data() + off, call.C, call.inner, sh, q, scale, call.eps, call.zl,
                                call.cap, w, want_gt ? grad_target.data.data() + off : nullptr);
