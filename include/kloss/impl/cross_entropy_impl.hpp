@@ -264,13 +264,15 @@ struct CeCall {
   KOKKOS_INLINE_FUNCTION A target_weight(const W& weight, std::int64_t t) const {
     return has_w ? static_cast<A>(weight.data(t)) : A(1);
   }
-  /// A row with a valid target of weight wt, from its merged partials p:
-  /// its (loss, lse); adds the loss and wt to acc. w_all: weight_total's.
-  KOKKOS_INLINE_FUNCTION Kokkos::pair<A, A> valid_row(const CeRowPartials<A>& p, A wt, A w_all, CeSums& acc) const {
-    const A loss = ce_index_row_loss(p, wt, eps, zl, C, w_all);
+  /// A row with a valid target of weight wt, from its merged partials p
+  /// and their shift sh: its loss; adds it and wt to acc. w_all:
+  /// weight_total's.
+  KOKKOS_INLINE_FUNCTION A valid_row(const CeRowPartials<A>& p, const CeShift<A>& sh, A wt, A w_all,
+                                     CeSums& acc) const {
+    const A loss = ce_index_row_loss(p, sh, wt, eps, zl, C, w_all);
     acc.weight += static_cast<double>(wt);
     acc.loss += static_cast<double>(loss);
-    return {loss, ce_lse(p)};
+    return loss;
   }
   /// Row r's shift for a backward from its saved lse: the saved value, or
   /// (ce_saved_lse_is_coarse) the row's partials read again, every lane
@@ -340,7 +342,8 @@ void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
       acc.bad.note(r, t);
       return Kokkos::pair<A, A>(A(0), A(0));
     }
-    return call.valid_row(p, call.target_weight(weight, t), w_all, acc);
+    const CeShift<A> sh = ce_shift(p);
+    return Kokkos::pair<A, A>(call.valid_row(p, sh, call.target_weight(weight, t), w_all, acc), sh.lse());
   };
   const std::int64_t K = ce_row_splits(exec, call.rows, call.C, opts.tuning);
   if (K > 1) {
@@ -543,14 +546,13 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSp
         }
         const A wt = call.target_weight(weight, t);
         const CeRowPartials<A> p = ce_row_partials_lanes(mem, call.S, x, call.C, call.inner, t, cfg, w);
-        const Kokkos::pair<A, A> row = call.valid_row(p, wt, w_all, acc);
-        const A loss = row.first, l = row.second;
+        const CeShift<A> sh = ce_shift(p);
+        const A loss = call.valid_row(p, sh, wt, w_all, acc), l = sh.lse();
         Kokkos::single(Kokkos::PerThread(mem), [&]() {
           if (save_lse) lse.data(r) = l;
           if (call.none()) output.data(r) = static_cast<T>(loss);
         });
         const A scale = mean ? static_cast<A>(1.0 / dv().weight) : A(1);
-        const CeShift<A> sh = ce_shift(p);
         const CeRowGrad<A> coef = ce_row_grad(scale, wt, w_all, call.eps, call.C, call.zl, l, call.cap, call.has_w);
         ce_backward_lanes(mem, call.S, x, g, call.C, call.inner, t, sh, coef, w);
       },
@@ -587,8 +589,8 @@ void cross_entropy_prob(const ExecSpace& exec, const TensorIn<ExecSpace, T>& inp
           acc.bad_prob_val = static_cast<double>(p.bad_val);
         }
         acc.bad_prob += p.bad_count;
-        const A l = ce_lse(p.lse);
-        const A loss = ce_prob_row_loss(p, call.zl);
+        const CeShift<A> sh = ce_shift(p.lse);
+        const A l = sh.lse(), loss = ce_prob_row_loss(p, sh, call.zl);
         Kokkos::single(Kokkos::PerThread(mem), [&]() {
           if (save_lse) lse.data(r) = l;
           if (call.none()) output.data(r) = static_cast<T>(loss);

@@ -923,26 +923,26 @@ CrossEntropyTuning ce_launch(std::int64_t rows, std::int64_t C, const CrossEntro
 }
 
 /// The loss of a non-ignored row with class-index target from its merged
-/// partials p:
+/// partials p and their shift sh = ce_shift(p):
 ///   (1-eps) w_t (lse - z_t) + eps/C sum_c w_c (lse - z_c) + zl lse^2,
 /// with lse - z_t formed as (m - z_t) + ls (CeShift), so that a small loss
 /// beside large logits keeps its digits, and sum_c w_c (lse - z_c) as w_all
 /// ls + (w_all m - sum_c w_c z_c).
 template <class A>
-KOKKOS_INLINE_FUNCTION A ce_index_row_loss(const CeRowPartials<A>& p, A wt, A eps, A zl, std::int64_t C, A w_all) {
-  const CeShift<A> sh = ce_shift(p);
+KOKKOS_INLINE_FUNCTION A ce_index_row_loss(const CeRowPartials<A>& p, const CeShift<A>& sh, A wt, A eps, A zl,
+                                           std::int64_t C, A w_all) {
   const A l = sh.lse();
   A loss = (A(1) - eps) * wt * -ce_log_softmax(p.target_logit, sh) + zl * l * l;
   if (eps != A(0)) loss += eps / static_cast<A>(C) * (w_all * sh.ls + (w_all * sh.m - p.logit_sum));
   return loss;
 }
 
-/// The loss of a probability-target row from its merged partials p:
+/// The loss of a probability-target row from its merged partials p and
+/// their shift sh = ce_shift(p.lse):
 ///   sum_c w_c p'_c (lse - z_c) + zl lse^2 = q ls - s + zl lse^2
 /// (CeProbPartials: s is taken from the maximum).
 template <class A>
-KOKKOS_INLINE_FUNCTION A ce_prob_row_loss(const CeProbPartials<A>& p, A zl) {
-  const CeShift<A> sh = ce_shift(p.lse);
+KOKKOS_INLINE_FUNCTION A ce_prob_row_loss(const CeProbPartials<A>& p, const CeShift<A>& sh, A zl) {
   const A l = sh.lse();
   return p.q * sh.ls - p.s + zl * l * l;
 }

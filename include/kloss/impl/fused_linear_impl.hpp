@@ -98,7 +98,7 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_
       }
       acc.bad_prob += p.bad_count;
       const CeShift<A> sh = ce_shift(p.lse);
-      const A loss = ce_prob_row_loss(p, zl);
+      const A loss = ce_prob_row_loss(p, sh, zl);
       if (write_out && none) Kokkos::single(Kokkos::PerThread(mem), [&]() { ov(r) = static_cast<T>(loss); });
       acc.loss += static_cast<double>(loss);
       if (want_grad) {
@@ -126,7 +126,7 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_
       const A wt = cwp ? cwp[t] : A(1);
       const CeRowPartials<A> p = ce_row_partials_lanes(mem, S, z, V, std::int64_t(1), t, cfg, cwp);
       const CeShift<A> sh = ce_shift(p);
-      const A loss = ce_index_row_loss(p, wt, eps, zl, V, w_all);
+      const A loss = ce_index_row_loss(p, sh, wt, eps, zl, V, w_all);
       if (write_out && none) Kokkos::single(Kokkos::PerThread(mem), [&]() { ov(r) = static_cast<T>(loss); });
       acc.loss += static_cast<double>(loss);
       if (want_grad) {

@@ -350,7 +350,7 @@ VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typen
         } else {
           wt = f_wt >= 0 ? r[f_wt] : A(1);
           // (the records hold the logit sum exactly when eps > 0)
-          loss = ki::ce_index_row_loss(part, wt, eps, zl, C, wsum);
+          loss = ki::ce_index_row_loss(part, sh, wt, eps, zl, C, wsum);
           acc.loss += static_cast<double>(loss);
           acc.weight += static_cast<double>(wt);
           acc.valid += 1;
