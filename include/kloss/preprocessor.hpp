@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file preprocessor.hpp
-/// The few preprocessor helpers the tables of kloss's ops are expanded with
-/// (kloss/binary_losses.hpp, the typed entry points of kloss/checks.hpp).
+/// The few preprocessor helpers kloss's tables are expanded with: the
+/// binary losses' lines (KLOSS_BINARY_LOSSES, kloss/binary_losses.hpp) and
+/// the explicit-instantiation lines of KLOSS_LOSS_INSTANTIATE
+/// (kloss/checks.hpp; margin.hpp's instance lists).
 
 /// Pastes a prefix onto the first token of a table field: with
 /// option = real(beta, ...), KLOSS_PP_CAT(P_, option) is P_real(beta, ...).

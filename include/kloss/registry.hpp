@@ -3,8 +3,10 @@
 /// \file registry.hpp
 /// One registry describes every op once (docs/design.md, principle 2): its torch
 /// name, inputs, differentiable inputs, options with defaults, and the
-/// runtime-typed entry points. kloss-validate, kloss-ops (the README's op
-/// table) and the benchmarks read it.
+/// runtime-typed entry points; each family registers its ops in
+/// src/<family>.cpp. The runtime-typed API, the C API (and through it the
+/// Fortran module and the Python binding), kloss-validate, kloss-ops (the
+/// README's op table) and the test harness read it.
 #include <kloss/config.hpp>
 #include <kloss/runtime.hpp>
 #include <kloss/vocab_range.hpp>

@@ -438,7 +438,8 @@ inline Shape gaussian_var_shape(std::string_view op, const Shape& input, const S
 #define KLOSS_PW_CT(T) const TensorIn<ExecSpace, T>&
 #define KLOSS_PW_T(T) const TensorOut<ExecSpace, T>&
 
-/// The binary ops (mse, l1, smooth_l1, huber) share one body.
+/// The binary table ops (kloss/binary_losses.hpp: mse, l1, smooth_l1, huber,
+/// soft_margin) share one body.
 template <class ExecSpace, class T, class Op>
 void binary_loss(const ExecSpace& exec, const char* name, const Op& op, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target,
                  KLOSS_PW_T(T) output, Reduction reduction) {
