@@ -51,6 +51,13 @@ struct OpBench {
   std::function<void(const Exec&, Data<T>&)> fwd, bwd;
 };
 
+/// gaussian_nll_loss's options for beta-NLL at the paper's beta.
+inline kloss::GaussianNllLossOptions beta_nll() {
+  kloss::GaussianNllLossOptions o;
+  o.beta = 0.5;
+  return o;
+}
+
 template <class T>
 std::vector<OpBench<T>> table() {
   using R = kloss::Reduction;
@@ -83,6 +90,12 @@ std::vector<OpBench<T>> table() {
       {"gaussian_nll_loss", -2, 2, 3,
        [](const Exec& e, Data<T>& d) { kloss::gaussian_nll_loss(e, d.x, d.y, d.var, d.out); },
        [](const Exec& e, Data<T>& d) { kloss::gaussian_nll_loss_backward(e, d.g, d.x, d.y, d.var, d.gx, d.none); }},
+      // beta-NLL (beta 0.5): the same op with its var^beta factor
+      {"gaussian_nll_loss_beta", -2, 2, 3,
+       [](const Exec& e, Data<T>& d) { kloss::gaussian_nll_loss(e, d.x, d.y, d.var, d.out, beta_nll()); },
+       [](const Exec& e, Data<T>& d) {
+         kloss::gaussian_nll_loss_backward(e, d.g, d.x, d.y, d.var, d.gx, d.none, beta_nll());
+       }},
   };
 }
 

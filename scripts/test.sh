@@ -3,7 +3,8 @@
 # Sets up a Debian 12 machine and runs the whole kloss test suite:
 #  1. Release build: unit tests, MPI tests under mpirun (1-4 ranks),
 #     golden validation (serial and --vocab-parallel), examples (shortened),
-#     the downstream find_package test; the Python package's pytest.
+#     the downstream find_package test; the Python package, installed by
+#     `pip install ./python`, and its pytest.
 #  2. One clang AddressSanitizer + UBSan build: the unit tests, run
 #     (test_hostile among them: its fixed seed and call count are printed
 #     with the tally), and libFuzzer runs of the golden-file reader and of
@@ -24,14 +25,21 @@ cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j"$jobs"
 (cd build/release && ctest --output-on-failure -j"$jobs")
 
-echo "== Python package (python/): pytest against build/release's libkloss_c"
+echo "== Python package (python/): pip install ./python, then import kloss and pytest with no KLOSS_* set"
 # A fresh venv with the package and its test dependencies from PyPI, no
-# torch (a few GB): the PyTorch tests skip, saying why. The library,
-# kloss-validate and kloss-ops are this build's.
+# torch (a few GB): the PyTorch tests skip, saying why. `pip install
+# ./python` builds libkloss_c, kloss-validate and kloss-ops with CMake
+# (scikit-build-core) and ships them inside the package; here its build
+# directory is build/release, configured alike (and with its generator), so
+# nothing compiles twice (scikit-build-core's cache entries only add the
+# package's install rules).
 python3 -m venv --clear build/pyenv
-build/pyenv/bin/pip install -q ./python pytest numpy h5py
-KLOSS_LIBRARY="$PWD/build/release/src/libkloss_c.so" KLOSS_VALIDATE="$PWD/build/release/src/kloss-validate" \
-  KLOSS_OPS="$PWD/build/release/src/kloss-ops" build/pyenv/bin/python -m pytest -rs -p no:cacheprovider python/tests
+build/pyenv/bin/pip install -q pytest numpy h5py
+CMAKE_GENERATOR="Unix Makefiles" build/pyenv/bin/pip install -q ./python --config-settings=build-dir="$PWD/build/release"
+unset KLOSS_LIBRARY KLOSS_VALIDATE KLOSS_OPS KLOSS_ROOT
+(cd /tmp && "$OLDPWD/build/pyenv/bin/python" -c \
+  "import kloss, numpy as np; print('import kloss:', kloss.__file__, 'mse_loss', kloss.mse_loss(np.ones(3), np.zeros(3)))")
+build/pyenv/bin/python -m pytest -rs -p no:cacheprovider python/tests
 
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build (clang): the unit tests and the libFuzzer runs"
 # One build serves both: kloss itself is built with ASan + UBSan, so the

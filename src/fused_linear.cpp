@@ -22,15 +22,20 @@ rt::Result run_fused_linear(const rt::Call& c) {
     FusedLinearTensors<T, I> f(c);
     auto out = f.zero_output(o.reduction);
     fused_linear_run<RtExec, T, I>(exec, c.op, f.x.ctensor(), f.w.ctensor(), f.t.ctensor(), f.b.ctensor(),
-                                   f.cw.ctensor(), {}, out.tensor(), {}, {}, {}, o);
+                                   f.cw.ctensor(), {}, out.tensor(), {}, {}, {}, {}, o);
     rt::Result r;
     r.output = to_host(out, c.dtype);
     if (c.grad_output) {
       auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
       f.zero_grads();
+      // probability targets: the target's gradient too
+      DeviceTensor<T> gt;
+      if constexpr (!is_index_v<I>) gt = device_zeros<T>(f.t.shape, "kloss::rt::grad_target");
       fused_linear_run<RtExec, T, I>(exec, c.op, f.x.ctensor(), f.w.ctensor(), f.t.ctensor(), f.b.ctensor(),
-                                     f.cw.ctensor(), go.ctensor(), {}, f.gx.tensor(), f.gw.tensor(), f.gb.tensor(), o);
+                                     f.cw.ctensor(), go.ctensor(), {}, f.gx.tensor(), f.gw.tensor(), f.gb.tensor(),
+                                     gt.tensor(), o);
       f.grads_to_host(r, c.dtype);
+      if constexpr (!is_index_v<I>) r.grads["target"] = to_host(gt, c.dtype);
     }
     return r;
   };
@@ -44,12 +49,13 @@ rt::Result run_fused_linear(const rt::Call& c) {
 
 void register_fused_linear(std::vector<OpInfo>& ops) {
   FamilyRegistry family{ops, "kloss/fused_linear.hpp"};
-  family.add("fused_linear_cross_entropy", {"input", "weight", "target", "bias?", "ce_weight?"},
-             {"input", "weight", "bias"},
-             ce_option_list<FusedLinearCrossEntropyOptions>("targets equal to this are skipped", "in [0, 1]",
-                            "extension: logits -> softcap * tanh(x / softcap); 0 = off"),
-             "cross_entropy(input @ weight^T + bias, target) in row chunks through gemm, without the logits",
-             run_fused_linear);
+  family.add(
+      "fused_linear_cross_entropy", {"input", "weight", "target", "bias?", "ce_weight?"},
+      {"input", "weight", "target", "bias"},
+      ce_option_list<FusedLinearCrossEntropyOptions>("targets equal to this are skipped", "in [0, 1]",
+                                                     "extension: logits -> softcap * tanh(x / softcap); 0 = off"),
+      "cross_entropy(input @ weight^T + bias, target) in row chunks through gemm, without the logits",
+      run_fused_linear);
   ops.back().index_or_real_inputs = {"target"};
 }
 

@@ -127,9 +127,11 @@ rt::Result run_poisson_nll_loss(const rt::Call& c) {
 
 rt::Result run_gaussian_nll_loss(const rt::Call& c) {
   const Reduction red = c.options.get_reduction(c.op);
-  const GaussianNllLossOptions d;
-  const bool full = c.options.get_bool(c.op, "full", d.full);
-  const double eps = c.options.get_real(c.op, "eps", d.eps);
+  GaussianNllLossOptions opts;
+  opts.reduction = red;
+  opts.full = c.options.get_bool(c.op, "full", opts.full);
+  opts.eps = c.options.get_real(c.op, "eps", opts.eps);
+  opts.beta = c.options.get_real(c.op, "beta", opts.beta);
   c.options.check_all_used(c.op);
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -141,11 +143,11 @@ rt::Result run_gaussian_nll_loss(const rt::Call& c) {
     return run_forward_backward<T>(
         c, red, sh[0], {{"input", in.shape}, {"target", tg.shape}, {"var", var.shape}},
         [&](const Tensor<T, RtMem>& out) {
-          gaussian_nll_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), var.ctensor(), out, red, full, eps);
+          gaussian_nll_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), var.ctensor(), out, opts);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
           gaussian_nll_loss_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), var.ctensor(), g[0].tensor(),
-                                                g[1].tensor(), g[2].tensor(), red, full, eps);
+                                                g[1].tensor(), g[2].tensor(), opts);
         });
   });
 }
@@ -193,7 +195,9 @@ void register_pointwise(std::vector<OpInfo>& ops) {
   family.add("gaussian_nll_loss", {"input", "target", "var"}, {"input", "target", "var"},
              {{"full", "bool", option_text(GaussianNllLossOptions{}.full), "add log(2 pi) / 2"},
               {"eps", "real", option_text(GaussianNllLossOptions{}.eps), "var is clamped at eps"},
-              reduction_option},
+              reduction_option,
+              {"beta", "real", option_text(GaussianNllLossOptions{}.beta),
+               "beta-NLL: each element's loss times var^beta, not differentiated; >= 0, 0 is off (not in torch)"}},
              "Gaussian negative log-likelihood; var like input, without its last dim, or last dim 1",
              run_gaussian_nll_loss);
 }

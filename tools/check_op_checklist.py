@@ -17,7 +17,8 @@ registry (`kloss-ops`) is the list of ops, and each of them must have
   golden-gen  its name as a string in tools/golden/gen_<family>.py
   doc         its name in docs/<family>.md
   schema      its name in the first column of docs/golden-schema.md's
-              `### Ops` table
+              `### Ops` table, and (from the registry) each of its
+              gradients named in that row's `differentiable` column
 
 <family> is the stem of the op's header (`kloss/margin.hpp`: margin). A name
 matches as a whole word or quoted string, never inside a longer name
@@ -105,6 +106,13 @@ def reference_defined(text, ident):
 
 def schema_ops(text):
     """The names in the first column of the `### Ops` table (None: no table)."""
+    rows = schema_rows(text)
+    return None if rows is None else set(rows)
+
+
+def schema_rows(text):
+    """{name: its `differentiable` cell} of the `### Ops` table (None: no
+    table); a row naming several ops gives each the same cell."""
     lines = text.splitlines()
     try:
         i = next(k for k, line in enumerate(lines) if re.match(r"^#+\s+Ops\s*$", line))
@@ -113,11 +121,13 @@ def schema_ops(text):
     i += 1
     while i < len(lines) and not lines[i].startswith("|"):
         i += 1
-    names = set()
+    rows = {}
     while i < len(lines) and lines[i].startswith("|"):
-        names.update(re.findall(r"`([^`]+)`", lines[i].split("|")[1]))
+        cells = lines[i].split("|")
+        for name in re.findall(r"`([^`]+)`", cells[1]):
+            rows[name] = cells[3] if len(cells) > 3 else ""
         i += 1
-    return names
+    return rows
 
 
 class Places:
@@ -193,6 +203,19 @@ PLACES = [("reference", Places.reference), ("hostile", Places.hostile), ("hostil
           ("golden-gen", Places.golden_gen), ("doc", Places.doc), ("schema", Places.schema)]
 
 
+def registry_grads(kloss_ops):
+    """{name: [differentiable inputs]} from `kloss-ops --markdown`'s
+    gradients column (the fourth)."""
+    out = subprocess.run([kloss_ops, "--markdown"], check=True, capture_output=True, text=True).stdout
+    grads = {}
+    for line in out.splitlines():
+        m = re.match(r"^\| `([^`]+)` \| `kloss/\w+\.hpp` \|", line)
+        if m:
+            cells = line.split("|")
+            grads[m.group(1)] = [g.strip() for g in cells[4].split(",") if g.strip()]
+    return grads
+
+
 def registry_ops(kloss_ops):
     """[(name, family)] from the table `kloss-ops --markdown` prints
     (src/kloss_ops.cpp: | `name` | `kloss/<family>.hpp` | ...)."""
@@ -250,6 +273,15 @@ def main():
         problems += ["REFERENCE_NAMES[%r]: no such op in the registry" % op
                      for op in REFERENCE_NAMES if op not in names]
         problems += ["EXEMPT[(%r, %r)]: no such op in the registry" % k for k in EXEMPT if k[0] not in names]
+        # the schema's `differentiable` column names each gradient the registry has
+        rows = schema_rows(places.text("docs/golden-schema.md") or "") or {}
+        for op, grads in registry_grads(a.kloss_ops).items():
+            cell = rows.get(op)
+            if cell is None:
+                continue  # (reported above)
+            problems += ["%s: docs/golden-schema.md's `differentiable` cell (%s) does not name %r, a gradient of "
+                         "the registry" % (op, cell.strip(), g) for g in grads
+                         if not re.search(r"(?<![\w`])%s(?![\w`])|`grad_%s`" % (re.escape(g), re.escape(g)), cell)]
 
     for line in exempted:
         print("check_op_checklist: exempt: " + line)

@@ -7,6 +7,8 @@ fwdbwd (forward + backward w.r.t. input), bwd (their difference). The op is
 torch.nn.functional's of that name with its defaults (reduction 'mean');
 the input range and operand count come from the C++ benchmark's row; only
 `input` requires grad. Silent (no output) when torch or the op is absent.
+`gaussian_nll_loss_beta` is beta-NLL (beta 0.5) as written on torch: the
+loss with reduction 'none' times var.detach() ** 0.5, then the mean.
 
   torch_bench_pointwise.py --threads 1 kl_div --numel 16777216 --low -4 --high 0
   torch_bench_pointwise.py --threads 1 --best binary_cross_entropy --low 0.02 --high 0.98
@@ -34,7 +36,11 @@ def main():
     ap.add_argument("--high", type=float, default=2.0)
     ap.add_argument("--operands", type=int, default=2, help="3: a third operand (var) in [0.5, 1.5)")
     a = ap.parse_args()
-    fn = getattr(F, a.op, None)
+    if a.op == "gaussian_nll_loss_beta":
+        def fn(x, y, v):
+            return (F.gaussian_nll_loss(x, y, v, reduction="none") * v.detach() ** 0.5).mean()
+    else:
+        fn = getattr(F, a.op, None)
     if fn is None:
         return
     torch.set_num_threads(a.threads)

@@ -418,6 +418,7 @@ inline void gen_pointwise(Rng& r, Draft& d) {
       if (r.coin(0.1)) v = round_to(1e-9, value_dtype(c));  // below eps: clamped
     c.inputs.push_back(floating(c, "var", vs, var));
     if (r.coin(0.4)) c.options["full"] = bool_value(r, r.coin());
+    if (r.coin(0.3)) c.options["beta"] = r.pick(Vec{0.0, 0.5, 1.0});
     if (r.coin(0.3)) c.options["eps"] = r.pick(Vec{1e-6, 1e-3, 0.1});
   }
   maybe_reduction(r, c, op == "kl_div");
@@ -485,6 +486,10 @@ inline void gen_pointwise(Rng& r, Draft& d) {
     d.breaks.push_back([](Rng&, Case& c) {
       c.options["eps"] = std::string("tiny");
       c.set_bad("eps a string", {"eps"});
+    });
+    d.breaks.push_back([](Rng& r, Case& c) {
+      c.options["beta"] = r.pick(Vec{-0.5, std::numeric_limits<double>::infinity()});
+      c.set_bad("beta negative or infinite", {"beta"});
     });
   }
 }
@@ -1535,7 +1540,10 @@ inline Expected reference_values(const Case& c) {
   };
   if (auto it = pw.find(op); it != pw.end()) {
     kloss_ref::PwOptions o;
-    if (has_option(op, "beta")) o.beta = real_opt(c, "beta");
+    if (op == "gaussian_nll_loss")
+      o.nll_beta = real_opt(c, "beta");
+    else if (has_option(op, "beta"))
+      o.beta = real_opt(c, "beta");
     if (has_option(op, "delta")) o.delta = real_opt(c, "delta");
     if (has_option(op, "log_target")) o.log_target = bool_opt(c, "log_target");
     if (has_option(op, "log_input")) o.log_input = bool_opt(c, "log_input");
@@ -1811,6 +1819,7 @@ inline Expected reference_values(const Case& c) {
       E.grads["input"] = R.grad_input;
       E.grads["weight"] = R.grad_weight;
       if (has("bias")) E.grads["bias"] = R.grad_bias;
+      if (P.probs) E.grads["target"] = R.grad_target;
     }
     return E;
   }
@@ -2392,16 +2401,17 @@ void typed_calls(TypedRun<T, I>& t) {
       ki::poisson_nll_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, red, li, full, eps);
     }
   } else if (op == "gaussian_nll_loss") {
-    const bool full = bool_opt(c, "full");
-    const double eps = real_opt(c, "eps");
-    ki::gaussian_nll_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.in("var"), t.template out<T>("output"), red,
-                                   full, eps);
+    kloss::GaussianNllLossOptions o;
+    o.reduction = red;
+    o.full = bool_opt(c, "full");
+    o.eps = real_opt(c, "eps");
+    o.beta = real_opt(c, "beta");
+    ki::gaussian_nll_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.in("var"), t.template out<T>("output"), o);
     if (bwd) {
       auto gi = t.template out<T>("grad_input");
       auto gt = t.template out<T>("grad_target");
       auto gv = t.template out<T>("grad_var");
-      ki::gaussian_nll_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("var"), gi, gt, gv, red,
-                                              full, eps);
+      ki::gaussian_nll_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("var"), gi, gt, gv, o);
     }
   } else if (op == "cross_entropy") {
     kloss::CrossEntropyOptions o;
@@ -2563,13 +2573,17 @@ void typed_calls(TypedRun<T, I>& t) {
       using TT = typename std::decay_t<decltype(target)>::value_type;
       using U = std::remove_const_t<TT>;
       ki::fused_linear_run<Exec, T, U>(ex, "fused_linear_cross_entropy", t.in("input"), t.in("weight"), target,
-                                       t.in("bias"), t.in("ce_weight"), {}, t.template out<T>("output"), {}, {}, {}, o);
+                                       t.in("bias"), t.in("ce_weight"), {}, t.template out<T>("output"), {}, {}, {}, {},
+                                       o);
       if (!bwd) return;
+      // In the registry's order of the differentiable inputs.
       auto gx = t.template out<T>("grad_input");
       auto gw = t.template out<T>("grad_weight");
+      kloss::TensorOut<Exec, T> gt;
+      if constexpr (!kloss::is_index_v<U>) gt = t.template out<T>("grad_target");
       auto gb = t.template out<T>("grad_bias");
       ki::fused_linear_run<Exec, T, U>(ex, "fused_linear_cross_entropy_backward", t.in("input"), t.in("weight"), target,
-                                       t.in("bias"), t.in("ce_weight"), t.go(), {}, gx, gw, gb, o);
+                                       t.in("bias"), t.in("ce_weight"), t.go(), {}, gx, gw, gb, gt, o);
     };
     if (c.find("target")->index)
       run(t.idx("target"));

@@ -174,10 +174,10 @@ inline double poisson_target_grad(double x, double y, bool log_input, bool full,
   if (full) g += y > 1 ? std::log(y) + 0.5 / y : (y > 0 ? 0.0 : std::nan(""));
   return g;
 }
-/// gaussian_nll_loss with var clamped at eps.
-inline double gauss(double x, double y, double var, double eps, bool full) {
+/// gaussian_nll_loss with var clamped at eps, times s^beta (beta-NLL).
+inline double gauss(double x, double y, double var, double eps, bool full, double beta = 0) {
   const double s = std::max(var, eps);
-  return 0.5 * (std::log(s) + (x - y) * (x - y) / s) + (full ? 0.5 * std::log(2 * M_PI) : 0.0);
+  return (0.5 * (std::log(s) + (x - y) * (x - y) / s) + (full ? 0.5 * std::log(2 * M_PI) : 0.0)) * std::pow(s, beta);
 }
 inline double poisson(double x, double y, bool log_input, bool full, double eps) {
   double l = log_input ? std::exp(x) - y * x : x - y * std::log(x + eps);
@@ -200,6 +200,7 @@ struct PwOptions {
   bool log_target = false;
   bool log_input = true, full = false;
   double eps = 1e-8;                        // poisson's; gaussian's is set by the caller (torch default 1e-6)
+  double nll_beta = 0;                      // gaussian's beta (beta-NLL); `beta` is smooth_l1's
   bool weight = false, pos_weight = false;  // bce / bce_logits operands present
 };
 
@@ -229,7 +230,7 @@ inline double pw_loss(Pw op, const PwOptions& o, const Vec& v) {
     case Pw::poisson:
       return poisson(v[0], v[1], o.log_input, o.full, o.eps);
     case Pw::gaussian:
-      return gauss(v[0], v[1], v[2], o.eps, o.full);
+      return gauss(v[0], v[1], v[2], o.eps, o.full, o.nll_beta);
   }
   return nan;
 }
@@ -265,10 +266,10 @@ inline double pw_grad(Pw op, const PwOptions& o, const Vec& v, std::size_t k) {
       if (k == 1) return poisson_target_grad(v[0], v[1], o.log_input, o.full, o.eps);
       return o.log_input ? std::exp(v[0]) - v[1] : 1 - v[1] / (v[0] + o.eps);
     case Pw::gaussian: {
-      const double var = std::max(v[2], o.eps);
-      if (k == 0) return d / var;
-      if (k == 1) return -d / var;
-      return 0.5 * (1 / var - d * d / (var * var));  // k == 2: var
+      const double var = std::max(v[2], o.eps), f = std::pow(var, o.nll_beta);  // f: not differentiated
+      if (k == 0) return f * d / var;
+      if (k == 1) return -f * d / var;
+      return f * 0.5 * (1 / var - d * d / (var * var));  // k == 2: var
     }
   }
   return nan;
@@ -1075,12 +1076,14 @@ inline RefBag ref_bag(const BagSpec& s, std::int64_t B, const Vec& w, std::int64
 
 struct FusedResult {
   Vec out, grad_input, grad_weight, grad_bias;
+  Vec grad_target;  ///< probability targets only
 };
 
 /// cross_entropy(input @ weight^T + bias, target): input [N, D], weight
 /// [V, D], bias [V] or empty; `P` holds the target (indices or [N, V]
 /// probabilities) and ce_weight as its weight, its x is filled here; go
-/// null: forward only.
+/// null: forward only. grad_target: cross_entropy_target_grad of the
+/// logits (probability targets).
 inline FusedResult fused_linear(const Vec& x, const Vec& W, const Vec& bias, std::int64_t N, std::int64_t D,
                                 std::int64_t V, CeProblem P, const CeOptions& o, const Vec* go) {
   P.N = N;
@@ -1099,6 +1102,7 @@ inline FusedResult fused_linear(const Vec& x, const Vec& W, const Vec& bias, std
   R.out = o.reduction == Reduction::none ? ce.rows : Vec{ce.reduced};
   if (!go) return R;
   const Vec gz = cross_entropy_grad(P, P.x, o, *go);
+  if (P.probs) R.grad_target = cross_entropy_target_grad(P, P.x, o, *go);
   R.grad_input.assign(static_cast<std::size_t>(N * D), 0.0);
   R.grad_weight.assign(static_cast<std::size_t>(V * D), 0.0);
   R.grad_bias.assign(static_cast<std::size_t>(V), 0.0);

@@ -65,6 +65,7 @@ FlProblem rounded_to(FlProblem P) {
 
 struct Grads {
   std::vector<double> out, gx, gw, gb;
+  std::vector<double> gt;  ///< the probability targets' gradient
 };
 
 /// The float64 composition of reference.hpp (its own logits, cross-entropy
@@ -79,7 +80,7 @@ Grads reference(const FlProblem& P, const kloss::CrossEntropyOptions& o, bool gr
   const std::vector<double> go = o.reduction == Reduction::none ? P.go : std::vector<double>{P.go[0]};
   const kloss_ref::FusedResult R =
       kloss_ref::fused_linear(P.x, P.w, P.b, P.N, P.D, P.V, C, kloss_ref::CeOptions(o), grads ? &go : nullptr);
-  return {R.out, R.grad_input, R.grad_weight, R.grad_bias};
+  return {R.out, R.grad_input, R.grad_weight, R.grad_bias, R.grad_target};
 }
 
 /// The fused op in T: stored mode (forward with gradients, then the
@@ -113,6 +114,11 @@ std::pair<Grads, Grads> fused_with(const FlProblem& P, const kloss::FusedLinearC
   Kokkos::deep_copy(gx, T(7.0f));  // the forward overwrites the gradients too
   Kokkos::deep_copy(gw, T(7.0f));
   Kokkos::deep_copy(gb, T(7.0f));
+  // probability targets: the target's gradient too
+  constexpr bool probs = std::is_same_v<typename TargetView::non_const_value_type, T>;
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gt;
+  if (probs) gt = Kokkos::View<T**, Kokkos::LayoutRight, Mem>("gt", N, V);
+  Kokkos::deep_copy(gt, T(7.0f));
   Grads stored, recomputed;
   const bool none = o.reduction == Reduction::none;
   Kokkos::View<T*, Mem> out("out", none ? N : 1);
@@ -122,6 +128,7 @@ std::pair<Grads, Grads> fused_with(const FlProblem& P, const kloss::FusedLinearC
     G.gx = to_doubles(gx);
     G.gw = to_doubles(gw);
     if (!P.b.empty()) G.gb = to_doubles(gb);
+    if (probs) G.gt = to_doubles(gt);
   };
   if (none) {
     kloss::fused_linear_cross_entropy(exec, x, w, t, b, cw, out, Kokkos::View<T**, Kokkos::LayoutRight, Mem>(),
@@ -129,19 +136,20 @@ std::pair<Grads, Grads> fused_with(const FlProblem& P, const kloss::FusedLinearC
     stored.out = to_doubles(out);
   } else {
     Kokkos::View<T, Mem, U> out0(out.data()), go0(go.data());
-    kloss::fused_linear_cross_entropy(exec, x, w, t, b, cw, out0, gx, gw, gb, o);
-    kloss::fused_linear_cross_entropy_backward(exec, go0, gx, gw, gb, o);
+    kloss::fused_linear_cross_entropy(exec, x, w, t, b, cw, out0, gx, gw, gb, gt, o);
+    kloss::fused_linear_cross_entropy_backward(exec, go0, gx, gw, gb, gt, o);
     stored.out = to_doubles(out);
     grads(stored);
   }
   Kokkos::deep_copy(gx, T(9.0f));  // the recompute backward overwrites
   Kokkos::deep_copy(gw, T(9.0f));
   Kokkos::deep_copy(gb, T(9.0f));
+  Kokkos::deep_copy(gt, T(9.0f));
   if (none) {
-    kloss::fused_linear_cross_entropy_backward(exec, go, x, w, t, b, cw, gx, gw, gb, o);
+    kloss::fused_linear_cross_entropy_backward(exec, go, x, w, t, b, cw, gx, gw, gb, gt, o);
   } else {
     Kokkos::View<T, Mem, U> go0(go.data());
-    kloss::fused_linear_cross_entropy_backward(exec, go0, x, w, t, b, cw, gx, gw, gb, o);
+    kloss::fused_linear_cross_entropy_backward(exec, go0, x, w, t, b, cw, gx, gw, gb, gt, o);
   }
   recomputed.out = stored.out;
   grads(recomputed);
@@ -158,31 +166,37 @@ void compare(const FlProblem& P, const kloss::FusedLinearCrossEntropyOptions& o,
     expect_near_all(S.gx, U.gx, t * 10, t * 10, what + " stored grad_input");
     expect_near_all(S.gw, U.gw, t * 10, t * 10, what + " stored grad_weight");
     if (!P.b.empty()) expect_near_all(S.gb, U.gb, t * 10, t * 10, what + " stored grad_bias");
+    if (!P.p.empty()) expect_near_all(S.gt, U.gt, t * 10, t * 10, what + " stored grad_target");
   }
   expect_near_all(R.gx, U.gx, t * 10, t * 10, what + " recomputed grad_input");
   expect_near_all(R.gw, U.gw, t * 10, t * 10, what + " recomputed grad_weight");
   if (!P.b.empty()) expect_near_all(R.gb, U.gb, t * 10, t * 10, what + " recomputed grad_bias");
+  if (!P.p.empty()) {
+    ASSERT_EQ(U.gt.size(), P.p.size()) << what;
+    expect_near_all(R.gt, U.gt, t * 10, t * 10, what + " recomputed grad_target");
+  }
 }
 
 /// The stored gradients of the fused op (double, bias given) against
 /// central differences of go * loss of the float64 reference forward.
 void expect_fd_gradients(const FlProblem& P, const kloss::FusedLinearCrossEntropyOptions& o, const std::string& what) {
   const auto [S, R] = fused<double>(P, o);
-  // f(x, w, b) = go * loss of the float64 reference
+  // f(x, w, b, p) = go * loss of the float64 reference (p: probability
+  // targets, differentiated off the simplex as torch does)
   auto f = [&](const std::vector<double>& v) {
     FlProblem Q = P;
-    std::copy(v.begin(), v.begin() + Q.x.size(), Q.x.begin());
-    std::copy(v.begin() + Q.x.size(), v.begin() + Q.x.size() + Q.w.size(), Q.w.begin());
-    std::copy(v.begin() + Q.x.size() + Q.w.size(), v.end(), Q.b.begin());
+    auto it = v.begin();
+    for (auto* part : {&Q.x, &Q.w, &Q.b, &Q.p}) {
+      std::copy(it, it + part->size(), part->begin());
+      it += part->size();
+    }
     return P.go[0] * reference(Q, ce_options(o), false).out[0];
   };
-  std::vector<double> v = P.x;
-  v.insert(v.end(), P.w.begin(), P.w.end());
-  v.insert(v.end(), P.b.begin(), P.b.end());
+  std::vector<double> v = P.x, got = S.gx;
+  for (const auto* part : {&P.w, &P.b, &P.p}) v.insert(v.end(), part->begin(), part->end());
+  for (const auto* part : {&S.gw, &S.gb, &S.gt}) got.insert(got.end(), part->begin(), part->end());
+  EXPECT_EQ(S.gt.size(), P.p.size()) << what;
   const auto fd = finite_difference(f, v);
-  std::vector<double> got = S.gx;
-  got.insert(got.end(), S.gw.begin(), S.gw.end());
-  got.insert(got.end(), S.gb.begin(), S.gb.end());
   expect_near_all(got, fd, 1e-6, 1e-7, what + ": stored grads vs finite differences");
 }
 
@@ -283,6 +297,10 @@ TYPED_TEST(FusedLinearCE, RowsOverLaneSlicesMatchTheFloat64Reference) {
         expect_near_all(Re.gx, U.gx, t * 10, t * 10, what + " recomputed grad_input");
         expect_near_all(Re.gw, U.gw, t * 10, t * 10, what + " recomputed grad_weight");
         if (!P.b.empty()) expect_near_all(Re.gb, U.gb, t * 10, t * 10, what + " recomputed grad_bias");
+        if (probs) {
+          if (red != Reduction::none) expect_near_all(St.gt, U.gt, t * 10, t * 10, what + " stored grad_target");
+          expect_near_all(Re.gt, U.gt, t * 10, t * 10, what + " recomputed grad_target");
+        }
       }
     }
   }
@@ -421,6 +439,16 @@ TEST(FusedLinearCEErrors, EveryBadInputThrows) {
   o.convert_block_rows = -1;
   EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, x, w, t, none, none, out, gx, gw, none, o),
                      kloss::InvalidArgument, "option 'convert_block_rows' must be >= 0 (0 = default), got -1");
+  // the target's gradient: probability targets only, of the target's shape
+  Kokkos::View<float**, Kokkos::LayoutRight, Mem> gt("gt", 4, 5), gt_bad("gt", 4, 4), p("p", 4, 5);
+  Kokkos::deep_copy(p, 0.2f);
+  EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, x, w, t, none, none, out, gx, gw, none, gt),
+                     kloss::InvalidArgument,
+                     "argument 'grad_target' must be empty: class-index targets have no gradient");
+  EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, x, w, p, none, none, out, gx, gw, none, gt_bad),
+                     kloss::DimensionMismatch, "argument 'grad_target' must have shape [4, 5], got [4, 4]");
+  EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, x, w, p, none, none, out, gx, gw, none, p),
+                     kloss::InvalidArgument, "grad_target");
   // class-probability targets: shape [N, V], no negative or NaN values
   Kokkos::View<float**, Kokkos::LayoutRight, Mem> p_bad_shape("p", 4, 4);
   EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, x, w, p_bad_shape, none, none, out, gx, gw, none),

@@ -708,6 +708,53 @@ TYPED_TEST(Pointwise, GaussianNllClampsVarAtEpsAndKeepsItsGradient) {
   expect_near_all(to_doubles(gv), {0.5 * (4 - 16), 0}, tol<T>(), 0, "grad_var at the clamped var");
 }
 
+TYPED_TEST(Pointwise, GaussianNllBetaWeighsEachElementByItsVarianceWithoutDifferentiatingIt) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  // x - y = 1, 2; var 2, 4. beta-NLL: each term times var^beta, the factor
+  // not differentiated (Seitzer et al. 2022).
+  auto x = make_view<T*>("x", {1, 3}, {2});
+  auto y = make_view<T*>("y", {0, 1}, {2});
+  auto v = make_view<T*>("v", {2, 4}, {2});
+  auto g = make_view<T*>("g", {1, 1}, {2});
+  Kokkos::View<T*, Mem> out("out", 2), gx("gx", 2), gy("gy", 2), gv("gv", 2);
+  kloss::GaussianNllLossOptions o;
+  o.reduction = Reduction::none;
+  const double c = 0.5 * std::log(2 * M_PI);
+  for (double beta : {0.0, 0.5, 1.0}) {
+    for (bool full : {false, true}) {
+      o.beta = beta;
+      o.full = full;
+      const std::string what = "beta " + std::to_string(beta) + (full ? " full" : "");
+      const double f0 = std::pow(2.0, beta), f1 = std::pow(4.0, beta);
+      kloss::gaussian_nll_loss(exec, x, y, v, out, o);
+      const double l0 = 0.5 * (std::log(2.0) + 0.5) + (full ? c : 0), l1 = 0.5 * (std::log(4.0) + 1) + (full ? c : 0);
+      expect_near_all(to_doubles(out), {f0 * l0, f1 * l1}, tol<T>(), 0, what + " forward");
+      kloss::gaussian_nll_loss_backward(exec, g, x, y, v, gx, gy, gv, o);
+      expect_near_all(to_doubles(gx), {f0 * 0.5, f1 * 0.5}, tol<T>(), 0, what + " grad_input");
+      expect_near_all(to_doubles(gy), {-f0 * 0.5, -f1 * 0.5}, tol<T>(), 0, what + " grad_target");
+      // d/dvar of the plain term only: (1/s - d^2/s^2) / 2 = 1/8 and 0
+      expect_near_all(to_doubles(gv), {f0 * 0.125, 0.0}, tol<T>(), 1e-7, what + " grad_var");
+    }
+  }
+  // mean: the mean of the weighted terms
+  o.beta = 1;
+  o.full = false;
+  o.reduction = Reduction::mean;
+  Kokkos::View<T, Mem> m("m");
+  kloss::gaussian_nll_loss(exec, x, y, v, m, o);
+  expect_near_all(to_doubles(m), {(2 * 0.5 * (std::log(2.0) + 0.5) + 4 * 0.5 * (std::log(4.0) + 1)) / 2}, tol<T>(), 0,
+                  "beta 1 mean");
+  for (double bad : {-0.5, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    o.beta = bad;
+    EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss(exec, x, y, v, m, o), kloss::InvalidArgument,
+                       "kloss::gaussian_nll_loss: option 'beta' must be finite and >= 0, got");
+    EXPECT_KLOSS_THROW(kloss::gaussian_nll_loss_backward(exec, m, x, y, v, gx, gy, gv, o), kloss::InvalidArgument,
+                       "kloss::gaussian_nll_loss_backward: option 'beta' must be finite and >= 0");
+  }
+}
+
 // --- mse through the same generic check ------------------------------------------
 
 TYPED_TEST(Pointwise, MseMatchesReferenceAtOddSizes) {
@@ -1123,7 +1170,7 @@ TEST(PointwiseRegistry, EveryElementwiseOpIsRegisteredWithItsOptions) {
       {"binary_cross_entropy_with_logits", {"reduction"}},
       {"kl_div", {"reduction", "log_target"}},
       {"poisson_nll_loss", {"log_input", "full", "eps", "reduction"}},
-      {"gaussian_nll_loss", {"full", "eps", "reduction"}},
+      {"gaussian_nll_loss", {"full", "eps", "reduction", "beta"}},
   };
   for (const auto& [name, opts] : want) {
     const kloss::OpInfo* op = kloss::find_op(name);

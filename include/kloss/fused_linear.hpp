@@ -15,7 +15,9 @@
 /// indices) or [N, V] (input-typed class probabilities), bias [V]
 /// or empty, ce_weight [V] (cross-entropy's class weight) or empty; output
 /// [N] (none) or one element; grad_input [N, D], grad_weight [V, D],
-/// grad_bias [V], each optional (empty view). Calls fence.
+/// grad_bias [V], each optional (empty view); grad_target [N, V] for
+/// class-probability targets (the overloads with grad_target), optional.
+/// Calls fence.
 #include <kloss/fused_linear_options.hpp>
 #include <kloss/impl/fused_linear_impl.hpp>
 
@@ -27,8 +29,43 @@ namespace kloss {
 /// opts.memory_budget_bytes (never N x V). Throws InvalidArgument if the
 /// budget cannot hold one row, DimensionMismatch for D / V mismatches,
 /// IndexOutOfRange for targets outside [0, V) that are not ignore_index.
+/// grad_target: for class-probability targets, the target's gradient (a
+/// learned teacher distribution, as torch differentiates it),
+/// -(1 - label_smoothing) ce_weight_c log_softmax(logits)_c, formed with the
+/// chunk's logit gradient (no further pass); an empty view: not computed.
+/// Class-index targets have none (InvalidArgument if given).
 /// Returns what the gradient filter did (opts.grad_filter; all zero when no
 /// gradient is computed or the filter is exact).
+template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
+          class OutputView, class GradInputView, class GradWeightView, class GradBiasView, class GradTargetView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = std::enable_if_t<!std::is_same_v<GradTargetView, FusedLinearCrossEntropyOptions>>>
+FusedLinearReport fused_linear_cross_entropy(const ExecSpace& exec, const InputView& input, const WeightView& weight,
+                                             const TargetView& target, const BiasView& bias,
+                                             const CeWeightView& ce_weight, const OutputView& output,
+                                             const GradInputView& grad_input, const GradWeightView& grad_weight,
+                                             const GradBiasView& grad_bias, const GradTargetView& grad_target,
+                                             const FusedLinearCrossEntropyOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  static_assert(is_scalar_v<T>, "kloss::fused_linear_cross_entropy: input must be float, double, float16 or bfloat16");
+  static_assert(is_index_v<I> || std::is_same_v<I, T>,
+                "kloss::fused_linear_cross_entropy: target must hold int32/int64 class indices or input-typed "
+                "probabilities");
+  static_assert(std::is_same_v<typename GradTargetView::non_const_value_type, T>,
+                "kloss::fused_linear_cross_entropy: grad_target must have the input's value type");
+  constexpr std::string_view op = "fused_linear_cross_entropy";
+  return impl::fused_linear_run<ExecSpace, T, I>(
+      exec, op, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
+      as_optional_tensor<M>(ce_weight, op, "ce_weight"), Tensor<const T, M>(), as_tensor<M>(output, op, "output"),
+      as_optional_tensor<M>(grad_input, op, "grad_input"), as_optional_tensor<M>(grad_weight, op, "grad_weight"),
+      as_optional_tensor<M>(grad_bias, op, "grad_bias"), as_optional_tensor<M>(grad_target, op, "grad_target"), opts);
+}
+
+/// Forward without the target's gradient (the overload above without
+/// grad_target).
 template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
           class OutputView, class GradInputView, class GradWeightView, class GradBiasView,
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
@@ -38,30 +75,20 @@ FusedLinearReport fused_linear_cross_entropy(const ExecSpace& exec, const InputV
                                              const GradInputView& grad_input, const GradWeightView& grad_weight,
                                              const GradBiasView& grad_bias,
                                              const FusedLinearCrossEntropyOptions& opts = {}) {
-  using T = typename InputView::non_const_value_type;
-  using I = typename TargetView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>, "kloss::fused_linear_cross_entropy: input must be float, double, float16 or bfloat16");
-  static_assert(is_index_v<I> || std::is_same_v<I, T>,
-                "kloss::fused_linear_cross_entropy: target must hold int32/int64 class indices or input-typed "
-                "probabilities");
-  constexpr std::string_view op = "fused_linear_cross_entropy";
-  return impl::fused_linear_run<ExecSpace, T, I>(
-      exec, op, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
-      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
-      as_optional_tensor<M>(ce_weight, op, "ce_weight"), Tensor<const T, M>(), as_tensor<M>(output, op, "output"),
-      as_optional_tensor<M>(grad_input, op, "grad_input"), as_optional_tensor<M>(grad_weight, op, "grad_weight"),
-      as_optional_tensor<M>(grad_bias, op, "grad_bias"), opts);
+  return fused_linear_cross_entropy(exec, input, weight, target, bias, ce_weight, output, grad_input, grad_weight,
+                                    grad_bias, GradBiasView(), opts);
 }
 
 /// Backward, stored mode: multiplies the gradients the forward stored by
-/// grad_output (one element). Reduction none needs per-row factors: use the
+/// grad_output (one element); grad_target as the forward's (probability
+/// targets; empty: none). Reduction none needs per-row factors: use the
 /// recompute overload below (InvalidArgument otherwise).
 template <class ExecSpace, class GradOutputView, class GradInputView, class GradWeightView, class GradBiasView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class GradTargetView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = std::enable_if_t<!std::is_same_v<GradTargetView, FusedLinearCrossEntropyOptions>>>
 void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
                                          const GradInputView& grad_input, const GradWeightView& grad_weight,
-                                         const GradBiasView& grad_bias,
+                                         const GradBiasView& grad_bias, const GradTargetView& grad_target,
                                          const FusedLinearCrossEntropyOptions& opts = {}) {
   using T = typename GradOutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
@@ -76,21 +103,36 @@ void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutput
   impl::fused_linear_scale<ExecSpace, T>(exec, go, as_optional_tensor<M>(grad_input, op, "grad_input"));
   impl::fused_linear_scale<ExecSpace, T>(exec, go, as_optional_tensor<M>(grad_weight, op, "grad_weight"));
   impl::fused_linear_scale<ExecSpace, T>(exec, go, as_optional_tensor<M>(grad_bias, op, "grad_bias"));
+  impl::fused_linear_scale<ExecSpace, T>(exec, go, as_optional_tensor<M>(grad_target, op, "grad_target"));
   exec.fence();
+}
+
+/// Backward, stored mode, without the target's gradient (the overload
+/// above without grad_target).
+template <class ExecSpace, class GradOutputView, class GradInputView, class GradWeightView, class GradBiasView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
+                                         const GradInputView& grad_input, const GradWeightView& grad_weight,
+                                         const GradBiasView& grad_bias,
+                                         const FusedLinearCrossEntropyOptions& opts = {}) {
+  fused_linear_cross_entropy_backward(exec, grad_output, grad_input, grad_weight, grad_bias, GradBiasView(), opts);
 }
 
 /// Backward, recompute mode (for callers that cannot hold grad_weight
 /// between forward and backward, and for reduction none): runs the chunk
-/// loop again with the upstream gradient; overwrites the grad views.
+/// loop again with the upstream gradient; overwrites the grad views
+/// (grad_target as the forward's: probability targets; empty: none).
 /// Returns what the gradient filter did.
 template <class ExecSpace, class GradOutputView, class InputView, class WeightView, class TargetView, class BiasView,
-          class CeWeightView, class GradInputView, class GradWeightView, class GradBiasView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class CeWeightView, class GradInputView, class GradWeightView, class GradBiasView, class GradTargetView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = std::enable_if_t<!std::is_same_v<GradTargetView, FusedLinearCrossEntropyOptions>>>
 FusedLinearReport fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
                                                       const InputView& input, const WeightView& weight,
                                                       const TargetView& target, const BiasView& bias,
                                                       const CeWeightView& ce_weight, const GradInputView& grad_input,
                                                       const GradWeightView& grad_weight, const GradBiasView& grad_bias,
+                                                      const GradTargetView& grad_target,
                                                       const FusedLinearCrossEntropyOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using I = typename TargetView::non_const_value_type;
@@ -100,6 +142,8 @@ FusedLinearReport fused_linear_cross_entropy_backward(const ExecSpace& exec, con
   static_assert(is_index_v<I> || std::is_same_v<I, T>,
                 "kloss::fused_linear_cross_entropy_backward: target must hold int32/int64 class indices or "
                 "input-typed probabilities");
+  static_assert(std::is_same_v<typename GradTargetView::non_const_value_type, T>,
+                "kloss::fused_linear_cross_entropy_backward: grad_target must have the input's value type");
   constexpr std::string_view op = "fused_linear_cross_entropy_backward";
   impl::ProfilingRegion region("kloss::fused_linear_cross_entropy_backward");
   return impl::fused_linear_run<ExecSpace, T, I>(
@@ -107,7 +151,22 @@ FusedLinearReport fused_linear_cross_entropy_backward(const ExecSpace& exec, con
       as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
       as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_tensor<M>(grad_output, op, "grad_output"), Tensor<T, M>(),
       as_optional_tensor<M>(grad_input, op, "grad_input"), as_optional_tensor<M>(grad_weight, op, "grad_weight"),
-      as_optional_tensor<M>(grad_bias, op, "grad_bias"), opts);
+      as_optional_tensor<M>(grad_bias, op, "grad_bias"), as_optional_tensor<M>(grad_target, op, "grad_target"), opts);
+}
+
+/// Backward, recompute mode, without the target's gradient (the overload
+/// above without grad_target).
+template <class ExecSpace, class GradOutputView, class InputView, class WeightView, class TargetView, class BiasView,
+          class CeWeightView, class GradInputView, class GradWeightView, class GradBiasView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+FusedLinearReport fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
+                                                      const InputView& input, const WeightView& weight,
+                                                      const TargetView& target, const BiasView& bias,
+                                                      const CeWeightView& ce_weight, const GradInputView& grad_input,
+                                                      const GradWeightView& grad_weight, const GradBiasView& grad_bias,
+                                                      const FusedLinearCrossEntropyOptions& opts = {}) {
+  return fused_linear_cross_entropy_backward(exec, grad_output, input, weight, target, bias, ce_weight, grad_input,
+                                             grad_weight, grad_bias, GradBiasView(), opts);
 }
 
 }  // namespace kloss
@@ -116,7 +175,7 @@ FusedLinearReport fused_linear_cross_entropy_backward(const ExecSpace& exec, con
   PREFIX template kloss::FusedLinearReport kloss::impl::fused_linear_run<KLOSS_EXEC, T, I>(                           \
       const KLOSS_EXEC&, std::string_view, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, \
       const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&,              \
-      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,                                         \
+      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,                 \
       const kloss::FusedLinearCrossEntropyOptions&);
 /// Every (T, target type) pair: class indices of both index types, and
 /// probabilities (target type T).

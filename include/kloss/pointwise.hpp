@@ -457,14 +457,21 @@ struct GaussianNllLossOptions {
   /// var is clamped at eps.
   double eps = 1e-6;
   Reduction reduction = Reduction::mean;  ///< none, mean or sum
+  /// beta-NLL (Seitzer et al. 2022; gluonts' and darts' `beta`): each
+  /// element's loss and gradients times v^beta, a factor not differentiated,
+  /// which keeps large-variance points from being ignored (0: the plain
+  /// loss, 0.5 the paper's choice, 1 gives the mean's gradient the MSE's).
+  /// Finite and >= 0. Not in torch.
+  double beta = 0;
 };
 
 /// gaussian_nll_loss: (log v + (input - target)^2 / v) / 2 with v = var
 /// clamped at eps (+ log(2 pi) / 2 if full). input, target: broadcastable;
 /// var: input's shape, input's shape without its last dimension, or
 /// input's rank with one dimension 1 anywhere ([N, 1], [1, D]; torch's
-/// rule). Throws InvalidArgument naming the
-/// position and value of a negative var element. Checked in the kernel:
+/// rule). With opts.beta, each element's loss times v^beta (beta-NLL).
+/// Throws InvalidArgument naming the position and value of a negative var
+/// element, or for a negative or non-finite beta. Checked in the kernel:
 /// this call fences.
 template <class ExecSpace, class InputView, class TargetView, class VarView, class OutputView,
           class = impl::enable_for_execution_space<ExecSpace>>
@@ -475,13 +482,14 @@ void gaussian_nll_loss(const ExecSpace& exec, const InputView& input, const Targ
                 "kloss::gaussian_nll_loss: every view must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"gaussian_nll_loss"};
   impl::gaussian_nll_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(var, "var"),
-                                        v(output, "output"), opts.reduction, opts.full, opts.eps);
+                                        v(output, "output"), opts);
 }
 
 /// Backward of gaussian_nll_loss w.r.t. input ((input - target) / v),
 /// target (its negative) and var ((1 / v - (input - target)^2 / v^2) / 2),
-/// all at the clamped v and times grad_output: as torch, whose clamp runs
-/// under no_grad, a var below eps still gets this gradient. grad_input,
+/// all at the clamped v, times v^beta (opts.beta; the factor itself is not
+/// differentiated) and grad_output: as torch, whose clamp runs under
+/// no_grad, a var below eps still gets this gradient. grad_input,
 /// grad_target, grad_var: their argument's shape (summed over broadcast
 /// dimensions), each optional (an empty view: not computed). No var sign
 /// check (the forward makes it). Asynchronous.
@@ -500,7 +508,7 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& gra
   impl::gaussian_nll_loss_backward<ExecSpace, T>(
       exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v(var, "var"),
       v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"), v.optional(grad_var, "grad_var"),
-      opts.reduction, opts.full, opts.eps);
+      opts);
 }
 
 /// Backward of gaussian_nll_loss w.r.t. input and var (the overload above
@@ -534,34 +542,34 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& gra
 KLOSS_BINARY_LOSSES(KLOSS_BL_EXTERN)
 #undef KLOSS_BL_EXTERN
 #undef KLOSS_BL_EXTERN_T
-#define KLOSS_POINTWISE_INSTANTIATE(PREFIX, T)                                                                         \
-  PREFIX template void kloss::impl::binary_cross_entropy<KLOSS_EXEC, T>(                                               \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction);     \
-  PREFIX template void kloss::impl::binary_cross_entropy_backward<KLOSS_EXEC, T>(                                      \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),      \
-      KLOSS_PW_I_T(T), kloss::Reduction);                                                                              \
-  PREFIX template void kloss::impl::binary_cross_entropy_with_logits<KLOSS_EXEC, T>(                                   \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),      \
-      kloss::Reduction);                                                                                               \
-  PREFIX template void kloss::impl::binary_cross_entropy_with_logits_backward<KLOSS_EXEC, T>(                          \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),     \
-      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction);                                                             \
-  PREFIX template void kloss::impl::kl_div<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),       \
-                                                          KLOSS_PW_I_T(T), kloss::Reduction, bool);                    \
-  PREFIX template void kloss::impl::kl_div_backward<KLOSS_EXEC, T>(                                                    \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),       \
-      kloss::Reduction, bool);                                                                                         \
-  PREFIX template void kloss::impl::poisson_nll_loss<KLOSS_EXEC, T>(                                                   \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction, bool, bool, double);   \
-  PREFIX template void kloss::impl::poisson_nll_loss_backward<KLOSS_EXEC, T>(                                          \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),       \
-      kloss::Reduction, bool, bool, double);                                                                           \
-  PREFIX template void kloss::impl::gaussian_nll_loss<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T),              \
-                                                                     KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),               \
-                                                                     KLOSS_PW_I_T(T), kloss::Reduction, bool, double); \
-  PREFIX template void kloss::impl::gaussian_nll_loss_backward<KLOSS_EXEC, T>(                                         \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),      \
-      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction, bool, double);
+#define KLOSS_POINTWISE_INSTANTIATE(PREFIX, T)                                                                       \
+  PREFIX template void kloss::impl::binary_cross_entropy<KLOSS_EXEC, T>(                                             \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction);   \
+  PREFIX template void kloss::impl::binary_cross_entropy_backward<KLOSS_EXEC, T>(                                    \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
+      KLOSS_PW_I_T(T), kloss::Reduction);                                                                            \
+  PREFIX template void kloss::impl::binary_cross_entropy_with_logits<KLOSS_EXEC, T>(                                 \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
+      kloss::Reduction);                                                                                             \
+  PREFIX template void kloss::impl::binary_cross_entropy_with_logits_backward<KLOSS_EXEC, T>(                        \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction);                                                           \
+  PREFIX template void kloss::impl::kl_div<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),     \
+                                                          KLOSS_PW_I_T(T), kloss::Reduction, bool);                  \
+  PREFIX template void kloss::impl::kl_div_backward<KLOSS_EXEC, T>(                                                  \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),     \
+      kloss::Reduction, bool);                                                                                       \
+  PREFIX template void kloss::impl::poisson_nll_loss<KLOSS_EXEC, T>(                                                 \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction, bool, bool, double); \
+  PREFIX template void kloss::impl::poisson_nll_loss_backward<KLOSS_EXEC, T>(                                        \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),     \
+      kloss::Reduction, bool, bool, double);                                                                         \
+  PREFIX template void kloss::impl::gaussian_nll_loss<KLOSS_EXEC, T, kloss::GaussianNllLossOptions>(                 \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),                      \
+      const kloss::GaussianNllLossOptions&);                                                                         \
+  PREFIX template void kloss::impl::gaussian_nll_loss_backward<KLOSS_EXEC, T, kloss::GaussianNllLossOptions>(        \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
+      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), const kloss::GaussianNllLossOptions&);
 #define KLOSS_POINTWISE_EXTERN(T) KLOSS_POINTWISE_INSTANTIATE(extern, T)
 KLOSS_FOR_EACH_SCALAR(KLOSS_POINTWISE_EXTERN)
 #undef KLOSS_POINTWISE_EXTERN

@@ -4,7 +4,7 @@
 /// One registry describes every op once (docs/design.md, principle 2): its torch
 /// name, inputs, differentiable inputs, options with defaults, and the
 /// runtime-typed entry points; each family registers its ops in
-/// src/<family>.cpp. The runtime-typed API, the C API (and through it the
+/// `src/<family>.cpp`. The runtime-typed API, the C API (and through it the
 /// Fortran module and the Python binding), kloss-validate, kloss-ops (the
 /// README's op table) and the test harness read it.
 #include <kloss/config.hpp>
@@ -68,7 +68,7 @@ const std::vector<OpInfo>& ops();
 const OpInfo* find_op(std::string_view name);
 
 namespace impl {
-// One registration function per op family (src/<family>.cpp).
+// One registration function per op family (src/\<family\>.cpp).
 void register_pointwise(std::vector<OpInfo>&);
 void register_cross_entropy(std::vector<OpInfo>&);
 void register_margin(std::vector<OpInfo>&);

@@ -5,7 +5,8 @@ matching kloss.Error carrying kloss_last_error().
 
 The library is looked up, first match wins:
   1. $KLOSS_LIBRARY: the library file, or a directory holding it;
-  2. next to this package: kloss/ or kloss/lib/ (a wheel that bundles it);
+  2. the one the package ships: kloss/lib/ (`pip install ./python` builds it
+     there), or kloss/;
   3. an installed kloss: $KLOSS_ROOT/lib*, each $CMAKE_PREFIX_PATH entry's
      lib*, sys.prefix/lib*, /usr/local/lib*;
   4. the dynamic loader's own search (LD_LIBRARY_PATH, the ldconfig cache).
@@ -41,6 +42,18 @@ _path = None
 _failure = None  # (search key, message) of the last failed search
 
 
+def shipped():
+    """The library the package ships (kloss/lib, or kloss/ itself), or None
+    (a source tree, or a package installed without it)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in (os.path.join(here, "lib"), here):
+        for n in _NAMES:
+            p = os.path.join(d, n)
+            if os.path.isfile(p):
+                return p
+    return None
+
+
 def _candidates():
     """(path, where) pairs in search order."""
     out = []
@@ -52,8 +65,8 @@ def _candidates():
             out.append((env, "$KLOSS_LIBRARY"))
         return out  # an explicit choice is not second-guessed
     here = os.path.dirname(os.path.abspath(__file__))
-    for d in (here, os.path.join(here, "lib")):
-        out += [(os.path.join(d, n), "next to the package") for n in _NAMES]
+    for d in (os.path.join(here, "lib"), here):
+        out += [(os.path.join(d, n), "shipped with the package") for n in _NAMES]
     prefixes = []
     if os.environ.get("KLOSS_ROOT"):
         prefixes.append(os.environ["KLOSS_ROOT"])

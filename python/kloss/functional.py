@@ -145,7 +145,8 @@ def _define(info):
 
 # --- linear_cross_entropy: torch 2.15's name and shapes over the fused head ---
 
-LinearCrossEntropyGrads = collections.namedtuple("linear_cross_entropy_grads", "input linear_weight linear_bias")
+LinearCrossEntropyGrads = collections.namedtuple("linear_cross_entropy_grads",
+                                                 "input linear_weight target linear_bias")
 
 
 def _lce_args(input, linear_weight, target, linear_bias, weight, ignore_index, reduction, label_smoothing, z_loss,
@@ -210,9 +211,10 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
 def linear_cross_entropy_backward(grad_output, input, linear_weight, target, *, linear_bias=None, weight=None,
                                   reduction="mean", ignore_index=None, label_smoothing=0.0, z_loss=0.0, softcap=0.0,
                                   dtype=None, index_dtype=None):
-    """Gradients of linear_cross_entropy w.r.t. input, linear_weight and
-    linear_bias (None when not given), as torch's autograd; grad_output: the
-    loss's shape (None: ones). Returns a named tuple (input, linear_weight,
+    """Gradients of linear_cross_entropy w.r.t. input, linear_weight, target
+    (class probabilities; None for class indices) and linear_bias (None
+    when not given), as torch's autograd; grad_output: the loss's shape
+    (None: ones). Returns a named tuple (input, linear_weight, target,
     linear_bias)."""
     import numpy as np
     x, w, t, b, cw, o = _lce_args(input, linear_weight, target, linear_bias, weight, ignore_index, reduction,
@@ -225,7 +227,9 @@ def linear_cross_entropy_backward(grad_output, input, linear_weight, target, *, 
             go = np.asarray(go).reshape(1)
         g = run("fused_linear_cross_entropy", inputs, o, grad_output=go, backward=True, **kw).grads
         gx = g["input"].reshape(x.shape)
-        return LinearCrossEntropyGrads(gx, g["weight"], g.get("bias") if b is not None else None)
+        gt = g.get("target")
+        return LinearCrossEntropyGrads(gx, g["weight"], None if gt is None else gt.reshape(t.shape),
+                                       g.get("bias") if b is not None else None)
     x2, w2, z = _lce_logits(x, w, b)
     g = run("cross_entropy", {"input": z, "target": t, "weight": cw}, o, grad_output=grad_output, backward=True,
             **kw).grads
@@ -234,7 +238,7 @@ def linear_cross_entropy_backward(grad_output, input, linear_weight, target, *, 
     gx = (gz @ w2.astype(ft, copy=False)).reshape(x.shape)
     gw = (gz.T @ x2.astype(ft, copy=False)).reshape(w.shape)
     gb = gz.sum(axis=0).reshape(np.shape(b)) if b is not None else None
-    return LinearCrossEntropyGrads(gx, gw, gb)
+    return LinearCrossEntropyGrads(gx, gw, g.get("target"), gb)
 
 
 __getattr__, __dir__ = lazy_ops(globals(), __name__, [], _define)

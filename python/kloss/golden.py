@@ -31,7 +31,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from . import _errors
+from . import _errors, _programs
 from ._core import from_bfloat16_bits, run, to_bfloat16_bits
 from ._registry import op_info
 from .functional import signature, split_arguments
@@ -448,8 +448,9 @@ max_rel_err, reason; kloss-validate's --json) and the printed report."""
 
 def find_validate():
     """The kloss-validate program: $KLOSS_VALIDATE, else beside the library
-    of $KLOSS_LIBRARY (a build tree's src/) or in its ../bin, else
-    $KLOSS_ROOT/bin, else on PATH. Raises FileNotFoundError."""
+    of $KLOSS_LIBRARY (a build tree's src/) or in its ../bin, else the one
+    the package ships (kloss/bin), else $KLOSS_ROOT/bin, else on PATH.
+    Raises FileNotFoundError."""
     env = os.environ.get("KLOSS_VALIDATE")
     if env:
         if os.path.isfile(env):
@@ -460,6 +461,9 @@ def find_validate():
     if lib:
         d = lib if os.path.isdir(lib) else os.path.dirname(os.path.abspath(lib))
         dirs += [d, os.path.join(d, "..", "bin")]
+    shipped = _programs.bundled("kloss-validate")
+    if shipped:
+        dirs.append(os.path.dirname(shipped))
     if os.environ.get("KLOSS_ROOT"):
         dirs.append(os.path.join(os.environ["KLOSS_ROOT"], "bin"))
     for d in dirs:

@@ -64,6 +64,11 @@ def cases(seed=20261127):
         reduction="none")
     add("var_row_eps", "gaussian_nll_loss",
         {"input": randn(3, 4), "target": randn(3, 4), "var": rng.uniform(0.6, 2, 3)}, eps=0.5, reduction="sum")
+    add("beta_nll", "gaussian_nll_loss",
+        {"input": randn(3, 4), "target": randn(3, 4), "var": rng.uniform(0.3, 2, (3, 4))}, beta=0.5)
+    add("beta_nll_var_row_full", "gaussian_nll_loss",
+        {"input": randn(3, 4), "target": randn(3, 4), "var": rng.uniform(0.3, 2, 3)}, beta=1.0, full=True,
+        reduction="none")
 
     # class-index losses
     t = np.array([0, 3, 1, -100, 2, 3])
@@ -132,4 +137,8 @@ def cases(seed=20261127):
     add("bias_ceweight", "fused_linear_cross_entropy",
         {"input": randn(5, 3), "weight": randn(6, 3), "target": np.array([0, 5, 2, 1, 3]), "bias": randn(6),
          "ce_weight": rng.uniform(0.5, 2, 6)}, label_smoothing=0.1, reduction="sum")
+    probs = rng.uniform(0.1, 1, (5, 6))  # (no zero: gradcheck steps each one both ways)
+    add("probs_ceweight", "fused_linear_cross_entropy",
+        {"input": randn(5, 3), "weight": randn(6, 3), "target": probs / probs.sum(axis=1, keepdims=True),
+         "bias": randn(6), "ce_weight": rng.uniform(0.5, 2, 6)}, label_smoothing=0.1)
     return out

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-"""Shared fixtures. The library under test is $KLOSS_LIBRARY (default: the
-repository's build/release/src/libkloss_c.so when it exists); the programs
+"""Shared fixtures. The library under test is $KLOSS_LIBRARY, else the one
+the installed package ships (`pip install ./python`), else the
+repository's build/release/src/libkloss_c.so when it exists; the programs
 are $KLOSS_VALIDATE and $KLOSS_OPS, else found beside that library. A
 program named by its variable must exist (an error, not a skip: CI names
 them); one found nowhere skips the tests that need it, with the reason."""
@@ -10,12 +11,14 @@ import sys
 
 import pytest
 
+import kloss._lib
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)  # cases.py, reference.py
 
 _build_lib = os.path.join(REPO, "build", "release", "src", "libkloss_c.so")
-if "KLOSS_LIBRARY" not in os.environ and os.path.exists(_build_lib):
+if "KLOSS_LIBRARY" not in os.environ and kloss._lib.shipped() is None and os.path.exists(_build_lib):
     os.environ["KLOSS_LIBRARY"] = _build_lib
 
 
@@ -25,7 +28,7 @@ def _program(var, name):
         if not os.path.isfile(path):
             pytest.fail("$%s is %s, which does not exist" % (var, path))
         return path
-    lib = os.environ.get("KLOSS_LIBRARY")
+    lib = os.environ.get("KLOSS_LIBRARY") or kloss._lib.shipped()
     if lib:
         d = os.path.dirname(os.path.abspath(lib))
         for cand in (os.path.join(d, name), os.path.join(d, "..", "bin", name)):

@@ -75,6 +75,14 @@ def forward(op, inputs, options):
         loss = 0.5 * (np.log(v) + (x - y) ** 2 / v)
         if o.get("full", False):
             loss = loss + 0.5 * math.log(2 * math.pi)
+        # beta-NLL: times v^beta, of the var in "_beta_var" where given (a
+        # factor held fixed while the var is differenced: not differentiated)
+        beta = o.get("beta", 0.0)
+        if beta:
+            vb = o.get("_beta_var", inputs["var"])
+            if vb.ndim == x.ndim - 1:
+                vb = vb[..., None]
+            loss = loss * np.maximum(vb, o.get("eps", 1e-6)) ** beta
         return _reduce(loss, red)
     if op in ("nll_loss", "cross_entropy", "fused_linear_cross_entropy"):
         if op == "fused_linear_cross_entropy":
@@ -259,10 +267,13 @@ def numeric_grads(op, inputs, options, grad_output, names, h=1e-6):
     target gradient is NaN at a zero target (xlogy's y / y), and
     poisson_nll_loss's with `full` is NaN at a target <= 0 and the one
     without the Stirling term at a target <= 1, where that term is masked
-    (torch multiplies its derivative by the mask's 0)."""
+    (torch multiplies its derivative by the mask's 0), and gaussian_nll_loss's
+    beta factor (beta-NLL) is held fixed."""
     opts = dict(options)
     if op in ("embedding", "embedding_bag"):
         opts.pop("max_norm", None)
+    if op == "gaussian_nll_loss" and opts.get("beta"):
+        opts["_beta_var"] = np.asarray(inputs["var"], dtype=np.float64)  # beta-NLL's factor is not differentiated
     g = np.asarray(grad_output, dtype=np.float64)
     out = {}
     for name in names:

@@ -5,8 +5,9 @@ cross_entropy(input @ weight.T + bias, target, weight=ce_weight, ...) in
 float64 (with the kloss extensions z_loss / softcap composed as in
 gen_cross_entropy.py), gradients by autograd. float32 and float64 with
 both index dtypes, float16 and bfloat16 with int64 indices, class-probability
-targets [N, V] (kloss's extension of the schema's fused op; these cases do
-not run vocabulary-parallel) in every dtype, every reduction, every option;
+targets [N, V] (kloss's extension of the schema's fused op, differentiable
+as torch differentiates cross_entropy's probabilities; these cases do not
+run vocabulary-parallel) in every dtype, every reduction, every option;
 N not a multiple of any chunk.
 
 Run:  cd tools/golden && /usr/bin/python3 -c "import gen_fused_linear as g; g.main('../../data/golden')"
@@ -47,7 +48,7 @@ def main(out_dir):
                             p[p < 0.3] = 0
                             p[1] = 0
                             p[1, 2] = 1
-                            t = rounded(p / p.sum(dim=1, keepdim=True), dtype)
+                            t = rounded(p / p.sum(dim=1, keepdim=True), dtype).requires_grad_(True)
                         else:
                             t = torch.randint(0, v, (n,), generator=gen)
                             if ifrac:
@@ -57,13 +58,15 @@ def main(out_dir):
                         z = x @ w.T + (b if b is not None else 0)
                         out = _ce_reference(z, t, cw, red, -100, eps, zl, cap, probs)
                         go = rounded(torch.rand(out.shape, generator=gen, dtype=torch.float64) + 0.5, dtype)
-                        wrt = [x, w] + ([b] if b is not None else [])
+                        wrt = [x, w] + ([b] if b is not None else []) + ([t] if probs else [])
                         gs = torch.autograd.grad(out, wrt, go)
                         inputs = {"input": x, "weight": w, "target": t}
                         grads = {"input": gs[0], "weight": gs[1]}
                         if b is not None:
                             inputs["bias"] = b
                             grads["bias"] = gs[2]
+                        if probs:
+                            grads["target"] = gs[-1]
                         if cw is not None:
                             inputs["ce_weight"] = cw
                         opts = {}

@@ -12,6 +12,7 @@ kl_div, poisson_nll_loss, gaussian_nll_loss).
 
   cd tools/golden && /usr/bin/python3 -c "import gen_pointwise as g; g.main('../../data/golden')"
 """
+import math
 import os
 import warnings
 
@@ -104,6 +105,10 @@ def main(out_dir):
         w.gen = gen_gv
         for di, dtype in enumerate(DTYPES):
             add_gaussian_var_dims(w, gen_gv, dtype, di)
+        gen_beta = torch.Generator().manual_seed(20261202)
+        w.gen = gen_beta
+        for di, dtype in enumerate(DTYPES):
+            add_gaussian_beta(w, gen_beta, dtype, di)
     print("wrote %d cases to %s (%d bytes)" % (w.count, g.path, os.path.getsize(g.path)))
 
 
@@ -287,6 +292,45 @@ def add_gaussian_var_dims(w, gen, dtype, di):
                lambda input, target, var, red=red: F.gaussian_nll_loss(input, target, var, reduction=red), red)
         w.case("var_middle1_" + red, op, dtype, {"input": x3, "target": y3, "var": v214}, ["input", "target", "var"],
                lambda input, target, var, red=red: F.gaussian_nll_loss(input, target, var, reduction=red), red)
+
+
+def _gluonts_beta_nll(input, target, var, beta, full, reduction):
+    """beta-NLL by gluonts (an independent implementation, PyPI `gluonts`):
+    NormalOutput(beta).loss, -log N(target; input, sqrt(var)) times
+    var.detach()^beta, element-wise (with log(2 pi) / 2, as gluonts'
+    log_prob; `full` False takes that constant's share back out), reduced as
+    torch's losses reduce."""
+    from gluonts.torch.distributions import NormalOutput
+    nll = NormalOutput(beta=beta).loss(target, (input, var.sqrt()))
+    if not full:
+        nll = nll - 0.5 * math.log(2 * math.pi) * var.detach() ** beta
+    if reduction == "mean":
+        return nll.mean()
+    if reduction == "sum":
+        return nll.sum()
+    return nll
+
+
+def add_gaussian_beta(w, gen, dtype, di):
+    """gaussian_nll_loss with beta (beta-NLL, Seitzer et al. 2022): the
+    element's loss times var^beta, the factor detached; gluonts'
+    NormalOutput(beta) the reference. var above eps (gluonts has no clamp),
+    var of input's shape and without its last dimension."""
+    op = "gaussian_nll_loss"
+    x = uniform(gen, (3, 4), -2, 2)
+    y = uniform(gen, (3, 4), -2, 2)
+    vs = uniform(gen, (3, 4), 0.25, 2)
+    v1 = uniform(gen, (3,), 0.25, 2)
+    for red in REDUCTIONS:
+        for beta, full, tag, var in ((0.5, True, "same", vs), (1.0, False, "same", vs), (0.25, True, "fewer", v1)):
+            if tag == "fewer":
+                call = (lambda input, target, var, red=red, beta=beta, full=full:
+                        _gluonts_beta_nll(input, target, var[:, None].expand_as(input), beta, full, red))
+            else:
+                call = (lambda input, target, var, red=red, beta=beta, full=full:
+                        _gluonts_beta_nll(input, target, var, beta, full, red))
+            w.case("beta%g_%s_full%d_%s" % (beta, tag, full, red), op, dtype, {"input": x, "target": y, "var": var},
+                   ["input", "target", "var"], call, red, {"full": full, "beta": beta})
 
 
 def add_soft_margin(w, gen, dtype, di):

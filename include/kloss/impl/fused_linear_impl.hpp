@@ -48,13 +48,14 @@ void fl_add_sums(const ExecSpace& exec, CeSums* total) {
 /// The chunk's sums: returned (host path: a fixed-order reduction, which
 /// fences), or with `total` given (the device path: total[0] += the chunk's
 /// sums, reduced through total[1], without waiting for the kernel). Zd and
-/// dz16 have row stride ld (the chunked head's).
+/// dz16 have row stride ld (the chunked head's). gt: the probability
+/// targets' gradient [N, V] (null: not wanted), written with the logits'.
 template <class ExecSpace, class T, class Tgt>
 CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_t r0, std::int64_t b,
                const FlRowParams<acc_t<T>>& P, const Kokkos::View<const Tgt*, typename ExecSpace::memory_space>& tv,
                const T* cwt, const Kokkos::View<const T*, typename ExecSpace::memory_space>& gov,
-               const Kokkos::View<T*, typename ExecSpace::memory_space>& ov, CeSums* total = nullptr,
-               T* dz16 = nullptr) {
+               const Kokkos::View<T*, typename ExecSpace::memory_space>& ov, CeSums* total = nullptr, T* dz16 = nullptr,
+               T* gt = nullptr) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   constexpr bool prob = !is_index_v<Tgt>;
@@ -103,7 +104,8 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_
       acc.loss += static_cast<double>(loss);
       if (want_grad) {
         if (mean) scale = static_cast<A>(scale / total_weight);
-        ce_backward_prob_lanes(mem, S, z, pr, z, V, std::int64_t(1), sh, p.q, scale, eps, zl, cap, cwt);
+        ce_backward_prob_lanes(mem, S, z, pr, z, V, std::int64_t(1), sh, p.q, scale, eps, zl, cap, cwt,
+                               gt ? gt + r * V : gt);
       }
     });
   } else {
@@ -147,7 +149,8 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_
 /// targets [N]) or T (class-probability targets [N, V]). go: upstream
 /// gradient (device, [N] for none or 1 element) or absent (then 1);
 /// gradients are computed when any grad view is present. output may be
-/// absent (the recompute backward).
+/// absent (the recompute backward). grad_target: probability targets only,
+/// -(1 - eps) w_c log_softmax(z)_c times the row's upstream factor.
 template <class ExecSpace, class T, class Tgt>
 FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, const TensorIn<ExecSpace, T>& input,
                                    const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, Tgt>& target,
@@ -155,6 +158,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
                                    const TensorIn<ExecSpace, T>& go, const TensorOut<ExecSpace, T>& output,
                                    const TensorOut<ExecSpace, T>& grad_input,
                                    const TensorOut<ExecSpace, T>& grad_weight, const TensorOut<ExecSpace, T>& grad_bias,
+                                   const TensorOut<ExecSpace, T>& grad_target,
                                    const FusedLinearCrossEntropyOptions& opts) {
   static_assert(is_scalar_v<T>, "kloss::fused_linear_cross_entropy: float, double, float16 or bfloat16");
   constexpr bool prob = !is_index_v<Tgt>;
@@ -183,17 +187,22 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   if (grad_input.present) check_shape(op, "grad_input", grad_input, input.shape);
   if (grad_weight.present) check_shape(op, "grad_weight", grad_weight, weight.shape);
   if (grad_bias.present) check_shape(op, "grad_bias", grad_bias, Shape{V});
+  if (grad_target.present) {
+    if constexpr (!prob)
+      fail<InvalidArgument>(op, "argument 'grad_target' must be empty: class-index targets have no gradient");
+    check_shape(op, "grad_target", grad_target, Shape{N, V});
+  }
   require(opts.convert_block_rows >= 0, op, "option 'convert_block_rows' must be >= 0 (0 = default), got ",
           opts.convert_block_rows);
   const double filter = fl_filter_threshold<T>(op, opts.grad_filter, opts.grad_filter_threshold);
   const HeadPlan plan = head_plan<ExecSpace, T>(opts.products);
-  const bool want_grad = grad_input.present || grad_weight.present || grad_bias.present;
+  const bool want_grad = grad_input.present || grad_weight.present || grad_bias.present || grad_target.present;
   const std::int64_t B = fl_chunk_rows<A>(
       op, N, V, opts.memory_budget_bytes,
       fl_logit_bytes<ExecSpace, T>(plan, grad_input.present || grad_weight.present), fl_device_schedule<ExecSpace>());
   check_disjoint(op,
                  {span("output", output), span("grad_input", grad_input), span("grad_weight", grad_weight),
-                  span("grad_bias", grad_bias)},
+                  span("grad_bias", grad_bias), span("grad_target", grad_target)},
                  {span("input", input), span("weight", weight), span("target", target), span("bias", bias),
                   span("ce_weight", ce_weight), span("grad_output", go)});
   ProfilingRegion region(concat("kloss::", op));
@@ -264,6 +273,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
     a.filter = filter * fl_max_row_scale<ExecSpace, T>(exec, gov, P.has_go, P.mean, P.total_weight);
   const Kokkos::View<T*, Mem> ov(output.data.data(), output.present ? output.numel() : 0);
   const Kokkos::View<const Tgt*, Mem> tflat(tv.data(), target.numel());
+  T* gt = grad_target.present ? grad_target.data.data() : nullptr;
   // filtering with class indices: the targets' entries of dL/dZ go as a
   // sparse update (impl/engine_chunked_head.hpp)
   Scratch<std::int64_t, Mem> tcols;
@@ -289,10 +299,10 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
       exec, a,
       [&](A* Zc, std::int64_t ld, std::int64_t r0, std::int64_t b, T* dz16) {
         if (device_sums) {
-          fl_rows<ExecSpace, T, Tgt>(exec, Zc, ld, r0, b, P, tflat, cwt, gov, ov, sums_d.data(), dz16);
+          fl_rows<ExecSpace, T, Tgt>(exec, Zc, ld, r0, b, P, tflat, cwt, gov, ov, sums_d.data(), dz16, gt);
           return true;
         }
-        const CeSums chunk = fl_rows<ExecSpace, T, Tgt>(exec, Zc, ld, r0, b, P, tflat, cwt, gov, ov, nullptr, dz16);
+        const CeSums chunk = fl_rows<ExecSpace, T, Tgt>(exec, Zc, ld, r0, b, P, tflat, cwt, gov, ov, nullptr, dz16, gt);
         if (chunk.bad_prob > 0)
           fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", chunk.bad_prob,
                                 " negative or NaN value(s) in rows [", r0, ", ", r0 + b, "); first at position ",

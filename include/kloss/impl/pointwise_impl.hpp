@@ -16,6 +16,7 @@
 #include <kloss/impl/reduce.hpp>
 #include <kloss/impl/vmath.hpp>
 #include <kloss/tensor.hpp>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -340,20 +341,25 @@ struct PoissonNllOp : Unchecked {
 /// (log s + d^2 / s) / 2 (+ log(2 pi) / 2 if full).
 /// d/dx = d / s = -d/dy;  d/dvar = (1 / s - d^2 / s^2) / 2, all at the
 /// clamped s. Domain: var >= 0 (NaN passes, as torch's `var < 0` test).
-template <bool Full>
+/// Beta (beta-NLL, Seitzer et al. 2022): the loss and each gradient times
+/// s^beta, a factor that is not differentiated (the paper's stop-gradient).
+template <bool Full, bool Beta = false>
 struct GaussianNllOp {
   static constexpr int arity = 3;
   static constexpr unsigned differentiable = 0b111;
   static constexpr bool checked = true, checked_backward = false, sum_in_lanes = false;
   static constexpr const char* requirement = "be non-negative";
   double eps = 1e-6;
+  double beta = 0;  ///< read when Beta
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A e = static_cast<A>(eps);
     const A s = blend(v[2] < e, e, v[2]);
     const A d = v[0] - v[1];
-    A l = A(0.5) * (m.log(s) + d * d / s);
+    const A ls = m.log(s);
+    A l = A(0.5) * (ls + d * d / s);
     if constexpr (Full) l = l + A(0.91893853320467274178);  // log(2 pi) / 2
+    if constexpr (Beta) l = l * m.exp(static_cast<A>(beta) * ls);
     return l;
   }
   template <class A, class M>
@@ -362,9 +368,11 @@ struct GaussianNllOp {
     const A s = blend(v[2] < e, e, v[2]);
     const A d = v[0] - v[1];
     const A r = d / s;
-    g[0] = r;
-    g[1] = -r;
-    g[2] = A(0.5) * (A(1) / s - r * r);
+    A f = A(1);
+    if constexpr (Beta) f = m.exp(static_cast<A>(beta) * m.log(s));
+    g[0] = f * r;
+    g[1] = -(f * r);
+    g[2] = f * (A(0.5) * (A(1) / s - r * r));
   }
   template <class A>
   KOKKOS_INLINE_FUNCTION int bad(const A* v) const {
@@ -760,33 +768,49 @@ void check_var_alone(const ExecSpace& exec, std::string_view op, KLOSS_PW_CT(T) 
                         static_cast<double>(to_acc(h(0))), " at position ", first);
 }
 
-template <class ExecSpace, class T>
+/// gaussian_nll_loss's beta: finite and >= 0.
+inline void check_gaussian_beta(std::string_view op, double beta) {
+  require(beta >= 0 && beta <= std::numeric_limits<double>::max(), op, "option 'beta' must be finite and >= 0, got ",
+          beta);
+}
+
+/// Runs f(op) with gaussian_nll_loss's functor for these options (full and
+/// beta as template flags, eps and beta set).
+template <class Options, class F>
+void with_gaussian_op(const Options& opts, bool full, F&& f) {
+  with_two_flags(full, opts.beta != 0, [&](auto fl, auto bt) {
+    GaussianNllOp<decltype(fl)::value, decltype(bt)::value> op;
+    op.eps = opts.eps;
+    op.beta = opts.beta;
+    f(op);
+  });
+}
+
+template <class ExecSpace, class T, class Options>
 void gaussian_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) var,
-                       KLOSS_PW_T(T) output, Reduction reduction, bool full, double eps) {
+                       KLOSS_PW_T(T) output, const Options& opts) {
   constexpr const char* name = "gaussian_nll_loss";
+  const Reduction reduction = opts.reduction;
+  check_gaussian_beta(name, opts.beta);
   const auto sh = check_gaussian(name, input, target, var, reduction);
   check_output(name, "output", output, reduction, sh[0]);
   check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target), span("var", var)});
   ProfilingRegion region("kloss::gaussian_nll_loss");
   if (sh[0].numel() == 0) check_var_alone<ExecSpace, T>(exec, name, var);
   const double scale = reduction_scale(reduction, sh[0].numel(), input.shape);
-  auto run = [&](auto op) {
-    op.eps = eps;
-    pointwise_forward<ExecSpace, T, decltype(op), 3>(exec, name, op, {input, target, var},
-                                                     {input.shape, target.shape, sh[1]}, {"input", "target", "var"},
-                                                     sh[0], output, reduction, scale);
-  };
-  if (full)
-    run(GaussianNllOp<true>{});
-  else
-    run(GaussianNllOp<false>{});
+  with_gaussian_op(opts, opts.full, [&](const auto& op) {
+    pointwise_forward<ExecSpace, T, std::decay_t<decltype(op)>, 3>(
+        exec, name, op, {input, target, var}, {input.shape, target.shape, sh[1]}, {"input", "target", "var"}, sh[0],
+        output, reduction, scale);
+  });
 }
-template <class ExecSpace, class T>
+template <class ExecSpace, class T, class Options>
 void gaussian_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
                                 KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) var, KLOSS_PW_T(T) grad_input,
-                                KLOSS_PW_T(T) grad_target, KLOSS_PW_T(T) grad_var, Reduction reduction, bool full,
-                                double eps) {
+                                KLOSS_PW_T(T) grad_target, KLOSS_PW_T(T) grad_var, const Options& opts) {
   constexpr const char* name = "gaussian_nll_loss_backward";
+  const Reduction reduction = opts.reduction;
+  check_gaussian_beta(name, opts.beta);
   const auto sh = check_gaussian(name, input, target, var, reduction);
   check_backward(name, grad_output, reduction, sh[0],
                  {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape),
@@ -795,12 +819,11 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_outpu
   ProfilingRegion region("kloss::gaussian_nll_loss_backward");
   const double scale = reduction_scale(reduction, sh[0].numel(), input.shape);
   // The constant of `full` has no gradient.
-  (void)full;
-  GaussianNllOp<false> op;
-  op.eps = eps;
-  pointwise_backward<ExecSpace, T, GaussianNllOp<false>, 3>(
-      exec, "gaussian_nll_loss", op, grad_output, {input, target, var}, {input.shape, target.shape, sh[1]}, sh[0],
-      {grad_input, grad_target, grad_var}, reduction, scale);
+  with_gaussian_op(opts, false, [&](const auto& op) {
+    pointwise_backward<ExecSpace, T, std::decay_t<decltype(op)>, 3>(
+        exec, "gaussian_nll_loss", op, grad_output, {input, target, var}, {input.shape, target.shape, sh[1]}, sh[0],
+        {grad_input, grad_target, grad_var}, reduction, scale);
+  });
 }
 
 #undef KLOSS_PW_CT
