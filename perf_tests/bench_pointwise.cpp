@@ -90,6 +90,9 @@ std::vector<OpBench<T>> table() {
       {"gaussian_nll_loss", -2, 2, 3,
        [](const Exec& e, Data<T>& d) { kloss::gaussian_nll_loss(e, d.x, d.y, d.var, d.out); },
        [](const Exec& e, Data<T>& d) { kloss::gaussian_nll_loss_backward(e, d.g, d.x, d.y, d.var, d.gx, d.none); }},
+      // torch 2.15's weight= (the third operand; mean over the sum of the weights)
+      {"mse_loss_weighted", -2, 2, 3, [](const Exec& e, Data<T>& d) { kloss::mse_loss(e, d.x, d.y, d.var, d.out); },
+       [](const Exec& e, Data<T>& d) { kloss::mse_loss_backward(e, d.g, d.x, d.y, d.var, d.gx, d.none, d.none); }},
       // beta-NLL (beta 0.5): the same op with its var^beta factor
       {"gaussian_nll_loss_beta", -2, 2, 3,
        [](const Exec& e, Data<T>& d) { kloss::gaussian_nll_loss(e, d.x, d.y, d.var, d.out, beta_nll()); },

@@ -21,7 +21,10 @@ export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 echo "== Release build"
-cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
+# (the parts the Python package's build turns off by default, named: its
+# install below configures this same directory)
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DKLOSS_ENABLE_TESTS=ON -DKLOSS_ENABLE_PERF_TESTS=ON \
+  -DKLOSS_ENABLE_EXAMPLES=ON >/dev/null
 cmake --build build/release -j"$jobs"
 (cd build/release && ctest --output-on-failure -j"$jobs")
 
@@ -32,10 +35,13 @@ echo "== Python package (python/): pip install ./python, then import kloss and p
 # (scikit-build-core) and ships them inside the package; here its build
 # directory is build/release, configured alike (and with its generator), so
 # nothing compiles twice (scikit-build-core's cache entries only add the
-# package's install rules).
+# package's install rules). scikit-build-core clears a build directory's
+# cache when it runs from another environment than last time (pip's build
+# isolation makes a new one per install): it runs from this venv instead.
 python3 -m venv --clear build/pyenv
-build/pyenv/bin/pip install -q pytest numpy h5py
-CMAKE_GENERATOR="Unix Makefiles" build/pyenv/bin/pip install -q ./python --config-settings=build-dir="$PWD/build/release"
+build/pyenv/bin/pip install -q pytest numpy h5py "scikit-build-core>=0.10"
+CMAKE_GENERATOR="Unix Makefiles" build/pyenv/bin/pip install -q --no-build-isolation ./python \
+  --config-settings=build-dir="$PWD/build/release"
 unset KLOSS_LIBRARY KLOSS_VALIDATE KLOSS_OPS KLOSS_ROOT
 (cd /tmp && "$OLDPWD/build/pyenv/bin/python" -c \
   "import kloss, numpy as np; print('import kloss:', kloss.__file__, 'mse_loss', kloss.mse_loss(np.ones(3), np.zeros(3)))")

@@ -14,8 +14,9 @@ KLOSS_BINARY_LOSSES(KLOSS_BL_DEFINE)
 namespace kloss::impl {
 namespace {
 
-/// A binary table op (kloss/binary_losses.hpp): input, target -> grads
-/// for input and, where the functor differentiates it, target.
+/// A binary table op (kloss/binary_losses.hpp): input, target and, for an
+/// op that takes one (Op::weighted), an optional weight -> grads for input,
+/// target where the functor differentiates it, and weight where given.
 template <class Op, class Options>
 rt::Result run_binary(const rt::Call& c, const char* name, const Options& opts) {
   constexpr bool target_grad = (Op::differentiable & 0b10u) != 0;
@@ -24,19 +25,22 @@ rt::Result run_binary(const rt::Call& c, const char* name, const Options& opts) 
     c.options.check_all_used(c.op);
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
+    auto w = Op::weighted != WeightMean::none ? input<T>(c, "weight", false) : DeviceTensor<T>{};
     const Shape shape = broadcast_shapes(in.shape, tg.shape, c.op, "input", "target");
     const Op op = binary_op<Op>(name, opts);
     std::vector<std::pair<std::string, Shape>> diff = {{"input", in.shape}};
     if (target_grad) diff.emplace_back("target", tg.shape);
+    if (w.present) diff.emplace_back("weight", w.shape);
     RtExec exec;
     return run_forward_backward<T>(
         c, opts.reduction, shape, diff,
         [&](const Tensor<T, RtMem>& out) {
-          binary_loss<RtExec, T, Op>(exec, name, op, in.ctensor(), tg.ctensor(), out, opts.reduction);
+          binary_loss<RtExec, T, Op>(exec, name, op, in.ctensor(), tg.ctensor(), w.ctensor(), out, opts.reduction);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          binary_loss_backward<RtExec, T, Op>(exec, name, op, go, in.ctensor(), tg.ctensor(), g[0].tensor(),
-                                              target_grad ? g[1].tensor() : Tensor<T, RtMem>(), opts.reduction);
+          binary_loss_backward<RtExec, T, Op>(exec, name, op, go, in.ctensor(), tg.ctensor(), w.ctensor(),
+                                              g[0].tensor(), target_grad ? g[1].tensor() : Tensor<T, RtMem>(),
+                                              w.present ? g.back().tensor() : Tensor<T, RtMem>(), opts.reduction);
         });
   });
 }
@@ -164,16 +168,23 @@ void register_pointwise(std::vector<OpInfo>& ops) {
   , { #field, "real", option_text(Opts{}.field), doc }
 #define KLOSS_BL_READ_none()
 #define KLOSS_BL_READ_real(field, doc) opts.field = c.options.get_real(c.op, #field, opts.field);
-#define KLOSS_BL_REGISTER(name, Options, Op, grads, option, summary)                                          \
-  {                                                                                                     \
-    using Opts = Options;                                                                               \
-    family.add(#name, {"input", "target"}, KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads),                         \
-               {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option)}, summary, [](const rt::Call& c) { \
-                 Opts opts;                                                                             \
-                 opts.reduction = c.options.get_reduction(c.op);                                        \
-                 KLOSS_PP_CAT(KLOSS_BL_READ_, option)                                                   \
-                 return run_binary<Op>(c, #name, opts);                                                 \
-               });                                                                                      \
+// (an op that takes a weight, Op::weighted: one more input, "weight?", and
+// its gradient)
+#define KLOSS_BL_REGISTER(name, Options, Op, grads, option, summary)                                        \
+  {                                                                                                         \
+    using Opts = Options;                                                                                   \
+    std::vector<std::string_view> inputs = {"input", "target"}, diff = KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads); \
+    if (Op::weighted != WeightMean::none) {                                                                 \
+      inputs.push_back("weight?");                                                                          \
+      diff.push_back("weight");                                                                             \
+    }                                                                                                       \
+    family.add(#name, inputs, diff, {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option)}, summary,     \
+               [](const rt::Call& c) {                                                                      \
+                 Opts opts;                                                                                 \
+                 opts.reduction = c.options.get_reduction(c.op);                                            \
+                 KLOSS_PP_CAT(KLOSS_BL_READ_, option)                                                       \
+                 return run_binary<Op>(c, #name, opts);                                                     \
+               });                                                                                          \
   }
   KLOSS_BINARY_LOSSES(KLOSS_BL_REGISTER)
   family.add("binary_cross_entropy", {"input", "target", "weight?"}, {"input", "target"}, {reduction_option},

@@ -8,7 +8,8 @@ torch.nn.functional's of that name with its defaults (reduction 'mean');
 the input range and operand count come from the C++ benchmark's row; only
 `input` requires grad. Silent (no output) when torch or the op is absent.
 `gaussian_nll_loss_beta` is beta-NLL (beta 0.5) as written on torch: the
-loss with reduction 'none' times var.detach() ** 0.5, then the mean.
+loss with reduction 'none' times var.detach() ** 0.5, then the mean;
+`mse_loss_weighted` is F.mse_loss with its third operand as `weight=`.
 
   torch_bench_pointwise.py --threads 1 kl_div --numel 16777216 --low -4 --high 0
   torch_bench_pointwise.py --threads 1 --best binary_cross_entropy --low 0.02 --high 0.98
@@ -39,6 +40,9 @@ def main():
     if a.op == "gaussian_nll_loss_beta":
         def fn(x, y, v):
             return (F.gaussian_nll_loss(x, y, v, reduction="none") * v.detach() ** 0.5).mean()
+    elif a.op == "mse_loss_weighted":
+        def fn(x, y, v):
+            return F.mse_loss(x, y, weight=v)
     else:
         fn = getattr(F, a.op, None)
     if fn is None:

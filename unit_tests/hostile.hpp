@@ -358,6 +358,20 @@ inline Mutation shape_break(const std::string& name, const Ext& against, std::ve
   };
 }
 
+/// Whether op is a binary table op (kloss/binary_losses.hpp) that takes
+/// torch 2.15's optional `weight` (BCE's weight is another thing).
+inline bool takes_weight(const std::string& op) {
+  static const std::set<std::string> table = {
+#define KLOSS_HOSTILE_TABLE_NAME(name, Options, Op, grads, option, summary) #name,
+      KLOSS_BINARY_LOSSES(KLOSS_HOSTILE_TABLE_NAME)
+#undef KLOSS_HOSTILE_TABLE_NAME
+  };
+  if (!table.count(op)) return false;
+  for (const auto& in : kloss::find_op(op)->inputs)
+    if (in == "weight?") return true;
+  return false;
+}
+
 inline void gen_pointwise(Rng& r, Draft& d) {
   Case& c = d.c;
   const std::string& op = c.op;
@@ -392,6 +406,15 @@ inline void gen_pointwise(Rng& r, Draft& d) {
   }
   c.inputs.push_back(floating(c, "input", is, rand_vals(r, c, kloss_ref::numel(is), ilo, ihi)));
   c.inputs.push_back(floating(c, "target", ts, rand_vals(r, c, kloss_ref::numel(ts), tlo, thi)));
+  // torch 2.15's weight= (mse, l1, huber): the input's shape, some zeros,
+  // one 1 so that the mean's divisor (their sum) stays away from 0
+  if (!bce && takes_weight(op) && r.coin(0.4)) {
+    Vec w = rand_vals(r, c, kloss_ref::numel(is), 0, 2);
+    for (auto& v : w)
+      if (r.coin(0.2)) v = 0;
+    if (!w.empty()) w[0] = 1;
+    c.inputs.push_back(floating(c, "weight", is, w));
+  }
   if (op == "smooth_l1_loss" && r.coin(0.6)) c.options["beta"] = r.pick(Vec{0.0, 0.5, 1.0, 2.0});
   if (op == "huber_loss" && r.coin(0.6)) c.options["delta"] = r.pick(Vec{0.25, 1.0, 2.0});
   if (bce) {
@@ -429,6 +452,7 @@ inline void gen_pointwise(Rng& r, Draft& d) {
 
   // Breakages.
   if (!bce && op != "gaussian_nll_loss") d.breaks.push_back(shape_break("target", c.find("input")->shape, {"target"}));
+  if (!bce && c.find("weight")) d.breaks.push_back(shape_break("weight", c.find("input")->shape, {"weight"}));
   if (bce) {
     d.breaks.push_back([](Rng& r, Case& c) {
       Arg* t = c.find("target");
@@ -1555,15 +1579,25 @@ inline Expected reference_values(const Case& c) {
     std::vector<Vec> vals;
     for (const auto& a : c.inputs) shapes.push_back(a.shape), vals.push_back(a.values);
     std::vector<std::size_t> diff{0};
-    if (kloss::find_op(op)->differentiable.size() == 2 && op != "gaussian_nll_loss") diff = {0, 1};
+    const auto& dn = kloss::find_op(op)->differentiable;
+    if (op != "gaussian_nll_loss" && std::find(dn.begin(), dn.end(), "target") != dn.end()) diff = {0, 1};
     if (op == "gaussian_nll_loss") {
       diff = {0, 1, 2};
       const Ext& is = shapes[0];
       Ext head(is.begin(), is.end() - (is.empty() ? 0 : 1));
       if (shapes[2] != is && shapes[2] == head && !is.empty()) shapes[2].push_back(1);
     }
-    auto R = kloss_ref::pointwise(it->second, o, shapes, vals, red, c.backward ? &go : nullptr, diff);
+    const bool weighted = takes_weight(op) && has("weight");
+    if (weighted) diff.push_back(2);
+    auto R = weighted ? kloss_ref::weighted_pointwise(it->second, o, shapes, vals, red, c.backward ? &go : nullptr,
+                                                      diff, op != "huber_loss")
+                      : kloss_ref::pointwise(it->second, o, shapes, vals, red, c.backward ? &go : nullptr, diff);
     E.terms = E.mean_div = static_cast<double>(kloss_ref::numel(R.shape));
+    if (weighted && op != "huber_loss") {
+      double S = 0;
+      for (double w : in("weight").values) S += w;
+      E.mean_div = S;
+    }
     if (red == Reduction::batchmean) E.mean_div = shapes[0].empty() ? 1.0 : static_cast<double>(shapes[0][0]);
     E.out_shape = out_shape_of(red, R.shape);
     E.out = R.out;
@@ -2354,11 +2388,14 @@ void typed_calls(TypedRun<T, I>& t) {
     o.reduction = red;                                                                                               \
     KLOSS_PP_CAT(KLOSS_HOSTILE_OPTION_, option)                                                                      \
     const auto f = ki::binary_op<ki::Op>(#name, o);                                                                  \
-    ki::binary_loss<Exec, T, ki::Op>(ex, #name, f, t.in("input"), t.in("target"), t.template out<T>("output"), red); \
+    ki::binary_loss<Exec, T, ki::Op>(ex, #name, f, t.in("input"), t.in("target"), t.in("weight"),                    \
+                                     t.template out<T>("output"), red);                                              \
     if (bwd) {                                                                                                       \
       auto gi = t.template out<T>("grad_input"); /* before grad_target, which may alias it */                        \
       auto gt = KLOSS_PP_CAT(KLOSS_HOSTILE_GRAD_, grads);                                                            \
-      ki::binary_loss_backward<Exec, T, ki::Op>(ex, #name, f, t.go(), t.in("input"), t.in("target"), gi, gt, red);   \
+      auto gw = c.find("weight") ? t.template out<T>("grad_weight") : Ten<T>();                                      \
+      ki::binary_loss_backward<Exec, T, ki::Op>(ex, #name, f, t.go(), t.in("input"), t.in("target"), t.in("weight"), \
+                                                gi, gt, gw, red);                                                    \
     }                                                                                                                \
     done = true;                                                                                                     \
   }

@@ -319,6 +319,49 @@ inline PwResult pointwise(Pw op, const PwOptions& o, const std::vector<Ext>& sha
   return R;
 }
 
+/// torch 2.15's weighted mse_loss / l1_loss / huber_loss (`weight=`):
+/// operands input, target, weight (the weight of the input's shape,
+/// broadcast with it); each element w l; mean divides by the sum of the
+/// weight's own elements (by_weight_sum, mse and l1) or by the element
+/// count (huber); the weight's gradient as autograd gives it for
+/// sum(w l) / sum(w): l / S summed per weight element, less L / S each.
+inline PwResult weighted_pointwise(Pw op, const PwOptions& o, const std::vector<Ext>& shapes,
+                                   const std::vector<Vec>& vals, Reduction r, const Vec* go,
+                                   const std::vector<std::size_t>& diff, bool by_weight_sum) {
+  PwResult R;
+  R.shape = bshape(shapes);
+  const std::int64_t n = numel(R.shape);
+  Vec l(static_cast<std::size_t>(n)), wl(static_cast<std::size_t>(n));
+  Vec v(3);
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::size_t k = 0; k < 3; ++k) v[k] = vals[k][bindex(i, R.shape, shapes[k])];
+    l[i] = pw_loss(op, o, v);
+    wl[i] = v[2] * l[i];
+  }
+  double S = 0;
+  for (double w : vals[2]) S += w;
+  const double div = by_weight_sum ? S : static_cast<double>(n);
+  double total = 0;
+  for (double x : wl) total += x;
+  if (r == Reduction::none)
+    R.out = wl;
+  else
+    R.out = {r == Reduction::mean ? total / div : total};
+  if (!go) return R;
+  R.grads.assign(3, Vec());
+  for (auto k : diff) R.grads[k].assign(vals[k].size(), 0.0);
+  const double scale = r == Reduction::mean ? 1.0 / div : 1.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::size_t k = 0; k < 3; ++k) v[k] = vals[k][bindex(i, R.shape, shapes[k])];
+    const double g = r == Reduction::none ? (*go)[i] : (*go)[0] * scale;
+    for (auto k : diff)
+      R.grads[k][bindex(i, R.shape, shapes[k])] += k == 2 ? g * l[i] : g * v[2] * pw_grad(op, o, v, k);
+  }
+  if (r == Reduction::mean && by_weight_sum && std::find(diff.begin(), diff.end(), 2u) != diff.end())
+    for (double& gw : R.grads[2]) gw -= (*go)[0] * R.out[0] / S;
+  return R;
+}
+
 // --- cross_entropy and nll_loss ----------------------------------------------------
 
 /// A cross-entropy problem: input [N, C, inner...] flattened (inner =

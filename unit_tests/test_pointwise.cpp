@@ -757,6 +757,102 @@ TYPED_TEST(Pointwise, GaussianNllBetaWeighsEachElementByItsVarianceWithoutDiffer
 
 // --- mse through the same generic check ------------------------------------------
 
+// --- weight= on mse_loss, l1_loss, huber_loss (torch 2.15) --------------------------
+
+TYPED_TEST(Pointwise, WeightedLossesHaveTorchsMeanAndWeightGradient) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  // x - y = 1, 2; w = 1, 3. mse: w d^2 = 1, 12; mean over sum(w) = 4: 13/4;
+  // d/dw = (d^2 - L) / 4 = -0.5625, 0.1875; d/dx = 2 w d / 4 = 0.5, 3.
+  // huber (delta 1): l = 0.5, 1.5; mean over the count 2: (0.5 + 4.5) / 2;
+  // d/dw = l / 2 = 0.25, 0.75.
+  auto x = make_view<T*>("x", {1, 2}, {2});
+  auto y = make_view<T*>("y", {0, 0}, {2});
+  auto w = make_view<T*>("w", {1, 3}, {2});
+  auto g1 = make_view<T*>("g1", {1}, {1});
+  Kokkos::View<T, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> go(g1.data());
+  Kokkos::View<T, Mem> out("out");
+  Kokkos::View<T*, Mem> gx("gx", 2), gy("gy", 2), gw("gw", 2);
+  kloss::mse_loss(exec, x, y, w, out);
+  expect_near_all(to_doubles(out), {13.0 / 4}, tol<T>(), 0, "weighted mse mean");
+  kloss::mse_loss_backward(exec, go, x, y, w, gx, gy, gw);
+  expect_near_all(to_doubles(gx), {0.5, 3}, tol<T>(), 0, "weighted mse grad_input");
+  expect_near_all(to_doubles(gy), {-0.5, -3}, tol<T>(), 0, "weighted mse grad_target");
+  expect_near_all(to_doubles(gw), {-0.5625, 0.1875}, tol<T>(), 0, "weighted mse grad_weight");
+  kloss::huber_loss(exec, x, y, w, out);
+  expect_near_all(to_doubles(out), {2.5}, tol<T>(), 0, "weighted huber mean");
+  kloss::huber_loss_backward(exec, go, x, y, w, gx, gy, gw);
+  expect_near_all(to_doubles(gx), {0.5, 1.5}, tol<T>(), 0, "weighted huber grad_input");
+  expect_near_all(to_doubles(gw), {0.25, 0.75}, tol<T>(), 0, "weighted huber grad_weight");
+  kloss::l1_loss(exec, x, y, w, out, {Reduction::sum});
+  expect_near_all(to_doubles(out), {7}, tol<T>(), 0, "weighted l1 sum");
+  kloss::l1_loss_backward(exec, go, x, y, w, gx, gy, gw, {Reduction::sum});
+  expect_near_all(to_doubles(gw), {1, 2}, tol<T>(), 0, "weighted l1 sum grad_weight");
+
+  // Every reduction, shape and op through the runtime API (as C, Fortran and
+  // Python call it) against the float64 reference kloss_ref::
+  // weighted_pointwise, with a target that broadcasts the input too.
+  namespace rt = kloss::rt;
+  const std::vector<std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> shapes = {
+      {{3, 5}, {3, 5}}, {{5}, {3, 5}}, {{3, 1}, {3, 5}}};
+  for (const auto& [is, ts] : shapes) {
+    const std::size_t ni = static_cast<std::size_t>(kloss_ref::numel(is));
+    const std::size_t nt = static_cast<std::size_t>(kloss_ref::numel(ts));
+    const auto xv = rv<T>(ni, -2, 2, 71), yv = rv<T>(nt, -2, 2, 72);
+    auto wv = rv<T>(ni, 0.25, 2, 73);
+    wv[1] = 0;  // a masked element
+    for (auto red : {Reduction::none, Reduction::mean, Reduction::sum}) {
+      const bool none = red == Reduction::none;
+      const auto go = rv<T>(none ? nt : 1, 0.5, 1.5, 74);
+      for (const char* op : {"mse_loss", "l1_loss", "huber_loss"}) {
+        const std::string name(op);
+        const std::string what = name + " " + std::string(kloss::to_string(red)) + " input " + Shape(is).str();
+        const kloss_ref::Pw pw = name == "mse_loss"  ? kloss_ref::Pw::mse
+                                 : name == "l1_loss" ? kloss_ref::Pw::l1
+                                                     : kloss_ref::Pw::huber;
+        const auto R = kloss_ref::weighted_pointwise(pw, kloss_ref::PwOptions{}, {is, ts, is}, {xv, yv, wv}, red, &go,
+                                                     {0, 1, 2}, pw != kloss_ref::Pw::huber);
+        rt::Call call;
+        call.op = name;
+        call.dtype = rt::dtype_of<T>();
+        call.inputs["input"] = rt::Buffer::from_doubles(call.dtype, Shape(is), xv);
+        call.inputs["target"] = rt::Buffer::from_doubles(call.dtype, Shape(ts), yv);
+        call.inputs["weight"] = rt::Buffer::from_doubles(call.dtype, Shape(is), wv);
+        call.options.set("reduction", std::string(kloss::to_string(red)));
+        call.grad_output = rt::Buffer::from_doubles(call.dtype, none ? Shape(ts) : Shape{}, go);
+        const rt::Result res = rt::run(call);
+        double mag = 1;
+        for (double v : R.out) mag = std::max(mag, std::fabs(v));
+        expect_near_all(res.output.to_doubles(), R.out, tol<T>(), tol<T>() * mag, what + " forward");
+        const char* names[] = {"input", "target", "weight"};
+        for (int k = 0; k < 3; ++k) {
+          double gmag = 1;
+          for (double v : R.grads[k]) gmag = std::max(gmag, std::fabs(v));
+          ASSERT_TRUE(res.grads.count(names[k])) << what << " grad_" << names[k];
+          expect_near_all(res.grads.at(names[k]).to_doubles(), R.grads[k], tol<T>(), 4 * tol<T>() * gmag,
+                          what + " grad_" + names[k]);
+        }
+      }
+    }
+  }
+  // weight of another shape than the input's; a weight for an op without one
+  Kokkos::View<T*, Mem> w3("w3", 3);
+  EXPECT_KLOSS_THROW(kloss::mse_loss(exec, x, y, w3, out), kloss::DimensionMismatch,
+                     "kloss::mse_loss: argument 'weight' [3] must have the input's shape [2]");
+  EXPECT_KLOSS_THROW(kloss::l1_loss_backward(exec, go, x, y, w3, gx, gy, gw), kloss::DimensionMismatch,
+                     "kloss::l1_loss_backward: argument 'weight' [3] must have the input's shape [2]");
+  {
+    const kloss::impl::EntryViews<Exec> v{"smooth_l1_loss"};
+    auto call = [&] {
+      kloss::impl::binary_loss<Exec, T, kloss::impl::SmoothL1Op>(exec, "smooth_l1_loss", kloss::impl::SmoothL1Op{},
+                                                                 v(x, "input"), v(y, "target"), v(w, "weight"),
+                                                                 v(out, "output"), Reduction::mean);
+    };
+    EXPECT_KLOSS_THROW(call(), kloss::InvalidArgument, "kloss::smooth_l1_loss: takes no argument 'weight'");
+  }
+}
+
 TYPED_TEST(Pointwise, MseMatchesReferenceAtOddSizes) {
   using T = TypeParam;
   for (std::size_t n : {1, 13, 41, 4097 + 13}) {

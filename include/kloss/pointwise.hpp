@@ -60,6 +60,40 @@ void mse_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output,
                                                 grad_input, grad_target, opts);
 }
 
+/// mse_loss with a weight per element (torch 2.15's `weight=`): each
+/// element's loss (input - target)^2 times its weight. weight: the input's shape
+/// (DimensionMismatch otherwise), broadcast along with the input where the
+/// target is larger; negative and zero weights are taken as given (zero
+/// masks an element). mean divides by the sum of the weights (torch's; over the weight's own elements, NaN when all are
+/// 0); it fences (that sum reaches the host).
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>,
+          class = std::enable_if_t<!std::is_same_v<OutputView, MseLossOptions>>>
+void mse_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
+              const OutputView& output, const MseLossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename OutputView::non_const_value_type, InputView, TargetView, WeightView>,
+                "kloss::mse_loss: input, target, weight and output must hold one floating type");
+  impl::weighted_loss_entry<impl::MseOp>(exec, "mse_loss", input, target, weight, output, opts);
+}
+
+/// Backward of the weighted mse_loss: grad_input and grad_target the
+/// unweighted ones times the weight, grad_weight (input - target)^2 (summed where the weight is broadcast), less the
+/// loss for mean, each times grad_output and the mean's factor; each gradient optional (an empty view). The weight
+/// gradient of a mean over the sum of the weights needs the loss: that call reduces once more and fences.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class GradInputView, class GradTargetView, class GradWeightView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void mse_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                       const TargetView& target, const WeightView& weight, const GradInputView& grad_input,
+                       const GradTargetView& grad_target, const GradWeightView& grad_weight,
+                       const MseLossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename InputView::non_const_value_type, GradOutputView, TargetView, WeightView,
+                                       GradInputView, GradTargetView, GradWeightView>,
+                "kloss::mse_loss_backward: every view must hold the input's floating type");
+  impl::weighted_loss_backward_entry<impl::MseOp>(exec, "mse_loss", "mse_loss_backward", grad_output, input, target,
+                                                  weight, grad_input, grad_target, grad_weight, opts);
+}
+
 // --- l1_loss -------------------------------------------------------------------
 
 /// Options of l1_loss (torch: `reduction='mean'`).
@@ -91,6 +125,40 @@ void l1_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, 
                 "kloss::l1_loss_backward: every view must hold the input's floating type");
   impl::binary_loss_backward_entry<impl::L1Op>(exec, "l1_loss", "l1_loss_backward", grad_output, input, target,
                                                grad_input, grad_target, opts);
+}
+
+/// l1_loss with a weight per element (torch 2.15's `weight=`): each
+/// element's loss |input - target| times its weight. weight: the input's shape
+/// (DimensionMismatch otherwise), broadcast along with the input where the
+/// target is larger; negative and zero weights are taken as given (zero
+/// masks an element). mean divides by the sum of the weights (torch's; over the weight's own elements, NaN when all are
+/// 0); it fences (that sum reaches the host).
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>,
+          class = std::enable_if_t<!std::is_same_v<OutputView, L1LossOptions>>>
+void l1_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
+             const OutputView& output, const L1LossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename OutputView::non_const_value_type, InputView, TargetView, WeightView>,
+                "kloss::l1_loss: input, target, weight and output must hold one floating type");
+  impl::weighted_loss_entry<impl::L1Op>(exec, "l1_loss", input, target, weight, output, opts);
+}
+
+/// Backward of the weighted l1_loss: grad_input and grad_target the
+/// unweighted ones times the weight, grad_weight |input - target| (summed where the weight is broadcast), less the loss
+/// for mean, each times grad_output and the mean's factor; each gradient optional (an empty view). The weight gradient
+/// of a mean over the sum of the weights needs the loss: that call reduces once more and fences.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class GradInputView, class GradTargetView, class GradWeightView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void l1_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                      const TargetView& target, const WeightView& weight, const GradInputView& grad_input,
+                      const GradTargetView& grad_target, const GradWeightView& grad_weight,
+                      const L1LossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename InputView::non_const_value_type, GradOutputView, TargetView, WeightView,
+                                       GradInputView, GradTargetView, GradWeightView>,
+                "kloss::l1_loss_backward: every view must hold the input's floating type");
+  impl::weighted_loss_backward_entry<impl::L1Op>(exec, "l1_loss", "l1_loss_backward", grad_output, input, target,
+                                                 weight, grad_input, grad_target, grad_weight, opts);
 }
 
 // --- smooth_l1_loss ------------------------------------------------------------
@@ -164,6 +232,39 @@ void huber_loss_backward(const ExecSpace& exec, const GradOutputView& grad_outpu
                 "kloss::huber_loss_backward: every view must hold the input's floating type");
   impl::binary_loss_backward_entry<impl::HuberOp>(exec, "huber_loss", "huber_loss_backward", grad_output, input,
                                                   target, grad_input, grad_target, opts);
+}
+
+/// huber_loss with a weight per element (torch 2.15's `weight=`): each
+/// element's loss (huber's) times its weight. weight: the input's shape
+/// (DimensionMismatch otherwise), broadcast along with the input where the
+/// target is larger; negative and zero weights are taken as given (zero
+/// masks an element). mean divides by the element count, as the unweighted one (torch's).
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>,
+          class = std::enable_if_t<!std::is_same_v<OutputView, HuberLossOptions>>>
+void huber_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
+                const OutputView& output, const HuberLossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename OutputView::non_const_value_type, InputView, TargetView, WeightView>,
+                "kloss::huber_loss: input, target, weight and output must hold one floating type");
+  impl::weighted_loss_entry<impl::HuberOp>(exec, "huber_loss", input, target, weight, output, opts);
+}
+
+/// Backward of the weighted huber_loss: grad_input and grad_target the
+/// unweighted ones times the weight, grad_weight the element's huber loss (summed where the weight is broadcast), each
+/// times grad_output and the mean's factor; each gradient optional (an empty view). The weight gradient of a mean over
+/// the sum of the weights needs the loss: that call reduces once more and fences.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class GradInputView, class GradTargetView, class GradWeightView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void huber_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                         const TargetView& target, const WeightView& weight, const GradInputView& grad_input,
+                         const GradTargetView& grad_target, const GradWeightView& grad_weight,
+                         const HuberLossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename InputView::non_const_value_type, GradOutputView, TargetView, WeightView,
+                                       GradInputView, GradTargetView, GradWeightView>,
+                "kloss::huber_loss_backward: every view must hold the input's floating type");
+  impl::weighted_loss_backward_entry<impl::HuberOp>(exec, "huber_loss", "huber_loss_backward", grad_output, input,
+                                                    target, weight, grad_input, grad_target, grad_weight, opts);
 }
 
 // --- soft_margin_loss ----------------------------------------------------------
@@ -531,11 +632,11 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& gra
 #define KLOSS_PW_I_T(T) const KLOSS_TENSOR(T)&
 #define KLOSS_BL_INSTANTIATE(PREFIX, T, Op)                                                                         \
   PREFIX template void kloss::impl::binary_loss<KLOSS_EXEC, T, kloss::impl::Op>(                                    \
-      const KLOSS_EXEC&, const char*, const kloss::impl::Op&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),  \
-      kloss::Reduction);                                                                                            \
+      const KLOSS_EXEC&, const char*, const kloss::impl::Op&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
+      KLOSS_PW_I_T(T), kloss::Reduction);                                                                           \
   PREFIX template void kloss::impl::binary_loss_backward<KLOSS_EXEC, T, kloss::impl::Op>(                           \
       const KLOSS_EXEC&, const char*, const kloss::impl::Op&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
-      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction);
+      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction);
 #define KLOSS_BL_EXTERN_T(T, Op) KLOSS_BL_INSTANTIATE(extern, T, Op)
 #define KLOSS_BL_EXTERN(name, Options, Op, grads, option, summary) \
   KLOSS_FOR_EACH_SCALAR_ARG(KLOSS_BL_EXTERN_T, Op)

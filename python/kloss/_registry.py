@@ -27,6 +27,11 @@ __all__ = ["OpInfo", "OptionInfo", "ops", "op_info", "TORCH_POSITIONAL"]
 # op -> how many leading inputs torch's signature takes positionally, where
 # that is not every input (torch.nn.functional's order in the comments).
 TORCH_POSITIONAL = {
+    # (input, target, size_average, reduce, reduction, weight)
+    "mse_loss": 2,
+    "l1_loss": 2,
+    # (input, target, reduction, delta, weight)
+    "huber_loss": 2,
     # (input, target, weight, size_average, reduce, reduction, pos_weight)
     "binary_cross_entropy_with_logits": 3,
     # (input, target, p, margin, weight, size_average, reduce, reduction)

@@ -38,6 +38,13 @@ def cases(seed=20261127):
     add("scalar", "mse_loss", {"input": np.array(1.5), "target": np.array(-0.25)})
     add("empty", "l1_loss", {"input": np.zeros((0, 3)), "target": np.zeros((0, 3))}, reduction="sum")
     add("beta0", "smooth_l1_loss", {"input": randn(7), "target": randn(7)}, beta=0.0)
+    # torch 2.15's weight= (one weight masked; a target that broadcasts the input)
+    wts = rng.uniform(0.25, 2, (3, 5))
+    wts[1, 2] = 0.0
+    for red in ("none", "mean", "sum"):
+        for op in ("mse_loss", "l1_loss", "huber_loss"):
+            add("weight_" + red, op, {"input": randn(3, 5), "target": randn(3, 5), "weight": wts}, reduction=red)
+    add("weight_bcast", "mse_loss", {"input": randn(5), "target": randn(3, 5), "weight": rng.uniform(0.25, 2, 5)})
     add("plain", "binary_cross_entropy", {"input": rng.uniform(0.05, 0.95, (3, 4)), "target": rng.random((3, 4))})
     add("weight", "binary_cross_entropy",
         {"input": rng.uniform(0.05, 0.95, (3, 4)), "target": rng.random((3, 4)), "weight": rng.uniform(0.5, 2, 4)},

@@ -29,6 +29,14 @@ def forward(op, inputs, options):
     red = o.pop("reduction", "mean")
     x = inputs.get("input")
     y = inputs.get("target")
+    if op in ("mse_loss", "l1_loss", "huber_loss") and inputs.get("weight") is not None:
+        # torch 2.15's weight=: mean over the sum of the weights (huber: over the count)
+        w = inputs["weight"]
+        unweighted = forward(op, {"input": x, "target": y}, dict(o, reduction="none"))
+        loss = np.broadcast_to(unweighted * w, unweighted.shape)
+        if red == "mean" and op != "huber_loss":
+            return np.array(loss.sum() / w.sum())
+        return _reduce(loss, red)
     if op == "mse_loss":
         return _reduce((x - y) ** 2, red)
     if op == "l1_loss":

@@ -186,7 +186,7 @@ def test_mixed_dtypes_promote_and_gradients_keep_each_inputs_dtype():
 
 _DEPRECATED = {"size_average", "reduce"}
 # torch keywords kloss does not take (yet): recorded so a new one shows up.
-_TORCH_ONLY = {("mse_loss", "weight"), ("l1_loss", "weight"), ("huber_loss", "weight")}
+_TORCH_ONLY = set()
 
 
 def test_torchs_keywords_and_defaults_are_klosss():

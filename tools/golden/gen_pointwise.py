@@ -109,6 +109,10 @@ def main(out_dir):
         w.gen = gen_beta
         for di, dtype in enumerate(DTYPES):
             add_gaussian_beta(w, gen_beta, dtype, di)
+        gen_w = torch.Generator().manual_seed(20261203)
+        w.gen = gen_w
+        for di, dtype in enumerate(DTYPES):
+            add_weighted(w, gen_w, dtype, di)
     print("wrote %d cases to %s (%d bytes)" % (w.count, g.path, os.path.getsize(g.path)))
 
 
@@ -331,6 +335,34 @@ def add_gaussian_beta(w, gen, dtype, di):
                         _gluonts_beta_nll(input, target, var, beta, full, red))
             w.case("beta%g_%s_full%d_%s" % (beta, tag, full, red), op, dtype, {"input": x, "target": y, "var": var},
                    ["input", "target", "var"], call, red, {"full": full, "beta": beta})
+
+
+def add_weighted(w, gen, dtype, di):
+    """PyTorch 2.15's `weight=` on mse_loss, l1_loss and huber_loss: weight
+    of the input's size; `mean` divides by the sum of the weights (mse, l1)
+    or by the element count (huber); with a target that broadcasts the
+    input, the weight broadcasts as the input does (and mse / l1's mean
+    still divides by the weight's own sum, as torch's). Gradients w.r.t.
+    input, target and weight."""
+    x = uniform(gen, (3, 4), -2, 2)
+    y = uniform(gen, (3, 4), -2, 2)
+    wt = uniform(gen, (3, 4), 0, 2)
+    wt[0, 1] = 0.0  # a masked element
+    xs = uniform(gen, (4,), -2, 2)
+    ws = uniform(gen, (4,), 0.25, 2)
+    calls = {"mse_loss": lambda red: (lambda input, target, weight: F.mse_loss(input, target, reduction=red,
+                                                                               weight=weight)),
+             "l1_loss": lambda red: (lambda input, target, weight: F.l1_loss(input, target, reduction=red,
+                                                                             weight=weight)),
+             "huber_loss": lambda red: (lambda input, target, weight: F.huber_loss(input, target, reduction=red,
+                                                                                   delta=0.75, weight=weight))}
+    for op, make in calls.items():
+        opts = {"delta": 0.75} if op == "huber_loss" else None
+        for red in REDUCTIONS:
+            w.case("weight_" + red, op, dtype, {"input": x, "target": y, "weight": wt}, ["input", "target", "weight"],
+                   make(red), red, opts)
+            w.case("weight_bcast_input_" + red, op, dtype, {"input": xs, "target": y, "weight": ws},
+                   ["input", "target", "weight"], make(red), red, opts)
 
 
 def add_soft_margin(w, gen, dtype, di):

@@ -26,17 +26,24 @@ namespace kloss::impl {
 // Operands: 0 input, 1 target, then the op's optional ones. Each gradient
 // term's derivation is next to it; `d` is input - target.
 
+/// What a binary table op's `mean` divides by when it is given a weight
+/// per element (torch 2.15's `weight=`): no weight taken; the sum of the
+/// weights (mse_loss, l1_loss); the element count (huber_loss).
+enum class WeightMean { none, sum_of_weights, count };
+
 /// The losses of the difference input - target (mse, l1, smooth_l1,
 /// huber): unchecked, both operands differentiable, cheap enough to sum in
-/// the lanes.
+/// the lanes; no weight unless the op says (`weighted`).
 struct Difference : Unchecked {
   static constexpr int arity = 2;
   static constexpr bool sum_in_lanes = true;
   static constexpr unsigned differentiable = 0b11;
+  static constexpr WeightMean weighted = WeightMean::none;
 };
 
 /// (input - target)^2.  d/dinput = 2 d;  d/dtarget = -2 d.
 struct MseOp : Difference {
+  static constexpr WeightMean weighted = WeightMean::sum_of_weights;
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A d = v[0] - v[1];
@@ -53,6 +60,7 @@ struct MseOp : Difference {
 /// |input - target|.  d/dinput = sgn(d) (0 at d = 0 and for NaN, as torch's
 /// abs backward);  d/dtarget = -sgn(d).
 struct L1Op : Difference {
+  static constexpr WeightMean weighted = WeightMean::sum_of_weights;
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A d = v[0] - v[1];
@@ -119,6 +127,7 @@ struct SmoothL1Op : KneeLoss<SmoothL1Op> {
 /// huber (k = delta > 0): z < k ? z^2 / 2 : k (z - k / 2); dloss(x) = x
 /// clamped to [-k, k].
 struct HuberOp : KneeLoss<HuberOp> {
+  static constexpr WeightMean weighted = WeightMean::count;
   template <class Options>
   static HuberOp from(const Options& o, std::string_view op_name) {
     require(o.delta > 0, op_name, "option 'delta' must be positive, got ", o.delta);
@@ -244,6 +253,7 @@ struct BceLogitsOp : Unchecked {
 struct SoftMarginOp : Unchecked {
   static constexpr int arity = 2;
   static constexpr unsigned differentiable = 0b1;
+  static constexpr WeightMean weighted = WeightMean::none;
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     return softplus(-v[1] * v[0], m);
@@ -380,6 +390,32 @@ struct GaussianNllOp {
   }
 };
 
+/// A binary table op with a weight per element, operand 2 (torch 2.15's
+/// `weight=`): loss w l(x, y); d/dx and d/dy times w; d/dw = l(x, y) -
+/// offset, where offset carries the mean's own dependence on the weights
+/// (mean over their sum: L / S per weight element, spread over the B
+/// output elements each weight element meets, so offset = L / B; the
+/// engine's scale 1/S does the rest).
+template <class Op>
+struct Weighted : Op {
+  static constexpr int arity = 3;
+  static constexpr unsigned differentiable = Op::differentiable | 0b100u;
+  double offset = 0;
+  Weighted() = default;
+  explicit Weighted(const Op& op) : Op(op) {}
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, M& m) const {
+    return v[2] * Op::loss(v, m);
+  }
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, M& m) const {
+    Op::grad(v, g, m);
+    g[0] = v[2] * g[0];
+    if constexpr ((Op::differentiable & 0b10u) != 0) g[1] = v[2] * g[1];
+    g[2] = Op::loss(v, m) - static_cast<A>(offset);
+  }
+};
+
 // --- host-side checks and shapes ---------------------------------------------
 
 /// Shared host-side checks of a binary element-wise loss; returns the
@@ -446,30 +482,106 @@ inline Shape gaussian_var_shape(std::string_view op, const Shape& input, const S
 #define KLOSS_PW_CT(T) const TensorIn<ExecSpace, T>&
 #define KLOSS_PW_T(T) const TensorOut<ExecSpace, T>&
 
+/// A binary table op's weight (optional): only an op that takes one
+/// (Op::weighted), of the input's shape (torch 2.15: "Weights and input
+/// must have the same size").
+template <class Op, class T, class M>
+void check_binary_weight(std::string_view op, const Tensor<const T, M>& input, const Tensor<const T, M>& weight) {
+  if (!weight.present) return;
+  if constexpr (Op::weighted == WeightMean::none) fail<InvalidArgument>(op, "takes no argument 'weight'");
+  if (weight.shape != input.shape)
+    fail<DimensionMismatch>(op, "argument 'weight' ", weight.shape.str(), " must have the input's shape ",
+                            input.shape.str());
+}
+
+/// The factor a weighted reduction multiplies its sum by: 1 / the sum of
+/// the weights for mean over their sum (summed in double, fixed order;
+/// fences), 1 / the element count for mean over the count, else 1.
+template <class Op, class ExecSpace, class T>
+double weighted_scale(const ExecSpace& exec, std::string_view name, KLOSS_PW_CT(T) weight, Reduction reduction,
+                      std::int64_t numel) {
+  if (reduction != Reduction::mean) return 1.0;
+  if constexpr (Op::weighted == WeightMean::sum_of_weights)
+    return 1.0 /
+           fixed_order_total<double>(exec, concat("kloss::", name, "::weight_sum"), weight.data.data(), weight.numel());
+  return 1.0 / static_cast<double>(numel);
+}
+
 /// The binary table ops (kloss/binary_losses.hpp: mse, l1, smooth_l1, huber,
-/// soft_margin) share one body.
+/// soft_margin) share one body; weight (optional, an op with Op::weighted):
+/// each element's loss times its weight, mean as Op::weighted says
+/// (fences then, for the sum of the weights).
 template <class ExecSpace, class T, class Op>
 void binary_loss(const ExecSpace& exec, const char* name, const Op& op, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target,
-                 KLOSS_PW_T(T) output, Reduction reduction) {
+                 KLOSS_PW_CT(T) weight, KLOSS_PW_T(T) output, Reduction reduction) {
   const Shape shape = check_binary(name, input, target, reduction);
+  check_binary_weight<Op>(name, input, weight);
   check_output(name, "output", output, reduction, shape);
-  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target)});
+  check_disjoint(name, {span("output", output)},
+                 {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region(std::string("kloss::") + name);
+  if constexpr (Op::weighted != WeightMean::none) {
+    if (weight.present) {
+      pointwise_forward<ExecSpace, T, Weighted<Op>, 3>(
+          exec, name, Weighted<Op>(op), {input, target, weight}, {input.shape, target.shape, weight.shape},
+          {"input", "target", "weight"}, shape, output, reduction,
+          weighted_scale<Op, ExecSpace, T>(exec, name, weight, reduction, shape.numel()));
+      return;
+    }
+  }
   pointwise_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
                                          {"input", "target"}, shape, output, reduction,
                                          reduction_scale(reduction, shape.numel(), input.shape));
 }
 
+/// Backward of binary_loss; grad_weight (optional, with a weight): the
+/// element losses (summed over the dimensions the weight is broadcast
+/// along), less the loss for a mean over the sum of the weights, times the
+/// reduction's factor - torch's autograd of sum(w l) / sum(w). That mean's
+/// weight gradient needs the loss: one more reduction, which fences.
 template <class ExecSpace, class T, class Op>
 void binary_loss_backward(const ExecSpace& exec, const char* name, const Op& op, KLOSS_PW_CT(T) grad_output,
-                          KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_T(T) grad_input,
-                          KLOSS_PW_T(T) grad_target, Reduction reduction) {
+                          KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight, KLOSS_PW_T(T) grad_input,
+                          KLOSS_PW_T(T) grad_target, KLOSS_PW_T(T) grad_weight, Reduction reduction) {
   const std::string bname = std::string(name) + "_backward";
   const Shape shape = check_binary(bname, input, target, reduction);
+  check_binary_weight<Op>(bname, input, weight);
+  if (grad_weight.present && !weight.present)
+    fail<InvalidArgument>(bname, "argument 'grad_weight' must be empty without a weight");
   check_backward(bname, grad_output, reduction, shape,
-                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
-                 {span("input", input), span("target", target)});
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape),
+                  grad_arg("grad_weight", grad_weight, weight.shape)},
+                 {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::" + bname);
+  if constexpr (Op::weighted != WeightMean::none) {
+    if (weight.present) {
+      Weighted<Op> wop(op);
+      const double scale = weighted_scale<Op, ExecSpace, T>(exec, bname, weight, reduction, shape.numel());
+      if (grad_weight.present && reduction == Reduction::mean && Op::weighted == WeightMean::sum_of_weights &&
+          weight.numel() > 0) {
+        // the loss L (sum of w l in double, fixed order, times the scale: the
+        // difference l - L / B below cancels where the weights are few);
+        // each weight element meets numel / weight.numel() output elements
+        const Operands<T, 3> in(std::array<TensorIn<ExecSpace, T>, 3>{input, target, weight},
+                                {input.shape, target.shape, weight.shape}, shape);
+        double total = 0;
+        fixed_order_sum(
+            exec, concat("kloss::", bname, "::weighted_loss"), shape.numel(),
+            KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
+              acc_t<T> v[3];
+              in.template load<false>(i, v);
+              ExactMath math;
+              acc += static_cast<double>(wop.loss(v, math));
+            },
+            total);
+        wop.offset = total * scale * static_cast<double>(weight.numel()) / static_cast<double>(shape.numel());
+      }
+      pointwise_backward<ExecSpace, T, Weighted<Op>, 3>(exec, name, wop, grad_output, {input, target, weight},
+                                                        {input.shape, target.shape, weight.shape}, shape,
+                                                        {grad_input, grad_target, grad_weight}, reduction, scale);
+      return;
+    }
+  }
   pointwise_backward<ExecSpace, T, Op, 2>(exec, name, op, grad_output, {input, target}, {input.shape, target.shape},
                                           shape, {grad_input, grad_target}, reduction,
                                           reduction_scale(reduction, shape.numel(), input.shape));
@@ -493,7 +605,35 @@ void binary_loss_entry(const ExecSpace& exec, const char* name, const InputView&
   using T = typename OutputView::non_const_value_type;
   const EntryViews<ExecSpace> v{name};
   binary_loss<ExecSpace, T, Op>(exec, name, binary_op<Op>(name, opts), v(input, "input"), v(target, "target"),
-                                v(output, "output"), opts.reduction);
+                                TensorIn<ExecSpace, T>{}, v(output, "output"), opts.reduction);
+}
+
+/// The public forward of a weighted binary table op (mse_loss, l1_loss,
+/// huber_loss with `weight`).
+template <class Op, class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView,
+          class Options>
+void weighted_loss_entry(const ExecSpace& exec, const char* name, const InputView& input, const TargetView& target,
+                         const WeightView& weight, const OutputView& output, const Options& opts) {
+  using T = typename OutputView::non_const_value_type;
+  const EntryViews<ExecSpace> v{name};
+  binary_loss<ExecSpace, T, Op>(exec, name, binary_op<Op>(name, opts), v(input, "input"), v(target, "target"),
+                                v(weight, "weight"), v(output, "output"), opts.reduction);
+}
+
+/// The public backward of a weighted binary table op.
+template <class Op, class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class GradInputView, class GradTargetView, class GradWeightView, class Options>
+void weighted_loss_backward_entry(const ExecSpace& exec, const char* name, const char* backward_name,
+                                  const GradOutputView& grad_output, const InputView& input, const TargetView& target,
+                                  const WeightView& weight, const GradInputView& grad_input,
+                                  const GradTargetView& grad_target, const GradWeightView& grad_weight,
+                                  const Options& opts) {
+  using T = typename InputView::non_const_value_type;
+  const EntryViews<ExecSpace> v{backward_name};
+  binary_loss_backward<ExecSpace, T, Op>(exec, name, binary_op<Op>(backward_name, opts), v(grad_output, "grad_output"),
+                                         v(input, "input"), v(target, "target"), v(weight, "weight"),
+                                         v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
+                                         v.optional(grad_weight, "grad_weight"), opts.reduction);
 }
 
 /// The public backward of a binary table op; grad_target is nullptr for an
@@ -509,8 +649,9 @@ void binary_loss_backward_entry(const ExecSpace& exec, const char* name, const c
   TensorOut<ExecSpace, T> gt;
   if constexpr (!std::is_same_v<GradTargetView, std::nullptr_t>) gt = v.optional(grad_target, "grad_target");
   binary_loss_backward<ExecSpace, T, Op>(exec, name, binary_op<Op>(backward_name, opts), v(grad_output, "grad_output"),
-                                         v(input, "input"), v(target, "target"), v.optional(grad_input, "grad_input"),
-                                         gt, opts.reduction);
+                                         v(input, "input"), v(target, "target"), TensorIn<ExecSpace, T>{},
+                                         v.optional(grad_input, "grad_input"), gt, TensorOut<ExecSpace, T>{},
+                                         opts.reduction);
 }
 
 /// binary_cross_entropy. Fences (the [0, 1] check must reach the host).
