@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-debian.sh
-cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DKLOSS_ENABLE_EXAMPLES=ON >/dev/null
 cmake --build build/release -j"$(nproc)" --target sim_surrogate lm_head_vocab_parallel kloss_demo kloss-ops
 out=${KLOSS_OUT:-$PWD/out}
 mkdir -p "$out"
