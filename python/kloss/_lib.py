@@ -42,16 +42,16 @@ _path = None
 _failure = None  # (search key, message) of the last failed search
 
 
+def _shipped_paths():
+    """Where the package ships the library: kloss/lib, then kloss/ itself."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [os.path.join(d, n) for d in (os.path.join(here, "lib"), here) for n in _NAMES]
+
+
 def shipped():
     """The library the package ships (kloss/lib, or kloss/ itself), or None
     (a source tree, or a package installed without it)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    for d in (os.path.join(here, "lib"), here):
-        for n in _NAMES:
-            p = os.path.join(d, n)
-            if os.path.isfile(p):
-                return p
-    return None
+    return next((p for p in _shipped_paths() if os.path.isfile(p)), None)
 
 
 def _candidates():
@@ -64,9 +64,7 @@ def _candidates():
         else:
             out.append((env, "$KLOSS_LIBRARY"))
         return out  # an explicit choice is not second-guessed
-    here = os.path.dirname(os.path.abspath(__file__))
-    for d in (os.path.join(here, "lib"), here):
-        out += [(os.path.join(d, n), "shipped with the package") for n in _NAMES]
+    out += [(p, "shipped with the package") for p in _shipped_paths()]
     prefixes = []
     if os.environ.get("KLOSS_ROOT"):
         prefixes.append(os.environ["KLOSS_ROOT"])
