@@ -4,8 +4,10 @@
 // state trains online a small surrogate (an MLP on Kokkos Kernels gemms)
 // that predicts the next state of each cell from its 3x3 neighbourhood, with
 // a predicted mean and variance trained by kloss::gaussian_nll_loss. MSE
-// and Huber of the mean are reported alongside. Gradients are averaged over
-// the ranks with one allreduce (data-parallel).
+// and Huber of the mean are reported alongside. Every loss is the loss of
+// the whole grid, each rank passing its cells (kloss::mpi::run_sharded:
+// the global mean over the global cell count, whatever the strips hold);
+// the parameter gradients are summed over the ranks with one allreduce.
 //
 //   mpirun -np 2 sim_surrogate [--nx 128] [--steps 1200] [--train-every 10]
 //                              [--iters 20] [--hidden 32] [--out DIR] [--short]
@@ -215,11 +217,29 @@ int main(int argc, char** argv) {
     V1 mean("train::mean", B), var("train::var", B), target("train::target", B);
     V1 gmean("train::gmean", B), gvar("train::gvar", B);
     V2 dout("train::dout", B, 2), dhid("train::dhid", B, a.hidden);
-    Kokkos::View<double, Mem> gnll("train::gnll"), mse("train::mse"), huber("train::huber");
-    // The objective and two monitors, torch's defaults (mean reduction).
-    const kloss::GaussianNLLLoss<double, Exec> gnll_loss;
-    const kloss::MSELoss<double, Exec> mse_loss;
-    const kloss::HuberLoss<double, Exec> huber_loss;
+    // The objective and two monitors are losses of the whole grid: each rank
+    // passes its cells and gets the mean over every rank's cells, and the
+    // gradient of that mean (kloss::mpi::run_sharded; its runtime-typed
+    // calls stage the cells through host memory).
+    const kloss::mpi::Communicator kcomm(comm);
+    auto grid_loss = [&](const char* op, std::vector<std::pair<const char*, V1>> cells, bool backward) {
+      kloss::rt::Call call;
+      call.op = op;
+      call.dtype = kloss::rt::DType::float64;
+      for (auto& [name, v] : cells) {
+        auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+        call.inputs.emplace(name, kloss::rt::Buffer::from_doubles(call.dtype, kloss::Shape{std::int64_t(v.extent(0))},
+                                                                  std::vector<double>(h.data(), h.data() + h.size())));
+      }
+      if (backward) call.grad_output = kloss::rt::Buffer::from_doubles(call.dtype, kloss::Shape{}, {1.0});
+      return kloss::mpi::run_sharded(kcomm, call);
+    };
+    auto grad_to = [](const kloss::rt::Buffer& g, const V1& v) {
+      auto h = Kokkos::create_mirror_view(v);
+      const double* p = g.data_as<double>();
+      for (std::size_t i = 0; i < h.size(); ++i) h(i) = p[i];
+      Kokkos::deep_copy(v, h);
+    };
     double target_scale = 0;
 
     std::vector<double> curve_step, curve_gnll, curve_mse, curve_huber;
@@ -254,16 +274,11 @@ int main(int argc, char** argv) {
               const int r = (i - 1) * nx + j;
               target(r) = un(i, j) - x(r, 4);
             });
-        if (target_scale == 0) {  // fix the scale of the increments once (first round), globally
-          double m2 = 0;
-          Kokkos::parallel_reduce(
-              "train::scale", Kokkos::RangePolicy<Exec>(0, B),
-              KOKKOS_LAMBDA(const int r, double& acc) { acc += target(r) * target(r); }, m2);
-          double tot = 0;
-          long n = B, ntot = 0;
-          check_mpi(MPI_Allreduce(&m2, &tot, 1, MPI_DOUBLE, MPI_SUM, comm), "Allreduce scale");
-          check_mpi(MPI_Allreduce(&n, &ntot, 1, MPI_LONG, MPI_SUM, comm), "Allreduce count");
-          target_scale = std::sqrt(tot / ntot) + 1e-30;
+        if (target_scale == 0) {  // fix the scale of the increments once (first round): their RMS over the grid
+          const V1 zero("train::zero", B);
+          target_scale =
+              std::sqrt(grid_loss("mse_loss", {{"input", target}, {"target", zero}}, false).output.to_doubles()[0]) +
+              1e-30;
         }
         const double inv_scale = 1.0 / target_scale;
         Kokkos::parallel_for(
@@ -290,11 +305,12 @@ int main(int argc, char** argv) {
                 const double ls = out(r, 1) + b2(1);
                 var(r) = kloss_examples::math::exp(ls < -12 ? -12 : (ls > 6 ? 6 : ls));  // log-variance head
               });
-          gnll_loss.forward(exec, mean, target, var, gnll);
-          mse_loss.forward(exec, mean, target, mse);
-          huber_loss.forward(exec, mean, target, huber);
-          // backward of the objective: d gnll / d mean, d var; the log-variance head: dvar * var
-          gnll_loss.backward(exec, mean, target, var, gmean, gvar);
+          // the objective over the grid and its gradient: d gnll / d mean, d var
+          // (of the mean over every rank's cells); the log-variance head: dvar * var
+          const kloss::rt::Result gnll = grid_loss("gaussian_nll_loss",
+                                                   {{"input", mean}, {"target", target}, {"var", var}}, true);
+          grad_to(gnll.grads.at("input"), gmean);
+          grad_to(gnll.grads.at("var"), gvar);
           Kokkos::parallel_for(
               "train::dout", Kokkos::RangePolicy<Exec>(0, B), KOKKOS_LAMBDA(const int r) {
                 dout(r, 0) = gmean(r);
@@ -321,7 +337,8 @@ int main(int argc, char** argv) {
                 if (k < H) gb1(k) = acc;
                 else gb2(k - H) = acc;
               });
-          // data-parallel: average the gradients over the ranks (one allreduce)
+          // data-parallel: each rank's part of the gradient of the grid's loss,
+          // summed over the ranks (one allreduce)
           auto hg = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), net.grads);
           check_mpi(MPI_Allreduce(MPI_IN_PLACE, hg.data(), static_cast<int>(hg.size()), MPI_DOUBLE, MPI_SUM, comm),
                     "Allreduce grads");
@@ -329,26 +346,21 @@ int main(int argc, char** argv) {
           // Adam
           ++adam_t;
           const double lr = 3e-3, b1a = 0.9, b2a = 0.999, c1 = 1 - std::pow(b1a, adam_t),
-                       c2 = 1 - std::pow(b2a, adam_t), inv_p = 1.0 / size;
+                       c2 = 1 - std::pow(b2a, adam_t);
           auto p = net.params;
           auto gr = net.grads;
           auto mm = net.m;
           auto vv = net.v;
           Kokkos::parallel_for(
               "train::adam", Kokkos::RangePolicy<Exec>(0, p.extent(0)), KOKKOS_LAMBDA(const int i) {
-                const double gi = gr(i) * inv_p;
+                const double gi = gr(i);
                 mm(i) = b1a * mm(i) + (1 - b1a) * gi;
                 vv(i) = b2a * vv(i) + (1 - b2a) * gi * gi;
                 p(i) -= lr * (mm(i) / c1) / (kloss_examples::math::sqrt(vv(i) / c2) + 1e-8);
               });
-          double loc[3], glob[3];
-          Kokkos::deep_copy(loc[0], gnll);
-          Kokkos::deep_copy(loc[1], mse);
-          Kokkos::deep_copy(loc[2], huber);
-          check_mpi(MPI_Allreduce(loc, glob, 3, MPI_DOUBLE, MPI_SUM, comm), "Allreduce losses");
-          round_gnll = glob[0] / size;
-          round_mse = glob[1] / size;
-          round_huber = glob[2] / size;
+          round_gnll = gnll.output.to_doubles()[0];
+          round_mse = grid_loss("mse_loss", {{"input", mean}, {"target", target}}, false).output.to_doubles()[0];
+          round_huber = grid_loss("huber_loss", {{"input", mean}, {"target", target}}, false).output.to_doubles()[0];
         }
         const double dts = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         train_seconds += dts;

@@ -15,6 +15,9 @@
 #include <kloss/registry.hpp>
 #include <kloss/runtime.hpp>
 #include <kloss/version.hpp>
+#ifdef KLOSS_HAVE_MPI
+#include <kloss/sharded.hpp>
+#endif
 #include <memory>
 #include <new>
 #include <optional>
@@ -29,6 +32,9 @@ struct kloss_loss {
   bool has_grads = false;
   bool changed = true;  // inputs or options set since the last run
   int memory = KLOSS_MEMORY_HOST;  // where the caller's buffers live
+#ifdef KLOSS_HAVE_MPI
+  std::unique_ptr<kloss::mpi::Communicator> comm;  // set: calls are shards (kloss_loss_set_communicator)
+#endif
 };
 
 namespace {
@@ -203,7 +209,12 @@ kloss::Shape output_shape(kloss_loss& loss) {
 void run_call(kloss_loss* loss, bool with_grads) {
   loss->result.reset();
   loss->has_grads = false;
-  loss->result = kloss::rt::run(loss->call);
+#ifdef KLOSS_HAVE_MPI
+  if (loss->comm)
+    loss->result = kloss::mpi::run_sharded(*loss->comm, loss->call);
+  else
+#endif
+    loss->result = kloss::rt::run(loss->call);
   loss->has_grads = with_grads;
   loss->changed = false;
 }
@@ -423,6 +434,23 @@ int kloss_loss_set_memory(kloss_loss* loss, int memory) {
   loss->memory = memory;
   last_error.clear();
   return KLOSS_OK;
+}
+
+int kloss_loss_set_communicator(kloss_loss* loss, int comm) {
+  constexpr const char* fn = "kloss_loss_set_communicator";
+  if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
+#ifdef KLOSS_HAVE_MPI
+  return guarded([&] {
+    const MPI_Comm c = MPI_Comm_f2c(static_cast<MPI_Fint>(comm));
+    loss->comm.reset();
+    if (c != MPI_COMM_NULL) loss->comm = std::make_unique<kloss::mpi::Communicator>(c);
+    loss->changed = true;
+  });
+#else
+  (void)comm;
+  return failure(KLOSS_ERROR_NOT_IMPLEMENTED,
+                 "kloss::" + loss->call.op + ": this kloss was built without MPI (KLOSS_ENABLE_MPI)");
+#endif
 }
 
 int kloss_device_memory_is_host(void) {

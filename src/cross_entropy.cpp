@@ -107,6 +107,19 @@ rt::Result run_nll_loss(const rt::Call& c) {
   });
 }
 
+/// The mean's denominator of nll_loss and cross_entropy: the counted
+/// targets' class weights (class indices), the rows (probabilities). input
+/// is [N, C, d...] or unbatched [C].
+double class_mean_denominator(const rt::Call& c, Reduction) {
+  const rt::Buffer* x = given(c, "input");
+  const rt::Buffer* t = given(c, "target");
+  if (!x || !t) fail<InvalidArgument>(c.op, "arguments 'input' and 'target' are required");
+  const Shape& s = x->shape();
+  const std::int64_t classes = s.rank >= 2 ? s.extent[1] : (s.rank == 1 ? s.extent[0] : 0);
+  if (rt::is_floating(t->dtype())) return classes > 0 ? static_cast<double>(s.numel() / classes) : 0.0;
+  return counted_targets(c, "weight", classes);
+}
+
 }  // namespace
 
 void register_cross_entropy(std::vector<OpInfo>& ops) {
@@ -115,6 +128,7 @@ void register_cross_entropy(std::vector<OpInfo>& ops) {
              {{"ignore_index", "int", option_text(NllLossOptions{}.ignore_index), "targets equal to this are skipped"},
               reduction_option},
              "negative log-likelihood of log-probabilities, -weight[t] * input[t]", run_nll_loss, {"target"});
+  ops.back().mean_parts = {class_mean_denominator};
   family.add(
       "cross_entropy", {"input", "target", "weight?"}, {"input", "target"},
       ce_option_list<CrossEntropyOptions>(
@@ -122,6 +136,7 @@ void register_cross_entropy(std::vector<OpInfo>& ops) {
           "extension: logits -> softcap * tanh(x / softcap) before the softmax; 0 = off"),
       "softmax cross-entropy over logits (class indices or probabilities), online log-sum-exp", run_cross_entropy);
   ops.back().index_or_real_inputs = {"target"};
+  ops.back().mean_parts = {class_mean_denominator};
 }
 
 }  // namespace kloss::impl

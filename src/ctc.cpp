@@ -72,6 +72,14 @@ void register_ctc(std::vector<OpInfo>& ops) {
         "kloss extension: the backward returns the plain partial derivative instead of torch's autograd value"}},
       "connectionist temporal classification (alpha-beta recursion in log space)", run_ctc_loss,
       {"targets", "input_lengths", "target_lengths"});
+  // mean: each sample's loss over its target length, then the batch mean -
+  // not sum over count - so a shard's numerator is its mean times its batch
+  ops.back().mean_parts = {[](const rt::Call& c, Reduction) {
+                             const rt::Buffer* lp = given(c, "log_probs");
+                             if (!lp) fail<InvalidArgument>(c.op, "argument 'log_probs' is required");
+                             return lp->shape().rank == 3 ? static_cast<double>(lp->shape().extent[1]) : 1.0;
+                           },
+                           false};
 }
 
 }  // namespace kloss::impl

@@ -57,6 +57,16 @@ void register_fused_linear(std::vector<OpInfo>& ops) {
       "cross_entropy(input @ weight^T + bias, target) in row chunks through gemm, without the logits",
       run_fused_linear);
   ops.back().index_or_real_inputs = {"target"};
+  // as cross_entropy's: the counted targets' ce_weight, or the rows of
+  // probability targets ([..., V])
+  ops.back().mean_parts = {[](const rt::Call& c, Reduction) {
+    const rt::Buffer* w = given(c, "weight");
+    const rt::Buffer* t = given(c, "target");
+    if (!w || !t || w->shape().rank < 1) fail<InvalidArgument>(c.op, "arguments 'weight' and 'target' are required");
+    const std::int64_t classes = w->shape().extent[0];
+    if (rt::is_floating(t->dtype())) return classes > 0 ? static_cast<double>(t->numel() / classes) : 0.0;
+    return counted_targets(c, "ce_weight", classes);
+  }};
 }
 
 }  // namespace kloss::impl

@@ -71,6 +71,12 @@ module kloss_f
     !> set_memory(memory, ierr): where the arrays given from now on live
     !> (KLOSS_MEMORY_HOST, the default, or KLOSS_MEMORY_DEVICE).
     procedure :: set_memory => loss_set_memory
+    !> set_communicator(comm, ierr): from now on each call is this rank's
+    !> shard of one loss over the ranks of the MPI communicator comm (its
+    !> integer handle; comm%MPI_VAL with mpi_f08): every rank gets the loss
+    !> of the whole batch (mean over every rank's elements) and the
+    !> gradients of that loss. Collective, as are the calls after it.
+    procedure :: set_communicator => loss_set_communicator
     procedure, private :: set_option_int, set_option_real, set_option_logical, set_option_string
     !> set_option(name, value, ierr): any option by torch's keyword.
     generic :: set_option => set_option_int, set_option_real, set_option_logical, set_option_string
@@ -161,6 +167,11 @@ module kloss_f
       import :: c_int, c_ptr
       type(c_ptr), value :: loss
       integer(c_int), value :: memory
+    end function
+    integer(c_int) function c_set_communicator(loss, comm) bind(c, name='kloss_loss_set_communicator')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: loss
+      integer(c_int), value :: comm
     end function
     integer(c_int) function c_forward(loss, dtype, output, n) bind(c, name='kloss_loss_forward')
       import :: c_int, c_ptr, c_int64_t
@@ -362,6 +373,13 @@ contains
     integer, intent(out), optional :: ierr
     call finish(c_set_memory(self%handle, int(memory, c_int)), ierr)
   end subroutine loss_set_memory
+
+  subroutine loss_set_communicator(self, comm, ierr)
+    class(kloss_loss), intent(inout) :: self
+    integer, intent(in) :: comm
+    integer, intent(out), optional :: ierr
+    call finish(c_set_communicator(self%handle, int(comm, c_int)), ierr)
+  end subroutine loss_set_communicator
 
   subroutine set_option_int(self, name, value, ierr)
     class(kloss_loss), intent(inout) :: self

@@ -183,9 +183,11 @@ void register_margin(std::vector<OpInfo>& ops) {
              {{"margin", "real", option_text(HingeEmbeddingLossOptions{}.margin), "margin of the target = -1 branch"},
               reduction_option},
              "x where target = 1, max(0, margin - x) where target = -1", run_hinge_embedding_loss);
+  ops.back().mean_parts = mean_of_elements({"input", "target"});
   family.add("margin_ranking_loss", {"input1", "input2", "target"}, {"input1", "input2"},
              {{"margin", "real", option_text(MarginRankingLossOptions{}.margin), "required separation"}, reduction_option},
              "max(0, -target (input1 - input2) + margin)", run_margin_ranking_loss);
+  ops.back().mean_parts = mean_of_elements({"input1", "input2", "target"});
   family.add("triplet_margin_loss", {"anchor", "positive", "negative"}, {"anchor", "positive", "negative"},
              {{"margin", "real", option_text(TripletMarginLossOptions{}.margin), "required separation"},
               {"p", "real", option_text(TripletMarginLossOptions{}.p),
@@ -196,21 +198,26 @@ void register_margin(std::vector<OpInfo>& ops) {
                "use min(d(a, n), d(p, n)) as the negative distance"},
               reduction_option},
              "max(0, margin + d(anchor, positive) - d(anchor, negative)) over rows", run_triplet_margin_loss);
+  ops.back().mean_parts = mean_of_rows("anchor", 1);
   family.add("cosine_embedding_loss", {"input1", "input2", "target"}, {"input1", "input2"},
              {{"margin", "real", option_text(CosineEmbeddingLossOptions{}.margin), "margin of the target = -1 branch"},
               reduction_option},
              "1 - cos where target = 1, max(0, cos - margin) where target = -1, over rows", run_cosine_embedding_loss);
+  ops.back().mean_parts = mean_of_rows("input1", 1);
   family.add("multi_margin_loss", {"input", "target", "weight?"}, {"input"},
              {{"p", "int", option_text(MultiMarginLossOptions{}.p), "1 or 2"},
               {"margin", "real", option_text(MultiMarginLossOptions{}.margin), "required separation"},
               reduction_option},
              "multi-class hinge: sum_{d != y} w[y] max(0, margin - x[y] + x[d])^p / C", run_multi_margin_loss,
              {"target"});
+  ops.back().mean_parts = mean_of_rows("input", 1);
   family.add("multilabel_margin_loss", {"input", "target"}, {"input"}, {reduction_option},
              "multi-label hinge over the -1-terminated target list of each row", run_multilabel_margin_loss,
              {"target"});
+  ops.back().mean_parts = mean_of_rows("input", 1);
   family.add("multilabel_soft_margin_loss", {"input", "target", "weight?"}, {"input"}, {reduction_option},
              "per-class logistic loss, averaged over classes", run_multilabel_soft_margin_loss);
+  ops.back().mean_parts = mean_of_rows("input", 1);
 }
 
 }  // namespace kloss::impl

@@ -185,17 +185,30 @@ void register_pointwise(std::vector<OpInfo>& ops) {
                  KLOSS_PP_CAT(KLOSS_BL_READ_, option)                                                       \
                  return run_binary<Op>(c, #name, opts);                                                     \
                });                                                                                          \
+    family.ops.back().mean_parts = Op::weighted == WeightMean::sum_of_weights                               \
+                                       ? mean_over_weights("weight", {"input", "target"})                   \
+                                       : mean_of_elements({"input", "target"});                             \
   }
   KLOSS_BINARY_LOSSES(KLOSS_BL_REGISTER)
   family.add("binary_cross_entropy", {"input", "target", "weight?"}, {"input", "target"}, {reduction_option},
              "BCE on probabilities, logs clamped at -100; values outside [0, 1] are an error", run_bce<false>);
+  ops.back().mean_parts = mean_of_elements({"input", "target"});
   family.add("binary_cross_entropy_with_logits", {"input", "target", "weight?", "pos_weight?"}, {"input", "target"},
              {reduction_option}, "BCE on logits, numerically stable; pos_weight broadcast over the class axis",
              run_bce<true>);
+  ops.back().mean_parts = mean_of_elements({"input", "target"});
   family.add("kl_div", {"input", "target"}, {"input", "target"},
              {{"reduction", "string", "mean", "none | mean | sum | batchmean"},
               {"log_target", "bool", option_text(KlDivOptions{}.log_target), "target given as log-probabilities"}},
              "Kullback-Leibler divergence, input as log-probabilities", run_kl_div);
+  // batchmean divides the sum by the batch, input.size(0) (torch: by 1 for a
+  // 0-dimensional input)
+  ops.back().mean_parts = {
+      [elements = mean_of_elements({"input", "target"}).denominator](const rt::Call& c, Reduction r) {
+        if (r != Reduction::batchmean) return elements(c, r);
+        const rt::Buffer* x = given(c, "input");
+        return x && x->shape().rank > 0 ? static_cast<double>(x->shape().extent[0]) : 1.0;
+      }};
   family.add("poisson_nll_loss", {"input", "target"}, {"input", "target"},
              {{"log_input", "bool", option_text(PoissonNllLossOptions{}.log_input), "input is log(rate)"},
               {"full", "bool", option_text(PoissonNllLossOptions{}.full), "add the Stirling term for target > 1"},
@@ -203,6 +216,7 @@ void register_pointwise(std::vector<OpInfo>& ops) {
                "added to input before the log when log_input is false"},
               reduction_option},
              "Poisson negative log-likelihood", run_poisson_nll_loss);
+  ops.back().mean_parts = mean_of_elements({"input", "target"});
   family.add("gaussian_nll_loss", {"input", "target", "var"}, {"input", "target", "var"},
              {{"full", "bool", option_text(GaussianNllLossOptions{}.full), "add log(2 pi) / 2"},
               {"eps", "real", option_text(GaussianNllLossOptions{}.eps), "var is clamped at eps"},
@@ -211,6 +225,7 @@ void register_pointwise(std::vector<OpInfo>& ops) {
                "beta-NLL: each element's loss times var^beta, not differentiated; >= 0, 0 is off (not in torch)"}},
              "Gaussian negative log-likelihood; var like input, without its last dim, or last dim 1",
              run_gaussian_nll_loss);
+  ops.back().mean_parts = mean_of_elements({"input", "target"});
 }
 
 }  // namespace kloss::impl

@@ -306,6 +306,74 @@ struct FusedLinearTensors {
   }
 };
 
+// --- the parts of a mean (OpInfo::mean_parts) ---------------------------------
+
+/// The call's input `name`, or nullptr where it is not given.
+inline const rt::Buffer* given(const rt::Call& c, std::string_view name) {
+  const auto it = c.inputs.find(std::string(name));
+  return it == c.inputs.end() ? nullptr : &it->second;
+}
+
+/// A mean over the elements of the broadcast of the named inputs' shapes
+/// (those the call gives): the element-wise losses.
+inline MeanParts mean_of_elements(std::vector<std::string_view> names) {
+  return {[names](const rt::Call& c, Reduction) {
+    Shape s;
+    const rt::Buffer* first = nullptr;
+    for (auto n : names)
+      if (const rt::Buffer* b = given(c, n)) {
+        s = first ? broadcast_shapes(s, b->shape(), c.op, names.front(), n) : b->shape();
+        first = b;
+      }
+    return static_cast<double>(s.numel());
+  }};
+}
+
+/// A mean over the sum of the weights where the call gives `weight` (torch
+/// 2.15's weight= on mse_loss and l1_loss), else over the elements.
+inline MeanParts mean_over_weights(std::string_view weight, std::vector<std::string_view> names) {
+  MeanParts elements = mean_of_elements(names);
+  return {[weight, count = elements.denominator](const rt::Call& c, Reduction r) {
+            const rt::Buffer* w = given(c, weight);
+            if (!w) return count(c, r);
+            double total = 0;
+            for (double v : w->to_doubles()) total += v;
+            return total;
+          },
+          true, weight};
+}
+
+/// A mean over the rows of `name`: its elements over its last `item_rank`
+/// extents (one row where it has no more dimensions than that: unbatched).
+inline MeanParts mean_of_rows(std::string_view name, int item_rank) {
+  return {[name, item_rank](const rt::Call& c, Reduction) {
+    const rt::Buffer* b = given(c, name);
+    if (!b) fail<InvalidArgument>(c.op, "argument '", name, "' is required");
+    const Shape& s = b->shape();
+    std::int64_t rows = 1;
+    for (int i = 0; i < s.rank - item_rank; ++i) rows *= s.extent[i];
+    return static_cast<double>(rows);
+  }};
+}
+
+/// The class-index targets' denominator of a cross-entropy mean: the class
+/// weight of every target that is not ignore_index (1 each without a
+/// weight). Targets outside [0, classes) count nothing here (the op itself
+/// refuses them).
+inline double counted_targets(const rt::Call& c, std::string_view weight_name, std::int64_t classes) {
+  const rt::Buffer* t = given(c, "target");
+  if (!t) fail<InvalidArgument>(c.op, "argument 'target' is required");
+  const std::int64_t ignore = c.options.get_int(c.op, "ignore_index", -100);
+  const rt::Buffer* w = given(c, weight_name);
+  const std::vector<double> wv = w ? w->to_doubles() : std::vector<double>{};
+  double total = 0;
+  for (const std::int64_t v : t->to_int64()) {
+    if (v == ignore || v < 0 || v >= classes) continue;
+    total += w && static_cast<std::size_t>(v) < wv.size() ? wv[static_cast<std::size_t>(v)] : 1.0;
+  }
+  return total;
+}
+
 /// One family's registry lines, all under the family's public header.
 struct FamilyRegistry {
   std::vector<OpInfo>& ops;

@@ -1603,6 +1603,12 @@ inline Expected reference_values(const Case& c) {
     E.out = R.out;
     if (c.backward)
       for (auto k : diff) E.grads[c.inputs[k].name] = R.grads[k];
+    // a broadcast weight's gradient sums its elements' losses less the
+    // mean: terms that cancel where the weight is broadcast widely
+    if (c.backward && !R.weight_cancel.empty()) {
+      for (double& s : R.weight_cancel) s = std::max(1.0, s);
+      E.grad_cancel["weight"] = R.weight_cancel;
+    }
     return E;
   }
   if (op == "cross_entropy" || op == "nll_loss") {

@@ -279,6 +279,10 @@ struct PwResult {
   Ext shape;               // the none-reduction output shape
   Vec out;                 // reduced as asked
   std::vector<Vec> grads;  // per operand (empty where not asked)
+  /// weighted_pointwise's mean over the weights' sum: per weight element,
+  /// the magnitude of the terms its gradient is the difference of (the
+  /// element losses it meets, and the mean), per unit of g / sum(w).
+  Vec weight_cancel;
 };
 
 /// An element-wise loss over broadcast operands: `shapes` as broadcast
@@ -357,8 +361,11 @@ inline PwResult weighted_pointwise(Pw op, const PwOptions& o, const std::vector<
     for (auto k : diff)
       R.grads[k][bindex(i, R.shape, shapes[k])] += k == 2 ? g * l[i] : g * v[2] * pw_grad(op, o, v, k);
   }
-  if (r == Reduction::mean && by_weight_sum && std::find(diff.begin(), diff.end(), 2u) != diff.end())
+  if (r == Reduction::mean && by_weight_sum && std::find(diff.begin(), diff.end(), 2u) != diff.end()) {
     for (double& gw : R.grads[2]) gw -= (*go)[0] * R.out[0] / S;
+    R.weight_cancel.assign(vals[2].size(), std::fabs(R.out[0]));
+    for (std::int64_t i = 0; i < n; ++i) R.weight_cancel[bindex(i, R.shape, shapes[2])] += std::fabs(l[i]);
+  }
   return R;
 }
 

@@ -150,6 +150,21 @@ KLOSS_C_EXPORT int kloss_loss_set_input(kloss_loss* loss, const char* name, int 
  * of the other kind is not detected: a host pointer given as device memory
  * in a CUDA build makes the copy fail (KLOSS_ERROR_INTERNAL) or worse. */
 KLOSS_C_EXPORT int kloss_loss_set_memory(kloss_loss* loss, int memory);
+/** Makes the loss's forward and backward calls one rank's shard of a loss
+ * over the MPI communicator whose Fortran handle is `comm` (from C:
+ * MPI_Comm_c2f(comm); from Fortran: the communicator's integer, or
+ * %MPI_VAL of an mpi_f08 communicator). Each rank then sets its own part of
+ * the batch (its grid cells, rows or samples; none is allowed) and every
+ * rank gets the loss of the whole batch: `mean` is the sum over all ranks
+ * over the denominator over all ranks, and the gradients are those of that
+ * global loss (kloss::mpi::run_sharded, kloss/sharded.hpp). The handle of
+ * MPI_COMM_NULL returns the loss to one process. Collective over the
+ * communicator (it is duplicated), as are the loss's forward and backward
+ * calls and kloss_loss_destroy while it is set. Ranks that disagree, or one
+ * rank's bad input, fail on every rank with the same status. A build
+ * without MPI answers KLOSS_ERROR_NOT_IMPLEMENTED; an op without a
+ * reduction (embedding) fails at the forward. */
+KLOSS_C_EXPORT int kloss_loss_set_communicator(kloss_loss* loss, int comm);
 /** 1 when Kokkos' default execution space uses host-accessible memory
  * (KLOSS_MEMORY_DEVICE then takes host pointers too), else 0. */
 KLOSS_C_EXPORT int kloss_device_memory_is_host(void);

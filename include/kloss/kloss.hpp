@@ -28,6 +28,7 @@
 #include <kloss/types.hpp>
 #ifdef KLOSS_HAVE_MPI
 #include <kloss/mpi.hpp>
+#include <kloss/sharded.hpp>
 #endif
 #ifdef KLOSS_HAVE_HDF5
 #include <kloss/golden.hpp>

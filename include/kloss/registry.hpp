@@ -37,6 +37,27 @@ struct VocabShard : VocabRange {
 };
 #endif
 
+/// How an op's reduced loss splits over shards of its batch
+/// (kloss::mpi::run_sharded, kloss/sharded.hpp): with reduction `mean` (or
+/// kl_div's `batchmean`) the loss is a numerator over a denominator, and
+/// both are sums over the shards.
+struct MeanParts {
+  /// The denominator of this call's inputs for reduction `mean` or
+  /// `batchmean`: the element count, the sum of the weights (mse_loss and
+  /// l1_loss with weight=), the counted targets' class weights
+  /// (cross_entropy, nll_loss), the batch (kl_div's batchmean, ctc_loss).
+  /// Empty for an op without a reduction. May throw kloss::Error on bad
+  /// input.
+  std::function<double(const rt::Call&, Reduction)> denominator;
+  /// The numerator is the `sum` reduction's value (true), or the `mean`'s
+  /// times the denominator (ctc_loss: its mean divides each sample's loss by
+  /// its target length before the batch mean; its sum does not).
+  bool sum_is_numerator = true;
+  /// The differentiable input the denominator sums (mse_loss and l1_loss:
+  /// "weight"): its gradient carries the mean's own dependence on it.
+  std::string_view denominator_input = {};
+};
+
 /// One registered op: what kloss-ops lists and what the runtime-typed API
 /// (kloss/runtime.hpp) and kloss-validate call.
 struct OpInfo {
@@ -55,6 +76,9 @@ struct OpInfo {
   /// Inputs that hold either indices or real values (cross_entropy's
   /// target: class indices or probabilities).
   std::vector<std::string_view> index_or_real_inputs = {};
+  /// Its mean as numerator over denominator, each a sum over shards of the
+  /// batch (what kloss::mpi::run_sharded reduces); empty without a reduction.
+  MeanParts mean_parts = {};
 #ifdef KLOSS_HAVE_MPI
   /// Vocabulary-parallel run (empty where the op has none): the call's
   /// vocabulary-sized inputs hold only this rank's slice. Collective.

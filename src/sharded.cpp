@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// kloss::mpi::run_sharded: any registered loss over the ranks of a
+// communicator, each holding a shard of the batch (kloss/sharded.hpp).
+#include <cmath>
+#include <cstring>
+#include <kloss/config.hpp>
+#include <kloss/impl/mpi_impl.hpp>
+#include <kloss/registry.hpp>
+#include <kloss/sharded.hpp>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace kloss::mpi {
+namespace {
+
+/// FNV-1a over `bytes`, continuing from `h`.
+std::int64_t fnv1a(const void* bytes, std::size_t n, std::uint64_t h = 14695981039346656037ull) {
+  const auto* p = static_cast<const unsigned char*>(bytes);
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return static_cast<std::int64_t>(h);
+}
+
+std::int64_t fnv1a(std::string_view s, std::int64_t h) {
+  return fnv1a(s.data(), s.size(), static_cast<std::uint64_t>(h));
+}
+
+std::int64_t fnv1a_double(double v, std::int64_t h) {
+  if (v == 0) v = 0;  // -0 and +0 agree
+  return fnv1a(&v, sizeof v, static_cast<std::uint64_t>(h));
+}
+
+/// The options by name and value; a number hashes by its value as a double
+/// (margin=1 and margin=1.0 agree).
+std::int64_t options_hash(const rt::Options& o) {
+  std::int64_t h = fnv1a("options", 7);
+  for (const auto& [name, value] : o.values()) {
+    h = fnv1a(name, h);
+    std::visit(
+        [&](const auto& v) {
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<V, std::string>)
+            h = fnv1a("s:" + v, h);
+          else
+            h = fnv1a_double(static_cast<double>(v), h);
+        },
+        value);
+  }
+  return h;
+}
+
+/// The inputs given, with their ranks and dtypes (not their extents: the
+/// shards differ there).
+std::int64_t inputs_hash(const rt::Call& c) {
+  std::int64_t h = fnv1a("inputs", 6);
+  for (const auto& [name, b] : c.inputs) {
+    h = fnv1a(name, h);
+    const std::int64_t rd[2] = {b.shape().rank, static_cast<std::int64_t>(b.dtype())};
+    h = fnv1a(rd, sizeof rd, static_cast<std::uint64_t>(h));
+  }
+  return h;
+}
+
+bool is_half(rt::DType d) { return d == rt::DType::float16 || d == rt::DType::bfloat16; }
+
+/// `b` in float32 where it holds a half type (exact), else as it is.
+rt::Buffer widened(const rt::Buffer& b) {
+  if (!is_half(b.dtype())) return b;
+  return rt::Buffer::from_doubles(rt::DType::float32, b.shape(), b.to_doubles());
+}
+
+/// The call a rank runs: float16 / bfloat16 computed in float32.
+rt::Call widened(const rt::Call& c) {
+  if (!is_half(c.dtype)) return c;
+  rt::Call w;
+  w.op = c.op;
+  w.dtype = rt::DType::float32;
+  w.index_dtype = c.index_dtype;
+  w.options = c.options;
+  for (const auto& [name, b] : c.inputs) w.inputs.emplace(name, widened(b));
+  if (c.grad_output) w.grad_output = widened(*c.grad_output);
+  return w;
+}
+
+bool has_reduction(const OpInfo& info) {
+  for (const auto& o : info.options)
+    if (o.name == "reduction") return true;
+  return false;
+}
+
+}  // namespace
+
+rt::Result run_sharded(const Communicator& comm, const rt::Call& call) {
+  const std::string name = call.op + " (sharded)";
+  const OpInfo* info = find_op(call.op);
+  if (!info) fail<NotImplemented>(call.op, "no such op");
+  if (!has_reduction(*info) || !info->mean_parts.denominator)
+    fail<NotImplemented>(call.op,
+                         "has no reduction to take over the ranks: run it on each rank's shard (kloss::rt::run)");
+
+  // What the ranks must agree on; the grad_output of a reduced loss is one
+  // number, compared by its value.
+  impl::Agreement mine;
+  mine.options = {{"op", fnv1a(call.op, 0)},
+                  {"dtype", static_cast<std::int64_t>(call.dtype)},
+                  {"index dtype", static_cast<std::int64_t>(call.index_dtype)},
+                  {"options", options_hash(call.options)},
+                  {"inputs", inputs_hash(call)},
+                  {"gradient", call.grad_output ? 1 : 0}};
+
+  Reduction red = Reduction::mean;
+  bool numerator_is_sum = true;
+  double local_denominator = 0, g = 0;
+  rt::Result local;
+  auto local_checks = [&] {
+    red = call.options.get_reduction(call.op);
+    const bool reduced = red != Reduction::none;
+    numerator_is_sum = red == Reduction::sum || info->mean_parts.sum_is_numerator;
+    if (reduced && call.grad_output) {
+      if (call.grad_output->numel() != 1)
+        fail<DimensionMismatch>(call.op, "argument 'grad_output' ", call.grad_output->shape().str(),
+                                " must hold one element for reduction '", to_string(red), "'");
+      g = call.grad_output->to_doubles()[0];
+      mine.options.emplace_back("grad_output", fnv1a_double(g, 0));
+    }
+    if (red == Reduction::mean || red == Reduction::batchmean)
+      local_denominator = info->mean_parts.denominator(call, red);
+    rt::Call c = widened(call);
+    if (reduced && numerator_is_sum) c.options.set("reduction", std::string("sum"));
+    local = info->run(c);
+    double numerator = 0;
+    if (reduced) {
+      const double v = local.output.to_doubles().at(0);
+      numerator = numerator_is_sum ? v : (local_denominator != 0 ? v * local_denominator : 0.0);
+    }
+    mine.sums = {numerator, local_denominator};
+  };
+  // the sums' slots exist before the checks run, so that a rank whose checks
+  // fail still sends its record
+  mine.sums = {0.0, 0.0};
+  const std::vector<double> total = impl::agree(comm, name, true, mine, local_checks);
+  const double sum = total.at(0), denominator = total.at(1);
+
+  rt::Result out;
+  if (red == Reduction::none) {
+    out.output = is_half(call.dtype)
+                     ? rt::Buffer::from_doubles(call.dtype, local.output.shape(), local.output.to_doubles())
+                     : std::move(local.output);
+  } else {
+    const double value = red == Reduction::sum ? sum : sum / denominator;
+    out.output = rt::Buffer::from_doubles(call.dtype, local.output.shape(), {value});
+  }
+  if (!call.grad_output) return out;
+
+  // Each rank's gradient was taken of its own sum (or of its own mean, when
+  // the numerator is the mean times the denominator): one factor makes it
+  // the global loss's.
+  const bool averaged = red == Reduction::mean || red == Reduction::batchmean;
+  double scale = 1.0;
+  if (averaged) scale = numerator_is_sum ? 1.0 / denominator : local_denominator / denominator;
+  const double mean = averaged ? sum / denominator : 0.0;
+  for (auto& [input, grad] : local.grads) {
+    std::vector<double> v = grad.to_doubles();
+    // d(S / D) / dw = (dS/dw - mean dD/dw) / D where D sums w (mse_loss's
+    // weight): the local sum's gradient lacks the second term.
+    const bool sums_into_denominator = averaged && numerator_is_sum && input == info->mean_parts.denominator_input;
+    for (double& x : v) {
+      if (sums_into_denominator) x -= g * mean;
+      // a zero stays zero when the denominator is (all targets ignored)
+      x = x == 0 ? 0.0 : x * scale;
+    }
+    out.grads.emplace(input, rt::Buffer::from_doubles(call.dtype, grad.shape(), v));
+  }
+  return out;
+}
+
+}  // namespace kloss::mpi

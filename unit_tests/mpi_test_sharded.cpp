@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// Every registered loss over shards of its batch (kloss::mpi::run_sharded)
+// under mpirun (1-4 ranks, uneven shards, an empty one from 3 ranks): the
+// output equals the one-process kloss::rt::run on the whole batch on every
+// rank, each rank's gradients equal its slice of the whole batch's (the
+// replicated inputs' summed over the ranks), for mean, sum and none; and
+// ranks that disagree, or one rank's bad input, make every rank throw.
+#include <mpi.h>
+
+#ifdef KLOSS_TEST_C_API
+#include <kloss/c_api.h>
+#endif
+#include <kloss/registry.hpp>
+#include <kloss/sharded.hpp>
+#include <set>
+
+#include "mpi_test_utils.hpp"
+#include "test_utils.hpp"
+
+namespace {
+
+using namespace kloss_test;
+using kloss::rt::Buffer;
+using kloss::rt::Call;
+using kloss::rt::DType;
+
+/// One loss over a whole batch, and how its inputs are split: `axis` holds
+/// the batch axis of each input that is split (the others are replicated).
+struct Case {
+  std::string label;
+  Call whole;
+  std::map<std::string, int> axis;
+  std::int64_t batch = 0;
+  int output_axis = 0;  ///< the batch axis of reduction none's output
+};
+
+/// Rank r's part [b_r, b_{r+1}) of n: b_r = floor(n r^2 / p^2) (uneven;
+/// rank 0's is empty from 3 ranks on, for n = 7).
+std::pair<std::int64_t, std::int64_t> shard_of(std::int64_t n) {
+  const std::int64_t r = world_rank(), p = world_size();
+  return {n * r * r / (p * p), n * (r + 1) * (r + 1) / (p * p)};
+}
+
+/// Elements [begin, end) of `b` along `axis`.
+Buffer slice(const Buffer& b, int axis, std::int64_t begin, std::int64_t end) {
+  kloss::Shape s = b.shape();
+  std::int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= s.extent[i];
+  for (int i = axis + 1; i < s.rank; ++i) inner *= s.extent[i];
+  const std::int64_t n = s.extent[axis];
+  s.extent[axis] = end - begin;
+  const auto v = b.to_doubles();
+  std::vector<double> out;
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = begin; i < end; ++i)
+      for (std::int64_t k = 0; k < inner; ++k) out.push_back(v[static_cast<std::size_t>((o * n + i) * inner + k)]);
+  return Buffer::from_doubles(b.dtype(), s, out);
+}
+
+Buffer real(DType dt, kloss::Shape s, double lo, double hi, unsigned seed) {
+  return Buffer::from_doubles(dt, s, random_values(static_cast<std::size_t>(s.numel()), lo, hi, seed));
+}
+
+/// Values drawn from `choices`.
+Buffer pick(DType dt, kloss::Shape s, std::vector<double> choices, unsigned seed) {
+  auto u = random_values(static_cast<std::size_t>(s.numel()), 0, 1, seed);
+  for (auto& x : u) x = choices[std::min(choices.size() - 1, static_cast<std::size_t>(x * choices.size()))];
+  return Buffer::from_doubles(dt, s, u);
+}
+
+Buffer ints(kloss::Shape s, std::vector<std::int64_t> v) { return Buffer::from_int64(DType::int64, s, v); }
+
+/// Rows of log-probabilities (nll_loss, kl_div).
+Buffer log_probs(DType dt, std::int64_t n, std::int64_t c, unsigned seed) {
+  auto v = random_values(static_cast<std::size_t>(n * c), -2, 2, seed);
+  for (std::int64_t i = 0; i < n; ++i) {
+    double m = -1e300, s = 0;
+    for (std::int64_t j = 0; j < c; ++j) m = std::max(m, v[static_cast<std::size_t>(i * c + j)]);
+    for (std::int64_t j = 0; j < c; ++j) s += std::exp(v[static_cast<std::size_t>(i * c + j)] - m);
+    for (std::int64_t j = 0; j < c; ++j) v[static_cast<std::size_t>(i * c + j)] -= m + std::log(s);
+  }
+  return Buffer::from_doubles(dt, kloss::Shape{n, c}, v);
+}
+
+/// The cases: every registered op with a reduction, N = 7 along the batch.
+std::vector<Case> cases(DType dt) {
+  const std::int64_t n = 7;
+  std::vector<Case> all;
+  auto add = [&](std::string label, std::string op, std::map<std::string, Buffer> in, std::map<std::string, int> axis,
+                 std::map<std::string, kloss::rt::OptionValue> options = {}) {
+    Case c;
+    c.label = std::move(label);
+    c.whole.op = std::move(op);
+    c.whole.dtype = dt;
+    c.whole.inputs = std::move(in);
+    for (auto& [k, v] : options) c.whole.options.set(k, v);
+    c.axis = std::move(axis);
+    c.batch = n;
+    all.push_back(std::move(c));
+  };
+  const kloss::Shape nd{n, 3};
+  for (std::string op : {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"}) {
+    add(op, op, {{"input", real(dt, nd, -2, 2, 1)}, {"target", real(dt, nd, -2, 2, 2)}}, {{"input", 0}, {"target", 0}});
+  }
+  for (std::string op : {"mse_loss", "l1_loss", "huber_loss"})
+    add(op + " weight", op,
+        {{"input", real(dt, nd, -2, 2, 3)}, {"target", real(dt, nd, -2, 2, 4)}, {"weight", real(dt, nd, 0.1, 2, 5)}},
+        {{"input", 0}, {"target", 0}, {"weight", 0}});
+  add("soft_margin_loss", "soft_margin_loss", {{"input", real(dt, nd, -2, 2, 6)}, {"target", pick(dt, nd, {-1, 1}, 7)}},
+      {{"input", 0}, {"target", 0}});
+  add("binary_cross_entropy", "binary_cross_entropy",
+      {{"input", real(dt, nd, 0.05, 0.95, 8)},
+       {"target", real(dt, nd, 0, 1, 9)},
+       {"weight", real(dt, kloss::Shape{3}, 0.5, 2, 10)}},
+      {{"input", 0}, {"target", 0}});
+  add("binary_cross_entropy_with_logits", "binary_cross_entropy_with_logits",
+      {{"input", real(dt, nd, -3, 3, 11)},
+       {"target", real(dt, nd, 0, 1, 12)},
+       {"pos_weight", real(dt, kloss::Shape{3}, 0.5, 2, 13)}},
+      {{"input", 0}, {"target", 0}});
+  add("kl_div", "kl_div", {{"input", log_probs(dt, n, 4, 14)}, {"target", real(dt, kloss::Shape{n, 4}, 0, 1, 15)}},
+      {{"input", 0}, {"target", 0}});
+  add("kl_div batchmean", "kl_div",
+      {{"input", log_probs(dt, n, 4, 16)}, {"target", real(dt, kloss::Shape{n, 4}, 0, 1, 17)}},
+      {{"input", 0}, {"target", 0}}, {{"reduction", std::string("batchmean")}});
+  add("poisson_nll_loss", "poisson_nll_loss",
+      {{"input", real(dt, nd, -1, 1, 18)}, {"target", pick(dt, nd, {0, 1, 2, 5}, 19)}}, {{"input", 0}, {"target", 0}},
+      {{"full", std::int64_t(1)}});
+  add("gaussian_nll_loss", "gaussian_nll_loss",
+      {{"input", real(dt, nd, -2, 2, 20)},
+       {"target", real(dt, nd, -2, 2, 21)},
+       {"var", real(dt, kloss::Shape{n, 1}, 0.2, 2, 22)}},
+      {{"input", 0}, {"target", 0}, {"var", 0}}, {{"beta", 0.5}});
+  const std::vector<std::int64_t> t5 = {1, 4, -100, 0, 2, 3, 1};
+  add("nll_loss", "nll_loss",
+      {{"input", log_probs(dt, n, 5, 23)},
+       {"target", ints(kloss::Shape{n}, t5)},
+       {"weight", real(dt, kloss::Shape{5}, 0.5, 2, 24)}},
+      {{"input", 0}, {"target", 0}});
+  add("cross_entropy", "cross_entropy",
+      {{"input", real(dt, kloss::Shape{n, 5}, -3, 3, 25)},
+       {"target", ints(kloss::Shape{n}, t5)},
+       {"weight", real(dt, kloss::Shape{5}, 0.5, 2, 26)}},
+      {{"input", 0}, {"target", 0}}, {{"label_smoothing", 0.1}});
+  add("cross_entropy probabilities", "cross_entropy",
+      {{"input", real(dt, kloss::Shape{n, 5}, -3, 3, 27)}, {"target", real(dt, kloss::Shape{n, 5}, 0, 0.4, 28)}},
+      {{"input", 0}, {"target", 0}});
+  add("hinge_embedding_loss", "hinge_embedding_loss",
+      {{"input", real(dt, nd, -2, 2, 29)}, {"target", pick(dt, nd, {-1, 1}, 30)}}, {{"input", 0}, {"target", 0}});
+  add("margin_ranking_loss", "margin_ranking_loss",
+      {{"input1", real(dt, kloss::Shape{n}, -2, 2, 31)},
+       {"input2", real(dt, kloss::Shape{n}, -2, 2, 32)},
+       {"target", pick(dt, kloss::Shape{n}, {-1, 1}, 33)}},
+      {{"input1", 0}, {"input2", 0}, {"target", 0}}, {{"margin", 0.3}});
+  const kloss::Shape n4{n, 4};
+  add("triplet_margin_loss", "triplet_margin_loss",
+      {{"anchor", real(dt, n4, -1, 1, 34)},
+       {"positive", real(dt, n4, -1, 1, 35)},
+       {"negative", real(dt, n4, -1, 1, 36)}},
+      {{"anchor", 0}, {"positive", 0}, {"negative", 0}});
+  add("cosine_embedding_loss", "cosine_embedding_loss",
+      {{"input1", real(dt, n4, -1, 1, 37)},
+       {"input2", real(dt, n4, -1, 1, 38)},
+       {"target", pick(dt, kloss::Shape{n}, {-1, 1}, 39)}},
+      {{"input1", 0}, {"input2", 0}, {"target", 0}}, {{"margin", 0.1}});
+  add("multi_margin_loss", "multi_margin_loss",
+      {{"input", real(dt, kloss::Shape{n, 5}, -1, 1, 40)},
+       {"target", ints(kloss::Shape{n}, {1, 4, 0, 0, 2, 3, 1})},
+       {"weight", real(dt, kloss::Shape{5}, 0.5, 2, 41)}},
+      {{"input", 0}, {"target", 0}});
+  add("multilabel_margin_loss", "multilabel_margin_loss",
+      {{"input", real(dt, kloss::Shape{n, 4}, -1, 1, 42)},
+       {"target",
+        ints(n4, {3, 0, -1, 0, 1, -1, 0, 0, 2, 1, 0, -1, -1, 0, 0, 0, 0, 1, 2, 3, 2, -1, 0, 0, 1, 3, -1, 0})}},
+      {{"input", 0}, {"target", 0}});
+  add("multilabel_soft_margin_loss", "multilabel_soft_margin_loss",
+      {{"input", real(dt, kloss::Shape{n, 5}, -2, 2, 43)},
+       {"target", pick(dt, kloss::Shape{n, 5}, {0, 1}, 44)},
+       {"weight", real(dt, kloss::Shape{5}, 0.5, 2, 45)}},
+      {{"input", 0}, {"target", 0}});
+  {
+    // log_probs [T, N, C] along axis 1; padded targets [N, S]; T = 6, C = 4
+    auto lp = real(dt, kloss::Shape{6, n, 4}, -2, 2, 46);
+    auto v = lp.to_doubles();
+    for (std::size_t r = 0; r < v.size() / 4; ++r) {
+      double s = 0;
+      for (int j = 0; j < 4; ++j) s += std::exp(v[r * 4 + j]);
+      for (int j = 0; j < 4; ++j) v[r * 4 + j] -= std::log(s);
+    }
+    lp = Buffer::from_doubles(dt, lp.shape(), v);
+    add("ctc_loss", "ctc_loss",
+        {{"log_probs", lp},
+         {"targets", ints(kloss::Shape{n, 3}, {1, 2, 3, 2, 2, 0, 3, 1, 0, 1, 0, 0, 1, 1, 0, 2, 3, 1, 3, 0, 0})},
+         {"input_lengths", ints(kloss::Shape{n}, {6, 5, 6, 4, 6, 6, 3})},
+         {"target_lengths", ints(kloss::Shape{n}, {3, 2, 2, 1, 0, 3, 1})}},
+        {{"log_probs", 1}, {"targets", 0}, {"input_lengths", 0}, {"target_lengths", 0}});
+    all.back().output_axis = 0;
+  }
+  add("fused_linear_cross_entropy", "fused_linear_cross_entropy",
+      {{"input", real(dt, n4, -1, 1, 47)},
+       {"weight", real(dt, kloss::Shape{5, 4}, -1, 1, 48)},
+       {"bias", real(dt, kloss::Shape{5}, -1, 1, 49)},
+       {"target", ints(kloss::Shape{n}, t5)}},
+      {{"input", 0}, {"target", 0}});
+  return all;
+}
+
+/// `v` summed over the ranks.
+std::vector<double> summed(std::vector<double> v) {
+  MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return v;
+}
+
+/// Runs every case sharded and whole with `reduction` and a grad_output,
+/// and compares.
+void check_all(DType dt, const std::string& reduction, double rtol, double atol) {
+  Communicator comm(MPI_COMM_WORLD);
+  for (Case& c : cases(dt)) {
+    if (c.whole.options.has("reduction") && reduction != "mean") continue;  // batchmean is its own reduction
+    if (!c.whole.options.has("reduction")) c.whole.options.set("reduction", reduction);
+    SCOPED_TRACE(::testing::Message() << c.label << " reduction=" << reduction << " dtype=" << to_string(dt)
+                                      << " ranks=" << world_size());
+    const auto [b, e] = shard_of(c.batch);
+    Call mine = c.whole;
+    for (auto& [name, buf] : mine.inputs)
+      if (c.axis.count(name)) buf = slice(buf, c.axis[name], b, e);
+    // whole-batch forward first: its output's shape sets grad_output's
+    const kloss::rt::Result fwd = kloss::rt::run(c.whole);
+    const bool none = reduction == "none";
+    Buffer go_whole = real(dt, fwd.output.shape(), 0.5, 1.5, 99);
+    if (!none) go_whole = Buffer::from_doubles(dt, fwd.output.shape(), {0.75});
+    c.whole.grad_output = go_whole;
+    mine.grad_output = none ? slice(go_whole, c.output_axis, b, e) : go_whole;
+    const kloss::rt::Result want = kloss::rt::run(c.whole);
+    kloss::rt::Result got;
+    ASSERT_NO_THROW(got = kloss::mpi::run_sharded(comm, mine));
+    ASSERT_EQ(got.output.dtype(), dt);
+    if (none)
+      expect_near_all(got.output.to_doubles(), slice(want.output, c.output_axis, b, e).to_doubles(), rtol, atol,
+                      "output");
+    else
+      expect_near_all(got.output.to_doubles(), want.output.to_doubles(), rtol, atol, "output");
+    for (const auto& [name, g] : want.grads) {
+      ASSERT_TRUE(got.grads.count(name)) << "no gradient for " << name;
+      const Buffer& mine_g = got.grads.at(name);
+      if (c.axis.count(name))
+        expect_near_all(mine_g.to_doubles(), slice(g, c.axis[name], b, e).to_doubles(), rtol, atol, "grad " + name);
+      else  // replicated (the fused head's weight and bias): each rank holds its part
+        expect_near_all(summed(mine_g.to_doubles()), g.to_doubles(), rtol, atol, "grad " + name + " summed");
+    }
+  }
+}
+
+TEST(Sharded, EveryLossMeanMatchesTheWholeBatch) { check_all(DType::float64, "mean", 1e-12, 1e-14); }
+TEST(Sharded, EveryLossSumMatchesTheWholeBatch) { check_all(DType::float64, "sum", 1e-12, 1e-14); }
+TEST(Sharded, EveryLossNoneIsLocal) { check_all(DType::float64, "none", 1e-13, 1e-15); }
+TEST(Sharded, Float32AndBfloat16) {
+  check_all(DType::float32, "mean", 2e-6, 1e-7);
+  check_all(DType::bfloat16, "mean", 1e-2, 1e-3);
+}
+
+/// Every op the registry gives a reduction has its mean's parts, and is a case
+/// here.
+TEST(Sharded, EveryReducedOpHasMeanPartsAndACase) {
+  std::set<std::string> covered;
+  for (const Case& c : cases(DType::float64)) covered.insert(c.whole.op);
+  for (const auto& op : kloss::ops()) {
+    bool reduced = false;
+    for (const auto& o : op.options) reduced = reduced || o.name == "reduction";
+    EXPECT_EQ(reduced, static_cast<bool>(op.mean_parts.denominator)) << op.name;
+    if (reduced) EXPECT_TRUE(covered.count(std::string(op.name))) << op.name << " has no case here";
+  }
+}
+
+/// Hand-checked: mse over uneven shards is the global mean, not the mean of
+/// the ranks' means. Rank r holds r + 1 elements, each (input - target) = r + 1.
+TEST(Sharded, MeanIsGlobalSumOverGlobalCount) {
+  Communicator comm(MPI_COMM_WORLD);
+  const int r = world_rank(), p = world_size();
+  Call c;
+  c.op = "mse_loss";
+  c.dtype = DType::float64;
+  c.inputs.emplace("input", Buffer::from_doubles(DType::float64, kloss::Shape{r + 1},
+                                                 std::vector<double>(static_cast<std::size_t>(r + 1), r + 1.0)));
+  c.inputs.emplace("target", Buffer(DType::float64, kloss::Shape{r + 1}));
+  c.grad_output = Buffer::from_doubles(DType::float64, kloss::Shape{}, {1.0});
+  const auto res = kloss::mpi::run_sharded(comm, c);
+  double num = 0, den = 0;
+  for (int q = 1; q <= p; ++q) {
+    num += q * double(q) * q;
+    den += q;
+  }
+  EXPECT_DOUBLE_EQ(res.output.to_doubles()[0], num / den);
+  for (double g : res.grads.at("input").to_doubles()) EXPECT_DOUBLE_EQ(g, 2.0 * (r + 1) / den);
+}
+
+/// A rank with no elements at all still takes part; every rank's shard empty
+/// gives torch's empty mean (NaN) and an empty sum of 0.
+TEST(Sharded, EmptyShards) {
+  Communicator comm(MPI_COMM_WORLD);
+  Call c;
+  c.op = "l1_loss";
+  c.dtype = DType::float64;
+  c.inputs.emplace("input", Buffer(DType::float64, kloss::Shape{0, 3}));
+  c.inputs.emplace("target", Buffer(DType::float64, kloss::Shape{0, 3}));
+  EXPECT_TRUE(std::isnan(kloss::mpi::run_sharded(comm, c).output.to_doubles()[0]));
+  c.options.set("reduction", std::string("sum"));
+  EXPECT_EQ(kloss::mpi::run_sharded(comm, c).output.to_doubles()[0], 0.0);
+}
+
+TEST(Sharded, OpsWithoutReductionAreRefused) {
+  Communicator comm(MPI_COMM_WORLD);
+  Call c;
+  c.op = "embedding";
+  c.inputs.emplace("input", ints(kloss::Shape{2}, {0, 1}));
+  c.inputs.emplace("weight", Buffer(DType::float32, kloss::Shape{2, 3}));
+  EXPECT_THROW(kloss::mpi::run_sharded(comm, c), kloss::NotImplemented);
+}
+
+/// Expects every rank to throw E with `what` in its message.
+template <class E, class F>
+void expect_all_throw(F&& f, const std::string& what) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception on rank " << world_rank();
+  } catch (const E& e) {
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
+}
+
+Call small_mse(DType dt) {
+  Call c;
+  c.op = "mse_loss";
+  c.dtype = dt;
+  c.inputs.emplace("input", real(dt, kloss::Shape{3}, -1, 1, 1));
+  c.inputs.emplace("target", real(dt, kloss::Shape{3}, -1, 1, 2));
+  return c;
+}
+
+TEST(ShardedMultiRank, RanksThatDisagreeAllThrow) {
+  Communicator comm(MPI_COMM_WORLD);
+  const bool odd = world_rank() == 1;
+  Call c = small_mse(DType::float64);
+  if (odd) c.options.set("reduction", std::string("sum"));
+  expect_all_throw<kloss::MpiError>([&] { kloss::mpi::run_sharded(comm, c); }, "ranks disagree on option 'options'");
+  Call d = small_mse(odd ? DType::float32 : DType::float64);
+  expect_all_throw<kloss::MpiError>([&] { kloss::mpi::run_sharded(comm, d); }, "ranks disagree on option 'dtype'");
+  Call e = small_mse(DType::float64);
+  if (odd) e.op = "l1_loss";
+  expect_all_throw<kloss::MpiError>([&] { kloss::mpi::run_sharded(comm, e); }, "ranks disagree on option 'op'");
+  Call f = small_mse(DType::float64);
+  f.grad_output = Buffer::from_doubles(DType::float64, kloss::Shape{}, {odd ? 2.0 : 1.0});
+  expect_all_throw<kloss::MpiError>([&] { kloss::mpi::run_sharded(comm, f); }, "option 'grad_output'");
+}
+
+TEST(ShardedMultiRank, OneRanksBadInputThrowsOnEveryRank) {
+  Communicator comm(MPI_COMM_WORLD);
+  Call c;
+  c.op = "cross_entropy";
+  c.dtype = DType::float64;
+  c.inputs.emplace("input", real(DType::float64, kloss::Shape{2, 3}, -1, 1, 3));
+  c.inputs.emplace("target", ints(kloss::Shape{2}, {0, world_rank() == 1 ? 7 : 2}));
+  expect_all_throw<kloss::IndexOutOfRange>([&] { kloss::mpi::run_sharded(comm, c); }, "(on rank 1)");
+  // and the communicator still works afterwards
+  Call ok = small_mse(DType::float64);
+  EXPECT_NO_THROW(kloss::mpi::run_sharded(comm, ok));
+}
+
+#ifdef KLOSS_TEST_C_API
+/// The C API's kloss_loss_set_communicator: the same loss and gradients as
+/// run_sharded, and MPI_COMM_NULL's handle back to one process.
+TEST(Sharded, ThroughTheCApi) {
+  Communicator comm(MPI_COMM_WORLD);
+  const std::int64_t rows = world_rank() + 1;  // uneven shards
+  const auto x = random_values(static_cast<std::size_t>(rows * 2), -1, 1, 50 + world_rank());
+  const auto y = random_values(static_cast<std::size_t>(rows * 2), -1, 1, 60 + world_rank());
+  Call c;
+  c.op = "huber_loss";
+  c.dtype = DType::float64;
+  c.inputs.emplace("input", Buffer::from_doubles(DType::float64, kloss::Shape{rows, 2}, x));
+  c.inputs.emplace("target", Buffer::from_doubles(DType::float64, kloss::Shape{rows, 2}, y));
+  c.options.set("delta", 0.5);
+  c.grad_output = Buffer::from_doubles(DType::float64, kloss::Shape{}, {1.0});
+  const auto want = kloss::mpi::run_sharded(comm, c);
+
+  kloss_loss* loss = nullptr;
+  ASSERT_EQ(kloss_loss_create(&loss, "huber_loss", KLOSS_FLOAT64, KLOSS_INT64), KLOSS_OK) << kloss_last_error();
+  ASSERT_EQ(kloss_loss_set_communicator(loss, static_cast<int>(MPI_Comm_c2f(MPI_COMM_WORLD))), KLOSS_OK)
+      << kloss_last_error();
+  const std::int64_t shape[2] = {rows, 2};
+  ASSERT_EQ(kloss_loss_set_input(loss, "input", KLOSS_FLOAT64, x.data(), 2, shape), KLOSS_OK) << kloss_last_error();
+  ASSERT_EQ(kloss_loss_set_input(loss, "target", KLOSS_FLOAT64, y.data(), 2, shape), KLOSS_OK) << kloss_last_error();
+  ASSERT_EQ(kloss_loss_set_option_real(loss, "delta", 0.5), KLOSS_OK) << kloss_last_error();
+  double out = 0;
+  ASSERT_EQ(kloss_loss_forward(loss, KLOSS_FLOAT64, &out, 1), KLOSS_OK) << kloss_last_error();
+  EXPECT_EQ(out, want.output.to_doubles()[0]);
+  ASSERT_EQ(kloss_loss_backward(loss, KLOSS_FLOAT64, nullptr, 0), KLOSS_OK) << kloss_last_error();
+  std::vector<double> gx(x.size());
+  ASSERT_EQ(kloss_loss_get_grad(loss, "input", KLOSS_FLOAT64, gx.data(), static_cast<std::int64_t>(gx.size())),
+            KLOSS_OK)
+      << kloss_last_error();
+  EXPECT_EQ(gx, want.grads.at("input").to_doubles());
+  // back to one process: this rank's own mean
+  ASSERT_EQ(kloss_loss_set_communicator(loss, static_cast<int>(MPI_Comm_c2f(MPI_COMM_NULL))), KLOSS_OK);
+  ASSERT_EQ(kloss_loss_forward(loss, KLOSS_FLOAT64, &out, 1), KLOSS_OK) << kloss_last_error();
+  Call local = c;
+  local.grad_output.reset();
+  EXPECT_EQ(out, kloss::rt::run(local).output.to_doubles()[0]);
+  EXPECT_EQ(kloss_loss_destroy(loss), KLOSS_OK);
+}
+#endif
+
+}  // namespace
