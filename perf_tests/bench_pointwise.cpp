@@ -93,6 +93,9 @@ std::vector<OpBench<T>> table() {
       // torch 2.15's weight= (the third operand; mean over the sum of the weights)
       {"mse_loss_weighted", -2, 2, 3, [](const Exec& e, Data<T>& d) { kloss::mse_loss(e, d.x, d.y, d.var, d.out); },
        [](const Exec& e, Data<T>& d) { kloss::mse_loss_backward(e, d.g, d.x, d.y, d.var, d.gx, d.none, d.none); }},
+      // the third operand as the std
+      {"crps_gaussian", -2, 2, 3, [](const Exec& e, Data<T>& d) { kloss::crps_gaussian(e, d.x, d.y, d.var, d.out); },
+       [](const Exec& e, Data<T>& d) { kloss::crps_gaussian_backward(e, d.g, d.x, d.y, d.var, d.gx, d.none, d.none); }},
       // beta-NLL (beta 0.5): the same op with its var^beta factor
       {"gaussian_nll_loss_beta", -2, 2, 3,
        [](const Exec& e, Data<T>& d) { kloss::gaussian_nll_loss(e, d.x, d.y, d.var, d.out, beta_nll()); },

@@ -441,6 +441,12 @@ int kloss_loss_set_communicator(kloss_loss* loss, int comm) {
   if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
 #ifdef KLOSS_HAVE_MPI
   return guarded([&] {
+    // (MPI_Comm_f2c before MPI_Init ends the process in Open MPI)
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized)
+      fail<kloss::MpiError>(loss->call.op, "MPI is not initialised (call MPI_Init first) or already finalised");
     const MPI_Comm c = MPI_Comm_f2c(static_cast<MPI_Fint>(comm));
     loss->comm.reset();
     if (c != MPI_COMM_NULL) loss->comm = std::make_unique<kloss::mpi::Communicator>(c);

@@ -156,6 +156,30 @@ rt::Result run_gaussian_nll_loss(const rt::Call& c) {
   });
 }
 
+rt::Result run_crps_gaussian(const rt::Call& c) {
+  const Reduction red = c.options.get_reduction(c.op);
+  CrpsGaussianOptions opts;
+  opts.reduction = red;
+  c.options.check_all_used(c.op);
+  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto in = input<T>(c, "input");
+    auto tg = input<T>(c, "target");
+    auto sd = input<T>(c, "std");
+    const Shape shape = check_crps_gaussian(c.op, in.ctensor(), tg.ctensor(), sd.ctensor(), red);
+    RtExec exec;
+    return run_forward_backward<T>(
+        c, red, shape, {{"input", in.shape}, {"target", tg.shape}, {"std", sd.shape}},
+        [&](const Tensor<T, RtMem>& out) {
+          crps_gaussian<RtExec, T>(exec, in.ctensor(), tg.ctensor(), sd.ctensor(), out, opts);
+        },
+        [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
+          crps_gaussian_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), sd.ctensor(), g[0].tensor(),
+                                            g[1].tensor(), g[2].tensor(), opts);
+        });
+  });
+}
+
 }  // namespace
 
 void register_pointwise(std::vector<OpInfo>& ops) {
@@ -226,6 +250,9 @@ void register_pointwise(std::vector<OpInfo>& ops) {
              "Gaussian negative log-likelihood; var like input, without its last dim, or last dim 1",
              run_gaussian_nll_loss);
   ops.back().mean_parts = mean_of_elements({"input", "target"});
+  family.add("crps_gaussian", {"input", "target", "std"}, {"input", "target", "std"}, {reduction_option},
+             "CRPS of the normal forecast N(input, std^2) at target, closed form (not in torch)", run_crps_gaussian);
+  ops.back().mean_parts = mean_of_elements({"input", "target", "std"});
 }
 
 }  // namespace kloss::impl

@@ -54,6 +54,8 @@ REFERENCE_NAMES = {
     "smooth_l1_loss": "Pw::smooth_l1",
     "huber_loss": "Pw::huber",
     "soft_margin_loss": "Pw::soft_margin",
+    "quantile_loss": "Pw::quantile",
+    "crps_gaussian": "Pw::crps_gaussian",
     "binary_cross_entropy": "Pw::bce",
     "binary_cross_entropy_with_logits": "Pw::bce_logits",
     "kl_div": "Pw::kl_div",

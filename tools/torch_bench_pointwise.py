@@ -9,7 +9,11 @@ the input range and operand count come from the C++ benchmark's row; only
 `input` requires grad. Silent (no output) when torch or the op is absent.
 `gaussian_nll_loss_beta` is beta-NLL (beta 0.5) as written on torch: the
 loss with reduction 'none' times var.detach() ** 0.5, then the mean;
-`mse_loss_weighted` is F.mse_loss with its third operand as `weight=`.
+`mse_loss_weighted` is F.mse_loss with its third operand as `weight=`;
+`quantile_loss` is the pinball loss (q 0.5) as neuraloperator's
+PointwiseQuantileLoss writes it on torch (torch.max of the two branches);
+`crps_gaussian` is the closed form as PhysicsNeMo writes it on torch (the
+third operand the std).
 
   torch_bench_pointwise.py --threads 1 kl_div --numel 16777216 --low -4 --high 0
   torch_bench_pointwise.py --threads 1 --best binary_cross_entropy --low 0.02 --high 0.98
@@ -18,6 +22,7 @@ loss with reduction 'none' times var.detach() ** 0.5, then the mean;
    on an AVX-512 CPU)
 """
 import argparse
+import math
 import warnings
 
 from torch_bench_common import DTYPE_NAMES, best_configuration, dtype_of, fwd_bwd, import_torch, print_times
@@ -43,6 +48,17 @@ def main():
     elif a.op == "mse_loss_weighted":
         def fn(x, y, v):
             return F.mse_loss(x, y, weight=v)
+    elif a.op == "crps_gaussian":
+        def fn(x, y, v):
+            # PhysicsNeMo's Gaussian CRPS (physicsnemo/metrics/general/crps.py), mean over the elements
+            z = (y - x) / v
+            pdf = torch.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+            cdf = 0.5 * (1 + torch.erf(z / math.sqrt(2)))
+            return (v * (z * (2 * cdf - 1) + 2 * pdf - 1 / math.sqrt(math.pi))).mean()
+    elif a.op == "quantile_loss":
+        def fn(x, y):
+            e = y - x
+            return torch.max(0.5 * e, -0.5 * e).mean()
     else:
         fn = getattr(F, a.op, None)
     if fn is None:

@@ -378,7 +378,8 @@ inline void gen_pointwise(Rng& r, Draft& d) {
   Ext s = rand_shape(r, 0, 3);
   Ext is = s, ts = s;
   const bool bce = op == "binary_cross_entropy" || op == "binary_cross_entropy_with_logits";
-  if (!bce && op != "gaussian_nll_loss" && r.coin(0.4)) {
+  const bool three = op == "gaussian_nll_loss" || op == "crps_gaussian";  // a third operand drawn below
+  if (!bce && !three && r.coin(0.4)) {
     if (r.coin())
       ts = broadcast_variant(r, s);
     else
@@ -417,6 +418,7 @@ inline void gen_pointwise(Rng& r, Draft& d) {
   }
   if (op == "smooth_l1_loss" && r.coin(0.6)) c.options["beta"] = r.pick(Vec{0.0, 0.5, 1.0, 2.0});
   if (op == "huber_loss" && r.coin(0.6)) c.options["delta"] = r.pick(Vec{0.25, 1.0, 2.0});
+  if (op == "quantile_loss" && r.coin(0.7)) c.options["quantile"] = r.pick(Vec{0.05, 0.25, 0.5, 0.9});
   if (bce) {
     if (r.coin(0.4)) {
       const Ext ws = broadcast_variant(r, s);
@@ -444,6 +446,11 @@ inline void gen_pointwise(Rng& r, Draft& d) {
     if (r.coin(0.3)) c.options["beta"] = r.pick(Vec{0.0, 0.5, 1.0});
     if (r.coin(0.3)) c.options["eps"] = r.pick(Vec{1e-6, 1e-3, 0.1});
   }
+  if (op == "crps_gaussian") {
+    // the std, positive, the output's shape or broadcast to it
+    const Ext ss = r.coin(0.3) ? broadcast_variant(r, s) : s;
+    c.inputs.push_back(floating(c, "std", ss, rand_vals(r, c, kloss_ref::numel(ss), 0.1, 2)));
+  }
   maybe_reduction(r, c, op == "kl_div");
   std::vector<Ext> shapes;
   for (const auto& a : c.inputs) shapes.push_back(a.shape);
@@ -451,7 +458,7 @@ inline void gen_pointwise(Rng& r, Draft& d) {
   d.none_shape = bce ? c.inputs[0].shape : kloss_ref::bshape(shapes);
 
   // Breakages.
-  if (!bce && op != "gaussian_nll_loss") d.breaks.push_back(shape_break("target", c.find("input")->shape, {"target"}));
+  if (!bce && !three) d.breaks.push_back(shape_break("target", c.find("input")->shape, {"target"}));
   if (!bce && c.find("weight")) d.breaks.push_back(shape_break("weight", c.find("input")->shape, {"weight"}));
   if (bce) {
     d.breaks.push_back([](Rng& r, Case& c) {
@@ -482,6 +489,11 @@ inline void gen_pointwise(Rng& r, Draft& d) {
       c.options["delta"] = r.pick(Vec{0.0, -1.0});
       c.set_bad("delta not positive", {"delta"});
     });
+  if (op == "quantile_loss")
+    d.breaks.push_back([](Rng& r, Case& c) {
+      c.options["quantile"] = r.pick(Vec{0.0, 1.0, -0.5, 1.5});
+      c.set_bad("quantile outside (0, 1)", {"quantile"});
+    });
   if (op == "kl_div")
     d.breaks.push_back([](Rng& r, Case& c) {
       c.options["log_target"] = r.coin() ? rt::OptionValue(I64{2}) : rt::OptionValue(std::string("maybe"));
@@ -492,6 +504,15 @@ inline void gen_pointwise(Rng& r, Draft& d) {
       c.options["full"] = I64{3};
       c.set_bad("full = 3", {"full"});
     });
+  if (op == "crps_gaussian") {
+    d.breaks.push_back([](Rng& r, Case& c) {
+      Arg* v = c.find("std");
+      if (v->values.empty()) return;
+      v->values[r.below(v->values.size())] = r.coin() ? 0.0 : -0.5;
+      c.set_bad("a std that is not positive", {"std"});
+    });
+    d.breaks.push_back(shape_break("std", c.find("input")->shape, {"std"}));
+  }
   if (op == "gaussian_nll_loss") {
     d.breaks.push_back([](Rng& r, Case& c) {
       Arg* v = c.find("var");
@@ -1240,6 +1261,52 @@ inline bool has_option(const std::string& op, const std::string& name) {
   return false;
 }
 
+/// crps_ensemble: members on a random axis of a rank 1-3 input (m from 1,
+/// where the fair estimators refuse it), each estimator, tied members.
+inline void gen_ensemble(Rng& r, Draft& d) {
+  Case& c = d.c;
+  Ext s = rand_shape(r, 1, 3);
+  const I64 rank = static_cast<I64>(s.size());
+  const I64 dim = r.range(0, rank - 1);
+  if (r.coin(0.7)) c.options["member_dim"] = r.coin() ? dim : dim - rank;
+  const I64 mdim = c.options.count("member_dim") ? dim : rank - 1;  // default: the last axis
+  const std::string est = r.pick(std::vector<std::string>{"standard", "fair", "almost_fair"});
+  if (est != "standard" || r.coin(0.3)) c.options["estimator"] = est;
+  if (est == "almost_fair" && r.coin(0.7)) c.options["alpha"] = r.pick(Vec{0.0, 0.5, 0.95, 1.0});
+  const I64 least = est == "standard" ? 1 : 2;  // members the estimator needs
+  if (s[static_cast<std::size_t>(mdim)] < least) s[static_cast<std::size_t>(mdim)] = least;
+  Vec x = rand_vals(r, c, kloss_ref::numel(s), -2, 2);
+  if (r.coin(0.3) && x.size() > 1) x[1] = x[0];  // a tie (members of one point, or not)
+  c.inputs.push_back(floating(c, "input", s, x));
+  Ext ts = s;
+  ts.erase(ts.begin() + mdim);
+  c.inputs.push_back(floating(c, "target", ts, rand_vals(r, c, kloss_ref::numel(ts), -2, 2)));
+  maybe_reduction(r, c);
+  d.none_shape = ts;
+
+  d.breaks.push_back(shape_break("target", ts, {"target"}));
+  d.breaks.push_back([mdim, least](Rng&, Case& c) {
+    // fewer members than the estimator needs: none, or one under a fair one
+    Arg* x = c.find("input");
+    x->shape[static_cast<std::size_t>(mdim)] = least - 1;
+    x->values.assign(static_cast<std::size_t>(kloss_ref::numel(x->shape)), 0.5);
+    c.set_bad("a members axis of " + std::to_string(least - 1), {"members axis is empty", "at least two members"});
+  });
+  d.breaks.push_back([rank](Rng& r, Case& c) {
+    c.options["member_dim"] = r.coin() ? rank : -rank - 1;
+    c.set_bad("member_dim outside the input's rank", {"member_dim"});
+  });
+  d.breaks.push_back([](Rng& r, Case& c) {
+    c.options["estimator"] = r.coin() ? std::string("unbiased") : std::string("Fair");
+    c.set_bad("an unknown estimator", {"estimator"});
+  });
+  d.breaks.push_back([](Rng& r, Case& c) {
+    c.options["estimator"] = std::string("almost_fair");
+    c.options["alpha"] = r.coin() ? 1.5 : -0.25;
+    c.set_bad("alpha outside [0, 1]", {"alpha"});
+  });
+}
+
 /// The element-wise losses (gen_pointwise): the registry's ops of
 /// kloss/pointwise.hpp.
 inline bool is_pointwise(const std::string& op) {
@@ -1269,6 +1336,8 @@ inline bool generate_op(Rng& r, Draft& d) {
     gen_embedding(r, d);
   else if (op == "fused_linear_cross_entropy")
     gen_fused(r, d);
+  else if (op == "crps_ensemble")
+    gen_ensemble(r, d);
   else
     return false;
   return true;
@@ -1305,6 +1374,7 @@ inline Case generate(Rng& r, std::string op = "") {
       {"smooth_l1_loss", {"input", "target"}},
       {"huber_loss", {"input", "target"}},
       {"soft_margin_loss", {"input", "target"}},
+      {"quantile_loss", {"input", "target"}},
       {"binary_cross_entropy_with_logits", {"weight", "pos_weight"}},
       {"margin_ranking_loss", {"input1", "input2"}},
       {"triplet_margin_loss", {"anchor", "positive", "negative"}},
@@ -1555,7 +1625,9 @@ inline Expected reference_values(const Case& c) {
       {"binary_cross_entropy_with_logits", kloss_ref::Pw::bce_logits},
       {"kl_div", kloss_ref::Pw::kl_div},
       {"poisson_nll_loss", kloss_ref::Pw::poisson},
-      {"gaussian_nll_loss", kloss_ref::Pw::gaussian}};
+      {"gaussian_nll_loss", kloss_ref::Pw::gaussian},
+      {"quantile_loss", kloss_ref::Pw::quantile},
+      {"crps_gaussian", kloss_ref::Pw::crps_gaussian}};
   const Reduction red = has_option(op, "reduction") ? reduction_of(c) : Reduction::none;
   auto reduced = [&](const Vec& losses, const Ext& none_shape) {
     E.out_shape = out_shape_of(red, none_shape);
@@ -1569,6 +1641,7 @@ inline Expected reference_values(const Case& c) {
     else if (has_option(op, "beta"))
       o.beta = real_opt(c, "beta");
     if (has_option(op, "delta")) o.delta = real_opt(c, "delta");
+    if (has_option(op, "quantile")) o.quantile = real_opt(c, "quantile");
     if (has_option(op, "log_target")) o.log_target = bool_opt(c, "log_target");
     if (has_option(op, "log_input")) o.log_input = bool_opt(c, "log_input");
     if (has_option(op, "full")) o.full = bool_opt(c, "full");
@@ -1581,6 +1654,7 @@ inline Expected reference_values(const Case& c) {
     std::vector<std::size_t> diff{0};
     const auto& dn = kloss::find_op(op)->differentiable;
     if (op != "gaussian_nll_loss" && std::find(dn.begin(), dn.end(), "target") != dn.end()) diff = {0, 1};
+    if (op == "crps_gaussian") diff = {0, 1, 2};
     if (op == "gaussian_nll_loss") {
       diff = {0, 1, 2};
       const Ext& is = shapes[0];
@@ -1740,6 +1814,46 @@ inline Expected reference_values(const Case& c) {
     if (c.backward)
       E.grads["input"] =
           kloss_ref::soft_margin_grad(x.values, in("target").values, w, rows.len, kloss_ref::upstream(go, red, rows.n));
+    return E;
+  }
+  if (op == "crps_ensemble") {
+    const Arg& x = in("input");
+    const Arg& y = in("target");
+    const I64 rank = static_cast<I64>(x.shape.size());
+    I64 dim = int_opt(c, "member_dim");
+    if (dim < 0) dim += rank;
+    I64 outer = 1, inner = 1;
+    for (I64 i = 0; i < rank; ++i) {
+      if (i < dim) outer *= x.shape[static_cast<std::size_t>(i)];
+      if (i > dim) inner *= x.shape[static_cast<std::size_t>(i)];
+    }
+    const I64 m = x.shape[static_cast<std::size_t>(dim)];
+    const double cf = kloss_ref::crps_coefficient(str_opt(c, "estimator", "standard"), real_opt(c, "alpha"),
+                                                  static_cast<std::size_t>(m));
+    Vec losses(static_cast<std::size_t>(outer * inner)), gx(x.values.size()), gy(losses.size());
+    const double scale = red == Reduction::mean ? 1.0 / static_cast<double>(losses.size()) : 1.0;
+    for (I64 p = 0; p < outer * inner; ++p) {
+      const I64 o = p / inner, i = p % inner;
+      Vec mem(static_cast<std::size_t>(m));
+      for (I64 j = 0; j < m; ++j)
+        mem[static_cast<std::size_t>(j)] = x.values[static_cast<std::size_t>((o * m + j) * inner + i)];
+      const double yv = y.values[static_cast<std::size_t>(p)];
+      losses[static_cast<std::size_t>(p)] = kloss_ref::crps_ensemble(mem, yv, cf);
+      if (c.backward) {
+        const double up = red == Reduction::none ? go[static_cast<std::size_t>(p)] : go[0] * scale;
+        for (I64 j = 0; j < m; ++j)
+          gx[static_cast<std::size_t>((o * m + j) * inner + i)] =
+              up * kloss_ref::crps_ensemble_grad(mem, yv, cf, static_cast<std::size_t>(j));
+        gy[static_cast<std::size_t>(p)] = up * kloss_ref::crps_ensemble_target_grad(mem, yv);
+      }
+    }
+    reduced(losses, y.shape);
+    if (c.backward) {
+      E.grads["input"] = gx;
+      E.grads["target"] = gy;
+      // a member's gradient is the difference of terms of size 2 c m
+      E.grad_floor *= std::max(1.0, 2 * cf * static_cast<double>(m) * static_cast<double>(m));
+    }
     return E;
   }
   if (op == "ctc_loss") {
@@ -2443,6 +2557,16 @@ void typed_calls(TypedRun<T, I>& t) {
       auto gt = t.template out<T>("grad_target");
       ki::poisson_nll_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, red, li, full, eps);
     }
+  } else if (op == "crps_gaussian") {
+    kloss::CrpsGaussianOptions o;
+    o.reduction = red;
+    ki::crps_gaussian<Exec, T>(ex, t.in("input"), t.in("target"), t.in("std"), t.template out<T>("output"), o);
+    if (bwd) {
+      auto gi = t.template out<T>("grad_input");
+      auto gt = t.template out<T>("grad_target");
+      auto gs = t.template out<T>("grad_std");
+      ki::crps_gaussian_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("std"), gi, gt, gs, o);
+    }
   } else if (op == "gaussian_nll_loss") {
     kloss::GaussianNllLossOptions o;
     o.reduction = red;
@@ -2541,6 +2665,21 @@ void typed_calls(TypedRun<T, I>& t) {
     if (bwd)
       ki::multilabel_soft_margin_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"),
                                                         t.template out<T>("grad_input"), red);
+  } else if (op == "crps_ensemble") {
+    kloss::CrpsEnsembleOptions o;
+    o.reduction = red;
+    const std::string est = str_opt(c, "estimator", "standard");
+    o.estimator = est == "fair"          ? kloss::CrpsEstimator::fair
+                  : est == "almost_fair" ? kloss::CrpsEstimator::almost_fair
+                                         : kloss::CrpsEstimator::standard;
+    o.alpha = real_opt(c, "alpha");
+    o.member_dim = int_opt(c, "member_dim");
+    ki::crps_ensemble<Exec, T>(ex, t.in("input"), t.in("target"), t.template out<T>("output"), o);
+    if (bwd) {
+      auto gi = t.template out<T>("grad_input");
+      auto gt = t.template out<T>("grad_target");
+      ki::crps_ensemble_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, o);
+    }
   } else if (op == "ctc_loss") {
     const I64 blank = int_opt(c, "blank");
     const bool zi = bool_opt(c, "zero_infinity"), cg = bool_opt(c, "ctc_grad");

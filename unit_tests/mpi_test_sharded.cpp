@@ -108,6 +108,14 @@ std::vector<Case> cases(DType dt) {
         {{"input", 0}, {"target", 0}, {"weight", 0}});
   add("soft_margin_loss", "soft_margin_loss", {{"input", real(dt, nd, -2, 2, 6)}, {"target", pick(dt, nd, {-1, 1}, 7)}},
       {{"input", 0}, {"target", 0}});
+  add("quantile_loss", "quantile_loss", {{"input", real(dt, nd, -2, 2, 51)}, {"target", real(dt, nd, -2, 2, 52)}},
+      {{"input", 0}, {"target", 0}}, {{"quantile", 0.25}});
+  add("crps_ensemble", "crps_ensemble",
+      {{"input", real(dt, kloss::Shape{n, 4}, -2, 2, 56)}, {"target", real(dt, kloss::Shape{n}, -2, 2, 57)}},
+      {{"input", 0}, {"target", 0}}, {{"estimator", std::string("almost_fair")}});
+  add("crps_gaussian", "crps_gaussian",
+      {{"input", real(dt, nd, -2, 2, 53)}, {"target", real(dt, nd, -2, 2, 54)}, {"std", real(dt, nd, 0.2, 2, 55)}},
+      {{"input", 0}, {"target", 0}, {"std", 0}});
   add("binary_cross_entropy", "binary_cross_entropy",
       {{"input", real(dt, nd, 0.05, 0.95, 8)},
        {"target", real(dt, nd, 0, 1, 9)},

@@ -184,16 +184,36 @@ inline double poisson(double x, double y, bool log_input, bool full, double eps)
   if (full && y > 1) l += y * std::log(y) - y + 0.5 * std::log(2 * M_PI * y);
   return l;
 }
+/// The CRPS of N(mu, sigma^2) at y (Gneiting et al. 2005), through the
+/// normal's distribution function as 0.5 erfc(-z / sqrt 2).
+inline double crps_gaussian(double mu, double y, double sigma) {
+  const double z = (y - mu) / sigma, cdf = 0.5 * std::erfc(-z / std::sqrt(2.0));
+  const double pdf = std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI);
+  return sigma * (z * (2 * cdf - 1) + 2 * pdf - 1 / std::sqrt(M_PI));
+}
 inline double kl_div(double x, double y, bool log_target) {
   if (log_target) return std::exp(y) * (y - x);
   return (y == 0 ? 0.0 : y * std::log(y)) - y * x;  // xlogy(y, y) - y x
 }
 
 /// The element-wise ops and their operand lists:
-///  mse, l1, smooth_l1, huber, soft_margin, kl_div, poisson: (input, target)
+///  mse, l1, smooth_l1, huber, soft_margin, kl_div, poisson, quantile: (input, target)
 ///  bce: (input, target[, weight]); bce_logits: (input, target[, weight][, pos_weight])
-///  gaussian: (input, target, var)
-enum class Pw { mse, l1, smooth_l1, huber, soft_margin, bce, bce_logits, kl_div, poisson, gaussian };
+///  gaussian: (input, target, var); crps_gaussian: (input = mean, target, std)
+enum class Pw {
+  mse,
+  l1,
+  smooth_l1,
+  huber,
+  soft_margin,
+  bce,
+  bce_logits,
+  kl_div,
+  poisson,
+  gaussian,
+  quantile,
+  crps_gaussian
+};
 
 struct PwOptions {
   double beta = 1.0, delta = 1.0;
@@ -201,6 +221,7 @@ struct PwOptions {
   bool log_input = true, full = false;
   double eps = 1e-8;                        // poisson's; gaussian's is set by the caller (torch default 1e-6)
   double nll_beta = 0;                      // gaussian's beta (beta-NLL); `beta` is smooth_l1's
+  double quantile = 0.5;                    // quantile_loss's q
   bool weight = false, pos_weight = false;  // bce / bce_logits operands present
 };
 
@@ -231,6 +252,12 @@ inline double pw_loss(Pw op, const PwOptions& o, const Vec& v) {
       return poisson(v[0], v[1], o.log_input, o.full, o.eps);
     case Pw::gaussian:
       return gauss(v[0], v[1], v[2], o.eps, o.full, o.nll_beta);
+    case Pw::quantile: {
+      const double e = v[1] - v[0];  // target - input
+      return e >= 0 ? o.quantile * e : (o.quantile - 1) * e;
+    }
+    case Pw::crps_gaussian:
+      return crps_gaussian(v[0], v[1], v[2]);
   }
   return nan;
 }
@@ -270,6 +297,17 @@ inline double pw_grad(Pw op, const PwOptions& o, const Vec& v, std::size_t k) {
       if (k == 0) return f * d / var;
       if (k == 1) return -f * d / var;
       return f * 0.5 * (1 / var - d * d / (var * var));  // k == 2: var
+    }
+    case Pw::quantile: {
+      // d loss / d input: -q above, 1 - q below, 1/2 - q at a tie (torch.max's split)
+      const double e = v[1] - v[0], di = e > 0 ? -o.quantile : (e < 0 ? 1 - o.quantile : 0.5 - o.quantile);
+      return s * di;
+    }
+    case Pw::crps_gaussian: {
+      const double z = (v[1] - v[0]) / v[2], cdf2m1 = 2 * 0.5 * std::erfc(-z / std::sqrt(2.0)) - 1;
+      if (k == 0) return -cdf2m1;
+      if (k == 1) return cdf2m1;
+      return 2 * std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI) - 1 / std::sqrt(M_PI);  // k == 2: std
     }
   }
   return nan;
@@ -1166,6 +1204,44 @@ inline FusedResult fused_linear(const Vec& x, const Vec& W, const Vec& bias, std
       }
     }
   return R;
+}
+
+// --- crps_ensemble -----------------------------------------------------------
+
+/// c of crps_ensemble's pairwise term for m members and `estimator`
+/// ("standard", "fair", "almost_fair" with alpha).
+inline double crps_coefficient(const std::string& estimator, double alpha, std::size_t m) {
+  const double md = static_cast<double>(m), standard = 1 / (2 * md * md), fair = 1 / (2 * md * (md - 1));
+  if (estimator == "standard") return standard;
+  if (estimator == "fair") return fair;
+  return alpha * fair + (1 - alpha) * standard;
+}
+
+/// crps_ensemble in its pairwise form (O(m^2); the kernel sorts):
+/// (1/m) sum_i |x_i - y| - c sum_{i,j} |x_i - x_j|.
+inline double crps_ensemble(const Vec& x, double y, double c) {
+  const double m = static_cast<double>(x.size());
+  double mae = 0, pair = 0;
+  for (double a : x) {
+    mae += std::fabs(a - y);
+    for (double b : x) pair += std::fabs(a - b);
+  }
+  return mae / m - c * pair;
+}
+
+/// d crps_ensemble / d x_i: sgn(x_i - y)/m - 2c sum_j sgn(x_i - x_j),
+/// sgn(0) = 0.
+inline double crps_ensemble_grad(const Vec& x, double y, double c, std::size_t i) {
+  double pair = 0;
+  for (double b : x) pair += sgn(x[i] - b);
+  return sgn(x[i] - y) / static_cast<double>(x.size()) - 2 * c * pair;
+}
+
+/// d crps_ensemble / d y: -(1/m) sum_i sgn(x_i - y).
+inline double crps_ensemble_target_grad(const Vec& x, double y) {
+  double s = 0;
+  for (double a : x) s -= sgn(a - y);
+  return s / static_cast<double>(x.size());
 }
 
 }  // namespace kloss_ref

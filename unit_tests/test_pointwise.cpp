@@ -282,6 +282,86 @@ TYPED_TEST(Pointwise, L1SmoothL1HuberMatchReferenceAndFiniteDifferences) {
   }
 }
 
+/// The pinball loss: hand-checked values and gradients at q = 0.25 (above,
+/// below, a tie), the independent formula max(q e, (q - 1) e) with finite
+/// differences, several predictions against one target, and q = 1/2 as
+/// half of l1_loss.
+TYPED_TEST(Pointwise, QuantileLossHandCheckedAndFiniteDifferences) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  auto x = make_view<T*>("x", {0, 1, 2, -1}, {4});
+  auto y = make_view<T*>("y", {2, 1, 0, -3}, {4});
+  auto g = make_view<T*>("g", {1, 1, 1, 2}, {4});
+  Kokkos::View<T*, Mem> out("out", 4), gx("gx", 4), gy("gy", 4);
+  const kloss::QuantileLossOptions q25{Reduction::none, 0.25};
+  kloss::quantile_loss(exec, x, y, out, q25);
+  // target above by 2: 0.25 * 2; a tie: 0; below by 2: 0.75 * 2
+  expect_near_all(to_doubles(out), {0.5, 0, 1.5, 1.5}, tol<T>(), 0, "quantile 0.25");
+  kloss::quantile_loss_backward(exec, g, x, y, gx, gy, q25);
+  expect_near_all(to_doubles(gx), {-0.25, 0.25, 0.75, 1.5}, tol<T>(), 0, "quantile grad_input");
+  expect_near_all(to_doubles(gy), {0.25, -0.25, -0.75, -1.5}, tol<T>(), 0, "quantile grad_target");
+  Kokkos::View<T, Mem> s("s");
+  kloss::quantile_loss(exec, x, y, s, {Reduction::sum, 0.25});
+  expect_near_all(to_doubles(s), {3.5}, tol<T>(), 0, "quantile sum");
+  for (double q : {0.1, 0.5, 0.9}) {
+    auto pinball = [q](const std::vector<double>& v) { return std::max(q * (v[1] - v[0]), (q - 1) * (v[1] - v[0])); };
+    check_case<T>({"quantile_loss",
+                   {{"input", {41}, rv<T>(41, -3, 3, 11)}, {"target", {41}, rv<T>(41, -3, 3, 12)}},
+                   {{"quantile", q}},
+                   {"input", "target"},
+                   pinball});
+    // several predictions (K = 3) against one target per row
+    check_case<T>({"quantile_loss",
+                   {{"input", {5, 3}, rv<T>(15, -3, 3, 13)}, {"target", {5, 1}, rv<T>(5, -3, 3, 14)}},
+                   {{"quantile", q}},
+                   {"input", "target"},
+                   pinball});
+  }
+  kloss::quantile_loss(exec, x, y, out, {Reduction::none, 0.5});
+  kloss::l1_loss(exec, x, y, gx, {Reduction::none});
+  auto half = to_doubles(gx);
+  for (auto& v : half) v *= 0.5;
+  expect_near_all(to_doubles(out), half, tol<T>(), 0, "quantile 0.5 = l1 / 2");
+}
+
+/// crps_gaussian: hand values (z = 0: sigma (2 phi(0) - 1/sqrt(pi)) =
+/// sigma (sqrt(2) - 1) / sqrt(pi)), the estimator identities (sigma -> 0 is
+/// the absolute error; the score of a wider forecast at its mean grows
+/// linearly in sigma), the independent reference with finite differences,
+/// broadcasting, and a non-positive std refused.
+TYPED_TEST(Pointwise, CrpsGaussianHandCheckedAndFiniteDifferences) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  auto mu = make_view<T*>("mu", {0, 0, 1, 3}, {4});
+  auto y = make_view<T*>("y", {0, 0, 1, -1}, {4});
+  auto sd = make_view<T*>("sd", {1, 2, 1e-3, 1e-3}, {4});
+  Kokkos::View<T*, Mem> out("out", 4);
+  kloss::crps_gaussian(exec, mu, y, sd, out, {Reduction::none});
+  const double c0 = (std::sqrt(2.0) - 1) / std::sqrt(M_PI);
+  // tiny sigma: |y - mu| less sigma / sqrt(pi) where they differ
+  expect_near_all(to_doubles(out), {c0, 2 * c0, 1e-3 * c0, 4 - 1e-3 / std::sqrt(M_PI)}, tol<T>(), 1e-6, "crps");
+  check_case<T>({"crps_gaussian",
+                 {{"input", {23}, rv<T>(23, -2, 2, 21)},
+                  {"target", {23}, rv<T>(23, -2, 2, 22)},
+                  {"std", {23}, rv<T>(23, 0.2, 2, 23)}},
+                 {},
+                 {"input", "target", "std"},
+                 [](const std::vector<double>& v) { return kloss_ref::crps_gaussian(v[0], v[1], v[2]); }});
+  // one std per column, broadcast over rows; one observation per row
+  check_case<T>({"crps_gaussian",
+                 {{"input", {4, 3}, rv<T>(12, -2, 2, 24)},
+                  {"target", {4, 1}, rv<T>(4, -2, 2, 25)},
+                  {"std", {3}, rv<T>(3, 0.3, 1.5, 26)}},
+                 {},
+                 {"input", "target", "std"},
+                 [](const std::vector<double>& v) { return kloss_ref::crps_gaussian(v[0], v[1], v[2]); }});
+  auto bad = make_view<T*>("bad", {1, 0, 1, 1}, {4});
+  Kokkos::View<T, Mem> s("s");
+  EXPECT_KLOSS_THROW(kloss::crps_gaussian(exec, mu, y, bad, s), kloss::InvalidArgument, "kloss::crps_gaussian");
+}
+
 TYPED_TEST(Pointwise, BinaryOpsBroadcastBothWays) {
   using T = TypeParam;
   // input [3, 1, 4] against target [5, 1]: output [3, 5, 4]; both gradients
@@ -1132,6 +1212,10 @@ TEST(PointwiseErrors, OptionsAreChecked) {
   Kokkos::View<float, Mem> s("s");
   EXPECT_KLOSS_THROW(kloss::smooth_l1_loss(exec, x, y, s, {Reduction::mean, -1.0}), kloss::InvalidArgument,
                      "kloss::smooth_l1_loss: option 'beta' must be non-negative, got -1");
+  EXPECT_KLOSS_THROW(kloss::quantile_loss(exec, x, y, s, {Reduction::mean, 1.0}), kloss::InvalidArgument,
+                     "kloss::quantile_loss: option 'quantile' must be in (0, 1), got 1");
+  EXPECT_KLOSS_THROW(kloss::quantile_loss_backward(exec, s, x, y, x, y, {Reduction::mean, 0.0}), kloss::InvalidArgument,
+                     "kloss::quantile_loss_backward: option 'quantile' must be in (0, 1)");
   EXPECT_KLOSS_THROW(kloss::huber_loss(exec, x, y, s, {Reduction::mean, 0.0}), kloss::InvalidArgument,
                      "kloss::huber_loss: option 'delta' must be positive, got 0");
   EXPECT_KLOSS_THROW(kloss::smooth_l1_loss_backward(exec, s, x, y, x, y, {Reduction::mean, -2.0}),
@@ -1262,11 +1346,13 @@ TEST(PointwiseRegistry, EveryElementwiseOpIsRegisteredWithItsOptions) {
       {"smooth_l1_loss", {"reduction", "beta"}},
       {"huber_loss", {"reduction", "delta"}},
       {"soft_margin_loss", {"reduction"}},
+      {"quantile_loss", {"reduction", "quantile"}},
       {"binary_cross_entropy", {"reduction"}},
       {"binary_cross_entropy_with_logits", {"reduction"}},
       {"kl_div", {"reduction", "log_target"}},
       {"poisson_nll_loss", {"log_input", "full", "eps", "reduction"}},
       {"gaussian_nll_loss", {"full", "eps", "reduction", "beta"}},
+      {"crps_gaussian", {"reduction"}},
   };
   for (const auto& [name, opts] : want) {
     const kloss::OpInfo* op = kloss::find_op(name);

@@ -20,8 +20,8 @@
 #include <kloss/preprocessor.hpp>
 
 /// The table: X(name, Options, Op, grads, option, summary) per loss.
-#define KLOSS_BINARY_LOSSES(X)                                                                        \
-  X(mse_loss, MseLossOptions, MseOp, both, none(), "mean squared error, (input - target)^2")             \
+#define KLOSS_BINARY_LOSSES(X)                                                                            \
+  X(mse_loss, MseLossOptions, MseOp, both, none(), "mean squared error, (input - target)^2")              \
   X(l1_loss, L1LossOptions, L1Op, both, none(), "mean absolute error, |input - target|")                  \
   X(smooth_l1_loss, SmoothL1LossOptions, SmoothL1Op, both,                                                \
     real(beta, "quadratic below beta, linear above; >= 0, 0 is L1"),                                      \
@@ -29,4 +29,6 @@
   X(huber_loss, HuberLossOptions, HuberOp, both, real(delta, "quadratic below delta, linear above; > 0"), \
     "Huber: z^2 / 2 below delta, delta (z - delta / 2) above")                                            \
   X(soft_margin_loss, SoftMarginLossOptions, SoftMarginOp, input, none(),                                 \
-    "two-class logistic loss, log(1 + exp(-target input)), target +-1")
+    "two-class logistic loss, log(1 + exp(-target input)), target +-1")                                   \
+  X(quantile_loss, QuantileLossOptions, QuantileOp, both, real(quantile, "the quantile q, in (0, 1)"),    \
+    "pinball: q (target - input) where the target is above, (1 - q) (input - target) below")

@@ -5,15 +5,16 @@
 /// kloss was built with them) but kloss/version.hpp, whose git hash
 /// changes with every configured commit: include it where the version is
 /// asked for, so that only those files are rebuilt.
-#include <kloss/config.hpp>
 #include <kloss/check_flag.hpp>
 #include <kloss/checks.hpp>
+#include <kloss/config.hpp>
 #include <kloss/cross_entropy.hpp>
-#include <kloss/cross_entropy_options.hpp>
 #include <kloss/cross_entropy_loss.hpp>
+#include <kloss/cross_entropy_options.hpp>
 #include <kloss/ctc.hpp>
 #include <kloss/embedding.hpp>
 #include <kloss/embedding_options.hpp>
+#include <kloss/ensemble.hpp>
 #include <kloss/error.hpp>
 #include <kloss/fused_linear.hpp>
 #include <kloss/fused_linear_options.hpp>
@@ -22,8 +23,8 @@
 #include <kloss/margin.hpp>
 #include <kloss/pointwise.hpp>
 #include <kloss/registry.hpp>
-#include <kloss/scratch.hpp>
 #include <kloss/runtime.hpp>
+#include <kloss/scratch.hpp>
 #include <kloss/tensor.hpp>
 #include <kloss/types.hpp>
 #ifdef KLOSS_HAVE_MPI

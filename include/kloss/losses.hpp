@@ -31,12 +31,14 @@
 /// Module                     functional op (kloss::)            held views
 /// MSELoss, L1Loss,           mse_loss, l1_loss, smooth_l1_loss,
 /// SmoothL1Loss, HuberLoss,   huber_loss, soft_margin_loss
-/// SoftMarginLoss
+/// SoftMarginLoss, QuantileLoss  quantile_loss
 /// BCELoss                    binary_cross_entropy               weight
 /// BCEWithLogitsLoss          binary_cross_entropy_with_logits   weight, pos_weight
 /// KLDivLoss                  kl_div
 /// PoissonNLLLoss             poisson_nll_loss
 /// GaussianNLLLoss            gaussian_nll_loss
+/// CrpsGaussianLoss           crps_gaussian
+/// CrpsEnsembleLoss           crps_ensemble (kloss/ensemble.hpp)
 /// HingeEmbeddingLoss         hinge_embedding_loss
 /// MarginRankingLoss          margin_ranking_loss
 /// TripletMarginLoss          triplet_margin_loss
@@ -58,6 +60,7 @@
 #include <kloss/cross_entropy.hpp>
 #include <kloss/ctc.hpp>
 #include <kloss/embedding.hpp>
+#include <kloss/ensemble.hpp>
 #include <kloss/fused_linear.hpp>
 #include <kloss/margin.hpp>
 #include <kloss/pointwise.hpp>
@@ -114,11 +117,14 @@ KLOSS_MODULE_SPEC(L1LossSpec, l1_loss, L1LossOptions, 0)
 KLOSS_MODULE_SPEC(SmoothL1LossSpec, smooth_l1_loss, SmoothL1LossOptions, 0)
 KLOSS_MODULE_SPEC(HuberLossSpec, huber_loss, HuberLossOptions, 0)
 KLOSS_MODULE_SPEC(SoftMarginLossSpec, soft_margin_loss, SoftMarginLossOptions, 0)
+KLOSS_MODULE_SPEC(QuantileLossSpec, quantile_loss, QuantileLossOptions, 0)
 KLOSS_MODULE_SPEC(BCELossSpec, binary_cross_entropy, BinaryCrossEntropyOptions, 1)
 KLOSS_MODULE_SPEC(BCEWithLogitsLossSpec, binary_cross_entropy_with_logits, BinaryCrossEntropyWithLogitsOptions, 2)
 KLOSS_MODULE_SPEC(KLDivLossSpec, kl_div, KlDivOptions, 0)
 KLOSS_MODULE_SPEC(PoissonNLLLossSpec, poisson_nll_loss, PoissonNllLossOptions, 0)
 KLOSS_MODULE_SPEC(GaussianNLLLossSpec, gaussian_nll_loss, GaussianNllLossOptions, 0)
+KLOSS_MODULE_SPEC(CrpsGaussianLossSpec, crps_gaussian, CrpsGaussianOptions, 0)
+KLOSS_MODULE_SPEC(CrpsEnsembleLossSpec, crps_ensemble, CrpsEnsembleOptions, 0)
 KLOSS_MODULE_SPEC(HingeEmbeddingLossSpec, hinge_embedding_loss, HingeEmbeddingLossOptions, 0)
 KLOSS_MODULE_SPEC(MarginRankingLossSpec, margin_ranking_loss, MarginRankingLossOptions, 0)
 KLOSS_MODULE_SPEC(TripletMarginLossSpec, triplet_margin_loss, TripletMarginLossOptions, 0)
@@ -340,6 +346,10 @@ using SmoothL1Loss = InputTargetLoss<impl::SmoothL1LossSpec, T, ExecSpace>;
 /// torch.nn.HuberLoss: huber_loss.
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 using HuberLoss = InputTargetLoss<impl::HuberLossSpec, T, ExecSpace>;
+/// quantile_loss as a module (neuraloperator's PointwiseQuantileLoss):
+/// constructed with QuantileLossOptions{reduction, quantile}.
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using QuantileLoss = InputTargetLoss<impl::QuantileLossSpec, T, ExecSpace>;
 /// torch.nn.SoftMarginLoss: soft_margin_loss.
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 using SoftMarginLoss = InputLoss<impl::SoftMarginLossSpec, T, ExecSpace>;
@@ -407,6 +417,43 @@ class GaussianNLLLoss : public impl::LossModuleBase<impl::GaussianNLLLossSpec, T
   void backward(const ExecSpace& exec, const InputView& input, const TargetView& target, const VarView& var,
                 const GradInputView& grad_input, const GradVarView& grad_var) const {
     backward(exec, this->objective(), input, target, var, grad_input, grad_var);
+  }
+};
+
+/// crps_ensemble as a module (kloss/ensemble.hpp; not in torch): anemoi's
+/// AIFS-CRPS is CrpsEnsembleLoss<T>({Reduction::mean,
+/// CrpsEstimator::almost_fair, 0.95, member_dim}).
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using CrpsEnsembleLoss = InputTargetLoss<impl::CrpsEnsembleLossSpec, T, ExecSpace>;
+/// crps_gaussian as a module (kloss/pointwise.hpp; not in torch).
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class CrpsGaussianLoss : public impl::LossModuleBase<impl::CrpsGaussianLossSpec, T, ExecSpace>,
+                         public impl::DefaultExecCalls<CrpsGaussianLoss<T, ExecSpace>, ExecSpace> {
+ public:
+  KLOSS_MODULE_HEAD(CrpsGaussianLoss)
+  using impl::LossModuleBase<impl::CrpsGaussianLossSpec, T, ExecSpace>::LossModuleBase;
+
+  /// output = crps_gaussian(input, target, std).
+  template <class InputView, class TargetView, class StdView, class OutputView>
+  void forward(const ExecSpace& exec, const InputView& input, const TargetView& target, const StdView& std_dev,
+               const OutputView& output) const {
+    crps_gaussian(exec, input, target, std_dev, output, this->options());
+  }
+  /// grad_input, grad_std = d(loss)/d(input, std) contracted with
+  /// grad_output.
+  template <class GradOutputView, class InputView, class TargetView, class StdView, class GradInputView,
+            class GradStdView>
+  void backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                const TargetView& target, const StdView& std_dev, const GradInputView& grad_input,
+                const GradStdView& grad_std) const {
+    crps_gaussian_backward(exec, grad_output, input, target, std_dev, grad_input, GradInputView(), grad_std,
+                           this->options());
+  }
+  /// The same with the reduced loss the objective.
+  template <class InputView, class TargetView, class StdView, class GradInputView, class GradStdView>
+  void backward(const ExecSpace& exec, const InputView& input, const TargetView& target, const StdView& std_dev,
+                const GradInputView& grad_input, const GradStdView& grad_std) const {
+    backward(exec, this->objective(), input, target, std_dev, grad_input, grad_std);
   }
 };
 

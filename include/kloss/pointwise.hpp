@@ -4,15 +4,13 @@
 /// Element-wise losses of torch.nn.functional: mse_loss, l1_loss,
 /// smooth_l1_loss, huber_loss, soft_margin_loss, binary_cross_entropy,
 /// binary_cross_entropy_with_logits, kl_div, poisson_nll_loss,
-/// gaussian_nll_loss. Each takes views of any rank (contiguous, row-major)
-/// and broadcasts its arguments as torch does. Output: the broadcast shape
-/// for Reduction::none, one element (rank-0 view) for mean, sum (and
-/// kl_div's batchmean). Gradients: an empty (default-constructed) gradient
-/// view skips that gradient; a broadcast argument's gradient is summed over
-/// the dimensions it was broadcast along. Calls are asynchronous (no fence)
-/// and allocate only an 8-byte reduction scratch (plus an accumulation
-/// scratch for the gradient of a broadcast argument), except where a doc
-/// comment says the call fences. 16-bit types compute in float.
+/// gaussian_nll_loss; and two losses not in torch: quantile_loss (the
+/// pinball loss) and crps_gaussian (the CRPS of a normal forecast). Each takes views of any rank (contiguous,
+/// row-major) and broadcasts its arguments as torch does. Output: the broadcast shape for Reduction::none, one element
+/// (rank-0 view) for mean, sum (and kl_div's batchmean). Gradients: an empty (default-constructed) gradient view skips
+/// that gradient; a broadcast argument's gradient is summed over the dimensions it was broadcast along. Calls are
+/// asynchronous (no fence) and allocate only an 8-byte reduction scratch (plus an accumulation scratch for the gradient
+/// of a broadcast argument), except where a doc comment says the call fences. 16-bit types compute in float.
 #include <kloss/binary_losses.hpp>
 #include <kloss/impl/pointwise_impl.hpp>
 #include <type_traits>
@@ -299,6 +297,46 @@ void soft_margin_loss_backward(const ExecSpace& exec, const GradOutputView& grad
                 "kloss::soft_margin_loss_backward: every view must hold the input's floating type");
   impl::binary_loss_backward_entry<impl::SoftMarginOp>(exec, "soft_margin_loss", "soft_margin_loss_backward",
                                                        grad_output, input, target, grad_input, nullptr, opts);
+}
+
+// --- quantile_loss -------------------------------------------------------------
+
+/// Options of quantile_loss (not in torch; neuraloperator's
+/// PointwiseQuantileLoss and scikit-learn's mean_pinball_loss compute the
+/// same loss).
+struct QuantileLossOptions {
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
+  /// The quantile q the input estimates, in (0, 1); 0.5 is half the l1_loss.
+  double quantile = 0.5;
+};
+
+/// quantile_loss, the pinball loss of quantile regression: q (target -
+/// input) where the target is above the input, (1 - q) (input - target)
+/// where it is below. input, target: broadcastable (several predictions
+/// against one target: input [N, K], target [N, 1]). Throws
+/// InvalidArgument for a quantile outside (0, 1). Asynchronous.
+template <class ExecSpace, class InputView, class TargetView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void quantile_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const OutputView& output,
+                   const QuantileLossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename OutputView::non_const_value_type, InputView, TargetView>,
+                "kloss::quantile_loss: input, target and output must hold one floating type");
+  impl::binary_loss_entry<impl::QuantileOp>(exec, "quantile_loss", input, target, output, opts);
+}
+
+/// Backward of quantile_loss: grad_input = -q where the target is above
+/// the input, 1 - q below, 1/2 - q at a tie, times grad_output; grad_target
+/// its negative. Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
+          class GradTargetView, class = impl::enable_for_execution_space<ExecSpace>>
+void quantile_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                            const TargetView& target, const GradInputView& grad_input,
+                            const GradTargetView& grad_target, const QuantileLossOptions& opts = {}) {
+  static_assert(impl::floating_views_v<typename InputView::non_const_value_type, GradOutputView, TargetView,
+                                       GradInputView, GradTargetView>,
+                "kloss::quantile_loss_backward: every view must hold the input's floating type");
+  impl::binary_loss_backward_entry<impl::QuantileOp>(exec, "quantile_loss", "quantile_loss_backward", grad_output,
+                                                     input, target, grad_input, grad_target, opts);
 }
 
 // --- binary_cross_entropy ------------------------------------------------------
@@ -622,6 +660,56 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& gra
   gaussian_nll_loss_backward(exec, grad_output, input, target, var, grad_input, GradInputView(), grad_var, opts);
 }
 
+// --- crps_gaussian ---------------------------------------------------------------
+
+/// Options of crps_gaussian (not in torch; scoringrules' crps_normal,
+/// properscoring's crps_gaussian and PhysicsNeMo's Gaussian CRPS compute the
+/// same score).
+struct CrpsGaussianOptions {
+  Reduction reduction = Reduction::mean;  ///< none, mean or sum
+};
+
+/// crps_gaussian: the continuous ranked probability score of a normal
+/// forecast with mean `input` and standard deviation `std` at the
+/// observation `target`, in closed form: std (z (2 Phi(z) - 1) + 2 phi(z) -
+/// 1/sqrt(pi)), z = (target - input) / std (Phi, phi: the standard normal's
+/// distribution and density). input, target, std: broadcastable. Throws
+/// InvalidArgument naming the position and value of a std element that is
+/// not positive. Checked in the kernel: this call fences.
+template <class ExecSpace, class InputView, class TargetView, class StdView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void crps_gaussian(const ExecSpace& exec, const InputView& input, const TargetView& target, const StdView& std_dev,
+                   const OutputView& output, const CrpsGaussianOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, StdView>,
+                "kloss::crps_gaussian: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"crps_gaussian"};
+  impl::crps_gaussian<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(std_dev, "std"),
+                                    v(output, "output"), opts);
+}
+
+/// Backward of crps_gaussian: grad_input = 1 - 2 Phi(z), grad_target =
+/// 2 Phi(z) - 1, grad_std = 2 phi(z) - 1/sqrt(pi), times grad_output; each
+/// its argument's shape (summed over broadcast dimensions) and optional (an
+/// empty view: not computed). No std check (the forward makes it).
+/// Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class StdView, class GradInputView,
+          class GradTargetView, class GradStdView, class = impl::enable_for_execution_space<ExecSpace>>
+void crps_gaussian_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                            const TargetView& target, const StdView& std_dev, const GradInputView& grad_input,
+                            const GradTargetView& grad_target, const GradStdView& grad_std,
+                            const CrpsGaussianOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(
+      impl::floating_views_v<T, GradOutputView, TargetView, StdView, GradInputView, GradTargetView, GradStdView>,
+      "kloss::crps_gaussian_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"crps_gaussian_backward"};
+  impl::crps_gaussian_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v(std_dev, "std"),
+      v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"), v.optional(grad_std, "grad_std"),
+      opts);
+}
+
 }  // namespace kloss
 
 // Explicit instantiations: declared here, instantiated in src/pointwise.cpp
@@ -670,7 +758,13 @@ KLOSS_BINARY_LOSSES(KLOSS_BL_EXTERN)
       const kloss::GaussianNllLossOptions&);                                                                         \
   PREFIX template void kloss::impl::gaussian_nll_loss_backward<KLOSS_EXEC, T, kloss::GaussianNllLossOptions>(        \
       const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
-      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), const kloss::GaussianNllLossOptions&);
+      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), const kloss::GaussianNllLossOptions&);                                       \
+  PREFIX template void kloss::impl::crps_gaussian<KLOSS_EXEC, T, kloss::CrpsGaussianOptions>(                        \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),                      \
+      const kloss::CrpsGaussianOptions&);                                                                            \
+  PREFIX template void kloss::impl::crps_gaussian_backward<KLOSS_EXEC, T, kloss::CrpsGaussianOptions>(               \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
+      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), const kloss::CrpsGaussianOptions&);
 #define KLOSS_POINTWISE_EXTERN(T) KLOSS_POINTWISE_INSTANTIATE(extern, T)
 KLOSS_FOR_EACH_SCALAR(KLOSS_POINTWISE_EXTERN)
 #undef KLOSS_POINTWISE_EXTERN

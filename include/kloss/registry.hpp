@@ -99,6 +99,7 @@ void register_margin(std::vector<OpInfo>&);
 void register_ctc(std::vector<OpInfo>&);
 void register_embedding(std::vector<OpInfo>&);
 void register_fused_linear(std::vector<OpInfo>&);
+void register_ensemble(std::vector<OpInfo>&);
 }  // namespace impl
 
 }  // namespace kloss

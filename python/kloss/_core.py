@@ -73,24 +73,39 @@ def _shape_arg(shape):
     return (ctypes.c_int64 * max(len(shape), 1))(*shape)
 
 
-def call_storage(op, dtype, index_dtype, inputs, options=None, backward=False, grad_output=None):
+def call_storage(op, dtype, index_dtype, inputs, options=None, backward=False, grad_output=None, comm=None):
     """Runs `op` on C-contiguous arrays in storage form.
 
     dtype, index_dtype: C API dtype codes; inputs: name -> (code, array);
     options: name -> bool/int/float/str (None values are skipped: torch's
     default); backward: also compute the gradients, with `grad_output` (an
-    array in storage form, or None for ones). Returns (output, grads) in
-    storage form, grads keyed by input name.
+    array in storage form, or None for ones); comm: an MPI communicator
+    (mpi4py's, or its Fortran handle as an int) whose ranks each pass a
+    shard of the batch (kloss_loss_set_communicator). Returns (output,
+    grads) in storage form, grads keyed by input name.
     """
     lib = _lib.lib()
     with _CALL_LOCK:
-        return _call_locked(lib, op, dtype, index_dtype, inputs, options, backward, grad_output)
+        return _call_locked(lib, op, dtype, index_dtype, inputs, options, backward, grad_output, comm)
 
 
-def _call_locked(lib, op, dtype, index_dtype, inputs, options, backward, grad_output):
+def _set_communicator(lib, handle, op, comm):
+    if not hasattr(lib, "kloss_loss_set_communicator"):
+        raise _errors.NotSupported("kloss::%s: this libkloss_c predates sharded losses (no "
+                                   "kloss_loss_set_communicator)" % op)
+    fortran = comm.py2f() if hasattr(comm, "py2f") else comm
+    if isinstance(fortran, bool) or not isinstance(fortran, (int, np.integer)):
+        raise TypeError("kloss::%s: comm must be an mpi4py communicator or its Fortran handle (an int), got %s"
+                        % (op, type(comm).__name__))
+    _lib.check(lib.kloss_loss_set_communicator(handle, int(fortran)))
+
+
+def _call_locked(lib, op, dtype, index_dtype, inputs, options, backward, grad_output, comm=None):
     handle = ctypes.c_void_p()
     _lib.check(lib.kloss_loss_create(ctypes.byref(handle), op.encode(), dtype, index_dtype))
     try:
+        if comm is not None:
+            _set_communicator(lib, handle, op, comm)
         for name, value in (options or {}).items():
             if value is not None:
                 _set_option(lib, handle, op, name, value)
@@ -200,7 +215,7 @@ def _from_storage(a, code):
     return from_bfloat16_bits(a) if code == _lib.BFLOAT16 else a
 
 
-def run(op, inputs, options=None, *, dtype=None, index_dtype=None, grad_output=None, backward=None):
+def run(op, inputs, options=None, *, dtype=None, index_dtype=None, grad_output=None, backward=None, comm=None):
     """Runs registered op `op` on NumPy arrays (or anything np.asarray takes).
 
     inputs: dict of torch's argument names to arrays (None: not given);
@@ -214,8 +229,11 @@ def run(op, inputs, options=None, *, dtype=None, index_dtype=None, grad_output=N
     backward: also compute the gradient of every differentiable input
     given, with upstream gradient `grad_output` (the output's shape; None:
     ones, i.e. d loss / d input for a reduced loss); implied by a
-    grad_output. Returns Result(output, grads). Raises kloss.Error (kloss's
-    message) for anything kloss refuses.
+    grad_output. comm: an MPI communicator (mpi4py's, or its Fortran handle
+    as an int): the call is this rank's shard of one loss over its ranks,
+    collective, and returns the loss of every rank's elements and that
+    loss's gradients (docs/sharded.md). Returns Result(output, grads).
+    Raises kloss.Error (kloss's message) for anything kloss refuses.
     """
     info = op_info(op)
     if backward is None:
@@ -225,5 +243,5 @@ def run(op, inputs, options=None, *, dtype=None, index_dtype=None, grad_output=N
     if backward and grad_output is not None:
         g = np.asarray(grad_output)
         go = to_bfloat16_bits(g) if code == _lib.BFLOAT16 else np.asarray(g, dtype=_STORAGE[code], order="C")
-    out, grads = call_storage(op, code, icode, storage, options, backward, go)
+    out, grads = call_storage(op, code, icode, storage, options, backward, go, comm)
     return Result(_from_storage(out, code), {k: _from_storage(v, code) for k, v in grads.items()})

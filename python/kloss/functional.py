@@ -90,7 +90,8 @@ def _doc(info, backward):
     lines.append("Options:" + ("" if info.options else " none"))
     for o in info.options:
         lines.append("  %s=%r%s" % (o.name, o.default, ": " + o.doc if o.doc else ""))
-    lines.append("dtype=, index_dtype=: as kloss.run (default: from the arrays).")
+    lines.append("dtype=, index_dtype=: as kloss.run (default: from the arrays); comm=: an MPI communicator,")
+    lines.append("the call then one rank's shard of the loss over its ranks (kloss.run).")
     lines.append("Raises kloss.Error (kloss's message) for what kloss refuses.")
     return "\n".join(lines)
 
@@ -99,28 +100,35 @@ def _doc(info, backward):
 _NOT_IN_TORCH = {
     "fused_linear_cross_entropy": "cross_entropy(input @ weight.T + bias, target, weight=ce_weight, ...) "
                                   "(no torch op)",
+    "quantile_loss": "the pinball loss, torch.max(q * (target - input), (q - 1) * (target - input)) "
+                     "(no torch op; neuraloperator's PointwiseQuantileLoss)",
+    "crps_gaussian": "the Gaussian CRPS in closed form (no torch op; scoringrules' crps_normal)",
+    "crps_ensemble": "the ensemble CRPS (no torch op; scoringrules' crps_ensemble, anemoi's afCRPS)",
 }
 
 
 def _make(info):
     sig = signature(info)
     full = sig.replace(parameters=list(sig.parameters.values()) + [
-        _P("dtype", _P.KEYWORD_ONLY, default=None), _P("index_dtype", _P.KEYWORD_ONLY, default=None)])
+        _P("dtype", _P.KEYWORD_ONLY, default=None), _P("index_dtype", _P.KEYWORD_ONLY, default=None),
+        _P("comm", _P.KEYWORD_ONLY, default=None)])
     grads_type = collections.namedtuple(info.name + "_grads", info.differentiable)
 
     def split(args, kwargs):
         dt = kwargs.pop("dtype", None)
         it = kwargs.pop("index_dtype", None)
+        comm = kwargs.pop("comm", None)
         _, inputs, options = split_arguments(info, sig, args, kwargs)
-        return inputs, options, dt, it
+        return inputs, options, dt, it, comm
 
     def forward(*args, **kwargs):
-        inputs, options, dt, it = split(args, kwargs)
-        return run(info.name, inputs, options, dtype=dt, index_dtype=it).output
+        inputs, options, dt, it, comm = split(args, kwargs)
+        return run(info.name, inputs, options, dtype=dt, index_dtype=it, comm=comm).output
 
     def backward(grad_output, *args, **kwargs):
-        inputs, options, dt, it = split(args, kwargs)
-        r = run(info.name, inputs, options, dtype=dt, index_dtype=it, grad_output=grad_output, backward=True)
+        inputs, options, dt, it, comm = split(args, kwargs)
+        r = run(info.name, inputs, options, dtype=dt, index_dtype=it, grad_output=grad_output, backward=True,
+                comm=comm)
         return grads_type(*(r.grads.get(n) for n in info.differentiable))
 
     forward.__name__ = forward.__qualname__ = info.name

@@ -35,6 +35,11 @@ def cases(seed=20261127):
         add(red, "smooth_l1_loss", {"input": randn(3, 5), "target": randn(3, 5)}, reduction=red, beta=0.7)
         add(red, "huber_loss", {"input": randn(3, 5), "target": randn(3, 5)}, reduction=red, delta=0.6)
         add(red, "soft_margin_loss", {"input": randn(4, 3), "target": sign(4, 3)}, reduction=red)
+        add(red, "quantile_loss", {"input": randn(4, 3), "target": randn(4, 1)}, reduction=red, quantile=0.9)
+        add(red, "crps_ensemble", {"input": randn(4, 3, 5), "target": randn(4, 5)}, reduction=red, member_dim=1,
+            estimator=("standard", "fair", "almost_fair")[("none", "mean", "sum").index(red)], alpha=0.9)
+        add(red, "crps_gaussian", {"input": randn(4, 3), "target": randn(4, 1), "std": rng.uniform(0.3, 2, 3)},
+            reduction=red)
     add("scalar", "mse_loss", {"input": np.array(1.5), "target": np.array(-0.25)})
     add("empty", "l1_loss", {"input": np.zeros((0, 3)), "target": np.zeros((0, 3))}, reduction="sum")
     add("beta0", "smooth_l1_loss", {"input": randn(7), "target": randn(7)}, beta=0.0)

@@ -47,6 +47,25 @@ def forward(op, inputs, options):
     if op == "huber_loss":
         delta, d = o.get("delta", 1.0), np.abs(x - y)
         return _reduce(np.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), red)
+    if op == "quantile_loss":
+        q, e = o.get("quantile", 0.5), y - x
+        return _reduce(np.maximum(q * e, (q - 1) * e), red)
+    if op == "crps_ensemble":
+        m_axis = o.get("member_dim", -1)
+        xs = np.moveaxis(x, m_axis, -1)
+        m = xs.shape[-1]
+        est, alpha = o.get("estimator", "standard"), o.get("alpha", 0.95)
+        std, fair = 1 / (2 * m * m), 1 / (2 * m * (m - 1)) if m > 1 else np.nan
+        c = {"standard": std, "fair": fair, "almost_fair": alpha * fair + (1 - alpha) * std}[est]
+        mae = np.abs(xs - y[..., None]).mean(-1)
+        pair = np.abs(xs[..., :, None] - xs[..., None, :]).sum((-1, -2))
+        return _reduce(mae - c * pair, red)
+    if op == "crps_gaussian":
+        s = inputs["std"]
+        z = (y - x) / s
+        cdf = 0.5 * np.vectorize(math.erfc)(-z / math.sqrt(2))
+        return _reduce(s * (z * (2 * cdf - 1) + 2 * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+                            - 1 / math.sqrt(math.pi)), red)
     if op == "soft_margin_loss":
         return _reduce(_log1pexp(-y * x), red)
     if op == "binary_cross_entropy":

@@ -78,6 +78,17 @@ def test_python_side_checks_name_the_op_and_argument():
         kloss.nll_loss(X, np.array([0, 2**40, 1, 2]), index_dtype="int32")
 
 
+def test_comm_reaches_the_c_api():
+    # Python's process has not initialised MPI: the sharded call is refused
+    # by kloss (MpiError), or by a library built without MPI (NotSupported);
+    # either way it is kloss that answers, naming the op.
+    x = np.zeros(3)
+    with pytest.raises((kloss.MpiError, kloss.NotSupported), match=r"kloss::mse_loss|mpi::Communicator|MPI"):
+        kloss.mse_loss(x, x, comm=0)
+    with pytest.raises(TypeError, match="comm must be an mpi4py communicator"):
+        kloss.mse_loss(x, x, comm="world")
+
+
 def test_a_call_after_an_error_succeeds():
     with pytest.raises(kloss.Error):
         kloss.mse_loss(X, X, reduction="avg")

@@ -78,7 +78,7 @@ def test_library_json_is_well_formed():
         assert not set(o["differentiable"]) & set(o["index_inputs"]), name
         names = [opt["name"] for opt in o["options"]]
         assert len(set(names)) == len(names) and not set(names) & set(inputs), name
-        assert not set(names) & {"dtype", "index_dtype", "grad_output"}, name  # taken by the functions
+        assert not set(names) & {"dtype", "index_dtype", "grad_output", "comm"}, name  # taken by the functions
         for opt in o["options"]:
             assert set(opt) == {"name", "type", "default", "doc"}, (name, opt)
             assert opt["type"] in _registry.OPTION_TYPES, (name, opt)
@@ -119,7 +119,7 @@ def test_a_new_op_needs_no_python_edit():
     assert [o.default for o in info.options] == ["mean", 1e-06, None, True]
     forward, backward = functional._make(info)
     assert str(inspect.signature(forward)) == ("(input, target, weight=None, *, reduction='mean', eps=1e-06, "
-                                               "n=None, flag=True, dtype=None, index_dtype=None)")
+                                               "n=None, flag=True, dtype=None, index_dtype=None, comm=None)")
     assert list(inspect.signature(backward).parameters)[0] == "grad_output"
     assert "a loss" in forward.__doc__
     with pytest.raises(kloss.InternalError, match="new_loss: option 'eps'"):

@@ -5,6 +5,7 @@ autograd (float64), kloss.torch's autograd functions under
 torch.autograd.gradcheck, golden cases built by kloss.golden.from_torch
 run through kloss-validate, and torch's keyword defaults against kloss's."""
 import inspect
+import math
 import warnings
 
 import numpy as np
@@ -34,6 +35,10 @@ def _tensors(c, requires_grad=False):
     return out
 
 
+def _reduce(loss, reduction):
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
 def torch_reference(c, tensors):
     """torch's value of call c (fused_linear_cross_entropy composed)."""
     with warnings.catch_warnings():
@@ -53,6 +58,27 @@ def torch_reference(c, tensors):
             var = var[..., None] if var.dim() == args["input"].dim() - 1 else var
             terms = terms * var.clamp(min=o.get("eps", 1e-6)) ** beta
             return terms.mean() if red == "mean" else terms.sum() if red == "sum" else terms
+        if c.op == "quantile_loss":  # neuraloperator's form
+            o = dict(c.options)
+            q, red = o.pop("quantile", 0.5), o.pop("reduction", "mean")
+            e = args["target"] - args["input"]
+            return _reduce(torch.max(q * e, (q - 1) * e), red)
+        if c.op == "crps_gaussian":  # PhysicsNeMo's closed form
+            x, y, s = args["input"], args["target"], args["std"]
+            z = (y - x) / s
+            cdf = 0.5 * (1 + torch.erf(z / math.sqrt(2)))
+            pdf = torch.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+            return _reduce(s * (z * (2 * cdf - 1) + 2 * pdf - 1 / math.sqrt(math.pi)), c.options.get("reduction", "mean"))
+        if c.op == "crps_ensemble":  # the pairwise (energy) form, as scoringrules' "nrg" and anemoi
+            o = c.options
+            x = torch.movedim(args["input"], o.get("member_dim", -1), -1)
+            m = x.shape[-1]
+            std, fair = 1 / (2 * m * m), 1 / (2 * m * (m - 1))
+            a = o.get("alpha", 0.95)
+            cf = {"standard": std, "fair": fair, "almost_fair": a * fair + (1 - a) * std}[o.get("estimator", "standard")]
+            mae = (x - args["target"][..., None]).abs().mean(-1)
+            pair = (x[..., :, None] - x[..., None, :]).abs().sum((-1, -2))
+            return _reduce(mae - cf * pair, o.get("reduction", "mean"))
         if c.op == "embedding" and "max_norm" in c.options:
             args["weight"] = args["weight"].clone()  # torch renormalises the weight in place
         return getattr(F, c.op)(**args, **c.options)
@@ -87,7 +113,8 @@ _NOT_A_DERIVATIVE = {"embedding-padding", "embedding-max_norm", "l1_loss-empty",
                      "gaussian_nll_loss-beta_nll_var_row_full"}
 # Cases with an option torch's function does not take (kloss's extensions):
 # no torch call to record.
-_NOT_IN_TORCH = {"gaussian_nll_loss-beta_nll", "gaussian_nll_loss-beta_nll_var_row_full"}
+_NOT_IN_TORCH = {"gaussian_nll_loss-beta_nll", "gaussian_nll_loss-beta_nll_var_row_full"} | {
+    c.id for c in CASES if c.op in ("quantile_loss", "crps_gaussian", "crps_ensemble")}  # no torch op
 
 
 @pytest.mark.parametrize("c", [c for c in CASES if c.id not in _NOT_A_DERIVATIVE],

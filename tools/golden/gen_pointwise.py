@@ -2,7 +2,7 @@
 """Golden cases of the element-wise losses (kloss/pointwise.hpp):
 mse_loss, l1_loss, smooth_l1_loss, huber_loss, soft_margin_loss, binary_cross_entropy,
 binary_cross_entropy_with_logits, kl_div, poisson_nll_loss,
-gaussian_nll_loss - every op x dtype x reduction x option, with broadcast
+gaussian_nll_loss, quantile_loss, crps_gaussian - every op x dtype x reduction x option, with broadcast
 arguments and the edge cases (beta = 0, probabilities 0 and 1 in BCE,
 logits of magnitude 1e4, zero and log targets in kl_div, Stirling's term,
 clamped var). References from PyTorch 2.15 in float64 on inputs rounded to the
@@ -113,6 +113,14 @@ def main(out_dir):
         w.gen = gen_w
         for di, dtype in enumerate(DTYPES):
             add_weighted(w, gen_w, dtype, di)
+        gen_q = torch.Generator().manual_seed(20261204)
+        w.gen = gen_q
+        for di, dtype in enumerate(DTYPES):
+            add_quantile(w, gen_q, dtype, di)
+        gen_cg = torch.Generator().manual_seed(20261205)
+        w.gen = gen_cg
+        for di, dtype in enumerate(DTYPES):
+            add_crps_gaussian(w, gen_cg, dtype, di)
     print("wrote %d cases to %s (%d bytes)" % (w.count, g.path, os.path.getsize(g.path)))
 
 
@@ -378,6 +386,114 @@ def add_soft_margin(w, gen, dtype, di):
         if red == rot(0, di):
             w.case("bcast_" + red, op, dtype, {"input": x, "target": yb}, ["input"],
                    lambda input, target, red=red: F.soft_margin_loss(input, target, reduction=red), red)
+
+
+def pinball(input, target, quantile, reduction):
+    """The pinball loss as neuraloperator's PointwiseQuantileLoss writes it
+    (torch.max of the two branches: at a tie autograd splits the gradient,
+    q - 1/2)."""
+    d = target - input
+    loss = torch.max(quantile * d, (quantile - 1) * d)
+    return {"none": loss, "mean": loss.mean(), "sum": loss.sum()}[reduction]
+
+
+def check_pinball(input, target, quantile, reduction, out):
+    """The value against scikit-learn's mean_pinball_loss (an independent
+    implementation): per element for none, the mean (times the count for
+    sum) otherwise."""
+    from sklearn.metrics import mean_pinball_loss
+    import numpy as np
+    x, y = torch.broadcast_tensors(input.detach(), target.detach())
+    xs, ys = x.reshape(-1).numpy(), y.reshape(-1).numpy()
+    if reduction == "none":
+        want = np.array([mean_pinball_loss([b], [a], alpha=quantile) for a, b in zip(xs, ys)]).reshape(x.shape)
+    else:
+        want = mean_pinball_loss(ys, xs, alpha=quantile) * (xs.size if reduction == "sum" else 1)
+    got = out.detach().numpy()
+    assert np.allclose(got, want, rtol=1e-12, atol=1e-14), (got, want)
+
+
+def add_quantile(w, gen, dtype, di):
+    """quantile_loss (pinball): quantiles 0.1 / 0.5 / 0.9 / 0.975, same shape,
+    several predictions against one target (broadcast), ties (the gradient's
+    tie convention), rank 0. Values checked against scikit-learn's
+    mean_pinball_loss; gradients from autograd of neuraloperator's form."""
+    x = uniform(gen, (3, 5), -3, 3)
+    y = uniform(gen, (3, 5), -3, 3)
+    xb = uniform(gen, (4, 3), -3, 3)
+    yb = uniform(gen, (4, 1), -3, 3)
+    xt = torch.tensor([[0.0, 1.0, -1.0, 0.5], [2.0, -0.5, 3.0, 0.0]], dtype=torch.float64)
+    yt = torch.tensor([[0.0, 0.0, 1.0, 0.5], [1.0, -0.5, 0.0, 1.0]], dtype=torch.float64)
+    op = "quantile_loss"
+    for k, q in enumerate((0.1, 0.5, 0.9, 0.975)):
+        opts = {"quantile": q}
+        for red in REDUCTIONS:
+            def call(input, target, red=red, q=q):
+                out = pinball(input, target, q, red)
+                check_pinball(rounded(input.detach(), dtype), rounded(target.detach(), dtype), q, red, out)
+                return out
+            w.case("same_q%g_%s" % (q, red), op, dtype, {"input": x, "target": y}, ["input", "target"], call, red,
+                   opts)
+            if red == rot(k, di):
+                w.case("bcast_q%g_%s" % (q, red), op, dtype, {"input": xb, "target": yb}, ["input", "target"], call,
+                       red, opts)
+        call = lambda input, target, q=q: pinball(input, target, q, "none")
+        w.case("ties_q%g" % q, op, dtype, {"input": xt, "target": yt}, ["input", "target"], call, "none", opts)
+    w.case("rank0", op, dtype, {"input": torch.tensor(1.75, dtype=torch.float64),
+                                "target": torch.tensor(-0.5, dtype=torch.float64)},
+           ["input", "target"], lambda input, target: pinball(input, target, 0.25, "sum"), "sum", {"quantile": 0.25})
+
+
+def crps_normal(input, target, std, reduction):
+    """The closed form as PhysicsNeMo writes it on torch (float64 constants),
+    for autograd's gradients; its values are checked against scoringrules'
+    crps_normal (numpy backend: its torch backend rounds 1/sqrt(pi) to
+    float32) and properscoring's crps_gaussian."""
+    z = (target - input) / std
+    pdf = torch.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+    cdf = 0.5 * (1 + torch.erf(z / math.sqrt(2)))
+    loss = std * (z * (2 * cdf - 1) + 2 * pdf - 1 / math.sqrt(math.pi))
+    return {"none": loss, "mean": loss.mean(), "sum": loss.sum()}[reduction]
+
+
+def add_crps_gaussian(w, gen, dtype, di):
+    """crps_gaussian: same shapes, one std per column and one observation per
+    row (broadcast), an observation at the mean (z = 0), far in the tails
+    (|z| ~ 30: the score is |y - mu| less sigma / sqrt(pi)), narrow stds.
+    Values checked against scoringrules and properscoring; gradients from
+    autograd (float64)."""
+    import numpy as np
+    import properscoring
+    import scoringrules
+    x = uniform(gen, (3, 5), -2, 2)
+    y = uniform(gen, (3, 5), -2, 2)
+    s = uniform(gen, (3, 5), 0.2, 2)
+    xb = uniform(gen, (4, 3), -2, 2)
+    yb = uniform(gen, (4, 1), -2, 2)
+    sb = uniform(gen, (3,), 0.3, 1.5)
+    xe = torch.tensor([0.0, 1.0, -2.0, 0.5, 3.0, 0.0], dtype=torch.float64)
+    ye = torch.tensor([0.0, 31.0, -2.0, -29.5, 3.5, 1e-3], dtype=torch.float64)
+    se = torch.tensor([1.0, 1.0, 0.01, 1.0, 0.125, 4.0], dtype=torch.float64)
+    op = "crps_gaussian"
+
+    def call(red):
+        def f(input, target, std):
+            out = crps_normal(input, target, std, red)
+            xx, yy, ss = (t.detach().numpy() for t in torch.broadcast_tensors(input, target, std))
+            for want in (scoringrules.crps_normal(yy, xx, ss, backend="numpy"),
+                         properscoring.crps_gaussian(yy, mu=xx, sig=ss)):
+                want = {"none": want, "mean": want.mean(), "sum": want.sum()}[red]
+                assert np.allclose(out.detach().numpy(), want, rtol=1e-12, atol=1e-14), (out, want)
+            return out
+        return f
+    for k, red in enumerate(REDUCTIONS):
+        w.case("same_" + red, op, dtype, {"input": x, "target": y, "std": s}, ["input", "target", "std"], call(red),
+               red)
+        if red == rot(k, di):
+            w.case("bcast_" + red, op, dtype, {"input": xb, "target": yb, "std": sb}, ["input", "target", "std"],
+                   call(red), red)
+    w.case("edges", op, dtype, {"input": xe, "target": ye, "std": se}, ["input", "target", "std"], call("none"),
+           "none")
 
 
 if __name__ == "__main__":

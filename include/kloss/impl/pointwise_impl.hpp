@@ -75,6 +75,37 @@ struct L1Op : Difference {
   }
 };
 
+/// The quantile (pinball) loss of q in (0, 1), with e = target - input:
+/// max(q e, (q - 1) e) = |e| / 2 + (q - 1/2) e - q e where the target is
+/// above the input, (1 - q)(input - target) where it is below.
+/// d/dinput = -(sgn(e) / 2 + q - 1/2): -q, 1 - q, and 1/2 - q at a tie
+/// (torch.max's autograd splits a tie between its arguments, so
+/// neuraloperator's PointwiseQuantileLoss gives the same; at q = 1/2 it is
+/// l1_loss's 0); d/dtarget = -d/dinput.
+struct QuantileOp : Difference {
+  double q = 0.5;
+  template <class Options>
+  static QuantileOp from(const Options& o, std::string_view op_name) {
+    require(o.quantile > 0 && o.quantile < 1, op_name, "option 'quantile' must be in (0, 1), got ", o.quantile);
+    QuantileOp op;
+    op.q = o.quantile;
+    return op;
+  }
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
+    const A e = v[1] - v[0], qa = static_cast<A>(q);
+    return blend(e < A(0), (qa - A(1)) * e, qa * e);
+  }
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
+    const A e = v[1] - v[0];
+    const A half_sign = blend(e > A(0), A(0.5), blend(e < A(0), A(-0.5), A(0)));
+    const A de = half_sign + (static_cast<A>(q) - A(0.5));
+    g[0] = -de;
+    g[1] = de;
+  }
+};
+
 /// The quadratic-then-linear losses of d = input - target (smooth_l1_loss,
 /// huber_loss) with their knee k (beta, delta): z = |d|, Op::quad(z, k)
 /// below the knee, Op::lin(z, k) from it; d/dinput = Op::dloss(d, k),
@@ -387,6 +418,47 @@ struct GaussianNllOp {
   template <class A>
   KOKKOS_INLINE_FUNCTION int bad(const A* v) const {
     return v[2] < A(0) ? 2 : -1;
+  }
+};
+
+/// crps_gaussian: the continuous ranked probability score of the normal
+/// forecast N(mu, sigma^2) (operand 0 mu, the input; operand 2 sigma, the
+/// std) at the observation y (operand 1, the target), in closed form
+/// (Gneiting et al. 2005): sigma (z (2 Phi(z) - 1) + 2 phi(z) - 1/sqrt(pi)),
+/// z = (y - mu) / sigma, with 2 Phi(z) - 1 = erf(z / sqrt 2) and
+/// 2 phi(z) = sqrt(2/pi) e^(-z^2/2).
+/// d/dmu = -erf(z / sqrt 2); d/dy = erf(z / sqrt 2) (the z-derivative of
+/// the bracket is 2 Phi(z) - 1: its other terms cancel);
+/// d/dsigma = 2 phi(z) - 1/sqrt(pi). Domain: sigma > 0 (NaN fails).
+struct CrpsGaussianOp {
+  static constexpr int arity = 3;
+  static constexpr unsigned differentiable = 0b111;
+  static constexpr bool checked = true, checked_backward = false, sum_in_lanes = false;
+  static constexpr const char* requirement = "be positive";
+  template <class A>
+  KOKKOS_FORCEINLINE_FUNCTION static A erf_of(A x) {
+    if constexpr (std::is_same_v<A, float>)
+      return ::erff(x);
+    else
+      return ::erf(x);
+  }
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, M& m) const {
+    const A s = v[2], z = (v[1] - v[0]) / s;
+    const A pdf2 = A(0.79788456080286535588) * m.exp(A(-0.5) * z * z);  // 2 phi(z)
+    return s * (z * erf_of(z * A(0.70710678118654752440)) + pdf2 - A(0.56418958354775628695));
+  }
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, M& m) const {
+    const A s = v[2], z = (v[1] - v[0]) / s;
+    const A e = erf_of(z * A(0.70710678118654752440));
+    g[0] = -e;
+    g[1] = e;
+    g[2] = A(0.79788456080286535588) * m.exp(A(-0.5) * z * z) - A(0.56418958354775628695);
+  }
+  template <class A>
+  KOKKOS_INLINE_FUNCTION int bad(const A* v) const {
+    return v[2] > A(0) ? -1 : 2;
   }
 };
 
@@ -965,6 +1037,47 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_outpu
         exec, "gaussian_nll_loss", op, grad_output, {input, target, var}, {input.shape, target.shape, sh[1]}, sh[0],
         {grad_input, grad_target, grad_var}, reduction, scale);
   });
+}
+
+/// crps_gaussian's shapes: input (the mean), target and std broadcast
+/// together (as scoringrules' crps_normal). Returns the output shape.
+template <class T, class M>
+Shape check_crps_gaussian(std::string_view op, const Tensor<const T, M>& input, const Tensor<const T, M>& target,
+                          const Tensor<const T, M>& std_dev, Reduction reduction) {
+  check_reduction(op, reduction);
+  const Shape it = broadcast_shapes(input.shape, target.shape, op, "input", "target");
+  return broadcast_shapes(it, std_dev.shape, op, "input", "std");
+}
+
+template <class ExecSpace, class T, class Options>
+void crps_gaussian(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) std_dev,
+                   KLOSS_PW_T(T) output, const Options& opts) {
+  constexpr const char* name = "crps_gaussian";
+  const Reduction reduction = opts.reduction;
+  const Shape shape = check_crps_gaussian(name, input, target, std_dev, reduction);
+  check_output(name, "output", output, reduction, shape);
+  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target), span("std", std_dev)});
+  ProfilingRegion region("kloss::crps_gaussian");
+  pointwise_forward<ExecSpace, T, CrpsGaussianOp, 3>(
+      exec, name, CrpsGaussianOp{}, {input, target, std_dev}, {input.shape, target.shape, std_dev.shape},
+      {"input", "target", "std"}, shape, output, reduction, reduction_scale(reduction, shape.numel(), input.shape));
+}
+template <class ExecSpace, class T, class Options>
+void crps_gaussian_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
+                            KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) std_dev, KLOSS_PW_T(T) grad_input,
+                            KLOSS_PW_T(T) grad_target, KLOSS_PW_T(T) grad_std, const Options& opts) {
+  constexpr const char* name = "crps_gaussian_backward";
+  const Reduction reduction = opts.reduction;
+  const Shape shape = check_crps_gaussian(name, input, target, std_dev, reduction);
+  check_backward(name, grad_output, reduction, shape,
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape),
+                  grad_arg("grad_std", grad_std, std_dev.shape)},
+                 {span("input", input), span("target", target), span("std", std_dev)});
+  ProfilingRegion region("kloss::crps_gaussian_backward");
+  pointwise_backward<ExecSpace, T, CrpsGaussianOp, 3>(
+      exec, "crps_gaussian", CrpsGaussianOp{}, grad_output, {input, target, std_dev},
+      {input.shape, target.shape, std_dev.shape}, shape, {grad_input, grad_target, grad_std}, reduction,
+      reduction_scale(reduction, shape.numel(), input.shape));
 }
 
 #undef KLOSS_PW_CT

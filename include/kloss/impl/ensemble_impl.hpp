@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+#pragma once
+/// \file impl/ensemble_impl.hpp
+/// crps_ensemble's kernels: each point's members sorted in a scratch row
+/// (heap sort: O(m log m) time, no recursion, any m, on any space), the
+/// score in the sorted form, the gradient by each member's mid-rank.
+///
+/// With the members x_(1) <= ... <= x_(m) of one point and its observation y,
+///   CRPS = (1/m) sum_i |x_i - y| - c sum_{i,j} |x_i - x_j|,
+///   sum_{i,j} |x_i - x_j| = 2 sum_k (2k - m - 1) x_(k),
+/// c = 1/(2m^2) (standard), 1/(2m(m-1)) (fair), alpha of the fair one plus
+/// (1 - alpha) of the standard one (almost fair). d/dx_i = sgn(x_i - y)/m -
+/// 2c (#{x_j < x_i} - #{x_j > x_i}) (sgn(0) = 0), the pairwise form's
+/// gradient: tied members get the same one, (2 r - m - 1) at their mid-rank
+/// r; d/dy = -(1/m) sum_i sgn(x_i - y).
+#include <cstdint>
+#include <kloss/checks.hpp>
+#include <kloss/impl/kokkos_compat.hpp>
+#include <kloss/impl/reduce.hpp>
+#include <kloss/tensor.hpp>
+#include <kloss/types.hpp>
+#include <string>
+#include <string_view>
+
+namespace kloss {
+
+/// The estimator of crps_ensemble.
+enum class CrpsEstimator {
+  standard,    ///< the CRPS of the members' empirical distribution (scoringrules' "nrg", "qd")
+  fair,        ///< unbiased for the CRPS of the distribution the members are drawn from (Ferro 2014)
+  almost_fair  ///< alpha of the fair estimator plus 1 - alpha of the standard one (anemoi's afCRPS)
+};
+
+/// "standard", "fair" or "almost_fair".
+inline std::string_view to_string(CrpsEstimator e) {
+  return e == CrpsEstimator::standard ? "standard" : (e == CrpsEstimator::fair ? "fair" : "almost_fair");
+}
+
+}  // namespace kloss
+
+namespace kloss::impl {
+
+/// A crps_ensemble call's geometry: input [outer..., m, inner...] with the
+/// members at axis `dim`; target the input's shape without that axis.
+struct EnsembleGeometry {
+  std::int64_t outer = 1, members = 0, inner = 1;
+  Shape target;  ///< the points' shape: the input's without the members' axis
+  std::int64_t points() const { return outer * inner; }
+};
+
+/// Checks input against the members' axis and target; returns the geometry.
+template <class T, class M>
+EnsembleGeometry ensemble_geometry(std::string_view op, const Tensor<const T, M>& input,
+                                   const Tensor<const T, M>& target, std::int64_t member_dim) {
+  const Shape& s = input.shape;
+  if (s.rank == 0) fail<DimensionMismatch>(op, "argument 'input' must have a members axis, got a scalar");
+  const std::int64_t d = member_dim < 0 ? member_dim + s.rank : member_dim;
+  if (d < 0 || d >= s.rank)
+    fail<InvalidArgument>(op, "option 'member_dim' must be in [", -s.rank, ", ", s.rank, ") for input ", s.str(),
+                          ", got ", member_dim);
+  EnsembleGeometry g;
+  g.members = s.extent[d];
+  for (int i = 0; i < s.rank; ++i) {
+    if (i < d) g.outer *= s.extent[i];
+    if (i > d) g.inner *= s.extent[i];
+    if (i != d) g.target.extent[g.target.rank++] = s.extent[i];
+  }
+  if (target.shape != g.target)
+    fail<DimensionMismatch>(op, "argument 'target' ", target.shape.str(), " must have the input's shape ", s.str(),
+                            " without its members axis ", d, ": ", g.target.str());
+  return g;
+}
+
+/// c of the pairwise term, for m members. Throws InvalidArgument for no
+/// members, for the fair and almost-fair estimators on one, and for alpha
+/// outside [0, 1].
+inline double crps_spread_coefficient(std::string_view op, CrpsEstimator e, double alpha, std::int64_t m) {
+  if (m < 1) fail<InvalidArgument>(op, "the members axis is empty: the CRPS needs at least one member");
+  const double md = static_cast<double>(m), standard = 1 / (2 * md * md);
+  if (e == CrpsEstimator::standard) return standard;
+  if (e == CrpsEstimator::almost_fair && !(alpha >= 0 && alpha <= 1))
+    fail<InvalidArgument>(op, "option 'alpha' must be in [0, 1], got ", alpha);
+  if (m < 2)
+    fail<InvalidArgument>(op, "the ", to_string(e), " estimator needs at least two members, the members axis has ", m);
+  const double fair = 1 / (2 * md * (md - 1));
+  return e == CrpsEstimator::fair ? fair : alpha * fair + (1 - alpha) * standard;
+}
+
+/// Sorts v[0, n) ascending in place (heap sort).
+template <class A>
+KOKKOS_INLINE_FUNCTION void heap_sort(A* v, std::int64_t n) {
+  auto sift = [v](std::int64_t root, std::int64_t end) {
+    while (2 * root + 1 < end) {
+      std::int64_t child = 2 * root + 1;
+      if (child + 1 < end && v[child] < v[child + 1]) ++child;
+      if (!(v[root] < v[child])) return;
+      const A t = v[root];
+      v[root] = v[child];
+      v[child] = t;
+      root = child;
+    }
+  };
+  for (std::int64_t start = n / 2 - 1; start >= 0; --start) sift(start, n);
+  for (std::int64_t end = n - 1; end > 0; --end) {
+    const A t = v[0];
+    v[0] = v[end];
+    v[end] = t;
+    sift(0, end);
+  }
+}
+
+/// The number of v[0, n) (ascending) below x, and not above x.
+template <class A>
+KOKKOS_INLINE_FUNCTION void rank_range(const A* v, std::int64_t n, A x, std::int64_t& below, std::int64_t& upto) {
+  std::int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    const std::int64_t mid = (lo + hi) / 2;
+    if (v[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  below = lo;
+  hi = n;
+  while (lo < hi) {
+    const std::int64_t mid = (lo + hi) / 2;
+    if (!(x < v[mid]))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  upto = lo;
+}
+
+template <class A>
+KOKKOS_INLINE_FUNCTION A sgn(A x) {
+  return x > A(0) ? A(1) : (x < A(0) ? A(-1) : A(0));
+}
+
+/// Point p's members, sorted, into row[0, m); returns the score.
+template <class T, class A>
+KOKKOS_INLINE_FUNCTION A crps_point(const T* x, A y, std::int64_t p, std::int64_t m, std::int64_t inner, A c, A* row) {
+  const std::int64_t o = p / inner, i = p % inner, base = o * m * inner + i;
+  A mae = 0;
+  for (std::int64_t j = 0; j < m; ++j) {
+    const A v = to_acc(x[base + j * inner]);
+    row[j] = v;
+    mae += v < y ? y - v : v - y;
+  }
+  heap_sort(row, m);
+  A spread = 0;
+  for (std::int64_t k = 0; k < m; ++k) spread += static_cast<A>(2 * k + 1 - m) * row[k];
+  return mae / static_cast<A>(m) - A(2) * c * spread;
+}
+
+template <class ExecSpace, class T, class Options>
+void crps_ensemble(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
+                   const TensorOut<ExecSpace, T>& output, const Options& opts) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  constexpr const char* name = "crps_ensemble";
+  const Reduction red = opts.reduction;
+  check_reduction(name, red);
+  const EnsembleGeometry g = ensemble_geometry(name, input, target, opts.member_dim);
+  const A c = static_cast<A>(crps_spread_coefficient(name, opts.estimator, opts.alpha, g.members));
+  check_output(name, "output", output, red, g.target);
+  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target)});
+  ProfilingRegion region("kloss::crps_ensemble");
+  const std::int64_t n = g.points(), m = g.members, inner = g.inner;
+  const Kokkos::View<A*, Mem> rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::crps_ensemble::sorted"),
+                                   static_cast<std::size_t>(n * m));
+  const T* x = input.data.data();
+  const T* y = target.data.data();
+  A* rp = rows.data();
+  if (red == Reduction::none) {
+    T* out = output.data.data();
+    Kokkos::parallel_for(
+        "kloss::crps_ensemble", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+        KOKKOS_LAMBDA(const std::int64_t p) {
+          out[p] = from_acc<T>(crps_point(x, to_acc(y[p]), p, m, inner, c, rp + p * m));
+        });
+    return;
+  }
+  const double scale = reduction_scale(red, n);
+  double total = 0;
+  fixed_order_sum(
+      exec, "kloss::crps_ensemble::sum", n,
+      KOKKOS_LAMBDA(const std::int64_t p, double& acc) {
+        acc += static_cast<double>(crps_point(x, to_acc(y[p]), p, m, inner, c, rp + p * m));
+      },
+      total);
+  Kokkos::deep_copy(exec, output.data, from_acc<T>(static_cast<A>(total * scale)));
+}
+
+template <class ExecSpace, class T, class Options>
+void crps_ensemble_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                            const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
+                            const TensorOut<ExecSpace, T>& grad_input, const TensorOut<ExecSpace, T>& grad_target,
+                            const Options& opts) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  constexpr const char* name = "crps_ensemble_backward";
+  const Reduction red = opts.reduction;
+  check_reduction(name, red);
+  const EnsembleGeometry g = ensemble_geometry(name, input, target, opts.member_dim);
+  const A c = static_cast<A>(crps_spread_coefficient(name, opts.estimator, opts.alpha, g.members));
+  check_backward(name, grad_output, red, g.target,
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
+                 {span("input", input), span("target", target)});
+  ProfilingRegion region("kloss::crps_ensemble_backward");
+  const std::int64_t n = g.points(), m = g.members, inner = g.inner;
+  if (n == 0 || (!grad_input.present && !grad_target.present)) return;
+  const Kokkos::View<A*, Mem> rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::crps_ensemble::sorted"),
+                                   static_cast<std::size_t>(n * m));
+  const T* x = input.data.data();
+  const T* y = target.data.data();
+  const T* go = grad_output.data.data();
+  T* gx = grad_input.present ? grad_input.data.data() : nullptr;
+  T* gy = grad_target.present ? grad_target.data.data() : nullptr;
+  A* rp = rows.data();
+  const bool none = red == Reduction::none;
+  const A scale = static_cast<A>(reduction_scale(red, n));
+  const A inv_m = A(1) / static_cast<A>(m);
+  Kokkos::parallel_for(
+      "kloss::crps_ensemble_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t p) {
+        const A yp = to_acc(y[p]);
+        A* row = rp + p * m;
+        crps_point(x, yp, p, m, inner, c, row);  // sorts the row
+        const A up = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
+        const std::int64_t o = p / inner, i = p % inner, base = o * m * inner + i;
+        A dy = 0;
+        for (std::int64_t j = 0; j < m; ++j) {
+          const A v = to_acc(x[base + j * inner]);
+          const A s = sgn(v - yp);
+          dy -= s;
+          if (gx) {
+            std::int64_t below = 0, upto = 0;
+            rank_range(row, m, v, below, upto);
+            // #{x_k < v} - #{x_k > v}
+            const A balance = static_cast<A>(below - (m - upto));
+            gx[base + j * inner] = from_acc<T>(up * (s * inv_m - A(2) * c * balance));
+          }
+        }
+        if (gy) gy[p] = from_acc<T>(up * dy * inv_m);
+      });
+}
+
+}  // namespace kloss::impl
