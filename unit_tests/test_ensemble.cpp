@@ -134,6 +134,33 @@ TEST(Ensemble, MatchesThePairwiseReferenceOnEveryAxis) {
   }
 }
 
+/// Beyond crps_count_max members the kernels sort (a scratch row, binary
+/// search for the balances): the same values and gradients, ties included.
+TEST(Ensemble, SortedPathMatchesTheReference) {
+  const std::int64_t m = 150;
+  auto x = random_values(static_cast<std::size_t>(3 * m), -2, 2, 31);
+  for (std::int64_t j = 0; j < 20; ++j) x[static_cast<std::size_t>(j)] = x[20];  // a tie group of 21
+  const auto y = random_values(3, -2, 2, 32);
+  for (const std::string est : {"standard", "fair", "almost_fair"}) {
+    SCOPED_TRACE(est);
+    auto r = run(est, DType::float64, {3, m}, x, {3}, y, "none", 1);
+    const double c = kloss_ref::crps_coefficient(est, 0.95, static_cast<std::size_t>(m));
+    const auto gov = random_values(3, 0.5, 1.5, 7);
+    std::vector<double> want(3), gx(x.size()), gy(3);
+    for (std::size_t p = 0; p < 3; ++p) {
+      std::vector<double> mem(x.begin() + static_cast<std::ptrdiff_t>(p) * m,
+                              x.begin() + static_cast<std::ptrdiff_t>(p + 1) * m);
+      want[p] = kloss_ref::crps_ensemble(mem, y[p], c);
+      for (std::size_t j = 0; j < mem.size(); ++j)
+        gx[p * static_cast<std::size_t>(m) + j] = gov[p] * kloss_ref::crps_ensemble_grad(mem, y[p], c, j);
+      gy[p] = gov[p] * kloss_ref::crps_ensemble_target_grad(mem, y[p]);
+    }
+    expect_near_all(r.output.to_doubles(), want, 1e-12, 1e-14, "output");
+    expect_near_all(r.grads.at("input").to_doubles(), gx, 1e-12, 1e-14, "grad_input");
+    expect_near_all(r.grads.at("target").to_doubles(), gy, 1e-12, 1e-14, "grad_target");
+  }
+}
+
 /// The same through the typed API and the module, in the 16-bit types
 /// (computed in float) and float32.
 TEST(Ensemble, TypedApiAndModuleInEveryDtype) {
