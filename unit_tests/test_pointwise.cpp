@@ -360,6 +360,10 @@ TYPED_TEST(Pointwise, CrpsGaussianHandCheckedAndFiniteDifferences) {
   auto bad = make_view<T*>("bad", {1, 0, 1, 1}, {4});
   Kokkos::View<T, Mem> s("s");
   EXPECT_KLOSS_THROW(kloss::crps_gaussian(exec, mu, y, bad, s), kloss::InvalidArgument, "kloss::crps_gaussian");
+  // an empty output still checks the std it would broadcast (as gaussian_nll_loss's var)
+  Kokkos::View<T**, Mem> e0("e0", 0, 4), e1("e1", 0, 4);
+  EXPECT_KLOSS_THROW(kloss::crps_gaussian(exec, e0, e1, bad, s), kloss::InvalidArgument,
+                     "kloss::crps_gaussian: argument 'std' must be positive, got 0 at position 1");
 }
 
 TYPED_TEST(Pointwise, BinaryOpsBroadcastBothWays) {

@@ -960,26 +960,43 @@ std::array<Shape, 2> check_gaussian(std::string_view op, const Tensor<const T, M
   return {broadcast_shapes(it, vs, op, "input", "var"), vs};
 }
 
-/// var's sign check when the output is empty and the kernel reads no var
-/// element: torch refuses a negative var whatever it broadcasts against.
-/// Fences (an empty call only).
-template <class ExecSpace, class T>
-void check_var_alone(const ExecSpace& exec, std::string_view op, KLOSS_PW_CT(T) var) {
-  auto v = var.data;
-  std::int64_t first = 0;  // Min's identity (no negative element) is the largest int64
+/// An operand's domain check when the output is empty and the kernel reads
+/// none of its elements (torch refuses a bad element whatever it broadcasts
+/// against): the first element `bad` flags throws InvalidArgument naming
+/// it, its value and `requirement`. Fences (an empty call only).
+template <class ExecSpace, class T, class Bad>
+void check_operand_alone(const ExecSpace& exec, std::string_view op, std::string_view arg, const char* requirement,
+                         KLOSS_PW_CT(T) t, Bad bad) {
+  auto v = t.data;
+  std::int64_t first = 0;  // Min's identity (no bad element) is the largest int64
   Kokkos::parallel_reduce(
-      concat("kloss::", op, "::check_var"),
-      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, var.numel()),
+      concat("kloss::", op, "::check_", arg),
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, t.numel()),
       KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& f) {
-        if (to_acc(v(i)) < acc_t<T>(0) && i < f) f = i;
+        if (bad(to_acc(v(i))) && i < f) f = i;
       },
       Kokkos::Min<std::int64_t>(first));
-  if (first >= var.numel()) return;
+  if (first >= t.numel()) return;
   auto h =
       Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), Kokkos::subview(v, std::make_pair(first, first + 1)));
-  fail<InvalidArgument>(op, "argument 'var' must ", GaussianNllOp<false>::requirement, ", got ",
-                        static_cast<double>(to_acc(h(0))), " at position ", first);
+  fail<InvalidArgument>(op, "argument '", arg, "' must ", requirement, ", got ", static_cast<double>(to_acc(h(0))),
+                        " at position ", first);
 }
+
+/// gaussian_nll_loss's var: negative is bad.
+struct NegativeValue {
+  template <class A>
+  KOKKOS_INLINE_FUNCTION bool operator()(A x) const {
+    return x < A(0);
+  }
+};
+/// crps_gaussian's std: not positive (NaN included) is bad.
+struct NotPositiveValue {
+  template <class A>
+  KOKKOS_INLINE_FUNCTION bool operator()(A x) const {
+    return !(x > A(0));
+  }
+};
 
 /// gaussian_nll_loss's beta: finite and >= 0.
 inline void check_gaussian_beta(std::string_view op, double beta) {
@@ -1009,7 +1026,8 @@ void gaussian_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(
   check_output(name, "output", output, reduction, sh[0]);
   check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target), span("var", var)});
   ProfilingRegion region("kloss::gaussian_nll_loss");
-  if (sh[0].numel() == 0) check_var_alone<ExecSpace, T>(exec, name, var);
+  if (sh[0].numel() == 0)
+    check_operand_alone<ExecSpace, T>(exec, name, "var", GaussianNllOp<false>::requirement, var, NegativeValue{});
   const double scale = reduction_scale(reduction, sh[0].numel(), input.shape);
   with_gaussian_op(opts, opts.full, [&](const auto& op) {
     pointwise_forward<ExecSpace, T, std::decay_t<decltype(op)>, 3>(
@@ -1058,6 +1076,8 @@ void crps_gaussian(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) t
   check_output(name, "output", output, reduction, shape);
   check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target), span("std", std_dev)});
   ProfilingRegion region("kloss::crps_gaussian");
+  if (shape.numel() == 0)
+    check_operand_alone<ExecSpace, T>(exec, name, "std", CrpsGaussianOp::requirement, std_dev, NotPositiveValue{});
   pointwise_forward<ExecSpace, T, CrpsGaussianOp, 3>(
       exec, name, CrpsGaussianOp{}, {input, target, std_dev}, {input.shape, target.shape, std_dev.shape},
       {"input", "target", "std"}, shape, output, reduction, reduction_scale(reduction, shape.numel(), input.shape));
