@@ -86,19 +86,15 @@ rt::Call widened(const rt::Call& c) {
   return w;
 }
 
-bool has_reduction(const OpInfo& info) {
-  for (const auto& o : info.options)
-    if (o.name == "reduction") return true;
-  return false;
-}
-
 }  // namespace
 
 rt::Result run_sharded(const Communicator& comm, const rt::Call& call) {
   const std::string name = call.op + " (sharded)";
   const OpInfo* info = find_op(call.op);
   if (!info) fail<NotImplemented>(call.op, "no such op");
-  if (!has_reduction(*info) || !info->mean_parts.denominator)
+  // (an op has mean_parts exactly when it has a reduction: mpi_test_sharded's
+  // EveryReducedOpHasMeanPartsAndACase)
+  if (!info->mean_parts.denominator)
     fail<NotImplemented>(call.op,
                          "has no reduction to take over the ranks: run it on each rank's shard (kloss::rt::run)");
 

@@ -96,31 +96,13 @@ def main(out_dir):
             add_poisson(w, gen, dtype, di)
             add_gaussian(w, gen, dtype, di)
         # Ops added later draw from their own generator, so the cases above
-        # keep their values.
-        gen_sm = torch.Generator().manual_seed(20261125)
-        w.gen = gen_sm
-        for di, dtype in enumerate(DTYPES):
-            add_soft_margin(w, gen_sm, dtype, di)
-        gen_gv = torch.Generator().manual_seed(20261201)
-        w.gen = gen_gv
-        for di, dtype in enumerate(DTYPES):
-            add_gaussian_var_dims(w, gen_gv, dtype, di)
-        gen_beta = torch.Generator().manual_seed(20261202)
-        w.gen = gen_beta
-        for di, dtype in enumerate(DTYPES):
-            add_gaussian_beta(w, gen_beta, dtype, di)
-        gen_w = torch.Generator().manual_seed(20261203)
-        w.gen = gen_w
-        for di, dtype in enumerate(DTYPES):
-            add_weighted(w, gen_w, dtype, di)
-        gen_q = torch.Generator().manual_seed(20261204)
-        w.gen = gen_q
-        for di, dtype in enumerate(DTYPES):
-            add_quantile(w, gen_q, dtype, di)
-        gen_cg = torch.Generator().manual_seed(20261205)
-        w.gen = gen_cg
-        for di, dtype in enumerate(DTYPES):
-            add_crps_gaussian(w, gen_cg, dtype, di)
+        # keep their values: one seed per family of cases, in the order added.
+        later = [(20261125, add_soft_margin), (20261201, add_gaussian_var_dims), (20261202, add_gaussian_beta),
+                 (20261203, add_weighted), (20261204, add_quantile), (20261205, add_crps_gaussian)]
+        for seed, add in later:
+            w.gen = torch.Generator().manual_seed(seed)
+            for di, dtype in enumerate(DTYPES):
+                add(w, w.gen, dtype, di)
     print("wrote %d cases to %s (%d bytes)" % (w.count, g.path, os.path.getsize(g.path)))
 
 
