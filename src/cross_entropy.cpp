@@ -112,12 +112,10 @@ rt::Result run_nll_loss(const rt::Call& c) {
 /// is [N, C, d...] or unbatched [C].
 double class_mean_denominator(const rt::Call& c, Reduction) {
   const rt::Buffer* x = given(c, "input");
-  const rt::Buffer* t = given(c, "target");
-  if (!x || !t) fail<InvalidArgument>(c.op, "arguments 'input' and 'target' are required");
+  if (!x) fail<InvalidArgument>(c.op, "argument 'input' is required");
   const Shape& s = x->shape();
   const std::int64_t classes = s.rank >= 2 ? s.extent[1] : (s.rank == 1 ? s.extent[0] : 0);
-  if (rt::is_floating(t->dtype())) return classes > 0 ? static_cast<double>(s.numel() / classes) : 0.0;
-  return counted_targets(c, "weight", classes);
+  return class_target_denominator(c, "weight", classes, s.numel());
 }
 
 }  // namespace

@@ -63,9 +63,7 @@ void register_fused_linear(std::vector<OpInfo>& ops) {
     const rt::Buffer* w = given(c, "weight");
     const rt::Buffer* t = given(c, "target");
     if (!w || !t || w->shape().rank < 1) fail<InvalidArgument>(c.op, "arguments 'weight' and 'target' are required");
-    const std::int64_t classes = w->shape().extent[0];
-    if (rt::is_floating(t->dtype())) return classes > 0 ? static_cast<double>(t->numel() / classes) : 0.0;
-    return counted_targets(c, "ce_weight", classes);
+    return class_target_denominator(c, "ce_weight", w->shape().extent[0], t->numel());
   }};
 }
 

@@ -356,13 +356,17 @@ inline MeanParts mean_of_rows(std::string_view name, int item_rank) {
   }};
 }
 
-/// The class-index targets' denominator of a cross-entropy mean: the class
+/// The denominator of a cross-entropy family mean: for class probabilities
+/// (a floating target), the rows - `class_elements` (the elements of the
+/// tensor with the class axis) over `classes`; for class indices, the class
 /// weight of every target that is not ignore_index (1 each without a
 /// weight). Targets outside [0, classes) count nothing here (the op itself
 /// refuses them).
-inline double counted_targets(const rt::Call& c, std::string_view weight_name, std::int64_t classes) {
+inline double class_target_denominator(const rt::Call& c, std::string_view weight_name, std::int64_t classes,
+                                       std::int64_t class_elements) {
   const rt::Buffer* t = given(c, "target");
   if (!t) fail<InvalidArgument>(c.op, "argument 'target' is required");
+  if (rt::is_floating(t->dtype())) return classes > 0 ? static_cast<double>(class_elements / classes) : 0.0;
   const std::int64_t ignore = c.options.get_int(c.op, "ignore_index", -100);
   const rt::Buffer* w = given(c, weight_name);
   const std::vector<double> wv = w ? w->to_doubles() : std::vector<double>{};
