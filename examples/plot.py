@@ -13,8 +13,9 @@ NOTE (optional) is added to the figure's title: the run's settings that the
 CSV does not hold (ranks, sizes).
 
 sim_surrogate: the surrogate's MSE and Huber loss (log scale: they span
-decades) and its Gaussian NLL per training round, against the simulation
-step. lm_head: training and held-out cross-entropy per step with the data's
+decades), its training objective (Gaussian NLL, or the ensemble's CRPS) and
+its spread-skill (the predicted spread against the mean's RMSE) per
+training round, against the simulation step. lm_head: training and held-out cross-entropy per step with the data's
 entropy floor drawn as a line. scaling: time per step, speed-up against one
 rank (with the ideal line), parallel efficiency (ideal 1) and the share of
 the step spent in MPI calls, per (study, op).
@@ -69,10 +70,13 @@ def column(rows, name):
 
 
 def sim_surrogate(rows, dst, note, head):
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4.2))
+    objective = head.get("objective", "gaussian_nll")
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4.2))
     s, mse = column(rows, "mse")
     _, huber = column(rows, "huber")
-    _, nll = column(rows, "gaussian_nll")
+    _, obj = column(rows, "objective")
+    _, spread = column(rows, "spread")
+    _, rmse = column(rows, "rmse")
     a.semilogy(s, mse, "-", color="tab:red", label="MSE of the predicted mean")
     a.semilogy(s, huber, "-", color="tab:blue", label="Huber (delta = 1) of the predicted mean")
     a.set_xlabel("simulation step")
@@ -81,12 +85,25 @@ def sim_surrogate(rows, dst, note, head):
                 fontsize=10)
     a.grid(True, which="both", alpha=0.3)
     a.legend(fontsize=8)
-    b.plot(s, nll, "-", color="tab:green", label="gaussian_nll_loss (training objective)")
+    if objective == "crps_ensemble":
+        b.semilogy(s, obj, "-", color="tab:green", label="fair crps_ensemble (training objective)")
+        b.set_ylabel("CRPS per cell (log scale)")
+        b.set_title("the objective: the ensemble's members together", fontsize=10)
+    else:
+        b.plot(s, obj, "-", color="tab:green", label="gaussian_nll_loss (training objective)")
+        b.set_ylabel("Gaussian NLL per cell (nats)")
+        b.set_title("the objective: mean and variance together", fontsize=10)
     b.set_xlabel("simulation step")
-    b.set_ylabel("Gaussian NLL per cell (nats)")
-    b.set_title("the objective: mean and variance together", fontsize=10)
     b.grid(True, alpha=0.3)
     b.legend(fontsize=8)
+    what = "the members' spread" if objective == "crps_ensemble" else "the predicted standard deviation"
+    c.semilogy(s, rmse, "-", color="tab:red", label="RMSE of the predicted mean (skill)")
+    c.semilogy(s, spread, "--", color="tab:purple", label=what + " (spread)")
+    c.set_xlabel("simulation step")
+    c.set_ylabel("per cell (u, log scale)")
+    c.set_title(f"spread-skill: spread / RMSE {spread[-1] / rmse[-1]:.2f} at the end (1: calibrated)", fontsize=10)
+    c.grid(True, which="both", alpha=0.3)
+    c.legend(fontsize=8)
     fig.suptitle(titled("sim_surrogate: an MLP surrogate learns the advection-diffusion update online", note))
     fig.tight_layout()
     provenance(fig, head)

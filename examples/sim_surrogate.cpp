@@ -2,15 +2,20 @@
 // Simulation-coupled training: a 2-D advection-diffusion solver, its grid
 // split in row strips over MPI ranks, advances in time; every few steps its
 // state trains online a small surrogate (an MLP on Kokkos Kernels gemms)
-// that predicts the next state of each cell from its 3x3 neighbourhood, with
-// a predicted mean and variance trained by kloss::gaussian_nll_loss. MSE
-// and Huber of the mean are reported alongside. Every loss is the loss of
+// that predicts the next state of each cell from its 3x3 neighbourhood:
+// with --loss gnll (the default) a predicted mean and variance trained by
+// kloss::gaussian_nll_loss, with --loss crps an ensemble of M members (M
+// output heads) trained by kloss's fair crps_ensemble. MSE and Huber of
+// the (ensemble) mean are reported alongside, and the spread-skill: the
+// predicted spread (the variance head's, or the members') against the
+// mean's RMSE. Every loss is the loss of
 // the whole grid, each rank passing its cells (kloss::mpi::run_sharded:
 // the global mean over the global cell count, whatever the strips hold);
 // the parameter gradients are summed over the ranks with one allreduce.
 //
 //   mpirun -np 2 sim_surrogate [--nx 128] [--steps 1200] [--train-every 10]
-//                              [--iters 20] [--hidden 32] [--out DIR] [--short]
+//                              [--iters 20] [--hidden 32] [--loss gnll|crps]
+//                              [--members 8] [--out DIR] [--short]
 //                              [--progress auto|bar|lines] [--log-every N]
 //                              [--log-all-ranks]
 //   sim_surrogate --help | --version
@@ -18,7 +23,8 @@
 // Reports the training rounds (examples/common/progress.hpp: a bar on a
 // terminal, a line every N rounds in a log), writes DIR/sim_surrogate.csv
 // and, through examples/plot.py, DIR/sim_surrogate.png (the losses per
-// round, MSE and Huber on a log scale); exits non-zero if the surrogate did
+// round, MSE and Huber on a log scale, the objective, spread and RMSE);
+// exits non-zero if the surrogate did
 // not learn (final MSE not below 10 % of the first round's).
 #include <mpi.h>
 
@@ -31,6 +37,7 @@
 #include <kloss/kloss.hpp>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/args.hpp"
@@ -54,7 +61,8 @@ void check_mpi(int rc, const char* what) {
 }
 
 struct Args {
-  int nx = 128, steps = 1200, train_every = 10, iters = 20, hidden = 32;
+  int nx = 128, steps = 1200, train_every = 10, iters = 20, hidden = 32, members = 8;
+  bool crps = false;  ///< --loss crps: an ensemble on crps_ensemble (else gaussian_nll_loss)
   std::string out = "out";
   kloss_examples::LogOptions log;
 };
@@ -67,12 +75,25 @@ std::optional<int> parse(int argc, char** argv, Args& a, int ranks, bool prints)
       "sim_surrogate",
       "mpirun -np P ",
       "A 2-D advection-diffusion solver, its grid in row strips over the ranks, trains an MLP surrogate of its\n"
-      "own update online with kloss::gaussian_nll_loss; writes DIR/sim_surrogate.csv and DIR/sim_surrogate.png.",
+      "own update online with kloss::gaussian_nll_loss (or an ensemble on crps_ensemble); writes DIR/sim_surrogate.csv "
+      "and DIR/sim_surrogate.png.",
       {option("--nx", a.nx, "N", "grid cells per side, at least one row per rank").at_least(1),
        option("--steps", a.steps, "N", "solver steps").at_least(1),
        option("--train-every", a.train_every, "N", "solver steps between training rounds").at_least(1),
        option("--iters", a.iters, "N", "Adam steps per training round").at_least(1),
        option("--hidden", a.hidden, "N", "hidden units of the MLP").at_least(1),
+       option(
+           "--loss",
+           [&a](const std::string& v) {
+             if (v != "gnll" && v != "crps") return false;
+             a.crps = v == "crps";
+             return true;
+           },
+           "gnll|crps",
+           "the objective: gaussian_nll_loss of a mean and a variance head, or the fair crps_ensemble of --members "
+           "output heads",
+           "gnll"),
+       option("--members", a.members, "M", "the ensemble's members with --loss crps").at_least(2),
        option("--out", a.out, "DIR", "the existing directory the CSV and the PNG go to"),
        flag(
            "--short",
@@ -136,14 +157,14 @@ void step(Grid& g, double dt, double cx, double cy, double nu) {
 /// MLP 9 -> H (tanh) -> 2 (mean, log-variance), parameters in one flat view
 /// so that the gradient averaging is one allreduce.
 struct Mlp {
-  int h;
+  int h, k;                // hidden units, outputs
   V1 params, grads, m, v;  // Adam moments
-  V2 w1, w2;               // views into params: [H, 9], [2, H]
+  V2 w1, w2;               // views into params: [H, 9], [K, H]
   V1 b1, b2;
   V2 gw1, gw2;
   V1 gb1, gb2;
-  explicit Mlp(int hidden) : h(hidden) {
-    const int n = h * 9 + h + 2 * h + 2;
+  Mlp(int hidden, int outputs) : h(hidden), k(outputs) {
+    const int n = h * 9 + h + k * h + k;
     params = V1("mlp::params", n);
     grads = V1("mlp::grads", n);
     m = V1("mlp::m", n);
@@ -152,8 +173,8 @@ struct Mlp {
       double* p = flat.data();
       a = V2(p, h, 9);
       b = V1(p + h * 9, h);
-      c = V2(p + h * 10, 2, h);
-      d = V1(p + h * 12, 2);
+      c = V2(p + h * 10, k, h);
+      d = V1(p + h * 10 + k * h, k);
     };
     bind(params, w1, b1, w2, b2);
     bind(grads, gw1, gb1, gw2, gb2);
@@ -212,28 +233,40 @@ int main(int argc, char** argv) {
     const double dt = 0.2 * std::min(hgrid / (cx + cy), hgrid * hgrid / (4 * nu));
 
     const int B = g.ny * g.nx;  // every local cell is one training sample
-    Mlp net(a.hidden);
-    V2 x("train::x", B, 9), hid("train::hidden", B, a.hidden), out("train::out", B, 2);
+    const int K = a.crps ? a.members : 2;  // output heads: the members, or a mean and a log-variance
+    Mlp net(a.hidden, K);
+    V2 x("train::x", B, 9), hid("train::hidden", B, a.hidden), out("train::out", B, K);
+    // mean: the predicted mean (the members' mean); var: the predicted
+    // variance (the members' unbiased variance): the spread
     V1 mean("train::mean", B), var("train::var", B), target("train::target", B);
     V1 gmean("train::gmean", B), gvar("train::gvar", B);
-    V2 dout("train::dout", B, 2), dhid("train::dhid", B, a.hidden);
+    V2 members("train::members", B, K);
+    V2 dout("train::dout", B, K), dhid("train::dhid", B, a.hidden);
     // The objective and two monitors are losses of the whole grid: each rank
     // passes its cells and gets the mean over every rank's cells, and the
     // gradient of that mean (kloss::mpi::run_sharded; its runtime-typed
     // calls stage the cells through host memory).
     const kloss::mpi::Communicator kcomm(comm);
-    auto grid_loss = [&](const char* op, std::vector<std::pair<const char*, V1>> cells, bool backward) {
+    auto cells = [](const auto& v) {  // a [B] or [B, K] view as a runtime buffer
+      auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
+      const kloss::Shape shape = static_cast<int>(std::decay_t<decltype(v)>::rank) == 1
+                                     ? kloss::Shape{std::int64_t(v.extent(0))}
+                                     : kloss::Shape{std::int64_t(v.extent(0)), std::int64_t(v.extent(1))};
+      return kloss::rt::Buffer::from_doubles(kloss::rt::DType::float64, shape,
+                                             std::vector<double>(h.data(), h.data() + h.size()));
+    };
+    auto grid_loss = [&](const char* op, std::vector<std::pair<const char*, kloss::rt::Buffer>> inputs, bool backward,
+                         const kloss::rt::Options& options = {}) {
       kloss::rt::Call call;
       call.op = op;
       call.dtype = kloss::rt::DType::float64;
-      for (auto& [name, v] : cells) {
-        auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-        call.inputs.emplace(name, kloss::rt::Buffer::from_doubles(call.dtype, kloss::Shape{std::int64_t(v.extent(0))},
-                                                                  std::vector<double>(h.data(), h.data() + h.size())));
-      }
+      call.options = options;
+      for (auto& [name, b] : inputs) call.inputs.emplace(name, std::move(b));
       if (backward) call.grad_output = kloss::rt::Buffer::from_doubles(call.dtype, kloss::Shape{}, {1.0});
       return kloss::mpi::run_sharded(kcomm, call);
     };
+    kloss::rt::Options fair;
+    fair.set("estimator", std::string("fair"));
     auto grad_to = [](const kloss::rt::Buffer& g, const V1& v) {
       auto h = Kokkos::create_mirror_view(v);
       const double* p = g.data_as<double>();
@@ -242,14 +275,17 @@ int main(int argc, char** argv) {
     };
     double target_scale = 0;
 
-    std::vector<double> curve_step, curve_gnll, curve_mse, curve_huber;
+    const char* objective = a.crps ? "crps_ensemble" : "gaussian_nll";
+    std::vector<double> curve_step, curve_objective, curve_mse, curve_huber, curve_spread, curve_rmse;
     const auto t_start = std::chrono::steady_clock::now();
     double train_seconds = 0;
     long samples_seen = 0;
     int adam_t = 0;
     if (rank == 0)
-      std::printf("sim_surrogate: %d x %d grid on %d rank(s), %s, surrogate 9-%d-2, %d steps, training every %d\n",
-                  a.nx, a.nx, size, Exec::name(), a.hidden, a.steps, a.train_every);
+      std::printf(
+          "sim_surrogate: %d x %d grid on %d rank(s), %s, surrogate 9-%d-%d on %s, %d steps, training every %d\n", a.nx,
+          a.nx, size, Exec::name(), a.hidden, K, a.crps ? "the fair crps_ensemble" : "gaussian_nll_loss", a.steps,
+          a.train_every);
 
     kloss_examples::Progress progress(a.steps / a.train_every, a.log, rank);  // one step per training round
     for (int s = 1; s <= a.steps; ++s) {
@@ -276,9 +312,9 @@ int main(int argc, char** argv) {
             });
         if (target_scale == 0) {  // fix the scale of the increments once (first round): their RMS over the grid
           const V1 zero("train::zero", B);
-          target_scale =
-              std::sqrt(grid_loss("mse_loss", {{"input", target}, {"target", zero}}, false).output.to_doubles()[0]) +
-              1e-30;
+          target_scale = std::sqrt(grid_loss("mse_loss", {{"input", cells(target)}, {"target", cells(zero)}}, false)
+                                       .output.to_doubles()[0]) +
+                         1e-30;
         }
         const double inv_scale = 1.0 / target_scale;
         Kokkos::parallel_for(
@@ -289,7 +325,7 @@ int main(int argc, char** argv) {
             });
 
         const auto t0 = std::chrono::steady_clock::now();
-        double round_gnll = 0, round_mse = 0, round_huber = 0;
+        double round_objective = 0, round_mse = 0, round_huber = 0, round_spread = 0;
         for (int it = 0; it < a.iters; ++it) {
           // forward: hid = tanh(x W1^T + b1); out = hid W2^T + b2
           KokkosBlas::gemm("N", "T", 1.0, x, net.w1, 0.0, hid);
@@ -299,23 +335,44 @@ int main(int argc, char** argv) {
               "train::tanh", Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>({0, 0}, {B, a.hidden}),
               KOKKOS_LAMBDA(const int r, const int k) { hid(r, k) = kloss_examples::math::tanh(hid(r, k) + b1(k)); });
           KokkosBlas::gemm("N", "T", 1.0, hid, net.w2, 0.0, out);
+          const bool ensemble = a.crps;
           Kokkos::parallel_for(
               "train::heads", Kokkos::RangePolicy<Exec>(0, B), KOKKOS_LAMBDA(const int r) {
-                mean(r) = out(r, 0) + b2(0);
-                const double ls = out(r, 1) + b2(1);
-                var(r) = kloss_examples::math::exp(ls < -12 ? -12 : (ls > 6 ? 6 : ls));  // log-variance head
+                if (!ensemble) {
+                  mean(r) = out(r, 0) + b2(0);
+                  const double ls = out(r, 1) + b2(1);
+                  var(r) = kloss_examples::math::exp(ls < -12 ? -12 : (ls > 6 ? 6 : ls));  // log-variance head
+                  return;
+                }
+                double m = 0;
+                for (int k = 0; k < K; ++k) m += (members(r, k) = out(r, k) + b2(k));
+                m /= K;
+                double v = 0;
+                for (int k = 0; k < K; ++k) v += (members(r, k) - m) * (members(r, k) - m);
+                mean(r) = m;
+                var(r) = v / (K - 1);
               });
-          // the objective over the grid and its gradient: d gnll / d mean, d var
-          // (of the mean over every rank's cells); the log-variance head: dvar * var
-          const kloss::rt::Result gnll = grid_loss("gaussian_nll_loss",
-                                                   {{"input", mean}, {"target", target}, {"var", var}}, true);
-          grad_to(gnll.grads.at("input"), gmean);
-          grad_to(gnll.grads.at("var"), gvar);
-          Kokkos::parallel_for(
-              "train::dout", Kokkos::RangePolicy<Exec>(0, B), KOKKOS_LAMBDA(const int r) {
-                dout(r, 0) = gmean(r);
-                dout(r, 1) = gvar(r) * var(r);
-              });
+          // the objective over the grid and its gradient (of the mean over
+          // every rank's cells): d crps / d member, or d gnll / d mean, d var
+          // (the log-variance head: dvar * var)
+          kloss::rt::Result res;
+          if (ensemble) {
+            res = grid_loss("crps_ensemble", {{"input", cells(members)}, {"target", cells(target)}}, true, fair);
+            auto h = Kokkos::create_mirror_view(dout);
+            const double* g = res.grads.at("input").data_as<double>();
+            for (std::size_t i = 0; i < h.size(); ++i) h.data()[i] = g[i];
+            Kokkos::deep_copy(dout, h);
+          } else {
+            res = grid_loss("gaussian_nll_loss",
+                            {{"input", cells(mean)}, {"target", cells(target)}, {"var", cells(var)}}, true);
+            grad_to(res.grads.at("input"), gmean);
+            grad_to(res.grads.at("var"), gvar);
+            Kokkos::parallel_for(
+                "train::dout", Kokkos::RangePolicy<Exec>(0, B), KOKKOS_LAMBDA(const int r) {
+                  dout(r, 0) = gmean(r);
+                  dout(r, 1) = gvar(r) * var(r);
+                });
+          }
           // dW2 = dout^T hid; db2 = sum dout; dhid = dout W2 * (1 - hid^2);
           // dW1 = dhid^T x; db1 = sum dhid
           KokkosBlas::gemm("T", "N", 1.0, dout, hid, 0.0, net.gw2);
@@ -328,14 +385,16 @@ int main(int argc, char** argv) {
           auto gb2 = net.gb2;
           const int H = a.hidden;
           Kokkos::parallel_for(
-              "train::bias_grads", Kokkos::RangePolicy<Exec>(0, H + 2), KOKKOS_LAMBDA(const int k) {
+              "train::bias_grads", Kokkos::RangePolicy<Exec>(0, H + K), KOKKOS_LAMBDA(const int k) {
                 double acc = 0;
                 if (k < H)
                   for (int r = 0; r < B; ++r) acc += dhid(r, k);
                 else
                   for (int r = 0; r < B; ++r) acc += dout(r, k - H);
-                if (k < H) gb1(k) = acc;
-                else gb2(k - H) = acc;
+                if (k < H)
+                  gb1(k) = acc;
+                else
+                  gb2(k - H) = acc;
               });
           // data-parallel: each rank's part of the gradient of the grid's loss,
           // summed over the ranks (one allreduce)
@@ -358,20 +417,30 @@ int main(int argc, char** argv) {
                 vv(i) = b2a * vv(i) + (1 - b2a) * gi * gi;
                 p(i) -= lr * (mm(i) / c1) / (kloss_examples::math::sqrt(vv(i) / c2) + 1e-8);
               });
-          round_gnll = gnll.output.to_doubles()[0];
-          round_mse = grid_loss("mse_loss", {{"input", mean}, {"target", target}}, false).output.to_doubles()[0];
-          round_huber = grid_loss("huber_loss", {{"input", mean}, {"target", target}}, false).output.to_doubles()[0];
+          round_objective = res.output.to_doubles()[0];
+          round_mse =
+              grid_loss("mse_loss", {{"input", cells(mean)}, {"target", cells(target)}}, false).output.to_doubles()[0];
+          round_huber = grid_loss("huber_loss", {{"input", cells(mean)}, {"target", cells(target)}}, false)
+                            .output.to_doubles()[0];
+          // the spread: the root of the grid's mean predicted variance
+          const V1 zero("train::zero", B);
+          round_spread = std::sqrt(
+              grid_loss("l1_loss", {{"input", cells(var)}, {"target", cells(zero)}}, false).output.to_doubles()[0]);
         }
         const double dts = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         train_seconds += dts;
         samples_seen += static_cast<long>(B) * a.iters;
         curve_step.push_back(s);
-        curve_gnll.push_back(round_gnll);
+        curve_objective.push_back(round_objective);
         curve_mse.push_back(round_mse);
         curve_huber.push_back(round_huber);
-        char text[160];
-        std::snprintf(text, sizeof text, "sim step %5d  gaussian_nll %9.4f  mse %.3e  huber %.3e  %.2e samples/s per rank",
-                      s, round_gnll, round_mse, round_huber, static_cast<double>(B) * a.iters / dts);
+        curve_spread.push_back(round_spread);
+        curve_rmse.push_back(std::sqrt(round_mse));
+        char text[200];
+        std::snprintf(text, sizeof text,
+                      "sim step %5d  %s %9.4f  mse %.3e  huber %.3e  spread/rmse %.2f  %.2e samples/s per rank", s,
+                      objective, round_objective, round_mse, round_huber, round_spread / std::sqrt(round_mse),
+                      static_cast<double>(B) * a.iters / dts);
         progress.step(static_cast<int>(curve_step.size()), text);
       } else {
         step(g, dt, cx, cy, nu);
@@ -383,18 +452,22 @@ int main(int argc, char** argv) {
       const double first = curve_mse.front(), last = curve_mse.back();
       std::string dir = a.out;
       std::ofstream csv(dir + "/sim_surrogate.csv");
-      kloss_examples::write_csv_preamble(csv, {{"command", command}, {"mpi_ranks", std::to_string(size)}});
-      csv << "step,gaussian_nll,mse,huber\n";
+      kloss_examples::write_csv_preamble(
+          csv, {{"command", command}, {"mpi_ranks", std::to_string(size)}, {"objective", objective}});
+      csv << "step,objective,mse,huber,spread,rmse\n";
       for (std::size_t i = 0; i < curve_step.size(); ++i)
-        csv << curve_step[i] << "," << curve_gnll[i] << "," << curve_mse[i] << "," << curve_huber[i] << "\n";
+        csv << curve_step[i] << "," << curve_objective[i] << "," << curve_mse[i] << "," << curve_huber[i] << ","
+            << curve_spread[i] << "," << curve_rmse[i] << "\n";
       csv.close();
-      const bool png = kloss_examples::plot(
-          "sim_surrogate", dir + "/sim_surrogate.csv", dir + "/sim_surrogate.png",
-          std::to_string(a.nx) + " x " + std::to_string(a.nx) + " grid on " + std::to_string(size) +
-              " MPI ranks, MLP 9-" + std::to_string(a.hidden) + "-2, a training round every " +
-              std::to_string(a.train_every) + " steps");
+      const bool png = kloss_examples::plot("sim_surrogate", dir + "/sim_surrogate.csv", dir + "/sim_surrogate.png",
+                                            std::to_string(a.nx) + " x " + std::to_string(a.nx) + " grid on " +
+                                                std::to_string(size) + " MPI ranks, MLP 9-" + std::to_string(a.hidden) +
+                                                "-" + std::to_string(K) + ", a training round every " +
+                                                std::to_string(a.train_every) + " steps");
       std::printf("sim_surrogate: %.1f s in all, %.1f s training (%.2e samples/s per rank)\n", wall, train_seconds,
                   samples_seen / std::max(train_seconds, 1e-9));
+      std::printf("sim_surrogate: spread-skill of the last round: spread %.3e, RMSE %.3e, ratio %.2f (1: calibrated)\n",
+                  curve_spread.back(), curve_rmse.back(), curve_spread.back() / curve_rmse.back());
       std::printf("sim_surrogate: the surrogate's MSE fell from %.3e to %.3e, %.2f %% of the first round's: %s\n", first,
                   last, 100 * last / first, last < 0.1 * first ? "it learned" : "it did NOT learn");
       std::printf("sim_surrogate: wrote %s/sim_surrogate.csv%s\n", dir.c_str(),

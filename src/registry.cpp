@@ -57,6 +57,7 @@ const std::vector<OpInfo>& ops() {
     impl::register_embedding(v);
     impl::register_fused_linear(v);
     impl::register_ensemble(v);
+    impl::register_grid(v);
 #ifdef KLOSS_HAVE_MPI
     impl::register_vocab_parallel(v);
 #endif

@@ -92,6 +92,8 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call) {
   const std::string name = call.op + " (sharded)";
   const OpInfo* info = find_op(call.op);
   if (!info) fail<NotImplemented>(call.op, "no such op");
+  // the grid losses: a grid split in slabs, each rank's cells of every function
+  if (info->run_decomposed) return info->run_decomposed(call, comm);
   // (an op has mean_parts exactly when it has a reduction: mpi_test_sharded's
   // EveryReducedOpHasMeanPartsAndACase)
   if (!info->mean_parts.denominator)

@@ -2,7 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Regenerates every committed golden file: runs tools/golden/gen_*.py, each
 writing data/golden/<family>.h5. Run with /usr/bin/python3 (python3-torch,
-python3-h5py). Deterministic (fixed seeds)."""
+python3-h5py); the generators of the losses torch lacks need their
+references too (gen_ensemble.py: scoringrules, properscoring; gen_grid.py:
+neuraloperator), as /opt/torch/bin/python has them. Deterministic (fixed
+seeds)."""
 import glob
 import os
 import runpy

@@ -43,7 +43,8 @@ TEST(Labels, EveryKernelAndAllocationOfEveryGoldenCaseIsNamedKloss) {
   KT::set_allocate_data_callback(note_alloc);
   kloss::release_scratch();  // so that the scratch blocks are allocated (and seen) here
   std::size_t cases = 0, passed = 0;
-  for (const char* f : {"pointwise", "margin", "cross_entropy", "ctc", "embedding", "fused_linear"}) {
+  for (const char* f :
+       {"pointwise", "margin", "cross_entropy", "ctc", "embedding", "fused_linear", "ensemble", "grid"}) {
     const kloss::golden::FileReport r =
         kloss::golden::validate_file(std::string(KLOSS_SOURCE_DIR) + "/data/golden/" + f + ".h5");
     for (const auto& c : r.cases) {

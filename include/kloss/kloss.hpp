@@ -18,6 +18,7 @@
 #include <kloss/error.hpp>
 #include <kloss/fused_linear.hpp>
 #include <kloss/fused_linear_options.hpp>
+#include <kloss/grid.hpp>
 #include <kloss/half.hpp>
 #include <kloss/losses.hpp>
 #include <kloss/margin.hpp>

@@ -39,6 +39,7 @@
 /// GaussianNLLLoss            gaussian_nll_loss
 /// CrpsGaussianLoss           crps_gaussian
 /// CrpsEnsembleLoss           crps_ensemble (kloss/ensemble.hpp)
+/// LpLoss, H1Loss             lp_loss, h1_loss (kloss/grid.hpp)
 /// HingeEmbeddingLoss         hinge_embedding_loss
 /// MarginRankingLoss          margin_ranking_loss
 /// TripletMarginLoss          triplet_margin_loss
@@ -62,6 +63,7 @@
 #include <kloss/embedding.hpp>
 #include <kloss/ensemble.hpp>
 #include <kloss/fused_linear.hpp>
+#include <kloss/grid.hpp>
 #include <kloss/margin.hpp>
 #include <kloss/pointwise.hpp>
 #include <string>
@@ -125,6 +127,8 @@ KLOSS_MODULE_SPEC(PoissonNLLLossSpec, poisson_nll_loss, PoissonNllLossOptions, 0
 KLOSS_MODULE_SPEC(GaussianNLLLossSpec, gaussian_nll_loss, GaussianNllLossOptions, 0)
 KLOSS_MODULE_SPEC(CrpsGaussianLossSpec, crps_gaussian, CrpsGaussianOptions, 0)
 KLOSS_MODULE_SPEC(CrpsEnsembleLossSpec, crps_ensemble, CrpsEnsembleOptions, 0)
+KLOSS_MODULE_SPEC(LpLossSpec, lp_loss, LpLossOptions, 0)
+KLOSS_MODULE_SPEC(H1LossSpec, h1_loss, H1LossOptions, 0)
 KLOSS_MODULE_SPEC(HingeEmbeddingLossSpec, hinge_embedding_loss, HingeEmbeddingLossOptions, 0)
 KLOSS_MODULE_SPEC(MarginRankingLossSpec, margin_ranking_loss, MarginRankingLossOptions, 0)
 KLOSS_MODULE_SPEC(TripletMarginLossSpec, triplet_margin_loss, TripletMarginLossOptions, 0)
@@ -425,6 +429,14 @@ class GaussianNLLLoss : public impl::LossModuleBase<impl::GaussianNLLLossSpec, T
 /// CrpsEstimator::almost_fair, 0.95, member_dim}).
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 using CrpsEnsembleLoss = InputTargetLoss<impl::CrpsEnsembleLossSpec, T, ExecSpace>;
+/// lp_loss as a module (kloss/grid.hpp; not in torch): neuraloperator's
+/// LpLoss(d, p) is LpLoss<T>({Reduction::sum, d, p}).
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using LpLoss = InputTargetLoss<impl::LpLossSpec, T, ExecSpace>;
+/// h1_loss as a module (kloss/grid.hpp; not in torch): neuraloperator's
+/// H1Loss(d) is H1Loss<T>({Reduction::sum, d}).
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using H1Loss = InputTargetLoss<impl::H1LossSpec, T, ExecSpace>;
 /// crps_gaussian as a module (kloss/pointwise.hpp; not in torch).
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 class CrpsGaussianLoss : public impl::LossModuleBase<impl::CrpsGaussianLossSpec, T, ExecSpace>,

@@ -19,6 +19,12 @@
 #include <mpi.h>
 #endif
 
+#ifdef KLOSS_HAVE_MPI
+namespace kloss::mpi {
+class Communicator;
+}
+#endif
+
 namespace kloss {
 
 /// One option of an op, as torch's keyword.
@@ -83,6 +89,10 @@ struct OpInfo {
   /// Vocabulary-parallel run (empty where the op has none): the call's
   /// vocabulary-sized inputs hold only this rank's slice. Collective.
   std::function<rt::Result(const rt::Call&, const VocabShard&)> run_vocab_parallel = {};
+  /// Run over a grid split in slabs of its first axis (the grid losses,
+  /// kloss/grid_mpi.hpp), what kloss::mpi::run_sharded calls instead of
+  /// reducing mean_parts; empty for the other ops. Collective.
+  std::function<rt::Result(const rt::Call&, const mpi::Communicator&)> run_decomposed = {};
 #endif
 };
 
@@ -100,6 +110,7 @@ void register_ctc(std::vector<OpInfo>&);
 void register_embedding(std::vector<OpInfo>&);
 void register_fused_linear(std::vector<OpInfo>&);
 void register_ensemble(std::vector<OpInfo>&);
+void register_grid(std::vector<OpInfo>&);
 }  // namespace impl
 
 }  // namespace kloss

@@ -104,6 +104,10 @@ _NOT_IN_TORCH = {
                      "(no torch op; neuraloperator's PointwiseQuantileLoss)",
     "crps_gaussian": "the Gaussian CRPS in closed form (no torch op; scoringrules' crps_normal)",
     "crps_ensemble": "the ensemble CRPS (no torch op; scoringrules' crps_ensemble, anemoi's afCRPS)",
+    "lp_loss": "the relative (or absolute) Lp norm of input - target over a grid of the trailing grid_ndim axes, "
+               "per function (no torch op; neuraloperator's LpLoss)",
+    "h1_loss": "the relative (or absolute) Sobolev H1 norm of input - target over a grid, derivatives by finite "
+               "differences (no torch op; neuraloperator's H1Loss)",
 }
 
 

@@ -153,4 +153,35 @@ def cases(seed=20261127):
     add("probs_ceweight", "fused_linear_cross_entropy",
         {"input": randn(5, 3), "weight": randn(6, 3), "target": probs / probs.sum(axis=1, keepdims=True),
          "bias": randn(6), "ce_weight": rng.uniform(0.5, 2, 6)}, label_smoothing=0.1)
+
+    # grid losses (neural operators): [lead..., grid], one norm per function
+    # (index of the leading axes); non-periodic h1 axes have >= 4 points
+    for red in ("none", "mean", "sum"):
+        add(red, "lp_loss", {"input": randn(2, 3, 7), "target": randn(2, 3, 7)}, reduction=red)
+        add(red, "h1_loss", {"input": randn(2, 3, 8), "target": randn(2, 3, 8)}, reduction=red)
+    add("p1.5_rel", "lp_loss", {"input": randn(3, 6), "target": randn(3, 6)}, p=1.5, reduction="none")
+    add("p1.5_abs_2d", "lp_loss", {"input": randn(3, 5, 4), "target": randn(3, 5, 4)}, grid_ndim=2, p=1.5,
+        relative=False, measure=2.0, reduction="sum")
+    add("p2_abs_3d", "lp_loss", {"input": randn(2, 3, 4, 2), "target": randn(2, 3, 4, 2)}, grid_ndim=3,
+        relative=False, measure=0.5)
+    add("p1.5_rel_noroot", "lp_loss", {"input": randn(2, 2, 5), "target": randn(2, 2, 5)}, p=1.5, root=False,
+        eps=1e-3, reduction="sum")
+    add("one_function", "lp_loss", {"input": randn(6), "target": randn(6)}, reduction="none")
+    add("1d_open", "h1_loss", {"input": randn(3, 6), "target": randn(3, 6)}, periodic="false", reduction="none")
+    add("1d_open_abs", "h1_loss", {"input": randn(2, 5), "target": randn(2, 5)}, periodic="false",
+        relative=False, measure=2.0, reduction="sum")
+    add("2d_periodic", "h1_loss", {"input": randn(2, 5, 6), "target": randn(2, 5, 6)}, grid_ndim=2,
+        periodic="true", measure=2.0)
+    add("2d_open_abs", "h1_loss", {"input": randn(2, 4, 5), "target": randn(2, 4, 5)}, grid_ndim=2,
+        periodic="false", relative=False, reduction="sum")
+    add("2d_mixed", "h1_loss", {"input": randn(3, 5, 4), "target": randn(3, 5, 4)}, grid_ndim=2,
+        periodic="true,false", reduction="none")
+    add("2d_mixed_noroot", "h1_loss", {"input": randn(2, 4, 3), "target": randn(2, 4, 3)}, grid_ndim=2,
+        periodic="false,true", root=False, eps=1e-3)
+    add("3d_periodic", "h1_loss", {"input": randn(2, 3, 4, 5), "target": randn(2, 3, 4, 5)}, grid_ndim=3,
+        reduction="sum")
+    add("3d_open", "h1_loss", {"input": randn(1, 4, 5, 4), "target": randn(1, 4, 5, 4)}, grid_ndim=3,
+        periodic="false", measure=0.5, reduction="none")
+    add("3d_mixed_abs", "h1_loss", {"input": randn(2, 4, 3, 5), "target": randn(2, 4, 3, 5)}, grid_ndim=3,
+        periodic="false,true,false", relative=False, root=False, measure=0.5)
     return out

@@ -39,6 +39,98 @@ def _reduce(loss, reduction):
     return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
 
 
+_GRID_OPS = ("lp_loss", "h1_loss")
+_NEURALOP = []
+
+
+def _neuraloperator():
+    """neuraloperator's losses module (>= 2.0: H1Loss's periodic_in_*,
+    third-order one-sided ends), or None: the grid losses are then checked
+    against _grid_composition alone (CI need not have neuraloperator)."""
+    if not _NEURALOP:
+        mod = None
+        try:
+            with warnings.catch_warnings():  # (its import sets a global warnings filter)
+                import neuralop
+                from neuralop.losses import data_losses
+            if int(neuralop.__version__.split(".")[0]) >= 2:
+                mod = data_losses
+        except Exception:  # not installed, or an import that fails
+            pass
+        _NEURALOP.append(mod)
+    return _NEURALOP[0]
+
+
+def _grid_derivative(f, dim, h, periodic):
+    """neuraloperator's FiniteDiff first derivative along `dim` (negative)."""
+    if periodic:
+        return (torch.roll(f, -1, dim) - torch.roll(f, 1, dim)) / (2 * h)
+    g = f.movedim(dim, -1)
+    inner = (g[..., 2:] - g[..., :-2]) / (2 * h)
+    first = (-11 * g[..., :1] + 18 * g[..., 1:2] - 9 * g[..., 2:3] + 2 * g[..., 3:4]) / (6 * h)
+    last = (-2 * g[..., -4:-3] + 9 * g[..., -3:-2] - 18 * g[..., -2:-1] + 11 * g[..., -1:]) / (6 * h)
+    return torch.cat([first, inner, last], -1).movedim(-1, dim)
+
+
+def _grid_periodic(o, d):
+    words = [w.strip().lower() in ("true", "1") for w in str(o.get("periodic", "true")).split(",")]
+    return words * d if len(words) == 1 else words
+
+
+def _grid_composition(c, x, y):
+    """lp_loss / h1_loss as torch operations, per function, unreduced:
+    neuraloperator's LpLoss / H1Loss formulas written out."""
+    o = c.options
+    d = o.get("grid_ndim", 1)
+    p = 2.0 if c.op == "h1_loss" else o.get("p", 2.0)
+    relative, take_root = o.get("relative", True), o.get("root", True) and p != 1
+    eps, h = o.get("eps", 1e-8), [o.get("measure", 1.0) / n for n in x.shape[x.dim() - d:]]
+    grid = tuple(range(-d, 0))
+    e = x - y
+    if c.op == "lp_loss":
+        a, b = (e.abs() ** p).sum(grid), (y.abs() ** p).sum(grid)
+    else:
+        a, b = (e * e).sum(grid), (y * y).sum(grid)
+        for k, periodic in enumerate(_grid_periodic(o, d)[:d]):
+            de, dy = (_grid_derivative(f, k - d, h[k], periodic) for f in (e, y))
+            a, b = a + (de * de).sum(grid), b + (dy * dy).sum(grid)
+    if relative:
+        return a ** (1 / p) / (b ** (1 / p) + eps) if take_root else a / (b + eps)
+    w = math.prod(h)
+    return (w * a) ** (1 / p) if take_root else w * a
+
+
+def _grid_neuraloperator(c, x, y, nol):
+    """The call through neuraloperator's LpLoss / H1Loss (their __call__ is
+    .rel; .abs is the absolute norm); reduction none as one call per
+    function (neuraloperator reduces always)."""
+    o = dict(c.options)
+    red, d = o.get("reduction", "mean"), o.get("grid_ndim", 1)
+    kw = dict(d=d, measure=float(o.get("measure", 1.0)), eps=o.get("eps", 1e-8),
+              reduction="sum" if red == "none" else red)
+    if c.op == "lp_loss":
+        loss = nol.LpLoss(p=o.get("p", 2.0), **kw)
+    else:
+        per = _grid_periodic(o, d) + [True] * 3
+        loss = nol.H1Loss(periodic_in_x=per[0], periodic_in_y=per[1], periodic_in_z=per[2], **kw)
+    fn = loss.rel if o.get("relative", True) else loss.abs
+    take_root = o.get("root", True)
+    if red != "none":
+        return fn(x, y, take_root=take_root)
+    lead = x.shape[:x.dim() - d]
+    xs, ys = x.reshape((-1,) + x.shape[x.dim() - d:]), y.reshape((-1,) + y.shape[y.dim() - d:])
+    return torch.stack([fn(xs[i], ys[i], take_root=take_root) for i in range(xs.shape[0])]).reshape(lead)
+
+
+def grid_reference(c, x, y):
+    """lp_loss / h1_loss: neuraloperator's when it is installed, else the
+    torch composition of the same formulas."""
+    nol = _neuraloperator()
+    if nol is not None:
+        return _grid_neuraloperator(c, x, y, nol)
+    return _reduce(_grid_composition(c, x, y), c.options.get("reduction", "mean"))
+
+
 def torch_reference(c, tensors):
     """torch's value of call c (fused_linear_cross_entropy composed)."""
     with warnings.catch_warnings():
@@ -79,6 +171,8 @@ def torch_reference(c, tensors):
             mae = (x - args["target"][..., None]).abs().mean(-1)
             pair = (x[..., :, None] - x[..., None, :]).abs().sum((-1, -2))
             return _reduce(mae - cf * pair, o.get("reduction", "mean"))
+        if c.op in _GRID_OPS:  # neuraloperator's LpLoss / H1Loss
+            return grid_reference(c, args["input"], args["target"])
         if c.op == "embedding" and "max_norm" in c.options:
             args["weight"] = args["weight"].clone()  # torch renormalises the weight in place
         return getattr(F, c.op)(**args, **c.options)
@@ -114,7 +208,27 @@ _NOT_A_DERIVATIVE = {"embedding-padding", "embedding-max_norm", "l1_loss-empty",
 # Cases with an option torch's function does not take (kloss's extensions):
 # no torch call to record.
 _NOT_IN_TORCH = {"gaussian_nll_loss-beta_nll", "gaussian_nll_loss-beta_nll_var_row_full"} | {
-    c.id for c in CASES if c.op in ("quantile_loss", "crps_gaussian", "crps_ensemble")}  # no torch op
+    c.id for c in CASES  # no torch op
+    if c.op in ("quantile_loss", "crps_gaussian", "crps_ensemble", "lp_loss", "h1_loss")}
+
+
+@pytest.mark.parametrize("c", [c for c in CASES if c.op in _GRID_OPS],
+                         ids=[c.id for c in CASES if c.op in _GRID_OPS])
+def test_grid_composition_is_neuraloperators(c):
+    """The torch composition the grid losses fall back to without
+    neuraloperator, against neuraloperator's LpLoss / H1Loss (forward and
+    autograd), so that either reference checks kloss the same."""
+    nol = _neuraloperator()
+    if nol is None:
+        pytest.skip("neuraloperator >= 2.0 is not installed")
+    mine = [torch.from_numpy(np.array(c.inputs[k])).requires_grad_(True) for k in ("input", "target")]
+    theirs = [t.detach().clone().requires_grad_(True) for t in mine]
+    got = _reduce(_grid_composition(c, *mine), c.options.get("reduction", "mean"))
+    want = _grid_neuraloperator(c, *theirs, nol)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-14)
+    go = torch.rand_like(got) + 0.5
+    for a, b in zip(torch.autograd.grad(got, mine, go), torch.autograd.grad(want, theirs, go)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("c", [c for c in CASES if c.id not in _NOT_A_DERIVATIVE],

@@ -1,0 +1,655 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+#pragma once
+/// \file impl/grid_impl.hpp
+/// lp_loss's and h1_loss's kernels. Both reduce each function (an index of
+/// the leading axes) to two sums over its grid, A of the error and B of the
+/// target; the loss and the gradient's two per-function factors follow
+/// from (A, B). Under MPI (kloss/grid_mpi.hpp) a rank holds a slab of grid
+/// axis 0: its A and B are partial sums that the ranks add, and h1_loss's
+/// stencils read the planes beyond the slab from halo buffers.
+///
+/// h1_loss walks lines along the last grid axis (contiguous), a chunk of
+/// cells at a time: the derivatives along the other axes combine whole
+/// neighbouring lines (the stencil's rows, resolved once per line), those
+/// along the line axis neighbouring cells. The backward needs D^T D of the
+/// error and of the target: one row of D^T D reaches 2 cells in the
+/// interior, 3 next to a one-sided end.
+#include <Kokkos_Core.hpp>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <kloss/checks.hpp>
+#include <kloss/impl/kokkos_compat.hpp>
+#include <kloss/impl/reduce.hpp>
+#include <kloss/tensor.hpp>
+#include <kloss/types.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kloss::impl {
+
+enum class GridKind { lp, h1 };
+
+/// The options of either grid loss, as the kernels read them.
+struct GridParams {
+  Reduction reduction = Reduction::mean;
+  int grid_ndim = 1;
+  double p = 2;
+  bool relative = true, root = true;
+  std::array<double, 3> measure = {1.0, 1.0, 1.0};
+  double eps = 1e-8;
+  std::array<bool, 3> periodic = {true, true, true};
+};
+
+/// A rank's slab of grid axis 0 under MPI (kloss/grid_mpi.hpp); the default
+/// is the whole grid on one rank.
+struct GridShard {
+  std::int64_t start = 0;    ///< the global index of the slab's first plane
+  std::int64_t global = -1;  ///< grid axis 0's global extent (-1: the input's own)
+  std::int64_t halo = 0;     ///< planes per halo buffer
+  /// Halo buffers [functions, halo, plane] of the input's type in the
+  /// execution space's memory: the planes before the slab (global start -
+  /// halo .. start - 1, wrapped on a periodic axis) and after it; null at a
+  /// non-periodic end of the grid.
+  const void *lo_input = nullptr, *lo_target = nullptr, *hi_input = nullptr, *hi_target = nullptr;
+  /// Adds the ranks' partial sums (functions x 2, in place, on the host);
+  /// empty on one rank.
+  std::function<void(std::vector<double>&)> combine = {};
+};
+
+/// A grid loss call's geometry.
+struct GridGeometry {
+  std::int64_t functions = 0;     ///< the product of the leading extents
+  int d = 1;                      ///< grid axes
+  Shape lead;                     ///< the leading axes (the output of Reduction::none)
+  std::int64_t n[3] = {1, 1, 1};  ///< h1: grid extents (axis 0: this rank's slab); lp: {1, 1, cells}
+  std::int64_t n0_global = 1;     ///< grid axis 0's global extent (h1)
+  std::int64_t cells = 0;         ///< local cells per function
+  double weight = 1;              ///< the quadrature weight prod_k measure_k / n_k (global extents)
+};
+
+/// Checks options and shapes; returns the geometry.
+template <class T, class M>
+GridGeometry grid_geometry(std::string_view op, GridKind kind, const Tensor<const T, M>& input,
+                           const Tensor<const T, M>& target, const GridParams& o, const GridShard& shard) {
+  const int d = o.grid_ndim;
+  if (d < 1 || (kind == GridKind::h1 && d > 3))
+    fail<InvalidArgument>(op, "option 'grid_ndim' must be ", kind == GridKind::h1 ? "1, 2 or 3" : "at least 1",
+                          ", got ", d);
+  if (kind == GridKind::lp && !(o.p >= 1 && std::isfinite(o.p)))
+    fail<InvalidArgument>(op, "option 'p' must be finite and at least 1, got ", o.p);
+  if (!(o.eps >= 0)) fail<InvalidArgument>(op, "option 'eps' must be >= 0, got ", o.eps);
+  for (double m : o.measure)
+    if (!(m > 0) || !std::isfinite(m))
+      fail<InvalidArgument>(op, "option 'measure' must be positive and finite, got ", m);
+  const Shape& s = input.shape;
+  if (s.rank < d)
+    fail<DimensionMismatch>(op, "argument 'input' ", s.str(), " must have at least grid_ndim = ", d, " axes");
+  if (target.shape != s)
+    fail<DimensionMismatch>(op, "arguments 'input' ", s.str(), " and 'target' ", target.shape.str(),
+                            " must have the same shape");
+  GridGeometry g;
+  g.d = d;
+  for (int i = 0; i < s.rank - d; ++i) g.lead.extent[g.lead.rank++] = s.extent[i];
+  g.functions = g.lead.numel();
+  g.cells = 1;
+  for (int k = 0; k < d; ++k) g.cells *= s.extent[s.rank - d + k];
+  const std::int64_t local0 = s.extent[s.rank - d];
+  g.n0_global = shard.global >= 0 ? shard.global : local0;
+  g.weight = 1;
+  for (int k = 0; k < d; ++k) {
+    const std::int64_t nk = k == 0 ? g.n0_global : s.extent[s.rank - d + k];
+    g.weight *= o.measure[k < 3 ? k : 2] / static_cast<double>(nk);
+  }
+  if (kind == GridKind::lp) {
+    g.n[2] = g.cells;
+    return g;
+  }
+  for (int k = 0; k < d; ++k) {
+    g.n[k] = s.extent[s.rank - d + k];
+    const std::int64_t nk = k == 0 ? g.n0_global : g.n[k];
+    if (!o.periodic[k] && nk < 4)
+      fail<InvalidArgument>(op, "grid axis ", k, " has ", nk,
+                            " points: its one-sided differences (periodic = false) need at least 4");
+  }
+  return g;
+}
+
+/// Row j of the first-derivative matrix D on an axis of n points, spacing
+/// h: its columns and coefficients; returns their count (<= 4).
+template <class A>
+KOKKOS_INLINE_FUNCTION int d_row(std::int64_t j, std::int64_t n, bool periodic, A h, std::int64_t* col, A* c) {
+  if (periodic || (j > 0 && j < n - 1)) {
+    const A k = A(1) / (A(2) * h);
+    col[0] = j + 1 < n ? j + 1 : j + 1 - n;
+    c[0] = k;
+    col[1] = j > 0 ? j - 1 : j - 1 + n;
+    c[1] = -k;
+    return 2;
+  }
+  const A k = A(1) / (A(6) * h);
+  const A left[4] = {-11, 18, -9, 2}, right[4] = {-2, 9, -18, 11};
+  for (int s = 0; s < 4; ++s) {
+    col[s] = j == 0 ? s : n - 4 + s;
+    c[s] = (j == 0 ? left[s] : right[s]) * k;
+  }
+  return 4;
+}
+
+/// Row j of D^T D (D as d_row): columns and coefficients, merged; returns
+/// their count (<= 16).
+template <class A>
+KOKKOS_INLINE_FUNCTION int dtd_row(std::int64_t j, std::int64_t n, bool periodic, A h, std::int64_t* col, A* c) {
+  // the rows k of D that may have a coefficient in column j
+  std::int64_t rows[4];
+  int nr = 0;
+  auto add_row = [&](std::int64_t k) {
+    if (k < 0 || k >= n) return;
+    for (int i = 0; i < nr; ++i)
+      if (rows[i] == k) return;
+    rows[nr++] = k;
+  };
+  if (periodic) {
+    add_row(j > 0 ? j - 1 : j - 1 + n);
+    add_row(j + 1 < n ? j + 1 : j + 1 - n);
+  } else {
+    add_row(j - 1);
+    add_row(j + 1);
+    add_row(0);
+    add_row(n - 1);
+  }
+  int count = 0;
+  for (int r = 0; r < nr; ++r) {
+    std::int64_t kc[4];
+    A kv[4];
+    const int m = d_row(rows[r], n, periodic, h, kc, kv);
+    A dkj = 0;
+    for (int s = 0; s < m; ++s)
+      if (kc[s] == j) dkj += kv[s];
+    if (dkj == A(0)) continue;
+    for (int s = 0; s < m; ++s) {
+      int at = 0;
+      while (at < count && col[at] != kc[s]) ++at;
+      if (at == count) {
+        col[count] = kc[s];
+        c[count++] = 0;
+      }
+      c[at] += dkj * kv[s];
+    }
+  }
+  return count;
+}
+
+/// The loss of one function from its sums A (error) and B (target).
+inline double grid_value(GridKind kind, const GridParams& o, double weight, double a, double b) {
+  const double p = kind == GridKind::h1 ? 2.0 : o.p;
+  const bool take_root = o.root && p != 1;
+  if (o.relative) {
+    if (!take_root) return a / (b + o.eps);
+    return std::pow(a, 1 / p) / (std::pow(b, 1 / p) + o.eps);
+  }
+  return take_root ? std::pow(weight * a, 1 / p) : weight * a;
+}
+
+/// d loss / dA and d loss / dB of one function, times p (so that the
+/// gradients are c_e |e|^(p-1) sgn(e) and c_y |y|^(p-1) sgn(y)); 0 for
+/// dA at A = 0 under the root.
+inline void grid_factors(GridKind kind, const GridParams& o, double weight, double a, double b, double& ce,
+                         double& cy) {
+  const double p = kind == GridKind::h1 ? 2.0 : o.p;
+  const bool take_root = o.root && p != 1;
+  cy = 0;
+  if (o.relative) {
+    if (!take_root) {
+      ce = p / (b + o.eps);
+      cy = -p * a / ((b + o.eps) * (b + o.eps));
+      return;
+    }
+    const double bp = std::pow(b, 1 / p), den = bp + o.eps;
+    ce = a == 0 ? 0.0 : std::pow(a, 1 / p - 1) / den;
+    cy = b == 0 ? 0.0 : -std::pow(a, 1 / p) * std::pow(b, 1 / p - 1) / (den * den);
+    return;
+  }
+  ce = take_root ? (a == 0 ? 0.0 : std::pow(weight, 1 / p) * std::pow(a, 1 / p - 1)) : p * weight;
+}
+
+/// |v|^p (p > 0), by the cheap forms for 1 and 2.
+template <class A>
+KOKKOS_INLINE_FUNCTION A abs_pow(A v, A p, int form) {
+  const A m = v < A(0) ? -v : v;
+  return form == 2 ? v * v : (form == 1 ? m : impl::pow(m, p));
+}
+
+/// |v|^(p-1) sgn(v).
+template <class A>
+KOKKOS_INLINE_FUNCTION A signed_pow(A v, A p, int form) {
+  if (form == 2) return v;
+  const A s = v > A(0) ? A(1) : (v < A(0) ? A(-1) : A(0));
+  return form == 1 ? s : s * impl::pow(v < A(0) ? -v : v, p - A(1));
+}
+
+/// Where a function's planes of grid axis 0 live: this rank's slab and the
+/// halo buffers around it.
+template <class T>
+struct GridPlanes {
+  const T *x = nullptr, *y = nullptr;  ///< the slab, [functions, n0, plane]
+  const T *lo_x = nullptr, *lo_y = nullptr, *hi_x = nullptr, *hi_y = nullptr;
+  std::int64_t n0 = 1, plane = 1, start = 0, global = 1, halo = 0;
+
+  /// Plane g (global, in [0, global)) of function f, of the input (which =
+  /// 0) or the target (1).
+  KOKKOS_INLINE_FUNCTION const T* at(int which, std::int64_t f, std::int64_t g) const {
+    const std::int64_t l = g - start;
+    if (l >= 0 && l < n0) return (which ? y : x) + (f * n0 + l) * plane;
+    std::int64_t after = g - (start + n0);
+    if (after < 0) after += global;
+    if (after < halo) return (which ? hi_y : hi_x) + (f * halo + after) * plane;
+    std::int64_t before = start - g;
+    if (before <= 0) before += global;
+    return (which ? lo_y : lo_x) + (f * halo + halo - before) * plane;
+  }
+};
+
+/// Cells per work item along a line, and per chunk within it.
+inline constexpr std::int64_t grid_segment = 2048;
+inline constexpr int grid_chunk = 128;
+
+/// One work item: function f, line l (of the grid without its last axis),
+/// segment s of that line.
+struct GridItem {
+  std::int64_t f, line, begin, end;
+};
+
+/// The work items' count and the item of index i.
+struct GridItems {
+  std::int64_t lines = 1, line_length = 1, segments = 1;
+  std::int64_t count(std::int64_t functions) const { return functions * lines * segments; }
+  KOKKOS_INLINE_FUNCTION GridItem item(std::int64_t i) const {
+    const std::int64_t s = i % segments, fl = i / segments;
+    const std::int64_t b = s * grid_segment;
+    return {fl / lines, fl % lines, b, b + grid_segment < line_length ? b + grid_segment : line_length};
+  }
+};
+
+/// The stencil of one line: for each grid axis but the last, the
+/// neighbouring lines a row of D (forward) or D^T D (backward) combines.
+template <class T, class A>
+struct LineStencil {
+  static constexpr int max_terms = 16;
+  int terms[2] = {0, 0};
+  const T* x[2][max_terms];
+  const T* y[2][max_terms];
+  A c[2][max_terms];
+};
+
+/// h1_loss's per-axis constants.
+template <class A>
+struct H1Axes {
+  std::int64_t n[3] = {1, 1, 1};  ///< local extents
+  std::int64_t n0_global = 1, start = 0;
+  bool periodic[3] = {true, true, true};
+  A h[3] = {1, 1, 1};
+  int d = 1;
+};
+
+/// The stencil lines of function f's line `line` (d >= 2): D's rows
+/// (transpose = false) or D^T D's.
+template <class T, class A>
+KOKKOS_INLINE_FUNCTION void line_stencil(const GridPlanes<T>& P, const H1Axes<A>& ax, std::int64_t f, std::int64_t line,
+                                         bool dtd, LineStencil<T, A>& st) {
+  // line coordinates: i0 (global) and, for d = 3, i1
+  const std::int64_t i1 = ax.d == 3 ? line % ax.n[1] : 0;
+  const std::int64_t i0 = (ax.d == 3 ? line / ax.n[1] : line) + ax.start;
+  const std::int64_t len = ax.n[ax.d - 1];
+  std::int64_t col[LineStencil<T, A>::max_terms];
+  A c[LineStencil<T, A>::max_terms];
+  // axis 0
+  int m = dtd ? dtd_row(i0, ax.n0_global, ax.periodic[0], ax.h[0], col, c)
+              : d_row(i0, ax.n0_global, ax.periodic[0], ax.h[0], col, c);
+  st.terms[0] = m;
+  for (int s = 0; s < m; ++s) {
+    st.x[0][s] = P.at(0, f, col[s]) + i1 * len;
+    st.y[0][s] = P.at(1, f, col[s]) + i1 * len;
+    st.c[0][s] = c[s];
+  }
+  st.terms[1] = 0;
+  if (ax.d < 3) return;
+  m = dtd ? dtd_row(i1, ax.n[1], ax.periodic[1], ax.h[1], col, c) : d_row(i1, ax.n[1], ax.periodic[1], ax.h[1], col, c);
+  st.terms[1] = m;
+  const T* px = P.at(0, f, i0);
+  const T* py = P.at(1, f, i0);
+  for (int s = 0; s < m; ++s) {
+    st.x[1][s] = px + col[s] * len;
+    st.y[1][s] = py + col[s] * len;
+    st.c[1][s] = c[s];
+  }
+}
+
+/// Along the line axis (the last grid axis): the value of cell `g` (global
+/// index on that axis) of the input (which = 0) or target (1). For d >= 2
+/// the line is local; for d = 1 it is grid axis 0, possibly a slab.
+template <class T>
+KOKKOS_INLINE_FUNCTION const T& line_cell(const GridPlanes<T>& P, int d, const T* line, int which, std::int64_t f,
+                                          std::int64_t g) {
+  return d == 1 ? *P.at(which, f, g) : line[g];
+}
+
+/// The partial sums (A, B) of every work item of h1_loss.
+template <class ExecSpace, class T>
+void h1_item_sums(const ExecSpace& exec, const GridPlanes<T>& P, const H1Axes<acc_t<T>>& ax, const GridItems& items,
+                  std::int64_t functions, const Kokkos::View<double**, typename ExecSpace::memory_space>& sums) {
+  using A = acc_t<T>;
+  const std::int64_t len = ax.n[ax.d - 1];
+  const std::int64_t line_start = ax.d == 1 ? ax.start : 0;  // the line axis's global index of local cell 0
+  const std::int64_t line_global = ax.d == 1 ? ax.n0_global : len;
+  const bool line_periodic = ax.periodic[ax.d - 1];
+  const A line_k = A(1) / (A(2) * ax.h[ax.d - 1]);
+  Kokkos::parallel_for(
+      "kloss::h1_loss::sums",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, items.count(functions)),
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        const GridItem it = items.item(i);
+        LineStencil<T, A> st;
+        if (ax.d >= 2) line_stencil(P, ax, it.f, it.line, false, st);
+        const std::int64_t i1 = ax.d == 3 ? it.line % ax.n[1] : 0;
+        const T* lx = ax.d == 1 ? P.x + it.f * ax.n[0]
+                                : P.at(0, it.f, (ax.d == 3 ? it.line / ax.n[1] : it.line) + ax.start) + i1 * len;
+        const T* ly = ax.d == 1 ? P.y + it.f * ax.n[0]
+                                : P.at(1, it.f, (ax.d == 3 ? it.line / ax.n[1] : it.line) + ax.start) + i1 * len;
+        double sa = 0, sb = 0;
+        for (std::int64_t j0 = it.begin; j0 < it.end; j0 += grid_chunk) {
+          const std::int64_t j1 = j0 + grid_chunk < it.end ? j0 + grid_chunk : it.end;
+          A ca = 0, cb = 0;
+          for (std::int64_t j = j0; j < j1; ++j) {
+            const A xv = to_acc(lx[j]), yv = to_acc(ly[j]);
+            const A e = xv - yv;
+            ca += e * e;
+            cb += yv * yv;
+            for (int k = 0; k < ax.d - 1; ++k) {
+              A de = 0, dy = 0;
+              for (int s = 0; s < st.terms[k]; ++s) {
+                const A ys = to_acc(st.y[k][s][j]);
+                de += st.c[k][s] * (to_acc(st.x[k][s][j]) - ys);
+                dy += st.c[k][s] * ys;
+              }
+              ca += de * de;
+              cb += dy * dy;
+            }
+            // the line axis
+            const std::int64_t g = j + line_start;
+            A de, dy;
+            if (g > 0 && g + 1 < line_global && j > 0 && j + 1 < len) {
+              const A yp = to_acc(ly[j + 1]), ym = to_acc(ly[j - 1]);
+              de = (to_acc(lx[j + 1]) - yp - to_acc(lx[j - 1]) + ym) * line_k;
+              dy = (yp - ym) * line_k;
+            } else {
+              std::int64_t col[4];
+              A c[4];
+              const int m = d_row(g, line_global, line_periodic, ax.h[ax.d - 1], col, c);
+              de = 0;
+              dy = 0;
+              for (int s = 0; s < m; ++s) {
+                const A ys = to_acc(line_cell(P, ax.d, ly, 1, it.f, col[s]));
+                de += c[s] * (to_acc(line_cell(P, ax.d, lx, 0, it.f, col[s])) - ys);
+                dy += c[s] * ys;
+              }
+            }
+            ca += de * de;
+            cb += dy * dy;
+          }
+          sa += static_cast<double>(ca);
+          sb += static_cast<double>(cb);
+        }
+        sums(i, 0) = sa;
+        sums(i, 1) = sb;
+      });
+}
+
+/// The partial sums (A, B) of every work item of lp_loss.
+template <class ExecSpace, class T>
+void lp_item_sums(const ExecSpace& exec, const T* x, const T* y, const GridItems& items, std::int64_t functions,
+                  acc_t<T> p, int form, const Kokkos::View<double**, typename ExecSpace::memory_space>& sums) {
+  using A = acc_t<T>;
+  const std::int64_t cells = items.line_length;
+  Kokkos::parallel_for(
+      "kloss::lp_loss::sums",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, items.count(functions)),
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        const GridItem it = items.item(i);
+        const T* fx = x + it.f * cells;
+        const T* fy = y + it.f * cells;
+        double sa = 0, sb = 0;
+        for (std::int64_t j0 = it.begin; j0 < it.end; j0 += grid_chunk) {
+          const std::int64_t j1 = j0 + grid_chunk < it.end ? j0 + grid_chunk : it.end;
+          A ca = 0, cb = 0;
+          for (std::int64_t j = j0; j < j1; ++j) {
+            const A yv = to_acc(fy[j]);
+            ca += abs_pow(to_acc(fx[j]) - yv, p, form);
+            cb += abs_pow(yv, p, form);
+          }
+          sa += static_cast<double>(ca);
+          sb += static_cast<double>(cb);
+        }
+        sums(i, 0) = sa;
+        sums(i, 1) = sb;
+      });
+}
+
+/// 2 for p = 2, 1 for p = 1, 0 otherwise.
+inline int pow_form(double p) { return p == 2 ? 2 : (p == 1 ? 1 : 0); }
+
+/// Per function (A, B) on the host: the items' partial sums added in order,
+/// then over the ranks (shard.combine).
+template <class ExecSpace, class T>
+std::vector<double> grid_sums(const ExecSpace& exec, GridKind kind,
+                              const Tensor<const T, typename ExecSpace::memory_space>& input,
+                              const Tensor<const T, typename ExecSpace::memory_space>& target, const GridGeometry& g,
+                              const GridParams& o, const GridShard& shard, GridPlanes<T>& planes, H1Axes<acc_t<T>>& ax,
+                              GridItems& items) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  const std::int64_t F = g.functions;
+  items.line_length = kind == GridKind::h1 ? g.n[g.d - 1] : g.cells;
+  items.lines = kind == GridKind::h1 ? g.cells / (items.line_length > 0 ? items.line_length : 1) : 1;
+  if (items.line_length == 0) items.lines = 0;
+  items.segments = items.line_length > 0 ? (items.line_length + grid_segment - 1) / grid_segment : 0;
+  planes.x = input.data.data();
+  planes.y = target.data.data();
+  planes.n0 = kind == GridKind::h1 ? g.n[0] : g.cells;
+  planes.plane = kind == GridKind::h1 ? (g.n[0] > 0 ? g.cells / g.n[0] : 0) : 1;
+  planes.start = shard.start;
+  planes.global = g.n0_global;
+  planes.halo = shard.halo;
+  planes.lo_x = static_cast<const T*>(shard.lo_input);
+  planes.lo_y = static_cast<const T*>(shard.lo_target);
+  planes.hi_x = static_cast<const T*>(shard.hi_input);
+  planes.hi_y = static_cast<const T*>(shard.hi_target);
+  ax.d = g.d;
+  ax.start = shard.start;
+  ax.n0_global = g.n0_global;
+  for (int k = 0; k < 3; ++k) {
+    ax.n[k] = g.n[k];
+    ax.periodic[k] = o.periodic[k];
+    const std::int64_t nk = k == 0 ? g.n0_global : g.n[k];
+    ax.h[k] = static_cast<A>(o.measure[k] / static_cast<double>(nk > 0 ? nk : 1));
+  }
+  const std::int64_t n_items = items.count(F);
+  const Kokkos::View<double**, Mem> part(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid_loss::parts"),
+                                         static_cast<std::size_t>(n_items), 2);
+  if (n_items > 0) {
+    if (kind == GridKind::h1)
+      h1_item_sums(exec, planes, ax, items, F, part);
+    else
+      lp_item_sums(exec, planes.x, planes.y, items, F, static_cast<A>(o.p), pow_form(o.p), part);
+  }
+  const std::int64_t per_f = items.lines * items.segments;
+  const Kokkos::View<double**, Mem> per(Kokkos::view_alloc("kloss::grid_loss::sums"), static_cast<std::size_t>(F), 2);
+  if (per_f > 0)
+    Kokkos::parallel_for(
+        "kloss::grid_loss::per_function", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, F),
+        KOKKOS_LAMBDA(const std::int64_t f) {
+          double a = 0, b = 0;
+          for (std::int64_t i = f * per_f; i < (f + 1) * per_f; ++i) {
+            a += part(i, 0);
+            b += part(i, 1);
+          }
+          per(f, 0) = a;
+          per(f, 1) = b;
+        });
+  const Kokkos::View<double**, Kokkos::HostSpace> host("kloss::grid_loss::sums_host", static_cast<std::size_t>(F), 2);
+  Kokkos::deep_copy(exec, host, per);
+  exec.fence();
+  std::vector<double> out(static_cast<std::size_t>(2 * F));
+  for (std::int64_t f = 0; f < F; ++f) {
+    out[2 * f] = host(f, 0);
+    out[2 * f + 1] = host(f, 1);
+  }
+  if (shard.combine) shard.combine(out);
+  return out;
+}
+
+template <class ExecSpace, class T>
+void grid_loss(const ExecSpace& exec, GridKind kind, const TensorIn<ExecSpace, T>& input,
+               const TensorIn<ExecSpace, T>& target, const TensorOut<ExecSpace, T>& output, const GridParams& o,
+               const GridShard& shard) {
+  const char* name = kind == GridKind::h1 ? "h1_loss" : "lp_loss";
+  check_reduction(name, o.reduction);
+  const GridGeometry g = grid_geometry(name, kind, input, target, o, shard);
+  check_output(name, "output", output, o.reduction, g.lead);
+  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target)});
+  ProfilingRegion region(kind == GridKind::h1 ? "kloss::h1_loss" : "kloss::lp_loss");
+  GridPlanes<T> planes;
+  H1Axes<acc_t<T>> ax;
+  GridItems items;
+  const std::vector<double> ab = grid_sums(exec, kind, input, target, g, o, shard, planes, ax, items);
+  const std::int64_t F = g.functions;
+  if (o.reduction == Reduction::none) {
+    const Kokkos::View<T*, Kokkos::HostSpace> host("kloss::grid_loss::output_host", static_cast<std::size_t>(F));
+    for (std::int64_t f = 0; f < F; ++f)
+      host(f) = from_acc<T>(static_cast<acc_t<T>>(grid_value(kind, o, g.weight, ab[2 * f], ab[2 * f + 1])));
+    Kokkos::deep_copy(exec, output.data, host);
+    exec.fence();
+    return;
+  }
+  double total = 0;
+  for (std::int64_t f = 0; f < F; ++f) total += grid_value(kind, o, g.weight, ab[2 * f], ab[2 * f + 1]);
+  Kokkos::deep_copy(exec, output.data, from_acc<T>(static_cast<acc_t<T>>(total * reduction_scale(o.reduction, F))));
+  exec.fence();
+}
+
+template <class ExecSpace, class T>
+void grid_loss_backward(const ExecSpace& exec, GridKind kind, const TensorIn<ExecSpace, T>& grad_output,
+                        const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
+                        const TensorOut<ExecSpace, T>& grad_input, const TensorOut<ExecSpace, T>& grad_target,
+                        const GridParams& o, const GridShard& shard) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  const char* name = kind == GridKind::h1 ? "h1_loss_backward" : "lp_loss_backward";
+  check_reduction(name, o.reduction);
+  const GridGeometry g = grid_geometry(name, kind, input, target, o, shard);
+  check_backward(name, grad_output, o.reduction, g.lead,
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
+                 {span("input", input), span("target", target)});
+  ProfilingRegion region(kind == GridKind::h1 ? "kloss::h1_loss_backward" : "kloss::lp_loss_backward");
+  const std::int64_t F = g.functions;
+  if (F == 0 || g.cells == 0 || (!grad_input.present && !grad_target.present)) return;
+  GridPlanes<T> planes;
+  H1Axes<A> ax;
+  GridItems items;
+  const std::vector<double> ab = grid_sums(exec, kind, input, target, g, o, shard, planes, ax, items);
+  // per function: the upstream gradient and the two factors
+  const Kokkos::View<T*, Kokkos::HostSpace> go_host("kloss::grid_loss::grad_output_host",
+                                                    static_cast<std::size_t>(grad_output.numel()));
+  Kokkos::deep_copy(go_host, grad_output.data);
+  const double scale = reduction_scale(o.reduction, F);
+  const Kokkos::View<A**, Mem> fac(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid_loss::factors"),
+                                   static_cast<std::size_t>(F), 2);
+  const Kokkos::View<A**, Kokkos::HostSpace> fh("kloss::grid_loss::factors_host", static_cast<std::size_t>(F), 2);
+  for (std::int64_t f = 0; f < F; ++f) {
+    const double u = o.reduction == Reduction::none ? static_cast<double>(to_acc(go_host(f)))
+                                                    : static_cast<double>(to_acc(go_host(0))) * scale;
+    double ce = 0, cy = 0;
+    grid_factors(kind, o, g.weight, ab[2 * f], ab[2 * f + 1], ce, cy);
+    fh(f, 0) = static_cast<A>(u * ce);
+    fh(f, 1) = static_cast<A>(u * cy);
+  }
+  Kokkos::deep_copy(exec, fac, fh);
+  T* gx = grad_input.present ? grad_input.data.data() : nullptr;
+  T* gy = grad_target.present ? grad_target.data.data() : nullptr;
+  if (kind == GridKind::lp) {
+    const T* x = input.data.data();
+    const T* y = target.data.data();
+    const std::int64_t cells = g.cells;
+    const A p = static_cast<A>(o.p);
+    const int form = pow_form(o.p);
+    Kokkos::parallel_for(
+        "kloss::lp_loss_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, F * cells),
+        KOKKOS_LAMBDA(const std::int64_t i) {
+          const std::int64_t f = i / cells;
+          const A yv = to_acc(y[i]);
+          const A ge = fac(f, 0) * signed_pow(to_acc(x[i]) - yv, p, form);
+          if (gx) gx[i] = from_acc<T>(ge);
+          if (gy) gy[i] = from_acc<T>(fac(f, 1) * signed_pow(yv, p, form) - ge);
+        });
+    return;
+  }
+  const GridPlanes<T> P = planes;
+  const H1Axes<A> X = ax;
+  const std::int64_t len = X.n[X.d - 1];
+  const std::int64_t line_start = X.d == 1 ? X.start : 0;
+  const std::int64_t line_global = X.d == 1 ? X.n0_global : len;
+  const bool line_periodic = X.periodic[X.d - 1];
+  const A hl = X.h[X.d - 1];
+  const A k2 = A(1) / (A(4) * hl * hl);
+  // the interior of the line axis, where D^T D's row is (2 f_j - f_{j-2} -
+  // f_{j+2}) / 4h^2
+  const std::int64_t edge = line_periodic ? 2 : 4;
+  const bool need_y = gy != nullptr;
+  Kokkos::parallel_for(
+      "kloss::h1_loss_backward",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, items.count(F)),
+      KOKKOS_LAMBDA(const std::int64_t i) {
+        const GridItem it = items.item(i);
+        LineStencil<T, A> st;
+        if (X.d >= 2) line_stencil(P, X, it.f, it.line, true, st);
+        const std::int64_t i1 = X.d == 3 ? it.line % X.n[1] : 0;
+        const std::int64_t i0 = (X.d == 3 ? it.line / X.n[1] : it.line) + X.start;
+        const std::int64_t off = (X.d == 3 ? it.line / X.n[1] : it.line) * P.plane + i1 * len;
+        const T* lx = X.d == 1 ? P.x + it.f * X.n[0] : P.at(0, it.f, i0) + i1 * len;
+        const T* ly = X.d == 1 ? P.y + it.f * X.n[0] : P.at(1, it.f, i0) + i1 * len;
+        const std::int64_t base = X.d == 1 ? it.f * X.n[0] : it.f * X.n[0] * P.plane + off;
+        const A fe = fac(it.f, 0), fy = fac(it.f, 1);
+        for (std::int64_t j = it.begin; j < it.end; ++j) {
+          const A xv = to_acc(lx[j]), yv = to_acc(ly[j]);
+          A ge = xv - yv, gyv = yv;
+          for (int k = 0; k < X.d - 1; ++k)
+            for (int s = 0; s < st.terms[k]; ++s) {
+              const A ys = to_acc(st.y[k][s][j]);
+              ge += st.c[k][s] * (to_acc(st.x[k][s][j]) - ys);
+              gyv += st.c[k][s] * ys;
+            }
+          const std::int64_t gl = j + line_start;
+          if (gl >= edge && gl + edge < line_global && j >= 2 && j + 2 < len) {
+            const A ym = to_acc(ly[j - 2]), yp = to_acc(ly[j + 2]);
+            ge += (A(2) * (xv - yv) - (to_acc(lx[j - 2]) - ym) - (to_acc(lx[j + 2]) - yp)) * k2;
+            gyv += (A(2) * yv - ym - yp) * k2;
+          } else {
+            std::int64_t col[16];
+            A c[16];
+            const int m = dtd_row(gl, line_global, line_periodic, hl, col, c);
+            for (int s = 0; s < m; ++s) {
+              const A ys = to_acc(line_cell(P, X.d, ly, 1, it.f, col[s]));
+              ge += c[s] * (to_acc(line_cell(P, X.d, lx, 0, it.f, col[s])) - ys);
+              gyv += c[s] * ys;
+            }
+          }
+          const A gxv = fe * ge;
+          if (gx) gx[base + j] = from_acc<T>(gxv);
+          if (need_y) gy[base + j] = from_acc<T>(fy * gyv - gxv);
+        }
+      });
+}
+
+}  // namespace kloss::impl

@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// The grid losses over a grid split in slabs of its first axis under
+// mpirun (1-4 ranks, uneven slabs): kloss::mpi::run_sharded (and the typed
+// kloss::mpi::h1_loss) give, on every rank, the one-process loss of the
+// whole grid, and each rank's gradients are its slab of the whole grid's -
+// periodic and one-sided boundaries, 1-, 2- and 3-D grids, every
+// reduction; lp_loss with an empty slab; and the errors every rank throws
+// (a slab thinner than the halo, ranks that disagree).
+#include <mpi.h>
+
+#include <kloss/grid_mpi.hpp>
+#include <kloss/registry.hpp>
+#include <kloss/sharded.hpp>
+
+#include "mpi_test_utils.hpp"
+#include "test_utils.hpp"
+
+namespace {
+
+using namespace kloss_test;
+using kloss::rt::Buffer;
+using kloss::rt::Call;
+using kloss::rt::DType;
+
+/// Elements [begin, end) of `b` along `axis`.
+Buffer slice(const Buffer& b, int axis, std::int64_t begin, std::int64_t end) {
+  kloss::Shape s = b.shape();
+  std::int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= s.extent[i];
+  for (int i = axis + 1; i < s.rank; ++i) inner *= s.extent[i];
+  const std::int64_t n = s.extent[axis];
+  s.extent[axis] = end - begin;
+  const auto v = b.to_doubles();
+  std::vector<double> out;
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = begin; i < end; ++i)
+      for (std::int64_t k = 0; k < inner; ++k) out.push_back(v[static_cast<std::size_t>((o * n + i) * inner + k)]);
+  return Buffer::from_doubles(b.dtype(), s, out);
+}
+
+/// A smooth field plus noise, the same on every rank.
+Buffer field(DType dt, const kloss::Shape& s, unsigned seed) {
+  auto v = random_values(static_cast<std::size_t>(s.numel()), -0.3, 0.3, seed);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] += std::sin(0.37 * static_cast<double>(i) + seed);
+  return Buffer::from_doubles(dt, s, v);
+}
+
+/// Rank r's slab [b_r, b_{r+1}) of n planes: `min` each, the rest shared in
+/// proportion to the rank (uneven; with min 0, rank 0's slab is empty on
+/// more than one rank).
+std::pair<std::int64_t, std::int64_t> slab(std::int64_t n, std::int64_t min) {
+  const std::int64_t r = world_rank(), p = world_size();
+  const std::int64_t rest = n - min * p, weights = p * (p - 1) / 2;
+  std::vector<std::int64_t> b(static_cast<std::size_t>(p + 1), 0);
+  std::int64_t given = 0;
+  for (std::int64_t q = 0; q < p; ++q) {
+    const std::int64_t extra = q + 1 == p ? rest - given : rest * q / weights;
+    given += extra;
+    b[static_cast<std::size_t>(q + 1)] = b[static_cast<std::size_t>(q)] + min + extra;
+  }
+  return {b[static_cast<std::size_t>(r)], b[static_cast<std::size_t>(r + 1)]};
+}
+
+struct GridCase {
+  std::string op;
+  kloss::Shape shape;
+  int grid_ndim;
+  std::string periodic;  // h1 only
+  std::int64_t min_planes;
+};
+
+void expect_decomposed_equals_whole(const GridCase& g, DType dt, const std::string& red, bool relative, double tol) {
+  SCOPED_TRACE(g.op + " " + g.shape.str() + " periodic=" + g.periodic + " " + red +
+               (relative ? " relative" : " absolute"));
+  Call whole;
+  whole.op = g.op;
+  whole.dtype = dt;
+  whole.inputs.emplace("input", field(dt, g.shape, 3));
+  whole.inputs.emplace("target", field(dt, g.shape, 11));
+  whole.options.set("reduction", red);
+  whole.options.set("grid_ndim", static_cast<std::int64_t>(g.grid_ndim));
+  whole.options.set("relative", relative);
+  whole.options.set("measure", 2.5);
+  if (g.op == "h1_loss") whole.options.set("periodic", g.periodic);
+  if (g.op == "lp_loss") whole.options.set("p", 1.5);
+  const int axis = g.shape.rank - g.grid_ndim;
+  kloss::Shape lead;
+  for (int i = 0; i < axis; ++i) lead.extent[lead.rank++] = g.shape.extent[i];
+  const kloss::Shape out_shape = red == "none" ? lead : kloss::Shape{};
+  whole.grad_output =
+      Buffer::from_doubles(dt, out_shape, random_values(static_cast<std::size_t>(out_shape.numel()), 0.5, 1.5, 5));
+  const auto want = kloss::rt::run(whole);
+
+  const auto [b, e] = slab(g.shape.extent[axis], g.min_planes);
+  Call part = whole;
+  part.inputs.clear();
+  for (const char* name : {"input", "target"}) part.inputs.emplace(name, slice(whole.inputs.at(name), axis, b, e));
+  Communicator comm(MPI_COMM_WORLD);
+  const auto got = kloss::mpi::run_sharded(comm, part);
+  expect_near_all(got.output.to_doubles(), want.output.to_doubles(), tol, tol, "output");
+  for (const char* name : {"input", "target"})
+    expect_near_all(got.grads.at(name).to_doubles(), slice(want.grads.at(name), axis, b, e).to_doubles(), tol, tol,
+                    name);
+  // the same bits on every rank
+  const double v = got.output.to_doubles().empty() ? 0.0 : got.output.to_doubles()[0];
+  double lo = v, hi = v;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(lo, hi);
+}
+
+TEST(GridMpi, H1EqualsTheWholeGrid) {
+  const std::vector<GridCase> cases = {
+      {"h1_loss", {2, 23}, 1, "true", 2},
+      {"h1_loss", {2, 23}, 1, "false", 3},
+      {"h1_loss", {3, 14, 9}, 2, "true", 2},
+      {"h1_loss", {3, 14, 9}, 2, "false", 3},
+      {"h1_loss", {2, 1, 13, 5, 6}, 3, "false,true,false", 3},
+      {"h1_loss", {2, 13, 4, 6}, 3, "true,false,true", 2},
+  };
+  for (const auto& g : cases)
+    for (const char* red : {"mean", "sum", "none"})
+      for (bool relative : {true, false}) expect_decomposed_equals_whole(g, DType::float64, red, relative, 1e-12);
+}
+
+TEST(GridMpi, LpEqualsTheWholeGrid) {
+  // min 0: a rank may hold no planes at all
+  const std::vector<GridCase> cases = {{"lp_loss", {3, 9}, 1, "", 0}, {"lp_loss", {2, 7, 5}, 2, "", 0}};
+  for (const auto& g : cases)
+    for (const char* red : {"mean", "sum", "none"})
+      for (bool relative : {true, false}) expect_decomposed_equals_whole(g, DType::float64, red, relative, 1e-12);
+}
+
+TEST(GridMpi, Float32AndHalves) {
+  const GridCase g{"h1_loss", {2, 17, 8}, 2, "false,true", 3};
+  expect_decomposed_equals_whole(g, DType::float32, "mean", true, 2e-5);
+  expect_decomposed_equals_whole(g, DType::bfloat16, "sum", true, 5e-2);
+}
+
+/// The typed entry points on Kokkos views, periodic 1-D: the value of the
+/// whole grid (kloss::h1_loss) on every rank.
+TEST(GridMpi, TypedEntryPoints) {
+  const std::int64_t n = 20;
+  const auto [b, e] = slab(n, 2);
+  const auto xs = field(DType::float64, kloss::Shape{n}, 3).to_doubles();
+  const auto ys = field(DType::float64, kloss::Shape{n}, 11).to_doubles();
+  Kokkos::View<double*> x("x", n), y("y", n), xl("xl", e - b), yl("yl", e - b), out("out", 1), whole("whole", 1);
+  auto hx = Kokkos::create_mirror_view(x), hy = Kokkos::create_mirror_view(y);
+  for (std::int64_t i = 0; i < n; ++i) {
+    hx(i) = xs[static_cast<std::size_t>(i)];
+    hy(i) = ys[static_cast<std::size_t>(i)];
+  }
+  Kokkos::deep_copy(x, hx);
+  Kokkos::deep_copy(y, hy);
+  Kokkos::deep_copy(xl, Kokkos::subview(x, std::make_pair(b, e)));
+  Kokkos::deep_copy(yl, Kokkos::subview(y, std::make_pair(b, e)));
+  const Kokkos::DefaultExecutionSpace exec;
+  Communicator comm(MPI_COMM_WORLD);
+  kloss::h1_loss(exec, x, y, whole);
+  kloss::mpi::h1_loss(exec, comm, xl, yl, out);
+  auto ho = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
+  auto hw = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), whole);
+  EXPECT_NEAR(ho(0), hw(0), 1e-13);
+  // backward: this rank's slab of the whole grid's gradient
+  Kokkos::View<double*> go("go", 1), gx("gx", n), gxl("gxl", e - b);
+  Kokkos::deep_copy(go, 1.0);
+  kloss::h1_loss_backward(exec, go, x, y, gx, Kokkos::View<double*>());
+  kloss::mpi::h1_loss_backward(exec, comm, go, xl, yl, gxl, Kokkos::View<double*>());
+  auto hg = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gx);
+  auto hgl = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), gxl);
+  for (std::int64_t i = b; i < e; ++i) EXPECT_NEAR(hgl(i - b), hg(i), 1e-13) << i;
+}
+
+/// A slab thinner than the halo: every rank throws InvalidArgument.
+TEST(GridMpiMultiRank, SlabThinnerThanTheHalo) {
+  const int r = world_rank();
+  Call c;
+  c.op = "h1_loss";
+  c.dtype = DType::float64;
+  const std::int64_t planes = r == 0 ? 2 : 5;  // one-sided: the halo is 3 planes
+  c.inputs.emplace("input", field(DType::float64, kloss::Shape{2, planes, 4}, 1));
+  c.inputs.emplace("target", field(DType::float64, kloss::Shape{2, planes, 4}, 2));
+  c.options.set("grid_ndim", std::int64_t{2});
+  c.options.set("periodic", std::string("false"));
+  Communicator comm(MPI_COMM_WORLD);
+  EXPECT_THROW(kloss::mpi::run_sharded(comm, c), kloss::InvalidArgument);
+}
+
+/// Ranks that disagree on an option or on the extents beyond axis 0 all
+/// throw MpiError.
+TEST(GridMpiMultiRank, RanksThatDisagree) {
+  const int r = world_rank();
+  Communicator comm(MPI_COMM_WORLD);
+  Call c;
+  c.op = "lp_loss";
+  c.dtype = DType::float64;
+  c.inputs.emplace("input", field(DType::float64, kloss::Shape{2, 5, 4}, 1));
+  c.inputs.emplace("target", field(DType::float64, kloss::Shape{2, 5, 4}, 2));
+  c.options.set("grid_ndim", std::int64_t{2});
+  c.options.set("p", r == 1 ? 3.0 : 2.0);
+  EXPECT_THROW(kloss::mpi::run_sharded(comm, c), kloss::MpiError);
+  c.options.set("p", 2.0);
+  const std::int64_t w = r == 1 ? 3 : 4;
+  c.inputs.clear();
+  c.inputs.emplace("input", field(DType::float64, kloss::Shape{2, 5, w}, 1));
+  c.inputs.emplace("target", field(DType::float64, kloss::Shape{2, 5, w}, 2));
+  EXPECT_THROW(kloss::mpi::run_sharded(comm, c), kloss::MpiError);
+}
+
+}  // namespace
