@@ -281,7 +281,9 @@ TEST(Sharded, EveryReducedOpHasMeanPartsAndACase) {
       continue;
     }
     EXPECT_EQ(reduced, static_cast<bool>(op.mean_parts.denominator)) << op.name;
-    if (reduced) EXPECT_TRUE(covered.count(std::string(op.name))) << op.name << " has no case here";
+    if (reduced) {
+      EXPECT_TRUE(covered.count(std::string(op.name))) << op.name << " has no case here";
+    }
   }
 }
 

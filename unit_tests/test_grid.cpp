@@ -471,7 +471,7 @@ TEST(GridLoss, OneFunctionAndTinyPeriodicAxes) {
       c.grid_ndim = 1;
       expect_matches_reference(c, 311);
     }
-  for (const kloss::Shape shape : {kloss::Shape{3, 2, 5}, kloss::Shape{3, 5, 1}, kloss::Shape{2, 1, 2}}) {
+  for (const kloss::Shape& shape : {kloss::Shape{3, 2, 5}, kloss::Shape{3, 5, 1}, kloss::Shape{2, 1, 2}}) {
     GridCase c;
     c.op = "h1_loss";
     c.shape = shape;

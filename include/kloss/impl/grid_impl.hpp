@@ -237,24 +237,34 @@ struct GridPlanes {
   const T *x = nullptr, *y = nullptr;  ///< the slab, [functions, n0, plane]
   const T *lo_x = nullptr, *lo_y = nullptr, *hi_x = nullptr, *hi_y = nullptr;
   std::int64_t n0 = 1, plane = 1, start = 0, global = 1, halo = 0;
+  bool periodic = true;  ///< grid axis 0 wraps
 
   /// Plane g (global, in [0, global)) of function f, of the input (which =
   /// 0) or the target (1).
   KOKKOS_INLINE_FUNCTION const T* at(int which, std::int64_t f, std::int64_t g) const {
     const std::int64_t l = g - start;
     if (l >= 0 && l < n0) return (which ? y : x) + (f * n0 + l) * plane;
-    std::int64_t after = g - (start + n0);
-    if (after < 0) after += global;
-    if (after < halo) return (which ? hi_y : hi_x) + (f * halo + after) * plane;
-    std::int64_t before = start - g;
-    if (before <= 0) before += global;
-    return (which ? lo_y : lo_x) + (f * halo + halo - before) * plane;
+    const T* lo = which ? lo_y : lo_x;
+    const T* hi = which ? hi_y : hi_x;
+    // planes after the slab go to hi, before it to lo; on a periodic axis a
+    // plane may be either, across the wrap
+    if (g >= start + n0) {
+      const std::int64_t after = g - start - n0;
+      if (!periodic || after < halo) return hi + (f * halo + after) * plane;
+      return lo + (f * halo + halo - (start - g + global)) * plane;
+    }
+    const std::int64_t before = start - g;
+    if (!periodic || before <= halo) return lo + (f * halo + halo - before) * plane;
+    return hi + (f * halo + g + global - start - n0) * plane;
   }
 };
 
-/// Cells per work item along a line, and per chunk within it.
+/// Cells per work item along a line, per chunk within it (summed in the
+/// accumulation type, then added in double), and independent partial sums
+/// per chunk (lets the compiler vectorise the sums without reassociating).
 inline constexpr std::int64_t grid_segment = 2048;
 inline constexpr int grid_chunk = 128;
+inline constexpr int grid_lanes = 16;
 
 /// One work item: function f, line l (of the grid without its last axis),
 /// segment s of that line.
@@ -336,11 +346,34 @@ KOKKOS_INLINE_FUNCTION const T& line_cell(const GridPlanes<T>& P, int d, const T
   return d == 1 ? *P.at(which, f, g) : line[g];
 }
 
+/// Adds f(j) = (a, b) over j in [j0, j1) into lane sums la, lb (lane j - j0
+/// mod grid_lanes): independent lanes, so the compiler vectorises the
+/// lane loop without reassociating.
+template <class A, class F>
+KOKKOS_INLINE_FUNCTION void lane_sums(std::int64_t j0, std::int64_t j1, A* la, A* lb, const F& f) {
+  constexpr int L = grid_lanes;
+  std::int64_t j = j0;
+  for (; j + L <= j1; j += L)
+    for (int l = 0; l < L; ++l) {
+      A a, b;
+      f(j + l, a, b);
+      la[l] += a;
+      lb[l] += b;
+    }
+  for (int l = 0; j < j1; ++j, ++l) {
+    A a, b;
+    f(j, a, b);
+    la[l] += a;
+    lb[l] += b;
+  }
+}
+
 /// The partial sums (A, B) of every work item of h1_loss.
 template <class ExecSpace, class T>
 void h1_item_sums(const ExecSpace& exec, const GridPlanes<T>& P, const H1Axes<acc_t<T>>& ax, const GridItems& items,
                   std::int64_t functions, const Kokkos::View<double**, typename ExecSpace::memory_space>& sums) {
   using A = acc_t<T>;
+  constexpr int L = grid_lanes;
   const std::int64_t len = ax.n[ax.d - 1];
   const std::int64_t line_start = ax.d == 1 ? ax.start : 0;  // the line axis's global index of local cell 0
   const std::int64_t line_global = ax.d == 1 ? ax.n0_global : len;
@@ -354,50 +387,78 @@ void h1_item_sums(const ExecSpace& exec, const GridPlanes<T>& P, const H1Axes<ac
         LineStencil<T, A> st;
         if (ax.d >= 2) line_stencil(P, ax, it.f, it.line, false, st);
         const std::int64_t i1 = ax.d == 3 ? it.line % ax.n[1] : 0;
-        const T* lx = ax.d == 1 ? P.x + it.f * ax.n[0]
-                                : P.at(0, it.f, (ax.d == 3 ? it.line / ax.n[1] : it.line) + ax.start) + i1 * len;
-        const T* ly = ax.d == 1 ? P.y + it.f * ax.n[0]
-                                : P.at(1, it.f, (ax.d == 3 ? it.line / ax.n[1] : it.line) + ax.start) + i1 * len;
+        const std::int64_t i0 = (ax.d == 3 ? it.line / ax.n[1] : it.line) + ax.start;
+        const T* lx = ax.d == 1 ? P.x + it.f * ax.n[0] : P.at(0, it.f, i0) + i1 * len;
+        const T* ly = ax.d == 1 ? P.y + it.f * ax.n[0] : P.at(1, it.f, i0) + i1 * len;
+        // the cells whose line-axis difference is central and local: local j
+        // in [1, jhi), global j + line_start in [1, line_global - 1)
+        const std::int64_t jlo = 1;
+        const std::int64_t jhi = line_global - 1 - line_start < len - 1 ? line_global - 1 - line_start : len - 1;
+        A la[L], lb[L];
+        for (int l = 0; l < L; ++l) la[l] = lb[l] = A(0);
         double sa = 0, sb = 0;
         for (std::int64_t j0 = it.begin; j0 < it.end; j0 += grid_chunk) {
           const std::int64_t j1 = j0 + grid_chunk < it.end ? j0 + grid_chunk : it.end;
-          A ca = 0, cb = 0;
-          for (std::int64_t j = j0; j < j1; ++j) {
-            const A xv = to_acc(lx[j]), yv = to_acc(ly[j]);
-            const A e = xv - yv;
-            ca += e * e;
-            cb += yv * yv;
-            for (int k = 0; k < ax.d - 1; ++k) {
-              A de = 0, dy = 0;
-              for (int s = 0; s < st.terms[k]; ++s) {
-                const A ys = to_acc(st.y[k][s][j]);
-                de += st.c[k][s] * (to_acc(st.x[k][s][j]) - ys);
-                dy += st.c[k][s] * ys;
-              }
-              ca += de * de;
-              cb += dy * dy;
-            }
-            // the line axis
-            const std::int64_t g = j + line_start;
-            A de, dy;
-            if (g > 0 && g + 1 < line_global && j > 0 && j + 1 < len) {
-              const A yp = to_acc(ly[j + 1]), ym = to_acc(ly[j - 1]);
-              de = (to_acc(lx[j + 1]) - yp - to_acc(lx[j - 1]) + ym) * line_k;
-              dy = (yp - ym) * line_k;
+          lane_sums(j0, j1, la, lb, [&](std::int64_t j, A& a, A& b) {
+            const A yv = to_acc(ly[j]), e = to_acc(lx[j]) - yv;
+            a = e * e;
+            b = yv * yv;
+          });
+          for (int k = 0; k < ax.d - 1; ++k) {
+            const int m = st.terms[k];
+            const T *x0 = st.x[k][0], *y0 = st.y[k][0], *x1 = st.x[k][1], *y1 = st.y[k][1];
+            const A c0 = st.c[k][0], c1 = st.c[k][1];
+            if (m == 2) {
+              lane_sums(j0, j1, la, lb, [&](std::int64_t j, A& a, A& b) {
+                const A v0 = to_acc(y0[j]), v1 = to_acc(y1[j]);
+                const A de = c0 * (to_acc(x0[j]) - v0) + c1 * (to_acc(x1[j]) - v1), dy = c0 * v0 + c1 * v1;
+                a = de * de;
+                b = dy * dy;
+              });
             } else {
-              std::int64_t col[4];
-              A c[4];
-              const int m = d_row(g, line_global, line_periodic, ax.h[ax.d - 1], col, c);
-              de = 0;
-              dy = 0;
-              for (int s = 0; s < m; ++s) {
-                const A ys = to_acc(line_cell(P, ax.d, ly, 1, it.f, col[s]));
-                de += c[s] * (to_acc(line_cell(P, ax.d, lx, 0, it.f, col[s])) - ys);
-                dy += c[s] * ys;
-              }
+              const T *x2 = st.x[k][2], *y2 = st.y[k][2], *x3 = st.x[k][3], *y3 = st.y[k][3];
+              const A c2 = st.c[k][2], c3 = st.c[k][3];
+              lane_sums(j0, j1, la, lb, [&](std::int64_t j, A& a, A& b) {
+                const A v0 = to_acc(y0[j]), v1 = to_acc(y1[j]), v2 = to_acc(y2[j]), v3 = to_acc(y3[j]);
+                const A de = c0 * (to_acc(x0[j]) - v0) + c1 * (to_acc(x1[j]) - v1) + c2 * (to_acc(x2[j]) - v2) +
+                             c3 * (to_acc(x3[j]) - v3);
+                const A dy = c0 * v0 + c1 * v1 + c2 * v2 + c3 * v3;
+                a = de * de;
+                b = dy * dy;
+              });
             }
-            ca += de * de;
-            cb += dy * dy;
+          }
+          // the line axis: central inside, the stencil's rows elsewhere
+          const std::int64_t f0 = j0 > jlo ? j0 : jlo, f1 = j1 < jhi ? j1 : jhi;
+          if (f0 < f1)
+            lane_sums(f0, f1, la, lb, [&](std::int64_t j, A& a, A& b) {
+              const A yp = to_acc(ly[j + 1]), ym = to_acc(ly[j - 1]);
+              const A de = (to_acc(lx[j + 1]) - yp - to_acc(lx[j - 1]) + ym) * line_k, dy = (yp - ym) * line_k;
+              a = de * de;
+              b = dy * dy;
+            });
+          for (std::int64_t j = j0; j < j1; ++j) {
+            if (j >= f0 && j < f1) {
+              j = f1 - 1;
+              continue;
+            }
+            std::int64_t col[4];
+            A c[4];
+            const int m = d_row(j + line_start, line_global, line_periodic, ax.h[ax.d - 1], col, c);
+            A de = 0, dy = 0;
+            for (int s = 0; s < m; ++s) {
+              const A ys = to_acc(line_cell(P, ax.d, ly, 1, it.f, col[s]));
+              de += c[s] * (to_acc(line_cell(P, ax.d, lx, 0, it.f, col[s])) - ys);
+              dy += c[s] * ys;
+            }
+            la[0] += de * de;
+            lb[0] += dy * dy;
+          }
+          A ca = 0, cb = 0;
+          for (int l = 0; l < L; ++l) {
+            ca += la[l];
+            cb += lb[l];
+            la[l] = lb[l] = A(0);
           }
           sa += static_cast<double>(ca);
           sb += static_cast<double>(cb);
@@ -412,6 +473,7 @@ template <class ExecSpace, class T>
 void lp_item_sums(const ExecSpace& exec, const T* x, const T* y, const GridItems& items, std::int64_t functions,
                   acc_t<T> p, int form, const Kokkos::View<double**, typename ExecSpace::memory_space>& sums) {
   using A = acc_t<T>;
+  constexpr int L = grid_lanes;
   const std::int64_t cells = items.line_length;
   Kokkos::parallel_for(
       "kloss::lp_loss::sums",
@@ -420,14 +482,34 @@ void lp_item_sums(const ExecSpace& exec, const T* x, const T* y, const GridItems
         const GridItem it = items.item(i);
         const T* fx = x + it.f * cells;
         const T* fy = y + it.f * cells;
+        A la[L], lb[L];
+        for (int l = 0; l < L; ++l) la[l] = lb[l] = A(0);
         double sa = 0, sb = 0;
         for (std::int64_t j0 = it.begin; j0 < it.end; j0 += grid_chunk) {
           const std::int64_t j1 = j0 + grid_chunk < it.end ? j0 + grid_chunk : it.end;
+          if (form == 2)
+            lane_sums(j0, j1, la, lb, [&](std::int64_t j, A& a, A& b) {
+              const A yv = to_acc(fy[j]), e = to_acc(fx[j]) - yv;
+              a = e * e;
+              b = yv * yv;
+            });
+          else if (form == 1)
+            lane_sums(j0, j1, la, lb, [&](std::int64_t j, A& a, A& b) {
+              const A yv = to_acc(fy[j]), e = to_acc(fx[j]) - yv;
+              a = e < A(0) ? -e : e;
+              b = yv < A(0) ? -yv : yv;
+            });
+          else
+            lane_sums(j0, j1, la, lb, [&](std::int64_t j, A& a, A& b) {
+              const A yv = to_acc(fy[j]);
+              a = abs_pow(to_acc(fx[j]) - yv, p, 0);
+              b = abs_pow(yv, p, 0);
+            });
           A ca = 0, cb = 0;
-          for (std::int64_t j = j0; j < j1; ++j) {
-            const A yv = to_acc(fy[j]);
-            ca += abs_pow(to_acc(fx[j]) - yv, p, form);
-            cb += abs_pow(yv, p, form);
+          for (int l = 0; l < L; ++l) {
+            ca += la[l];
+            cb += lb[l];
+            la[l] = lb[l] = A(0);
           }
           sa += static_cast<double>(ca);
           sb += static_cast<double>(cb);
@@ -462,6 +544,7 @@ std::vector<double> grid_sums(const ExecSpace& exec, GridKind kind,
   planes.start = shard.start;
   planes.global = g.n0_global;
   planes.halo = shard.halo;
+  planes.periodic = o.periodic[0];
   planes.lo_x = static_cast<const T*>(shard.lo_input);
   planes.lo_y = static_cast<const T*>(shard.lo_target);
   planes.hi_x = static_cast<const T*>(shard.hi_input);
@@ -554,11 +637,15 @@ void grid_loss_backward(const ExecSpace& exec, GridKind kind, const TensorIn<Exe
                  {span("input", input), span("target", target)});
   ProfilingRegion region(kind == GridKind::h1 ? "kloss::h1_loss_backward" : "kloss::lp_loss_backward");
   const std::int64_t F = g.functions;
-  if (F == 0 || g.cells == 0 || (!grad_input.present && !grad_target.present)) return;
+  const bool wanted = grad_input.present || grad_target.present;
+  // over ranks (shard.combine) every rank joins the sums' collective, with
+  // no cells of its own or no gradient asked
+  if (F == 0 || (!shard.combine && (g.cells == 0 || !wanted))) return;
   GridPlanes<T> planes;
   H1Axes<A> ax;
   GridItems items;
   const std::vector<double> ab = grid_sums(exec, kind, input, target, g, o, shard, planes, ax, items);
+  if (g.cells == 0 || !wanted) return;
   // per function: the upstream gradient and the two factors
   const Kokkos::View<T*, Kokkos::HostSpace> go_host("kloss::grid_loss::grad_output_host",
                                                     static_cast<std::size_t>(grad_output.numel()));
@@ -621,33 +708,57 @@ void grid_loss_backward(const ExecSpace& exec, GridKind kind, const TensorIn<Exe
         const T* ly = X.d == 1 ? P.y + it.f * X.n[0] : P.at(1, it.f, i0) + i1 * len;
         const std::int64_t base = X.d == 1 ? it.f * X.n[0] : it.f * X.n[0] * P.plane + off;
         const A fe = fac(it.f, 0), fy = fac(it.f, 1);
-        for (std::int64_t j = it.begin; j < it.end; ++j) {
-          const A xv = to_acc(lx[j]), yv = to_acc(ly[j]);
-          A ge = xv - yv, gyv = yv;
+        // cells whose line-axis row of D^T D is the interior one, all local
+        const std::int64_t jlo = edge - line_start > 2 ? edge - line_start : 2;
+        const std::int64_t jhi = line_global - edge - line_start < len - 2 ? line_global - edge - line_start : len - 2;
+        A ge[grid_chunk], gv[grid_chunk];
+        for (std::int64_t j0 = it.begin; j0 < it.end; j0 += grid_chunk) {
+          const std::int64_t j1 = j0 + grid_chunk < it.end ? j0 + grid_chunk : it.end;
+          const int n = static_cast<int>(j1 - j0);
+          const T* cx = lx + j0;
+          const T* cy = ly + j0;
+          for (int q = 0; q < n; ++q) {
+            const A yv = to_acc(cy[q]);
+            ge[q] = to_acc(cx[q]) - yv;
+            gv[q] = yv;
+          }
           for (int k = 0; k < X.d - 1; ++k)
             for (int s = 0; s < st.terms[k]; ++s) {
-              const A ys = to_acc(st.y[k][s][j]);
-              ge += st.c[k][s] * (to_acc(st.x[k][s][j]) - ys);
-              gyv += st.c[k][s] * ys;
+              const T* xs = st.x[k][s] + j0;
+              const T* ys = st.y[k][s] + j0;
+              const A c = st.c[k][s];
+              for (int q = 0; q < n; ++q) {
+                const A yv = to_acc(ys[q]);
+                ge[q] += c * (to_acc(xs[q]) - yv);
+                gv[q] += c * yv;
+              }
             }
-          const std::int64_t gl = j + line_start;
-          if (gl >= edge && gl + edge < line_global && j >= 2 && j + 2 < len) {
-            const A ym = to_acc(ly[j - 2]), yp = to_acc(ly[j + 2]);
-            ge += (A(2) * (xv - yv) - (to_acc(lx[j - 2]) - ym) - (to_acc(lx[j + 2]) - yp)) * k2;
-            gyv += (A(2) * yv - ym - yp) * k2;
-          } else {
+          const std::int64_t f0 = j0 > jlo ? j0 : jlo, f1 = j1 < jhi ? j1 : jhi;
+          for (std::int64_t j = f0; j < f1; ++j) {
+            const A ym = to_acc(ly[j - 2]), yp = to_acc(ly[j + 2]), yv = to_acc(ly[j]);
+            ge[j - j0] += (A(2) * (to_acc(lx[j]) - yv) - (to_acc(lx[j - 2]) - ym) - (to_acc(lx[j + 2]) - yp)) * k2;
+            gv[j - j0] += (A(2) * yv - ym - yp) * k2;
+          }
+          for (std::int64_t j = j0; j < j1; ++j) {
+            if (j >= f0 && j < f1) {
+              j = f1 - 1;
+              continue;
+            }
             std::int64_t col[16];
             A c[16];
-            const int m = dtd_row(gl, line_global, line_periodic, hl, col, c);
+            const int m = dtd_row(j + line_start, line_global, line_periodic, hl, col, c);
             for (int s = 0; s < m; ++s) {
               const A ys = to_acc(line_cell(P, X.d, ly, 1, it.f, col[s]));
-              ge += c[s] * (to_acc(line_cell(P, X.d, lx, 0, it.f, col[s])) - ys);
-              gyv += c[s] * ys;
+              ge[j - j0] += c[s] * (to_acc(line_cell(P, X.d, lx, 0, it.f, col[s])) - ys);
+              gv[j - j0] += c[s] * ys;
             }
           }
-          const A gxv = fe * ge;
-          if (gx) gx[base + j] = from_acc<T>(gxv);
-          if (need_y) gy[base + j] = from_acc<T>(fy * gyv - gxv);
+          T* ox = gx ? gx + base + j0 : nullptr;
+          T* oy = need_y ? gy + base + j0 : nullptr;
+          if (ox)
+            for (int q = 0; q < n; ++q) ox[q] = from_acc<T>(fe * ge[q]);
+          if (oy)
+            for (int q = 0; q < n; ++q) oy[q] = from_acc<T>(fy * gv[q] - fe * ge[q]);
         }
       });
 }
