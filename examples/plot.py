@@ -86,7 +86,7 @@ def sim_surrogate(rows, dst, note, head):
     a.grid(True, which="both", alpha=0.3)
     a.legend(fontsize=8)
     if objective == "crps_ensemble":
-        b.semilogy(s, obj, "-", color="tab:green", label="fair crps_ensemble (training objective)")
+        b.semilogy(s, obj, "-", color="tab:green", label="almost-fair crps_ensemble (training objective)")
         b.set_ylabel("CRPS per cell (log scale)")
         b.set_title("the objective: the ensemble's members together", fontsize=10)
     else:

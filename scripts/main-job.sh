@@ -4,7 +4,7 @@
 # bundled data, under mpirun with 2 ranks:
 #  1. sim_surrogate: a 2-D advection-diffusion simulation whose state trains
 #     an MLP surrogate online with gaussian_nll_loss (data-parallel), then
-#     an 8-member ensemble surrogate on the fair crps_ensemble (in out/crps);
+#     an 8-member ensemble surrogate on the almost-fair crps_ensemble (in out/crps);
 #  2. lm_head_vocab_parallel: an embedding + LM head over a 50257-token
 #     vocabulary sharded over the ranks, trained on data/markov_tokens.h5
 #     toward the data's known entropy floor.

@@ -672,13 +672,18 @@ void grid_loss_backward(const ExecSpace& exec, GridKind kind, const TensorIn<Exe
     const A p = static_cast<A>(o.p);
     const int form = pow_form(o.p);
     Kokkos::parallel_for(
-        "kloss::lp_loss_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, F * cells),
+        "kloss::lp_loss_backward",
+        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, items.count(F)),
         KOKKOS_LAMBDA(const std::int64_t i) {
-          const std::int64_t f = i / cells;
-          const A yv = to_acc(y[i]);
-          const A ge = fac(f, 0) * signed_pow(to_acc(x[i]) - yv, p, form);
-          if (gx) gx[i] = from_acc<T>(ge);
-          if (gy) gy[i] = from_acc<T>(fac(f, 1) * signed_pow(yv, p, form) - ge);
+          const GridItem it = items.item(i);
+          const A fe = fac(it.f, 0), fy = fac(it.f, 1);
+          const std::int64_t o = it.f * cells;
+          for (std::int64_t j = o + it.begin; j < o + it.end; ++j) {
+            const A yv = to_acc(y[j]);
+            const A ge = fe * signed_pow(to_acc(x[j]) - yv, p, form);
+            if (gx) gx[j] = from_acc<T>(ge);
+            if (gy) gy[j] = from_acc<T>(fy * signed_pow(yv, p, form) - ge);
+          }
         });
     return;
   }
