@@ -142,6 +142,16 @@ KOKKOS_INLINE_FUNCTION int d_row(std::int64_t j, std::int64_t n, bool periodic, 
 /// their count (<= 16).
 template <class A>
 KOKKOS_INLINE_FUNCTION int dtd_row(std::int64_t j, std::int64_t n, bool periodic, A h, std::int64_t* col, A* c) {
+  if ((periodic && n >= 5) || (j >= 4 && j + 4 < n)) {  // the interior row: (-1, 2, -1) / 4h^2 at j - 2, j, j + 2
+    const A k = A(1) / (A(4) * h * h);
+    col[0] = j >= 2 ? j - 2 : j - 2 + n;
+    col[1] = j;
+    col[2] = j + 2 < n ? j + 2 : j + 2 - n;
+    c[0] = -k;
+    c[1] = A(2) * k;
+    c[2] = -k;
+    return 3;
+  }
   // the rows k of D that may have a coefficient in column j
   std::int64_t rows[4];
   int nr = 0;
@@ -180,6 +190,32 @@ KOKKOS_INLINE_FUNCTION int dtd_row(std::int64_t j, std::int64_t n, bool periodic
     }
   }
   return count;
+}
+
+/// The rows of D^T D at the ends of an axis of n points (d >= 2: the line
+/// axis, whole on every rank), where they are not the interior row: cells
+/// [0, 4) and [max(4, n - 4), n).
+template <class A>
+struct EndRows {
+  int count[8] = {};
+  std::int64_t col[8][16] = {};
+  A c[8][16] = {};
+  std::int64_t n = 0;
+  KOKKOS_INLINE_FUNCTION int index(std::int64_t j) const {
+    return j < 4 ? static_cast<int>(j) : 4 + static_cast<int>(j - (n - 4 > 4 ? n - 4 : 4));
+  }
+};
+
+template <class A>
+EndRows<A> end_rows(std::int64_t n, bool periodic, A h) {
+  EndRows<A> t;
+  t.n = n;
+  for (std::int64_t j = 0; j < n; ++j) {
+    if (j >= 4 && j < n - 4) continue;
+    const int i = t.index(j);
+    t.count[i] = dtd_row(j, n, periodic, h, t.col[i], t.c[i]);
+  }
+  return t;
 }
 
 /// The loss of one function from its sums A (error) and B (target).
@@ -699,6 +735,7 @@ void grid_loss_backward(const ExecSpace& exec, GridKind kind, const TensorIn<Exe
   // f_{j+2}) / 4h^2
   const std::int64_t edge = line_periodic ? 2 : 4;
   const bool need_y = gy != nullptr;
+  const EndRows<A> ends = end_rows(X.d >= 2 ? len : 0, line_periodic, hl);
   Kokkos::parallel_for(
       "kloss::h1_loss_backward",
       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, items.count(F)),
@@ -747,6 +784,15 @@ void grid_loss_backward(const ExecSpace& exec, GridKind kind, const TensorIn<Exe
           for (std::int64_t j = j0; j < j1; ++j) {
             if (j >= f0 && j < f1) {
               j = f1 - 1;
+              continue;
+            }
+            if (X.d >= 2) {  // the line is local: its end rows from the table
+              const int r = ends.index(j);
+              for (int s = 0; s < ends.count[r]; ++s) {
+                const A ys = to_acc(ly[ends.col[r][s]]);
+                ge[j - j0] += ends.c[r][s] * (to_acc(lx[ends.col[r][s]]) - ys);
+                gv[j - j0] += ends.c[r][s] * ys;
+              }
               continue;
             }
             std::int64_t col[16];
