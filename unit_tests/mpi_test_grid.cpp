@@ -8,6 +8,9 @@
 // (a slab thinner than the halo, ranks that disagree).
 #include <mpi.h>
 
+#ifdef KLOSS_TEST_C_API
+#include <kloss/c_api.h>
+#endif
 #include <kloss/grid_mpi.hpp>
 #include <kloss/registry.hpp>
 #include <kloss/sharded.hpp>
@@ -206,5 +209,45 @@ TEST(GridMpiMultiRank, RanksThatDisagree) {
   c.inputs.emplace("target", field(DType::float64, kloss::Shape{2, 5, w}, 2));
   EXPECT_THROW(kloss::mpi::run_sharded(comm, c), kloss::MpiError);
 }
+
+#ifdef KLOSS_TEST_C_API
+/// From C: kloss_loss_set_communicator, then each rank sets its slab - the
+/// whole grid's h1_loss and this rank's slab of its gradient.
+TEST(GridMpi, ThroughTheCApi) {
+  const kloss::Shape whole_shape{2, 12, 5};
+  const auto [b, e] = slab(12, 3);
+  Call whole;
+  whole.op = "h1_loss";
+  whole.dtype = DType::float64;
+  whole.inputs.emplace("input", field(DType::float64, whole_shape, 3));
+  whole.inputs.emplace("target", field(DType::float64, whole_shape, 11));
+  whole.options.set("grid_ndim", std::int64_t{2});
+  whole.options.set("periodic", std::string("false,true"));
+  whole.grad_output = Buffer::from_doubles(DType::float64, kloss::Shape{}, {1.0});
+  const auto want = kloss::rt::run(whole);
+  const auto x = slice(whole.inputs.at("input"), 1, b, e).to_doubles();
+  const auto y = slice(whole.inputs.at("target"), 1, b, e).to_doubles();
+
+  kloss_loss* loss = nullptr;
+  ASSERT_EQ(kloss_loss_create(&loss, "h1_loss", KLOSS_FLOAT64, KLOSS_INT64), KLOSS_OK) << kloss_last_error();
+  ASSERT_EQ(kloss_loss_set_communicator(loss, static_cast<int>(MPI_Comm_c2f(MPI_COMM_WORLD))), KLOSS_OK)
+      << kloss_last_error();
+  const std::int64_t shape[3] = {2, e - b, 5};
+  ASSERT_EQ(kloss_loss_set_input(loss, "input", KLOSS_FLOAT64, x.data(), 3, shape), KLOSS_OK) << kloss_last_error();
+  ASSERT_EQ(kloss_loss_set_input(loss, "target", KLOSS_FLOAT64, y.data(), 3, shape), KLOSS_OK) << kloss_last_error();
+  ASSERT_EQ(kloss_loss_set_option_int(loss, "grid_ndim", 2), KLOSS_OK) << kloss_last_error();
+  ASSERT_EQ(kloss_loss_set_option_string(loss, "periodic", "false,true"), KLOSS_OK) << kloss_last_error();
+  double out = 0;
+  ASSERT_EQ(kloss_loss_forward(loss, KLOSS_FLOAT64, &out, 1), KLOSS_OK) << kloss_last_error();
+  EXPECT_NEAR(out, want.output.to_doubles()[0], 1e-13);
+  ASSERT_EQ(kloss_loss_backward(loss, KLOSS_FLOAT64, nullptr, 0), KLOSS_OK) << kloss_last_error();
+  std::vector<double> gx(x.size());
+  ASSERT_EQ(kloss_loss_get_grad(loss, "input", KLOSS_FLOAT64, gx.data(), static_cast<std::int64_t>(gx.size())),
+            KLOSS_OK)
+      << kloss_last_error();
+  expect_near_all(gx, slice(want.grads.at("input"), 1, b, e).to_doubles(), 1e-12, 1e-14, "grad_input");
+  EXPECT_EQ(kloss_loss_destroy(loss), KLOSS_OK);
+}
+#endif
 
 }  // namespace
