@@ -211,7 +211,6 @@ int main(int argc, char** argv) {
   int status = 0;
   {
     Kokkos::ScopeGuard guard(argc, argv);
-    Exec exec;
     Grid g;
     g.nx = a.nx;
     g.ny = a.nx / size + (rank < a.nx % size ? 1 : 0);

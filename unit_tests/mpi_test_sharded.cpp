@@ -41,22 +41,6 @@ std::pair<std::int64_t, std::int64_t> shard_of(std::int64_t n) {
   return {n * r * r / (p * p), n * (r + 1) * (r + 1) / (p * p)};
 }
 
-/// Elements [begin, end) of `b` along `axis`.
-Buffer slice(const Buffer& b, int axis, std::int64_t begin, std::int64_t end) {
-  kloss::Shape s = b.shape();
-  std::int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; ++i) outer *= s.extent[i];
-  for (int i = axis + 1; i < s.rank; ++i) inner *= s.extent[i];
-  const std::int64_t n = s.extent[axis];
-  s.extent[axis] = end - begin;
-  const auto v = b.to_doubles();
-  std::vector<double> out;
-  for (std::int64_t o = 0; o < outer; ++o)
-    for (std::int64_t i = begin; i < end; ++i)
-      for (std::int64_t k = 0; k < inner; ++k) out.push_back(v[static_cast<std::size_t>((o * n + i) * inner + k)]);
-  return Buffer::from_doubles(b.dtype(), s, out);
-}
-
 Buffer real(DType dt, kloss::Shape s, double lo, double hi, unsigned seed) {
   return Buffer::from_doubles(dt, s, random_values(static_cast<std::size_t>(s.numel()), lo, hi, seed));
 }

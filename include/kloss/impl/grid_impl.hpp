@@ -404,6 +404,20 @@ KOKKOS_INLINE_FUNCTION void lane_sums(std::int64_t j0, std::int64_t j1, A* la, A
   }
 }
 
+/// Adds a chunk's lane sums (in lane order) to the work item's double sums
+/// and clears the lanes.
+template <class A>
+KOKKOS_INLINE_FUNCTION void fold_lanes(A* la, A* lb, double& sa, double& sb) {
+  A ca = 0, cb = 0;
+  for (int l = 0; l < grid_lanes; ++l) {
+    ca += la[l];
+    cb += lb[l];
+    la[l] = lb[l] = A(0);
+  }
+  sa += static_cast<double>(ca);
+  sb += static_cast<double>(cb);
+}
+
 /// The partial sums (A, B) of every work item of h1_loss.
 template <class ExecSpace, class T>
 void h1_item_sums(const ExecSpace& exec, const GridPlanes<T>& P, const H1Axes<acc_t<T>>& ax, const GridItems& items,
@@ -490,14 +504,7 @@ void h1_item_sums(const ExecSpace& exec, const GridPlanes<T>& P, const H1Axes<ac
             la[0] += de * de;
             lb[0] += dy * dy;
           }
-          A ca = 0, cb = 0;
-          for (int l = 0; l < L; ++l) {
-            ca += la[l];
-            cb += lb[l];
-            la[l] = lb[l] = A(0);
-          }
-          sa += static_cast<double>(ca);
-          sb += static_cast<double>(cb);
+          fold_lanes(la, lb, sa, sb);
         }
         sums(i, 0) = sa;
         sums(i, 1) = sb;
@@ -541,14 +548,7 @@ void lp_item_sums(const ExecSpace& exec, const T* x, const T* y, const GridItems
               a = abs_pow(to_acc(fx[j]) - yv, p, 0);
               b = abs_pow(yv, p, 0);
             });
-          A ca = 0, cb = 0;
-          for (int l = 0; l < L; ++l) {
-            ca += la[l];
-            cb += lb[l];
-            la[l] = lb[l] = A(0);
-          }
-          sa += static_cast<double>(ca);
-          sb += static_cast<double>(cb);
+          fold_lanes(la, lb, sa, sb);
         }
         sums(i, 0) = sa;
         sums(i, 1) = sb;
