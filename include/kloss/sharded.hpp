@@ -42,6 +42,9 @@ namespace kloss::mpi {
 /// the inputs given and their ranks, the upstream gradient). A rank whose
 /// own checks fail makes every rank throw its kloss::Error ("... (on rank
 /// r)"); ranks that disagree all throw MpiError; none waits forever.
+/// The grid losses (lp_loss, h1_loss) take a shard as a slab of grid axis
+/// 0 of every function and run decomposed, halos exchanged
+/// (OpInfo::run_decomposed, kloss/grid_mpi.hpp).
 /// Throws NotImplemented for an op without a reduction (embedding,
 /// embedding_bag: run them on each rank's shard with kloss::rt::run).
 rt::Result run_sharded(const Communicator& comm, const rt::Call& call);
