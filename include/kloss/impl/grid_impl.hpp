@@ -338,17 +338,36 @@ struct H1Axes {
   bool periodic[3] = {true, true, true};
   A h[3] = {1, 1, 1};
   int d = 1;
+  /// The line axis (the last grid axis): its local extent, the global
+  /// index of its local cell 0 and its global extent (d = 1: grid axis 0,
+  /// possibly a slab; else whole on every rank).
+  KOKKOS_INLINE_FUNCTION std::int64_t line_length() const { return n[d - 1]; }
+  KOKKOS_INLINE_FUNCTION std::int64_t line_start() const { return d == 1 ? start : 0; }
+  KOKKOS_INLINE_FUNCTION std::int64_t line_global() const { return d == 1 ? n0_global : n[d - 1]; }
 };
 
-/// The stencil lines of function f's line `line` (d >= 2): D's rows
-/// (transpose = false) or D^T D's.
-template <class T, class A>
-KOKKOS_INLINE_FUNCTION void line_stencil(const GridPlanes<T>& P, const H1Axes<A>& ax, std::int64_t f, std::int64_t line,
-                                         bool dtd, LineStencil<T, A>& st) {
-  // line coordinates: i0 (global) and, for d = 3, i1
+/// Function f's line `line` (of this rank's grid without its last axis):
+/// its local plane of grid axis 0 (0 for d = 1, where the line is the slab),
+/// its index on grid axis 1 (d = 3), and the flat index of its first cell in
+/// the slab's arrays.
+struct GridLine {
+  std::int64_t l0, i1, offset;
+};
+
+template <class A>
+KOKKOS_INLINE_FUNCTION GridLine grid_line(const H1Axes<A>& ax, std::int64_t plane, std::int64_t f, std::int64_t line) {
+  const std::int64_t l0 = ax.d == 1 ? 0 : (ax.d == 3 ? line / ax.n[1] : line);
   const std::int64_t i1 = ax.d == 3 ? line % ax.n[1] : 0;
-  const std::int64_t i0 = (ax.d == 3 ? line / ax.n[1] : line) + ax.start;
-  const std::int64_t len = ax.n[ax.d - 1];
+  return {l0, i1, (f * ax.n[0] + l0) * plane + i1 * ax.line_length()};
+}
+
+/// The stencil lines of function f's line `ln` (d >= 2): D's rows
+/// (dtd = false) or D^T D's.
+template <class T, class A>
+KOKKOS_INLINE_FUNCTION void line_stencil(const GridPlanes<T>& P, const H1Axes<A>& ax, std::int64_t f, const GridLine& ln,
+                                         bool dtd, LineStencil<T, A>& st) {
+  const std::int64_t i0 = ln.l0 + ax.start, i1 = ln.i1;  // i0 global
+  const std::int64_t len = ax.line_length();
   std::int64_t col[LineStencil<T, A>::max_terms];
   A c[LineStencil<T, A>::max_terms];
   // axis 0
@@ -424,9 +443,7 @@ void h1_item_sums(const ExecSpace& exec, const GridPlanes<T>& P, const H1Axes<ac
                   std::int64_t functions, const Kokkos::View<double**, typename ExecSpace::memory_space>& sums) {
   using A = acc_t<T>;
   constexpr int L = grid_lanes;
-  const std::int64_t len = ax.n[ax.d - 1];
-  const std::int64_t line_start = ax.d == 1 ? ax.start : 0;  // the line axis's global index of local cell 0
-  const std::int64_t line_global = ax.d == 1 ? ax.n0_global : len;
+  const std::int64_t len = ax.line_length(), line_start = ax.line_start(), line_global = ax.line_global();
   const bool line_periodic = ax.periodic[ax.d - 1];
   const A line_k = A(1) / (A(2) * ax.h[ax.d - 1]);
   Kokkos::parallel_for(
@@ -434,12 +451,11 @@ void h1_item_sums(const ExecSpace& exec, const GridPlanes<T>& P, const H1Axes<ac
       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, items.count(functions)),
       KOKKOS_LAMBDA(const std::int64_t i) {
         const GridItem it = items.item(i);
+        const GridLine ln = grid_line(ax, P.plane, it.f, it.line);
         LineStencil<T, A> st;
-        if (ax.d >= 2) line_stencil(P, ax, it.f, it.line, false, st);
-        const std::int64_t i1 = ax.d == 3 ? it.line % ax.n[1] : 0;
-        const std::int64_t i0 = (ax.d == 3 ? it.line / ax.n[1] : it.line) + ax.start;
-        const T* lx = ax.d == 1 ? P.x + it.f * ax.n[0] : P.at(0, it.f, i0) + i1 * len;
-        const T* ly = ax.d == 1 ? P.y + it.f * ax.n[0] : P.at(1, it.f, i0) + i1 * len;
+        if (ax.d >= 2) line_stencil(P, ax, it.f, ln, false, st);
+        const T* lx = P.x + ln.offset;
+        const T* ly = P.y + ln.offset;
         // the cells whose line-axis difference is central and local: local j
         // in [1, jhi), global j + line_start in [1, line_global - 1)
         const std::int64_t jlo = 1;
@@ -725,9 +741,7 @@ void grid_loss_backward(const ExecSpace& exec, GridKind kind, const TensorIn<Exe
   }
   const GridPlanes<T> P = planes;
   const H1Axes<A> X = ax;
-  const std::int64_t len = X.n[X.d - 1];
-  const std::int64_t line_start = X.d == 1 ? X.start : 0;
-  const std::int64_t line_global = X.d == 1 ? X.n0_global : len;
+  const std::int64_t len = X.line_length(), line_start = X.line_start(), line_global = X.line_global();
   const bool line_periodic = X.periodic[X.d - 1];
   const A hl = X.h[X.d - 1];
   const A k2 = A(1) / (A(4) * hl * hl);
@@ -741,14 +755,11 @@ void grid_loss_backward(const ExecSpace& exec, GridKind kind, const TensorIn<Exe
       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, items.count(F)),
       KOKKOS_LAMBDA(const std::int64_t i) {
         const GridItem it = items.item(i);
+        const GridLine ln = grid_line(X, P.plane, it.f, it.line);
         LineStencil<T, A> st;
-        if (X.d >= 2) line_stencil(P, X, it.f, it.line, true, st);
-        const std::int64_t i1 = X.d == 3 ? it.line % X.n[1] : 0;
-        const std::int64_t i0 = (X.d == 3 ? it.line / X.n[1] : it.line) + X.start;
-        const std::int64_t off = (X.d == 3 ? it.line / X.n[1] : it.line) * P.plane + i1 * len;
-        const T* lx = X.d == 1 ? P.x + it.f * X.n[0] : P.at(0, it.f, i0) + i1 * len;
-        const T* ly = X.d == 1 ? P.y + it.f * X.n[0] : P.at(1, it.f, i0) + i1 * len;
-        const std::int64_t base = X.d == 1 ? it.f * X.n[0] : it.f * X.n[0] * P.plane + off;
+        if (X.d >= 2) line_stencil(P, X, it.f, ln, true, st);
+        const T* lx = P.x + ln.offset;
+        const T* ly = P.y + ln.offset;
         const A fe = fac(it.f, 0), fy = fac(it.f, 1);
         // cells whose line-axis row of D^T D is the interior one, all local
         const std::int64_t jlo = edge - line_start > 2 ? edge - line_start : 2;
@@ -804,8 +815,8 @@ void grid_loss_backward(const ExecSpace& exec, GridKind kind, const TensorIn<Exe
               gv[j - j0] += c[s] * ys;
             }
           }
-          T* ox = gx ? gx + base + j0 : nullptr;
-          T* oy = need_y ? gy + base + j0 : nullptr;
+          T* ox = gx ? gx + ln.offset + j0 : nullptr;
+          T* oy = need_y ? gy + ln.offset + j0 : nullptr;
           if (ox)
             for (int q = 0; q < n; ++q) ox[q] = from_acc<T>(fe * ge[q]);
           if (oy)
