@@ -45,7 +45,7 @@ void check_grid_slabs(std::string_view op, const GridSlabs& s) {
   }
 }
 
-Agreement grid_agreement(kloss::impl::GridKind kind, const kloss::impl::GridParams& o, int dtype_bytes,
+Agreement grid_agreement(kloss::impl::GridKind kind, const kloss::impl::GridParams& o, rt::DType dtype,
                          const Shape& input, bool backward, double grad_output) {
   Agreement a;
   const int d = o.grid_ndim;
@@ -65,7 +65,7 @@ Agreement grid_agreement(kloss::impl::GridKind kind, const kloss::impl::GridPara
   const std::int64_t measure = bits(o.measure[0]) ^ (bits(o.measure[1]) * 31) ^ (bits(o.measure[2]) * 961);
   a.options = {{"op and flags", flags},        {"p", bits(o.p)},
                {"eps", bits(o.eps)},           {"measure", measure},
-               {"extents but grid axis 0", h}, {"dtype", dtype_bytes},
+               {"extents but grid axis 0", h}, {"dtype", static_cast<std::int64_t>(dtype)},
                {"backward", backward ? 1 : 0}, {"grad_output", backward ? bits(grad_output) : 0}};
   return a;
 }

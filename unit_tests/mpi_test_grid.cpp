@@ -192,6 +192,13 @@ TEST(GridMpiMultiRank, RanksThatDisagree) {
   c.inputs.emplace("input", field(DType::float64, kloss::Shape{2, 5, w}, 1));
   c.inputs.emplace("target", field(DType::float64, kloss::Shape{2, 5, w}, 2));
   EXPECT_THROW(kloss::mpi::run_sharded(comm, c), kloss::MpiError);
+  // two dtypes of one size: float16 on rank 1, bfloat16 elsewhere
+  const DType dt = r == 1 ? DType::float16 : DType::bfloat16;
+  c.dtype = dt;
+  c.inputs.clear();
+  c.inputs.emplace("input", field(dt, kloss::Shape{2, 5, 4}, 1));
+  c.inputs.emplace("target", field(dt, kloss::Shape{2, 5, 4}, 2));
+  EXPECT_THROW(kloss::mpi::run_sharded(comm, c), kloss::MpiError);
 }
 
 #ifdef KLOSS_TEST_C_API

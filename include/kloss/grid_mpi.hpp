@@ -30,6 +30,7 @@
 #include <cstring>
 #include <kloss/grid.hpp>
 #include <kloss/impl/mpi_impl.hpp>
+#include <kloss/runtime.hpp>
 
 namespace kloss::mpi {
 namespace impl {
@@ -47,7 +48,7 @@ GridSlabs grid_slabs(const Communicator& comm, std::string_view op, std::int64_t
 
 /// The agreement record of a grid call: options, dtype, the extents that
 /// must match, the upstream gradient when reduced.
-Agreement grid_agreement(kloss::impl::GridKind kind, const kloss::impl::GridParams& o, int dtype_bytes,
+Agreement grid_agreement(kloss::impl::GridKind kind, const kloss::impl::GridParams& o, rt::DType dtype,
                          const Shape& input, bool backward, double grad_output);
 
 /// Checks what only the decomposition shows: every slab present, and each
@@ -129,7 +130,7 @@ void grid_decomposed(const ExecSpace& exec, const Communicator& comm, kloss::imp
     auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad_output->data);
     g = static_cast<double>(kloss::to_acc(h(0)));
   }
-  Agreement mine = grid_agreement(kind, o, static_cast<int>(sizeof(T)), s, grad_output != nullptr, g);
+  Agreement mine = grid_agreement(kind, o, rt::dtype_of<T>(), s, grad_output != nullptr, g);
   ki::GridShard shard;
   shard.start = slabs.start;
   shard.global = slabs.global;
