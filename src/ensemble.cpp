@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Ensemble scores: explicit instantiations and runtime-typed adapters.
+#include <algorithm>
 #include <kloss/ensemble.hpp>
 #include <kloss/registry.hpp>
+#include <string>
+#include <variant>
+#include <vector>
 
 #include "runtime_support.hpp"
 
@@ -41,6 +45,102 @@ rt::Result run_crps_ensemble(const rt::Call& c) {
   });
 }
 
+/// `event_dims`: one axis (an int) or a comma-separated list of them
+/// ("-2,-1").
+std::vector<std::int64_t> parse_event_dims(const rt::Call& c, std::vector<std::int64_t> dflt) {
+  const auto it = c.options.values().find("event_dims");
+  if (it != c.options.values().end() && std::holds_alternative<std::int64_t>(it->second))
+    return {c.options.get_int(c.op, "event_dims", 0)};
+  const std::string s = c.options.get_string(c.op, "event_dims", "");
+  if (s.empty() && it == c.options.values().end()) return dflt;
+  std::vector<std::int64_t> dims;
+  std::size_t at = 0;
+  while (at <= s.size()) {
+    const std::size_t end = std::min(s.find(',', at), s.size());
+    const std::string item = s.substr(at, end - at);
+    std::size_t used = 0;
+    std::int64_t v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size())
+      fail<InvalidArgument>(c.op, "option 'event_dims' must be axes separated by commas (\"-2,-1\"), got '", s, "'");
+    dims.push_back(v);
+    at = end + 1;
+  }
+  return dims;
+}
+
+/// The options energy_score and variogram_score share, read from a call.
+template <class Options>
+Options read_multivariate_options(const rt::Call& c) {
+  Options opts;
+  opts.reduction = c.options.get_reduction(c.op);
+  opts.estimator =
+      parse_estimator(c.op, c.options.get_string(c.op, "estimator", std::string(to_string(opts.estimator))));
+  opts.alpha = c.options.get_real(c.op, "alpha", opts.alpha);
+  opts.member_dim = c.options.get_int(c.op, "member_dim", opts.member_dim);
+  opts.event_dims = parse_event_dims(c, opts.event_dims);
+  return opts;
+}
+
+rt::Result run_energy_score(const rt::Call& c) {
+  const auto opts = read_multivariate_options<EnergyScoreOptions>(c);
+  c.options.check_all_used(c.op);
+  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto in = input<T>(c, "input");
+    auto tg = input<T>(c, "target");
+    const EventGeometry g = event_geometry(c.op, in.ctensor(), tg.ctensor(), opts.member_dim, opts.event_dims);
+    RtExec exec;
+    return run_forward_backward<T>(
+        c, opts.reduction, g.points, {{"input", in.shape}, {"target", tg.shape}},
+        [&](const Tensor<T, RtMem>& out) { energy_score<RtExec, T>(exec, in.ctensor(), tg.ctensor(), out, opts); },
+        [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& gr) {
+          energy_score_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), gr[0].tensor(), gr[1].tensor(), opts);
+        });
+  });
+}
+
+rt::Result run_variogram_score(const rt::Call& c) {
+  auto opts = read_multivariate_options<VariogramScoreOptions>(c);
+  opts.p = c.options.get_real(c.op, "p", opts.p);
+  c.options.check_all_used(c.op);
+  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto in = input<T>(c, "input");
+    auto tg = input<T>(c, "target");
+    auto w = input<T>(c, "weight", false);
+    const EventGeometry g = event_geometry(c.op, in.ctensor(), tg.ctensor(), opts.member_dim, opts.event_dims);
+    RtExec exec;
+    return run_forward_backward<T>(
+        c, opts.reduction, g.points, {{"input", in.shape}, {"target", tg.shape}},
+        [&](const Tensor<T, RtMem>& out) {
+          variogram_score<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out, opts);
+        },
+        [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& gr) {
+          variogram_score_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(), gr[0].tensor(),
+                                              gr[1].tensor(), opts);
+        });
+  });
+}
+
+/// The mean's denominator of energy_score and variogram_score: the points,
+/// input's elements over its members and event elements.
+MeanParts mean_of_points() {
+  return {[](const rt::Call& c, Reduction) {
+    const rt::Buffer* in = given(c, "input");
+    const rt::Buffer* tg = given(c, "target");
+    if (!in || !tg) fail<InvalidArgument>(c.op, "arguments 'input' and 'target' are required");
+    const auto opts = read_multivariate_options<EnergyScoreOptions>(c);
+    const Shape s = in->shape();
+    const Tensor<const float, RtMem> x(nullptr, s), y(nullptr, tg->shape());
+    return static_cast<double>(event_geometry(c.op, x, y, opts.member_dim, opts.event_dims).points.numel());
+  }};
+}
+
 }  // namespace
 
 void register_ensemble(std::vector<OpInfo>& ops) {
@@ -54,6 +154,24 @@ void register_ensemble(std::vector<OpInfo>& ops) {
              "CRPS of an ensemble (members on one axis of input) at target; sorted, O(m log m) (not in torch)",
              run_crps_ensemble);
   ops.back().mean_parts = mean_of_elements({"target"});
+  const EnergyScoreOptions e;
+  const std::vector<OptionInfo> multivariate = {
+      {"reduction", "string", "mean", "none | mean (over the points) | sum"},
+      {"estimator", "string", to_string(e.estimator), "standard (scoringrules' nrg) | fair | almost_fair"},
+      {"alpha", "real", option_text(e.alpha), "almost_fair: the fair estimator's weight, in [0, 1]"},
+      {"member_dim", "int", option_text(e.member_dim), "the members' axis of input (negative: from the end)"},
+      {"event_dims", "string", "-1", "the event axes of input, adjacent: \"-1\" or \"-3,-2,-1\" (an int: one axis)"}};
+  family.add("energy_score", {"input", "target"}, {"input", "target"}, multivariate,
+             "energy score of an ensemble over a block of event axes (scoringrules' es_ensemble; not in torch)",
+             run_energy_score);
+  ops.back().mean_parts = mean_of_points();
+  std::vector<OptionInfo> variogram = multivariate;
+  variogram.push_back({"p", "real", option_text(VariogramScoreOptions{}.p), "the variogram's order, > 0"});
+  family.add("variogram_score", {"input", "target", "weight?"}, {"input", "target"}, variogram,
+             "variogram score of order p of an ensemble over a block of event axes, weights [D, D] (scoringrules' "
+             "vs_ensemble; not in torch)",
+             run_variogram_score);
+  ops.back().mean_parts = mean_of_points();
 }
 
 }  // namespace kloss::impl

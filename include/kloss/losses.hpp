@@ -39,6 +39,8 @@
 /// GaussianNLLLoss            gaussian_nll_loss
 /// CrpsGaussianLoss           crps_gaussian
 /// CrpsEnsembleLoss           crps_ensemble (kloss/ensemble.hpp)
+/// EnergyScoreLoss            energy_score (kloss/ensemble.hpp)
+/// VariogramScoreLoss         variogram_score (kloss/ensemble.hpp) weight (its D^2 elements)
 /// LpLoss, H1Loss             lp_loss, h1_loss (kloss/grid.hpp)
 /// HingeEmbeddingLoss         hinge_embedding_loss
 /// MarginRankingLoss          margin_ranking_loss
@@ -127,6 +129,8 @@ KLOSS_MODULE_SPEC(PoissonNLLLossSpec, poisson_nll_loss, PoissonNllLossOptions, 0
 KLOSS_MODULE_SPEC(GaussianNLLLossSpec, gaussian_nll_loss, GaussianNllLossOptions, 0)
 KLOSS_MODULE_SPEC(CrpsGaussianLossSpec, crps_gaussian, CrpsGaussianOptions, 0)
 KLOSS_MODULE_SPEC(CrpsEnsembleLossSpec, crps_ensemble, CrpsEnsembleOptions, 0)
+KLOSS_MODULE_SPEC(EnergyScoreLossSpec, energy_score, EnergyScoreOptions, 0)
+KLOSS_MODULE_SPEC(VariogramScoreLossSpec, variogram_score, VariogramScoreOptions, 1)
 KLOSS_MODULE_SPEC(LpLossSpec, lp_loss, LpLossOptions, 0)
 KLOSS_MODULE_SPEC(H1LossSpec, h1_loss, H1LossOptions, 0)
 KLOSS_MODULE_SPEC(HingeEmbeddingLossSpec, hinge_embedding_loss, HingeEmbeddingLossOptions, 0)
@@ -429,6 +433,16 @@ class GaussianNLLLoss : public impl::LossModuleBase<impl::GaussianNLLLossSpec, T
 /// CrpsEstimator::almost_fair, 0.95, member_dim}).
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 using CrpsEnsembleLoss = InputTargetLoss<impl::CrpsEnsembleLossSpec, T, ExecSpace>;
+/// energy_score as a module (kloss/ensemble.hpp; not in torch):
+/// scoringrules' fair es_ensemble is EnergyScoreLoss<T>({Reduction::mean,
+/// CrpsEstimator::fair}).
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using EnergyScoreLoss = InputTargetLoss<impl::EnergyScoreLossSpec, T, ExecSpace>;
+/// variogram_score as a module (kloss/ensemble.hpp; not in torch);
+/// constructed with (options, weight), the weight's D^2 elements held (an
+/// empty view: all ones).
+template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
+using VariogramScoreLoss = InputTargetLoss<impl::VariogramScoreLossSpec, T, ExecSpace>;
 /// lp_loss as a module (kloss/grid.hpp; not in torch): neuraloperator's
 /// LpLoss(d, p) is LpLoss<T>({Reduction::sum, d, p}).
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>

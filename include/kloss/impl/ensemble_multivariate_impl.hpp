@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+#pragma once
+/// \file impl/ensemble_multivariate_impl.hpp
+/// energy_score's and variogram_score's kernels: one work item per point
+/// (the input's axes other than the members' and the event block), its m
+/// members' event vectors read in place at the members' and the block's
+/// strides.
+///
+/// energy score, with the event vectors x_i and y and c of the estimator:
+///   ES = (1/m) sum_i ||x_i - y|| - 2c sum_{j<i} ||x_i - x_j||,
+///   dES/dx_k = u_k/m - 2c sum_l u_kl, u_k = (x_k - y)/||x_k - y||,
+///   u_kl = (x_k - x_l)/||x_k - x_l|| (0 where the norm is 0).
+/// The backward keeps each point's 1/||x_k - y|| and, for the member k it
+/// writes, 1/||x_k - x_l|| in a scratch row of 2m.
+///
+/// variogram score, with o_ab = |y_a - y_b|^p, f_iab = |x_ia - x_ib|^p, the
+/// members' mean mu_ab and unbiased variance s_ab^2 of f_iab, and W_ab =
+/// w_ab + w_ba over the pairs a < b (the diagonal scores 0):
+///   VS = sum_{a<b} W_ab ((o_ab - mu_ab)^2 - k s_ab^2 / m),
+/// k = 0 (standard), 1 (fair: scoringrules' E|f - o|^2 - E|f - f'|^2 / 2
+/// is exactly that), alpha (almost fair). The variance is taken about the
+/// first member's f (one pass, no cancellation of two large sums). The
+/// backward sums, for each event element a, the terms of every b into a
+/// scratch row of m (one per member) and writes the members' gradients at
+/// a once: no two work items and no two pairs write one element.
+#include <cmath>
+#include <cstdint>
+#include <kloss/checks.hpp>
+#include <kloss/impl/ensemble_impl.hpp>
+#include <kloss/impl/kokkos_compat.hpp>
+#include <kloss/impl/reduce.hpp>
+#include <kloss/tensor.hpp>
+#include <kloss/types.hpp>
+#include <string_view>
+#include <vector>
+
+namespace kloss::impl {
+
+/// A multivariate ensemble call's geometry: input with the members at one
+/// axis and the event block at adjacent others; target the input's shape
+/// without the members' axis; the points the remaining axes.
+struct EventGeometry {
+  std::int64_t members = 0, member_stride = 1;          ///< m, and its stride in input
+  std::int64_t event = 1;                               ///< D, the event block's element count
+  std::int64_t event_stride_x = 1, event_stride_t = 1;  ///< the block's innermost stride in input, target
+  int point_rank = 0;
+  std::int64_t point_extent[max_rank] = {}, point_stride_x[max_rank] = {}, point_stride_t[max_rank] = {};
+  Shape target;  ///< the input's shape without the members' axis
+  Shape points;  ///< the target's shape without the event axes (Reduction::none's output)
+
+  /// Point p's first element in input (member 0) and target.
+  KOKKOS_INLINE_FUNCTION void bases(std::int64_t p, std::int64_t& bx, std::int64_t& bt) const {
+    bx = 0;
+    bt = 0;
+    for (int a = point_rank - 1; a >= 0; --a) {
+      const std::int64_t i = p % point_extent[a];
+      p /= point_extent[a];
+      bx += i * point_stride_x[a];
+      bt += i * point_stride_t[a];
+    }
+  }
+};
+
+/// Checks input against the members' axis, the event axes and target;
+/// returns the geometry.
+template <class T, class M>
+EventGeometry event_geometry(std::string_view op, const Tensor<const T, M>& input, const Tensor<const T, M>& target,
+                             std::int64_t member_dim, const std::vector<std::int64_t>& event_dims) {
+  const Shape& s = input.shape;
+  const int r = s.rank;
+  if (r < 2) fail<DimensionMismatch>(op, "argument 'input' must have a members axis and an event axis, got ", s.str());
+  auto axis = [&](std::int64_t a, const char* what) {
+    const std::int64_t d = a < 0 ? a + r : a;
+    if (d < 0 || d >= r)
+      fail<InvalidArgument>(op, "option '", what, "' must be in [", -r, ", ", r, ") for input ", s.str(), ", got ", a);
+    return static_cast<int>(d);
+  };
+  const int md = axis(member_dim, "member_dim");
+  if (event_dims.empty()) fail<InvalidArgument>(op, "option 'event_dims' must name at least one axis");
+  int e0 = r, e1 = -1;
+  bool in_block[max_rank] = {};
+  for (std::int64_t a : event_dims) {
+    const int d = axis(a, "event_dims");
+    if (d == md) fail<InvalidArgument>(op, "option 'event_dims' holds the members' axis ", md);
+    if (in_block[d]) fail<InvalidArgument>(op, "option 'event_dims' names axis ", d, " twice");
+    in_block[d] = true;
+    e0 = d < e0 ? d : e0;
+    e1 = d > e1 ? d : e1;
+  }
+  if (e1 - e0 + 1 != static_cast<int>(event_dims.size()))
+    fail<InvalidArgument>(op, "option 'event_dims' must be adjacent axes of input ", s.str(), ", got axes ", e0, " to ",
+                          e1, " with a gap");
+  std::int64_t xs[max_rank], ts[max_rank];
+  xs[r - 1] = 1;
+  for (int a = r - 2; a >= 0; --a) xs[a] = xs[a + 1] * s.extent[a + 1];
+  EventGeometry g;
+  for (int a = 0; a < r; ++a)
+    if (a != md) g.target.extent[g.target.rank++] = s.extent[a];
+  if (target.shape != g.target)
+    fail<DimensionMismatch>(op, "argument 'target' ", target.shape.str(), " must have the input's shape ", s.str(),
+                            " without its members axis ", md, ": ", g.target.str());
+  const int tr = g.target.rank;
+  if (tr > 0) {
+    ts[tr - 1] = 1;
+    for (int a = tr - 2; a >= 0; --a) ts[a] = ts[a + 1] * g.target.extent[a + 1];
+  }
+  g.members = s.extent[md];
+  g.member_stride = xs[md];
+  g.event_stride_x = xs[e1];
+  g.event_stride_t = ts[e1 > md ? e1 - 1 : e1];
+  for (int a = e0; a <= e1; ++a) g.event *= s.extent[a];
+  for (int a = 0; a < r; ++a) {
+    if (a == md || in_block[a]) continue;
+    const int t = a > md ? a - 1 : a;
+    g.point_extent[g.point_rank] = s.extent[a];
+    g.point_stride_x[g.point_rank] = xs[a];
+    g.point_stride_t[g.point_rank] = ts[t];
+    ++g.point_rank;
+    g.points.extent[g.points.rank++] = s.extent[a];
+  }
+  return g;
+}
+
+/// Sum of (a[e sa] - b[e sb])^2 over e in [0, n), in 8 lanes (vectorised
+/// where the strides are 1).
+template <class A, class T, class U>
+KOKKOS_INLINE_FUNCTION A squared_distance(const T* a, std::int64_t sa, const U* b, std::int64_t sb, std::int64_t n) {
+  constexpr int lanes = 8;
+  A acc[lanes] = {};
+  std::int64_t e = 0;
+  if (sa == 1 && sb == 1) {
+    for (; e + lanes <= n; e += lanes)
+      for (int l = 0; l < lanes; ++l) {
+        const A d = to_acc(a[e + l]) - to_acc(b[e + l]);
+        acc[l] += d * d;
+      }
+  }
+  for (; e < n; ++e) {
+    const A d = to_acc(a[e * sa]) - to_acc(b[e * sb]);
+    acc[0] += d * d;
+  }
+  A s = 0;
+  for (int l = 0; l < lanes; ++l) s += acc[l];
+  return s;
+}
+
+/// 1/sqrt(s), and 0 for s = 0 (torch's norm has gradient 0 at 0).
+template <class A>
+KOKKOS_INLINE_FUNCTION A inverse_norm(A s) {
+  return s > A(0) ? A(1) / impl::sqrt(s) : A(0);
+}
+
+/// Point's energy score: the members at x (stride ms, event stride es),
+/// the observation at y (event stride et).
+template <class A, class T>
+KOKKOS_INLINE_FUNCTION A energy_point(const T* x, const T* y, const EventGeometry& g, A c) {
+  const std::int64_t m = g.members, ms = g.member_stride, es = g.event_stride_x, et = g.event_stride_t;
+  A error = 0, spread = 0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    error += impl::sqrt(squared_distance<A>(x + i * ms, es, y, et, g.event));
+    for (std::int64_t j = 0; j < i; ++j)
+      spread += impl::sqrt(squared_distance<A>(x + i * ms, es, x + j * ms, es, g.event));
+  }
+  return error / static_cast<A>(m) - A(2) * c * spread;
+}
+
+template <class ExecSpace, class T, class Options>
+void energy_score(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
+                  const TensorOut<ExecSpace, T>& output, const Options& opts) {
+  using A = acc_t<T>;
+  constexpr const char* name = "energy_score";
+  const Reduction red = opts.reduction;
+  check_reduction(name, red);
+  const EventGeometry g = event_geometry(name, input, target, opts.member_dim, opts.event_dims);
+  const A c = static_cast<A>(crps_spread_coefficient(name, opts.estimator, opts.alpha, g.members));
+  check_output(name, "output", output, red, g.points);
+  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target)});
+  ProfilingRegion region("kloss::energy_score");
+  const std::int64_t n = g.points.numel();
+  const T* x = input.data.data();
+  const T* y = target.data.data();
+  const auto score = KOKKOS_LAMBDA(const std::int64_t p)->A {
+    std::int64_t bx = 0, bt = 0;
+    g.bases(p, bx, bt);
+    return energy_point(x + bx, y + bt, g, c);
+  };
+  if (red == Reduction::none) {
+    T* out = output.data.data();
+    Kokkos::parallel_for(
+        "kloss::energy_score", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+        KOKKOS_LAMBDA(const std::int64_t p) { out[p] = from_acc<T>(score(p)); });
+    return;
+  }
+  const double scale = reduction_scale(red, n);
+  double total = 0;
+  fixed_order_sum(
+      exec, "kloss::energy_score::sum", n,
+      KOKKOS_LAMBDA(const std::int64_t p, double& acc) { acc += static_cast<double>(score(p)); }, total);
+  Kokkos::deep_copy(exec, output.data, from_acc<T>(static_cast<A>(total * scale)));
+}
+
+template <class ExecSpace, class T, class Options>
+void energy_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                           const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
+                           const TensorOut<ExecSpace, T>& grad_input, const TensorOut<ExecSpace, T>& grad_target,
+                           const Options& opts) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  constexpr const char* name = "energy_score_backward";
+  const Reduction red = opts.reduction;
+  check_reduction(name, red);
+  const EventGeometry g = event_geometry(name, input, target, opts.member_dim, opts.event_dims);
+  const A c = static_cast<A>(crps_spread_coefficient(name, opts.estimator, opts.alpha, g.members));
+  check_backward(name, grad_output, red, g.points,
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
+                 {span("input", input), span("target", target)});
+  ProfilingRegion region("kloss::energy_score_backward");
+  const std::int64_t n = g.points.numel(), m = g.members;
+  if (n == 0 || (!grad_input.present && !grad_target.present)) return;
+  const Kokkos::View<A*, Mem> rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::energy_score::norms"),
+                                   static_cast<std::size_t>(n * 2 * m));
+  const T* x = input.data.data();
+  const T* y = target.data.data();
+  const T* go = grad_output.data.data();
+  T* gx = grad_input.present ? grad_input.data.data() : nullptr;
+  T* gy = grad_target.present ? grad_target.data.data() : nullptr;
+  A* rp = rows.data();
+  const bool none = red == Reduction::none;
+  const A scale = static_cast<A>(reduction_scale(red, n));
+  const A inv_m = A(1) / static_cast<A>(m);
+  Kokkos::parallel_for(
+      "kloss::energy_score_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t p) {
+        const A up = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
+        const std::int64_t ms = g.member_stride, es = g.event_stride_x, et = g.event_stride_t, D = g.event;
+        std::int64_t bx = 0, bt = 0;
+        g.bases(p, bx, bt);
+        const T* xp = x + bx;
+        const T* yp = y + bt;
+        A* wy = rp + p * 2 * m;  // 1/||x_k - y||
+        A* wk = wy + m;          // 1/||x_k - x_l|| of the member k being written
+        for (std::int64_t k = 0; k < m; ++k) wy[k] = inverse_norm(squared_distance<A>(xp + k * ms, es, yp, et, D));
+        if (gy) {
+          const A a = -up * inv_m;
+          for (std::int64_t e = 0; e < D; ++e) {
+            const A ye = to_acc(yp[e * et]);
+            A s = 0;
+            for (std::int64_t k = 0; k < m; ++k) s += wy[k] * (to_acc(xp[k * ms + e * es]) - ye);
+            gy[bt + e * et] = from_acc<T>(a * s);
+          }
+        }
+        if (!gx) return;
+        // gx_k = (wy_k/m)(x_k - y) - 2c sum_l wk_l (x_k - x_l)
+        //      = (wy_k/m - 2c W_k) x_k - (wy_k/m) y + 2c sum_l wk_l x_l
+        for (std::int64_t k = 0; k < m; ++k) {
+          A total = 0;
+          for (std::int64_t l = 0; l < m; ++l) {
+            wk[l] = l == k ? A(0) : inverse_norm(squared_distance<A>(xp + k * ms, es, xp + l * ms, es, D));
+            total += wk[l];
+          }
+          const A a = wy[k] * inv_m, own = a - A(2) * c * total, mix = A(2) * c;
+          constexpr int lanes = 16;
+          for (std::int64_t e0 = 0; e0 < D; e0 += lanes) {
+            const int w = D - e0 < lanes ? static_cast<int>(D - e0) : lanes;
+            A acc[lanes] = {};
+            for (std::int64_t l = 0; l < m; ++l) {
+              const A f = wk[l];
+              const T* xl = xp + l * ms + e0 * es;
+              for (int i = 0; i < w; ++i) acc[i] += f * to_acc(xl[i * es]);
+            }
+            for (int i = 0; i < w; ++i) {
+              const std::int64_t e = e0 + i;
+              const A v = own * to_acc(xp[k * ms + e * es]) - a * to_acc(yp[e * et]) + mix * acc[i];
+              gx[bx + k * ms + e * es] = from_acc<T>(up * v);
+            }
+          }
+        }
+      });
+}
+
+/// |d|^p and its derivative p |d|^(p-1) sgn(d) (0 at d = 0), p's common
+/// values without pow.
+struct VariogramPower {
+  double p = 0.5;
+  int kind = 0;  ///< 1: p = 1, 2: p = 2, 3: p = 0.5, 0: any other
+
+  explicit VariogramPower(double order) : p(order), kind(order == 1 ? 1 : order == 2 ? 2 : order == 0.5 ? 3 : 0) {}
+
+  template <class A>
+  KOKKOS_INLINE_FUNCTION A value(A d) const {
+    const A a = d < A(0) ? -d : d;
+    switch (kind) {
+      case 1:
+        return a;
+      case 2:
+        return a * a;
+      case 3:
+        return impl::sqrt(a);
+      default:
+        return a > A(0) ? static_cast<A>(impl::pow(a, static_cast<A>(p))) : A(0);
+    }
+  }
+  template <class A>
+  KOKKOS_INLINE_FUNCTION A derivative(A d) const {
+    if (d == A(0)) return A(0);
+    const A s = d > A(0) ? A(1) : A(-1), a = d * s;
+    switch (kind) {
+      case 1:
+        return s;
+      case 2:
+        return A(2) * d;
+      case 3:
+        return s * A(0.5) / impl::sqrt(a);
+      default:
+        return s * static_cast<A>(p) * static_cast<A>(impl::pow(a, static_cast<A>(p - 1)));
+    }
+  }
+};
+
+/// The fair estimator's weight k in variogram_score: 0 (standard), 1
+/// (fair), alpha (almost fair). Throws as crps_spread_coefficient, and for
+/// p <= 0.
+inline double variogram_fair_weight(std::string_view op, CrpsEstimator e, double alpha, double p, std::int64_t m) {
+  crps_spread_coefficient(op, e, alpha, m);  // the members and alpha checks
+  if (!(p > 0) || !std::isfinite(p)) fail<InvalidArgument>(op, "option 'p' must be positive and finite, got ", p);
+  return e == CrpsEstimator::standard ? 0.0 : (e == CrpsEstimator::fair ? 1.0 : alpha);
+}
+
+/// One pair (a, b) of a point: o - mu and the members' s^2 / m.
+template <class A, class T>
+KOKKOS_INLINE_FUNCTION void variogram_pair(const T* xa, const T* xb, std::int64_t ms, std::int64_t m, A o,
+                                           const VariogramPower& pw, bool fair, A& diff, A& var_over_m) {
+  A f0 = 0, s1 = 0, s2 = 0;
+  for (std::int64_t i = 0; i < m; ++i) {
+    const A f = pw.value(to_acc(xa[i * ms]) - to_acc(xb[i * ms]));
+    if (i == 0) f0 = f;
+    const A d = f - f0;
+    s1 += d;
+    s2 += d * d;
+  }
+  const A md = static_cast<A>(m);
+  diff = o - (f0 + s1 / md);
+  var_over_m = fair && m > 1 ? (s2 - s1 * s1 / md) / (md * (md - A(1))) : A(0);
+}
+
+template <class T, class M>
+void check_variogram_weight(std::string_view op, const Tensor<const T, M>& weight, std::int64_t D) {
+  if (weight.present && weight.shape != Shape{D, D} && weight.shape != Shape{D * D})
+    fail<DimensionMismatch>(
+        op, "argument 'weight' must be [D, D] (or its D^2 elements flat) over the event block's D = ", D,
+        " elements, got ", weight.shape.str());
+}
+
+template <class ExecSpace, class T, class Options>
+void variogram_score(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
+                     const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output, const Options& opts) {
+  using A = acc_t<T>;
+  constexpr const char* name = "variogram_score";
+  const Reduction red = opts.reduction;
+  check_reduction(name, red);
+  const EventGeometry g = event_geometry(name, input, target, opts.member_dim, opts.event_dims);
+  const A kf = static_cast<A>(variogram_fair_weight(name, opts.estimator, opts.alpha, opts.p, g.members));
+  check_variogram_weight(name, weight, g.event);
+  check_output(name, "output", output, red, g.points);
+  check_disjoint(name, {span("output", output)},
+                 {span("input", input), span("target", target), span("weight", weight)});
+  ProfilingRegion region("kloss::variogram_score");
+  const std::int64_t n = g.points.numel();
+  const T* x = input.data.data();
+  const T* y = target.data.data();
+  const T* w = weight.present ? weight.data.data() : nullptr;
+  const VariogramPower pw(opts.p);
+  const bool fair = kf != A(0);
+  const auto score = KOKKOS_LAMBDA(const std::int64_t p)->A {
+    std::int64_t bx = 0, bt = 0;
+    g.bases(p, bx, bt);
+    const std::int64_t ms = g.member_stride, es = g.event_stride_x, et = g.event_stride_t, D = g.event;
+    A total = 0;
+    for (std::int64_t a = 1; a < D; ++a)
+      for (std::int64_t b = 0; b < a; ++b) {
+        const A o = pw.value(to_acc(y[bt + a * et]) - to_acc(y[bt + b * et]));
+        A diff = 0, var_over_m = 0;
+        variogram_pair(x + bx + a * es, x + bx + b * es, ms, g.members, o, pw, fair, diff, var_over_m);
+        const A wab = w ? to_acc(w[a * D + b]) + to_acc(w[b * D + a]) : A(2);
+        total += wab * (diff * diff - kf * var_over_m);
+      }
+    return total;
+  };
+  if (red == Reduction::none) {
+    T* out = output.data.data();
+    Kokkos::parallel_for(
+        "kloss::variogram_score", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+        KOKKOS_LAMBDA(const std::int64_t p) { out[p] = from_acc<T>(score(p)); });
+    return;
+  }
+  const double scale = reduction_scale(red, n);
+  double total = 0;
+  fixed_order_sum(
+      exec, "kloss::variogram_score::sum", n,
+      KOKKOS_LAMBDA(const std::int64_t p, double& acc) { acc += static_cast<double>(score(p)); }, total);
+  Kokkos::deep_copy(exec, output.data, from_acc<T>(static_cast<A>(total * scale)));
+}
+
+template <class ExecSpace, class T, class Options>
+void variogram_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
+                              const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
+                              const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& grad_input,
+                              const TensorOut<ExecSpace, T>& grad_target, const Options& opts) {
+  using A = acc_t<T>;
+  using Mem = typename ExecSpace::memory_space;
+  constexpr const char* name = "variogram_score_backward";
+  const Reduction red = opts.reduction;
+  check_reduction(name, red);
+  const EventGeometry g = event_geometry(name, input, target, opts.member_dim, opts.event_dims);
+  const A kf = static_cast<A>(variogram_fair_weight(name, opts.estimator, opts.alpha, opts.p, g.members));
+  check_variogram_weight(name, weight, g.event);
+  check_backward(name, grad_output, red, g.points,
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
+                 {span("input", input), span("target", target), span("weight", weight)});
+  ProfilingRegion region("kloss::variogram_score_backward");
+  const std::int64_t n = g.points.numel(), m = g.members;
+  if (n == 0 || (!grad_input.present && !grad_target.present)) return;
+  const Kokkos::View<A*, Mem> rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::variogram_score::members"),
+                                   static_cast<std::size_t>(grad_input.present ? n * m : 0));
+  const T* x = input.data.data();
+  const T* y = target.data.data();
+  const T* w = weight.present ? weight.data.data() : nullptr;
+  const T* go = grad_output.data.data();
+  T* gx = grad_input.present ? grad_input.data.data() : nullptr;
+  T* gy = grad_target.present ? grad_target.data.data() : nullptr;
+  A* rp = rows.data();
+  const bool none = red == Reduction::none;
+  const A scale = static_cast<A>(reduction_scale(red, n));
+  const VariogramPower pw(opts.p);
+  const bool fair = kf != A(0);
+  const A md = static_cast<A>(m);
+  // d/df_i of (o - mu)^2 - k s^2/m: -2(o - mu)/m - k 2 (f_i - mu)/(m (m - 1))
+  const A fair_slope = fair && m > 1 ? A(2) * kf / (md * (md - A(1))) : A(0);
+  Kokkos::parallel_for(
+      "kloss::variogram_score_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t p) {
+        const A up = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
+        std::int64_t bx = 0, bt = 0;
+        g.bases(p, bx, bt);
+        const std::int64_t ms = g.member_stride, es = g.event_stride_x, et = g.event_stride_t, D = g.event;
+        const T* xp = x + bx;
+        A* acc = gx ? rp + p * m : nullptr;
+        for (std::int64_t a = 0; a < D; ++a) {
+          if (acc)
+            for (std::int64_t i = 0; i < m; ++i) acc[i] = 0;
+          A dya = 0;
+          const A ya = to_acc(y[bt + a * et]);
+          for (std::int64_t b = 0; b < D; ++b) {
+            if (b == a) continue;
+            const A dy = ya - to_acc(y[bt + b * et]);
+            A diff = 0, var_over_m = 0;
+            variogram_pair(xp + a * es, xp + b * es, ms, m, pw.value(dy), pw, fair, diff, var_over_m);
+            const A wab = w ? to_acc(w[a * D + b]) + to_acc(w[b * D + a]) : A(2);
+            dya += wab * A(2) * diff * pw.derivative(dy);
+            if (!acc) continue;
+            const A mu = pw.value(dy) - diff, base = -A(2) * diff / md;
+            for (std::int64_t i = 0; i < m; ++i) {
+              const A d = to_acc(xp[i * ms + a * es]) - to_acc(xp[i * ms + b * es]);
+              acc[i] += wab * (base - fair_slope * (pw.value(d) - mu)) * pw.derivative(d);
+            }
+          }
+          if (gy) gy[bt + a * et] = from_acc<T>(up * dya);
+          if (acc)
+            for (std::int64_t i = 0; i < m; ++i) gx[bx + i * ms + a * es] = from_acc<T>(up * acc[i]);
+        }
+      });
+}
+
+}  // namespace kloss::impl
