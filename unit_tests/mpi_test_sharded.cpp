@@ -97,6 +97,25 @@ std::vector<Case> cases(DType dt) {
   add("crps_ensemble", "crps_ensemble",
       {{"input", real(dt, kloss::Shape{n, 4}, -2, 2, 56)}, {"target", real(dt, kloss::Shape{n}, -2, 2, 57)}},
       {{"input", 0}, {"target", 0}}, {{"estimator", std::string("almost_fair")}});
+  // members on axis 1, an event block of two axes
+  add("energy_score", "energy_score",
+      {{"input", real(dt, kloss::Shape{n, 4, 2, 3}, -2, 2, 58)},
+       {"target", real(dt, kloss::Shape{n, 2, 3}, -2, 2, 59)}},
+      {{"input", 0}, {"target", 0}},
+      {{"estimator", std::string("fair")}, {"member_dim", std::int64_t(1)}, {"event_dims", std::string("-2,-1")}});
+  add("variogram_score", "variogram_score",
+      {{"input", real(dt, kloss::Shape{n, 4, 3}, -1, 1, 60)},
+       {"target", real(dt, kloss::Shape{n, 3}, -1, 1, 61)},
+       {"weight", real(dt, kloss::Shape{3, 3}, 0.5, 2, 62)}},
+      {{"input", 0}, {"target", 0}}, {{"estimator", std::string("almost_fair")}, {"p", 1.0}});
+  add("energy_score", "energy_score",
+      {{"input", real(dt, kloss::Shape{n, 4, 3}, -2, 2, 58)}, {"target", real(dt, kloss::Shape{n, 3}, -2, 2, 59)}},
+      {{"input", 0}, {"target", 0}}, {{"estimator", std::string("fair")}});
+  add("variogram_score", "variogram_score",
+      {{"input", real(dt, kloss::Shape{n, 3, 4}, -2, 2, 60)},
+       {"target", real(dt, kloss::Shape{n, 4}, -2, 2, 61)},
+       {"weight", real(dt, kloss::Shape{4, 4}, 0.5, 2, 62)}},
+      {{"input", 0}, {"target", 0}}, {{"p", 1.0}});
   add("crps_gaussian", "crps_gaussian",
       {{"input", real(dt, nd, -2, 2, 53)}, {"target", real(dt, nd, -2, 2, 54)}, {"std", real(dt, nd, 0.2, 2, 55)}},
       {{"input", 0}, {"target", 0}, {"std", 0}});
