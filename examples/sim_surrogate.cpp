@@ -4,7 +4,7 @@
 // state trains online a small surrogate (an MLP on Kokkos Kernels gemms)
 // that predicts the next state of each cell from its 3x3 neighbourhood:
 // with --loss gnll (the default) a predicted mean and variance trained by
-// kloss::gaussian_nll_loss, with --loss crps an ensemble of M members (M
+// kloss::gaussian_nll_loss (beta-NLL with --beta B), with --loss crps an ensemble of M members (M
 // output heads) trained by kloss's almost-fair crps_ensemble (anemoi's
 // afCRPS, alpha 0.95: the fair score alone is flat in the spread of
 // deterministic members - two members at y +- d score 0 for any d). MSE and Huber of
@@ -17,7 +17,7 @@
 //
 //   mpirun -np 2 sim_surrogate [--nx 128] [--steps 1200] [--train-every 10]
 //                              [--iters 20] [--hidden 32] [--loss gnll|crps]
-//                              [--members 8] [--out DIR] [--short]
+//                              [--members 8] [--beta 0] [--out DIR] [--short]
 //                              [--progress auto|bar|lines] [--log-every N]
 //                              [--log-all-ranks]
 //   sim_surrogate --help | --version
@@ -65,6 +65,7 @@ void check_mpi(int rc, const char* what) {
 struct Args {
   int nx = 128, steps = 1200, train_every = 10, iters = 20, hidden = 32, members = 8;
   bool crps = false;  ///< --loss crps: an ensemble on crps_ensemble (else gaussian_nll_loss)
+  double beta = 0;    ///< --beta: gaussian_nll_loss's beta (beta-NLL; 0 is the plain NLL)
   std::string out = "out";
   kloss_examples::LogOptions log;
 };
@@ -92,10 +93,15 @@ std::optional<int> parse(int argc, char** argv, Args& a, int ranks, bool prints)
              return true;
            },
            "gnll|crps",
-           "the objective: gaussian_nll_loss of a mean and a variance head, or the almost-fair crps_ensemble of --members "
+           "the objective: gaussian_nll_loss of a mean and a variance head, or the almost-fair crps_ensemble of "
+           "--members "
            "output heads",
            "gnll"),
        option("--members", a.members, "M", "the ensemble's members with --loss crps").at_least(2),
+       option("--beta", a.beta, "B",
+              "with --loss gnll: beta-NLL, each cell's NLL times its predicted variance^B (detached; Seitzer et al. "
+              "2022), against the variance collapse; 0 is the plain NLL")
+           .at_least(0),
        option("--out", a.out, "DIR", "the existing directory the CSV and the PNG go to"),
        flag(
            "--short",
@@ -109,6 +115,7 @@ std::optional<int> parse(int argc, char** argv, Args& a, int ranks, bool prints)
           return "--nx " + std::to_string(a.nx) + " gives a rank no grid row: at least " + std::to_string(ranks) +
                  " on " + std::to_string(ranks) + " ranks";
         if (a.steps < a.train_every) return "--steps must be at least --train-every (no training round otherwise)";
+        if (a.crps && a.beta != 0) return "--beta weighs gaussian_nll_loss: it goes with --loss gnll, not crps";
         return "";
       }};
   for (auto& arg : kloss_examples::log_args(a.log)) cmd.args.push_back(std::move(arg));
@@ -269,6 +276,8 @@ int main(int argc, char** argv) {
     kloss::rt::Options afcrps;  // anemoi's AIFS-CRPS
     afcrps.set("estimator", std::string("almost_fair"));
     afcrps.set("alpha", 0.95);
+    kloss::rt::Options gnll;
+    gnll.set("beta", a.beta);
     auto grad_to = [](const kloss::rt::Buffer& g, const V1& v) {
       auto h = Kokkos::create_mirror_view(v);
       const double* p = g.data_as<double>();
@@ -286,7 +295,8 @@ int main(int argc, char** argv) {
     if (rank == 0)
       std::printf(
           "sim_surrogate: %d x %d grid on %d rank(s), %s, surrogate 9-%d-%d on %s, %d steps, training every %d\n", a.nx,
-          a.nx, size, Exec::name(), a.hidden, K, a.crps ? "the almost-fair crps_ensemble" : "gaussian_nll_loss", a.steps,
+          a.nx, size, Exec::name(), a.hidden, K,
+          a.crps ? "the almost-fair crps_ensemble" : (a.beta > 0 ? "beta-NLL" : "gaussian_nll_loss"), a.steps,
           a.train_every);
 
     kloss_examples::Progress progress(a.steps / a.train_every, a.log, rank);  // one step per training round
@@ -366,7 +376,7 @@ int main(int argc, char** argv) {
             Kokkos::deep_copy(dout, h);
           } else {
             res = grid_loss("gaussian_nll_loss",
-                            {{"input", cells(mean)}, {"target", cells(target)}, {"var", cells(var)}}, true);
+                            {{"input", cells(mean)}, {"target", cells(target)}, {"var", cells(var)}}, true, gnll);
             grad_to(res.grads.at("input"), gmean);
             grad_to(res.grads.at("var"), gvar);
             Kokkos::parallel_for(

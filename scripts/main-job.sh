@@ -4,7 +4,8 @@
 # bundled data, under mpirun with 2 ranks:
 #  1. sim_surrogate: a 2-D advection-diffusion simulation whose state trains
 #     an MLP surrogate online with gaussian_nll_loss (data-parallel), then
-#     an 8-member ensemble surrogate on the almost-fair crps_ensemble (in out/crps);
+#     the same on beta-NLL (beta 0.5, in out/beta), and an 8-member ensemble
+#     surrogate on the almost-fair crps_ensemble (in out/crps);
 #  2. lm_head_vocab_parallel: an embedding + LM head over a 50257-token
 #     vocabulary sharded over the ranks, trained on data/markov_tokens.h5
 #     toward the data's known entropy floor.
@@ -23,9 +24,10 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # on Sapphire Rapids: SSE3 "Prescott"); kloss-ops names the core that fits
 # (kloss/blas_check.hpp) and the runs below get it.
 eval "$(./build/release/src/kloss-ops --blas-env)"
-echo "== 1/2 simulation-coupled training (mpirun -np 2): gaussian_nll_loss, then an ensemble on crps_ensemble"
+echo "== 1/2 simulation-coupled training (mpirun -np 2): gaussian_nll_loss, beta-NLL, then an ensemble on crps_ensemble"
 "${mpi[@]}" ./build/release/examples/sim_surrogate --out "$out"
-mkdir -p "$out/crps"
+mkdir -p "$out/beta" "$out/crps"
+"${mpi[@]}" ./build/release/examples/sim_surrogate --beta 0.5 --out "$out/beta"
 "${mpi[@]}" ./build/release/examples/sim_surrogate --loss crps --members 8 --out "$out/crps"
 echo "== 2/2 vocabulary-parallel language-model head (mpirun -np 2)"
 "${mpi[@]}" ./build/release/examples/lm_head_vocab_parallel --out "$out" | tee "$out/lm_head.log"
@@ -45,4 +47,4 @@ else
   echo "  python3 -m venv /opt/torch && /opt/torch/bin/pip install torch h5py numpy"
   echo "  then KLOSS_TORCH_PYTHON=/opt/torch/bin/python bash scripts/main-job.sh"
 fi
-echo "main job done: results in $out (sim_surrogate.csv/.png, crps/sim_surrogate.csv/.png, lm_head.csv/.png)"
+echo "main job done: results in $out (sim_surrogate.csv/.png, beta/ and crps/sim_surrogate.csv/.png, lm_head.csv/.png)"
