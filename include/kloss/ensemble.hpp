@@ -153,7 +153,7 @@ struct VariogramScoreOptions {
 /// "fair": E|f - o|^2 - E|f - f'|^2 / 2), almost_fair mixes them with
 /// alpha. weight: [D, D] (w_ab; or its D^2 elements flat, as a module holds
 /// it), or an empty view for all ones. Output and
-/// errors as energy_score's, and a weight not [D, D], p <= 0.
+/// errors as energy_score's, and a weight neither [D, D] nor D^2 flat, p <= 0.
 /// O(points x D^2 x m) time, no scratch. Asynchronous for Reduction::none;
 /// a reduced output fences.
 template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView,

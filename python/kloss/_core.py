@@ -54,9 +54,26 @@ def from_bfloat16_bits(bits):
     return (b.reshape(-1).astype(np.uint32) << 16).view(np.float32).reshape(b.shape)
 
 
+def _sequence_option(value):
+    """The comma-joined string of a tuple or list of ints (energy_score's
+    event_dims=(-2, -1): "-2,-1") or of bools (h1_loss's
+    periodic=(True, False): "true,false"), as kloss's string options take
+    them; None for anything else."""
+    if not isinstance(value, (tuple, list)):
+        return None
+    if all(isinstance(v, (bool, np.bool_)) for v in value):
+        return ",".join("true" if v else "false" for v in value)
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in value):
+        return ",".join(str(int(v)) for v in value)
+    return None
+
+
 def _set_option(lib, handle, op, name, value):
     key = name.encode()
-    if isinstance(value, (bool, np.bool_)):
+    joined = _sequence_option(value)
+    if joined is not None:
+        _lib.check(lib.kloss_loss_set_option_string(handle, key, joined.encode()))
+    elif isinstance(value, (bool, np.bool_)):
         _lib.check(lib.kloss_loss_set_option_int(handle, key, int(bool(value))))
     elif isinstance(value, (int, np.integer)):
         _lib.check(lib.kloss_loss_set_option_int(handle, key, int(value)))
@@ -65,8 +82,8 @@ def _set_option(lib, handle, op, name, value):
     elif isinstance(value, str):
         _lib.check(lib.kloss_loss_set_option_string(handle, key, value.encode()))
     else:
-        raise TypeError("kloss::%s: option '%s' must be a bool, int, float or str, got %s"
-                        % (op, name, type(value).__name__))
+        raise TypeError("kloss::%s: option '%s' must be a bool, int, float or str (or a tuple or list of ints or "
+                        "of bools), got %s" % (op, name, type(value).__name__))
 
 
 def _shape_arg(shape):
@@ -77,8 +94,9 @@ def call_storage(op, dtype, index_dtype, inputs, options=None, backward=False, g
     """Runs `op` on C-contiguous arrays in storage form.
 
     dtype, index_dtype: C API dtype codes; inputs: name -> (code, array);
-    options: name -> bool/int/float/str (None values are skipped: torch's
-    default); backward: also compute the gradients, with `grad_output` (an
+    options: name -> bool/int/float/str, or a tuple or list of ints or of
+    bools, passed as their comma-joined string (None values are skipped:
+    torch's default); backward: also compute the gradients, with `grad_output` (an
     array in storage form, or None for ones); comm: an MPI communicator
     (mpi4py's, or its Fortran handle as an int) whose ranks each pass a
     shard of the batch (kloss_loss_set_communicator). Returns (output,

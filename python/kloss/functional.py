@@ -24,7 +24,11 @@ Where the call differs from torch's:
     extension) gives the plain partial derivative instead;
   * kloss's extensions are options too: cross_entropy's and
     fused_linear_cross_entropy's `z_loss` and `softcap`, the embeddings'
-    `deterministic`.
+    `deterministic`;
+  * a string option that lists axes or flags takes a tuple or list too,
+    joined with commas: energy_score's and variogram_score's
+    `event_dims=(-2, -1)` is `event_dims="-2,-1"`, h1_loss's
+    `periodic=(True, False)` is `periodic="true,false"`.
 
 linear_cross_entropy (and its _backward) is torch 2.15's
 F.linear_cross_entropy: every shape it takes (input (in_features,) or
@@ -104,6 +108,12 @@ _NOT_IN_TORCH = {
                      "(no torch op; neuraloperator's PointwiseQuantileLoss)",
     "crps_gaussian": "the Gaussian CRPS in closed form (no torch op; scoringrules' crps_normal)",
     "crps_ensemble": "the ensemble CRPS (no torch op; scoringrules' crps_ensemble, anemoi's afCRPS)",
+    "energy_score": "the ensemble energy score, the multivariate CRPS: the Euclidean norm over the event axes "
+                    "event_dims (an int tuple, or its string \"-2,-1\") of each point's members and observation "
+                    "(no torch op; scoringrules' es_ensemble, its event axes reshaped into one v_axis)",
+    "variogram_score": "the ensemble variogram score of order p over the pairs of event elements (the event axes "
+                       "event_dims flattened row-major to D, weight [D, D]) (no torch op; scoringrules' "
+                       "vs_ensemble, its event axes reshaped into one v_axis)",
     "lp_loss": "the relative (or absolute) Lp norm of input - target over a grid of the trailing grid_ndim axes, "
                "per function (no torch op; neuraloperator's LpLoss)",
     "h1_loss": "the relative (or absolute) Sobolev H1 norm of input - target over a grid, derivatives by finite "

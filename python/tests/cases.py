@@ -184,4 +184,31 @@ def cases(seed=20261127):
         periodic="false", measure=0.5, reduction="none")
     add("3d_mixed_abs", "h1_loss", {"input": randn(2, 4, 3, 5), "target": randn(2, 4, 3, 5)}, grid_ndim=3,
         periodic="false,true,false", relative=False, root=False, measure=0.5)
+    _multivariate_ensemble(add, np.random.default_rng(seed + 1))
     return out
+
+
+def _multivariate_ensemble(add, rng):
+    """energy_score and variogram_score (their own generator: the other
+    cases keep their values)."""
+    def randn(*shape):
+        return rng.standard_normal(shape)
+
+    # the defaults (members -2, event axis -1) under every reduction
+    for k, red in enumerate(("none", "mean", "sum")):
+        add(red, "energy_score", {"input": randn(4, 3, 5), "target": randn(4, 5)}, reduction=red,
+            estimator=("standard", "fair", "almost_fair")[k], alpha=0.9)
+        add(red, "variogram_score", {"input": randn(4, 3, 5), "target": randn(4, 5)}, reduction=red,
+            estimator=("fair", "almost_fair", "standard")[k], p=(1.0, 2.0, 0.5)[k])
+    # members first / last, event blocks of one and two axes before and after them, a weight
+    add("members_first_block", "energy_score", {"input": randn(4, 2, 3, 2), "target": randn(2, 3, 2)},
+        member_dim=0, event_dims="1,2", reduction="none")
+    add("block_members_last", "energy_score", {"input": randn(3, 2, 3, 5), "target": randn(3, 2, 3)},
+        member_dim=-1, event_dims="-3,-2", estimator="fair", reduction="sum")
+    add("one_member", "energy_score", {"input": randn(5, 1, 3), "target": randn(5, 3)}, reduction="none")
+    add("weight_block_p1.5", "variogram_score",
+        {"input": randn(2, 4, 2, 3), "target": randn(2, 2, 3), "weight": rng.uniform(0.25, 2, (6, 6))},
+        member_dim=1, event_dims="2,3", p=1.5, estimator="fair", reduction="none")
+    add("weight_members_last", "variogram_score",
+        {"input": randn(3, 4, 5), "target": randn(3, 4), "weight": rng.uniform(0.25, 2, (4, 4))},
+        member_dim=-1, event_dims="1", p=0.5, estimator="almost_fair", alpha=0.8, reduction="sum")

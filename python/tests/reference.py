@@ -1,7 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """float64 NumPy references of every registered op's forward, written from
 torch's documented formulas (torch.nn.functional), for the tests that run
-without PyTorch. forward(op, inputs, options) -> ndarray."""
+without PyTorch. forward(op, inputs, options) -> ndarray. The ops torch
+lacks from their own definitions (crps_ensemble, energy_score,
+variogram_score: scoringrules' formulas; the grid losses: neuraloperator's);
+energy_score's and variogram_score's gradients also analytically
+(multivariate_grads)."""
 import math
 
 import numpy as np
@@ -60,6 +64,10 @@ def forward(op, inputs, options):
         mae = np.abs(xs - y[..., None]).mean(-1)
         pair = np.abs(xs[..., :, None] - xs[..., None, :]).sum((-1, -2))
         return _reduce(mae - c * pair, red)
+    if op in ("energy_score", "variogram_score"):
+        lay = _EnsembleLayout(x, o)
+        per_point = _multivariate_scores(op, lay.members(x), lay.observations(y), inputs.get("weight"), o)
+        return _reduce(per_point.reshape(lay.points), red)
     if op == "crps_gaussian":
         s = inputs["std"]
         z = (y - x) / s
@@ -180,6 +188,127 @@ def forward(op, inputs, options):
     if op in ("lp_loss", "h1_loss"):
         return _reduce(_grid_loss(op, x, y, o), red)
     raise KeyError(op)
+
+
+def _axes(v):
+    """event_dims as kloss takes it: a comma list string, or ints."""
+    if isinstance(v, str):
+        return [int(a) for a in v.split(",")]
+    return [int(a) for a in (v if isinstance(v, (tuple, list)) else [v])]
+
+
+class _EnsembleLayout:
+    """energy_score's and variogram_score's geometry: input's members axis
+    (member_dim) and event block (event_dims, adjacent), the points (the
+    other axes, in order). members(x): [points, m, D]; observations(y):
+    [points, D], the block flattened row-major; back(): their inverses."""
+
+    def __init__(self, x, o):
+        r = x.ndim
+        self.md = o.get("member_dim", -2) % r
+        self.ev = sorted(a % r for a in _axes(o.get("event_dims", "-1")))
+        assert self.md not in self.ev and self.ev == list(range(self.ev[0], self.ev[0] + len(self.ev)))
+        k = len(self.ev)
+        self.x_src, self.x_dst = [self.md] + self.ev, list(range(r - 1 - k, r))
+        self.ev_t = [a - 1 if a > self.md else a for a in self.ev]
+        self.y_dst = list(range(r - 1 - k, r - 1))
+        moved = np.moveaxis(np.empty(x.shape, dtype=np.uint8), self.x_src, self.x_dst).shape
+        self.points, self.m = moved[:r - 1 - k], x.shape[self.md]
+        self.D = math.prod(x.shape[a] for a in self.ev)
+        self.x_moved, self.y_moved = moved, moved[:r - 1 - k] + moved[r - k:]
+
+    def members(self, x):
+        return np.moveaxis(np.asarray(x, dtype=np.float64), self.x_src, self.x_dst).reshape(-1, self.m, self.D)
+
+    def observations(self, y):
+        return np.moveaxis(np.asarray(y, dtype=np.float64), self.ev_t, self.y_dst).reshape(-1, self.D)
+
+    def members_back(self, gx):
+        return np.moveaxis(gx.reshape(self.x_moved), self.x_dst, self.x_src)
+
+    def observations_back(self, gy):
+        return np.moveaxis(gy.reshape(self.y_moved), self.y_dst, self.ev_t)
+
+
+def _estimator_terms(o, m):
+    """(c, k): the energy score's spread coefficient and the variogram's
+    weight of the fair correction, of the estimator in options o."""
+    est, alpha = o.get("estimator", "standard"), o.get("alpha", 0.95)
+    std, fair = 1 / (2 * m * m), (1 / (2 * m * (m - 1)) if m > 1 else np.nan)
+    c = {"standard": std, "fair": fair, "almost_fair": alpha * fair + (1 - alpha) * std}[est]
+    k = {"standard": 0.0, "fair": 1.0, "almost_fair": alpha}[est]
+    return c, k
+
+
+def _multivariate_scores(op, xs, ys, w, o):
+    """Per point: energy score (1/m) sum_i ||x_i - y|| - c sum_ij ||x_i - x_j||;
+    variogram score sum_ab w_ab ((o_ab - mu_ab)^2 - k s_ab^2 / m), o_ab =
+    |y_a - y_b|^p, f_iab = |x_ia - x_ib|^p, mu and s^2 (unbiased) the
+    members' mean and variance of f. xs [P, m, D], ys [P, D]."""
+    m = xs.shape[1]
+    c, k = _estimator_terms(o, m)
+    if op == "energy_score":
+        err = np.sqrt(((xs - ys[:, None, :]) ** 2).sum(-1)).mean(-1)
+        spread = np.sqrt(((xs[:, :, None, :] - xs[:, None, :, :]) ** 2).sum(-1)).sum((-1, -2))
+        return err - c * spread
+    p = o.get("p", 0.5)
+    w = np.ones((xs.shape[2],) * 2) if w is None else np.asarray(w, dtype=np.float64)
+    f = np.abs(xs[:, :, :, None] - xs[:, :, None, :]) ** p   # [P, m, D, D]
+    ob = np.abs(ys[:, :, None] - ys[:, None, :]) ** p         # [P, D, D]
+    mu = f.mean(1)
+    s2 = ((f - mu[:, None]) ** 2).sum(1) / (m - 1) if m > 1 else np.zeros_like(mu)
+    return (w * ((ob - mu) ** 2 - k * s2 / m)).sum((-1, -2))
+
+
+def _unit(d):
+    """d / ||d|| over the last axis, 0 where the norm is 0."""
+    n = np.sqrt((d * d).sum(-1, keepdims=True))
+    return np.where(n > 0, d / np.where(n > 0, n, 1.0), 0.0)
+
+
+def _dpow(d, p):
+    """d/dd |d|^p = p |d|^(p-1) sgn(d), 0 at d = 0 (kloss's convention)."""
+    a = np.abs(d)
+    return np.where(a > 0, p * np.where(a > 0, a, 1.0) ** (p - 1) * np.sign(d), 0.0)
+
+
+def multivariate_grads(op, inputs, options, grad_output):
+    """The analytic gradients of energy_score / variogram_score (float64):
+    {"input": ..., "target": ...}, with grad_output the output's shape
+    (None: ones). Energy: d/dx_k = u_k/m - 2c sum_l u_kl, d/dy = -(1/m)
+    sum_i u_i, u the unit vectors of x_k - y and x_k - x_l (0 for a zero
+    vector). Variogram: with F_iab = d score / d f_iab = w_ab (-2(o_ab -
+    mu_ab)/m - 2k(f_iab - mu_ab)/(m(m-1))) and O_ab = 2 w_ab (o_ab - mu_ab),
+    d/dx_ia = sum_b (F_iab + F_iba) p|d|^(p-1) sgn(d), d = x_ia - x_ib, and
+    d/dy_a = sum_b (O_ab + O_ba) p|e|^(p-1) sgn(e), e = y_a - y_b (0 at a
+    zero difference)."""
+    o = dict(options)
+    red = o.pop("reduction", "mean")
+    x, y = inputs["input"], inputs["target"]
+    lay = _EnsembleLayout(np.asarray(x), o)
+    xs, ys = lay.members(x), lay.observations(y)
+    P, m, D = xs.shape
+    go = np.ones(lay.points if red == "none" else ()) if grad_output is None else np.asarray(grad_output, float)
+    up = go.reshape(-1) if red == "none" else np.full(P, float(go) / (P if red == "mean" else 1))
+    c, k = _estimator_terms(o, m)
+    if op == "energy_score":
+        uy = _unit(xs - ys[:, None, :])                              # [P, m, D]
+        ux = _unit(xs[:, :, None, :] - xs[:, None, :, :])           # [P, m, m, D]
+        gx = uy / m - 2 * c * ux.sum(2)
+        gy = -uy.sum(1) / m
+    else:
+        p = o.get("p", 0.5)
+        w = np.ones((D, D)) if inputs.get("weight") is None else np.asarray(inputs["weight"], dtype=np.float64)
+        dx = xs[:, :, :, None] - xs[:, :, None, :]                 # [P, m, D, D]
+        dy = ys[:, :, None] - ys[:, None, :]
+        f, ob = np.abs(dx) ** p, np.abs(dy) ** p
+        mu = f.mean(1)
+        F = w * (-2 * (ob - mu)[:, None] / m - (2 * k * (f - mu[:, None]) / (m * (m - 1)) if m > 1 else 0.0))
+        O = 2 * w * (ob - mu)
+        gx = ((F + np.swapaxes(F, -1, -2)) * _dpow(dx, p)).sum(-1)
+        gy = ((O + np.swapaxes(O, -1, -2)) * _dpow(dy, p)).sum(-1)
+    return {"input": lay.members_back(gx * up[:, None, None]),
+            "target": lay.observations_back(gy * up[:, None])}
 
 
 def _periodic_axes(o, d):

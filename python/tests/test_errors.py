@@ -160,3 +160,70 @@ def test_a_library_that_is_not_klosss_is_refused():
     r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        universal_newlines=True)
     assert "refused:" in r.stdout and "not kloss's C API" in r.stdout, r.stdout
+
+
+def test_sequence_options_are_comma_joined_strings():
+    # a tuple or list of ints (or of bools) is the string option kloss takes
+    rng = np.random.default_rng(8)
+    x, y = rng.standard_normal((3, 4, 2, 5)), rng.standard_normal((3, 2, 5))
+    want = kloss.energy_score(x, y, member_dim=1, event_dims="-2,-1", reduction="none")
+    assert want.shape == (3,)
+    for dims in ((-2, -1), [2, 3], (np.int64(-2), np.int32(3))):
+        np.testing.assert_array_equal(kloss.energy_score(x, y, member_dim=1, event_dims=dims, reduction="none"), want)
+        g = kloss.variogram_score_backward(None, x, y, member_dim=1, event_dims=dims, p=1.0)
+        np.testing.assert_array_equal(g.input, kloss.variogram_score_backward(None, x, y, member_dim=1,
+                                                                             event_dims="2,3", p=1.0).input)
+    x1, y1 = rng.standard_normal((2, 3, 5)), rng.standard_normal((2, 5))
+    np.testing.assert_array_equal(kloss.energy_score(x1, y1, event_dims=(-1,), reduction="none"),
+                                  kloss.energy_score(x1, y1, reduction="none"))
+    u, v = rng.standard_normal((2, 5, 4)), rng.standard_normal((2, 5, 4))
+    want = kloss.h1_loss(u, v, grid_ndim=2, periodic="true,false")
+    assert kloss.h1_loss(u, v, grid_ndim=2, periodic=(True, False)) == want
+    assert kloss.h1_loss(u, v, grid_ndim=2, periodic=[np.bool_(True), False]) == want
+    # other sequences stay refused
+    with pytest.raises(TypeError, match="option 'event_dims'"):
+        kloss.energy_score(x, y, member_dim=1, event_dims=(2.0, 3.0))
+    with pytest.raises(TypeError, match="option 'periodic'"):
+        kloss.h1_loss(u, v, grid_ndim=2, periodic=(True, 0))
+
+
+def test_bad_event_dims_are_klosss_errors():
+    x = np.random.default_rng(9).standard_normal((2, 3, 4, 5, 2))
+    y = x[:, 0]
+    for op in ("energy_score", "variogram_score"):
+        fn = getattr(kloss, op)
+        # not adjacent: axes 2 and 4 of input, 3 between them
+        with pytest.raises(kloss.InvalidArgument, match=r"kloss::%s: option 'event_dims'.*adjacent" % op) as e:
+            fn(x, y, member_dim=1, event_dims=(2, 4))
+        assert e.value.status_name == "KLOSS_ERROR_INVALID_ARGUMENT"
+        with pytest.raises(kloss.InvalidArgument, match=r"kloss::%s: option 'event_dims'.*adjacent" % op):
+            fn(x, y, member_dim=1, event_dims="-3,-1")
+        # the members' axis among them
+        with pytest.raises(kloss.InvalidArgument, match=r"kloss::%s: option 'event_dims'.*members" % op):
+            fn(x, y, member_dim=1, event_dims=(1, 2))
+        with pytest.raises(kloss.InvalidArgument, match=r"kloss::%s: option 'event_dims'.*members" % op):
+            fn(x, y, member_dim=-4, event_dims="-4")
+        # outside input's rank
+        with pytest.raises(kloss.InvalidArgument, match=r"kloss::%s: option 'event_dims'" % op):
+            fn(x, y, member_dim=1, event_dims=(5,))
+        # and the backward refuses them the same way
+        with pytest.raises(kloss.InvalidArgument, match=r"kloss::%s.*event_dims" % op):
+            getattr(kloss, op + "_backward")(None, x, y, member_dim=1, event_dims=(2, 4))
+
+
+def test_multivariate_ensemble_refusals():
+    x, y = np.zeros((3, 2, 4)), np.zeros((3, 4))
+    with pytest.raises(kloss.InvalidArgument, match="kloss::energy_score: .*two members"):
+        kloss.energy_score(x[:, :1], y, estimator="fair")
+    with pytest.raises(kloss.InvalidArgument, match="kloss::variogram_score: .*two members"):
+        kloss.variogram_score(x[:, :1], y, estimator="almost_fair")
+    with pytest.raises(kloss.InvalidArgument, match="kloss::variogram_score: option 'p'"):
+        kloss.variogram_score(x, y, p=0.0)
+    with pytest.raises(kloss.DimensionMismatch, match="kloss::variogram_score: argument 'weight'"):
+        kloss.variogram_score(x, y, weight=np.ones((3, 3)))
+    with pytest.raises(kloss.DimensionMismatch, match="kloss::energy_score: argument 'target'"):
+        kloss.energy_score(x, np.zeros((3, 2)))
+    with pytest.raises(kloss.InvalidArgument, match="kloss::energy_score: option 'event_dims'"):
+        kloss.energy_score(x, y, event_dims=())
+    with pytest.raises(kloss.InvalidArgument, match="kloss::energy_score: option 'event_dims'.*twice"):
+        kloss.energy_score(x, y, event_dims=(2, -1))

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import kloss
-from cases import cases
+import reference
+from cases import Call, cases
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed: the PyTorch comparisons, gradcheck "
                                             "and from_torch tests are skipped")
@@ -131,6 +132,94 @@ def grid_reference(c, x, y):
     return _reduce(_grid_composition(c, x, y), c.options.get("reduction", "mean"))
 
 
+_MULTIVARIATE = ("energy_score", "variogram_score")
+_SCORINGRULES = []
+
+
+def _scoringrules():
+    """scoringrules (its torch backend), or None: energy_score and
+    variogram_score are then checked against _multivariate_composition
+    alone (CI need not have scoringrules)."""
+    if not _SCORINGRULES:
+        try:
+            import scoringrules
+            mod = scoringrules
+        except Exception:  # not installed, or an import that fails
+            mod = None
+        _SCORINGRULES.append(mod)
+    return _SCORINGRULES[0]
+
+
+def _multivariate_flat(c, x, y):
+    """x as [points..., m, D], y as [points..., D]: the members' axis and
+    the event block (flattened row-major, as kloss and the weight index
+    it) last, as scoringrules' m_axis=-2, v_axis=-1 take them."""
+    lay = reference._EnsembleLayout(x.detach().numpy(), c.options)
+    xf = x.movedim(lay.x_src, lay.x_dst).reshape(lay.points + (lay.m, lay.D))
+    yf = y.movedim(lay.ev_t, lay.y_dst).reshape(lay.points + (lay.D,))
+    return xf, yf
+
+
+def _estimator_mix(fn, o):
+    """fn(scoringrules' estimator name) under kloss's estimator option."""
+    est, alpha = o.get("estimator", "standard"), o.get("alpha", 0.95)
+    if est == "almost_fair":
+        return alpha * fn("fair") + (1 - alpha) * fn("nrg")
+    return fn({"standard": "nrg", "fair": "fair"}[est])
+
+
+def _multivariate_scoringrules(c, args, sr):
+    """Per point, scoringrules' es_ensemble / vs_ensemble (torch backend)."""
+    xf, yf = _multivariate_flat(c, args["input"], args["target"])
+    if c.op == "energy_score":
+        return _estimator_mix(lambda e: sr.es_ensemble(yf, xf, -2, -1, estimator=e, backend="torch"), c.options)
+    w = args.get("weight")
+    return _estimator_mix(lambda e: sr.vs_ensemble(yf, xf, w, -2, -1, p=c.options.get("p", 0.5), estimator=e,
+                                                   backend="torch"), c.options)
+
+
+def _multivariate_composition(c, args):
+    """Per point, scoringrules' formulas as torch operations, with |d|^p
+    taken as 0 with gradient 0 at d = 0 (kloss's convention; autograd's
+    through abs() ** p is NaN there for p < 1, and every variogram has the
+    zero differences of its diagonal)."""
+    xf, yf = _multivariate_flat(c, args["input"], args["target"])
+    m = xf.shape[-2]
+    if c.op == "energy_score":
+        err = (xf - yf.unsqueeze(-2)).norm(dim=-1).sum(-1) / m
+        spread = (xf.unsqueeze(-2) - xf.unsqueeze(-3)).norm(dim=-1).sum((-2, -1))
+        return _estimator_mix(lambda e: err - 0.5 * spread / (m * m if e == "nrg" else m * (m - 1)), c.options)
+    p = c.options.get("p", 0.5)
+    w = args.get("weight")
+    w = torch.ones(yf.shape[-1], yf.shape[-1], dtype=yf.dtype) if w is None else w
+
+    def powabs(d):
+        zero = d == 0
+        return torch.where(zero, torch.zeros_like(d), torch.where(zero, torch.ones_like(d), d).abs() ** p)
+    f = powabs(xf.unsqueeze(-1) - xf.unsqueeze(-2))   # [..., m, D, D]
+    o = powabs(yf.unsqueeze(-1) - yf.unsqueeze(-2))   # [..., D, D]
+
+    def score(e):
+        if e == "nrg":
+            return (w * (o - f.mean(-3)) ** 2).sum((-2, -1))
+        e1 = (w * (f - o.unsqueeze(-3)) ** 2).sum((-2, -1)).mean(-1)
+        e2 = (w * (f.unsqueeze(-3) - f.unsqueeze(-4)) ** 2).sum((-2, -1)).sum((-2, -1)) / (m * (m - 1))
+        return e1 - 0.5 * e2
+    return _estimator_mix(score, c.options)
+
+
+def multivariate_reference(c, args):
+    """energy_score / variogram_score, reduced: scoringrules' (torch
+    backend) when it is installed, else the composition; the composition
+    also for a variogram of p < 1, where scoringrules' autograd is NaN."""
+    sr = _scoringrules()
+    if sr is not None and not (c.op == "variogram_score" and c.options.get("p", 0.5) < 1):
+        per_point = _multivariate_scoringrules(c, args, sr)
+    else:
+        per_point = _multivariate_composition(c, args)
+    return _reduce(per_point, c.options.get("reduction", "mean"))
+
+
 def torch_reference(c, tensors):
     """torch's value of call c (fused_linear_cross_entropy composed)."""
     with warnings.catch_warnings():
@@ -171,6 +260,8 @@ def torch_reference(c, tensors):
             mae = (x - args["target"][..., None]).abs().mean(-1)
             pair = (x[..., :, None] - x[..., None, :]).abs().sum((-1, -2))
             return _reduce(mae - cf * pair, o.get("reduction", "mean"))
+        if c.op in _MULTIVARIATE:  # scoringrules' es_ensemble / vs_ensemble
+            return multivariate_reference(c, args)
         if c.op in _GRID_OPS:  # neuraloperator's LpLoss / H1Loss
             return grid_reference(c, args["input"], args["target"])
         if c.op == "embedding" and "max_norm" in c.options:
@@ -209,7 +300,8 @@ _NOT_A_DERIVATIVE = {"embedding-padding", "embedding-max_norm", "l1_loss-empty",
 # no torch call to record.
 _NOT_IN_TORCH = {"gaussian_nll_loss-beta_nll", "gaussian_nll_loss-beta_nll_var_row_full"} | {
     c.id for c in CASES  # no torch op
-    if c.op in ("quantile_loss", "crps_gaussian", "crps_ensemble", "lp_loss", "h1_loss")}
+    if c.op in ("quantile_loss", "crps_gaussian", "crps_ensemble", "energy_score", "variogram_score", "lp_loss",
+                "h1_loss")}
 
 
 @pytest.mark.parametrize("c", [c for c in CASES if c.op in _GRID_OPS],
@@ -229,6 +321,65 @@ def test_grid_composition_is_neuraloperators(c):
     go = torch.rand_like(got) + 0.5
     for a, b in zip(torch.autograd.grad(got, mine, go), torch.autograd.grad(want, theirs, go)):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("c", [c for c in CASES if c.op in _MULTIVARIATE],
+                         ids=[c.id for c in CASES if c.op in _MULTIVARIATE])
+def test_multivariate_composition_is_scoringrules(c):
+    """The torch composition energy_score and variogram_score fall back to
+    without scoringrules, against scoringrules' es_ensemble / vs_ensemble
+    (torch backend): the forward, and autograd's gradients where
+    scoringrules' are defined (not a variogram of p < 1: NaN there)."""
+    sr = _scoringrules()
+    if sr is None:
+        pytest.skip("scoringrules is not installed")
+    mine = _tensors(c, requires_grad=True)
+    theirs = _tensors(c, requires_grad=True)
+    got = _multivariate_composition(c, mine)
+    want = _multivariate_scoringrules(c, theirs, sr)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-13)
+    names = [k for k in ("input", "target") if mine[k].requires_grad]
+    go = torch.rand_like(got) + 0.5
+    got_g = torch.autograd.grad(got, [mine[k] for k in names], go)
+    if c.op == "variogram_score" and c.options.get("p", 0.5) < 1:
+        assert all(torch.isfinite(g).all() for g in got_g)
+        return
+    for a, b in zip(got_g, torch.autograd.grad(want, [theirs[k] for k in names], go)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("tie", ["members", "member_on_observation", "event_values"])
+@pytest.mark.parametrize("op", _MULTIVARIATE)
+def test_multivariate_ties_get_torchs_gradient(op, tie):
+    """At a zero difference (tied members, a member on the observation,
+    equal event values within a member and in the observation) kloss's
+    gradient is torch's: the norm's 0 at a zero vector, |d|^p's 0 at d = 0
+    (scoringrules' own for p >= 1; the masked composition's for p < 1)."""
+    x = np.array([[[0.5, -1.0, 2.0, 0.0], [0.5, -1.0, 2.0, 0.0], [1.0, 0.25, -0.5, 1.5]],
+                  [[1.0, 1.0, -1.0, 0.5], [2.0, -0.5, 0.5, 0.5], [0.0, 1.0, 1.0, 1.0]]])
+    y = np.array([[-1.0, 0.5, 0.25, 2.0], [0.0, 1.5, 1.5, -1.0]])
+    if tie == "member_on_observation":
+        y[0] = x[0, 2]
+        y[1] = x[1, 0]
+    elif tie == "event_values":
+        y[0, 1] = y[0, 0]
+    for p in ((1.0, 2.0, 0.5) if op == "variogram_score" else (None,)):
+        for estimator in ("standard", "fair", "almost_fair"):
+            opts = {"estimator": estimator, "reduction": "none"}
+            if p is not None:
+                opts["p"] = p
+            c = Call("%s-%s" % (op, tie), op, {"input": x, "target": y}, opts)
+            mine = _tensors(c, requires_grad=True)
+            out = kt.apply(op, mine, opts)
+            want = torch_reference(c, _tensors(c))
+            torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-13)
+            go = torch.rand_like(out) + 0.5
+            got = torch.autograd.grad(out, [mine["input"], mine["target"]], go)
+            ref = _tensors(c, requires_grad=True)
+            wanted = torch.autograd.grad(torch_reference(c, ref), [ref["input"], ref["target"]], go)
+            for a, b in zip(got, wanted):
+                assert torch.isfinite(b).all()
+                torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("c", [c for c in CASES if c.id not in _NOT_A_DERIVATIVE],

@@ -80,7 +80,7 @@ EnsembleGeometry ensemble_geometry(std::string_view op, const Tensor<const T, M>
 /// members, for the fair and almost-fair estimators on one, and for alpha
 /// outside [0, 1].
 inline double crps_spread_coefficient(std::string_view op, CrpsEstimator e, double alpha, std::int64_t m) {
-  if (m < 1) fail<InvalidArgument>(op, "the members axis is empty: the CRPS needs at least one member");
+  if (m < 1) fail<InvalidArgument>(op, "the members axis is empty: the score needs at least one member");
   const double md = static_cast<double>(m), standard = 1 / (2 * md * md);
   if (e == CrpsEstimator::standard) return standard;
   if (e == CrpsEstimator::almost_fair && !(alpha >= 0 && alpha <= 1))

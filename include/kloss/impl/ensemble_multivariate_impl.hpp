@@ -250,27 +250,27 @@ void energy_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& 
           }
         }
         if (!gx) return;
-        // gx_k = (wy_k/m)(x_k - y) - 2c sum_l wk_l (x_k - x_l)
-        //      = (wy_k/m - 2c W_k) x_k - (wy_k/m) y + 2c sum_l wk_l x_l
+        // gx_k = (wy_k/m)(x_k - y) - 2c sum_l wk_l (x_k - x_l), in differences
+        // (a sum of wk_l x_l less W_k x_k would cancel where the values are
+        // large against their spread)
         for (std::int64_t k = 0; k < m; ++k) {
-          A total = 0;
-          for (std::int64_t l = 0; l < m; ++l) {
+          for (std::int64_t l = 0; l < m; ++l)
             wk[l] = l == k ? A(0) : inverse_norm(squared_distance<A>(xp + k * ms, es, xp + l * ms, es, D));
-            total += wk[l];
-          }
-          const A a = wy[k] * inv_m, own = a - A(2) * c * total, mix = A(2) * c;
+          const A a = wy[k] * inv_m, mix = A(2) * c;
+          const T* xk = xp + k * ms;
           constexpr int lanes = 16;
           for (std::int64_t e0 = 0; e0 < D; e0 += lanes) {
             const int w = D - e0 < lanes ? static_cast<int>(D - e0) : lanes;
-            A acc[lanes] = {};
+            A own[lanes], acc[lanes] = {};
+            for (int i = 0; i < w; ++i) own[i] = to_acc(xk[(e0 + i) * es]);
             for (std::int64_t l = 0; l < m; ++l) {
               const A f = wk[l];
               const T* xl = xp + l * ms + e0 * es;
-              for (int i = 0; i < w; ++i) acc[i] += f * to_acc(xl[i * es]);
+              for (int i = 0; i < w; ++i) acc[i] += f * (own[i] - to_acc(xl[i * es]));
             }
             for (int i = 0; i < w; ++i) {
               const std::int64_t e = e0 + i;
-              const A v = own * to_acc(xp[k * ms + e * es]) - a * to_acc(yp[e * et]) + mix * acc[i];
+              const A v = a * (own[i] - to_acc(yp[e * et])) - mix * acc[i];
               gx[bx + k * ms + e * es] = from_acc<T>(up * v);
             }
           }
