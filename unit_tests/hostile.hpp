@@ -1307,6 +1307,186 @@ inline void gen_ensemble(Rng& r, Draft& d) {
   });
 }
 
+/// energy_score's and variogram_score's event_dims as given ("a,b" or one
+/// int) or the registry's default, unnormalised; nullopt if it is no list of
+/// integers (a broken call).
+inline std::optional<std::vector<I64>> event_dims_of(const Case& c) {
+  auto it = c.options.find("event_dims");
+  if (it != c.options.end())
+    if (auto i = std::get_if<I64>(&it->second)) return std::vector<I64>{*i};
+  const std::string s = str_opt(c, "event_dims", registry_default(c, "event_dims"));
+  std::vector<I64> v;
+  for (std::size_t at = 0;;) {
+    const std::size_t comma = s.find(',', at);
+    const std::string w = s.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    std::size_t used = 0;
+    try {
+      v.push_back(std::stoll(w, &used));
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    if (used != w.size()) return std::nullopt;
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return v;
+}
+
+/// energy_score, variogram_score: an input of rank 2-4 with the members on
+/// any axis and an event block of one or two adjacent axes before or after
+/// them (0-sized and single extents too; m from 1, where the fair
+/// estimators refuse it); each estimator; member_dim and event_dims as
+/// positive or negative axes, event_dims as an int or a list; tied members,
+/// a member at the observation, equal elements within a member or the
+/// observation (zero differences: variogram_score's gradient 0 there);
+/// variogram_score's p (0.5 to 3, values in [-1, 1] for p >= 2 so that the
+/// score stays within float16) and its weight, [D, D] or flat, symmetric or
+/// not, or none.
+inline void gen_multivariate(Rng& r, Draft& d) {
+  Case& c = d.c;
+  const bool vs = c.op == "variogram_score";
+  const I64 rank = r.range(2, 4);
+  const I64 mdim = r.range(0, rank - 1);
+  // the event block [e0, e0 + ne), clear of the members' axis
+  std::vector<std::pair<I64, I64>> blocks;
+  for (I64 ne = 1; ne <= 2; ++ne)
+    for (I64 e0 = 0; e0 + ne <= rank; ++e0)
+      if (mdim < e0 || mdim >= e0 + ne) blocks.emplace_back(e0, ne);
+  const auto [e0, ne] = r.pick(blocks);
+  const std::string est = r.pick(std::vector<std::string>{"standard", "fair", "almost_fair"});
+  if (est != "standard" || r.coin(0.3)) c.options["estimator"] = est;
+  if (est == "almost_fair" && r.coin(0.7)) c.options["alpha"] = r.pick(Vec{0.0, 0.5, 0.95, 1.0});
+  const I64 least = est == "standard" ? 1 : 2;
+  Ext s(static_cast<std::size_t>(rank));
+  for (auto& e : s) e = rand_extent(r, 5);
+  auto& m = s[static_cast<std::size_t>(mdim)];
+  if (m < least) m = least;
+  // Keep each call small: the variogram is O(points x D^2 x m).
+  while (kloss_ref::numel(s) > 120)
+    for (auto& e : s) e = std::max<I64>(1, e / 2);
+  if (m < least) m = least;
+  // member_dim and event_dims: their defaults (-2, "-1") where they hold,
+  // else given as positive or negative axes
+  if (mdim != rank - 2 || r.coin(0.3)) c.options["member_dim"] = r.coin() ? mdim : mdim - rank;
+  if (!(ne == 1 && e0 == rank - 1) || r.coin(0.3)) {
+    if (ne == 1 && r.coin())
+      c.options["event_dims"] = r.coin() ? e0 : e0 - rank;
+    else {
+      std::string t;
+      for (I64 k = e0; k < e0 + ne; ++k) t += (t.empty() ? "" : ",") + std::to_string(r.coin() ? k : k - rank);
+      c.options["event_dims"] = t;
+    }
+  }
+  double p = 0.5;
+  if (vs && r.coin(0.7)) {
+    p = r.pick(Vec{0.5, 1.0, 1.5, 2.0, 3.0});
+    c.options["p"] = r.coin(0.2) && p == std::floor(p) ? rt::OptionValue(static_cast<I64>(p)) : rt::OptionValue(p);
+  }
+  const double hi = p >= 2 ? 1 : 2;
+  const kloss_ref::EnsembleLayout L(s, mdim, [&] {
+    std::vector<I64> v;
+    for (I64 k = e0; k < e0 + ne; ++k) v.push_back(k);
+    return v;
+  }());
+  Vec x = rand_vals(r, c, kloss_ref::numel(s), -hi, hi);
+  Vec y = rand_vals(r, c, kloss_ref::numel(L.target_shape), -hi, hi);
+  if (L.P > 0 && L.D > 0) {
+    const I64 pt = static_cast<I64>(r.below(static_cast<std::uint64_t>(L.P)));
+    if (r.coin(0.3) && L.m > 1)  // tied members
+      for (I64 a = 0; a < L.D; ++a) x[L.x_at(pt, 1, a)] = x[L.x_at(pt, 0, a)];
+    if (r.coin(0.2))  // a member at the observation
+      for (I64 a = 0; a < L.D; ++a) x[L.x_at(pt, L.m - 1, a)] = y[L.y_at(pt, a)];
+    if (r.coin(0.2) && L.D > 1) {  // equal elements within a member and within the observation
+      x[L.x_at(pt, 0, 1)] = x[L.x_at(pt, 0, 0)];
+      y[L.y_at(pt, L.D - 1)] = y[L.y_at(pt, 0)];
+    }
+  }
+  c.inputs.push_back(floating(c, "input", s, x));
+  c.inputs.push_back(floating(c, "target", L.target_shape, y));
+  if (vs && r.coin(0.5)) {
+    Vec w = rand_vals(r, c, L.D * L.D, 0, 2);
+    if (r.coin(0.5))  // symmetric
+      for (I64 a = 0; a < L.D; ++a)
+        for (I64 b = 0; b < a; ++b) w[a * L.D + b] = w[b * L.D + a];
+    c.inputs.push_back(floating(c, "weight", r.coin(0.3) ? Ext{L.D * L.D} : Ext{L.D, L.D}, w));
+  }
+  maybe_reduction(r, c);
+  d.none_shape = L.point_shape;
+
+  d.breaks.push_back(shape_break("target", L.target_shape, {"target"}));
+  d.breaks.push_back([mdim, least](Rng&, Case& c) {
+    // fewer members than the estimator needs: none, or one under a fair one
+    Arg* x = c.find("input");
+    x->shape[static_cast<std::size_t>(mdim)] = least - 1;
+    x->values.assign(static_cast<std::size_t>(kloss_ref::numel(x->shape)), 0.5);
+    c.set_bad("a members axis of " + std::to_string(least - 1), {"members axis is empty", "at least two members"});
+  });
+  d.breaks.push_back([rank](Rng& r, Case& c) {
+    c.options["member_dim"] = r.coin() ? rank : -rank - 1;
+    c.set_bad("member_dim outside the input's rank", {"member_dim"});
+  });
+  d.breaks.push_back([rank, e0, ne](Rng& r, Case& c) {
+    const I64 out = r.coin() ? rank + static_cast<I64>(r.below(2)) : -rank - 1;
+    if (ne == 1 || r.coin())
+      c.options["event_dims"] = out;
+    else
+      c.options["event_dims"] = std::to_string(e0) + "," + std::to_string(out);
+    c.set_bad("event_dims outside the input's rank", {"event_dims"});
+  });
+  d.breaks.push_back([mdim, rank](Rng& r, Case& c) {
+    c.options["event_dims"] = r.coin() ? rt::OptionValue(mdim) : rt::OptionValue(std::to_string(mdim - rank));
+    c.set_bad("event_dims holding the members' axis", {"event_dims"});
+  });
+  // two event axes with a gap (the members' axis or another between them)
+  std::vector<std::pair<I64, I64>> gaps;
+  for (I64 a = 0; a < rank; ++a)
+    for (I64 b = a + 2; b < rank; ++b)
+      if (a != mdim && b != mdim) gaps.emplace_back(a, b);
+  if (!gaps.empty())
+    d.breaks.push_back([gaps](Rng& r, Case& c) {
+      const auto [a, b] = r.pick(gaps);
+      c.options["event_dims"] = std::to_string(a) + "," + std::to_string(b);
+      c.set_bad("event axes " + std::to_string(a) + " and " + std::to_string(b) + " not adjacent", {"event_dims"});
+    });
+  d.breaks.push_back([](Rng& r, Case& c) {
+    c.options["event_dims"] = r.pick(std::vector<std::string>{"", "x", "-1,", ",-1", "-2;-1", "1.5", "-1,,-2"});
+    c.set_bad("event_dims not a list of axes", {"event_dims"});
+  });
+  d.breaks.push_back([](Rng& r, Case& c) {
+    Arg* x = c.find("input");
+    x->shape = r.coin() ? Ext{x->numel()} : Ext{};
+    x->values.resize(static_cast<std::size_t>(kloss_ref::numel(x->shape)), 0.5);
+    c.options.erase("member_dim");
+    c.options.erase("event_dims");
+    c.set_bad("an input of rank " + std::to_string(x->shape.size()), {"input"});
+  });
+  d.breaks.push_back([](Rng& r, Case& c) {
+    c.options["estimator"] = r.coin() ? std::string("unbiased") : std::string("Fair");
+    c.set_bad("an unknown estimator", {"estimator"});
+  });
+  d.breaks.push_back([](Rng& r, Case& c) {
+    c.options["estimator"] = std::string("almost_fair");
+    c.options["alpha"] = r.coin() ? 1.5 : -0.25;
+    c.set_bad("alpha outside [0, 1]", {"alpha"});
+  });
+  if (!vs) return;
+  d.breaks.push_back([](Rng& r, Case& c) {
+    c.options["p"] = r.coin(0.2) ? rt::OptionValue(I64{0}) : rt::OptionValue(r.pick(Vec{-0.5, 0.0, kloss_ref::nan}));
+    c.set_bad("p not positive", {"p"});
+  });
+  const I64 D = L.D;
+  d.breaks.push_back([D](Rng& r, Case& c) {
+    const Ext ws = r.pick(std::vector<Ext>{{D, D + 1}, {D + 1, D + 1}, {D * D + 1}, {D, D, 1}});
+    if (Arg* w = c.find("weight")) {
+      w->shape = ws;
+      w->values = rand_vals(r, c, kloss_ref::numel(ws), 0, 2);
+    } else {
+      c.inputs.push_back(floating(c, "weight", ws, rand_vals(r, c, kloss_ref::numel(ws), 0, 2)));
+    }
+    c.set_bad("weight " + Shape(ws).str() + " for D = " + std::to_string(D), {"weight"});
+  });
+}
+
 /// h1_loss's `periodic` ("true", "false", or one per grid axis,
 /// comma-separated; kloss's spellings of a boolean) as one flag per grid
 /// axis.
@@ -1511,6 +1691,8 @@ inline bool generate_op(Rng& r, Draft& d) {
     gen_fused(r, d);
   else if (op == "crps_ensemble")
     gen_ensemble(r, d);
+  else if (op == "energy_score" || op == "variogram_score")
+    gen_multivariate(r, d);
   else if (op == "lp_loss" || op == "h1_loss")
     gen_grid(r, d);
   else
@@ -1730,6 +1912,9 @@ struct Expected {
   /// Absolute tolerance scales (times the dtype's tolerance): rounding in
   /// the compute type costs about that much wherever terms cancel.
   double out_floor = 1, grad_floor = 1;
+  /// The magnitude of the terms the output is the difference of, where
+  /// larger than out_floor (energy_score, variogram_score).
+  double out_scale = 0;
   double terms = 1, mean_div = 1;  // loss terms reduced, and the mean's divisor
   /// Per element of a named gradient, where it is the difference of larger
   /// terms: their magnitude per unit upstream gradient (>= 1), which scales
@@ -1902,6 +2087,78 @@ inline GridGrads grid_grads(bool h1, const Vec& x, const Vec& y, const kloss_ref
     }
   }
   return G;
+}
+
+/// The magnitudes of the terms energy_score's or variogram_score's results
+/// are differences of (>= 1, per unit upstream gradient): per point for
+/// the output, per element for the gradients (E.grad_cancel). The energy
+/// score's: E1 + c E2, and 1/m + 2c (m - 1) per member element. The
+/// variogram score's, term by term of the kernel's (o - mu)^2 - k s^2/m
+/// and of the chain rule: sum_ab |w_ab| (|o_ab| + max_i f_iab)^2, and per
+/// element the sum over its pairs of |dS/df| |df/dx| with every difference
+/// in dS/df replaced by the sum of its parts' magnitudes.
+struct MultivariateScales {
+  Vec out, gx, gy;
+};
+inline MultivariateScales multivariate_scales(bool vs, const Vec& x, const Vec& y, const kloss_ref::EnsembleLayout& L,
+                                              const Vec& w, double p, double c) {
+  MultivariateScales S{Vec(static_cast<std::size_t>(L.P), 1.0), Vec(x.size(), 1.0), Vec(y.size(), 1.0)};
+  const double m = static_cast<double>(L.m);
+  const auto D = static_cast<std::size_t>(L.D);
+  auto keep = [](double& at, double v) { at = std::isfinite(v) ? std::max(at, v) : at; };
+  for (std::int64_t pt = 0; pt < L.P; ++pt) {
+    const kloss_ref::Ensemble e = L.members(x, pt);
+    const Vec o = L.observation(y, pt);
+    if (!vs) {
+      double e1 = 0, e2 = 0;
+      for (const Vec& a : e) {
+        e1 += kloss_ref::euclidean(a, o);
+        for (const Vec& b : e) e2 += kloss_ref::euclidean(a, b);
+      }
+      keep(S.out[pt], e1 / m + c * e2);
+      for (std::int64_t i = 0; i < L.m; ++i)
+        for (std::int64_t a = 0; a < L.D; ++a) keep(S.gx[L.x_at(pt, i, a)], 1 / m + 2 * c * (m - 1));
+      continue;
+    }
+    const Vec vo = kloss_ref::variogram(o, p);
+    std::vector<Vec> f;
+    for (const Vec& a : e) f.push_back(kloss_ref::variogram(a, p));
+    auto wt = [&](std::size_t k) { return w.empty() ? 1.0 : std::fabs(w[k]); };
+    double out = 0;
+    for (std::size_t k = 0; k < D * D; ++k) {
+      double fmax = 0;
+      for (const Vec& fi : f) fmax = std::max(fmax, fi[k]);
+      out += wt(k) * (vo[k] + fmax) * (vo[k] + fmax);
+    }
+    keep(S.out[pt], out);
+    Vec gy(D, 0.0);
+    for (std::size_t a = 0; a < D; ++a)
+      for (std::size_t b = 0; b < D; ++b) {
+        const std::size_t k = a * D + b;
+        double s = 0;
+        for (const Vec& fi : f) s += fi[k] + vo[k];
+        const double t = 2 / m * wt(k) * s * std::fabs(kloss_ref::power_slope(o[a] - o[b], p));
+        gy[a] += t;
+        gy[b] += t;
+      }
+    for (std::size_t a = 0; a < D; ++a) keep(S.gy[L.y_at(pt, static_cast<std::int64_t>(a))], gy[a]);
+    for (std::size_t i = 0; i < e.size(); ++i) {
+      Vec gx(D, 0.0);
+      for (std::size_t a = 0; a < D; ++a)
+        for (std::size_t b = 0; b < D; ++b) {
+          const std::size_t k = a * D + b;
+          double pair = 0;
+          for (const Vec& fj : f) pair += f[i][k] + fj[k];
+          const double t = (2 / m * wt(k) * (f[i][k] + vo[k]) + 4 * std::fabs(c) * wt(k) * pair) *
+                           std::fabs(kloss_ref::power_slope(e[i][a] - e[i][b], p));
+          gx[a] += t;
+          gx[b] += t;
+        }
+      for (std::size_t a = 0; a < D; ++a)
+        keep(S.gx[L.x_at(pt, static_cast<std::int64_t>(i), static_cast<std::int64_t>(a))], gx[a]);
+    }
+  }
+  return S;
 }
 
 inline Expected reference_values(const Case& c) {
@@ -2151,6 +2408,39 @@ inline Expected reference_values(const Case& c) {
     }
     return E;
   }
+  if (op == "energy_score" || op == "variogram_score") {
+    const bool vs = op == "variogram_score";
+    const Arg& x = in("input");
+    const Arg& y = in("target");
+    const kloss_ref::EnsembleLayout L(x.shape, int_opt(c, "member_dim"), *event_dims_of(c));
+    const double cf = kloss_ref::crps_coefficient(str_opt(c, "estimator", registry_default(c, "estimator")),
+                                                  real_opt(c, "alpha"), static_cast<std::size_t>(L.m));
+    const double p = vs ? real_opt(c, "p") : 0.0;
+    const Vec w = has("weight") ? in("weight").values : Vec{};
+    using kloss_ref::Ensemble;
+    const auto score = [&](const Ensemble& e, const Vec& o) {
+      return vs ? kloss_ref::variogram_score(e, o, w, p, cf) : kloss_ref::energy_score(e, o, cf);
+    };
+    const Vec losses = kloss_ref::ensemble_scores(x.values, y.values, L, score);
+    reduced(losses, L.point_shape);
+    const MultivariateScales S = multivariate_scales(vs, x.values, y.values, L, w, p, cf);
+    for (double v : kloss_ref::reduce(S.out, red)) E.out_scale = std::max(E.out_scale, std::isfinite(v) ? v : 0.0);
+    if (c.backward) {
+      const auto gm = [&](const Ensemble& e, const Vec& o) {
+        return vs ? kloss_ref::variogram_score_grad(e, o, w, p, cf) : kloss_ref::energy_score_grad(e, o, cf);
+      };
+      const auto gobs = [&](const Ensemble& e, const Vec& o) {
+        return vs ? kloss_ref::variogram_score_target_grad(e, o, w, p) : kloss_ref::energy_score_target_grad(e, o);
+      };
+      const auto G =
+          kloss_ref::ensemble_score_grads(x.values, y.values, L, kloss_ref::upstream(go, red, losses.size()), gm, gobs);
+      E.grads["input"] = G.first;
+      E.grads["target"] = G.second;
+      E.grad_cancel["input"] = S.gx;
+      E.grad_cancel["target"] = S.gy;
+    }
+    return E;
+  }
   if (op == "lp_loss" || op == "h1_loss") {
     const bool h1 = op == "h1_loss";
     const Arg& x = in("input");
@@ -2304,6 +2594,7 @@ inline Expected reference(const Case& c) {
   Expected E = reference_values(c);
   const Reduction red = has_option(c.op, "reduction") ? reduction_of(c) : Reduction::none;
   set_floors(E, red, E.terms, E.mean_div, c.backward ? c.grad_output.values : Vec{}, c.backward);
+  E.out_floor = std::max(E.out_floor, E.out_scale);
   // An embedding gradient row sums the upstream rows of its positions.
   if (c.op == "embedding" || c.op == "embedding_bag") E.grad_floor *= std::max(1.0, E.terms);
   return E;
@@ -2604,7 +2895,7 @@ void typed_layout(const Case& c, const Expected& E, std::vector<std::pair<std::s
 inline bool optional_grad(const std::string& op, const std::string& out) {
   if (op == "embedding_bag") return out == "grad_per_sample_weights";
   return (is_pointwise(op) || is_margin(op) || op == "fused_linear_cross_entropy" || op == "lp_loss" ||
-          op == "h1_loss") &&
+          op == "h1_loss" || op == "energy_score" || op == "variogram_score") &&
          out.rfind("grad_", 0) == 0;
 }
 
@@ -2997,6 +3288,37 @@ void typed_calls(TypedRun<T, I>& t) {
       auto gi = t.template out<T>("grad_input");
       auto gt = t.template out<T>("grad_target");
       ki::crps_ensemble_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, o);
+    }
+  } else if (op == "energy_score" || op == "variogram_score") {
+    const std::string est = str_opt(c, "estimator", registry_default(c, "estimator"));
+    auto common = [&](auto& o) {
+      o.reduction = red;
+      o.estimator = est == "fair"          ? kloss::CrpsEstimator::fair
+                    : est == "almost_fair" ? kloss::CrpsEstimator::almost_fair
+                                           : kloss::CrpsEstimator::standard;
+      o.alpha = real_opt(c, "alpha");
+      o.member_dim = int_opt(c, "member_dim");
+      o.event_dims = *event_dims_of(c);
+    };
+    if (op == "energy_score") {
+      kloss::EnergyScoreOptions o;
+      common(o);
+      ki::energy_score<Exec, T>(ex, t.in("input"), t.in("target"), t.template out<T>("output"), o);
+      if (bwd) {
+        auto gi = t.template out<T>("grad_input");
+        auto gt = t.template out<T>("grad_target");
+        ki::energy_score_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, o);
+      }
+    } else {
+      kloss::VariogramScoreOptions o;
+      common(o);
+      o.p = real_opt(c, "p");
+      ki::variogram_score<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.template out<T>("output"), o);
+      if (bwd) {
+        auto gi = t.template out<T>("grad_input");
+        auto gt = t.template out<T>("grad_target");
+        ki::variogram_score_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"), gi, gt, o);
+      }
     }
   } else if (op == "lp_loss" || op == "h1_loss") {
     // kloss/grid.hpp's options structs, as the public functions pass them on

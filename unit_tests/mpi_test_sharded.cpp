@@ -98,12 +98,12 @@ std::vector<Case> cases(DType dt) {
       {{"input", real(dt, kloss::Shape{n, 4}, -2, 2, 56)}, {"target", real(dt, kloss::Shape{n}, -2, 2, 57)}},
       {{"input", 0}, {"target", 0}}, {{"estimator", std::string("almost_fair")}});
   // members on axis 1, an event block of two axes
-  add("energy_score", "energy_score",
+  add("energy_score event block of two axes", "energy_score",
       {{"input", real(dt, kloss::Shape{n, 4, 2, 3}, -2, 2, 58)},
        {"target", real(dt, kloss::Shape{n, 2, 3}, -2, 2, 59)}},
       {{"input", 0}, {"target", 0}},
       {{"estimator", std::string("fair")}, {"member_dim", std::int64_t(1)}, {"event_dims", std::string("-2,-1")}});
-  add("variogram_score", "variogram_score",
+  add("variogram_score almost_fair", "variogram_score",
       {{"input", real(dt, kloss::Shape{n, 4, 3}, -1, 1, 60)},
        {"target", real(dt, kloss::Shape{n, 3}, -1, 1, 61)},
        {"weight", real(dt, kloss::Shape{3, 3}, 0.5, 2, 62)}},

@@ -1244,6 +1244,257 @@ inline double crps_ensemble_target_grad(const Vec& x, double y) {
   return s / static_cast<double>(x.size());
 }
 
+// --- energy_score, variogram_score -------------------------------------------
+//
+// scoringrules' es_ensemble and vs_ensemble in their pairwise forms, O(m^2)
+// per point: E1 - c E2 with E1 the members' mean distance to the
+// observation and E2 the sum over ordered member pairs, c =
+// crps_coefficient(estimator, alpha, m) (1/(2m^2) standard, 1/(2m(m-1))
+// fair). One point's ensemble is its members' event blocks x[i] (the event
+// axes flattened row-major, D elements each) and the observation's y.
+
+/// The members of one point: x[i][a], member i, event element a.
+using Ensemble = std::vector<Vec>;
+
+/// ||a - b||, Euclidean.
+inline double euclidean(const Vec& a, const Vec& b) {
+  double s = 0;
+  for (std::size_t k = 0; k < a.size(); ++k) s += (a[k] - b[k]) * (a[k] - b[k]);
+  return std::sqrt(s);
+}
+
+/// (a - b) / ||a - b||, 0 where the norm is 0 (torch's norm's gradient).
+inline Vec unit_difference(const Vec& a, const Vec& b) {
+  const double n = euclidean(a, b);
+  Vec u(a.size(), 0.0);
+  if (n > 0)
+    for (std::size_t k = 0; k < a.size(); ++k) u[k] = (a[k] - b[k]) / n;
+  return u;
+}
+
+/// energy_score of one point: (1/m) sum_i ||x_i - y|| - c sum_{i,j} ||x_i -
+/// x_j||.
+inline double energy_score(const Ensemble& x, const Vec& y, double c) {
+  double e1 = 0, e2 = 0;
+  for (const Vec& a : x) {
+    e1 += euclidean(a, y);
+    for (const Vec& b : x) e2 += euclidean(a, b);
+  }
+  return e1 / static_cast<double>(x.size()) - c * e2;
+}
+
+/// d energy_score / d x_i: u_i / m - c (sum_j u_ij - sum_j u_ji) = u_i / m -
+/// 2c sum_j u_ij, u_i = unit(x_i - y), u_ij = unit(x_i - x_j).
+inline Ensemble energy_score_grad(const Ensemble& x, const Vec& y, double c) {
+  const double m = static_cast<double>(x.size());
+  Ensemble g(x.size(), Vec(y.size(), 0.0));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const Vec u = unit_difference(x[i], y);
+    for (std::size_t k = 0; k < y.size(); ++k) g[i][k] += u[k] / m;
+    for (std::size_t j = 0; j < x.size(); ++j) {
+      const Vec uij = unit_difference(x[i], x[j]);
+      for (std::size_t k = 0; k < y.size(); ++k) g[i][k] -= 2 * c * uij[k];
+    }
+  }
+  return g;
+}
+
+/// d energy_score / d y: -(1/m) sum_i u_i.
+inline Vec energy_score_target_grad(const Ensemble& x, const Vec& y) {
+  Vec g(y.size(), 0.0);
+  for (const Vec& a : x) {
+    const Vec u = unit_difference(a, y);
+    for (std::size_t k = 0; k < y.size(); ++k) g[k] -= u[k] / static_cast<double>(x.size());
+  }
+  return g;
+}
+
+/// The variogram of order p of one event block: v_ab = |v_a - v_b|^p, D x D
+/// row-major.
+inline Vec variogram(const Vec& v, double p) {
+  const std::size_t D = v.size();
+  Vec f(D * D);
+  for (std::size_t a = 0; a < D; ++a)
+    for (std::size_t b = 0; b < D; ++b) f[a * D + b] = std::pow(std::fabs(v[a] - v[b]), p);
+  return f;
+}
+
+/// d|d|^p / dd = p |d|^(p-1) sgn(d), 0 at d = 0 (the subgradient kloss
+/// documents).
+inline double power_slope(double d, double p) { return d == 0 ? 0.0 : p * std::pow(std::fabs(d), p - 1) * sgn(d); }
+
+/// variogram_score of one point as scoringrules computes it (E1 - E2/2):
+/// (1/m) sum_i sum_ab w_ab (f_iab - o_ab)^2 - c sum_{i,j} sum_ab w_ab
+/// (f_iab - f_jab)^2, f_i = variogram(x_i, p), o = variogram(y, p); w: D x D
+/// row-major, or empty for all ones. c = 1/(2m^2) gives (o - mean f)^2, the
+/// standard ("nrg") score; 1/(2m(m-1)) scoringrules' fair one.
+inline double variogram_score(const Ensemble& x, const Vec& y, const Vec& w, double p, double c) {
+  const Vec o = variogram(y, p);
+  std::vector<Vec> f;
+  for (const Vec& a : x) f.push_back(variogram(a, p));
+  auto wt = [&](std::size_t k) { return w.empty() ? 1.0 : w[k]; };
+  double e1 = 0, e2 = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    for (std::size_t k = 0; k < o.size(); ++k) e1 += wt(k) * (f[i][k] - o[k]) * (f[i][k] - o[k]);
+    for (std::size_t j = 0; j < x.size(); ++j)
+      for (std::size_t k = 0; k < o.size(); ++k) e2 += wt(k) * (f[i][k] - f[j][k]) * (f[i][k] - f[j][k]);
+  }
+  return e1 / static_cast<double>(x.size()) - c * e2;
+}
+
+/// d variogram_score / d x_i by the chain rule of the pairwise form:
+/// dS/df_iab = (2/m) w_ab (f_iab - o_ab) - 4c w_ab sum_j (f_iab - f_jab),
+/// and df_iab/dx_ia = -df_iab/dx_ib = power_slope(x_ia - x_ib, p).
+inline Ensemble variogram_score_grad(const Ensemble& x, const Vec& y, const Vec& w, double p, double c) {
+  const std::size_t D = y.size();
+  const double m = static_cast<double>(x.size());
+  const Vec o = variogram(y, p);
+  std::vector<Vec> f;
+  for (const Vec& a : x) f.push_back(variogram(a, p));
+  Ensemble g(x.size(), Vec(D, 0.0));
+  for (std::size_t i = 0; i < x.size(); ++i)
+    for (std::size_t a = 0; a < D; ++a)
+      for (std::size_t b = 0; b < D; ++b) {
+        const std::size_t k = a * D + b;
+        const double wk = w.empty() ? 1.0 : w[k];
+        double pair = 0;
+        for (std::size_t j = 0; j < x.size(); ++j) pair += f[i][k] - f[j][k];
+        const double dS = 2 / m * wk * (f[i][k] - o[k]) - 4 * c * wk * pair;
+        const double s = power_slope(x[i][a] - x[i][b], p);
+        g[i][a] += dS * s;
+        g[i][b] -= dS * s;
+      }
+  return g;
+}
+
+/// d variogram_score / d y: dS/do_ab = -(2/m) w_ab sum_i (f_iab - o_ab),
+/// do_ab/dy_a = -do_ab/dy_b = power_slope(y_a - y_b, p).
+inline Vec variogram_score_target_grad(const Ensemble& x, const Vec& y, const Vec& w, double p) {
+  const std::size_t D = y.size();
+  const double m = static_cast<double>(x.size());
+  const Vec o = variogram(y, p);
+  std::vector<Vec> f;
+  for (const Vec& a : x) f.push_back(variogram(a, p));
+  Vec g(D, 0.0);
+  for (std::size_t a = 0; a < D; ++a)
+    for (std::size_t b = 0; b < D; ++b) {
+      const std::size_t k = a * D + b;
+      double s = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) s += f[i][k] - o[k];
+      const double dS = -2 / m * (w.empty() ? 1.0 : w[k]) * s;
+      const double sl = power_slope(y[a] - y[b], p);
+      g[a] += dS * sl;
+      g[b] -= dS * sl;
+    }
+  return g;
+}
+
+/// Where a multivariate score finds each point's members and event block in
+/// a row-major input of shape `shape`: the members on axis mdim, the event
+/// block on the adjacent axes [e0, e0 + ne), the points every other axis in
+/// order (the output's shape for reduction none); the target is the input
+/// without the members' axis. Axes as given (negative from the end), assumed
+/// valid.
+struct EnsembleLayout {
+  Ext shape;
+  std::int64_t mdim = 0, e0 = 0, ne = 0;
+  std::int64_t m = 0, D = 1, P = 1;
+  Ext point_shape, target_shape;
+  std::vector<std::int64_t> point_axes;
+
+  EnsembleLayout(Ext s, std::int64_t member_dim, std::vector<std::int64_t> event_dims) : shape(std::move(s)) {
+    const auto rank = static_cast<std::int64_t>(shape.size());
+    mdim = member_dim < 0 ? member_dim + rank : member_dim;
+    for (auto& e : event_dims)
+      if (e < 0) e += rank;
+    e0 = *std::min_element(event_dims.begin(), event_dims.end());
+    ne = static_cast<std::int64_t>(event_dims.size());
+    m = shape[static_cast<std::size_t>(mdim)];
+    for (std::int64_t k = 0; k < rank; ++k) {
+      const std::int64_t e = shape[static_cast<std::size_t>(k)];
+      if (k != mdim) target_shape.push_back(e);
+      if (k >= e0 && k < e0 + ne)
+        D *= e;
+      else if (k != mdim) {
+        point_axes.push_back(k);
+        point_shape.push_back(e);
+        P *= e;
+      }
+    }
+  }
+  /// The input's coordinates of point p, member i, event element a.
+  Ext coords(std::int64_t p, std::int64_t i, std::int64_t a) const {
+    Ext c(shape.size(), 0);
+    for (std::size_t k = point_axes.size(); k-- > 0;) {
+      const std::int64_t e = point_shape[k];
+      c[static_cast<std::size_t>(point_axes[k])] = p % e;
+      p /= e;
+    }
+    for (std::int64_t k = e0 + ne; k-- > e0;) {
+      const std::int64_t e = shape[static_cast<std::size_t>(k)];
+      c[static_cast<std::size_t>(k)] = a % e;
+      a /= e;
+    }
+    c[static_cast<std::size_t>(mdim)] = i;
+    return c;
+  }
+  /// The flat index of input element (p, i, a).
+  std::size_t x_at(std::int64_t p, std::int64_t i, std::int64_t a) const {
+    const Ext c = coords(p, i, a);
+    std::int64_t f = 0;
+    for (std::size_t k = 0; k < shape.size(); ++k) f = f * shape[k] + c[k];
+    return static_cast<std::size_t>(f);
+  }
+  /// The flat index of target element (p, a).
+  std::size_t y_at(std::int64_t p, std::int64_t a) const {
+    const Ext c = coords(p, 0, a);
+    std::int64_t f = 0;
+    for (std::size_t k = 0; k < shape.size(); ++k)
+      if (static_cast<std::int64_t>(k) != mdim) f = f * shape[k] + c[k];
+    return static_cast<std::size_t>(f);
+  }
+  Ensemble members(const Vec& x, std::int64_t p) const {
+    Ensemble e(static_cast<std::size_t>(m), Vec(static_cast<std::size_t>(D)));
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t a = 0; a < D; ++a) e[i][a] = x[x_at(p, i, a)];
+    return e;
+  }
+  Vec observation(const Vec& y, std::int64_t p) const {
+    Vec o(static_cast<std::size_t>(D));
+    for (std::int64_t a = 0; a < D; ++a) o[a] = y[y_at(p, a)];
+    return o;
+  }
+};
+
+/// A multivariate score of every point (reduction none): score(members,
+/// observation) per point of layout L.
+inline Vec ensemble_scores(const Vec& x, const Vec& y, const EnsembleLayout& L,
+                           const std::function<double(const Ensemble&, const Vec&)>& score) {
+  Vec out(static_cast<std::size_t>(L.P));
+  for (std::int64_t p = 0; p < L.P; ++p) out[p] = score(L.members(x, p), L.observation(y, p));
+  return out;
+}
+
+/// The gradients {d/dx, d/dy} of sum_p g_p score_p (g: per-point upstream
+/// factors, see upstream()) from one point's gradients.
+inline std::pair<Vec, Vec> ensemble_score_grads(
+    const Vec& x, const Vec& y, const EnsembleLayout& L, const Vec& g,
+    const std::function<Ensemble(const Ensemble&, const Vec&)>& grad_members,
+    const std::function<Vec(const Ensemble&, const Vec&)>& grad_observation) {
+  Vec gx(x.size(), 0.0), gy(y.size(), 0.0);
+  for (std::int64_t p = 0; p < L.P; ++p) {
+    const Ensemble e = L.members(x, p);
+    const Vec o = L.observation(y, p);
+    const Ensemble dx = grad_members(e, o);
+    const Vec dy = grad_observation(e, o);
+    for (std::int64_t a = 0; a < L.D; ++a) {
+      for (std::int64_t i = 0; i < L.m; ++i) gx[L.x_at(p, i, a)] = g[p] * dx[i][a];
+      gy[L.y_at(p, a)] = g[p] * dy[a];
+    }
+  }
+  return {gx, gy};
+}
+
 // --- lp_loss, h1_loss (neuraloperator's LpLoss and H1Loss; not in torch) ------
 //
 // Written out per function and per cell from neuraloperator's formulas, as

@@ -5,10 +5,20 @@
 // reference (kloss_ref::crps_ensemble, O(m^2)) on every members axis and
 // estimator, gradients against the reference's and finite differences,
 // tied members, and the errors.
+// energy_score and variogram_score: hand-checked values, the identities
+// (one event element is crps_ensemble; identical members score their
+// error; the fair variogram score is the standard one minus the variance
+// term), scoringrules' pairwise forms (kloss_ref::energy_score,
+// kloss_ref::variogram_score) on every layout of the members and event
+// axes, estimator, reduction, p and weight, gradients against the
+// reference's and central differences of both, ties, every dtype through
+// the typed API and the modules, and the errors.
+#include <algorithm>
 #include <kloss/ensemble.hpp>
 #include <kloss/losses.hpp>
 #include <kloss/registry.hpp>
 #include <kloss/runtime.hpp>
+#include <tuple>
 
 #include "reference.hpp"
 #include "test_utils.hpp"
@@ -262,6 +272,748 @@ TEST(EnsembleRegistry, RegisteredWithItsOptions) {
   for (const auto& o : op->options) got.emplace_back(o.name);
   EXPECT_EQ(got, (std::vector<std::string>{"reduction", "estimator", "alpha", "member_dim"}));
   EXPECT_EQ(op->header, "kloss/ensemble.hpp");
+}
+
+// --- energy_score, variogram_score -------------------------------------------
+
+/// One call of a multivariate score (energy_score, variogram_score) through
+/// the runtime API: members on member_dim, the event block on event_dims.
+struct Multi {
+  std::string op = "energy_score";
+  DType dt = DType::float64;
+  kloss::Shape s;
+  std::vector<double> x;
+  std::vector<double> y;  ///< target: s without member_dim
+  std::string est = "standard", red = "sum";
+  std::int64_t member_dim = -2;
+  std::vector<std::int64_t> event_dims = {-1};
+  double alpha = 0.95, p = 0.5;
+  kloss::Shape ws;  ///< the weight's shape, [D, D] or [D * D]
+  std::vector<double> w;
+  bool backward = true;
+  std::vector<double> go;  ///< grad_output; empty: drawn (0.5 to 1.5)
+
+  kloss_ref::EnsembleLayout layout() const { return {s.to_vector(), member_dim, event_dims}; }
+  std::string event_text() const {
+    std::string t;
+    for (auto e : event_dims) t += (t.empty() ? "" : ",") + std::to_string(e);
+    return t;
+  }
+  std::vector<double> upstream() const {
+    const auto L = layout();
+    const auto n = static_cast<std::size_t>(red == "none" ? L.P : 1);
+    return go.empty() ? random_values(n, 0.5, 1.5, 7) : go;
+  }
+};
+
+rt::Result run(const Multi& q) {
+  rt::Call c;
+  c.op = q.op;
+  c.dtype = q.dt;
+  const auto L = q.layout();
+  c.inputs.emplace("input", Buffer::from_doubles(q.dt, q.s, q.x));
+  c.inputs.emplace("target", Buffer::from_doubles(q.dt, kloss::Shape(L.target_shape), q.y));
+  if (!q.w.empty()) c.inputs.emplace("weight", Buffer::from_doubles(q.dt, q.ws, q.w));
+  c.options.set("estimator", q.est);
+  c.options.set("reduction", q.red);
+  c.options.set("member_dim", q.member_dim);
+  c.options.set("alpha", q.alpha);
+  // one axis as an int, several as "a,b"
+  if (q.event_dims.size() == 1)
+    c.options.set("event_dims", q.event_dims[0]);
+  else
+    c.options.set("event_dims", q.event_text());
+  if (q.op == "variogram_score") c.options.set("p", q.p);
+  if (q.backward) {
+    const kloss::Shape os = q.red == "none" ? kloss::Shape(L.point_shape) : kloss::Shape{};
+    c.grad_output = Buffer::from_doubles(q.dt, os, q.upstream());
+  }
+  return rt::run(c);
+}
+
+/// The reference of a call: output (reduced), grad_input, grad_target.
+struct MultiWant {
+  std::vector<double> out, gx, gy, losses;
+};
+
+MultiWant reference(const Multi& q) {
+  const auto L = q.layout();
+  const double c = kloss_ref::crps_coefficient(q.est, q.alpha, static_cast<std::size_t>(L.m));
+  const bool es = q.op == "energy_score";
+  const auto score = [&](const kloss_ref::Ensemble& e, const std::vector<double>& o) {
+    return es ? kloss_ref::energy_score(e, o, c) : kloss_ref::variogram_score(e, o, q.w, q.p, c);
+  };
+  const auto gmem = [&](const kloss_ref::Ensemble& e, const std::vector<double>& o) {
+    return es ? kloss_ref::energy_score_grad(e, o, c) : kloss_ref::variogram_score_grad(e, o, q.w, q.p, c);
+  };
+  const auto gobs = [&](const kloss_ref::Ensemble& e, const std::vector<double>& o) {
+    return es ? kloss_ref::energy_score_target_grad(e, o) : kloss_ref::variogram_score_target_grad(e, o, q.w, q.p);
+  };
+  MultiWant W;
+  W.losses = kloss_ref::ensemble_scores(q.x, q.y, L, score);
+  const Reduction red = kloss::parse_reduction(q.red);
+  W.out = kloss_ref::reduce(W.losses, red);
+  const auto g = kloss_ref::upstream(q.upstream(), red, W.losses.size());
+  std::tie(W.gx, W.gy) = kloss_ref::ensemble_score_grads(q.x, q.y, L, g, gmem, gobs);
+  return W;
+}
+
+/// Random members and observations of a call's shape (values in [-2, 2]).
+Multi random_call(const std::string& op, const kloss::Shape& s, std::int64_t member_dim,
+                  std::vector<std::int64_t> event_dims, unsigned seed) {
+  Multi q;
+  q.op = op;
+  q.s = s;
+  q.member_dim = member_dim;
+  q.event_dims = std::move(event_dims);
+  q.x = random_values(static_cast<std::size_t>(s.numel()), -2, 2, seed);
+  q.y = random_values(static_cast<std::size_t>(kloss_ref::numel(q.layout().target_shape)), -2, 2, seed + 1000);
+  return q;
+}
+
+/// Element-wise |got - want| <= tol (|want| + max |want| + 1): rounding in
+/// float64 costs about that where terms of the largest size cancel.
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                  const std::string& what) {
+  double scale = 1;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  expect_near_all(got, want, tol, tol * scale, what);
+}
+
+void expect_matches_reference(const Multi& q, double tol = 1e-12) {
+  const rt::Result r = run(q);
+  const MultiWant W = reference(q);
+  expect_close(r.output.to_doubles(), W.out, tol, "output");
+  if (!q.backward) return;
+  expect_close(r.grads.at("input").to_doubles(), W.gx, tol, "grad_input");
+  expect_close(r.grads.at("target").to_doubles(), W.gy, tol, "grad_target");
+}
+
+/// The gradients of sum(score) by central differences of the kernel's own
+/// forward (float64), through the runtime API: {d/dx, d/dy}.
+std::pair<std::vector<double>, std::vector<double>> kernel_finite_differences(const Multi& q) {
+  Multi f = q;
+  f.red = "sum";
+  f.backward = false;
+  auto at = [&](const std::vector<double>& x, const std::vector<double>& y) {
+    f.x = x;
+    f.y = y;
+    return run(f).output.to_doubles()[0];
+  };
+  const auto gx = finite_difference([&](const std::vector<double>& v) { return at(v, q.y); }, q.x);
+  const auto gy = finite_difference([&](const std::vector<double>& v) { return at(q.x, v); }, q.y);
+  return {gx, gy};
+}
+
+/// The axis layouts every test walks: members first, between, last; an
+/// event block of one axis and of two; members before and after the block;
+/// no point axes; the block first.
+struct Layout {
+  kloss::Shape s;
+  std::int64_t member_dim;
+  std::vector<std::int64_t> event_dims;
+};
+const std::vector<Layout>& layouts() {
+  static const std::vector<Layout> all = {
+      {{3, 4, 5}, -2, {-1}},        // the defaults: [points, members, event]
+      {{4, 3, 5}, 0, {-1}},         // members first
+      {{3, 5, 4}, -1, {1}},         // members last, after the block
+      {{3, 2, 4, 3}, 2, {1}},       // members after the block, a point axis after them
+      {{2, 4, 3, 2}, 1, {-2, -1}},  // a block of two axes after the members
+      {{3, 2, 2, 4}, -1, {1, 2}},   // a block of two axes before the members
+      {{2, 3, 4}, 0, {1, 2}},       // no point axes
+      {{2, 3, 3, 2}, 2, {0, 1}},    // the block first, then members, then points
+      {{5, 3}, 0, {1}},             // rank 2
+  };
+  return all;
+}
+
+std::string describe(const Layout& l) {
+  std::string e;
+  for (auto v : l.event_dims) e += (e.empty() ? "" : ",") + std::to_string(v);
+  return l.s.str() + " member_dim " + std::to_string(l.member_dim) + " event_dims " + e;
+}
+
+TEST(EnergyScore, HandChecked) {
+  // one member: the Euclidean error, per point
+  Multi q;
+  q.s = {2, 1, 2};
+  q.x = {3, 4, 1, 1};
+  q.y = {0, 0, 1, 1};
+  q.red = "none";
+  q.backward = false;
+  EXPECT_EQ(run(q).output.to_doubles(), (std::vector<double>{5, 0}));
+  // members (0, 0), (3, 4) at y = (0, 4): errors 4 and 3, mean 3.5; the
+  // members 5 apart, 10 over ordered pairs: standard 3.5 - 10/8 = 2.25,
+  // fair 3.5 - 10/4 = 1, almost fair (alpha 0.5) 3.5 - 10 (1/8 + 1/16) = 1.625
+  q.s = {1, 2, 2};
+  q.x = {0, 0, 3, 4};
+  q.y = {0, 4};
+  q.red = "sum";
+  q.backward = true;
+  q.go = {1};
+  auto r = run(q);
+  EXPECT_DOUBLE_EQ(r.output.to_doubles()[0], 2.25);
+  // u_1 = (0, -1), u_2 = (1, 0), u_12 = (-0.6, -0.8), 2c = 1/4:
+  // g_1 = u_1/2 - u_12/4 = (0.15, -0.3), g_2 = u_2/2 + u_12/4 = (0.35, -0.2),
+  // g_y = -(u_1 + u_2)/2 = (-0.5, 0.5)
+  expect_near_all(r.grads.at("input").to_doubles(), {0.15, -0.3, 0.35, -0.2}, 0, 1e-15, "grad_input");
+  expect_near_all(r.grads.at("target").to_doubles(), {-0.5, 0.5}, 0, 1e-15, "grad_target");
+  q.est = "fair";
+  EXPECT_DOUBLE_EQ(run(q).output.to_doubles()[0], 1.0);
+  q.est = "almost_fair";
+  q.alpha = 0.5;
+  EXPECT_DOUBLE_EQ(run(q).output.to_doubles()[0], 1.625);
+  // mean over points: the same point twice
+  q.est = "standard";
+  q.s = {2, 2, 2};
+  q.x = {0, 0, 3, 4, 0, 0, 3, 4};
+  q.y = {0, 4, 0, 4};
+  q.red = "mean";
+  q.backward = false;
+  EXPECT_DOUBLE_EQ(run(q).output.to_doubles()[0], 2.25);
+  // almost_fair's ends are the other two
+  for (double alpha : {0.0, 1.0}) {
+    Multi a = random_call("energy_score", {2, 3, 4}, -2, {-1}, 41);
+    a.backward = false;
+    a.est = "almost_fair";
+    a.alpha = alpha;
+    Multi b = a;
+    b.est = alpha == 0 ? "standard" : "fair";
+    EXPECT_NEAR(run(a).output.to_doubles()[0], run(b).output.to_doubles()[0], 1e-14);
+  }
+}
+
+/// With one event element the energy score is crps_ensemble's score, for
+/// each estimator: values and both gradients.
+TEST(EnergyScore, OneEventElementIsCrpsEnsemble) {
+  const kloss::Shape s{4, 5, 1};
+  const auto x = random_values(20, -2, 2, 51), y = random_values(4, -2, 2, 52);
+  for (const std::string est : {"standard", "fair", "almost_fair"})
+    for (const std::string red : {"none", "mean", "sum"}) {
+      SCOPED_TRACE(est + " " + red);
+      Multi q;
+      q.s = s;
+      q.x = x;
+      q.y = y;
+      q.est = est;
+      q.red = red;
+      q.alpha = 0.7;
+      auto es = run(q);
+      // crps_ensemble's target [4] vs energy_score's [4, 1]: the same values
+      auto crps = run(est, DType::float64, {4, 5}, x, {4}, y, red, 1, 0.7);
+      expect_near_all(es.output.to_doubles(), crps.output.to_doubles(), 1e-14, 1e-15, "output");
+      expect_near_all(es.grads.at("input").to_doubles(), crps.grads.at("input").to_doubles(), 1e-14, 1e-15,
+                      "grad_input");
+      expect_near_all(es.grads.at("target").to_doubles(), crps.grads.at("target").to_doubles(), 1e-14, 1e-15,
+                      "grad_target");
+    }
+}
+
+/// Identical members have no spread: every estimator's score is their
+/// error ||x - y||, and each member's gradient is u/m, the tied members'
+/// pair terms 0 (finite, equal).
+TEST(EnergyScore, IdenticalMembersScoreTheirError) {
+  Multi q;
+  q.s = {1, 4, 3};
+  q.x = {1, 2, 2, 1, 2, 2, 1, 2, 2, 1, 2, 2};
+  q.y = {1, 0, 0};  // ||x - y|| = sqrt(8)
+  q.go = {1};
+  for (const std::string est : {"standard", "fair", "almost_fair"}) {
+    SCOPED_TRACE(est);
+    q.est = est;
+    auto r = run(q);
+    EXPECT_NEAR(r.output.to_doubles()[0], std::sqrt(8.0), 1e-15);
+    const double u = 1 / std::sqrt(8.0) / 4;
+    std::vector<double> gx;
+    for (int i = 0; i < 4; ++i) gx.insert(gx.end(), {0.0, 2 * u, 2 * u});
+    expect_near_all(r.grads.at("input").to_doubles(), gx, 1e-15, 1e-16, "grad_input");
+    expect_near_all(r.grads.at("target").to_doubles(), {0.0, -8 * u, -8 * u}, 1e-15, 1e-16, "grad_target");
+  }
+}
+
+/// Tied members (equal gradients, finite) and a member equal to the
+/// observation (its error term's gradient 0) against the reference.
+TEST(EnergyScore, TiedMembersAndAMemberAtTheObservation) {
+  Multi q = random_call("energy_score", {2, 5, 3}, 1, {2}, 61);
+  for (int k = 0; k < 3; ++k) {
+    q.x[3 + k] = q.x[k];           // point 0: members 0 and 1 tied
+    q.x[6 + k] = q.x[k];           // ... and member 2
+    q.x[15 + 9 + k] = q.y[3 + k];  // point 1: member 3 at the observation
+  }
+  for (const std::string est : {"standard", "fair", "almost_fair"}) {
+    SCOPED_TRACE(est);
+    q.est = est;
+    expect_matches_reference(q);
+    const auto g = run(q).grads.at("input").to_doubles();
+    for (double v : g) EXPECT_TRUE(std::isfinite(v));
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(g[k], g[3 + k]) << k;
+      EXPECT_EQ(g[k], g[6 + k]) << k;
+    }
+  }
+}
+
+/// Every axis layout, estimator and reduction against the pairwise
+/// reference; the reference's gradients against its central differences,
+/// and the kernel's against central differences of its own forward.
+TEST(EnergyScore, MatchesTheReferenceOnEveryLayout) {
+  unsigned seed = 100;
+  for (const Layout& l : layouts()) {
+    Multi q = random_call("energy_score", l.s, l.member_dim, l.event_dims, seed += 2);
+    for (const std::string est : {"standard", "fair", "almost_fair"})
+      for (const std::string red : {"none", "mean", "sum"}) {
+        SCOPED_TRACE(describe(l) + " " + est + " " + red);
+        q.est = est;
+        q.red = red;
+        expect_matches_reference(q);
+      }
+    SCOPED_TRACE(describe(l));
+    q.est = "fair";
+    q.red = "sum";
+    q.go = {1};
+    const MultiWant W = reference(q);
+    const auto L = q.layout();
+    const double c = kloss_ref::crps_coefficient("fair", 0.95, static_cast<std::size_t>(L.m));
+    auto total = [&](const std::vector<double>& x, const std::vector<double>& y) {
+      double s = 0;
+      for (std::int64_t p = 0; p < L.P; ++p) s += kloss_ref::energy_score(L.members(x, p), L.observation(y, p), c);
+      return s;
+    };
+    const auto fx = finite_difference([&](const std::vector<double>& v) { return total(v, q.y); }, q.x);
+    const auto fy = finite_difference([&](const std::vector<double>& v) { return total(q.x, v); }, q.y);
+    expect_close(W.gx, fx, 1e-8, "reference grad_input vs differences");
+    expect_close(W.gy, fy, 1e-8, "reference grad_target vs differences");
+    const auto [kx, ky] = kernel_finite_differences(q);
+    const auto r = run(q);
+    expect_close(r.grads.at("input").to_doubles(), kx, 1e-8, "grad_input vs differences");
+    expect_close(r.grads.at("target").to_doubles(), ky, 1e-8, "grad_target vs differences");
+  }
+}
+
+TEST(VariogramScore, HandChecked) {
+  // D = 2, p = 1, y = (0, 1): o = 1; members (0, 1), (0, 3): f = 1, 3,
+  // mu = 2, s^2 = 2. standard: both ordered pairs (a, b) score (o - mu)^2:
+  // 2; fair: minus 2 s^2/m = 2: 0; almost fair (alpha 0.25): 1.5
+  Multi q;
+  q.op = "variogram_score";
+  q.s = {1, 2, 2};
+  q.x = {0, 1, 0, 3};
+  q.y = {0, 1};
+  q.p = 1;
+  q.go = {1};
+  auto r = run(q);
+  EXPECT_DOUBLE_EQ(r.output.to_doubles()[0], 2.0);
+  // g_i = -2(o - mu)/m = 1 per pair; both pairs: x_i0 gets 2 sgn(x_i0 -
+  // x_i1) = -2, x_i1 +2; y_0: 2 (2(o - mu)) sgn(y_0 - y_1) = 4, y_1 -4
+  expect_near_all(r.grads.at("input").to_doubles(), {-2, 2, -2, 2}, 0, 1e-15, "grad_input");
+  expect_near_all(r.grads.at("target").to_doubles(), {4, -4}, 0, 1e-15, "grad_target");
+  q.est = "fair";
+  r = run(q);
+  EXPECT_DOUBLE_EQ(r.output.to_doubles()[0], 0.0);
+  // the fair term -(2/(m(m-1))) (f_i - mu) = -(1, -1)... per pair: member 0
+  // 1 + 1 = 2, member 1 1 - 1 = 0: x_0 = (-4, 4), x_1 = (0, 0)
+  expect_near_all(r.grads.at("input").to_doubles(), {-4, 4, 0, 0}, 0, 1e-15, "fair grad_input");
+  q.est = "almost_fair";
+  q.alpha = 0.25;
+  EXPECT_DOUBLE_EQ(run(q).output.to_doubles()[0], 1.5);
+  // p = 2: o = 1, f = 1, 9, mu = 5: 2 (1 - 5)^2 = 32
+  q.est = "standard";
+  q.p = 2;
+  EXPECT_DOUBLE_EQ(run(q).output.to_doubles()[0], 32.0);
+  // a non-symmetric weight: the pair's w_01 + w_10 = 4 (the diagonal scores
+  // 0): p = 1, 4 (1 - 2)^2 = 4, [D, D] or flat
+  q.p = 1;
+  q.w = {5, 3, 1, 7};
+  q.ws = {2, 2};
+  EXPECT_DOUBLE_EQ(run(q).output.to_doubles()[0], 4.0);
+  q.ws = {4};
+  EXPECT_DOUBLE_EQ(run(q).output.to_doubles()[0], 4.0);
+  // D = 3, p = 0.5, one member: y = (0, 1, 0), x = (0, 4, 4): over the pairs
+  // (01, 02, 12) o = (1, 0, 1), f = (2, 2, 0): 2 ((1 - 2)^2 + 2^2 + 1^2) = 12
+  q = Multi{};
+  q.op = "variogram_score";
+  q.s = {1, 3};
+  q.member_dim = 0;
+  q.x = {0, 4, 4};
+  q.y = {0, 1, 0};
+  q.backward = false;
+  EXPECT_DOUBLE_EQ(run(q).output.to_doubles()[0], 12.0);
+}
+
+/// The fair estimator is scoringrules' E1 - E2/2 with 1/(m(m-1)) (the
+/// reference) and the standard one minus each pair's s^2/m (the kernel's
+/// form): both agree with the kernel for every p and weight.
+TEST(VariogramScore, FairIsTheStandardScoreMinusTheVarianceTerm) {
+  Multi q = random_call("variogram_score", {3, 4, 3}, -2, {-1}, 71);
+  q.w = random_values(9, 0, 2, 72);
+  q.ws = {3, 3};
+  q.red = "none";
+  q.backward = false;
+  for (double p : {0.5, 1.0, 2.0, 3.0}) {
+    SCOPED_TRACE(p);
+    q.p = p;
+    q.est = "fair";
+    const auto fair = run(q).output.to_doubles();
+    q.est = "standard";
+    const auto standard = run(q).output.to_doubles();
+    const auto L = q.layout();
+    for (std::int64_t pt = 0; pt < L.P; ++pt) {
+      const auto e = L.members(q.x, pt);
+      double v = 0;
+      for (std::size_t a = 0; a < 3; ++a)
+        for (std::size_t b = 0; b < 3; ++b) {
+          double s1 = 0, s2 = 0;
+          for (const auto& xi : e) {
+            const double f = std::pow(std::fabs(xi[a] - xi[b]), p);
+            s1 += f;
+            s2 += f * f;
+          }
+          v += q.w[a * 3 + b] * (s2 - s1 * s1 / 4) / 3 / 4;  // w s^2 / m
+        }
+      EXPECT_NEAR(fair[static_cast<std::size_t>(pt)], standard[static_cast<std::size_t>(pt)] - v,
+                  1e-12 * (1 + std::fabs(standard[static_cast<std::size_t>(pt)])));
+    }
+  }
+}
+
+/// Every layout, p, weight (none, symmetric, non-symmetric, flat),
+/// estimator and reduction against the pairwise reference; the gradients
+/// against central differences of the reference and of the kernel.
+TEST(VariogramScore, MatchesTheReferenceOnEveryLayout) {
+  unsigned seed = 200;
+  for (const Layout& l : layouts()) {
+    Multi q = random_call("variogram_score", l.s, l.member_dim, l.event_dims, seed += 2);
+    const auto D = static_cast<std::size_t>(q.layout().D);
+    auto sym = random_values(D * D, 0, 2, seed + 1);
+    for (std::size_t a = 0; a < D; ++a)
+      for (std::size_t b = 0; b < a; ++b) sym[a * D + b] = sym[b * D + a];
+    const auto nonsym = random_values(D * D, -0.5, 2, seed + 2);
+    const std::int64_t Di = static_cast<std::int64_t>(D);
+    const std::vector<std::pair<kloss::Shape, std::vector<double>>> weights = {
+        {{}, {}}, {{Di, Di}, sym}, {{Di, Di}, nonsym}, {{Di * Di}, nonsym}};
+    for (double p : {0.5, 1.0, 2.0, 3.0})
+      for (std::size_t wi = 0; wi < weights.size(); ++wi)
+        for (const std::string est : {"standard", "fair", "almost_fair"})
+          for (const std::string red : {"none", "mean", "sum"}) {
+            SCOPED_TRACE(describe(l) + " p " + std::to_string(p) + " weight " + std::to_string(wi) + " " + est + " " +
+                         red);
+            q.p = p;
+            q.ws = weights[wi].first;
+            q.w = weights[wi].second;
+            q.est = est;
+            q.red = red;
+            expect_matches_reference(q);
+          }
+    for (double p : {0.5, 1.0, 2.0, 3.0}) {
+      SCOPED_TRACE(describe(l) + " p " + std::to_string(p));
+      q.p = p;
+      q.est = "fair";
+      q.red = "sum";
+      q.ws = weights[2].first;
+      q.w = weights[2].second;
+      q.go = {1};
+      const MultiWant W = reference(q);
+      const auto L = q.layout();
+      const double c = kloss_ref::crps_coefficient("fair", 0.95, static_cast<std::size_t>(L.m));
+      auto total = [&](const std::vector<double>& x, const std::vector<double>& y) {
+        double s = 0;
+        for (std::int64_t pt = 0; pt < L.P; ++pt)
+          s += kloss_ref::variogram_score(L.members(x, pt), L.observation(y, pt), q.w, p, c);
+        return s;
+      };
+      const auto fx = finite_difference([&](const std::vector<double>& v) { return total(v, q.y); }, q.x);
+      const auto fy = finite_difference([&](const std::vector<double>& v) { return total(q.x, v); }, q.y);
+      expect_close(W.gx, fx, 1e-7, "reference grad_input vs differences");
+      expect_close(W.gy, fy, 1e-7, "reference grad_target vs differences");
+      const auto [kx, ky] = kernel_finite_differences(q);
+      const auto r = run(q);
+      expect_close(r.grads.at("input").to_doubles(), kx, 1e-7, "grad_input vs differences");
+      expect_close(r.grads.at("target").to_doubles(), ky, 1e-7, "grad_target vs differences");
+      q.go.clear();
+    }
+  }
+}
+
+/// A difference of 0 (two event elements equal within a member, or in the
+/// observation) has gradient 0, also for p < 1 where |d|^p has none: the
+/// gradients stay finite and match the reference's subgradient, a member
+/// equal to the observation included; tied members get equal gradients.
+TEST(VariogramScore, ZeroDifferencesHaveGradientZero) {
+  Multi q = random_call("variogram_score", {2, 4, 3}, 1, {2}, 81);
+  q.x[1] = q.x[0];                                           // point 0, member 0: elements 0 and 1 equal
+  for (int k = 0; k < 3; ++k) q.x[3 + k] = q.x[k];           // member 1 tied with member 0
+  q.y[4] = q.y[5];                                           // point 1: observation elements 1 and 2 equal
+  q.x[12 + 3 * 2 + 1] = q.y[4];                              // point 1, member 2 at the observation there
+  for (int k = 0; k < 3; ++k) q.x[12 + 9 + k] = q.y[3 + k];  // point 1, member 3 the observation
+  for (double p : {0.5, 1.0, 2.0})
+    for (const std::string est : {"standard", "fair"}) {
+      SCOPED_TRACE(est + " p " + std::to_string(p));
+      q.p = p;
+      q.est = est;
+      expect_matches_reference(q);
+      const auto r = run(q);
+      for (const char* n : {"input", "target"})
+        for (double v : r.grads.at(n).to_doubles()) EXPECT_TRUE(std::isfinite(v)) << n;
+      const auto g = r.grads.at("input").to_doubles();
+      for (int k = 0; k < 3; ++k) EXPECT_EQ(g[k], g[3 + k]) << k;
+    }
+}
+
+/// The typed API and the modules in every dtype (16-bit types computed in
+/// float), against the reference of the rounded values.
+template <class T>
+void check_typed_multivariate(double tol) {
+  const std::size_t P = 3, m = 4, D = 3;
+  const auto xd = rounded<T>(random_values(P * m * D, -2, 2, 91)), yd = rounded<T>(random_values(P * D, -2, 2, 92));
+  const auto wd = rounded<T>(random_values(D * D, 0, 2, 93));
+  Exec exec;
+  auto x = make_view<T***>("x", xd, {P, m, D});
+  auto y = make_view<T**>("y", yd, {P, D});
+  auto w = make_view<T**>("w", wd, {D, D});
+  auto wflat = make_view<T*>("wflat", wd, {D * D});
+  Kokkos::View<T, Mem> out("out"), one("one");
+  Kokkos::deep_copy(one, T(1.0f));
+  Kokkos::View<T***, Mem> gx("gx", P, m, D);
+  Kokkos::View<T**, Mem> gy("gy", P, D);
+  // the expected value, and the sums of the gradients (the module's
+  // objective: grad_output 1)
+  auto want = [&](const Multi& q) {
+    Multi r = q;
+    r.go = {1};
+    const MultiWant W = reference(r);
+    return W;
+  };
+  Multi q;
+  q.s = {3, 4, 3};
+  q.x = xd;
+  q.y = yd;
+  q.red = "mean";
+  q.est = "almost_fair";
+  const kloss::EnergyScoreOptions eo{Reduction::mean, kloss::CrpsEstimator::almost_fair, 0.95, -2, {-1}};
+  {
+    SCOPED_TRACE("energy_score");
+    const MultiWant W = want(q);
+    kloss::energy_score(exec, x, y, out, eo);
+    expect_near_all(to_doubles(out), W.out, tol, tol, "typed");
+    kloss::energy_score_backward(exec, one, x, y, gx, gy, eo);
+    expect_near_all(to_doubles(gx), W.gx, tol, tol, "typed grad_input");
+    expect_near_all(to_doubles(gy), W.gy, tol, tol, "typed grad_target");
+    const kloss::EnergyScoreLoss<T> loss(eo);
+    Kokkos::deep_copy(out, T(0.0f));
+    loss.forward(exec, x, y, out);
+    expect_near_all(to_doubles(out), W.out, tol, tol, "module");
+    Kokkos::deep_copy(gx, T(0.0f));
+    Kokkos::deep_copy(gy, T(0.0f));
+    loss.backward(exec, x, y, gx, gy);
+    expect_near_all(to_doubles(gx), W.gx, tol, tol, "module grad_input");
+    expect_near_all(to_doubles(gy), W.gy, tol, tol, "module grad_target");
+  }
+  q.op = "variogram_score";
+  q.w = wd;
+  q.ws = {3, 3};
+  kloss::VariogramScoreOptions vo;
+  vo.estimator = kloss::CrpsEstimator::almost_fair;
+  for (double p : {0.5, 2.0}) {
+    SCOPED_TRACE("variogram_score p " + std::to_string(p));
+    q.p = vo.p = p;
+    // values up to ~10: the tolerance scales with them
+    const MultiWant W = want(q);
+    double scale = 1;
+    for (double v : W.gx) scale = std::max(scale, std::fabs(v));
+    kloss::variogram_score(exec, x, y, w, out, vo);
+    expect_near_all(to_doubles(out), W.out, tol, tol * scale, "typed");
+    kloss::variogram_score_backward(exec, one, x, y, w, gx, gy, vo);
+    expect_near_all(to_doubles(gx), W.gx, tol, tol * scale, "typed grad_input");
+    expect_near_all(to_doubles(gy), W.gy, tol, tol * scale, "typed grad_target");
+    const kloss::VariogramScoreLoss<T> loss(vo, wflat);
+    Kokkos::deep_copy(out, T(0.0f));
+    loss.forward(exec, x, y, out);
+    expect_near_all(to_doubles(out), W.out, tol, tol * scale, "module");
+    Kokkos::deep_copy(gx, T(0.0f));
+    Kokkos::deep_copy(gy, T(0.0f));
+    loss.backward(exec, x, y, gx, gy);
+    expect_near_all(to_doubles(gx), W.gx, tol, tol * scale, "module grad_input");
+    expect_near_all(to_doubles(gy), W.gy, tol, tol * scale, "module grad_target");
+    // without a weight: the overload and a module holding none
+    Multi u = q;
+    u.w.clear();
+    const MultiWant U = want(u);
+    kloss::variogram_score(exec, x, y, out, vo);
+    expect_near_all(to_doubles(out), U.out, tol, tol * scale, "typed, no weight");
+    const kloss::VariogramScoreLoss<T> plain(vo);
+    plain.forward(exec, x, y, out);
+    expect_near_all(to_doubles(out), U.out, tol, tol * scale, "module, no weight");
+  }
+}
+
+TEST(EnsembleMultivariate, TypedApiAndModulesInEveryDtype) {
+  check_typed_multivariate<double>(1e-13);
+  check_typed_multivariate<float>(2e-5);
+  check_typed_multivariate<kloss::float16>(4e-3);
+  check_typed_multivariate<kloss::bfloat16>(3e-2);
+}
+
+/// Every documented error, through the typed API (kloss's error types) and
+/// the runtime API's option parsing.
+TEST(EnsembleMultivariate, Errors) {
+  using kloss::DimensionMismatch;
+  using kloss::InvalidArgument;
+  Exec exec;
+  const auto xs = random_values(24, -2, 2, 95);
+  auto x = make_view<double***>("x", xs, {2, 4, 3});  // points, members, event
+  auto y = make_view<double**>("y", random_values(6, -2, 2, 96), {2, 3});
+  Kokkos::View<double, Mem> out("out");
+  Kokkos::View<double*, Mem> none("none", 2);
+  auto es = [&](const kloss::EnergyScoreOptions& o) { kloss::energy_score(exec, x, y, out, o); };
+  auto vs = [&](const kloss::VariogramScoreOptions& o) { kloss::variogram_score(exec, x, y, out, o); };
+  auto eopt = [](auto f) {
+    kloss::EnergyScoreOptions o;
+    f(o);
+    return o;
+  };
+  auto vopt = [](auto f) {
+    kloss::VariogramScoreOptions o;
+    f(o);
+    return o;
+  };
+  // a target of another shape
+  auto bad_y = make_view<double**>("bad_y", random_values(8, -2, 2, 97), {2, 4});
+  EXPECT_KLOSS_THROW(kloss::energy_score(exec, x, bad_y, out), DimensionMismatch, "kloss::energy_score");
+  EXPECT_KLOSS_THROW(kloss::energy_score(exec, x, bad_y, out), DimensionMismatch, "'target'");
+  EXPECT_KLOSS_THROW(kloss::variogram_score(exec, x, bad_y, out), DimensionMismatch, "'target'");
+  Kokkos::View<double*, Mem> gy_flat("gy_flat", 6);
+  EXPECT_KLOSS_THROW(kloss::energy_score_backward(exec, out, x, bad_y, Kokkos::View<double***, Mem>("gx", 2, 4, 3),
+                                                  Kokkos::View<double**, Mem>("gy", 2, 4)),
+                     DimensionMismatch, "kloss::energy_score_backward");
+  // member_dim, event_dims outside the rank
+  for (std::int64_t d : {3, -4}) {
+    EXPECT_KLOSS_THROW(es(eopt([d](auto& o) { o.member_dim = d; })), InvalidArgument, "'member_dim'");
+    EXPECT_KLOSS_THROW(vs(vopt([d](auto& o) { o.member_dim = d; })), InvalidArgument, "'member_dim'");
+    EXPECT_KLOSS_THROW(es(eopt([d](auto& o) { o.event_dims = {d}; })), InvalidArgument, "'event_dims'");
+    EXPECT_KLOSS_THROW(vs(vopt([d](auto& o) { o.event_dims = {d}; })), InvalidArgument, "'event_dims'");
+  }
+  // event axes holding the members' axis, not adjacent, none, twice
+  EXPECT_KLOSS_THROW(es(eopt([](auto& o) { o.event_dims = {-2}; })), InvalidArgument, "'event_dims'");
+  EXPECT_KLOSS_THROW(vs(vopt([](auto& o) { o.event_dims = {1, 2}; })), InvalidArgument, "'event_dims'");
+  EXPECT_KLOSS_THROW(es(eopt([](auto& o) { o.event_dims = {}; })), InvalidArgument, "'event_dims'");
+  EXPECT_KLOSS_THROW(es(eopt([](auto& o) { o.event_dims = {-1, -1}; })), InvalidArgument, "'event_dims'");
+  {
+    // [event, members, event]: axes 0 and 2 are not adjacent
+    auto x4 = make_view<double***>("x4", xs, {3, 4, 2});
+    auto y4 = make_view<double**>("y4", random_values(6, -2, 2, 98), {3, 2});
+    kloss::EnergyScoreOptions o;
+    o.member_dim = 1;
+    o.event_dims = {0, 2};
+    EXPECT_KLOSS_THROW(kloss::energy_score(exec, x4, y4, out, o), InvalidArgument, "'event_dims'");
+    kloss::VariogramScoreOptions v;
+    v.member_dim = 1;
+    v.event_dims = {0, 2};
+    EXPECT_KLOSS_THROW(kloss::variogram_score(exec, x4, y4, out, v), InvalidArgument, "'event_dims'");
+  }
+  // an empty members axis; one member under the fair estimators
+  {
+    Kokkos::View<double***, Mem> x0("x0", 2, 0, 3);
+    EXPECT_KLOSS_THROW(kloss::energy_score(exec, x0, y, out), InvalidArgument, "members axis is empty");
+    EXPECT_KLOSS_THROW(kloss::variogram_score(exec, x0, y, out), InvalidArgument, "members axis is empty");
+    auto x1 = make_view<double***>("x1", random_values(6, -2, 2, 99), {2, 1, 3});
+    for (auto e : {kloss::CrpsEstimator::fair, kloss::CrpsEstimator::almost_fair}) {
+      EXPECT_KLOSS_THROW(kloss::energy_score(exec, x1, y, out, eopt([e](auto& o) { o.estimator = e; })),
+                         InvalidArgument, "at least two members");
+      EXPECT_KLOSS_THROW(kloss::variogram_score(exec, x1, y, out, vopt([e](auto& o) { o.estimator = e; })),
+                         InvalidArgument, "at least two members");
+    }
+    // (one member is fine for the standard one)
+    EXPECT_NO_THROW(kloss::energy_score(exec, x1, y, out));
+    EXPECT_NO_THROW(kloss::variogram_score(exec, x1, y, out));
+  }
+  // alpha outside [0, 1]
+  for (double a : {-0.25, 1.5, std::nan("")}) {
+    EXPECT_KLOSS_THROW(es(eopt([a](auto& o) {
+                         o.estimator = kloss::CrpsEstimator::almost_fair;
+                         o.alpha = a;
+                       })),
+                       InvalidArgument, "'alpha'");
+    EXPECT_KLOSS_THROW(vs(vopt([a](auto& o) {
+                         o.estimator = kloss::CrpsEstimator::almost_fair;
+                         o.alpha = a;
+                       })),
+                       InvalidArgument, "'alpha'");
+  }
+  // p <= 0 (and NaN)
+  for (double p : {0.0, -1.0, std::nan("")})
+    EXPECT_KLOSS_THROW(vs(vopt([p](auto& o) { o.p = p; })), InvalidArgument, "kloss::variogram_score: option 'p'");
+  EXPECT_KLOSS_THROW(
+      kloss::variogram_score_backward(exec, out, x, y, Kokkos::View<const double*, Mem>(),
+                                      Kokkos::View<double***, Mem>("gx", 2, 4, 3),
+                                      Kokkos::View<double**, Mem>("gy", 2, 3), vopt([](auto& o) { o.p = 0; })),
+      InvalidArgument, "kloss::variogram_score_backward: option 'p'");
+  // a weight not [D, D] (D = 3)
+  for (const auto& ext : std::vector<std::vector<std::size_t>>{{3, 2}, {2, 3}, {4, 4}}) {
+    auto w = make_view<double**>("w", random_values(ext[0] * ext[1], 0, 1, 100), ext);
+    EXPECT_KLOSS_THROW(kloss::variogram_score(exec, x, y, w, out), DimensionMismatch,
+                       "kloss::variogram_score: argument 'weight'");
+  }
+  {
+    auto w = make_view<double*>("w", random_values(8, 0, 1, 101), {8});
+    EXPECT_KLOSS_THROW(kloss::variogram_score(exec, x, y, w, out), DimensionMismatch, "'weight'");
+  }
+  // outputs of the wrong shape: check_output's errors
+  Kokkos::View<double*, Mem> three("three", 3);
+  EXPECT_KLOSS_THROW(kloss::energy_score(exec, x, y, three), DimensionMismatch, "'output'");
+  EXPECT_KLOSS_THROW(kloss::energy_score(exec, x, y, three, eopt([](auto& o) { o.reduction = Reduction::none; })),
+                     DimensionMismatch, "'output'");
+  EXPECT_KLOSS_THROW(kloss::variogram_score(exec, x, y, three, vopt([](auto& o) { o.reduction = Reduction::none; })),
+                     DimensionMismatch, "'output'");
+  EXPECT_NO_THROW(kloss::energy_score(exec, x, y, none, eopt([](auto& o) { o.reduction = Reduction::none; })));
+  EXPECT_KLOSS_THROW(kloss::energy_score_backward(exec, out, x, y, Kokkos::View<double***, Mem>("gx", 2, 4, 2),
+                                                  Kokkos::View<double**, Mem>("gy", 2, 3)),
+                     DimensionMismatch, "'grad_input'");
+  EXPECT_KLOSS_THROW(kloss::variogram_score_backward(exec, out, x, y, Kokkos::View<const double*, Mem>(),
+                                                     Kokkos::View<double***, Mem>("gx", 2, 4, 3), gy_flat),
+                     DimensionMismatch, "'grad_target'");
+  // the runtime API's spellings: an unknown estimator, event_dims not axes
+  Multi q = random_call("energy_score", {2, 4, 3}, -2, {-1}, 102);
+  q.est = "unbiased";
+  EXPECT_KLOSS_THROW(run(q), InvalidArgument, "option 'estimator' must be standard, fair or almost_fair");
+  for (const std::string op : {"energy_score", "variogram_score"}) {
+    rt::Call c;
+    c.op = op;
+    c.dtype = DType::float64;
+    c.inputs.emplace("input", Buffer::from_doubles(DType::float64, {2, 4, 3}, xs));
+    c.inputs.emplace("target", Buffer::from_doubles(DType::float64, {2, 3}, random_values(6, -2, 2, 96)));
+    for (const std::string bad : {"x", "-1,", ",-1", "-1;-2", "1.5"}) {
+      c.options.set("event_dims", bad);
+      EXPECT_KLOSS_THROW(rt::run(c), InvalidArgument, "'event_dims'");
+    }
+    c.options.set("event_dims", std::string("-1"));
+    EXPECT_NO_THROW(rt::run(c));
+  }
+}
+
+TEST(EnsembleRegistry, MultivariateScoresRegisteredWithTheirOptions) {
+  for (const std::string name : {"energy_score", "variogram_score"}) {
+    const kloss::OpInfo* op = kloss::find_op(name);
+    ASSERT_NE(op, nullptr) << name;
+    std::vector<std::string> got;
+    for (const auto& o : op->options) got.emplace_back(o.name);
+    std::vector<std::string> want = {"reduction", "estimator", "alpha", "member_dim", "event_dims"};
+    if (name == "variogram_score") want.push_back("p");
+    EXPECT_EQ(got, want) << name;
+    EXPECT_EQ(op->header, "kloss/ensemble.hpp");
+  }
+}
+
+/// The registry's order: the ensemble family's ops together, crps_ensemble
+/// first.
+TEST(EnsembleRegistry, MultivariateScoresFollowCrpsEnsemble) {
+  std::vector<std::string> names;
+  for (const auto& o : kloss::ops()) names.emplace_back(o.name);
+  const auto at = std::find(names.begin(), names.end(), "crps_ensemble");
+  ASSERT_NE(at, names.end());
+  ASSERT_LE(at + 3, names.end());
+  EXPECT_EQ(*(at + 1), "energy_score");
+  EXPECT_EQ(*(at + 2), "variogram_score");
 }
 
 }  // namespace
