@@ -32,6 +32,7 @@
 #include <kloss/tensor.hpp>
 #include <kloss/types.hpp>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace kloss::impl {
@@ -278,44 +279,51 @@ void energy_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& 
       });
 }
 
-/// |d|^p and its derivative p |d|^(p-1) sgn(d) (0 at d = 0), p's common
-/// values without pow.
+/// |d|^p, and its derivative from the value (p f / d, 0 at d = 0): Kind 1
+/// (p = 1), 2 (p = 2), 3 (p = 1/2) without pow, 0 any other p.
+template <int Kind>
 struct VariogramPower {
   double p = 0.5;
-  int kind = 0;  ///< 1: p = 1, 2: p = 2, 3: p = 0.5, 0: any other
-
-  explicit VariogramPower(double order) : p(order), kind(order == 1 ? 1 : order == 2 ? 2 : order == 0.5 ? 3 : 0) {}
 
   template <class A>
   KOKKOS_INLINE_FUNCTION A value(A d) const {
     const A a = d < A(0) ? -d : d;
-    switch (kind) {
-      case 1:
-        return a;
-      case 2:
-        return a * a;
-      case 3:
-        return impl::sqrt(a);
-      default:
-        return a > A(0) ? static_cast<A>(impl::pow(a, static_cast<A>(p))) : A(0);
+    if constexpr (Kind == 1) {
+      return a;
+    } else if constexpr (Kind == 2) {
+      return d * d;
+    } else if constexpr (Kind == 3) {
+      return impl::sqrt(a);
+    } else {
+      return a > A(0) ? static_cast<A>(impl::pow(a, static_cast<A>(p))) : A(0);
     }
   }
   template <class A>
-  KOKKOS_INLINE_FUNCTION A derivative(A d) const {
-    if (d == A(0)) return A(0);
-    const A s = d > A(0) ? A(1) : A(-1), a = d * s;
-    switch (kind) {
-      case 1:
-        return s;
-      case 2:
-        return A(2) * d;
-      case 3:
-        return s * A(0.5) / impl::sqrt(a);
-      default:
-        return s * static_cast<A>(p) * static_cast<A>(impl::pow(a, static_cast<A>(p - 1)));
+  KOKKOS_INLINE_FUNCTION A derivative(A d, A f) const {
+    if constexpr (Kind == 1) {
+      return d > A(0) ? A(1) : (d < A(0) ? A(-1) : A(0));
+    } else if constexpr (Kind == 2) {
+      return A(2) * d;
+    } else if constexpr (Kind == 3) {
+      return f > A(0) ? A(0.5) * f / d : A(0);
+    } else {
+      return d != A(0) ? static_cast<A>(p) * f / d : A(0);
     }
   }
 };
+
+/// Calls f(VariogramPower<Kind>{p}) for p's kind.
+template <class F>
+void with_variogram_power(double p, F&& f) {
+  if (p == 1)
+    f(VariogramPower<1>{p});
+  else if (p == 2)
+    f(VariogramPower<2>{p});
+  else if (p == 0.5)
+    f(VariogramPower<3>{p});
+  else
+    f(VariogramPower<0>{p});
+}
 
 /// The fair estimator's weight k in variogram_score: 0 (standard), 1
 /// (fair), alpha (almost fair). Throws as crps_spread_coefficient, and for
@@ -326,21 +334,43 @@ inline double variogram_fair_weight(std::string_view op, CrpsEstimator e, double
   return e == CrpsEstimator::standard ? 0.0 : (e == CrpsEstimator::fair ? 1.0 : alpha);
 }
 
-/// One pair (a, b) of a point: o - mu and the members' s^2 / m.
-template <class A, class T>
-KOKKOS_INLINE_FUNCTION void variogram_pair(const T* xa, const T* xb, std::int64_t ms, std::int64_t m, A o,
-                                           const VariogramPower& pw, bool fair, A& diff, A& var_over_m) {
-  A f0 = 0, s1 = 0, s2 = 0;
-  for (std::int64_t i = 0; i < m; ++i) {
-    const A f = pw.value(to_acc(xa[i * ms]) - to_acc(xb[i * ms]));
-    if (i == 0) f0 = f;
-    const A d = f - f0;
-    s1 += d;
-    s2 += d * d;
+/// The pairs (a, b) of one point's event element a with b in [b0, b0 + w)
+/// (a tile of at most variogram_lanes, b < a): each pair's o - mu into
+/// diff, its members' s^2 / m into var_over_m (0 unless fair), in one pass
+/// over the members with the sums taken about member 0's f (no
+/// cancellation of two large sums). Each lane one b: vectorised over b.
+inline constexpr int variogram_lanes = 32;
+
+template <class A, class T, class Pw>
+KOKKOS_INLINE_FUNCTION void variogram_tile(const T* xp, const T* yp, const EventGeometry& g, std::int64_t a,
+                                           std::int64_t b0, int w, const Pw& pw, bool fair, A* diff, A* var_over_m) {
+  const std::int64_t m = g.members, ms = g.member_stride, es = g.event_stride_x, et = g.event_stride_t;
+  A f0[variogram_lanes], s1[variogram_lanes] = {}, s2[variogram_lanes] = {};
+  const A x0a = to_acc(xp[a * es]);
+  for (int j = 0; j < w; ++j) f0[j] = pw.value(x0a - to_acc(xp[(b0 + j) * es]));
+  for (std::int64_t i = 1; i < m; ++i) {
+    const T* xi = xp + i * ms;
+    const A xia = to_acc(xi[a * es]);
+    if (es == 1) {  // the common layout, vectorised
+      const T* xb = xi + b0;
+      for (int j = 0; j < w; ++j) {
+        const A f = pw.value(xia - to_acc(xb[j])) - f0[j];
+        s1[j] += f;
+        s2[j] += f * f;
+      }
+    } else {
+      for (int j = 0; j < w; ++j) {
+        const A f = pw.value(xia - to_acc(xi[(b0 + j) * es])) - f0[j];
+        s1[j] += f;
+        s2[j] += f * f;
+      }
+    }
   }
-  const A md = static_cast<A>(m);
-  diff = o - (f0 + s1 / md);
-  var_over_m = fair && m > 1 ? (s2 - s1 * s1 / md) / (md * (md - A(1))) : A(0);
+  const A md = static_cast<A>(m), ya = to_acc(yp[a * et]);
+  for (int j = 0; j < w; ++j) {
+    diff[j] = pw.value(ya - to_acc(yp[(b0 + j) * et])) - (f0[j] + s1[j] / md);
+    var_over_m[j] = fair ? (s2[j] - s1[j] * s1[j] / md) / (md * (md - A(1))) : A(0);
+  }
 }
 
 template <class T, class M>
@@ -369,38 +399,46 @@ void variogram_score(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
   const T* x = input.data.data();
   const T* y = target.data.data();
   const T* w = weight.present ? weight.data.data() : nullptr;
-  const VariogramPower pw(opts.p);
   const bool fair = kf != A(0);
-  const auto score = KOKKOS_LAMBDA(const std::int64_t p)->A {
-    std::int64_t bx = 0, bt = 0;
-    g.bases(p, bx, bt);
-    const std::int64_t ms = g.member_stride, es = g.event_stride_x, et = g.event_stride_t, D = g.event;
-    A total = 0;
-    for (std::int64_t a = 1; a < D; ++a)
-      for (std::int64_t b = 0; b < a; ++b) {
-        const A o = pw.value(to_acc(y[bt + a * et]) - to_acc(y[bt + b * et]));
-        A diff = 0, var_over_m = 0;
-        variogram_pair(x + bx + a * es, x + bx + b * es, ms, g.members, o, pw, fair, diff, var_over_m);
-        const A wab = w ? to_acc(w[a * D + b]) + to_acc(w[b * D + a]) : A(2);
-        total += wab * (diff * diff - kf * var_over_m);
-      }
-    return total;
-  };
-  if (red == Reduction::none) {
-    T* out = output.data.data();
-    Kokkos::parallel_for(
-        "kloss::variogram_score", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
-        KOKKOS_LAMBDA(const std::int64_t p) { out[p] = from_acc<T>(score(p)); });
-    return;
-  }
-  const double scale = reduction_scale(red, n);
-  double total = 0;
-  fixed_order_sum(
-      exec, "kloss::variogram_score::sum", n,
-      KOKKOS_LAMBDA(const std::int64_t p, double& acc) { acc += static_cast<double>(score(p)); }, total);
-  Kokkos::deep_copy(exec, output.data, from_acc<T>(static_cast<A>(total * scale)));
+  with_variogram_power(opts.p, [&](const auto pw) {
+    const auto score = KOKKOS_LAMBDA(const std::int64_t p)->A {
+      std::int64_t bx = 0, bt = 0;
+      g.bases(p, bx, bt);
+      const std::int64_t D = g.event;
+      A total = 0;
+      for (std::int64_t a = 1; a < D; ++a)
+        for (std::int64_t b0 = 0; b0 < a; b0 += variogram_lanes) {
+          const int lanes = a - b0 < variogram_lanes ? static_cast<int>(a - b0) : variogram_lanes;
+          A diff[variogram_lanes], var_over_m[variogram_lanes];
+          variogram_tile(x + bx, y + bt, g, a, b0, lanes, pw, fair, diff, var_over_m);
+          for (int j = 0; j < lanes; ++j) {
+            const std::int64_t b = b0 + j;
+            const A wab = w ? to_acc(w[a * D + b]) + to_acc(w[b * D + a]) : A(2);
+            total += wab * (diff[j] * diff[j] - kf * var_over_m[j]);
+          }
+        }
+      return total;
+    };
+    if (red == Reduction::none) {
+      T* out = output.data.data();
+      Kokkos::parallel_for(
+          "kloss::variogram_score", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+          KOKKOS_LAMBDA(const std::int64_t p) { out[p] = from_acc<T>(score(p)); });
+      return;
+    }
+    const double scale = reduction_scale(red, n);
+    double total = 0;
+    fixed_order_sum(
+        exec, "kloss::variogram_score::sum", n,
+        KOKKOS_LAMBDA(const std::int64_t p, double& acc) { acc += static_cast<double>(score(p)); }, total);
+    Kokkos::deep_copy(exec, output.data, from_acc<T>(static_cast<A>(total * scale)));
+  });
 }
 
+/// variogram_score_backward visits each pair (a < b) once and adds its
+/// terms to both elements' gradients: in the gradients themselves for float
+/// and double, in a scratch of the gradients' size in float for float16 and
+/// bfloat16; then scales them by grad_output.
 template <class ExecSpace, class T, class Options>
 void variogram_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                               const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
@@ -409,6 +447,7 @@ void variogram_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr const char* name = "variogram_score_backward";
+  constexpr bool direct = std::is_same_v<A, T>;  // accumulate in the gradients themselves
   const Reduction red = opts.reduction;
   check_reduction(name, red);
   const EventGeometry g = event_geometry(name, input, target, opts.member_dim, opts.event_dims);
@@ -418,10 +457,11 @@ void variogram_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T
                  {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
                  {span("input", input), span("target", target), span("weight", weight)});
   ProfilingRegion region("kloss::variogram_score_backward");
-  const std::int64_t n = g.points.numel(), m = g.members;
+  const std::int64_t n = g.points.numel(), m = g.members, D = g.event;
   if (n == 0 || (!grad_input.present && !grad_target.present)) return;
-  const Kokkos::View<A*, Mem> rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::variogram_score::members"),
-                                   static_cast<std::size_t>(grad_input.present ? n * m : 0));
+  const std::int64_t row = (grad_input.present ? m * D : 0) + (grad_target.present ? D : 0);
+  const Kokkos::View<A*, Mem> rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::variogram_score::grads"),
+                                   static_cast<std::size_t>(direct ? 0 : n * row));
   const T* x = input.data.data();
   const T* y = target.data.data();
   const T* w = weight.present ? weight.data.data() : nullptr;
@@ -429,46 +469,109 @@ void variogram_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T
   T* gx = grad_input.present ? grad_input.data.data() : nullptr;
   T* gy = grad_target.present ? grad_target.data.data() : nullptr;
   A* rp = rows.data();
-  const bool none = red == Reduction::none;
+  const bool none = red == Reduction::none, fair = kf != A(0);
   const A scale = static_cast<A>(reduction_scale(red, n));
-  const VariogramPower pw(opts.p);
-  const bool fair = kf != A(0);
   const A md = static_cast<A>(m);
   // d/df_i of (o - mu)^2 - k s^2/m: -2(o - mu)/m - k 2 (f_i - mu)/(m (m - 1))
   const A fair_slope = fair && m > 1 ? A(2) * kf / (md * (md - A(1))) : A(0);
-  Kokkos::parallel_for(
-      "kloss::variogram_score_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
-      KOKKOS_LAMBDA(const std::int64_t p) {
-        const A up = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
-        std::int64_t bx = 0, bt = 0;
-        g.bases(p, bx, bt);
-        const std::int64_t ms = g.member_stride, es = g.event_stride_x, et = g.event_stride_t, D = g.event;
-        const T* xp = x + bx;
-        A* acc = gx ? rp + p * m : nullptr;
-        for (std::int64_t a = 0; a < D; ++a) {
-          if (acc)
-            for (std::int64_t i = 0; i < m; ++i) acc[i] = 0;
-          A dya = 0;
-          const A ya = to_acc(y[bt + a * et]);
-          for (std::int64_t b = 0; b < D; ++b) {
-            if (b == a) continue;
-            const A dy = ya - to_acc(y[bt + b * et]);
-            A diff = 0, var_over_m = 0;
-            variogram_pair(xp + a * es, xp + b * es, ms, m, pw.value(dy), pw, fair, diff, var_over_m);
-            const A wab = w ? to_acc(w[a * D + b]) + to_acc(w[b * D + a]) : A(2);
-            dya += wab * A(2) * diff * pw.derivative(dy);
-            if (!acc) continue;
-            const A mu = pw.value(dy) - diff, base = -A(2) * diff / md;
-            for (std::int64_t i = 0; i < m; ++i) {
-              const A d = to_acc(xp[i * ms + a * es]) - to_acc(xp[i * ms + b * es]);
-              acc[i] += wab * (base - fair_slope * (pw.value(d) - mu)) * pw.derivative(d);
-            }
+  with_variogram_power(opts.p, [&](const auto pw) {
+    Kokkos::parallel_for(
+        "kloss::variogram_score_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+        KOKKOS_LAMBDA(const std::int64_t p) {
+          const A up = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
+          std::int64_t bx = 0, bt = 0;
+          g.bases(p, bx, bt);
+          const std::int64_t ms = g.member_stride, es = g.event_stride_x, et = g.event_stride_t;
+          const T* xp = x + bx;
+          const T* yp = y + bt;
+          // the accumulators: member i's element e at ax[i * axm + e * axe],
+          // the target's e at ay[e * aye]
+          A* ax = nullptr;
+          A* ay = nullptr;
+          std::int64_t axm = D, axe = 1, aye = 1;
+          if constexpr (direct) {
+            ax = gx ? gx + bx : nullptr;
+            ay = gy ? gy + bt : nullptr;
+            axm = ms;
+            axe = es;
+            aye = et;
+          } else {
+            ax = gx ? rp + p * row : nullptr;
+            ay = gy ? rp + p * row + (gx ? m * D : 0) : nullptr;
           }
-          if (gy) gy[bt + a * et] = from_acc<T>(up * dya);
-          if (acc)
-            for (std::int64_t i = 0; i < m; ++i) gx[bx + i * ms + a * es] = from_acc<T>(up * acc[i]);
-        }
-      });
+          if (ax)
+            for (std::int64_t i = 0; i < m; ++i)
+              for (std::int64_t e = 0; e < D; ++e) ax[i * axm + e * axe] = A(0);
+          if (ay)
+            for (std::int64_t e = 0; e < D; ++e) ay[e * aye] = A(0);
+          for (std::int64_t a = 1; a < D; ++a)
+            for (std::int64_t b0 = 0; b0 < a; b0 += variogram_lanes) {
+              const int lanes = a - b0 < variogram_lanes ? static_cast<int>(a - b0) : variogram_lanes;
+              A diff[variogram_lanes], var_over_m[variogram_lanes], wab[variogram_lanes];
+              variogram_tile(xp, yp, g, a, b0, lanes, pw, fair, diff, var_over_m);
+              for (int j = 0; j < lanes; ++j) {
+                const std::int64_t b = b0 + j;
+                wab[j] = w ? to_acc(w[a * D + b]) + to_acc(w[b * D + a]) : A(2);
+              }
+              if (ay) {
+                const A ya = to_acc(yp[a * et]);
+                A at_a = 0;
+                for (int j = 0; j < lanes; ++j) {
+                  const A dy = ya - to_acc(yp[(b0 + j) * et]);
+                  const A gj = wab[j] * A(2) * diff[j] * pw.derivative(dy, pw.value(dy));
+                  at_a += gj;
+                  ay[(b0 + j) * aye] -= gj;
+                }
+                ay[a * aye] += at_a;
+              }
+              if (!ax) continue;
+              // member i's term of pair j: (c0_j + c1_j f_ij) f'_ij, with
+              // c0 = W (-2 (o - mu)/m + slope mu), c1 = -W slope
+              A c0[variogram_lanes], c1[variogram_lanes];
+              const A ya = to_acc(yp[a * et]);
+              for (int j = 0; j < lanes; ++j) {
+                const A mu = pw.value(ya - to_acc(yp[(b0 + j) * et])) - diff[j];
+                c0[j] = wab[j] * (-A(2) * diff[j] / md + fair_slope * mu);
+                c1[j] = -wab[j] * fair_slope;
+              }
+              for (std::int64_t i = 0; i < m; ++i) {
+                const T* xi = xp + i * ms;
+                A* acc = ax + i * axm;
+                const A xia = to_acc(xi[a * es]);
+                A at_a = 0;
+                if (es == 1 && axe == 1) {  // the common layout, vectorised
+                  const T* xb = xi + b0;
+                  A* accb = acc + b0;
+                  A cs[variogram_lanes];
+                  for (int j = 0; j < lanes; ++j) {
+                    const A d = xia - to_acc(xb[j]);
+                    const A f = pw.value(d);
+                    cs[j] = (c0[j] + c1[j] * f) * pw.derivative(d, f);
+                    accb[j] -= cs[j];
+                  }
+                  for (int j = 0; j < lanes; ++j) at_a += cs[j];
+                } else {
+                  for (int j = 0; j < lanes; ++j) {
+                    const A d = xia - to_acc(xi[(b0 + j) * es]);
+                    const A f = pw.value(d);
+                    const A c = (c0[j] + c1[j] * f) * pw.derivative(d, f);
+                    at_a += c;
+                    acc[(b0 + j) * axe] -= c;
+                  }
+                }
+                acc[a * axe] += at_a;
+              }
+            }
+          if (ax)
+            for (std::int64_t i = 0; i < m; ++i)
+              for (std::int64_t e = 0; e < D; ++e) {
+                const A v = up * ax[i * axm + e * axe];
+                gx[bx + i * ms + e * es] = from_acc<T>(v);
+              }
+          if (ay)
+            for (std::int64_t e = 0; e < D; ++e) gy[bt + e * et] = from_acc<T>(up * ay[e * aye]);
+        });
+  });
 }
 
 }  // namespace kloss::impl
