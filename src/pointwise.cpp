@@ -180,6 +180,34 @@ rt::Result run_crps_gaussian(const rt::Call& c) {
   });
 }
 
+/// quantile_loss with its optional input `quantiles` (a quantile per
+/// element, broadcast); without it, `single` (the binary table's adapter).
+rt::Result run_quantile_loss(const rt::Call& c, const std::function<rt::Result(const rt::Call&)>& single) {
+  if (!given(c, "quantiles")) return single(c);
+  if (c.options.has("quantile"))
+    fail<InvalidArgument>(c.op, "give option 'quantile' (one for every element) or input 'quantiles', not both");
+  QuantileLossOptions opts;
+  opts.reduction = c.options.get_reduction(c.op);
+  c.options.check_all_used(c.op);
+  return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    auto in = input<T>(c, "input");
+    auto tg = input<T>(c, "target");
+    auto q = input<T>(c, "quantiles");
+    const Shape shape = check_quantiles(c.op, in.ctensor(), tg.ctensor(), q.ctensor(), opts.reduction);
+    RtExec exec;
+    return run_forward_backward<T>(
+        c, opts.reduction, shape, {{"input", in.shape}, {"target", tg.shape}},
+        [&](const Tensor<T, RtMem>& out) {
+          quantile_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), q.ctensor(), out, opts);
+        },
+        [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
+          quantile_loss_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), q.ctensor(), g[0].tensor(),
+                                            g[1].tensor(), opts);
+        });
+  });
+}
+
 }  // namespace
 
 void register_pointwise(std::vector<OpInfo>& ops) {
@@ -214,6 +242,16 @@ void register_pointwise(std::vector<OpInfo>& ops) {
                                        : mean_of_elements({"input", "target"});                             \
   }
   KLOSS_BINARY_LOSSES(KLOSS_BL_REGISTER)
+  // quantile_loss also takes a quantile per element (several along an
+  // axis): the optional input `quantiles`, broadcast with input and target
+  for (OpInfo& q : ops)
+    if (q.name == "quantile_loss") {
+      q.inputs.push_back("quantiles?");
+      for (OptionInfo& o : q.options)
+        if (o.name == "quantile") o.doc = "the quantile q, in (0, 1), of every element (or input 'quantiles': one each)";
+      q.run = [single = q.run](const rt::Call& c) { return run_quantile_loss(c, single); };
+      q.mean_parts = mean_of_elements({"input", "target", "quantiles"});
+    }
   family.add("binary_cross_entropy", {"input", "target", "weight?"}, {"input", "target"}, {reduction_option},
              "BCE on probabilities, logs clamped at -100; values outside [0, 1] are an error", run_bce<false>);
   ops.back().mean_parts = mean_of_elements({"input", "target"});

@@ -31,7 +31,7 @@
 /// Module                     functional op (kloss::)            held views
 /// MSELoss, L1Loss,           mse_loss, l1_loss, smooth_l1_loss,
 /// SmoothL1Loss, HuberLoss,   huber_loss, soft_margin_loss
-/// SoftMarginLoss, QuantileLoss  quantile_loss
+/// SoftMarginLoss, QuantileLoss  quantile_loss                      (QuantileLoss: quantiles)
 /// BCELoss                    binary_cross_entropy               weight
 /// BCEWithLogitsLoss          binary_cross_entropy_with_logits   weight, pos_weight
 /// KLDivLoss                  kl_div
@@ -121,7 +121,7 @@ KLOSS_MODULE_SPEC(L1LossSpec, l1_loss, L1LossOptions, 0)
 KLOSS_MODULE_SPEC(SmoothL1LossSpec, smooth_l1_loss, SmoothL1LossOptions, 0)
 KLOSS_MODULE_SPEC(HuberLossSpec, huber_loss, HuberLossOptions, 0)
 KLOSS_MODULE_SPEC(SoftMarginLossSpec, soft_margin_loss, SoftMarginLossOptions, 0)
-KLOSS_MODULE_SPEC(QuantileLossSpec, quantile_loss, QuantileLossOptions, 0)
+KLOSS_MODULE_SPEC(QuantileLossSpec, quantile_loss, QuantileLossOptions, 1)
 KLOSS_MODULE_SPEC(BCELossSpec, binary_cross_entropy, BinaryCrossEntropyOptions, 1)
 KLOSS_MODULE_SPEC(BCEWithLogitsLossSpec, binary_cross_entropy_with_logits, BinaryCrossEntropyWithLogitsOptions, 2)
 KLOSS_MODULE_SPEC(KLDivLossSpec, kl_div, KlDivOptions, 0)
@@ -355,7 +355,9 @@ using SmoothL1Loss = InputTargetLoss<impl::SmoothL1LossSpec, T, ExecSpace>;
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 using HuberLoss = InputTargetLoss<impl::HuberLossSpec, T, ExecSpace>;
 /// quantile_loss as a module (neuraloperator's PointwiseQuantileLoss):
-/// constructed with QuantileLossOptions{reduction, quantile}.
+/// constructed with QuantileLossOptions{reduction, quantile}, or with
+/// (options, quantiles), a 1-D view of one quantile per element of the
+/// input's last axis, held.
 template <class T, class ExecSpace = Kokkos::DefaultExecutionSpace>
 using QuantileLoss = InputTargetLoss<impl::QuantileLossSpec, T, ExecSpace>;
 /// torch.nn.SoftMarginLoss: soft_margin_loss.

@@ -339,6 +339,51 @@ void quantile_loss_backward(const ExecSpace& exec, const GradOutputView& grad_ou
                                                      input, target, grad_input, grad_target, opts);
 }
 
+/// quantile_loss with a quantile per element: several quantiles along an
+/// axis (input [N, Q], target [N, 1], quantiles [Q]: each column the
+/// pinball loss of its quantile), or any other broadcast of input, target
+/// and quantiles; opts.quantile is not used. mean divides by the elements
+/// of the broadcast shape. An empty quantiles view is opts.quantile
+/// everywhere (the overload above). Throws InvalidArgument naming the
+/// position and value of a quantile outside (0, 1): checked in the kernel,
+/// this call fences.
+template <class ExecSpace, class InputView, class TargetView, class QuantilesView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>,
+          class = std::enable_if_t<!std::is_same_v<OutputView, QuantileLossOptions>>>
+void quantile_loss(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                   const QuantilesView& quantiles, const OutputView& output, const QuantileLossOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, QuantilesView>,
+                "kloss::quantile_loss: input, target, quantiles and output must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"quantile_loss"};
+  const auto q = v.optional(quantiles, "quantiles");
+  if (!q.present) return quantile_loss(exec, input, target, output, opts);
+  impl::quantile_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), q, v(output, "output"), opts);
+}
+
+/// Backward of quantile_loss with a quantile per element: grad_input = -q
+/// where the target is above the input, 1 - q below, 1/2 - q at a tie, with
+/// each element's q; grad_target its negative; each its argument's shape
+/// (summed over broadcast dimensions) and optional. No quantile check (the
+/// forward makes it). Asynchronous.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class QuantilesView,
+          class GradInputView, class GradTargetView, class = impl::enable_for_execution_space<ExecSpace>,
+          class = std::enable_if_t<!std::is_same_v<GradTargetView, QuantileLossOptions>>>
+void quantile_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                            const TargetView& target, const QuantilesView& quantiles, const GradInputView& grad_input,
+                            const GradTargetView& grad_target, const QuantileLossOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(
+      impl::floating_views_v<T, GradOutputView, TargetView, QuantilesView, GradInputView, GradTargetView>,
+      "kloss::quantile_loss_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"quantile_loss_backward"};
+  const auto q = v.optional(quantiles, "quantiles");
+  if (!q.present) return quantile_loss_backward(exec, grad_output, input, target, grad_input, grad_target, opts);
+  impl::quantile_loss_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
+                                             v(target, "target"), q, v.optional(grad_input, "grad_input"),
+                                             v.optional(grad_target, "grad_target"), opts);
+}
+
 // --- binary_cross_entropy ------------------------------------------------------
 
 /// Options of binary_cross_entropy (torch: `reduction='mean'`; `weight` is
@@ -759,6 +804,12 @@ KLOSS_BINARY_LOSSES(KLOSS_BL_EXTERN)
   PREFIX template void kloss::impl::gaussian_nll_loss_backward<KLOSS_EXEC, T, kloss::GaussianNllLossOptions>(        \
       const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
       KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), const kloss::GaussianNllLossOptions&);                                       \
+  PREFIX template void kloss::impl::quantile_loss<KLOSS_EXEC, T, kloss::QuantileLossOptions>(                        \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),                      \
+      const kloss::QuantileLossOptions&);                                                                            \
+  PREFIX template void kloss::impl::quantile_loss_backward<KLOSS_EXEC, T, kloss::QuantileLossOptions>(               \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
+      KLOSS_PW_I_T(T), const kloss::QuantileLossOptions&);                                                           \
   PREFIX template void kloss::impl::crps_gaussian<KLOSS_EXEC, T, kloss::CrpsGaussianOptions>(                        \
       const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),                      \
       const kloss::CrpsGaussianOptions&);                                                                            \

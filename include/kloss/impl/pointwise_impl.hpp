@@ -421,6 +421,35 @@ struct GaussianNllOp {
   }
 };
 
+/// quantile_loss with a quantile per element (operand 2, broadcast with
+/// input and target: several quantiles along an axis): with e = y - x
+/// (operand 1 less operand 0) and that element's q, q e where e >= 0, (q -
+/// 1) e below; d/dx = -q above, 1 - q below, 1/2 - q at a tie (QuantileOp's
+/// with q the element's), d/dy its negative. Domain: 0 < q < 1 (NaN fails).
+struct QuantilesOp {
+  static constexpr int arity = 3;
+  static constexpr unsigned differentiable = 0b011;
+  static constexpr bool checked = true, checked_backward = false, sum_in_lanes = false;
+  static constexpr const char* requirement = "be in (0, 1)";
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
+    const A e = v[1] - v[0], q = v[2];
+    return blend(e < A(0), (q - A(1)) * e, q * e);
+  }
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, [[maybe_unused]] M& m) const {
+    const A e = v[1] - v[0];
+    const A half_sign = blend(e > A(0), A(0.5), blend(e < A(0), A(-0.5), A(0)));
+    const A de = half_sign + (v[2] - A(0.5));
+    g[0] = -de;
+    g[1] = de;
+  }
+  template <class A>
+  KOKKOS_INLINE_FUNCTION int bad(const A* v) const {
+    return v[2] > A(0) && v[2] < A(1) ? -1 : 2;
+  }
+};
+
 /// crps_gaussian: the continuous ranked probability score of the normal
 /// forecast N(mu, sigma^2) (operand 0 mu, the input; operand 2 sigma, the
 /// std) at the observation y (operand 1, the target), in closed form
@@ -998,6 +1027,14 @@ struct NotPositiveValue {
   }
 };
 
+/// quantile_loss's quantiles: outside (0, 1) (NaN included) is bad.
+struct NotAProbability {
+  template <class A>
+  KOKKOS_INLINE_FUNCTION bool operator()(A x) const {
+    return !(x > A(0) && x < A(1));
+  }
+};
+
 /// gaussian_nll_loss's beta: finite and >= 0.
 inline void check_gaussian_beta(std::string_view op, double beta) {
   require(beta >= 0 && beta <= std::numeric_limits<double>::max(), op, "option 'beta' must be finite and >= 0, got ",
@@ -1098,6 +1135,51 @@ void crps_gaussian_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, K
       exec, "crps_gaussian", CrpsGaussianOp{}, grad_output, {input, target, std_dev},
       {input.shape, target.shape, std_dev.shape}, shape, {grad_input, grad_target, grad_std}, reduction,
       reduction_scale(reduction, shape.numel(), input.shape));
+}
+
+/// quantile_loss's shapes with a quantile per element: input, target and
+/// quantiles broadcast together. Returns the output shape.
+template <class T, class M>
+Shape check_quantiles(std::string_view op, const Tensor<const T, M>& input, const Tensor<const T, M>& target,
+                      const Tensor<const T, M>& quantiles, Reduction reduction) {
+  check_reduction(op, reduction);
+  const Shape it = broadcast_shapes(input.shape, target.shape, op, "input", "target");
+  return broadcast_shapes(it, quantiles.shape, op, "input", "quantiles");
+}
+
+template <class ExecSpace, class T, class Options>
+void quantile_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) quantiles,
+                   KLOSS_PW_T(T) output, const Options& opts) {
+  constexpr const char* name = "quantile_loss";
+  const Reduction reduction = opts.reduction;
+  const Shape shape = check_quantiles(name, input, target, quantiles, reduction);
+  check_output(name, "output", output, reduction, shape);
+  check_disjoint(name, {span("output", output)},
+                 {span("input", input), span("target", target), span("quantiles", quantiles)});
+  ProfilingRegion region("kloss::quantile_loss");
+  if (shape.numel() == 0)
+    check_operand_alone<ExecSpace, T>(exec, name, "quantiles", QuantilesOp::requirement, quantiles,
+                                      NotAProbability{});
+  pointwise_forward<ExecSpace, T, QuantilesOp, 3>(
+      exec, name, QuantilesOp{}, {input, target, quantiles}, {input.shape, target.shape, quantiles.shape},
+      {"input", "target", "quantiles"}, shape, output, reduction,
+      reduction_scale(reduction, shape.numel(), input.shape));
+}
+template <class ExecSpace, class T, class Options>
+void quantile_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
+                            KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) quantiles, KLOSS_PW_T(T) grad_input,
+                            KLOSS_PW_T(T) grad_target, const Options& opts) {
+  constexpr const char* name = "quantile_loss_backward";
+  const Reduction reduction = opts.reduction;
+  const Shape shape = check_quantiles(name, input, target, quantiles, reduction);
+  check_backward(name, grad_output, reduction, shape,
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
+                 {span("input", input), span("target", target), span("quantiles", quantiles)});
+  ProfilingRegion region("kloss::quantile_loss_backward");
+  pointwise_backward<ExecSpace, T, QuantilesOp, 3>(
+      exec, "quantile_loss", QuantilesOp{}, grad_output, {input, target, quantiles},
+      {input.shape, target.shape, quantiles.shape}, shape, {grad_input, grad_target, TensorOut<ExecSpace, T>{}},
+      reduction, reduction_scale(reduction, shape.numel(), input.shape));
 }
 
 #undef KLOSS_PW_CT
