@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file impl/ensemble_impl.hpp
-/// crps_ensemble's kernels. Up to crps_count_max members, each member's
+/// crps_ensemble's kernels. On a host space, up to crps_block_members
+/// members, crps_block_points points at a time, one a SIMD lane. Up to
+/// crps_count_max members, each member's
 /// rank balance #{x_j < x_i} - #{x_j > x_i} is counted in registers
 /// (O(m^2) branchless compares, no scratch: faster than any sort there);
 /// beyond, each point's members are sorted in a scratch row (heap sort:
@@ -161,6 +163,43 @@ KOKKOS_INLINE_FUNCTION A crps_point_counted(const T* x, A y, std::int64_t base, 
   return mae / static_cast<A>(m) - A(2) * c * pair;
 }
 
+/// The host kernel for few members scores crps_block_points points at a
+/// time, one a SIMD lane: each member's rank balance is m compares in
+/// every lane at once (the same values as crps_point_counted, in the same
+/// order of additions).
+inline constexpr int crps_block_points = 16;
+inline constexpr std::int64_t crps_block_members = 16;
+
+/// Points [p0, p0 + count) (count <= crps_block_points; the lanes beyond
+/// repeat the last point) into lanes: their members v[j][lane], their
+/// observations yv, their rank balances b[j][lane] and scores.
+template <class T, class A>
+inline void crps_block(const T* x, const T* y, std::int64_t p0, int count, std::int64_t m, std::int64_t inner, A c,
+                       A (&v)[crps_block_members][crps_block_points], A (&b)[crps_block_members][crps_block_points],
+                       A (&yv)[crps_block_points], A (&score)[crps_block_points]) {
+  constexpr int L = crps_block_points;
+  for (int l = 0; l < L; ++l) {
+    const std::int64_t p = p0 + (l < count ? l : count - 1);
+    const std::int64_t base = (p / inner) * m * inner + p % inner;
+    yv[l] = to_acc(y[p]);
+    for (std::int64_t j = 0; j < m; ++j) v[j][l] = to_acc(x[base + j * inner]);
+  }
+  A mae[L] = {}, pair[L] = {};
+  for (std::int64_t j = 0; j < m; ++j)
+    for (int l = 0; l < L; ++l) mae[l] += v[j][l] < yv[l] ? yv[l] - v[j][l] : v[j][l] - yv[l];
+  for (std::int64_t i = 0; i < m; ++i) {
+    A bal[L] = {};
+    for (std::int64_t j = 0; j < m; ++j)
+      for (int l = 0; l < L; ++l) bal[l] += (v[j][l] < v[i][l] ? A(1) : A(0)) - (v[j][l] > v[i][l] ? A(1) : A(0));
+    for (int l = 0; l < L; ++l) {
+      b[i][l] = bal[l];
+      pair[l] += bal[l] * v[i][l];
+    }
+  }
+  const A md = static_cast<A>(m);
+  for (int l = 0; l < L; ++l) score[l] = mae[l] / md - A(2) * c * pair[l];
+}
+
 template <class A>
 KOKKOS_INLINE_FUNCTION A sgn(A x) {
   return x > A(0) ? A(1) : (x < A(0) ? A(-1) : A(0));
@@ -210,6 +249,34 @@ void crps_ensemble(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
     }
     return crps_point(x, to_acc(y[p]), p, m, inner, c, rp + p * m);
   };
+  if constexpr (is_host_space_v<ExecSpace>) {
+    if (m <= crps_block_members) {
+      constexpr int L = crps_block_points;
+      const std::int64_t blocks = (n + L - 1) / L;
+      T* out = red == Reduction::none ? output.data.data() : nullptr;
+      // one block's scores, written (none) or added in lane order
+      const auto block = [=](const std::int64_t k, double* acc) {
+        A v[crps_block_members][L], b[crps_block_members][L], yv[L], sc[L];
+        const int count = static_cast<int>(n - k * L < L ? n - k * L : L);
+        crps_block(x, y, k * L, count, m, inner, c, v, b, yv, sc);
+        for (int l = 0; l < count; ++l) {
+          if (out) out[k * L + l] = from_acc<T>(sc[l]);
+          if (acc) *acc += static_cast<double>(sc[l]);
+        }
+      };
+      if (out) {
+        Kokkos::parallel_for("kloss::crps_ensemble",
+                             Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, blocks),
+                             [=](const std::int64_t k) { block(k, nullptr); });
+        return;
+      }
+      double total = 0;
+      fixed_order_sum(
+          exec, "kloss::crps_ensemble::sum", blocks, [=](const std::int64_t k, double& acc) { block(k, &acc); }, total);
+      Kokkos::deep_copy(exec, output.data, from_acc<T>(static_cast<A>(total * reduction_scale(red, n))));
+      return;
+    }
+  }
   if (red == Reduction::none) {
     T* out = output.data.data();
     Kokkos::parallel_for(
@@ -255,6 +322,37 @@ void crps_ensemble_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
   const bool none = red == Reduction::none;
   const A scale = static_cast<A>(reduction_scale(red, n));
   const A inv_m = A(1) / static_cast<A>(m);
+  if constexpr (is_host_space_v<ExecSpace>) {
+    if (m <= crps_block_members) {
+      constexpr int L = crps_block_points;
+      Kokkos::parallel_for("kloss::crps_ensemble_backward",
+                           Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, (n + L - 1) / L),
+                           [=](const std::int64_t k) {
+                             A v[crps_block_members][L], b[crps_block_members][L], yv[L], sc[L], up[L], dy[L] = {};
+                             const int count = static_cast<int>(n - k * L < L ? n - k * L : L);
+                             crps_block(x, y, k * L, count, m, inner, c, v, b, yv, sc);
+                             std::int64_t base[L];
+                             for (int l = 0; l < L; ++l) {
+                               const std::int64_t p = k * L + (l < count ? l : count - 1);
+                               up[l] = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
+                               base[l] = (p / inner) * m * inner + p % inner;
+                             }
+                             for (std::int64_t j = 0; j < m; ++j) {
+                               A g[L];
+                               for (int l = 0; l < L; ++l) {
+                                 const A s = sgn(v[j][l] - yv[l]);
+                                 dy[l] -= s;
+                                 g[l] = up[l] * (s * inv_m - A(2) * c * b[j][l]);
+                               }
+                               if (gx)
+                                 for (int l = 0; l < count; ++l) gx[base[l] + j * inner] = from_acc<T>(g[l]);
+                             }
+                             if (gy)
+                               for (int l = 0; l < count; ++l) gy[k * L + l] = from_acc<T>(up[l] * dy[l] * inv_m);
+                           });
+      return;
+    }
+  }
   Kokkos::parallel_for(
       "kloss::crps_ensemble_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
       KOKKOS_LAMBDA(const std::int64_t p) {
