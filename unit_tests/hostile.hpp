@@ -419,6 +419,19 @@ inline void gen_pointwise(Rng& r, Draft& d) {
   if (op == "smooth_l1_loss" && r.coin(0.6)) c.options["beta"] = r.pick(Vec{0.0, 0.5, 1.0, 2.0});
   if (op == "huber_loss" && r.coin(0.6)) c.options["delta"] = r.pick(Vec{0.25, 1.0, 2.0});
   if (op == "quantile_loss" && r.coin(0.7)) c.options["quantile"] = r.pick(Vec{0.05, 0.25, 0.5, 0.9});
+  // quantile_loss's quantile per element (input 'quantiles', then without
+  // option 'quantile'): the shape of the broadcast or one that broadcasts to
+  // it, or a quantile axis of its own in front ([Q, 1, ...]: input and
+  // target broadcast along it, their gradients summed over it)
+  if (op == "quantile_loss" && r.coin(0.35)) {
+    c.options.erase("quantile");
+    Ext qs = broadcast_variant(r, s);
+    if (r.coin(0.3)) {
+      qs.assign(s.size(), 1);
+      qs.insert(qs.begin(), r.range(1, 4));
+    }
+    c.inputs.push_back(floating(c, "quantiles", qs, rand_vals(r, c, kloss_ref::numel(qs), 0.02, 0.98)));
+  }
   if (bce) {
     if (r.coin(0.4)) {
       const Ext ws = broadcast_variant(r, s);
@@ -489,11 +502,25 @@ inline void gen_pointwise(Rng& r, Draft& d) {
       c.options["delta"] = r.pick(Vec{0.0, -1.0});
       c.set_bad("delta not positive", {"delta"});
     });
-  if (op == "quantile_loss")
+  if (op == "quantile_loss" && !c.find("quantiles"))
     d.breaks.push_back([](Rng& r, Case& c) {
       c.options["quantile"] = r.pick(Vec{0.0, 1.0, -0.5, 1.5});
       c.set_bad("quantile outside (0, 1)", {"quantile"});
     });
+  if (op == "quantile_loss" && c.find("quantiles")) {
+    d.breaks.push_back([](Rng& r, Case& c) {
+      Arg* q = c.find("quantiles");
+      if (q->values.empty()) return;
+      q->values[r.below(q->values.size())] = r.pick(Vec{0.0, 1.0, -0.5, 1.5, std::numeric_limits<double>::quiet_NaN()});
+      c.set_bad("a quantile outside (0, 1)", {"quantiles"});
+    });
+    d.breaks.push_back([](Rng& r, Case& c) {
+      c.options["quantile"] = r.pick(Vec{0.25, 0.5});
+      c.set_bad("option 'quantile' with input 'quantiles'", {"quantile"});
+    });
+    d.breaks.push_back(
+        shape_break("quantiles", kloss_ref::bshape({c.find("input")->shape, c.find("target")->shape}), {"quantiles"}));
+  }
   if (op == "kl_div")
     d.breaks.push_back([](Rng& r, Case& c) {
       c.options["log_target"] = r.coin() ? rt::OptionValue(I64{2}) : rt::OptionValue(std::string("maybe"));
@@ -2215,9 +2242,11 @@ inline Expected reference_values(const Case& c) {
     }
     const bool weighted = takes_weight(op) && has("weight");
     if (weighted) diff.push_back(2);
-    auto R = weighted ? kloss_ref::weighted_pointwise(it->second, o, shapes, vals, red, c.backward ? &go : nullptr,
-                                                      diff, op != "huber_loss")
-                      : kloss_ref::pointwise(it->second, o, shapes, vals, red, c.backward ? &go : nullptr, diff);
+    // quantile_loss with a quantile per element: operand 2, not differentiated
+    const kloss_ref::Pw kind = op == "quantile_loss" && has("quantiles") ? kloss_ref::Pw::quantiles : it->second;
+    auto R = weighted ? kloss_ref::weighted_pointwise(kind, o, shapes, vals, red, c.backward ? &go : nullptr, diff,
+                                                      op != "huber_loss")
+                      : kloss_ref::pointwise(kind, o, shapes, vals, red, c.backward ? &go : nullptr, diff);
     E.terms = E.mean_div = static_cast<double>(kloss_ref::numel(R.shape));
     if (weighted && op != "huber_loss") {
       double S = 0;
@@ -3128,7 +3157,21 @@ void typed_calls(TypedRun<T, I>& t) {
     }                                                                                                                \
     done = true;                                                                                                     \
   }
-  KLOSS_BINARY_LOSSES(KLOSS_HOSTILE_BINARY)
+  // quantile_loss with a quantile per element: its own entry points
+  if (op == "quantile_loss" && c.find("quantiles")) {
+    kloss::QuantileLossOptions o;
+    o.reduction = red;
+    ki::quantile_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.in("quantiles"), t.template out<T>("output"), o);
+    if (bwd) {
+      auto gi = t.template out<T>("grad_input");  // before grad_target, which may alias it
+      auto gt = t.template out<T>("grad_target");
+      ki::quantile_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("quantiles"), gi, gt, o);
+    }
+    done = true;
+  }
+  if (!done) {
+    KLOSS_BINARY_LOSSES(KLOSS_HOSTILE_BINARY)
+  }
 #undef KLOSS_HOSTILE_BINARY
   if (done) {
   } else if (op == "binary_cross_entropy") {

@@ -200,6 +200,8 @@ inline double kl_div(double x, double y, bool log_target) {
 ///  mse, l1, smooth_l1, huber, soft_margin, kl_div, poisson, quantile: (input, target)
 ///  bce: (input, target[, weight]); bce_logits: (input, target[, weight][, pos_weight])
 ///  gaussian: (input, target, var); crps_gaussian: (input = mean, target, std)
+///  quantiles: (input, target, quantiles), the pinball loss with each
+///  element's own q (quantile_loss's `quantiles`; not differentiated)
 enum class Pw {
   mse,
   l1,
@@ -212,6 +214,7 @@ enum class Pw {
   poisson,
   gaussian,
   quantile,
+  quantiles,
   crps_gaussian
 };
 
@@ -255,6 +258,10 @@ inline double pw_loss(Pw op, const PwOptions& o, const Vec& v) {
     case Pw::quantile: {
       const double e = v[1] - v[0];  // target - input
       return e >= 0 ? o.quantile * e : (o.quantile - 1) * e;
+    }
+    case Pw::quantiles: {
+      const double e = v[1] - v[0], q = v[2];  // target - input, this element's q
+      return e >= 0 ? q * e : (q - 1) * e;
     }
     case Pw::crps_gaussian:
       return crps_gaussian(v[0], v[1], v[2]);
@@ -302,6 +309,10 @@ inline double pw_grad(Pw op, const PwOptions& o, const Vec& v, std::size_t k) {
       // d loss / d input: -q above, 1 - q below, 1/2 - q at a tie (torch.max's split)
       const double e = v[1] - v[0], di = e > 0 ? -o.quantile : (e < 0 ? 1 - o.quantile : 0.5 - o.quantile);
       return s * di;
+    }
+    case Pw::quantiles: {
+      const double e = v[1] - v[0], q = v[2], di = e > 0 ? -q : (e < 0 ? 1 - q : 0.5 - q);
+      return s * di;  // k = 0 (input) or 1 (target); q is not differentiated
     }
     case Pw::crps_gaussian: {
       const double z = (v[1] - v[0]) / v[2], cdf2m1 = 2 * 0.5 * std::erfc(-z / std::sqrt(2.0)) - 1;

@@ -325,6 +325,451 @@ TYPED_TEST(Pointwise, QuantileLossHandCheckedAndFiniteDifferences) {
   expect_near_all(to_doubles(out), half, tol<T>(), 0, "quantile 0.5 = l1 / 2");
 }
 
+// --- quantile_loss with a quantile per element ------------------------------------
+
+namespace {
+
+/// The pinball loss of one element (input, target, q) with its own q, as
+/// neuraloperator writes it: max(q e, (q - 1) e), e = target - input.
+double pinball_q(const std::vector<double>& v) {
+  const double e = v[1] - v[0];
+  return std::max(v[2] * e, (v[2] - 1) * e);
+}
+
+/// quantile_loss with a `quantiles` input through the runtime API, forward
+/// and both gradients (grad_output `go`).
+kloss::rt::Result run_quantiles(kloss::rt::DType dtype, const std::vector<Arg>& args, Reduction red,
+                                const std::vector<double>& go, const std::vector<std::int64_t>& out) {
+  namespace rt = kloss::rt;
+  rt::Call call;
+  call.op = "quantile_loss";
+  call.dtype = dtype;
+  for (const auto& a : args) call.inputs[a.name] = rt::Buffer::from_doubles(dtype, Shape(a.shape), a.values);
+  call.options.set("reduction", std::string(kloss::to_string(red)));
+  call.grad_output = rt::Buffer::from_doubles(dtype, red == Reduction::none ? Shape(out) : Shape{}, go);
+  return rt::run(call);
+}
+
+}  // namespace
+
+/// Three quantiles along the last axis, by hand: input [2, 3], target
+/// [2, 1], quantiles {0.1, 0.5, 0.9}. e = target - input is (1, -1, -1) in
+/// row 0 and (-2.5, 1.5, -1) in row 1; the loss q e where e >= 0, (q - 1) e
+/// below: (0.1, 0.5, 0.1) and (2.25, 0.75, 0.1), sum 3.8, mean 3.8 / 6.
+/// grad_input -q above, 1 - q below: (-0.1, 0.5, 0.1) and (0.9, -0.5,
+/// 0.1); grad_target its negative summed over the row.
+TYPED_TEST(Pointwise, QuantilesHandChecked) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  using V2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem>;
+  Exec exec;
+  auto x = make_view<T**>("x", {0, 2, 2, 3, -1, 1.5}, {2, 3});
+  auto y = make_view<T**>("y", {1, 0.5}, {2, 1});
+  auto q = make_view<T*>("q", {0.1, 0.5, 0.9}, {3});
+  V2 out("out", 2, 3), gx("gx", 2, 3), gy("gy", 2, 1);
+  kloss::quantile_loss(exec, x, y, q, out, {Reduction::none});
+  expect_near_all(to_doubles(out), {0.1, 0.5, 0.1, 2.25, 0.75, 0.1}, tol<T>(), 0, "quantiles none");
+  Kokkos::View<T, Mem> s("s"), one("one");
+  kloss::quantile_loss(exec, x, y, q, s, {Reduction::sum});
+  expect_near_all(to_doubles(s), {3.8}, tol<T>(), 0, "quantiles sum");
+  kloss::quantile_loss(exec, x, y, q, s, {Reduction::mean});
+  expect_near_all(to_doubles(s), {3.8 / 6}, tol<T>(), 0, "quantiles mean (over the 6 elements)");
+  // none, grad_output (1, 2, 1; 1, 1, 2): grad_target -(-0.1 + 1 + 0.1), -(0.9 - 0.5 + 0.2)
+  auto go = make_view<T**>("go", {1, 2, 1, 1, 1, 2}, {2, 3});
+  kloss::quantile_loss_backward(exec, go, x, y, q, gx, gy, {Reduction::none});
+  expect_near_all(to_doubles(gx), {-0.1, 1.0, 0.1, 0.9, -0.5, 0.2}, tol<T>(), 0, "quantiles grad_input, none");
+  expect_near_all(to_doubles(gy), {-1.0, -0.6}, tol<T>(), 0, "quantiles grad_target, none");
+  Kokkos::deep_copy(one, T(1.0f));
+  kloss::quantile_loss_backward(exec, one, x, y, q, gx, gy, {Reduction::sum});
+  expect_near_all(to_doubles(gx), {-0.1, 0.5, 0.1, 0.9, -0.5, 0.1}, tol<T>(), 0, "quantiles grad_input, sum");
+  expect_near_all(to_doubles(gy), {-0.5, -0.5}, tol<T>(), 0, "quantiles grad_target, sum");
+  kloss::quantile_loss_backward(exec, one, x, y, q, gx, gy, {Reduction::mean});
+  expect_near_all(to_doubles(gx), {-0.1 / 6, 0.5 / 6, 0.1 / 6, 0.9 / 6, -0.5 / 6, 0.1 / 6}, tol<T>(), 0,
+                  "quantiles grad_input, mean");
+  expect_near_all(to_doubles(gy), {-0.5 / 6, -0.5 / 6}, tol<T>(), 0, "quantiles grad_target, mean");
+  // grad_target skipped (an empty view), grad_input alone
+  kloss::quantile_loss_backward(exec, one, x, y, q, gx, V2(), {Reduction::sum});
+  expect_near_all(to_doubles(gx), {-0.1, 0.5, 0.1, 0.9, -0.5, 0.1}, tol<T>(), 0, "quantiles grad_input alone");
+}
+
+/// At a tie (target == input) the gradient is torch.max's split: 1/2 - q
+/// for the input, q - 1/2 for the target; the loss 0. Row 0 all ties, row
+/// 1 a tie, a target below (q = 0.5: 1 - q) and above (q = 0.9: -q).
+TYPED_TEST(Pointwise, QuantilesTieGradient) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  auto x = make_view<T**>("x", {1, 1, 1, 0, 2, -1}, {2, 3});
+  auto y = make_view<T**>("y", {1, 1, 1, 0, 0, 0}, {2, 3});
+  auto q = make_view<T*>("q", {0.1, 0.5, 0.9}, {3});
+  auto go = make_view<T**>("go", {1, 1, 1, 1, 1, 1}, {2, 3});
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> out("out", 2, 3), gx("gx", 2, 3), gy("gy", 2, 3);
+  kloss::quantile_loss(exec, x, y, q, out, {Reduction::none});
+  expect_near_all(to_doubles(out), {0, 0, 0, 0, 1, 0.9}, tol<T>(), 0, "quantiles at ties");
+  kloss::quantile_loss_backward(exec, go, x, y, q, gx, gy, {Reduction::none});
+  expect_near_all(to_doubles(gx), {0.4, 0, -0.4, 0.4, 0.5, -0.9}, tol<T>(), 1e-7, "tie grad_input");
+  expect_near_all(to_doubles(gy), {-0.4, 0, 0.4, -0.4, -0.5, 0.9}, tol<T>(), 1e-7, "tie grad_target");
+}
+
+/// One call with quantiles [Q] against input [N, Q] and target [N, 1] is Q
+/// single-quantile calls, one per column (opts.quantile that column's q):
+/// the values, grad_input column by column, grad_target the sum of the
+/// columns'; the sum the sum of theirs, the mean the mean of their means
+/// (equal-sized columns).
+TYPED_TEST(Pointwise, QuantilesEqualOneSingleQuantileCallPerColumn) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  const std::size_t N = 7, Q = 3;
+  const auto xv = rv<T>(N * Q, -3, 3, 31), yv = rv<T>(N, -3, 3, 32), gv = rv<T>(N * Q, 0.5, 1.5, 33);
+  const auto qv = rounded<T>({0.1, 0.5, 0.9});
+  auto x = make_view<T**>("x", xv, {N, Q});
+  auto y = make_view<T**>("y", yv, {N, 1});
+  auto q = make_view<T*>("q", qv, {Q});
+  auto go = make_view<T**>("go", gv, {N, Q});
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> out("out", N, Q), gx("gx", N, Q), gy("gy", N, 1);
+  Kokkos::View<T, Mem> s("s"), m("m");
+  kloss::quantile_loss(exec, x, y, q, out, {Reduction::none});
+  kloss::quantile_loss(exec, x, y, q, s, {Reduction::sum});
+  kloss::quantile_loss(exec, x, y, q, m, {Reduction::mean});
+  kloss::quantile_loss_backward(exec, go, x, y, q, gx, gy, {Reduction::none});
+  const auto all = to_doubles(out), gall = to_doubles(gx);
+  std::vector<double> gy_sum(N, 0.0);
+  double sum = 0, mean = 0;
+  for (std::size_t j = 0; j < Q; ++j) {
+    std::vector<double> xj(N), gj(N), want(N), gwant(N);
+    for (std::size_t i = 0; i < N; ++i) xj[i] = xv[i * Q + j], gj[i] = gv[i * Q + j];
+    auto xc = make_view<T*>("xc", xj, {N});
+    auto yc = make_view<T*>("yc", yv, {N});
+    auto gc = make_view<T*>("gc", gj, {N});
+    Kokkos::View<T*, Mem> oc("oc", N), gxc("gxc", N), gyc("gyc", N);
+    const kloss::QuantileLossOptions single{Reduction::none, qv[j]};
+    kloss::quantile_loss(exec, xc, yc, oc, single);
+    kloss::quantile_loss_backward(exec, gc, xc, yc, gxc, gyc, single);
+    const auto oj = to_doubles(oc), gxj = to_doubles(gxc), gyj = to_doubles(gyc);
+    for (std::size_t i = 0; i < N; ++i) want[i] = all[i * Q + j], gwant[i] = gall[i * Q + j];
+    const std::string col = "column " + std::to_string(j) + " (q " + std::to_string(qv[j]) + ")";
+    expect_near_all(oj, want, tol<T>(), 0, col + " value");
+    expect_near_all(gxj, gwant, tol<T>(), 0, col + " grad_input");
+    for (std::size_t i = 0; i < N; ++i) gy_sum[i] += gyj[i];
+    Kokkos::View<T, Mem> sj("sj"), mj("mj");
+    kloss::quantile_loss(exec, xc, yc, sj, {Reduction::sum, qv[j]});
+    kloss::quantile_loss(exec, xc, yc, mj, {Reduction::mean, qv[j]});
+    sum += to_doubles(sj)[0];
+    mean += to_doubles(mj)[0] / Q;
+  }
+  expect_near_all(to_doubles(gy), gy_sum, tol<T>(), tol<T>(), "grad_target: the columns' summed");
+  expect_near_all(to_doubles(s), {sum}, tol<T>(), 0, "sum: the columns' sums");
+  expect_near_all(to_doubles(m), {mean}, tol<T>(), 0, "mean: the mean of the columns' means");
+}
+
+/// Every layout of the quantiles against the float64 formula with finite
+/// differences (check_case: the runtime API, every reduction): the axis
+/// last ([N, Q] against [Q]), in the middle ([B, Q, N] against [Q, 1]),
+/// first, one q per element, quantiles that widen the input (one
+/// prediction [N, 1] scored at Q quantiles: its gradient summed over
+/// them), and rank 0.
+TYPED_TEST(Pointwise, QuantilesEveryLayoutMatchesFormulaAndFiniteDifferences) {
+  using T = TypeParam;
+  const auto q3 = kloss_test::rounded<T>({0.1, 0.5, 0.9});
+  const std::vector<std::string> diff = {"input", "target"};
+  check_case<T>(
+      {"quantile_loss",
+       {{"input", {5, 3}, rv<T>(15, -3, 3, 41)}, {"target", {5, 1}, rv<T>(5, -3, 3, 42)}, {"quantiles", {3}, q3}},
+       {},
+       diff,
+       pinball_q});
+  check_case<T>({"quantile_loss",
+                 {{"input", {2, 3, 4}, rv<T>(24, -3, 3, 43)},
+                  {"target", {2, 1, 4}, rv<T>(8, -3, 3, 44)},
+                  {"quantiles", {3, 1}, q3}},
+                 {},
+                 diff,
+                 pinball_q});
+  check_case<T>({"quantile_loss",
+                 {{"input", {3, 2, 2}, rv<T>(12, -3, 3, 45)},
+                  {"target", {2, 2}, rv<T>(4, -3, 3, 46)},
+                  {"quantiles", {3, 1, 1}, q3}},
+                 {},
+                 diff,
+                 pinball_q});
+  check_case<T>({"quantile_loss",
+                 {{"input", {4, 5}, rv<T>(20, -3, 3, 47)},
+                  {"target", {4, 5}, rv<T>(20, -3, 3, 48)},
+                  {"quantiles", {4, 5}, rv<T>(20, 0.02, 0.98, 49)}},
+                 {},
+                 diff,
+                 pinball_q});
+  check_case<T>(
+      {"quantile_loss",
+       {{"input", {6, 1}, rv<T>(6, -3, 3, 50)}, {"target", {6, 1}, rv<T>(6, -3, 3, 51)}, {"quantiles", {3}, q3}},
+       {},
+       diff,
+       pinball_q});
+  check_case<T>({"quantile_loss",
+                 {{"input", {}, {1.75}}, {"target", {}, {-0.5}}, {"quantiles", {}, kloss_test::rounded<T>({0.3})}},
+                 {},
+                 diff,
+                 pinball_q});
+}
+
+/// The forward and both gradients against the independent float64
+/// reference (kloss_ref::pointwise, Pw::quantiles) on larger random
+/// broadcasts (several chunks of the element-wise engine), every reduction.
+TYPED_TEST(Pointwise, QuantilesMatchTheReference) {
+  using T = TypeParam;
+  using kloss_ref::Ext;
+  struct Layout {
+    Ext input, target, quantiles;
+  };
+  const std::vector<Layout> layouts = {{{300, 9}, {300, 1}, {9}},
+                                       {{8, 5, 130}, {8, 1, 130}, {5, 1}},
+                                       {{1, 700}, {3, 1}, {3, 1}},
+                                       {{2, 3, 1}, {1, 1, 500}, {3, 1}}};
+  unsigned seed = 60;
+  for (const auto& L : layouts) {
+    const auto xv = rv<T>(static_cast<std::size_t>(numel(L.input)), -3, 3, ++seed);
+    const auto yv = rv<T>(static_cast<std::size_t>(numel(L.target)), -3, 3, ++seed);
+    const auto qv = rv<T>(static_cast<std::size_t>(numel(L.quantiles)), 0.02, 0.98, ++seed);
+    const Ext out = bshape({L.input, L.target, L.quantiles});
+    for (Reduction red : {Reduction::none, Reduction::mean, Reduction::sum}) {
+      const bool none = red == Reduction::none;
+      const auto go = rv<T>(none ? static_cast<std::size_t>(numel(out)) : 1, 0.5, 1.5, ++seed);
+      const auto res = run_quantiles(kloss::rt::dtype_of<T>(),
+                                     {{"input", L.input, xv}, {"target", L.target, yv}, {"quantiles", L.quantiles, qv}},
+                                     red, go, out);
+      const auto R = kloss_ref::pointwise(kloss_ref::Pw::quantiles, {}, {L.input, L.target, L.quantiles}, {xv, yv, qv},
+                                          red, &go, {0, 1});
+      const std::string what = Shape(L.input).str() + " " + Shape(L.target).str() + " " + Shape(L.quantiles).str() +
+                               " " + std::string(kloss::to_string(red));
+      double mag = 1e-3;
+      for (double v : R.out) mag = std::max(mag, std::fabs(v));
+      EXPECT_EQ(res.output.shape(), none ? Shape(out) : Shape{}) << what;
+      kloss_test::expect_near_all(res.output.to_doubles(), R.out, kloss_test::tol<T>(),
+                                  none ? 0.0 : kloss_test::tol<T>() * mag, what + " forward");
+      for (std::size_t k : {0u, 1u}) {
+        const std::string name = k == 0 ? "input" : "target";
+        double gmag = 1e-3;
+        for (double v : R.grads[k]) gmag = std::max(gmag, std::fabs(v));
+        ASSERT_TRUE(res.grads.count(name)) << what;
+        kloss_test::expect_near_all(res.grads.at(name).to_doubles(), R.grads[k], kloss_test::tol<T>(),
+                                    kloss_test::tol<T>() * gmag, what + " grad_" + name);
+      }
+      EXPECT_FALSE(res.grads.count("quantiles")) << what << ": the quantiles are not differentiated";
+    }
+  }
+}
+
+/// float64, the typed API: grad_input and grad_target of the contracted
+/// loss against central differences of kloss's own forward, quantile axis
+/// in the middle, every reduction.
+TEST(Quantiles, GradientsMatchFiniteDifferencesOfTheForwardInFloat64) {
+  using namespace kloss_test;
+  using V3 = Kokkos::View<double***, Kokkos::LayoutRight, Mem>;
+  Exec exec;
+  const std::size_t B = 2, Q = 3, N = 4, n = B * Q * N;
+  const auto xv = random_values(n, -3, 3, 71), yv = random_values(B * N, -3, 3, 72);
+  const auto gv = random_values(n, 0.5, 1.5, 73);
+  auto q = make_view<double**>("q", {0.2, 0.5, 0.85}, {Q, 1});
+  for (Reduction red : {Reduction::none, Reduction::mean, Reduction::sum}) {
+    const bool none = red == Reduction::none;
+    const std::vector<double> go = none ? gv : std::vector<double>{gv[0]};
+    // f(x, y) = sum_i go_i loss_i (none) or go_0 * the reduced loss
+    auto f = [&](const std::vector<double>& xy) {
+      auto x = make_view<double***>("x", std::vector<double>(xy.begin(), xy.begin() + n), {B, Q, N});
+      auto y = make_view<double***>("y", std::vector<double>(xy.begin() + n, xy.end()), {B, 1, N});
+      double s = 0;
+      if (none) {
+        V3 out("out", B, Q, N);
+        kloss::quantile_loss(exec, x, y, q, out, {red});
+        const auto o = to_doubles(out);
+        for (std::size_t i = 0; i < n; ++i) s += go[i] * o[i];
+      } else {
+        Kokkos::View<double, Mem> out("out");
+        kloss::quantile_loss(exec, x, y, q, out, {red});
+        s = go[0] * to_doubles(out)[0];
+      }
+      return s;
+    };
+    std::vector<double> xy = xv;
+    xy.insert(xy.end(), yv.begin(), yv.end());
+    const auto fd = finite_difference(f, xy);
+    auto x = make_view<double***>("x", xv, {B, Q, N});
+    auto y = make_view<double***>("y", yv, {B, 1, N});
+    V3 gx("gx", B, Q, N), gy("gy", B, 1, N);
+    if (none)
+      kloss::quantile_loss_backward(exec, make_view<double***>("go", go, {B, Q, N}), x, y, q, gx, gy, {red});
+    else
+      kloss::quantile_loss_backward(exec, make_view<double>("go", go, {}), x, y, q, gx, gy, {red});
+    auto got = to_doubles(gx);
+    const auto goty = to_doubles(gy);
+    got.insert(got.end(), goty.begin(), goty.end());
+    expect_near_all(got, fd, 1e-7, 1e-8, "float64 gradients, reduction " + std::string(kloss::to_string(red)));
+  }
+}
+
+/// kloss::QuantileLoss constructed with (options, quantiles) holds them:
+/// the hand case above through the module; without them, opts.quantile.
+TYPED_TEST(Pointwise, QuantileLossModuleHoldsItsQuantiles) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  auto x = make_view<T**>("x", {0, 2, 2, 3, -1, 1.5}, {2, 3});
+  auto y = make_view<T**>("y", {1, 0.5}, {2, 1});
+  auto q = make_view<T*>("q", {0.1, 0.5, 0.9}, {3});
+  Kokkos::View<T, Mem> s("s");
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 2, 3), gy("gy", 2, 1);
+  kloss::QuantileLoss<T> held({Reduction::sum}, q);
+  EXPECT_EQ(held.weights()[0].extent(0), 3u);
+  held.forward(exec, x, y, s);
+  expect_near_all(to_doubles(s), {3.8}, tol<T>(), 0, "module with quantiles, sum");
+  held.backward(exec, x, y, gx, gy);  // the sum the objective
+  expect_near_all(to_doubles(gx), {-0.1, 0.5, 0.1, 0.9, -0.5, 0.1}, tol<T>(), 0, "module grad_input");
+  expect_near_all(to_doubles(gy), {-0.5, -0.5}, tol<T>(), 0, "module grad_target");
+  held.options().reduction = Reduction::mean;
+  held.forward(x, y, s);  // without the execution space
+  expect_near_all(to_doubles(s), {3.8 / 6}, tol<T>(), 0, "module with quantiles, mean");
+  // No quantiles: opts.quantile (0.25) everywhere: 0.25 (1) + 0.75 (1 + 1) in
+  // row 0, 0.75 (2.5) + 0.25 (1.5) + 0.75 (1) in row 1
+  kloss::QuantileLoss<T> single({Reduction::sum, 0.25});
+  EXPECT_EQ(single.weights()[0].data(), nullptr);
+  single.forward(exec, x, y, s);
+  expect_near_all(to_doubles(s), {4.75}, tol<T>(), 0, "module without quantiles");
+}
+
+/// An empty (default-constructed) quantiles view is opts.quantile
+/// everywhere: the same values and gradients as the single-quantile
+/// overload, and opts.quantile checked as there.
+TYPED_TEST(Pointwise, QuantilesEmptyViewFallsBackToTheOption) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  auto x = make_view<T**>("x", rv<T>(12, -3, 3, 81), {4, 3});
+  auto y = make_view<T**>("y", rv<T>(4, -3, 3, 82), {4, 1});
+  auto go = make_view<T**>("go", rv<T>(12, 0.5, 1.5, 83), {4, 3});
+  const Kokkos::View<T*, Mem> none_q;
+  using V2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem>;
+  V2 a("a", 4, 3), b("b", 4, 3), gxa("gxa", 4, 3), gxb("gxb", 4, 3), gya("gya", 4, 1), gyb("gyb", 4, 1);
+  const kloss::QuantileLossOptions o{Reduction::none, 0.3};
+  kloss::quantile_loss(exec, x, y, none_q, a, o);
+  kloss::quantile_loss(exec, x, y, b, o);
+  EXPECT_EQ(to_doubles(a), to_doubles(b));
+  kloss::quantile_loss_backward(exec, go, x, y, none_q, gxa, gya, o);
+  kloss::quantile_loss_backward(exec, go, x, y, gxb, gyb, o);
+  EXPECT_EQ(to_doubles(gxa), to_doubles(gxb));
+  EXPECT_EQ(to_doubles(gya), to_doubles(gyb));
+  Kokkos::View<T, Mem> s("s");
+  EXPECT_KLOSS_THROW(kloss::quantile_loss(exec, x, y, none_q, s, {Reduction::mean, 1.0}), kloss::InvalidArgument,
+                     "kloss::quantile_loss: option 'quantile' must be in (0, 1), got 1");
+}
+
+/// A quantile outside (0, 1) - 0, 1, -0.5, NaN - throws InvalidArgument
+/// naming the argument, the value and its position in the quantiles (as
+/// the caller laid them out), under every reduction; also with the axis in
+/// the middle, deep in a large input, and for an empty output.
+TYPED_TEST(Pointwise, QuantilesOutsideZeroOneAreRefusedAtTheirPosition) {
+  using T = TypeParam;
+  using namespace kloss_test;
+  Exec exec;
+  auto x = make_view<T**>("x", rv<T>(8, -3, 3, 91), {2, 4});
+  auto y = make_view<T**>("y", rv<T>(2, -3, 3, 92), {2, 1});
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> out("out", 2, 4);
+  Kokkos::View<T, Mem> s("s");
+  const std::vector<std::pair<double, std::string>> bad = {
+      {0.0, "got 0 at"}, {1.0, "got 1 at"}, {-0.5, "got -0.5 at"}, {std::nan(""), "got nan at"}};
+  for (const auto& [v, text] : bad) {
+    auto q = make_view<T*>("q", {0.1, 0.5, v, 0.9}, {4});
+    const std::string want = "kloss::quantile_loss: argument 'quantiles' must be in (0, 1), " + text + " position 2";
+    EXPECT_KLOSS_THROW(kloss::quantile_loss(exec, x, y, q, out, {Reduction::none}), kloss::InvalidArgument, want);
+    EXPECT_KLOSS_THROW(kloss::quantile_loss(exec, x, y, q, s, {Reduction::sum}), kloss::InvalidArgument, want);
+    EXPECT_KLOSS_THROW(kloss::quantile_loss(exec, x, y, q, s, {Reduction::mean}), kloss::InvalidArgument, want);
+  }
+  // [B, Q, N] against quantiles [Q, 1]: the position in the quantiles
+  auto x3 = make_view<T***>("x3", rv<T>(24, -3, 3, 93), {2, 3, 4});
+  auto q31 = make_view<T**>("q31", {0.5, 1.5, 0.25}, {3, 1});
+  EXPECT_KLOSS_THROW(kloss::quantile_loss(exec, x3, x3, q31, s), kloss::InvalidArgument,
+                     "argument 'quantiles' must be in (0, 1), got 1.5 at position 1");
+  // one q per element, the bad one far past the first chunk
+  const std::size_t n = 3 * kloss::impl::tuning::pointwise_chunk + 5;
+  std::vector<double> qs(n, 0.5);
+  qs[n - 2] = -0.5;
+  auto bq = make_view<T*>("bq", qs, {n});
+  auto bx = make_view<T*>("bx", std::vector<double>(n, 1.0), {n});
+  EXPECT_KLOSS_THROW(kloss::quantile_loss(exec, bx, bx, bq, s), kloss::InvalidArgument,
+                     "got -0.5 at position " + std::to_string(n - 2));
+  // an empty output still checks the quantiles it would broadcast
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> e0("e0", 0, 4);
+  auto q0 = make_view<T*>("q0", {0.1, 0.5, 0.0, 0.9}, {4});
+  EXPECT_KLOSS_THROW(kloss::quantile_loss(exec, e0, e0, q0, s), kloss::InvalidArgument,
+                     "kloss::quantile_loss: argument 'quantiles' must be in (0, 1), got 0 at position 2");
+  // the runtime API, the same message
+  namespace rt = kloss::rt;
+  rt::Call c;
+  c.op = "quantile_loss";
+  c.dtype = rt::dtype_of<T>();
+  c.inputs["input"] = rt::Buffer::from_doubles(c.dtype, Shape{2, 3}, rv<T>(6, -3, 3, 94));
+  c.inputs["target"] = rt::Buffer::from_doubles(c.dtype, Shape{2, 1}, rv<T>(2, -3, 3, 95));
+  c.inputs["quantiles"] = rt::Buffer::from_doubles(c.dtype, Shape{3}, {0.25, 0.5, 1.0});
+  EXPECT_KLOSS_THROW(rt::run(c), kloss::InvalidArgument,
+                     "kloss::quantile_loss: argument 'quantiles' must be in (0, 1), got 1 at position 2");
+}
+
+TEST(QuantilesErrors, ShapesThatDoNotBroadcastAndBothFormsAreRefused) {
+  using namespace kloss_test;
+  Exec exec;
+  using V2 = Kokkos::View<float**, Kokkos::LayoutRight, Mem>;
+  V2 x("x", 2, 3), y("y", 2, 1), out("out", 2, 3), x21("x21", 2, 1), out21("out21", 2, 1), gx("gx", 2, 3),
+      gy("gy", 2, 1);
+  Kokkos::View<float*, Mem> q4("q4", 4), q3("q3", 3), y4("y4", 4);
+  Kokkos::deep_copy(q4, 0.5f);
+  Kokkos::deep_copy(q3, 0.5f);
+  Kokkos::View<float, Mem> s("s");
+  EXPECT_KLOSS_THROW(kloss::quantile_loss(exec, x, y, q4, s), kloss::DimensionMismatch,
+                     "kloss::quantile_loss: arguments 'input' [2, 3] and 'quantiles' [4] do not broadcast");
+  EXPECT_KLOSS_THROW(kloss::quantile_loss(exec, x, y4, q3, s), kloss::DimensionMismatch,
+                     "kloss::quantile_loss: arguments 'input' [2, 3] and 'target' [4] do not broadcast");
+  EXPECT_KLOSS_THROW(kloss::quantile_loss_backward(exec, s, x, y, q4, gx, gy), kloss::DimensionMismatch,
+                     "kloss::quantile_loss_backward: arguments 'input' [2, 3] and 'quantiles' [4] do not broadcast");
+  // the output takes the quantiles' broadcast: [2, 1] x [3] is [2, 3]
+  EXPECT_KLOSS_THROW(kloss::quantile_loss(exec, x21, x21, q3, out21, {Reduction::none}), kloss::DimensionMismatch,
+                     "kloss::quantile_loss: argument 'output' must have shape [2, 3], got [2, 1]");
+  EXPECT_NO_THROW(kloss::quantile_loss(exec, x21, x21, q3, out, {Reduction::none}));
+  // each gradient its argument's shape, not the broadcast one
+  EXPECT_KLOSS_THROW(kloss::quantile_loss_backward(exec, s, x21, x21, q3, gx, V2(), {Reduction::sum}),
+                     kloss::DimensionMismatch,
+                     "kloss::quantile_loss_backward: argument 'grad_input' must have shape [2, 1], got [2, 3]");
+  EXPECT_KLOSS_THROW(kloss::quantile_loss(exec, x, y, q3, s, {Reduction::batchmean}), kloss::InvalidArgument,
+                     "'batchmean' is only valid for kl_div");
+  exec.fence();
+
+  // the runtime API: input 'quantiles' is optional; with option 'quantile' too, refused
+  namespace rt = kloss::rt;
+  const kloss::OpInfo* op = kloss::find_op("quantile_loss");
+  ASSERT_NE(op, nullptr);
+  EXPECT_EQ(std::vector<std::string>(op->inputs.begin(), op->inputs.end()),
+            (std::vector<std::string>{"input", "target", "quantiles?"}));
+  rt::Call c;
+  c.op = "quantile_loss";
+  c.dtype = rt::DType::float32;
+  c.inputs["input"] = rt::Buffer::from_doubles(c.dtype, Shape{2, 3}, {0, 1, 2, 3, 4, 5});
+  c.inputs["target"] = rt::Buffer::from_doubles(c.dtype, Shape{2, 1}, {1, 2});
+  c.inputs["quantiles"] = rt::Buffer::from_doubles(c.dtype, Shape{3}, {0.25, 0.5, 0.75});
+  for (double v : {0.5, 0.9}) {
+    c.options.set("quantile", v);
+    EXPECT_KLOSS_THROW(rt::run(c), kloss::InvalidArgument,
+                       "kloss::quantile_loss: give option 'quantile' (one for every element) or input 'quantiles', "
+                       "not both");
+  }
+  rt::Call ok = c;
+  ok.options = rt::Options{};
+  ok.options.set("reduction", std::string("sum"));
+  // e = (1, 0, -1; -1, -2, -3): 0.25 + 0 + 0.25, 0.75 + 1 + 0.75
+  EXPECT_NEAR(rt::run(ok).output.to_doubles()[0], 3.0, 1e-6);
+  ok.inputs["quantiles"] = rt::Buffer::from_doubles(c.dtype, Shape{4}, {0.25, 0.5, 0.75, 0.5});
+  EXPECT_KLOSS_THROW(rt::run(ok), kloss::DimensionMismatch,
+                     "kloss::quantile_loss: arguments 'input' [2, 3] and 'quantiles' [4] do not broadcast");
+}
+
 /// crps_gaussian: hand values (z = 0: sigma (2 phi(0) - 1/sqrt(pi)) =
 /// sigma (sqrt(2) - 1) / sqrt(pi)), the estimator identities (sigma -> 0 is
 /// the absolute error; the score of a wider forecast at its mean grows

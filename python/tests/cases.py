@@ -185,7 +185,28 @@ def cases(seed=20261127):
     add("3d_mixed_abs", "h1_loss", {"input": randn(2, 4, 3, 5), "target": randn(2, 4, 3, 5)}, grid_ndim=3,
         periodic="false,true,false", relative=False, root=False, measure=0.5)
     _multivariate_ensemble(add, np.random.default_rng(seed + 1))
+    _quantiles(add, np.random.default_rng(seed + 2))
     return out
+
+
+def _quantiles(add, rng):
+    """quantile_loss with the `quantiles` input, a quantile per element
+    broadcast with input and target (its own generator: the other cases
+    keep their values)."""
+    def randn(*shape):
+        return rng.standard_normal(shape)
+
+    # the quantile axis last: input [N, Q], target [N, 1], quantiles [Q]
+    for red in ("none", "mean", "sum"):
+        add("quantiles_" + red, "quantile_loss",
+            {"input": randn(4, 3), "target": randn(4, 1), "quantiles": np.array([0.1, 0.5, 0.9])}, reduction=red)
+    # in the middle: [B, Q, N] against quantiles [Q, 1]
+    add("quantiles_middle", "quantile_loss",
+        {"input": randn(2, 3, 4), "target": randn(2, 1, 4), "quantiles": np.array([[0.05], [0.5], [0.95]])},
+        reduction="none")
+    # one prediction per row scored at four quantiles (the output [5, 4])
+    add("quantiles_widen", "quantile_loss",
+        {"input": randn(5, 1), "target": randn(5, 1), "quantiles": rng.uniform(0.05, 0.95, 4)}, reduction="sum")
 
 
 def _multivariate_ensemble(add, rng):

@@ -52,7 +52,9 @@ def forward(op, inputs, options):
         delta, d = o.get("delta", 1.0), np.abs(x - y)
         return _reduce(np.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), red)
     if op == "quantile_loss":
-        q, e = o.get("quantile", 0.5), y - x
+        # one q for every element, or the `quantiles` input broadcast with input and target
+        qs = inputs.get("quantiles")
+        q, e = o.get("quantile", 0.5) if qs is None else qs, y - x
         return _reduce(np.maximum(q * e, (q - 1) * e), red)
     if op == "crps_ensemble":
         m_axis = o.get("member_dim", -1)

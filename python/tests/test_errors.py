@@ -227,3 +227,30 @@ def test_multivariate_ensemble_refusals():
         kloss.energy_score(x, y, event_dims=())
     with pytest.raises(kloss.InvalidArgument, match="kloss::energy_score: option 'event_dims'.*twice"):
         kloss.energy_score(x, y, event_dims=(2, -1))
+
+
+def test_quantile_loss_refusals():
+    x, y, q = np.zeros((4, 3)), np.zeros((4, 1)), np.array([0.1, 0.5, 0.9])
+    # option 'quantile' (one q for every element) or input 'quantiles', not both
+    for v in (0.5, 0.9):
+        with pytest.raises(kloss.InvalidArgument, match=r"kloss::quantile_loss: give option 'quantile' .* or input "
+                                                        r"'quantiles', not both") as e:
+            kloss.quantile_loss(x, y, q, quantile=v)
+        assert e.value.status_name == "KLOSS_ERROR_INVALID_ARGUMENT"
+    with pytest.raises(kloss.InvalidArgument, match="not both"):
+        kloss.quantile_loss_backward(None, x, y, quantiles=q, quantile=0.5)
+    # a quantile outside (0, 1), named with its value and position
+    for bad, text in ((0.0, "0"), (1.0, "1"), (-0.5, "-0.5"), (1.5, "1.5"), (np.nan, "nan")):
+        with pytest.raises(kloss.InvalidArgument, match=r"kloss::quantile_loss: argument 'quantiles' must be in "
+                                                        r"\(0, 1\), got %s at position 1" % text):
+            kloss.quantile_loss(x, y, np.array([0.1, bad, 0.9]))
+    with pytest.raises(kloss.InvalidArgument, match="got 1.5 at position 2"):
+        kloss.quantile_loss(np.zeros((2, 3, 4)), np.zeros((2, 1, 4)), np.array([[0.1], [0.5], [1.5]]),
+                            reduction="none")
+    # quantiles that do not broadcast with input and target
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::quantile_loss: arguments 'input' \[4, 3\] and "
+                                                      r"'quantiles' \[4\] do not broadcast"):
+        kloss.quantile_loss(x, y, np.full(4, 0.5))
+    # the option alone is checked as before
+    with pytest.raises(kloss.InvalidArgument, match="kloss::quantile_loss: option 'quantile' must be in"):
+        kloss.quantile_loss(x, y, quantile=1.0)

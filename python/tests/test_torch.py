@@ -239,9 +239,10 @@ def torch_reference(c, tensors):
             var = var[..., None] if var.dim() == args["input"].dim() - 1 else var
             terms = terms * var.clamp(min=o.get("eps", 1e-6)) ** beta
             return terms.mean() if red == "mean" else terms.sum() if red == "sum" else terms
-        if c.op == "quantile_loss":  # neuraloperator's form
+        if c.op == "quantile_loss":  # neuraloperator's form; `quantiles`: one q per element, broadcast
             o = dict(c.options)
             q, red = o.pop("quantile", 0.5), o.pop("reduction", "mean")
+            q = args.get("quantiles", q)
             e = args["target"] - args["input"]
             return _reduce(torch.max(q * e, (q - 1) * e), red)
         if c.op == "crps_gaussian":  # PhysicsNeMo's closed form
@@ -415,6 +416,41 @@ def test_autograd_function_matches_torchs_loss(c):
             if t.requires_grad:
                 # (NaN where torch's is NaN: kl_div's target gradient at a zero target)
                 torch.testing.assert_close(t.grad, theirs[k].grad, rtol=1e-9, atol=1e-11, equal_nan=True, msg=k)
+
+
+def test_quantiles_are_one_call_per_quantile_column():
+    """quantile_loss with `quantiles` [Q] against input [N, Q] and target
+    [N, 1]: the torch.max composition with q broadcast, and the Q
+    single-quantile calls on the columns (the mean: their means' mean;
+    the target's gradient: the sum of theirs), values and autograd."""
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(6, 3, generator=g, dtype=torch.float64)
+    y = torch.randn(6, 1, generator=g, dtype=torch.float64)
+    q = torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64)
+    for red in ("none", "mean", "sum"):
+        a = [x.clone().requires_grad_(True), y.clone().requires_grad_(True)]
+        out = kt.quantile_loss(a[0], a[1], q, reduction=red)
+        e = [x.clone().requires_grad_(True), y.clone().requires_grad_(True)]
+        d = e[1] - e[0]
+        want = _reduce(torch.max(q * d, (q - 1) * d), red)
+        torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-14)
+        go = torch.rand(out.shape, generator=g, dtype=torch.float64) + 0.5
+        got_g = torch.autograd.grad(out, a, go)
+        for gg, wg in zip(got_g, torch.autograd.grad(want, e, go)):
+            torch.testing.assert_close(gg, wg, rtol=1e-12, atol=1e-14)
+        cols = [x[:, j:j + 1].clone().requires_grad_(True) for j in range(3)]
+        ys = [y.clone().requires_grad_(True) for _ in range(3)]
+        single = [kt.quantile_loss(cols[j], ys[j], quantile=float(q[j]), reduction=red) for j in range(3)]
+        if red == "none":
+            torch.testing.assert_close(out, torch.cat(single, 1), rtol=1e-12, atol=1e-14)
+            gos = [go[:, j:j + 1] for j in range(3)]
+        else:
+            combined = sum(single) / 3 if red == "mean" else sum(single)
+            torch.testing.assert_close(out, combined, rtol=1e-12, atol=1e-14)
+            gos = [go / 3 if red == "mean" else go] * 3
+        gx = [torch.autograd.grad(single[j], [cols[j], ys[j]], gos[j]) for j in range(3)]
+        torch.testing.assert_close(got_g[0], torch.cat([gx[j][0] for j in range(3)], 1), rtol=1e-12, atol=1e-14)
+        torch.testing.assert_close(got_g[1], sum(gx[j][1] for j in range(3)), rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])

@@ -98,7 +98,8 @@ def main(out_dir):
         # Ops added later draw from their own generator, so the cases above
         # keep their values: one seed per family of cases, in the order added.
         later = [(20261125, add_soft_margin), (20261201, add_gaussian_var_dims), (20261202, add_gaussian_beta),
-                 (20261203, add_weighted), (20261204, add_quantile), (20261205, add_crps_gaussian)]
+                 (20261203, add_weighted), (20261204, add_quantile), (20261205, add_crps_gaussian),
+                 (20261206, add_quantiles)]
         for seed, add in later:
             w.gen = torch.Generator().manual_seed(seed)
             for di, dtype in enumerate(DTYPES):
@@ -424,6 +425,69 @@ def add_quantile(w, gen, dtype, di):
     w.case("rank0", op, dtype, {"input": torch.tensor(1.75, dtype=torch.float64),
                                 "target": torch.tensor(-0.5, dtype=torch.float64)},
            ["input", "target"], lambda input, target: pinball(input, target, 0.25, "sum"), "sum", {"quantile": 0.25})
+
+
+def check_pinball_columns(input, target, quantiles, reduction, out):
+    """A call with a quantile per element against scikit-learn's
+    mean_pinball_loss, one call per quantile column (the elements that
+    share a q): per element for none; for mean, the mean over the columns
+    of their mean_pinball_loss (the columns are equal-sized, so this is
+    the mean over the broadcast shape); for sum, each column's times its
+    size."""
+    from sklearn.metrics import mean_pinball_loss
+    import numpy as np
+    x, y, q = (t.detach().numpy() for t in torch.broadcast_tensors(input, target, quantiles))
+    got = out.detach().numpy()
+    if reduction == "none":
+        want = np.array([mean_pinball_loss([b], [a], alpha=float(c)) for a, b, c in
+                         zip(x.reshape(-1), y.reshape(-1), q.reshape(-1))]).reshape(x.shape)
+    else:
+        columns = [q == v for v in np.unique(q)]
+        sizes = {int(m.sum()) for m in columns}
+        assert len(sizes) == 1, "quantile columns of unequal size"
+        per = np.array([mean_pinball_loss(y[m], x[m], alpha=float(q[m][0])) for m in columns])
+        want = per.mean() if reduction == "mean" else (per * sizes.pop()).sum()
+    assert np.allclose(got, want, rtol=1e-12, atol=1e-14), (got, want)
+
+
+def pinball_quantiles(input, target, quantiles, reduction):
+    """pinball() with a quantile per element: torch.max of the two branches,
+    input, target and quantiles broadcast together; mean over the broadcast
+    shape."""
+    d = target - input
+    loss = torch.max(quantiles * d, (quantiles - 1) * d)
+    return {"none": loss, "mean": loss.mean(), "sum": loss.sum()}[reduction]
+
+
+def add_quantiles(w, gen, dtype, di):
+    """quantile_loss with the `quantiles` input (a quantile per element,
+    broadcast): the quantile axis last (input [N, Q], target [N, 1],
+    quantiles [Q]), in the middle ([B, Q, N] against target [B, 1, N] and
+    quantiles [Q, 1]), and one prediction per row scored at several
+    quantiles (input and target [N, 1], quantiles [Q]: the input's gradient
+    summed over them) with ties; each layout meets every reduction across
+    the dtypes. Values from autograd's torch.max form, checked against
+    scikit-learn's mean_pinball_loss per quantile column."""
+    op = "quantile_loss"
+    q_last = torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64)
+    q_mid = torch.tensor([[0.05], [0.5], [0.95]], dtype=torch.float64)
+    q_wide = torch.tensor([0.1, 0.25, 0.75, 0.9], dtype=torch.float64)
+    xw = uniform(gen, (5, 1), -3, 3)
+    yw = uniform(gen, (5, 1), -3, 3)
+    yw[1], yw[3] = xw[1], xw[3]  # ties: the gradient's 1/2 - q
+    layouts = [("last", {"input": uniform(gen, (6, 3), -3, 3), "target": uniform(gen, (6, 1), -3, 3),
+                         "quantiles": q_last}),
+               ("middle", {"input": uniform(gen, (2, 3, 4), -3, 3), "target": uniform(gen, (2, 1, 4), -3, 3),
+                           "quantiles": q_mid}),
+               ("wide_ties", {"input": xw, "target": yw, "quantiles": q_wide})]
+    for k, (name, inputs) in enumerate(layouts):
+        red = rot(k, di)
+
+        def call(input, target, quantiles, red=red):
+            out = pinball_quantiles(input, target, quantiles, red)
+            check_pinball_columns(input, target, quantiles, red, out)
+            return out
+        w.case("quantiles_%s_%s" % (name, red), op, dtype, inputs, ["input", "target"], call, red)
 
 
 def crps_normal(input, target, std, reduction):

@@ -337,16 +337,17 @@ void crps_ensemble_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
                                up[l] = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
                                base[l] = (p / inner) * m * inner + p % inner;
                              }
-                             for (std::int64_t j = 0; j < m; ++j) {
-                               A g[L];
+                             A g[crps_block_members][L];
+                             for (std::int64_t j = 0; j < m; ++j)
                                for (int l = 0; l < L; ++l) {
                                  const A s = sgn(v[j][l] - yv[l]);
                                  dy[l] -= s;
-                                 g[l] = up[l] * (s * inv_m - A(2) * c * b[j][l]);
+                                 g[j][l] = up[l] * (s * inv_m - A(2) * c * b[j][l]);
                                }
-                               if (gx)
-                                 for (int l = 0; l < count; ++l) gx[base[l] + j * inner] = from_acc<T>(g[l]);
-                             }
+                             // point by point: its members are adjacent when their axis is last
+                             if (gx)
+                               for (int l = 0; l < count; ++l)
+                                 for (std::int64_t j = 0; j < m; ++j) gx[base[l] + j * inner] = from_acc<T>(g[j][l]);
                              if (gy)
                                for (int l = 0; l < count; ++l) gy[k * L + l] = from_acc<T>(up[l] * dy[l] * inv_m);
                            });
