@@ -1379,7 +1379,8 @@ inline void gen_multivariate(Rng& r, Draft& d) {
   for (I64 ne = 1; ne <= 2; ++ne)
     for (I64 e0 = 0; e0 + ne <= rank; ++e0)
       if (mdim < e0 || mdim >= e0 + ne) blocks.emplace_back(e0, ne);
-  const auto [e0, ne] = r.pick(blocks);
+  const std::pair<I64, I64> block = r.pick(blocks);
+  const I64 e0 = block.first, ne = block.second;  // (not a structured binding: lambdas below capture them)
   const std::string est = r.pick(std::vector<std::string>{"standard", "fair", "almost_fair"});
   if (est != "standard" || r.coin(0.3)) c.options["estimator"] = est;
   if (est == "almost_fair" && r.coin(0.7)) c.options["alpha"] = r.pick(Vec{0.0, 0.5, 0.95, 1.0});

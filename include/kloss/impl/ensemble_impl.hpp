@@ -176,13 +176,22 @@ inline constexpr std::int64_t crps_block_members = 16;
 template <class T, class A>
 inline void crps_block(const T* x, const T* y, std::int64_t p0, int count, std::int64_t m, std::int64_t inner, A c,
                        A (&v)[crps_block_members][crps_block_points], A (&b)[crps_block_members][crps_block_points],
-                       A (&yv)[crps_block_points], A (&score)[crps_block_points]) {
+                       A (&yv)[crps_block_points], A (&score)[crps_block_points],
+                       std::int64_t (&base)[crps_block_points]) {
   constexpr int L = crps_block_points;
+  // point p's member 0 at (p / inner) m inner + p % inner: one division for
+  // the block, then steps
+  std::int64_t o = p0 / inner, i = p0 % inner;
   for (int l = 0; l < L; ++l) {
-    const std::int64_t p = p0 + (l < count ? l : count - 1);
-    const std::int64_t base = (p / inner) * m * inner + p % inner;
-    yv[l] = to_acc(y[p]);
-    for (std::int64_t j = 0; j < m; ++j) v[j][l] = to_acc(x[base + j * inner]);
+    base[l] = o * m * inner + i;
+    if (l + 1 < count && ++i == inner) {
+      i = 0;
+      ++o;
+    }
+  }
+  for (int l = 0; l < L; ++l) {
+    yv[l] = to_acc(y[p0 + (l < count ? l : count - 1)]);
+    for (std::int64_t j = 0; j < m; ++j) v[j][l] = to_acc(x[base[l] + j * inner]);
   }
   A mae[L] = {}, pair[L] = {};
   for (std::int64_t j = 0; j < m; ++j)
@@ -258,7 +267,8 @@ void crps_ensemble(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
       const auto block = [=](const std::int64_t k, double* acc) {
         A v[crps_block_members][L], b[crps_block_members][L], yv[L], sc[L];
         const int count = static_cast<int>(n - k * L < L ? n - k * L : L);
-        crps_block(x, y, k * L, count, m, inner, c, v, b, yv, sc);
+        std::int64_t base[L];
+        crps_block(x, y, k * L, count, m, inner, c, v, b, yv, sc, base);
         for (int l = 0; l < count; ++l) {
           if (out) out[k * L + l] = from_acc<T>(sc[l]);
           if (acc) *acc += static_cast<double>(sc[l]);
@@ -330,13 +340,10 @@ void crps_ensemble_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
                            [=](const std::int64_t k) {
                              A v[crps_block_members][L], b[crps_block_members][L], yv[L], sc[L], up[L], dy[L] = {};
                              const int count = static_cast<int>(n - k * L < L ? n - k * L : L);
-                             crps_block(x, y, k * L, count, m, inner, c, v, b, yv, sc);
                              std::int64_t base[L];
-                             for (int l = 0; l < L; ++l) {
-                               const std::int64_t p = k * L + (l < count ? l : count - 1);
-                               up[l] = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
-                               base[l] = (p / inner) * m * inner + p % inner;
-                             }
+                             crps_block(x, y, k * L, count, m, inner, c, v, b, yv, sc, base);
+                             for (int l = 0; l < L; ++l)
+                               up[l] = none ? to_acc(go[k * L + (l < count ? l : count - 1)]) : to_acc(go[0]) * scale;
                              A g[crps_block_members][L];
                              for (std::int64_t j = 0; j < m; ++j)
                                for (int l = 0; l < L; ++l) {
