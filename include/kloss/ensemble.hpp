@@ -113,7 +113,8 @@ void energy_score(const ExecSpace& exec, const InputView& input, const TargetVie
 /// = (x_i - y)/||x_i - y|| and u_ij = (x_i - x_j)/||x_i - x_j|| (0 where the
 /// norm is 0, as torch's norm gives), grad_target = -(1/m) sum_i u_i, times
 /// grad_output. Each gradient optional (an empty view: not computed).
-/// Allocates O(points x m) scratch. Asynchronous.
+/// Allocates O(points x m) scratch (float16 and bfloat16: O(points x m x
+/// event), the gradient in float). Asynchronous.
 template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class GradInputView,
           class GradTargetView, class = impl::enable_for_execution_space<ExecSpace>>
 void energy_score_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,

@@ -10,8 +10,10 @@
 ///   ES = (1/m) sum_i ||x_i - y|| - 2c sum_{j<i} ||x_i - x_j||,
 ///   dES/dx_k = u_k/m - 2c sum_l u_kl, u_k = (x_k - y)/||x_k - y||,
 ///   u_kl = (x_k - x_l)/||x_k - x_l|| (0 where the norm is 0).
-/// The backward keeps each point's 1/||x_k - y|| and, for the member k it
-/// writes, 1/||x_k - x_l|| in a scratch row of 2m.
+/// The backward keeps each point's 1/||x_k - y|| in a scratch row of m and
+/// visits each pair of members once, adding its term to both members'
+/// gradients (in grad_input itself for float and double, in a float row
+/// of m x D for 16-bit types).
 ///
 /// variogram score, with o_ab = |y_a - y_b|^p, f_iab = |x_ia - x_ib|^p, the
 /// members' mean mu_ab and unbiased variance s_ab^2 of f_iab, and W_ab =
@@ -218,8 +220,12 @@ void energy_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& 
   ProfilingRegion region("kloss::energy_score_backward");
   const std::int64_t n = g.points.numel(), m = g.members;
   if (n == 0 || (!grad_input.present && !grad_target.present)) return;
+  // per point: the m inverse norms 1/||x_k - y||, and for 16-bit types the
+  // members' gradients in float (float and double add in grad_input itself)
+  constexpr bool direct = std::is_same_v<A, T>;
+  const std::int64_t D = g.event, row = m + (direct || !grad_input.present ? 0 : m * D);
   const Kokkos::View<A*, Mem> rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::energy_score::norms"),
-                                   static_cast<std::size_t>(n * 2 * m));
+                                   static_cast<std::size_t>(n * row));
   const T* x = input.data.data();
   const T* y = target.data.data();
   const T* go = grad_output.data.data();
@@ -233,13 +239,12 @@ void energy_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& 
       "kloss::energy_score_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
       KOKKOS_LAMBDA(const std::int64_t p) {
         const A up = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
-        const std::int64_t ms = g.member_stride, es = g.event_stride_x, et = g.event_stride_t, D = g.event;
+        const std::int64_t ms = g.member_stride, es = g.event_stride_x, et = g.event_stride_t;
         std::int64_t bx = 0, bt = 0;
         g.bases(p, bx, bt);
         const T* xp = x + bx;
         const T* yp = y + bt;
-        A* wy = rp + p * 2 * m;  // 1/||x_k - y||
-        A* wk = wy + m;          // 1/||x_k - x_l|| of the member k being written
+        A* wy = rp + p * row;  // 1/||x_k - y||
         for (std::int64_t k = 0; k < m; ++k) wy[k] = inverse_norm(squared_distance<A>(xp + k * ms, es, yp, et, D));
         if (gy) {
           const A a = -up * inv_m;
@@ -251,31 +256,51 @@ void energy_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& 
           }
         }
         if (!gx) return;
-        // gx_k = (wy_k/m)(x_k - y) - 2c sum_l wk_l (x_k - x_l), in differences
-        // (a sum of wk_l x_l less W_k x_k would cancel where the values are
+        // gx_k = up (wy_k/m)(x_k - y) - up 2c sum_l w_kl (x_k - x_l): the
+        // first term, then each pair (k, l) once, its term added to both
+        // (in differences: sums of w x_l would cancel where the values are
         // large against their spread)
+        A* acc = nullptr;
+        std::int64_t am = D, ae = 1;  // member k's element e at acc[k * am + e * ae]
+        if constexpr (direct) {
+          acc = gx + bx;
+          am = ms;
+          ae = es;
+        } else {
+          acc = wy + m;
+        }
         for (std::int64_t k = 0; k < m; ++k) {
-          for (std::int64_t l = 0; l < m; ++l)
-            wk[l] = l == k ? A(0) : inverse_norm(squared_distance<A>(xp + k * ms, es, xp + l * ms, es, D));
-          const A a = wy[k] * inv_m, mix = A(2) * c;
+          const A a = up * wy[k] * inv_m;
+          for (std::int64_t e = 0; e < D; ++e)
+            acc[k * am + e * ae] = a * (to_acc(xp[k * ms + e * es]) - to_acc(yp[e * et]));
+        }
+        const A mix = up * A(2) * c;
+        for (std::int64_t k = 1; k < m; ++k) {
           const T* xk = xp + k * ms;
-          constexpr int lanes = 16;
-          for (std::int64_t e0 = 0; e0 < D; e0 += lanes) {
-            const int w = D - e0 < lanes ? static_cast<int>(D - e0) : lanes;
-            A own[lanes], acc[lanes] = {};
-            for (int i = 0; i < w; ++i) own[i] = to_acc(xk[(e0 + i) * es]);
-            for (std::int64_t l = 0; l < m; ++l) {
-              const A f = wk[l];
-              const T* xl = xp + l * ms + e0 * es;
-              for (int i = 0; i < w; ++i) acc[i] += f * (own[i] - to_acc(xl[i * es]));
-            }
-            for (int i = 0; i < w; ++i) {
-              const std::int64_t e = e0 + i;
-              const A v = a * (own[i] - to_acc(yp[e * et])) - mix * acc[i];
-              gx[bx + k * ms + e * es] = from_acc<T>(up * v);
+          A* ak = acc + k * am;
+          for (std::int64_t l = 0; l < k; ++l) {
+            const T* xl = xp + l * ms;
+            A* al = acc + l * am;
+            const A w = mix * inverse_norm(squared_distance<A>(xk, es, xl, es, D));
+            if (w == A(0)) continue;
+            if (es == 1 && ae == 1) {  // the common layout, vectorised
+              for (std::int64_t e = 0; e < D; ++e) {
+                const A t = w * (to_acc(xk[e]) - to_acc(xl[e]));
+                ak[e] -= t;
+                al[e] += t;
+              }
+            } else {
+              for (std::int64_t e = 0; e < D; ++e) {
+                const A t = w * (to_acc(xk[e * es]) - to_acc(xl[e * es]));
+                ak[e * ae] -= t;
+                al[e * ae] += t;
+              }
             }
           }
         }
+        if constexpr (!direct)
+          for (std::int64_t k = 0; k < m; ++k)
+            for (std::int64_t e = 0; e < D; ++e) gx[bx + k * ms + e * es] = from_acc<T>(acc[k * am + e * ae]);
       });
 }
 
@@ -301,7 +326,7 @@ struct VariogramPower {
   template <class A>
   KOKKOS_INLINE_FUNCTION A derivative(A d, A f) const {
     if constexpr (Kind == 1) {
-      return d > A(0) ? A(1) : (d < A(0) ? A(-1) : A(0));
+      return static_cast<A>(d > A(0)) - static_cast<A>(d < A(0));  // sgn(d), without a branch
     } else if constexpr (Kind == 2) {
       return A(2) * d;
     } else if constexpr (Kind == 3) {
