@@ -466,10 +466,7 @@ struct CrpsGaussianOp {
   static constexpr const char* requirement = "be positive";
   template <class A>
   KOKKOS_FORCEINLINE_FUNCTION static A erf_of(A x) {
-    if constexpr (std::is_same_v<A, float>)
-      return ::erff(x);
-    else
-      return ::erf(x);
+    return verf(x);
   }
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, M& m) const {
