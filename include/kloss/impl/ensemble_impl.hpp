@@ -232,6 +232,27 @@ KOKKOS_INLINE_FUNCTION A crps_point(const T* x, A y, std::int64_t p, std::int64_
   return mae / static_cast<A>(m) - A(2) * c * spread;
 }
 
+/// Writes the points' scores score(p): each to output for Reduction::none,
+/// else their sum (in double, in a fixed order) times the reduction's scale
+/// to output's one element (that fences).
+template <class ExecSpace, class T, class Score>
+void write_point_scores(const ExecSpace& exec, const std::string& label, std::int64_t n, Reduction red,
+                        const TensorOut<ExecSpace, T>& output, const Score& score) {
+  using A = acc_t<T>;
+  if (red == Reduction::none) {
+    T* out = output.data.data();
+    Kokkos::parallel_for(
+        label, Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+        KOKKOS_LAMBDA(const std::int64_t p) { out[p] = from_acc<T>(score(p)); });
+    return;
+  }
+  double total = 0;
+  fixed_order_sum(
+      exec, label + "::sum", n,
+      KOKKOS_LAMBDA(const std::int64_t p, double& acc) { acc += static_cast<double>(score(p)); }, total);
+  Kokkos::deep_copy(exec, output.data, from_acc<T>(static_cast<A>(total * reduction_scale(red, n))));
+}
+
 template <class ExecSpace, class T, class Options>
 void crps_ensemble(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
                    const TensorOut<ExecSpace, T>& output, const Options& opts) {
@@ -289,19 +310,7 @@ void crps_ensemble(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
       return;
     }
   }
-  if (red == Reduction::none) {
-    T* out = output.data.data();
-    Kokkos::parallel_for(
-        "kloss::crps_ensemble", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
-        KOKKOS_LAMBDA(const std::int64_t p) { out[p] = from_acc<T>(score(p)); });
-    return;
-  }
-  const double scale = reduction_scale(red, n);
-  double total = 0;
-  fixed_order_sum(
-      exec, "kloss::crps_ensemble::sum", n,
-      KOKKOS_LAMBDA(const std::int64_t p, double& acc) { acc += static_cast<double>(score(p)); }, total);
-  Kokkos::deep_copy(exec, output.data, from_acc<T>(static_cast<A>(total * scale)));
+  write_point_scores(exec, "kloss::crps_ensemble", n, red, output, score);
 }
 
 template <class ExecSpace, class T, class Options>

@@ -187,19 +187,7 @@ void energy_score(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, co
     g.bases(p, bx, bt);
     return energy_point(x + bx, y + bt, g, c);
   };
-  if (red == Reduction::none) {
-    T* out = output.data.data();
-    Kokkos::parallel_for(
-        "kloss::energy_score", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
-        KOKKOS_LAMBDA(const std::int64_t p) { out[p] = from_acc<T>(score(p)); });
-    return;
-  }
-  const double scale = reduction_scale(red, n);
-  double total = 0;
-  fixed_order_sum(
-      exec, "kloss::energy_score::sum", n,
-      KOKKOS_LAMBDA(const std::int64_t p, double& acc) { acc += static_cast<double>(score(p)); }, total);
-  Kokkos::deep_copy(exec, output.data, from_acc<T>(static_cast<A>(total * scale)));
+  write_point_scores(exec, "kloss::energy_score", n, red, output, score);
 }
 
 template <class ExecSpace, class T, class Options>
@@ -444,19 +432,7 @@ void variogram_score(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
         }
       return total;
     };
-    if (red == Reduction::none) {
-      T* out = output.data.data();
-      Kokkos::parallel_for(
-          "kloss::variogram_score", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
-          KOKKOS_LAMBDA(const std::int64_t p) { out[p] = from_acc<T>(score(p)); });
-      return;
-    }
-    const double scale = reduction_scale(red, n);
-    double total = 0;
-    fixed_order_sum(
-        exec, "kloss::variogram_score::sum", n,
-        KOKKOS_LAMBDA(const std::int64_t p, double& acc) { acc += static_cast<double>(score(p)); }, total);
-    Kokkos::deep_copy(exec, output.data, from_acc<T>(static_cast<A>(total * scale)));
+    write_point_scores(exec, "kloss::variogram_score", n, red, output, score);
   });
 }
 
