@@ -32,7 +32,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from . import _errors, _programs
-from ._core import from_bfloat16_bits, run, to_bfloat16_bits
+from ._core import _sequence_option, from_bfloat16_bits, run, to_bfloat16_bits
 from ._registry import op_info
 from .functional import signature, split_arguments
 
@@ -166,6 +166,9 @@ def _option_attr(op, name, value):
     except _errors.Error:
         pass
     o = info.option(name) if info else None
+    joined = _sequence_option(value)  # event_dims=(-2, -1), periodic=(True, False): as the call takes them
+    if joined is not None:
+        return joined
     if isinstance(value, (str, bytes)):
         return value.decode() if isinstance(value, bytes) else value
     if o is not None and o.type == "real":
@@ -176,7 +179,8 @@ def _option_attr(op, name, value):
         return np.int64(value)
     if isinstance(value, (float, np.floating)):
         return np.float64(value)
-    raise TypeError("kloss::golden: option '%s' of a %s case must be a bool, int, float or str, got %s"
+    raise TypeError("kloss::golden: option '%s' of a %s case must be a bool, int, float or str (or a tuple or list "
+                    "of ints or of bools), got %s"
                     % (name, op, type(value).__name__))
 
 

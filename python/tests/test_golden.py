@@ -172,3 +172,20 @@ def test_find_validate(monkeypatch, kloss_validate, tmp_path):
     monkeypatch.setenv("KLOSS_LIBRARY", os.path.join(os.path.dirname(kloss_validate), "libkloss_c.so"))
     monkeypatch.setenv("PATH", "")
     assert os.path.samefile(kg.find_validate(), kloss_validate)
+
+
+def test_tuple_options_are_written_as_the_call_takes_them(tmp_path, kloss_validate):
+    # energy_score's event_dims=(-2, -1): a string attribute "-2,-1", as the
+    # registry's option is typed and kloss-validate reads it
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=(3, 4, 2, 3)), rng.normal(size=(3, 2, 3))
+    opts = {"member_dim": 1, "event_dims": (-2, -1), "estimator": "fair"}
+    out = np.asarray(reference.forward("energy_score", {"input": x, "target": y}, opts), dtype=np.float64)
+    case = kg.Case(op="energy_score", dtype="float64", inputs={"input": x, "target": y}, output=out, options=opts,
+                   rtol=1e-10, atol=1e-12, name="event_dims_tuple")
+    path = str(tmp_path / "tuple.h5")
+    kg.write(path, [case])
+    with h5py.File(path, "r") as f:
+        assert f["cases"]["event_dims_tuple"].attrs["event_dims"] in ("-2,-1", b"-2,-1")
+    report = kg.validate(path, executable=kloss_validate)
+    assert report.failed == 0 and report.passed == 1, report.output
