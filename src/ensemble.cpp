@@ -22,13 +22,21 @@ CrpsEstimator parse_estimator(std::string_view op, const std::string& s) {
   fail<InvalidArgument>(op, "option 'estimator' must be standard, fair or almost_fair, got '", s, "'");
 }
 
-rt::Result run_crps_ensemble(const rt::Call& c) {
-  CrpsEnsembleOptions opts;
+/// The options every ensemble score has (reduction, estimator, alpha,
+/// member_dim), read from a call; the struct's defaults where absent.
+template <class Options>
+Options read_ensemble_options(const rt::Call& c) {
+  Options opts;
   opts.reduction = c.options.get_reduction(c.op);
   opts.estimator =
       parse_estimator(c.op, c.options.get_string(c.op, "estimator", std::string(to_string(opts.estimator))));
   opts.alpha = c.options.get_real(c.op, "alpha", opts.alpha);
   opts.member_dim = c.options.get_int(c.op, "member_dim", opts.member_dim);
+  return opts;
+}
+
+rt::Result run_crps_ensemble(const rt::Call& c) {
+  const auto opts = read_ensemble_options<CrpsEnsembleOptions>(c);
   c.options.check_all_used(c.op);
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -73,15 +81,11 @@ std::vector<std::int64_t> parse_event_dims(const rt::Call& c, std::vector<std::i
   return dims;
 }
 
-/// The options energy_score and variogram_score share, read from a call.
+/// The options energy_score and variogram_score share, read from a call:
+/// the ensemble scores' and event_dims.
 template <class Options>
 Options read_multivariate_options(const rt::Call& c) {
-  Options opts;
-  opts.reduction = c.options.get_reduction(c.op);
-  opts.estimator =
-      parse_estimator(c.op, c.options.get_string(c.op, "estimator", std::string(to_string(opts.estimator))));
-  opts.alpha = c.options.get_real(c.op, "alpha", opts.alpha);
-  opts.member_dim = c.options.get_int(c.op, "member_dim", opts.member_dim);
+  auto opts = read_ensemble_options<Options>(c);
   opts.event_dims = parse_event_dims(c, opts.event_dims);
   return opts;
 }

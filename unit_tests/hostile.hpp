@@ -1288,6 +1288,23 @@ inline bool has_option(const std::string& op, const std::string& name) {
   return false;
 }
 
+/// The breaks every ensemble score shares: fewer members than the
+/// estimator needs (`least`: 1 standard, 2 fair) on axis mdim of input, and
+/// a member_dim outside the input's rank.
+inline void add_member_breaks(Draft& d, I64 mdim, I64 least, I64 rank) {
+  d.breaks.push_back([mdim, least](Rng&, Case& c) {
+    // fewer members than the estimator needs: none, or one under a fair one
+    Arg* x = c.find("input");
+    x->shape[static_cast<std::size_t>(mdim)] = least - 1;
+    x->values.assign(static_cast<std::size_t>(kloss_ref::numel(x->shape)), 0.5);
+    c.set_bad("a members axis of " + std::to_string(least - 1), {"members axis is empty", "at least two members"});
+  });
+  d.breaks.push_back([rank](Rng& r, Case& c) {
+    c.options["member_dim"] = r.coin() ? rank : -rank - 1;
+    c.set_bad("member_dim outside the input's rank", {"member_dim"});
+  });
+}
+
 /// crps_ensemble: members on a random axis of a rank 1-3 input (m from 1,
 /// where the fair estimators refuse it), each estimator, tied members.
 inline void gen_ensemble(Rng& r, Draft& d) {
@@ -1312,17 +1329,7 @@ inline void gen_ensemble(Rng& r, Draft& d) {
   d.none_shape = ts;
 
   d.breaks.push_back(shape_break("target", ts, {"target"}));
-  d.breaks.push_back([mdim, least](Rng&, Case& c) {
-    // fewer members than the estimator needs: none, or one under a fair one
-    Arg* x = c.find("input");
-    x->shape[static_cast<std::size_t>(mdim)] = least - 1;
-    x->values.assign(static_cast<std::size_t>(kloss_ref::numel(x->shape)), 0.5);
-    c.set_bad("a members axis of " + std::to_string(least - 1), {"members axis is empty", "at least two members"});
-  });
-  d.breaks.push_back([rank](Rng& r, Case& c) {
-    c.options["member_dim"] = r.coin() ? rank : -rank - 1;
-    c.set_bad("member_dim outside the input's rank", {"member_dim"});
-  });
+  add_member_breaks(d, mdim, least, rank);
   d.breaks.push_back([](Rng& r, Case& c) {
     c.options["estimator"] = r.coin() ? std::string("unbiased") : std::string("Fair");
     c.set_bad("an unknown estimator", {"estimator"});
@@ -1442,17 +1449,7 @@ inline void gen_multivariate(Rng& r, Draft& d) {
   d.none_shape = L.point_shape;
 
   d.breaks.push_back(shape_break("target", L.target_shape, {"target"}));
-  d.breaks.push_back([mdim, least](Rng&, Case& c) {
-    // fewer members than the estimator needs: none, or one under a fair one
-    Arg* x = c.find("input");
-    x->shape[static_cast<std::size_t>(mdim)] = least - 1;
-    x->values.assign(static_cast<std::size_t>(kloss_ref::numel(x->shape)), 0.5);
-    c.set_bad("a members axis of " + std::to_string(least - 1), {"members axis is empty", "at least two members"});
-  });
-  d.breaks.push_back([rank](Rng& r, Case& c) {
-    c.options["member_dim"] = r.coin() ? rank : -rank - 1;
-    c.set_bad("member_dim outside the input's rank", {"member_dim"});
-  });
+  add_member_breaks(d, mdim, least, rank);
   d.breaks.push_back([rank, e0, ne](Rng& r, Case& c) {
     const I64 out = r.coin() ? rank + static_cast<I64>(r.below(2)) : -rank - 1;
     if (ne == 1 || r.coin())
