@@ -14,10 +14,19 @@
 // the whole grid, each rank passing its cells (kloss::mpi::run_sharded:
 // the global mean over the global cell count, whatever the strips hold);
 // the parameter gradients are summed over the ranks with one allreduce.
+// The losses are weighted and masked as a weather surrogate's are
+// (docs/weights.md): each cell weighs cos(latitude) (the grid's rows read as
+// latitudes, the area weights of a latitude-longitude grid), the cells of a
+// "land" disk are masked, and a fraction --dropout of the observations (the
+// targets) is missing each round (NaN, masked by mask_nonfinite); --plain
+// turns all three off. With --reproducible every loss has the same bits on
+// any number of ranks (the sharded call's reproducible mode): the first
+// objective is printed with its bits to show it.
 //
 //   mpirun -np 2 sim_surrogate [--nx 128] [--steps 1200] [--train-every 10]
 //                              [--iters 20] [--hidden 32] [--loss gnll|crps]
-//                              [--members 8] [--beta 0] [--out DIR] [--short]
+//                              [--members 8] [--beta 0] [--dropout 0.05] [--plain]
+//                              [--reproducible] [--out DIR] [--short]
 //                              [--progress auto|bar|lines] [--log-every N]
 //                              [--log-all-ranks]
 //   sim_surrogate --help | --version
@@ -33,10 +42,12 @@
 #include <KokkosBlas3_gemm.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <kloss/kloss.hpp>
+#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -66,6 +77,9 @@ struct Args {
   int nx = 128, steps = 1200, train_every = 10, iters = 20, hidden = 32, members = 8;
   bool crps = false;  ///< --loss crps: an ensemble on crps_ensemble (else gaussian_nll_loss)
   double beta = 0;    ///< --beta: gaussian_nll_loss's beta (beta-NLL; 0 is the plain NLL)
+  double dropout = 0.05;      ///< --dropout: the fraction of missing observations per round
+  bool plain = false;         ///< --plain: no weights, no mask, no missing observations
+  bool reproducible = false;  ///< --reproducible: the sharded calls' reproducible mode
   std::string out = "out";
   kloss_examples::LogOptions log;
 };
@@ -102,6 +116,17 @@ std::optional<int> parse(int argc, char** argv, Args& a, int ranks, bool prints)
               "with --loss gnll: beta-NLL, each cell's NLL times its predicted variance^B (detached; Seitzer et al. "
               "2022), against the variance collapse; 0 is the plain NLL")
            .at_least(0),
+       option("--dropout", a.dropout, "F",
+              "the fraction of cells whose observation (target) is missing each round, NaN in the target and "
+              "masked by mask_nonfinite")
+           .at_least(0),
+       flag(
+           "--plain", [&a] { a.plain = true; },
+           "unweighted, unmasked losses, no missing observations (default: cos-latitude weights, a masked land disk "
+           "and --dropout)"),
+       flag(
+           "--reproducible", [&a] { a.reproducible = true; },
+           "every loss over the ranks in the reproducible mode: the same bits on any number of ranks"),
        option("--out", a.out, "DIR", "the existing directory the CSV and the PNG go to"),
        flag(
            "--short",
@@ -116,6 +141,7 @@ std::optional<int> parse(int argc, char** argv, Args& a, int ranks, bool prints)
                  " on " + std::to_string(ranks) + " ranks";
         if (a.steps < a.train_every) return "--steps must be at least --train-every (no training round otherwise)";
         if (a.crps && a.beta != 0) return "--beta weighs gaussian_nll_loss: it goes with --loss gnll, not crps";
+        if (a.dropout >= 1) return "--dropout must be below 1 (some observations must remain)";
         return "";
       }};
   for (auto& arg : kloss_examples::log_args(a.log)) cmd.args.push_back(std::move(arg));
@@ -263,15 +289,43 @@ int main(int argc, char** argv) {
       return kloss::rt::Buffer::from_doubles(kloss::rt::DType::float64, shape,
                                              std::vector<double>(h.data(), h.data() + h.size()));
     };
+    // The weights and the mask of every cell (docs/weights.md): cos(latitude)
+    // (the rows read as latitudes from -90 to 90 degrees: the area of a
+    // latitude-longitude grid's cells), 0 on a "land" disk; --plain: 1.
+    V1 area("train::area", B), land("train::land", B);
+    {
+      auto ha = Kokkos::create_mirror_view(area);
+      auto hl = Kokkos::create_mirror_view(land);
+      for (int i = 0; i < g.ny; ++i)
+        for (int j = 0; j < g.nx; ++j) {
+          const double x = (j + 0.5) / g.nx, y = (g.y0 + i + 0.5) / g.nx;
+          const double dx = std::remainder(x - 0.25, 1.0), dy = std::remainder(y - 0.7, 1.0);
+          ha(i * g.nx + j) = a.plain ? 1.0 : std::cos(M_PI * (y - 0.5));
+          hl(i * g.nx + j) = a.plain || dx * dx + dy * dy > 0.12 * 0.12 ? 1.0 : 0.0;
+        }
+      Kokkos::deep_copy(area, ha);
+      Kokkos::deep_copy(land, hl);
+    }
+    // (crps_ensemble takes no weight or mask: its targets are all observed)
+    const double dropout = a.plain || a.crps ? 0.0 : a.dropout;
+    kloss::mpi::ShardedOptions sharded;
+    sharded.reproducible = a.reproducible;
+    // A loss of the whole grid: each rank's cells, weighted and masked
+    // (`masked`, unless --plain), the global mean on every rank.
     auto grid_loss = [&](const char* op, std::vector<std::pair<const char*, kloss::rt::Buffer>> inputs, bool backward,
-                         const kloss::rt::Options& options = {}) {
+                         const kloss::rt::Options& options = {}, bool masked = true) {
       kloss::rt::Call call;
       call.op = op;
       call.dtype = kloss::rt::DType::float64;
       call.options = options;
       for (auto& [name, b] : inputs) call.inputs.emplace(name, std::move(b));
+      if (masked && !a.plain) {
+        call.inputs.emplace("weight", cells(area));
+        call.inputs.emplace("mask", cells(land));
+        call.options.set("mask_nonfinite", std::int64_t{1});
+      }
       if (backward) call.grad_output = kloss::rt::Buffer::from_doubles(call.dtype, kloss::Shape{}, {1.0});
-      return kloss::mpi::run_sharded(kcomm, call);
+      return kloss::mpi::run_sharded(kcomm, call, sharded);
     };
     kloss::rt::Options afcrps;  // anemoi's AIFS-CRPS
     afcrps.set("estimator", std::string("almost_fair"));
@@ -316,15 +370,27 @@ int main(int argc, char** argv) {
             });
         step(g, dt, cx, cy, nu);
         auto un = g.u;
+        // the observations: a fraction `dropout` missing (NaN), drawn per
+        // global cell and step (the same on any decomposition)
+        const std::uint64_t round = static_cast<std::uint64_t>(s), y0 = static_cast<std::uint64_t>(g.y0);
+        const double missing_value = std::numeric_limits<double>::quiet_NaN();
         Kokkos::parallel_for(
             "train::target", Kokkos::MDRangePolicy<Exec, Kokkos::Rank<2>>({1, 0}, {g.ny + 1, nx}),
             KOKKOS_LAMBDA(const int i, const int j) {
               const int r = (i - 1) * nx + j;
-              target(r) = un(i, j) - x(r, 4);
+              std::uint64_t z = (round << 32) +
+                                (y0 + static_cast<std::uint64_t>(i - 1)) * static_cast<std::uint64_t>(nx) +
+                                static_cast<std::uint64_t>(j) + 0x9e3779b97f4a7c15ull;  // splitmix64
+              z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+              z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+              z ^= z >> 31;
+              const bool missing = static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0) < dropout;
+              target(r) = missing ? missing_value : un(i, j) - x(r, 4);
             });
         if (target_scale == 0) {  // fix the scale of the increments once (first round): their RMS over the grid
           const V1 zero("train::zero", B);
-          target_scale = std::sqrt(grid_loss("mse_loss", {{"input", cells(target)}, {"target", cells(zero)}}, false)
+          // (the observations as the target: a missing one is masked)
+          target_scale = std::sqrt(grid_loss("mse_loss", {{"input", cells(zero)}, {"target", cells(target)}}, false)
                                        .output.to_doubles()[0]) +
                          1e-30;
         }
@@ -369,7 +435,8 @@ int main(int argc, char** argv) {
           // (the log-variance head: dvar * var)
           kloss::rt::Result res;
           if (ensemble) {
-            res = grid_loss("crps_ensemble", {{"input", cells(members)}, {"target", cells(target)}}, true, afcrps);
+            res =
+                grid_loss("crps_ensemble", {{"input", cells(members)}, {"target", cells(target)}}, true, afcrps, false);
             auto h = Kokkos::create_mirror_view(dout);
             const double* g = res.grads.at("input").data_as<double>();
             for (std::size_t i = 0; i < h.size(); ++i) h.data()[i] = g[i];
@@ -430,6 +497,15 @@ int main(int argc, char** argv) {
                 p(i) -= lr * (mm(i) / c1) / (kloss_examples::math::sqrt(vv(i) / c2) + 1e-8);
               });
           round_objective = res.output.to_doubles()[0];
+          if (curve_step.empty() && it == 0 && rank == 0) {
+            // the initial surrogate on the first round's grid: in the
+            // reproducible mode the same bits on any number of ranks
+            std::uint64_t bits;
+            std::memcpy(&bits, &round_objective, sizeof bits);
+            std::printf("sim_surrogate: first objective %.17g (bits %016llx)%s\n", round_objective,
+                        static_cast<unsigned long long>(bits),
+                        a.reproducible ? ", reproducible: the same bits on any number of ranks" : "");
+          }
           round_mse =
               grid_loss("mse_loss", {{"input", cells(mean)}, {"target", cells(target)}}, false).output.to_doubles()[0];
           round_huber = grid_loss("huber_loss", {{"input", cells(mean)}, {"target", cells(target)}}, false)

@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-// Benchmarks of the vocabulary-parallel ops (kloss::mpi).
+// Benchmarks of the vocabulary-parallel ops (kloss::mpi) and of the sharded
+// call (kloss/sharded.hpp: any loss over the ranks, default and
+// reproducible modes, against the same runtime call on the rank's own
+// cells).
 //
 // Run as one process (`bench_mpi`: P = 1, what the MPI path costs over the
 // single-process op) or under `mpirun -np P bench_mpi` (every rank runs the
@@ -10,12 +13,15 @@
 // the time inside MPI (`mpi_ms`) and, for the cross-entropy at P = 1,
 // PyTorch's cross_entropy on the same shape in the same run
 // (tools/torch_bench_cross_entropy.py).
-#include <kloss/mpi.hpp>
-
-#include "perf_common.hpp"
+#include <mpi.h>
 
 #include <Kokkos_Random.hpp>
-#include <mpi.h>
+#include <cmath>
+#include <kloss/mpi.hpp>
+#include <kloss/sharded.hpp>
+#include <vector>
+
+#include "perf_common.hpp"
 
 namespace {
 
@@ -135,6 +141,57 @@ BENCHMARK_CAPTURE(BM_VocabParallelCE, fwdbwd, true)->Apply(ce_shapes);
 BENCHMARK_CAPTURE(BM_SingleProcessCE, fwd, false)->Apply(ce_shapes);
 BENCHMARK_CAPTURE(BM_SingleProcessCE, fwdbwd, true)->Apply(ce_shapes);
 BENCHMARK(BM_VocabParallelFused)->Args({1024, 1024, 32000})->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+/// mse_loss over n float32 cells per rank, forward and backward, through the
+/// runtime API (what C, Fortran and Python call): mode 0 kloss::rt::run on
+/// the rank's own cells (no MPI), 1 kloss::mpi::run_sharded, 2 its
+/// reproducible mode; `masked`: a weight and a mask per cell and NaN
+/// targets masked (docs/weights.md).
+void BM_Sharded(benchmark::State& state, int mode, bool masked) {
+  const std::int64_t n = state.range(0);
+  auto& comm = world();
+  namespace rt = kloss::rt;
+  rt::Call call;
+  call.op = "mse_loss";
+  call.dtype = rt::DType::float32;
+  std::vector<double> x(static_cast<std::size_t>(n)), y(x.size()), w(x.size()), m(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = std::sin(0.001 * static_cast<double>(i) + comm.rank());
+    y[i] = std::cos(0.002 * static_cast<double>(i));
+    w[i] = 0.5 + 0.5 * std::cos(0.0003 * static_cast<double>(i));
+    m[i] = i % 17 == 0 ? 0 : 1;
+  }
+  call.inputs.emplace("input", rt::Buffer::from_doubles(call.dtype, kloss::Shape{n}, x));
+  call.inputs.emplace("target", rt::Buffer::from_doubles(call.dtype, kloss::Shape{n}, y));
+  if (masked) {
+    call.inputs.emplace("weight", rt::Buffer::from_doubles(call.dtype, kloss::Shape{n}, w));
+    call.inputs.emplace("mask", rt::Buffer::from_doubles(call.dtype, kloss::Shape{n}, m));
+    call.options.set("mask_nonfinite", std::int64_t{1});
+  }
+  call.grad_output = rt::Buffer::from_doubles(call.dtype, kloss::Shape{}, {1.0});
+  kloss::mpi::ShardedOptions options;
+  options.reproducible = mode == 2;
+  double mpi_s = 0;
+  for (auto _ : state) {
+    comm.reset_stats();
+    const rt::Result r = mode == 0 ? rt::run(call) : kloss::mpi::run_sharded(comm, call, options);
+    benchmark::DoNotOptimize(r.output.data());
+    mpi_s += comm.stats().seconds;
+  }
+  state.counters["ranks"] = world_size();
+  state.counters["mpi_ms"] = 1e3 * mpi_s / static_cast<double>(state.iterations());
+}
+
+void sharded_shapes(benchmark::internal::Benchmark* b) {
+  b->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
+}
+
+BENCHMARK_CAPTURE(BM_Sharded, local, 0, false)->Apply(sharded_shapes);
+BENCHMARK_CAPTURE(BM_Sharded, sharded, 1, false)->Apply(sharded_shapes);
+BENCHMARK_CAPTURE(BM_Sharded, reproducible, 2, false)->Apply(sharded_shapes);
+BENCHMARK_CAPTURE(BM_Sharded, local_masked, 0, true)->Apply(sharded_shapes);
+BENCHMARK_CAPTURE(BM_Sharded, sharded_masked, 1, true)->Apply(sharded_shapes);
+BENCHMARK_CAPTURE(BM_Sharded, reproducible_masked, 2, true)->Apply(sharded_shapes);
 
 /// Ranks other than 0 run the same collectives but print nothing.
 class Quiet : public benchmark::BenchmarkReporter {

@@ -34,7 +34,7 @@ Kokkos::View<T*, Mem> filled(const std::string& label, std::int64_t n, double lo
 
 template <class T>
 struct Data {
-  Kokkos::View<T*, Mem> x, y, var, gx, none;
+  Kokkos::View<T*, Mem> x, y, var, mask, gx, none;
   Kokkos::View<T, Mem> out, g;
 };
 
@@ -93,6 +93,16 @@ std::vector<OpBench<T>> table() {
       // torch 2.15's weight= (the third operand; mean over the sum of the weights)
       {"mse_loss_weighted", -2, 2, 3, [](const Exec& e, Data<T>& d) { kloss::mse_loss(e, d.x, d.y, d.var, d.out); },
        [](const Exec& e, Data<T>& d) { kloss::mse_loss_backward(e, d.g, d.x, d.y, d.var, d.gx, d.none, d.none); }},
+      // kloss's weight and mask (masked_loss), non-finite targets masked:
+      // weight the third operand, mask the fourth (all counted)
+      {"mse_loss_masked", -2, 2, 4,
+       [](const Exec& e, Data<T>& d) {
+         kloss::masked_loss(e, d.x, d.y, d.var, d.mask, d.out, kloss::MseLossOptions{}, kloss::MaskOptions{true});
+       },
+       [](const Exec& e, Data<T>& d) {
+         kloss::masked_loss_backward(e, d.g, d.x, d.y, d.var, d.mask, d.gx, d.none, d.none, kloss::MseLossOptions{},
+                                     kloss::MaskOptions{true});
+       }},
       // the third operand as the std
       {"crps_gaussian", -2, 2, 3, [](const Exec& e, Data<T>& d) { kloss::crps_gaussian(e, d.x, d.y, d.var, d.out); },
        [](const Exec& e, Data<T>& d) { kloss::crps_gaussian_backward(e, d.g, d.x, d.y, d.var, d.gx, d.none, d.none); }},
@@ -113,6 +123,7 @@ void run(benchmark::State& state, const OpBench<T>& op, Pass pass) {
   d.x = filled<T>("x", n, op.lo, op.hi, 0.1);
   d.y = filled<T>("y", n, 0.0, 1.0, 0.4);
   if (op.operands > 2) d.var = filled<T>("var", n, 0.5, 1.5, 0.7);
+  if (op.operands > 3) d.mask = filled<T>("mask", n, 0.5, 1.5, 0.3);
   d.out = Kokkos::View<T, Mem>("out");
   d.g = Kokkos::View<T, Mem>("g");
   Kokkos::deep_copy(d.g, T(1.0f));

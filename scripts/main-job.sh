@@ -3,9 +3,12 @@
 # Sets up a Debian 12 machine, builds kloss and runs the main job on the
 # bundled data, under mpirun with 2 ranks:
 #  1. sim_surrogate: a 2-D advection-diffusion simulation whose state trains
-#     an MLP surrogate online with gaussian_nll_loss (data-parallel), then
-#     the same on beta-NLL (beta 0.5, in out/beta), and an 8-member ensemble
-#     surrogate on the almost-fair crps_ensemble (in out/crps);
+#     an MLP surrogate online with gaussian_nll_loss (data-parallel; every
+#     loss over the whole grid, area-weighted, a land disk masked, 5 % of the
+#     observations missing), then the same on beta-NLL (beta 0.5, in
+#     out/beta), and an 8-member ensemble surrogate on the almost-fair
+#     crps_ensemble (in out/crps); then the reproducible mode's first
+#     objective on 1, 2 and 3 ranks: the same bits;
 #  2. lm_head_vocab_parallel: an embedding + LM head over a 50257-token
 #     vocabulary sharded over the ranks, trained on data/markov_tokens.h5
 #     toward the data's known entropy floor.
@@ -29,6 +32,12 @@ echo "== 1/2 simulation-coupled training (mpirun -np 2): gaussian_nll_loss, beta
 mkdir -p "$out/beta" "$out/crps"
 "${mpi[@]}" ./build/release/examples/sim_surrogate --beta 0.5 --out "$out/beta"
 "${mpi[@]}" ./build/release/examples/sim_surrogate --loss crps --members 8 --out "$out/crps"
+echo "== the sharded losses' reproducible mode: the first objective on 1, 2 and 3 ranks (the same bits)"
+mkdir -p "$out/reproducible"
+for np in 1 2 3; do
+  "${mpi[@]:0:${#mpi[@]}-1}" "$np" ./build/release/examples/sim_surrogate --short --reproducible --progress lines \
+    --log-every 1000 --out "$out/reproducible" | grep "first objective" | sed "s/^/$np rank(s): /"
+done
 echo "== 2/2 vocabulary-parallel language-model head (mpirun -np 2)"
 "${mpi[@]}" ./build/release/examples/lm_head_vocab_parallel --out "$out" | tee "$out/lm_head.log"
 # The same head in PyTorch (tools/torch_lm_head.py: same data, model, batches,

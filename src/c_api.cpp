@@ -34,6 +34,7 @@ struct kloss_loss {
   int memory = KLOSS_MEMORY_HOST;  // where the caller's buffers live
 #ifdef KLOSS_HAVE_MPI
   std::unique_ptr<kloss::mpi::Communicator> comm;  // set: calls are shards (kloss_loss_set_communicator)
+  kloss::mpi::ShardedOptions sharded;              // kloss_loss_set_reproducible
 #endif
 };
 
@@ -211,7 +212,7 @@ void run_call(kloss_loss* loss, bool with_grads) {
   loss->has_grads = false;
 #ifdef KLOSS_HAVE_MPI
   if (loss->comm)
-    loss->result = kloss::mpi::run_sharded(*loss->comm, loss->call);
+    loss->result = kloss::mpi::run_sharded(*loss->comm, loss->call, loss->sharded);
   else
 #endif
     loss->result = kloss::rt::run(loss->call);
@@ -454,6 +455,24 @@ int kloss_loss_set_communicator(kloss_loss* loss, int comm) {
   });
 #else
   (void)comm;
+  return failure(KLOSS_ERROR_NOT_IMPLEMENTED,
+                 "kloss::" + loss->call.op + ": this kloss was built without MPI (KLOSS_ENABLE_MPI)");
+#endif
+}
+
+int kloss_loss_set_reproducible(kloss_loss* loss, int reproducible) {
+  constexpr const char* fn = "kloss_loss_set_reproducible";
+  if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
+  if (reproducible != 0 && reproducible != 1)
+    return failure(
+        KLOSS_ERROR_INVALID_ARGUMENT,
+        "kloss::" + loss->call.op + ": argument 'reproducible' must be 0 or 1, got " + std::to_string(reproducible));
+#ifdef KLOSS_HAVE_MPI
+  loss->sharded.reproducible = reproducible == 1;
+  loss->changed = true;
+  last_error.clear();
+  return KLOSS_OK;
+#else
   return failure(KLOSS_ERROR_NOT_IMPLEMENTED,
                  "kloss::" + loss->call.op + ": this kloss was built without MPI (KLOSS_ENABLE_MPI)");
 #endif

@@ -110,7 +110,7 @@ rt::Result run_nll_loss(const rt::Call& c) {
 /// The mean's denominator of nll_loss and cross_entropy: the counted
 /// targets' class weights (class indices), the rows (probabilities). input
 /// is [N, C, d...] or unbatched [C].
-double class_mean_denominator(const rt::Call& c, Reduction) {
+ExactSum class_mean_denominator(const rt::Call& c, Reduction) {
   const rt::Buffer* x = given(c, "input");
   if (!x) fail<InvalidArgument>(c.op, "argument 'input' is required");
   const Shape& s = x->shape();

@@ -79,7 +79,16 @@ void register_ctc(std::vector<OpInfo>& ops) {
                              if (!lp) fail<InvalidArgument>(c.op, "argument 'log_probs' is required");
                              return lp->shape().rank == 3 ? static_cast<double>(lp->shape().extent[1]) : 1.0;
                            },
-                           false};
+                           false,
+                           {},
+                           [](const rt::Call& c) {
+                             const rt::Buffer* lengths = given(c, "target_lengths");
+                             if (!lengths) fail<InvalidArgument>(c.op, "argument 'target_lengths' is required");
+                             std::vector<double> f;
+                             for (const std::int64_t n : lengths->to_int64())
+                               f.push_back(1.0 / static_cast<double>(n > 1 ? n : 1));
+                             return f;
+                           }};
 }
 
 }  // namespace kloss::impl

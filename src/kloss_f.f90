@@ -77,6 +77,10 @@ module kloss_f
     !> of the whole batch (mean over every rank's elements) and the
     !> gradients of that loss. Collective, as are the calls after it.
     procedure :: set_communicator => loss_set_communicator
+    !> set_reproducible(on, ierr): with on = .true., the sharded calls give
+    !> the same bits for any number of ranks and any split of the batch
+    !> (kloss_loss_set_reproducible). Collective when the calls are.
+    procedure :: set_reproducible => loss_set_reproducible
     procedure, private :: set_option_int, set_option_real, set_option_logical, set_option_string
     !> set_option(name, value, ierr): any option by torch's keyword.
     generic :: set_option => set_option_int, set_option_real, set_option_logical, set_option_string
@@ -172,6 +176,11 @@ module kloss_f
       import :: c_int, c_ptr
       type(c_ptr), value :: loss
       integer(c_int), value :: comm
+    end function
+    integer(c_int) function c_set_reproducible(loss, on) bind(c, name='kloss_loss_set_reproducible')
+      import :: c_int, c_ptr
+      type(c_ptr), value :: loss
+      integer(c_int), value :: on
     end function
     integer(c_int) function c_forward(loss, dtype, output, n) bind(c, name='kloss_loss_forward')
       import :: c_int, c_ptr, c_int64_t
@@ -380,6 +389,16 @@ contains
     integer, intent(out), optional :: ierr
     call finish(c_set_communicator(self%handle, int(comm, c_int)), ierr)
   end subroutine loss_set_communicator
+
+  subroutine loss_set_reproducible(self, on, ierr)
+    class(kloss_loss), intent(inout) :: self
+    logical, intent(in) :: on
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: flag
+    flag = 0
+    if (on) flag = 1
+    call finish(c_set_reproducible(self%handle, flag), ierr)
+  end subroutine loss_set_reproducible
 
   subroutine set_option_int(self, name, value, ierr)
     class(kloss_loss), intent(inout) :: self

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Element-wise losses: explicit instantiations and runtime-typed adapters.
-#include "runtime_support.hpp"
+#include <cmath>
 #include <kloss/pointwise.hpp>
 #include <kloss/registry.hpp>
+
+#include "runtime_support.hpp"
 
 #define KLOSS_POINTWISE_DEFINE(T) KLOSS_POINTWISE_INSTANTIATE(, T)
 KLOSS_FOR_EACH_SCALAR(KLOSS_POINTWISE_DEFINE)
@@ -14,18 +16,21 @@ KLOSS_BINARY_LOSSES(KLOSS_BL_DEFINE)
 namespace kloss::impl {
 namespace {
 
-/// A binary table op (kloss/binary_losses.hpp): input, target and, for an
-/// op that takes one (Op::weighted), an optional weight -> grads for input,
-/// target where the functor differentiates it, and weight where given.
+/// A binary table op (kloss/binary_losses.hpp): input, target, optional
+/// weight and mask (torch's weight= or kloss's weights and masks,
+/// masked_loss) -> grads for input, target where the functor differentiates
+/// it, and weight where given.
 template <class Op, class Options>
 rt::Result run_binary(const rt::Call& c, const char* name, const Options& opts) {
   constexpr bool target_grad = (Op::differentiable & 0b10u) != 0;
+  const bool mask_nonfinite = c.options.get_bool(c.op, "mask_nonfinite", false);
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     c.options.check_all_used(c.op);
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
-    auto w = Op::weighted != WeightMean::none ? input<T>(c, "weight", false) : DeviceTensor<T>{};
+    auto w = input<T>(c, "weight", false);
+    auto mk = input<T>(c, "mask", false);
     const Shape shape = broadcast_shapes(in.shape, tg.shape, c.op, "input", "target");
     const Op op = binary_op<Op>(name, opts);
     std::vector<std::pair<std::string, Shape>> diff = {{"input", in.shape}};
@@ -35,12 +40,14 @@ rt::Result run_binary(const rt::Call& c, const char* name, const Options& opts) 
     return run_forward_backward<T>(
         c, opts.reduction, shape, diff,
         [&](const Tensor<T, RtMem>& out) {
-          binary_loss<RtExec, T, Op>(exec, name, op, in.ctensor(), tg.ctensor(), w.ctensor(), out, opts.reduction);
+          binary_loss<RtExec, T, Op>(exec, name, op, in.ctensor(), tg.ctensor(), w.ctensor(), mk.ctensor(), out,
+                                     opts.reduction, mask_nonfinite);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          binary_loss_backward<RtExec, T, Op>(exec, name, op, go, in.ctensor(), tg.ctensor(), w.ctensor(),
+          binary_loss_backward<RtExec, T, Op>(exec, name, op, go, in.ctensor(), tg.ctensor(), w.ctensor(), mk.ctensor(),
                                               g[0].tensor(), target_grad ? g[1].tensor() : Tensor<T, RtMem>(),
-                                              w.present ? g.back().tensor() : Tensor<T, RtMem>(), opts.reduction);
+                                              w.present ? g.back().tensor() : Tensor<T, RtMem>(), opts.reduction,
+                                              mask_nonfinite);
         });
   });
 }
@@ -136,22 +143,29 @@ rt::Result run_gaussian_nll_loss(const rt::Call& c) {
   opts.full = c.options.get_bool(c.op, "full", opts.full);
   opts.eps = c.options.get_real(c.op, "eps", opts.eps);
   opts.beta = c.options.get_real(c.op, "beta", opts.beta);
+  const bool mask_nonfinite = c.options.get_bool(c.op, "mask_nonfinite", false);
   c.options.check_all_used(c.op);
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
     auto var = input<T>(c, "var");
+    auto w = input<T>(c, "weight", false);
+    auto mk = input<T>(c, "mask", false);
     const auto sh = check_gaussian(c.op, in.ctensor(), tg.ctensor(), var.ctensor(), red);
+    std::vector<std::pair<std::string, Shape>> diff = {{"input", in.shape}, {"target", tg.shape}, {"var", var.shape}};
+    if (w.present) diff.emplace_back("weight", w.shape);
     RtExec exec;
     return run_forward_backward<T>(
-        c, red, sh[0], {{"input", in.shape}, {"target", tg.shape}, {"var", var.shape}},
+        c, red, sh[0], diff,
         [&](const Tensor<T, RtMem>& out) {
-          gaussian_nll_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), var.ctensor(), out, opts);
+          gaussian_nll_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), var.ctensor(), w.ctensor(), mk.ctensor(), out,
+                                       opts, mask_nonfinite);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          gaussian_nll_loss_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), var.ctensor(), g[0].tensor(),
-                                                g[1].tensor(), g[2].tensor(), opts);
+          gaussian_nll_loss_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), var.ctensor(), w.ctensor(),
+                                                mk.ctensor(), g[0].tensor(), g[1].tensor(), g[2].tensor(),
+                                                w.present ? g[3].tensor() : Tensor<T, RtMem>(), opts, mask_nonfinite);
         });
   });
 }
@@ -208,6 +222,85 @@ rt::Result run_quantile_loss(const rt::Call& c, const std::function<rt::Result(c
   });
 }
 
+/// The binary table ops' option `mask_nonfinite` (masked_loss's MaskOptions).
+const OptionInfo mask_nonfinite_option = {"mask_nonfinite", "bool", option_text(MaskOptions{}.mask_nonfinite),
+                                          "kloss extension: targets that are NaN or infinite count as masked out"};
+
+/// Whether a binary table call is masked (impl::masked_call).
+template <class Op>
+bool masked_runtime_call(const rt::Call& c) {
+  const rt::Buffer* w = given(c, "weight");
+  const rt::Buffer* in = given(c, "input");
+  return masked_call<Op>(w != nullptr, w ? w->shape() : Shape{}, in ? in->shape() : Shape{},
+                         given(c, "mask") != nullptr, c.options.get_bool(c.op, "mask_nonfinite", false));
+}
+
+/// A masked call's mean denominator on the host, as the kernel counts it
+/// (impl::Masked): each counted element's weight (1 with `count`), and for
+/// each weight element the counted elements it meets.
+struct HostMaskedDenominator {
+  ExactSum total;
+  std::vector<double> per_weight;
+};
+
+HostMaskedDenominator host_masked_denominator(const rt::Call& c, bool count) {
+  const rt::Buffer* in = given(c, "input");
+  const rt::Buffer* tg = given(c, "target");
+  if (!in || !tg) fail<InvalidArgument>(c.op, "arguments 'input' and 'target' are required");
+  const rt::Buffer* w = given(c, "weight");
+  const rt::Buffer* mk = given(c, "mask");
+  const bool nonfinite = c.options.get_bool(c.op, "mask_nonfinite", false);
+  const Shape shape = broadcast_shapes(in->shape(), tg->shape(), c.op, "input", "target");
+  const std::vector<double> t = tg->to_doubles(), wv = w ? w->to_doubles() : std::vector<double>{},
+                            mv = mk ? mk->to_doubles() : std::vector<double>{};
+  // (shapes that do not broadcast fail in the op itself, on every rank)
+  const auto fits = [&](const rt::Buffer* b) {
+    return !b || broadcast_shapes(shape, b->shape(), c.op, "", "") == shape;
+  };
+  HostMaskedDenominator d;
+  if (w) d.per_weight.assign(wv.size(), 0.0);
+  if (!fits(w) || !fits(mk)) return d;
+  const BroadcastIndex ti(shape, tg->shape()), wi(shape, w ? w->shape() : shape), mi(shape, mk ? mk->shape() : shape);
+  for (std::int64_t i = 0; i < shape.numel(); ++i) {
+    const double y = t[static_cast<std::size_t>(ti(i))];
+    const bool counted = (!mk || mv[static_cast<std::size_t>(mi(i))] != 0) && (!nonfinite || std::isfinite(y));
+    if (!counted) continue;
+    if (count || !w) {
+      d.total.add(1.0);
+    } else {
+      d.total.add(wv[static_cast<std::size_t>(wi(i))]);
+      d.per_weight[static_cast<std::size_t>(wi(i))] += 1.0;
+    }
+  }
+  return d;
+}
+
+/// The mean's parts of an op with kloss's weights and masks: `plain`'s
+/// where the call is not masked (`masked`), else the counted elements'
+/// weights (their count with `count`: huber_loss), whose derivative w.r.t.
+/// each weight element is the counted elements it meets.
+MeanParts masked_mean_parts(std::function<bool(const rt::Call&)> masked, bool count, const MeanParts& plain) {
+  MeanParts m;
+  m.denominator = [masked, count, plain = plain.denominator](const rt::Call& c, Reduction r) -> ExactSum {
+    return masked(c) ? host_masked_denominator(c, count).total : plain(c, r);
+  };
+  if (!count) m.denominator_input = "weight";
+  m.denominator_derivative = [masked, count](const rt::Call& c) {
+    return masked(c) ? host_masked_denominator(c, count).per_weight : std::vector<double>{};
+  };
+  return m;
+}
+
+/// The mean's parts of a binary table op: torch's (the weights' own sum for
+/// mse_loss and l1_loss with weight=, else the elements) or, masked, the
+/// counted elements' weights (their count for huber_loss).
+template <class Op>
+MeanParts binary_mean_parts() {
+  return masked_mean_parts(masked_runtime_call<Op>, Op::weighted == WeightMean::count,
+                           Op::weighted == WeightMean::sum_of_weights ? mean_over_weights("weight", {"input", "target"})
+                                                                      : mean_of_elements({"input", "target"}));
+}
+
 }  // namespace
 
 void register_pointwise(std::vector<OpInfo>& ops) {
@@ -220,26 +313,22 @@ void register_pointwise(std::vector<OpInfo>& ops) {
   , { #field, "real", option_text(Opts{}.field), doc }
 #define KLOSS_BL_READ_none()
 #define KLOSS_BL_READ_real(field, doc) opts.field = c.options.get_real(c.op, #field, opts.field);
-// (an op that takes a weight, Op::weighted: one more input, "weight?", and
-// its gradient)
-#define KLOSS_BL_REGISTER(name, Options, Op, grads, option, summary)                                        \
-  {                                                                                                         \
-    using Opts = Options;                                                                                   \
-    std::vector<std::string_view> inputs = {"input", "target"}, diff = KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads); \
-    if (Op::weighted != WeightMean::none) {                                                                 \
-      inputs.push_back("weight?");                                                                          \
-      diff.push_back("weight");                                                                             \
-    }                                                                                                       \
-    family.add(#name, inputs, diff, {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option)}, summary,     \
-               [](const rt::Call& c) {                                                                      \
-                 Opts opts;                                                                                 \
-                 opts.reduction = c.options.get_reduction(c.op);                                            \
-                 KLOSS_PP_CAT(KLOSS_BL_READ_, option)                                                       \
-                 return run_binary<Op>(c, #name, opts);                                                     \
-               });                                                                                          \
-    family.ops.back().mean_parts = Op::weighted == WeightMean::sum_of_weights                               \
-                                       ? mean_over_weights("weight", {"input", "target"})                   \
-                                       : mean_of_elements({"input", "target"});                             \
+// (every one takes a weight, with its gradient, and a mask: torch's weight=
+// or kloss's weights and masks, masked_loss)
+#define KLOSS_BL_REGISTER(name, Options, Op, grads, option, summary)                                                  \
+  {                                                                                                                   \
+    using Opts = Options;                                                                                             \
+    std::vector<std::string_view> inputs = {"input", "target", "weight?", "mask?"},                                   \
+                                  diff = KLOSS_PP_CAT(KLOSS_BL_DIFF_, grads);                                         \
+    diff.push_back("weight");                                                                                         \
+    family.add(#name, inputs, diff, {reduction_option KLOSS_PP_CAT(KLOSS_BL_OPTION_, option), mask_nonfinite_option}, \
+               summary, [](const rt::Call& c) {                                                                       \
+                 Opts opts;                                                                                           \
+                 opts.reduction = c.options.get_reduction(c.op);                                                      \
+                 KLOSS_PP_CAT(KLOSS_BL_READ_, option)                                                                 \
+                 return run_binary<Op>(c, #name, opts);                                                               \
+               });                                                                                                    \
+    family.ops.back().mean_parts = binary_mean_parts<Op>();                                                           \
   }
   KLOSS_BINARY_LOSSES(KLOSS_BL_REGISTER)
   // quantile_loss also takes a quantile per element (several along an
@@ -249,8 +338,17 @@ void register_pointwise(std::vector<OpInfo>& ops) {
       q.inputs.push_back("quantiles?");
       for (OptionInfo& o : q.options)
         if (o.name == "quantile") o.doc = "the quantile q, in (0, 1), of every element (or input 'quantiles': one each)";
-      q.run = [single = q.run](const rt::Call& c) { return run_quantile_loss(c, single); };
-      q.mean_parts = mean_of_elements({"input", "target", "quantiles"});
+      q.run = [single = q.run](const rt::Call& c) {
+        if (given(c, "quantiles") &&
+            (given(c, "weight") || given(c, "mask") || c.options.get_bool(c.op, "mask_nonfinite", false)))
+          fail<NotImplemented>(c.op,
+                               "a weight or a mask with input 'quantiles' (one quantile per element: give "
+                               "option 'quantile' and one call per quantile)");
+        return run_quantile_loss(c, single);
+      };
+      q.mean_parts.denominator =
+          [one = q.mean_parts.denominator, several = mean_of_elements({"input", "target", "quantiles"}).denominator](
+              const rt::Call& c, Reduction r) { return given(c, "quantiles") ? several(c, r) : one(c, r); };
     }
   family.add("binary_cross_entropy", {"input", "target", "weight?"}, {"input", "target"}, {reduction_option},
              "BCE on probabilities, logs clamped at -100; values outside [0, 1] are an error", run_bce<false>);
@@ -266,7 +364,7 @@ void register_pointwise(std::vector<OpInfo>& ops) {
   // batchmean divides the sum by the batch, input.size(0) (torch: by 1 for a
   // 0-dimensional input)
   ops.back().mean_parts = {
-      [elements = mean_of_elements({"input", "target"}).denominator](const rt::Call& c, Reduction r) {
+      [elements = mean_of_elements({"input", "target"}).denominator](const rt::Call& c, Reduction r) -> ExactSum {
         if (r != Reduction::batchmean) return elements(c, r);
         const rt::Buffer* x = given(c, "input");
         return x && x->shape().rank > 0 ? static_cast<double>(x->shape().extent[0]) : 1.0;
@@ -279,15 +377,22 @@ void register_pointwise(std::vector<OpInfo>& ops) {
               reduction_option},
              "Poisson negative log-likelihood", run_poisson_nll_loss);
   ops.back().mean_parts = mean_of_elements({"input", "target"});
-  family.add("gaussian_nll_loss", {"input", "target", "var"}, {"input", "target", "var"},
+  family.add("gaussian_nll_loss", {"input", "target", "var", "weight?", "mask?"}, {"input", "target", "var", "weight"},
              {{"full", "bool", option_text(GaussianNllLossOptions{}.full), "add log(2 pi) / 2"},
               {"eps", "real", option_text(GaussianNllLossOptions{}.eps), "var is clamped at eps"},
               reduction_option,
               {"beta", "real", option_text(GaussianNllLossOptions{}.beta),
-               "beta-NLL: each element's loss times var^beta, not differentiated; >= 0, 0 is off (not in torch)"}},
+               "beta-NLL: each element's loss times var^beta, not differentiated; >= 0, 0 is off (not in torch)"},
+              mask_nonfinite_option},
              "Gaussian negative log-likelihood; var like input, without its last dim, or last dim 1",
              run_gaussian_nll_loss);
-  ops.back().mean_parts = mean_of_elements({"input", "target"});
+  // (kloss's weights and masks: masked whenever a weight, a mask or
+  // mask_nonfinite is given)
+  ops.back().mean_parts = masked_mean_parts(
+      [](const rt::Call& c) {
+        return given(c, "weight") || given(c, "mask") || c.options.get_bool(c.op, "mask_nonfinite", false);
+      },
+      false, mean_of_elements({"input", "target"}));
   family.add("crps_gaussian", {"input", "target", "std"}, {"input", "target", "std"}, {reduction_option},
              "CRPS of the normal forecast N(input, std^2) at target, closed form (not in torch)", run_crps_gaussian);
   ops.back().mean_parts = mean_of_elements({"input", "target", "std"});

@@ -317,7 +317,7 @@ inline const rt::Buffer* given(const rt::Call& c, std::string_view name) {
 /// A mean over the elements of the broadcast of the named inputs' shapes
 /// (those the call gives): the element-wise losses.
 inline MeanParts mean_of_elements(std::vector<std::string_view> names) {
-  return {[names](const rt::Call& c, Reduction) {
+  return {[names](const rt::Call& c, Reduction) -> ExactSum {
     Shape s;
     const rt::Buffer* first = nullptr;
     for (auto n : names)
@@ -336,8 +336,8 @@ inline MeanParts mean_over_weights(std::string_view weight, std::vector<std::str
   return {[weight, count = elements.denominator](const rt::Call& c, Reduction r) {
             const rt::Buffer* w = given(c, weight);
             if (!w) return count(c, r);
-            double total = 0;
-            for (double v : w->to_doubles()) total += v;
+            ExactSum total;
+            for (double v : w->to_doubles()) total.add(v);
             return total;
           },
           true, weight};
@@ -346,7 +346,7 @@ inline MeanParts mean_over_weights(std::string_view weight, std::vector<std::str
 /// A mean over the rows of `name`: its elements over its last `item_rank`
 /// extents (one row where it has no more dimensions than that: unbatched).
 inline MeanParts mean_of_rows(std::string_view name, int item_rank) {
-  return {[name, item_rank](const rt::Call& c, Reduction) {
+  return {[name, item_rank](const rt::Call& c, Reduction) -> ExactSum {
     const rt::Buffer* b = given(c, name);
     if (!b) fail<InvalidArgument>(c.op, "argument '", name, "' is required");
     const Shape& s = b->shape();
@@ -362,18 +362,18 @@ inline MeanParts mean_of_rows(std::string_view name, int item_rank) {
 /// weight of every target that is not ignore_index (1 each without a
 /// weight). Targets outside [0, classes) count nothing here (the op itself
 /// refuses them).
-inline double class_target_denominator(const rt::Call& c, std::string_view weight_name, std::int64_t classes,
-                                       std::int64_t class_elements) {
+inline ExactSum class_target_denominator(const rt::Call& c, std::string_view weight_name, std::int64_t classes,
+                                         std::int64_t class_elements) {
   const rt::Buffer* t = given(c, "target");
   if (!t) fail<InvalidArgument>(c.op, "argument 'target' is required");
   if (rt::is_floating(t->dtype())) return classes > 0 ? static_cast<double>(class_elements / classes) : 0.0;
   const std::int64_t ignore = c.options.get_int(c.op, "ignore_index", -100);
   const rt::Buffer* w = given(c, weight_name);
   const std::vector<double> wv = w ? w->to_doubles() : std::vector<double>{};
-  double total = 0;
+  ExactSum total;
   for (const std::int64_t v : t->to_int64()) {
     if (v == ignore || v < 0 || v >= classes) continue;
-    total += w && static_cast<std::size_t>(v) < wv.size() ? wv[static_cast<std::size_t>(v)] : 1.0;
+    total.add(w && static_cast<std::size_t>(v) < wv.size() ? wv[static_cast<std::size_t>(v)] : 1.0);
   }
   return total;
 }

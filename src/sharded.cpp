@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // kloss::mpi::run_sharded: any registered loss over the ranks of a
 // communicator, each holding a shard of the batch (kloss/sharded.hpp).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <kloss/config.hpp>
+#include <kloss/exact_sum.hpp>
 #include <kloss/impl/mpi_impl.hpp>
+#include <kloss/impl/vmath.hpp>
 #include <kloss/registry.hpp>
 #include <kloss/sharded.hpp>
 #include <string>
@@ -86,14 +89,62 @@ rt::Call widened(const rt::Call& c) {
   return w;
 }
 
+/// The sum of a `none` output's elements, each times its factor (none:
+/// 1), added exactly.
+ExactSum exact_terms(const rt::Buffer& none_output, const std::vector<double>& factors) {
+  ExactSum s;
+  const auto add_all = [&](const auto* x) {
+    const std::int64_t n = none_output.numel();
+    if (factors.empty())
+      for (std::int64_t i = 0; i < n; ++i) s.add(static_cast<double>(x[i]));
+    else
+      for (std::int64_t i = 0; i < n; ++i) s.add(static_cast<double>(x[i]) * factors[static_cast<std::size_t>(i)]);
+  };
+  if (none_output.dtype() == rt::DType::float32)
+    add_all(none_output.data_as<float>());
+  else if (none_output.dtype() == rt::DType::float64)
+    add_all(none_output.data_as<double>());
+  else
+    add_all(none_output.to_doubles().data());
+  return s;
+}
+
+/// Adds the ranks' exact sums (as integers: any order, the same bits).
+std::vector<ExactSum> allreduce_exact(const Communicator& comm, std::string_view op,
+                                      const std::vector<ExactSum>& mine) {
+  std::vector<std::int64_t> packed;
+  for (const ExactSum& s : mine) {
+    const ExactSum::Packed p = s.packed();
+    packed.insert(packed.end(), p.begin(), p.end());
+  }
+  const double t0 = MPI_Wtime();
+  impl::check_mpi(
+      MPI_Allreduce(MPI_IN_PLACE, packed.data(), static_cast<int>(packed.size()), MPI_INT64_T, MPI_SUM, comm.get()), op,
+      "MPI_Allreduce");
+  comm.record(static_cast<std::int64_t>(packed.size() * sizeof(std::int64_t)), MPI_Wtime() - t0);
+  std::vector<ExactSum> out;
+  for (std::size_t k = 0; k < mine.size(); ++k) {
+    ExactSum::Packed p;
+    std::copy_n(packed.begin() + static_cast<std::ptrdiff_t>(k * p.size()), p.size(), p.begin());
+    out.push_back(ExactSum::unpacked(p));
+  }
+  return out;
+}
+
 }  // namespace
 
-rt::Result run_sharded(const Communicator& comm, const rt::Call& call) {
+rt::Result run_sharded(const Communicator& comm, const rt::Call& call, const ShardedOptions& options) {
   const std::string name = call.op + " (sharded)";
   const OpInfo* info = find_op(call.op);
   if (!info) fail<NotImplemented>(call.op, "no such op");
   // the grid losses: a grid split in slabs, each rank's cells of every function
-  if (info->run_decomposed) return info->run_decomposed(call, comm);
+  if (info->run_decomposed) {
+    if (options.reproducible)
+      fail<NotImplemented>(call.op,
+                           "the grid losses have no reproducible mode (their norms are not sums of the shards' "
+                           "losses): run them without it");
+    return info->run_decomposed(call, comm);
+  }
   // (an op has mean_parts exactly when it has a reduction: mpi_test_sharded's
   // EveryReducedOpHasMeanPartsAndACase)
   if (!info->mean_parts.denominator)
@@ -108,15 +159,18 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call) {
                   {"index dtype", static_cast<std::int64_t>(call.index_dtype)},
                   {"options", options_hash(call.options)},
                   {"inputs", inputs_hash(call)},
-                  {"gradient", call.grad_output ? 1 : 0}};
+                  {"gradient", call.grad_output ? 1 : 0},
+                  {"reproducible", options.reproducible ? 1 : 0}};
 
   Reduction red = Reduction::mean;
   bool numerator_is_sum = true;
-  double local_denominator = 0, g = 0;
+  ExactSum local_denominator, local_numerator;  // (the reproducible mode's)
+  double g = 0;
   rt::Result local;
   auto local_checks = [&] {
     red = call.options.get_reduction(call.op);
     const bool reduced = red != Reduction::none;
+    const bool averaged = red == Reduction::mean || red == Reduction::batchmean;
     numerator_is_sum = red == Reduction::sum || info->mean_parts.sum_is_numerator;
     if (reduced && call.grad_output) {
       if (call.grad_output->numel() != 1)
@@ -125,49 +179,88 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call) {
       g = call.grad_output->to_doubles()[0];
       mine.options.emplace_back("grad_output", fnv1a_double(g, 0));
     }
-    if (red == Reduction::mean || red == Reduction::batchmean)
-      local_denominator = info->mean_parts.denominator(call, red);
+    if (averaged) local_denominator = info->mean_parts.denominator(call, red);
     rt::Call c = widened(call);
+    if (reduced && options.reproducible) {
+      // each element's term, summed exactly; the gradient of each element
+      // taken with its own factor (so no rank's count enters it); exact
+      // math, so that no element's bits depend on its neighbours
+      kloss::impl::ExactMathOnly exact_math;
+      c.options.set("reduction", std::string("none"));
+      std::vector<double> factors;
+      if (averaged && !numerator_is_sum && info->mean_parts.term_factors) factors = info->mean_parts.term_factors(c);
+      if (call.grad_output) {
+        c.grad_output.reset();
+        const Shape shape = info->run(c).output.shape();
+        std::vector<double> go(static_cast<std::size_t>(shape.numel()), g);
+        if (!factors.empty()) {
+          if (factors.size() != go.size())
+            fail<Error>(call.op, "internal: ", factors.size(), " term factors for ", go.size(), " terms");
+          for (std::size_t i = 0; i < go.size(); ++i) go[i] = g * factors[i];
+        }
+        c.grad_output = rt::Buffer::from_doubles(c.dtype, shape, go);
+      }
+      local = info->run(c);
+      if (!factors.empty() && static_cast<std::int64_t>(factors.size()) != local.output.numel())
+        fail<Error>(call.op, "internal: ", factors.size(), " term factors for ", local.output.numel(), " terms");
+      local_numerator = exact_terms(local.output, factors);
+      mine.sums = {0.0, 0.0};
+      return;
+    }
     if (reduced && numerator_is_sum) c.options.set("reduction", std::string("sum"));
     local = info->run(c);
     double numerator = 0;
+    const double d = local_denominator.value();
     if (reduced) {
       const double v = local.output.to_doubles().at(0);
-      numerator = numerator_is_sum ? v : (local_denominator != 0 ? v * local_denominator : 0.0);
+      numerator = numerator_is_sum ? v : (d != 0 ? v * d : 0.0);
     }
-    mine.sums = {numerator, local_denominator};
+    mine.sums = {numerator, d};
   };
   // the sums' slots exist before the checks run, so that a rank whose checks
   // fail still sends its record
   mine.sums = {0.0, 0.0};
   const std::vector<double> total = impl::agree(comm, name, true, mine, local_checks);
-  const double sum = total.at(0), denominator = total.at(1);
+  double sum = total.at(0), denominator = total.at(1);
+  if (options.reproducible && red != Reduction::none) {
+    const std::vector<ExactSum> exact = allreduce_exact(comm, name, {local_numerator, local_denominator});
+    sum = exact[0].value();
+    denominator = exact[1].value();
+  }
 
   rt::Result out;
+  const Shape local_shape = local.output.shape();
   if (red == Reduction::none) {
-    out.output = is_half(call.dtype)
-                     ? rt::Buffer::from_doubles(call.dtype, local.output.shape(), local.output.to_doubles())
-                     : std::move(local.output);
+    out.output = is_half(call.dtype) ? rt::Buffer::from_doubles(call.dtype, local_shape, local.output.to_doubles())
+                                     : std::move(local.output);
   } else {
     const double value = red == Reduction::sum ? sum : sum / denominator;
-    out.output = rt::Buffer::from_doubles(call.dtype, local.output.shape(), {value});
+    out.output = rt::Buffer::from_doubles(call.dtype, options.reproducible ? Shape{} : local_shape, {value});
   }
   if (!call.grad_output) return out;
 
   // Each rank's gradient was taken of its own sum (or of its own mean, when
-  // the numerator is the mean times the denominator): one factor makes it
-  // the global loss's.
+  // the numerator is the mean times the denominator; in the reproducible
+  // mode, of its terms with their factors): one factor makes it the global
+  // loss's.
   const bool averaged = red == Reduction::mean || red == Reduction::batchmean;
   double scale = 1.0;
-  if (averaged) scale = numerator_is_sum ? 1.0 / denominator : local_denominator / denominator;
+  if (averaged)
+    scale = numerator_is_sum || options.reproducible ? 1.0 / denominator : local_denominator.value() / denominator;
   const double mean = averaged ? sum / denominator : 0.0;
   for (auto& [input, grad] : local.grads) {
     std::vector<double> v = grad.to_doubles();
     // d(S / D) / dw = (dS/dw - mean dD/dw) / D where D sums w (mse_loss's
     // weight): the local sum's gradient lacks the second term.
     const bool sums_into_denominator = averaged && numerator_is_sum && input == info->mean_parts.denominator_input;
-    for (double& x : v) {
-      if (sums_into_denominator) x -= g * mean;
+    std::vector<double> dd;
+    if (sums_into_denominator && info->mean_parts.denominator_derivative)
+      dd = info->mean_parts.denominator_derivative(call);
+    if (!dd.empty() && dd.size() != v.size())
+      fail<Error>(call.op, "internal: ", dd.size(), " denominator derivatives for ", v.size(), " weights");
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      double& x = v[i];
+      if (sums_into_denominator) x -= g * mean * (dd.empty() ? 1.0 : dd[i]);
       // a zero stays zero when the denominator is (all targets ignored)
       x = x == 0 ? 0.0 : x * scale;
     }

@@ -10,6 +10,10 @@ the input range and operand count come from the C++ benchmark's row; only
 `gaussian_nll_loss_beta` is beta-NLL (beta 0.5) as written on torch: the
 loss with reduction 'none' times var.detach() ** 0.5, then the mean;
 `mse_loss_weighted` is F.mse_loss with its third operand as `weight=`;
+`mse_loss_masked` is the weighted, masked MSE with non-finite targets
+masked as written on torch (anemoi's form: torch.where on the mask and
+isfinite, the weighted sum over the counted weights; the third operand the
+weight, the fourth the mask);
 `quantile_loss` is the pinball loss (q 0.5) as neuraloperator's
 PointwiseQuantileLoss writes it on torch (torch.max of the two branches);
 `crps_gaussian` is the closed form as PhysicsNeMo writes it on torch (the
@@ -40,7 +44,8 @@ def main():
     ap.add_argument("--dtype", default="float32", choices=DTYPE_NAMES)
     ap.add_argument("--low", type=float, default=-2.0, help="input range, as the C++ benchmark's row")
     ap.add_argument("--high", type=float, default=2.0)
-    ap.add_argument("--operands", type=int, default=2, help="3: a third operand (var) in [0.5, 1.5)")
+    ap.add_argument("--operands", type=int, default=2,
+                    help="3: a third operand (var) in [0.5, 1.5); 4: and a fourth, the same range")
     a = ap.parse_args()
     if a.op == "gaussian_nll_loss_beta":
         def fn(x, y, v):
@@ -48,6 +53,11 @@ def main():
     elif a.op == "mse_loss_weighted":
         def fn(x, y, v):
             return F.mse_loss(x, y, weight=v)
+    elif a.op == "mse_loss_masked":
+        def fn(x, y, w, m):
+            keep = (m != 0) & torch.isfinite(y)
+            wk = torch.where(keep, w, torch.zeros_like(w))
+            return (wk * torch.where(keep, (x - y) ** 2, torch.zeros_like(x))).sum() / wk.sum()
     elif a.op == "crps_gaussian":
         def fn(x, y, v):
             # PhysicsNeMo's Gaussian CRPS (physicsnemo/metrics/general/crps.py), mean over the elements
@@ -71,7 +81,8 @@ def main():
     x = (lo + (hi - lo) * torch.rand(n, generator=g, dtype=torch.float64)).to(dtype).requires_grad_(True)
     y = torch.rand(n, generator=g, dtype=torch.float64).to(dtype)
     v = (0.5 + torch.rand(n, generator=g, dtype=torch.float64)).to(dtype) if nops > 2 else None
-    args = (x, y, v) if nops > 2 else (x, y)
+    m = (0.5 + torch.rand(n, generator=g, dtype=torch.float64)).to(dtype) if nops > 3 else None
+    args = (x, y, v, m) if nops > 3 else ((x, y, v) if nops > 2 else (x, y))
     print_times(fwd_bwd(torch, lambda: fn(*args), [x]))
 
 

@@ -27,6 +27,7 @@
 #include <cstring>
 #include <functional>
 #include <kloss/kloss.hpp>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -358,18 +359,117 @@ inline Mutation shape_break(const std::string& name, const Ext& against, std::ve
   };
 }
 
-/// Whether op is a binary table op (kloss/binary_losses.hpp) that takes
-/// torch 2.15's optional `weight` (BCE's weight is another thing).
-inline bool takes_weight(const std::string& op) {
+/// Gives input `name` a shape that broadcasts with `against` but grows it
+/// (a leading axis, or an axis of extent 1 widened): kloss's weights and
+/// masks broadcast to the output's shape without growing it.
+inline Mutation grow_break(const std::string& name, const Ext& against, std::vector<std::string> words) {
+  return [=](Rng& r, Case& c) {
+    Arg* a = c.find(name);
+    if (!a) return;
+    Ext t = against;
+    std::vector<std::size_t> ones;
+    for (std::size_t i = 0; i < against.size(); ++i)
+      if (against[i] == 1) ones.push_back(i);
+    if (!ones.empty() && r.coin())
+      t[ones[r.below(ones.size())]] = r.range(2, 3);
+    else
+      t.insert(t.begin(), r.range(2, 3));
+    a->shape = t;
+    a->values = rand_vals(r, c, a->numel(), 0.1, 0.9);
+    c.set_bad("shape of '" + name + "' " + Shape(t).str() + " growing " + Shape(against).str(), words);
+  };
+}
+
+/// Whether op is a binary table op (kloss/binary_losses.hpp): each takes
+/// kloss's weights and masks (kloss/pointwise.hpp, masked_loss: inputs
+/// 'weight' and 'mask', option mask_nonfinite).
+inline bool is_binary_table(const std::string& op) {
   static const std::set<std::string> table = {
 #define KLOSS_HOSTILE_TABLE_NAME(name, Options, Op, grads, option, summary) #name,
       KLOSS_BINARY_LOSSES(KLOSS_HOSTILE_TABLE_NAME)
 #undef KLOSS_HOSTILE_TABLE_NAME
   };
-  if (!table.count(op)) return false;
-  for (const auto& in : kloss::find_op(op)->inputs)
-    if (in == "weight?") return true;
-  return false;
+  return table.count(op) != 0;
+}
+
+/// Whether op is a binary table op that takes torch 2.15's optional
+/// `weight` (F.mse_loss, F.l1_loss, F.huber_loss; BCE's weight is another
+/// thing). Written out here, not read from the library: every table op
+/// now registers "weight?" (kloss's weights), torch's weight= is a fact of
+/// torch.
+inline bool takes_weight(const std::string& op) {
+  static const std::set<std::string> torch = {"mse_loss", "l1_loss", "huber_loss"};
+  return is_binary_table(op) && torch.count(op) != 0;
+}
+
+/// Whether a call of a binary table op is masked - kloss's weights and
+/// masks rather than torch's weight= (impl::masked_call's rule, written
+/// out): a mask, option mask_nonfinite true, or a weight torch does not
+/// take (on another op, or not of the input's shape).
+inline bool masked_case(const Case& c) {
+  if (!is_binary_table(c.op)) return false;
+  const Arg* w = c.find("weight");
+  const Arg* x = c.find("input");
+  return c.find("mask") || bool_opt(c, "mask_nonfinite", false) ||
+         (w && (!takes_weight(c.op) || !x || w->shape != x->shape));
+}
+
+/// kloss's weights and masks on a binary table call whose output has shape
+/// `os` (masked_loss): a weight (unless torch's was drawn) and a mask, each
+/// of a shape that broadcasts to `os`, and/or option mask_nonfinite with
+/// some targets NaN or infinite - at least one of them. Weights in [0, 2],
+/// some 0; masks 0 (or -0) and 1, now and then another nonzero value (an
+/// element counts where its mask is nonzero: the mask is no factor). One
+/// output element counts, with weight 1, so that a mean's denominator
+/// stays away from 0 - except now and then, when nothing counts (a mask all
+/// zero, or every target non-finite): the mean is NaN, every gradient 0.
+/// Without mask_nonfinite, now and then a target is NaN or infinite where
+/// no element it reaches counts (such an element's loss is 0, not 0 times
+/// a NaN).
+inline void gen_masked(Rng& r, Case& c, const Ext& os) {
+  const I64 n = kloss_ref::numel(os);
+  const bool weight = !c.find("weight") && r.coin(0.6), nonfinite = r.coin(0.35);
+  bool mask = r.coin(0.6);
+  if (!weight && !mask && !nonfinite) mask = true;
+  const bool nothing = (mask || nonfinite) && r.coin(0.1);
+  const I64 i0 = n > 0 ? static_cast<I64>(r.below(static_cast<std::uint64_t>(n))) : -1;  // counts, unless nothing
+  auto at = [&](I64 i, const Ext& s) { return static_cast<std::size_t>(kloss_ref::bindex(i, os, s)); };
+  if (weight) {
+    const Ext ws = broadcast_variant(r, os);
+    Vec w = rand_vals(r, c, kloss_ref::numel(ws), 0, 2);
+    for (auto& v : w)
+      if (r.coin(0.2)) v = 0;
+    if (i0 >= 0) w[at(i0, ws)] = 1;
+    c.inputs.push_back(floating(c, "weight", ws, w));
+  } else if (Arg* w = c.find("weight"); w && i0 >= 0) {
+    w->values[at(i0, w->shape)] = 1;  // torch's weight, now kloss's
+  }
+  const Vec odd_ones = {0.5, 2.0, -1.0};
+  if (mask) {
+    const Ext ms = broadcast_variant(r, os);
+    Vec m(static_cast<std::size_t>(kloss_ref::numel(ms)));
+    for (auto& v : m) v = nothing || r.coin(0.4) ? (r.coin(0.2) ? -0.0 : 0.0) : (r.coin(0.1) ? r.pick(odd_ones) : 1.0);
+    if (!nothing && i0 >= 0) m[at(i0, ms)] = 1;
+    c.inputs.push_back(floating(c, "mask", ms, m));
+  }
+  Arg& t = *c.find("target");
+  const Vec bad = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                   -std::numeric_limits<double>::infinity()};
+  if (nonfinite) {
+    c.options["mask_nonfinite"] = bool_value(r, true);
+    const bool all = nothing && !mask;  // nothing counts by the targets alone
+    const std::size_t keep = !all && i0 >= 0 ? at(i0, t.shape) : t.values.size();
+    for (std::size_t j = 0; j < t.values.size(); ++j)
+      if (j != keep && (all || r.coin(0.2))) t.values[j] = r.pick(bad);
+  } else if (mask && r.coin(0.5)) {
+    // the target elements no counted element reaches
+    const Arg& m = *c.find("mask");
+    std::vector<bool> reached(t.values.size(), false);
+    for (I64 i = 0; i < n; ++i)
+      if (m.values[at(i, m.shape)] != 0) reached[at(i, t.shape)] = true;
+    for (std::size_t j = 0; j < t.values.size(); ++j)
+      if (!reached[j] && r.coin(0.3)) t.values[j] = r.pick(bad);
+  }
 }
 
 inline void gen_pointwise(Rng& r, Draft& d) {
@@ -432,6 +532,15 @@ inline void gen_pointwise(Rng& r, Draft& d) {
     }
     c.inputs.push_back(floating(c, "quantiles", qs, rand_vals(r, c, kloss_ref::numel(qs), 0.02, 0.98)));
   }
+  // kloss's weights and masks on a binary table op (not with 'quantiles',
+  // which refuses them: a break below); else now and then the option
+  // mask_nonfinite false, which masks nothing
+  if (is_binary_table(op) && !c.find("quantiles")) {
+    if (r.coin(0.3))
+      gen_masked(r, c, kloss_ref::bshape({is, ts}));
+    else if (r.coin(0.1))
+      c.options["mask_nonfinite"] = bool_value(r, false);
+  }
   if (bce) {
     if (r.coin(0.4)) {
       const Ext ws = broadcast_variant(r, s);
@@ -473,6 +582,15 @@ inline void gen_pointwise(Rng& r, Draft& d) {
   // Breakages.
   if (!bce && !three) d.breaks.push_back(shape_break("target", c.find("input")->shape, {"target"}));
   if (!bce && c.find("weight")) d.breaks.push_back(shape_break("weight", c.find("input")->shape, {"weight"}));
+  // kloss's weights and masks broadcast to the output without growing it
+  // (a weight of another shape than the input's is kloss's, not torch's)
+  if (is_binary_table(op)) {
+    if (c.find("weight")) d.breaks.push_back(grow_break("weight", d.none_shape, {"weight"}));
+    if (c.find("mask")) {
+      d.breaks.push_back(shape_break("mask", d.none_shape, {"mask"}));
+      d.breaks.push_back(grow_break("mask", d.none_shape, {"mask"}));
+    }
+  }
   if (bce) {
     d.breaks.push_back([](Rng& r, Case& c) {
       Arg* t = c.find("target");
@@ -520,6 +638,22 @@ inline void gen_pointwise(Rng& r, Draft& d) {
     });
     d.breaks.push_back(
         shape_break("quantiles", kloss_ref::bshape({c.find("input")->shape, c.find("target")->shape}), {"quantiles"}));
+    // kloss's weights and masks with a quantile per element: refused
+    // (NotImplemented), the message naming 'quantiles'
+    d.breaks.push_back([](Rng& r, Case& c) {
+      const Ext& is = c.find("input")->shape;
+      switch (r.below(3)) {
+        case 0:
+          c.inputs.push_back(floating(c, "weight", is, Vec(static_cast<std::size_t>(kloss_ref::numel(is)), 1.0)));
+          break;
+        case 1:
+          c.inputs.push_back(floating(c, "mask", is, Vec(static_cast<std::size_t>(kloss_ref::numel(is)), 1.0)));
+          break;
+        default:
+          c.options["mask_nonfinite"] = bool_value(r, true);
+      }
+      c.set_bad("a weight, a mask or mask_nonfinite with input 'quantiles'", {"quantiles"});
+    });
   }
   if (op == "kl_div")
     d.breaks.push_back([](Rng& r, Case& c) {
@@ -2238,6 +2372,56 @@ inline Expected reference_values(const Case& c) {
       Ext head(is.begin(), is.end() - (is.empty() ? 0 : 1));
       if (shapes[2] != is && shapes[2] == head && !is.empty()) shapes[2].push_back(1);
     }
+    // kloss's weights and masks (masked_case): operands input and target,
+    // the weight and mask apart, the weight's gradient grads[2]
+    if (masked_case(c)) {
+      const Arg& x = in("input");
+      const Arg& y = in("target");
+      const Arg* w = c.find("weight");
+      const Arg* m = c.find("mask");
+      const bool nonfinite = bool_opt(c, "mask_nonfinite", false), by_count = op == "huber_loss";
+      const std::vector<Ext> xy_shapes = {x.shape, y.shape};
+      const std::vector<Vec> xy = {x.values, y.values};
+      const Ext* ms = m ? &m->shape : nullptr;
+      const Vec* mv = m ? &m->values : nullptr;
+      const auto R = kloss_ref::masked_pointwise(it->second, o, xy_shapes, xy, w ? &w->shape : nullptr,
+                                                 w ? &w->values : nullptr, ms, mv, nonfinite, by_count, red,
+                                                 c.backward ? &go : nullptr, diff, c.backward && w);
+      // the counted elements and the mean's divisor: their weights' sum
+      // (their count for huber_loss), 0 where nothing counts (the mean NaN,
+      // which close() matches only by a NaN; every gradient 0)
+      const I64 n = kloss_ref::numel(R.shape);
+      auto at = [&](I64 i, const Ext& s) { return static_cast<std::size_t>(kloss_ref::bindex(i, R.shape, s)); };
+      std::vector<bool> counted(static_cast<std::size_t>(n));
+      double D = 0;
+      for (I64 i = 0; i < n; ++i) {
+        counted[i] = (!m || m->values[at(i, m->shape)] != 0) && (!nonfinite || std::isfinite(y.values[at(i, y.shape)]));
+        if (counted[i]) D += by_count || !w ? 1.0 : w->values[at(i, w->shape)];
+      }
+      E.terms = static_cast<double>(n);
+      E.mean_div = D;
+      E.out_shape = out_shape_of(red, R.shape);
+      E.out = R.out;
+      if (!c.backward) return E;
+      const char* names[] = {"input", "target"};
+      for (auto k : diff) E.grads[names[k]] = R.grads[k];
+      if (!w) return E;
+      E.grads["weight"] = R.grads[2];
+      // a mean over the weights' sum: each weight element's gradient sums
+      // l - L over the counted elements it meets, terms that cancel where
+      // the weight is broadcast widely (per unit of g / D, as the floor)
+      if (red == Reduction::mean && !by_count && D > 0 && std::isfinite(R.out[0])) {
+        const auto l = kloss_ref::masked_pointwise(it->second, o, xy_shapes, xy, nullptr, nullptr, ms, mv, nonfinite,
+                                                   false, Reduction::none, nullptr, {}, false);
+        Vec cancel(w->values.size(), 0.0);
+        for (I64 i = 0; i < n; ++i)
+          if (counted[i]) cancel[at(i, w->shape)] += std::fabs(l.out[i]) + std::fabs(R.out[0]);
+        for (double& s : cancel) s = std::max(1.0, std::isfinite(s) ? s : 1.0);
+        E.grad_cancel["weight"] = cancel;
+      }
+      return E;
+    }
+    // torch 2.15's weight= (mse_loss, l1_loss, huber_loss; the input's shape)
     const bool weighted = takes_weight(op) && has("weight");
     if (weighted) diff.push_back(2);
     // quantile_loss with a quantile per element: operand 2, not differentiated
@@ -3144,14 +3328,15 @@ void typed_calls(TypedRun<T, I>& t) {
     o.reduction = red;                                                                                               \
     KLOSS_PP_CAT(KLOSS_HOSTILE_OPTION_, option)                                                                      \
     const auto f = ki::binary_op<ki::Op>(#name, o);                                                                  \
-    ki::binary_loss<Exec, T, ki::Op>(ex, #name, f, t.in("input"), t.in("target"), t.in("weight"),                    \
-                                     t.template out<T>("output"), red);                                              \
+    const bool nonfinite = bool_opt(c, "mask_nonfinite", false);                                                     \
+    ki::binary_loss<Exec, T, ki::Op>(ex, #name, f, t.in("input"), t.in("target"), t.in("weight"), t.in("mask"),      \
+                                     t.template out<T>("output"), red, nonfinite);                                   \
     if (bwd) {                                                                                                       \
       auto gi = t.template out<T>("grad_input"); /* before grad_target, which may alias it */                        \
       auto gt = KLOSS_PP_CAT(KLOSS_HOSTILE_GRAD_, grads);                                                            \
       auto gw = c.find("weight") ? t.template out<T>("grad_weight") : Ten<T>();                                      \
       ki::binary_loss_backward<Exec, T, ki::Op>(ex, #name, f, t.go(), t.in("input"), t.in("target"), t.in("weight"), \
-                                                gi, gt, gw, red);                                                    \
+                                                t.in("mask"), gi, gt, gw, red, nonfinite);                           \
     }                                                                                                                \
     done = true;                                                                                                     \
   }
@@ -3223,12 +3408,16 @@ void typed_calls(TypedRun<T, I>& t) {
     o.full = bool_opt(c, "full");
     o.eps = real_opt(c, "eps");
     o.beta = real_opt(c, "beta");
-    ki::gaussian_nll_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.in("var"), t.template out<T>("output"), o);
+    const bool nonfinite = bool_opt(c, "mask_nonfinite", false);
+    ki::gaussian_nll_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.in("var"), t.in("weight"), t.in("mask"),
+                                   t.template out<T>("output"), o, nonfinite);
     if (bwd) {
       auto gi = t.template out<T>("grad_input");
       auto gt = t.template out<T>("grad_target");
       auto gv = t.template out<T>("grad_var");
-      ki::gaussian_nll_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("var"), gi, gt, gv, o);
+      auto gw = c.find("weight") ? t.template out<T>("grad_weight") : Ten<T>();
+      ki::gaussian_nll_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("var"), t.in("weight"),
+                                              t.in("mask"), gi, gt, gv, gw, o, nonfinite);
     }
   } else if (op == "cross_entropy") {
     kloss::CrossEntropyOptions o;

@@ -10,8 +10,11 @@
 #ifdef KLOSS_TEST_C_API
 #include <kloss/c_api.h>
 #endif
+#include <cmath>
+#include <cstring>
 #include <kloss/registry.hpp>
 #include <kloss/sharded.hpp>
+#include <limits>
 #include <set>
 
 #include "mpi_test_utils.hpp"
@@ -52,6 +55,14 @@ Buffer pick(DType dt, kloss::Shape s, std::vector<double> choices, unsigned seed
   return Buffer::from_doubles(dt, s, u);
 }
 
+/// `b` with two targets missing: a NaN at element 4 and an inf at 10.
+Buffer with_nonfinite(const Buffer& b) {
+  std::vector<double> v = b.to_doubles();
+  v.at(4) = std::numeric_limits<double>::quiet_NaN();
+  v.at(10) = std::numeric_limits<double>::infinity();
+  return Buffer::from_doubles(b.dtype(), b.shape(), v);
+}
+
 Buffer ints(kloss::Shape s, std::vector<std::int64_t> v) { return Buffer::from_int64(DType::int64, s, v); }
 
 /// Rows of log-probabilities (nll_loss, kl_div).
@@ -90,6 +101,19 @@ std::vector<Case> cases(DType dt) {
     add(op + " weight", op,
         {{"input", real(dt, nd, -2, 2, 3)}, {"target", real(dt, nd, -2, 2, 4)}, {"weight", real(dt, nd, 0.1, 2, 5)}},
         {{"input", 0}, {"target", 0}, {"weight", 0}});
+  // kloss's weights and masks (docs/weights.md): a weight per variable on
+  // every rank (replicated: each rank's gradient is its part), a mask per
+  // row split with the rows, NaN targets masked
+  for (std::string op : {"mse_loss", "huber_loss", "quantile_loss"})
+    add(op + " masked", op,
+        {{"input", real(dt, nd, -2, 2, 63)},
+         {"target", with_nonfinite(real(dt, nd, -2, 2, 64))},
+         {"weight", real(dt, kloss::Shape{1, 3}, 0.1, 2, 65)},
+         {"mask", pick(dt, kloss::Shape{n, 1}, {0, 1, 1}, 66)}},
+        {{"input", 0}, {"target", 0}, {"mask", 0}}, {{"mask_nonfinite", std::int64_t{1}}});
+  add("smooth_l1_loss weight per element", "smooth_l1_loss",
+      {{"input", real(dt, nd, -2, 2, 67)}, {"target", real(dt, nd, -2, 2, 68)}, {"weight", real(dt, nd, 0.1, 2, 69)}},
+      {{"input", 0}, {"target", 0}, {"weight", 0}});
   add("soft_margin_loss", "soft_margin_loss", {{"input", real(dt, nd, -2, 2, 6)}, {"target", pick(dt, nd, {-1, 1}, 7)}},
       {{"input", 0}, {"target", 0}});
   add("quantile_loss", "quantile_loss", {{"input", real(dt, nd, -2, 2, 51)}, {"target", real(dt, nd, -2, 2, 52)}},
@@ -224,13 +248,15 @@ std::vector<double> summed(std::vector<double> v) {
 
 /// Runs every case sharded and whole with `reduction` and a grad_output,
 /// and compares.
-void check_all(DType dt, const std::string& reduction, double rtol, double atol) {
+void check_all(DType dt, const std::string& reduction, double rtol, double atol, bool reproducible = false) {
   Communicator comm(MPI_COMM_WORLD);
+  kloss::mpi::ShardedOptions sharded;
+  sharded.reproducible = reproducible;
   for (Case& c : cases(dt)) {
     if (c.whole.options.has("reduction") && reduction != "mean") continue;  // batchmean is its own reduction
     if (!c.whole.options.has("reduction")) c.whole.options.set("reduction", reduction);
     SCOPED_TRACE(::testing::Message() << c.label << " reduction=" << reduction << " dtype=" << to_string(dt)
-                                      << " ranks=" << world_size());
+                                      << " ranks=" << world_size() << " reproducible=" << reproducible);
     const auto [b, e] = shard_of(c.batch);
     Call mine = c.whole;
     for (auto& [name, buf] : mine.inputs)
@@ -244,7 +270,7 @@ void check_all(DType dt, const std::string& reduction, double rtol, double atol)
     mine.grad_output = none ? slice(go_whole, c.output_axis, b, e) : go_whole;
     const kloss::rt::Result want = kloss::rt::run(c.whole);
     kloss::rt::Result got;
-    ASSERT_NO_THROW(got = kloss::mpi::run_sharded(comm, mine));
+    ASSERT_NO_THROW(got = kloss::mpi::run_sharded(comm, mine, sharded));
     ASSERT_EQ(got.output.dtype(), dt);
     if (none)
       expect_near_all(got.output.to_doubles(), slice(want.output, c.output_axis, b, e).to_doubles(), rtol, atol,
@@ -268,6 +294,112 @@ TEST(Sharded, EveryLossNoneIsLocal) { check_all(DType::float64, "none", 1e-13, 1
 TEST(Sharded, Float32AndBfloat16) {
   check_all(DType::float32, "mean", 2e-6, 1e-7);
   check_all(DType::bfloat16, "mean", 1e-2, 1e-3);
+}
+
+TEST(Reproducible, EveryLossMatchesTheWholeBatch) {
+  check_all(DType::float64, "mean", 1e-12, 1e-14, true);
+  check_all(DType::float64, "sum", 1e-12, 1e-14, true);
+  check_all(DType::float32, "mean", 2e-6, 1e-7, true);
+  check_all(DType::bfloat16, "mean", 1e-2, 1e-3, true);
+}
+
+/// The bits of every double of `v` (NaNs of any payload compare equal).
+std::vector<std::uint64_t> bits_of(const std::vector<double>& v) {
+  std::vector<std::uint64_t> b;
+  for (double x : v) {
+    std::uint64_t u;
+    std::memcpy(&u, &x, sizeof u);
+    b.push_back(std::isnan(x) ? 0x7ff8000000000000ull : u);
+  }
+  return b;
+}
+
+/// Shard [b, e) of n for `split`: 0 shard_of's uneven split (rank 0 empty
+/// from 3 ranks on), 1 an even one, 2 everything on the last rank.
+std::pair<std::int64_t, std::int64_t> split_of(std::int64_t n, int split) {
+  const std::int64_t r = world_rank(), p = world_size();
+  if (split == 0) return shard_of(n);
+  if (split == 1) return {n * r / p, n * (r + 1) / p};
+  return r == p - 1 ? std::pair<std::int64_t, std::int64_t>{0, n} : std::pair<std::int64_t, std::int64_t>{0, 0};
+}
+
+/// The reproducible mode: every loss and the gradients of its per-sample
+/// inputs have the bits of one rank holding the whole batch (a call on
+/// MPI_COMM_SELF), on this rank count and three splits of the batch.
+/// Replicated inputs (the fused head's weight and bias) are left out: each
+/// rank's part of their gradient is a sum over its rows (docs/sharded.md).
+void check_same_bits(DType dt, const std::string& reduction) {
+  Communicator world(MPI_COMM_WORLD), self(MPI_COMM_SELF);
+  kloss::mpi::ShardedOptions rep;
+  rep.reproducible = true;
+  for (Case& c : cases(dt)) {
+    if (c.whole.options.has("reduction") && reduction != "mean") continue;
+    if (!c.whole.options.has("reduction")) c.whole.options.set("reduction", reduction);
+    c.whole.grad_output = Buffer::from_doubles(dt, kloss::Shape{}, {0.75});
+    kloss::rt::Result one;
+    ASSERT_NO_THROW(one = kloss::mpi::run_sharded(self, c.whole, rep)) << c.label;
+    for (int split = 0; split < 3; ++split) {
+      SCOPED_TRACE(::testing::Message() << c.label << " reduction=" << reduction << " dtype=" << to_string(dt)
+                                        << " ranks=" << world_size() << " split=" << split);
+      const auto [b, e] = split_of(c.batch, split);
+      Call mine = c.whole;
+      for (auto& [name, buf] : mine.inputs)
+        if (c.axis.count(name)) buf = slice(buf, c.axis[name], b, e);
+      kloss::rt::Result got;
+      ASSERT_NO_THROW(got = kloss::mpi::run_sharded(world, mine, rep));
+      EXPECT_EQ(bits_of(got.output.to_doubles()), bits_of(one.output.to_doubles())) << "output";
+      for (const auto& [name, g] : one.grads)
+        if (c.axis.count(name)) {
+          EXPECT_EQ(bits_of(got.grads.at(name).to_doubles()), bits_of(slice(g, c.axis[name], b, e).to_doubles()))
+              << "grad " << name;
+        }
+    }
+  }
+}
+
+TEST(Reproducible, SameBitsOnAnyDecomposition) {
+  check_same_bits(DType::float64, "mean");
+  check_same_bits(DType::float64, "sum");
+  check_same_bits(DType::float32, "mean");
+  check_same_bits(DType::bfloat16, "mean");
+}
+
+/// Hand-checked: l1_loss, sum, of 2^53 and seven ones (each rank holding
+/// some): the exact sum 2^53 + 7 rounds to 2^53 + 8 (ties to even), on any
+/// split; adding in order would lose every one (2^53 + 1 rounds to 2^53).
+TEST(Reproducible, TheSumIsExactThenRoundedOnce) {
+  Communicator comm(MPI_COMM_WORLD);
+  kloss::mpi::ShardedOptions rep;
+  rep.reproducible = true;
+  std::vector<double> all(8, 1.0);
+  all[0] = 9007199254740992.0;  // 2^53
+  for (int split = 0; split < 3; ++split) {
+    const auto [b, e] = split_of(8, split);
+    const std::vector<double> mine(all.begin() + b, all.begin() + e);
+    Call c;
+    c.op = "l1_loss";
+    c.dtype = DType::float64;
+    c.options.set("reduction", std::string("sum"));
+    c.inputs.emplace("input", Buffer::from_doubles(DType::float64, kloss::Shape{e - b}, mine));
+    c.inputs.emplace("target", Buffer(DType::float64, kloss::Shape{e - b}));
+    EXPECT_EQ(kloss::mpi::run_sharded(comm, c, rep).output.to_doubles()[0], 9007199254741000.0) << split;
+    // mean: (2^53 + 7) / 8 is exact in the sum and rounds once more
+    c.options.set("reduction", std::string("mean"));
+    EXPECT_EQ(kloss::mpi::run_sharded(comm, c, rep).output.to_doubles()[0], 9007199254741000.0 / 8) << split;
+  }
+}
+
+/// The grid losses' norms are no sums of terms: no reproducible mode.
+TEST(Reproducible, GridLossesAreRefused) {
+  Communicator comm(MPI_COMM_WORLD);
+  kloss::mpi::ShardedOptions rep;
+  rep.reproducible = true;
+  Call c;
+  c.op = "lp_loss";
+  c.dtype = DType::float64;
+  c.inputs.emplace("input", Buffer(DType::float64, kloss::Shape{1, 4}));
+  c.inputs.emplace("target", Buffer(DType::float64, kloss::Shape{1, 4}));
+  EXPECT_THROW(kloss::mpi::run_sharded(comm, c, rep), kloss::NotImplemented);
 }
 
 /// Every op the registry gives a reduction has its mean's parts, and is a case
@@ -369,6 +501,10 @@ TEST(ShardedMultiRank, RanksThatDisagreeAllThrow) {
   Call f = small_mse(DType::float64);
   f.grad_output = Buffer::from_doubles(DType::float64, kloss::Shape{}, {odd ? 2.0 : 1.0});
   expect_all_throw<kloss::MpiError>([&] { kloss::mpi::run_sharded(comm, f); }, "option 'grad_output'");
+  kloss::mpi::ShardedOptions rep;
+  rep.reproducible = odd;
+  const Call g = small_mse(DType::float64);
+  expect_all_throw<kloss::MpiError>([&] { kloss::mpi::run_sharded(comm, g, rep); }, "option 'reproducible'");
 }
 
 TEST(ShardedMultiRank, OneRanksBadInputThrowsOnEveryRank) {
@@ -418,6 +554,15 @@ TEST(Sharded, ThroughTheCApi) {
             KLOSS_OK)
       << kloss_last_error();
   EXPECT_EQ(gx, want.grads.at("input").to_doubles());
+  // the reproducible mode: run_sharded's with the option; 2 is refused
+  ASSERT_EQ(kloss_loss_set_reproducible(loss, 1), KLOSS_OK) << kloss_last_error();
+  kloss::mpi::ShardedOptions rep;
+  rep.reproducible = true;
+  ASSERT_EQ(kloss_loss_forward(loss, KLOSS_FLOAT64, &out, 1), KLOSS_OK) << kloss_last_error();
+  EXPECT_EQ(out, kloss::mpi::run_sharded(comm, c, rep).output.to_doubles()[0]);
+  EXPECT_EQ(kloss_loss_set_reproducible(loss, 2), KLOSS_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kloss_last_error()).find("'reproducible' must be 0 or 1"), std::string::npos);
+  ASSERT_EQ(kloss_loss_set_reproducible(loss, 0), KLOSS_OK);
   // back to one process: this rank's own mean
   ASSERT_EQ(kloss_loss_set_communicator(loss, static_cast<int>(MPI_Comm_c2f(MPI_COMM_NULL))), KLOSS_OK);
   ASSERT_EQ(kloss_loss_forward(loss, KLOSS_FLOAT64, &out, 1), KLOSS_OK) << kloss_last_error();

@@ -372,6 +372,61 @@ inline PwResult pointwise(Pw op, const PwOptions& o, const std::vector<Ext>& sha
   return R;
 }
 
+/// kloss's weights and masks (masked_loss, masked_gaussian_nll_loss;
+/// docs/weights.md): operands `vals` (input, target, and gaussian's var) of
+/// `shapes`, an optional weight and mask (null: absent), each broadcast to
+/// the output. Element i counts where its mask is nonzero and, with
+/// `nonfinite`, its target (operand 1) is finite; its loss is w l there, 0
+/// elsewhere. Mean: the sum over the counted elements' weights (their count
+/// with `by_count`, huber_loss); NaN where nothing counts. Gradients, the
+/// autograd of sum(c w l) / sum(c w): the operands' w dl, the weight's
+/// c (l - L) (by_count: c l), each times g / D; all 0 where nothing counts.
+/// grads[vals.size()]: the weight's.
+inline PwResult masked_pointwise(Pw op, const PwOptions& o, const std::vector<Ext>& shapes,
+                                 const std::vector<Vec>& vals, const Ext* wshape, const Vec* w, const Ext* mshape,
+                                 const Vec* m, bool nonfinite, bool by_count, Reduction r, const Vec* go,
+                                 const std::vector<std::size_t>& diff, bool weight_grad) {
+  PwResult R;
+  const std::size_t N = vals.size();
+  std::vector<Ext> all = shapes;
+  if (w) all.push_back(*wshape);
+  if (m) all.push_back(*mshape);
+  R.shape = bshape(all);
+  const std::int64_t n = numel(R.shape);
+  Vec l(static_cast<std::size_t>(n), 0.0), wl(static_cast<std::size_t>(n), 0.0), wi(static_cast<std::size_t>(n), 1.0);
+  std::vector<bool> counted(static_cast<std::size_t>(n));
+  Vec v(N);
+  double D = 0, total = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    for (std::size_t k = 0; k < N; ++k) v[k] = vals[k][bindex(i, R.shape, shapes[k])];
+    if (w) wi[i] = (*w)[bindex(i, R.shape, *wshape)];
+    counted[i] = (!m || (*m)[bindex(i, R.shape, *mshape)] != 0) && (!nonfinite || std::isfinite(v[1]));
+    if (!counted[i]) continue;
+    l[i] = pw_loss(op, o, v);
+    wl[i] = wi[i] * l[i];
+    total += wl[i];
+    D += by_count ? 1.0 : wi[i];
+  }
+  if (r == Reduction::none)
+    R.out = wl;
+  else
+    R.out = {r == Reduction::mean ? total / D : total};
+  if (!go) return R;
+  R.grads.assign(N + 1, Vec());
+  for (auto k : diff) R.grads[k].assign(vals[k].size(), 0.0);
+  if (weight_grad) R.grads[N].assign(w->size(), 0.0);
+  const double scale = r == Reduction::mean ? (D == 0 ? 0.0 : 1.0 / D) : 1.0;
+  const double L = r == Reduction::mean && !by_count ? R.out[0] : 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (!counted[i]) continue;
+    for (std::size_t k = 0; k < N; ++k) v[k] = vals[k][bindex(i, R.shape, shapes[k])];
+    const double g = r == Reduction::none ? (*go)[i] : (*go)[0] * scale;
+    for (auto k : diff) R.grads[k][bindex(i, R.shape, shapes[k])] += g * wi[i] * pw_grad(op, o, v, k);
+    if (weight_grad) R.grads[N][bindex(i, R.shape, *wshape)] += g * (l[i] - L);
+  }
+  return R;
+}
+
 /// torch 2.15's weighted mse_loss / l1_loss / huber_loss (`weight=`):
 /// operands input, target, weight (the weight of the input's shape,
 /// broadcast with it); each element w l; mean divides by the sum of the

@@ -747,7 +747,7 @@ TEST(QuantilesErrors, ShapesThatDoNotBroadcastAndBothFormsAreRefused) {
   const kloss::OpInfo* op = kloss::find_op("quantile_loss");
   ASSERT_NE(op, nullptr);
   EXPECT_EQ(std::vector<std::string>(op->inputs.begin(), op->inputs.end()),
-            (std::vector<std::string>{"input", "target", "quantiles?"}));
+            (std::vector<std::string>{"input", "target", "weight?", "mask?", "quantiles?"}));
   rt::Call c;
   c.op = "quantile_loss";
   c.dtype = rt::DType::float32;
@@ -1365,21 +1365,298 @@ TYPED_TEST(Pointwise, WeightedLossesHaveTorchsMeanAndWeightGradient) {
       }
     }
   }
-  // weight of another shape than the input's; a weight for an op without one
+  // a weight that does not broadcast to the input (a weight of another
+  // shape that does is kloss's masked form: MaskedLossesMatchTheReference)
   Kokkos::View<T*, Mem> w3("w3", 3);
-  EXPECT_KLOSS_THROW(kloss::mse_loss(exec, x, y, w3, out), kloss::DimensionMismatch,
-                     "kloss::mse_loss: argument 'weight' [3] must have the input's shape [2]");
+  EXPECT_KLOSS_THROW(kloss::mse_loss(exec, x, y, w3, out), kloss::DimensionMismatch, "kloss::mse_loss:");
   EXPECT_KLOSS_THROW(kloss::l1_loss_backward(exec, go, x, y, w3, gx, gy, gw), kloss::DimensionMismatch,
-                     "kloss::l1_loss_backward: argument 'weight' [3] must have the input's shape [2]");
-  {
-    const kloss::impl::EntryViews<Exec> v{"smooth_l1_loss"};
-    auto call = [&] {
-      kloss::impl::binary_loss<Exec, T, kloss::impl::SmoothL1Op>(exec, "smooth_l1_loss", kloss::impl::SmoothL1Op{},
-                                                                 v(x, "input"), v(y, "target"), v(w, "weight"),
-                                                                 v(out, "output"), Reduction::mean);
+                     "kloss::l1_loss_backward:");
+}
+
+TYPED_TEST(Pointwise, MaskedLossHandChecked) {
+  using T = TypeParam;
+  Exec exec;
+  // x = [[1, 2], [3, 4]], y = [[0, 0], [NaN, 0]], w per column [1, 3], mask
+  // [[1, 0], [1, 1]], non-finite targets masked: (0, 1) is masked, (1, 0)
+  // has a NaN target; (0, 0) and (1, 1) count.
+  // mse: w l = 1, 3 * 16 = 48; sum 49; mean over w = 1 + 3: 12.25;
+  // d/dx = 2 w d / 4 = 0.5, 6; d/dw = (l - L) / 4 = -2.8125, 0.9375.
+  // huber (delta 1): w l = 0.5, 3 * 3.5; mean over the count 2: 5.5;
+  // d/dw = l / 2 = 0.25, 1.75.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto x = make_view<T**>("x", {1, 2, 3, 4}, {2, 2});
+  auto y = make_view<T**>("y", {0, 0, nan, 0}, {2, 2});
+  auto w = make_view<T*>("w", {1, 3}, {2});
+  auto m = make_view<T**>("m", {1, 0, 1, 1}, {2, 2});
+  auto g1 = make_view<T*>("g1", {1}, {1});
+  Kokkos::View<T, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> go(g1.data());
+  Kokkos::View<T, Mem> out("out");
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> none("none", 2, 2), gx("gx", 2, 2), gy("gy", 2, 2);
+  Kokkos::View<T*, Mem> gw("gw", 2);
+  const kloss::MaskOptions skip{true};
+  kloss::masked_loss(exec, x, y, w, m, out, kloss::MseLossOptions{}, skip);
+  expect_near_all(to_doubles(out), {12.25}, tol<T>(), 0, "masked mse mean");
+  kloss::masked_loss(exec, x, y, w, m, none, kloss::MseLossOptions{Reduction::none}, skip);
+  expect_near_all(to_doubles(none), {1, 0, 0, 48}, tol<T>(), 0, "masked mse none");
+  kloss::masked_loss(exec, x, y, w, m, out, kloss::MseLossOptions{Reduction::sum}, skip);
+  expect_near_all(to_doubles(out), {49}, tol<T>(), 0, "masked mse sum");
+  kloss::masked_loss_backward(exec, go, x, y, w, m, gx, gy, gw, kloss::MseLossOptions{}, skip);
+  expect_near_all(to_doubles(gx), {0.5, 0, 0, 6}, tol<T>(), 0, "masked mse grad_input");
+  expect_near_all(to_doubles(gy), {-0.5, 0, 0, -6}, tol<T>(), 0, "masked mse grad_target");
+  expect_near_all(to_doubles(gw), {-2.8125, 0.9375}, tol<T>(), 0, "masked mse grad_weight");
+  kloss::masked_loss(exec, x, y, w, m, out, kloss::HuberLossOptions{}, skip);
+  expect_near_all(to_doubles(out), {5.5}, tol<T>(), 0, "masked huber mean");
+  kloss::masked_loss_backward(exec, go, x, y, w, m, gx, gy, gw, kloss::HuberLossOptions{}, skip);
+  expect_near_all(to_doubles(gw), {0.25, 1.75}, tol<T>(), 0, "masked huber grad_weight");
+  // without mask_nonfinite the NaN target counts: a NaN loss
+  kloss::masked_loss(exec, x, y, w, m, out, kloss::MseLossOptions{});
+  EXPECT_TRUE(std::isnan(to_doubles(out)[0]));
+  // nothing counts: torch's NaN mean over nothing, zero gradients
+  auto zero = make_view<T**>("zero", {0, 0, 0, 0}, {2, 2});
+  kloss::masked_loss(exec, x, y, w, zero, out, kloss::L1LossOptions{});
+  EXPECT_TRUE(std::isnan(to_doubles(out)[0]));
+  kloss::masked_loss_backward(exec, go, x, y, w, zero, gx, gy, gw, kloss::L1LossOptions{});
+  expect_near_all(to_doubles(gx), {0, 0, 0, 0}, 0, 0, "all masked grad_input");
+  expect_near_all(to_doubles(gw), {0, 0}, 0, 0, "all masked grad_weight");
+  // a weight alone on an op torch gives none (smooth_l1_loss): the weighted
+  // mean; no weight and no mask: the plain loss
+  Kokkos::View<T*, Mem> empty;
+  kloss::masked_loss(exec, x, y, w, empty, out, kloss::SmoothL1LossOptions{}, skip);
+  // counted: all but (1, 0); smooth l1 (beta 1): 0.5, 1.5, 3.5 with w 1, 3, 3
+  expect_near_all(to_doubles(out), {(0.5 + 4.5 + 10.5) / 7}, tol<T>(), 0, "weighted smooth_l1 mean");
+  kloss::masked_loss(exec, x, x, empty, empty, out, kloss::SoftMarginLossOptions{Reduction::sum});
+  expect_near_all(to_doubles(out),
+                  {std::log1p(std::exp(-1.0)) + std::log1p(std::exp(-4.0)) + std::log1p(std::exp(-9.0)) +
+                   std::log1p(std::exp(-16.0))},
+                  tol<T>(), 0, "unweighted soft_margin");
+}
+
+/// Every binary table op, reduction and a set of broadcast weights and masks
+/// through the runtime API (as C, Fortran and Python call it) against the
+/// float64 reference kloss_ref::masked_pointwise.
+TYPED_TEST(Pointwise, MaskedLossesMatchTheReference) {
+  using T = TypeParam;
+  namespace rt = kloss::rt;
+  struct Layout {
+    std::vector<std::int64_t> input, target, weight, mask;  // empty weight / mask: absent ({0}: a scalar)
+  };
+  const std::vector<Layout> layouts = {
+      {{4, 3, 5}, {4, 3, 5}, {3, 1}, {4, 1, 5}},  // per variable, per cell
+      {{4, 3, 5}, {4, 3, 5}, {4, 3, 5}, {}},      // per element, no mask (masked for smooth_l1 and the others)
+      {{3, 5}, {4, 3, 5}, {5}, {4, 3, 5}},        // a target that broadcasts the input
+      {{4, 3, 5}, {4, 3, 5}, {}, {4, 3, 1}},      // a mask alone
+  };
+  const std::vector<std::pair<const char*, kloss_ref::Pw>> ops = {{"mse_loss", kloss_ref::Pw::mse},
+                                                                  {"l1_loss", kloss_ref::Pw::l1},
+                                                                  {"smooth_l1_loss", kloss_ref::Pw::smooth_l1},
+                                                                  {"huber_loss", kloss_ref::Pw::huber},
+                                                                  {"soft_margin_loss", kloss_ref::Pw::soft_margin},
+                                                                  {"quantile_loss", kloss_ref::Pw::quantile}};
+  unsigned seed = 90;
+  for (const Layout& L : layouts)
+    for (bool nonfinite : {false, true}) {
+      const std::size_t ni = static_cast<std::size_t>(kloss_ref::numel(L.input));
+      const std::size_t nt = static_cast<std::size_t>(kloss_ref::numel(L.target));
+      auto xv = rv<T>(ni, -2, 2, ++seed), yv = rv<T>(nt, -2, 2, ++seed);
+      if (nonfinite) {
+        yv[1] = std::numeric_limits<double>::quiet_NaN();
+        yv[nt - 1] = -std::numeric_limits<double>::infinity();
+      }
+      const bool has_w = !L.weight.empty(), has_m = !L.mask.empty();
+      auto wv =
+          has_w ? rv<T>(static_cast<std::size_t>(kloss_ref::numel(L.weight)), 0.25, 2, ++seed) : std::vector<double>{};
+      if (has_w && wv.size() > 2) wv[2] = 0;
+      std::vector<double> mv;
+      if (has_m) {
+        mv = rv<T>(static_cast<std::size_t>(kloss_ref::numel(L.mask)), 0, 1, ++seed);
+        for (double& v : mv) v = v < 0.3 ? 0 : 1;
+        mv[0] = 1;
+      }
+      for (auto red : {Reduction::none, Reduction::mean, Reduction::sum})
+        for (const auto& [op, pw] : ops) {
+          const std::string name(op);
+          const bool soft = name == "soft_margin_loss";
+          std::vector<double> y = yv;
+          if (soft)
+            for (double& v : y)
+              if (std::isfinite(v)) v = v < 0 ? -1 : 1;
+          const bool none = red == Reduction::none;
+          const std::vector<std::int64_t> out_shape = kloss_ref::bshape({L.input, L.target});
+          const auto go = rv<T>(none ? static_cast<std::size_t>(kloss_ref::numel(out_shape)) : 1, 0.5, 1.5, ++seed);
+          const std::string what = name + " " + std::string(kloss::to_string(red)) + " input " + Shape(L.input).str() +
+                                   " weight " + Shape(L.weight).str() + " mask " + Shape(L.mask).str() +
+                                   (nonfinite ? " mask_nonfinite" : "");
+          rt::Call call;
+          call.op = name;
+          call.dtype = rt::dtype_of<T>();
+          call.inputs["input"] = rt::Buffer::from_doubles(call.dtype, Shape(L.input), xv);
+          call.inputs["target"] = rt::Buffer::from_doubles(call.dtype, Shape(L.target), y);
+          if (has_w) call.inputs["weight"] = rt::Buffer::from_doubles(call.dtype, Shape(L.weight), wv);
+          if (has_m) call.inputs["mask"] = rt::Buffer::from_doubles(call.dtype, Shape(L.mask), mv);
+          if (nonfinite) call.options.set("mask_nonfinite", std::int64_t{1});
+          // a mask alone, or an input-shaped weight on mse / l1 / huber without a mask, is not the masked form
+          const bool torch_weight = has_w && !has_m && !nonfinite && L.weight == L.input &&
+                                    (name == "mse_loss" || name == "l1_loss" || name == "huber_loss");
+          if (torch_weight) continue;  // WeightedLossesHaveTorchsMeanAndWeightGradient
+          call.options.set("reduction", std::string(kloss::to_string(red)));
+          call.grad_output = rt::Buffer::from_doubles(call.dtype, none ? Shape(out_shape) : Shape{}, go);
+          std::vector<std::size_t> diff = {0};
+          if (!soft) diff.push_back(1);
+          const auto R = kloss_ref::masked_pointwise(pw, kloss_ref::PwOptions{}, {L.input, L.target}, {xv, y},
+                                                     has_w ? &L.weight : nullptr, has_w ? &wv : nullptr,
+                                                     has_m ? &L.mask : nullptr, has_m ? &mv : nullptr, nonfinite,
+                                                     name == "huber_loss", red, &go, diff, has_w);
+          rt::Result res;
+          ASSERT_NO_THROW(res = rt::run(call)) << what;
+          double mag = 1;
+          for (double v : R.out) mag = std::max(mag, std::fabs(v));
+          expect_near_all(res.output.to_doubles(), R.out, tol<T>(), tol<T>() * mag, what + " forward");
+          const char* names[] = {"input", "target", "weight"};
+          for (std::size_t k = 0; k < 3; ++k) {
+            if (k < 2 ? std::find(diff.begin(), diff.end(), k) == diff.end() : !has_w) continue;
+            double gmag = 1;
+            for (double v : R.grads[k]) gmag += std::fabs(v);
+            ASSERT_TRUE(res.grads.count(names[k])) << what << " grad_" << names[k];
+            expect_near_all(res.grads.at(names[k]).to_doubles(), R.grads[k], tol<T>(), 4 * tol<T>() * gmag,
+                            what + " grad_" + names[k]);
+          }
+        }
+    }
+}
+
+/// The reference's weight gradient (and the kernels') against central
+/// differences of the masked mean, float64.
+TEST(MaskedLoss, WeightAndInputGradientsMatchFiniteDifferences) {
+  namespace rt = kloss::rt;
+  const std::vector<std::int64_t> is = {3, 4}, ws = {4}, ms = {3, 1};
+  const auto xv = rv<double>(12, -2, 2, 5), yv = rv<double>(12, -2, 2, 6), wv = rv<double>(4, 0.5, 2, 7);
+  const std::vector<double> mv = {1, 0, 1};
+  for (const char* op : {"mse_loss", "huber_loss", "quantile_loss"}) {
+    auto run = [&](const std::vector<double>& x, const std::vector<double>& w, bool grad) {
+      rt::Call c;
+      c.op = op;
+      c.dtype = rt::DType::float64;
+      c.inputs["input"] = rt::Buffer::from_doubles(c.dtype, Shape(is), x);
+      c.inputs["target"] = rt::Buffer::from_doubles(c.dtype, Shape(is), yv);
+      c.inputs["weight"] = rt::Buffer::from_doubles(c.dtype, Shape(ws), w);
+      c.inputs["mask"] = rt::Buffer::from_doubles(c.dtype, Shape(ms), mv);
+      if (grad) c.grad_output = rt::Buffer::from_doubles(c.dtype, Shape{}, {1.0});
+      return rt::run(c);
     };
-    EXPECT_KLOSS_THROW(call(), kloss::InvalidArgument, "kloss::smooth_l1_loss: takes no argument 'weight'");
+    const rt::Result r = run(xv, wv, true);
+    const double h = 1e-6;
+    for (std::size_t j = 0; j < wv.size(); ++j) {
+      auto wp = wv, wm = wv;
+      wp[j] += h;
+      wm[j] -= h;
+      const double fd =
+          (run(xv, wp, false).output.to_doubles()[0] - run(xv, wm, false).output.to_doubles()[0]) / (2 * h);
+      EXPECT_NEAR(r.grads.at("weight").to_doubles()[j], fd, 1e-7) << op << " weight " << j;
+    }
+    for (std::size_t j = 0; j < xv.size(); ++j) {
+      auto xp = xv, xm = xv;
+      xp[j] += h;
+      xm[j] -= h;
+      const double fd =
+          (run(xp, wv, false).output.to_doubles()[0] - run(xm, wv, false).output.to_doubles()[0]) / (2 * h);
+      EXPECT_NEAR(r.grads.at("input").to_doubles()[j], fd, 1e-7) << op << " input " << j;
+    }
   }
+}
+
+/// gaussian_nll_loss with a weight per variable, a mask per row and NaN
+/// targets masked (the main job's objective), every reduction, beta 0 and
+/// 1/2, full, through the runtime API against kloss_ref::masked_pointwise;
+/// and the typed masked_gaussian_nll_loss once.
+TYPED_TEST(Pointwise, MaskedGaussianNllMatchesTheReference) {
+  using T = TypeParam;
+  namespace rt = kloss::rt;
+  const std::vector<std::int64_t> is = {4, 3}, ws = {3}, ms = {4, 1};
+  const auto xv = rv<T>(12, -2, 2, 31), vv = rv<T>(12, 0.2, 2, 33), wv = rv<T>(3, 0.25, 2, 34);
+  auto yv = rv<T>(12, -2, 2, 32);
+  yv[4] = std::numeric_limits<double>::quiet_NaN();
+  yv[7] = std::numeric_limits<double>::infinity();
+  const std::vector<double> mv = {1, 0, 1, 1};
+  for (double beta : {0.0, 0.5})
+    for (bool full : {false, true})
+      for (auto red : {Reduction::none, Reduction::mean, Reduction::sum}) {
+        const bool none = red == Reduction::none;
+        const auto go = rv<T>(none ? 12 : 1, 0.5, 1.5, 35);
+        kloss_ref::PwOptions o;
+        o.eps = 1e-6;
+        o.full = full;
+        o.nll_beta = beta;
+        const auto R = kloss_ref::masked_pointwise(kloss_ref::Pw::gaussian, o, {is, is, is}, {xv, yv, vv}, &ws, &wv,
+                                                   &ms, &mv, true, false, red, &go, {0, 1, 2}, true);
+        rt::Call call;
+        call.op = "gaussian_nll_loss";
+        call.dtype = rt::dtype_of<T>();
+        call.inputs["input"] = rt::Buffer::from_doubles(call.dtype, Shape(is), xv);
+        call.inputs["target"] = rt::Buffer::from_doubles(call.dtype, Shape(is), yv);
+        call.inputs["var"] = rt::Buffer::from_doubles(call.dtype, Shape(is), vv);
+        call.inputs["weight"] = rt::Buffer::from_doubles(call.dtype, Shape(ws), wv);
+        call.inputs["mask"] = rt::Buffer::from_doubles(call.dtype, Shape(ms), mv);
+        call.options.set("mask_nonfinite", std::int64_t{1});
+        call.options.set("beta", beta);
+        call.options.set("full", std::int64_t{full ? 1 : 0});
+        call.options.set("reduction", std::string(kloss::to_string(red)));
+        call.grad_output = rt::Buffer::from_doubles(call.dtype, none ? Shape(is) : Shape{}, go);
+        const std::string what =
+            std::string("beta ") + std::to_string(beta) + (full ? " full " : " ") + std::string(kloss::to_string(red));
+        rt::Result res;
+        ASSERT_NO_THROW(res = rt::run(call)) << what;
+        double mag = 1;
+        for (double v : R.out) mag = std::max(mag, std::fabs(v));
+        expect_near_all(res.output.to_doubles(), R.out, tol<T>(), tol<T>() * mag, what + " forward");
+        const char* names[] = {"input", "target", "var", "weight"};
+        for (std::size_t k = 0; k < 4; ++k) {
+          double gmag = 1;
+          for (double v : R.grads[k]) gmag += std::fabs(v);
+          expect_near_all(res.grads.at(names[k]).to_doubles(), R.grads[k], tol<T>(), 4 * tol<T>() * gmag,
+                          what + " grad_" + names[k]);
+        }
+      }
+  // the typed entry point: the same mean
+  Exec exec;
+  auto x = make_view<T**>("x", xv, {4, 3});
+  auto y = make_view<T**>("y", yv, {4, 3});
+  auto var = make_view<T**>("var", vv, {4, 3});
+  auto w = make_view<T*>("w", wv, {3});
+  auto m = make_view<T**>("m", mv, {4, 1});
+  Kokkos::View<T, Mem> out("out");
+  kloss::masked_gaussian_nll_loss(exec, x, y, var, w, m, out, kloss::GaussianNllLossOptions{},
+                                  kloss::MaskOptions{true});
+  kloss_ref::PwOptions o;
+  o.eps = 1e-6;
+  const auto R = kloss_ref::masked_pointwise(kloss_ref::Pw::gaussian, o, {is, is, is}, {xv, yv, vv}, &ws, &wv, &ms, &mv,
+                                             true, false, Reduction::mean, nullptr, {}, false);
+  expect_near_all(to_doubles(out), R.out, tol<T>(), tol<T>() * 4, "typed masked_gaussian_nll_loss");
+}
+
+TEST(MaskedLoss, ShapesAndFormsAreChecked) {
+  namespace rt = kloss::rt;
+  rt::Call c;
+  c.op = "mse_loss";
+  c.dtype = rt::DType::float64;
+  c.inputs["input"] = rt::Buffer::from_doubles(c.dtype, Shape{2, 3}, std::vector<double>(6, 1.0));
+  c.inputs["target"] = rt::Buffer::from_doubles(c.dtype, Shape{2, 3}, std::vector<double>(6, 0.0));
+  c.inputs["mask"] = rt::Buffer::from_doubles(c.dtype, Shape{2, 2}, std::vector<double>(4, 1.0));
+  EXPECT_KLOSS_THROW(rt::run(c), kloss::DimensionMismatch, "'mask'");
+  c.inputs["mask"] = rt::Buffer::from_doubles(c.dtype, Shape{3, 2, 3}, std::vector<double>(18, 1.0));
+  EXPECT_KLOSS_THROW(rt::run(c), kloss::DimensionMismatch,
+                     "argument 'mask' [3, 2, 3] must broadcast to the input's shape [2, 3]");
+  c.inputs.erase("mask");
+  c.inputs["weight"] = rt::Buffer::from_doubles(c.dtype, Shape{4}, std::vector<double>(4, 1.0));
+  EXPECT_KLOSS_THROW(rt::run(c), kloss::DimensionMismatch, "'weight'");
+  // several quantiles take no weight or mask
+  rt::Call q;
+  q.op = "quantile_loss";
+  q.dtype = rt::DType::float64;
+  q.inputs["input"] = rt::Buffer::from_doubles(q.dtype, Shape{2}, {1.0, 2.0});
+  q.inputs["target"] = rt::Buffer::from_doubles(q.dtype, Shape{2}, {0.0, 0.0});
+  q.inputs["quantiles"] = rt::Buffer::from_doubles(q.dtype, Shape{2}, {0.1, 0.9});
+  q.inputs["mask"] = rt::Buffer::from_doubles(q.dtype, Shape{2}, {1.0, 0.0});
+  EXPECT_KLOSS_THROW(rt::run(q), kloss::NotImplemented, "a weight or a mask with input 'quantiles'");
 }
 
 TYPED_TEST(Pointwise, MseMatchesReferenceAtOddSizes) {
@@ -1790,17 +2067,17 @@ TEST(PointwiseErrors, RuntimeAdapterNamesInputsAndOptions) {
 
 TEST(PointwiseRegistry, EveryElementwiseOpIsRegisteredWithItsOptions) {
   const std::map<std::string, std::vector<std::string>> want = {
-      {"mse_loss", {"reduction"}},
-      {"l1_loss", {"reduction"}},
-      {"smooth_l1_loss", {"reduction", "beta"}},
-      {"huber_loss", {"reduction", "delta"}},
-      {"soft_margin_loss", {"reduction"}},
-      {"quantile_loss", {"reduction", "quantile"}},
+      {"mse_loss", {"reduction", "mask_nonfinite"}},
+      {"l1_loss", {"reduction", "mask_nonfinite"}},
+      {"smooth_l1_loss", {"reduction", "beta", "mask_nonfinite"}},
+      {"huber_loss", {"reduction", "delta", "mask_nonfinite"}},
+      {"soft_margin_loss", {"reduction", "mask_nonfinite"}},
+      {"quantile_loss", {"reduction", "quantile", "mask_nonfinite"}},
       {"binary_cross_entropy", {"reduction"}},
       {"binary_cross_entropy_with_logits", {"reduction"}},
       {"kl_div", {"reduction", "log_target"}},
       {"poisson_nll_loss", {"log_input", "full", "eps", "reduction"}},
-      {"gaussian_nll_loss", {"full", "eps", "reduction", "beta"}},
+      {"gaussian_nll_loss", {"full", "eps", "reduction", "beta", "mask_nonfinite"}},
       {"crps_gaussian", {"reduction"}},
   };
   for (const auto& [name, opts] : want) {

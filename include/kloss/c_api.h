@@ -165,6 +165,14 @@ KLOSS_C_EXPORT int kloss_loss_set_memory(kloss_loss* loss, int memory);
  * without MPI answers KLOSS_ERROR_NOT_IMPLEMENTED; an op without a
  * reduction (embedding) fails at the forward. */
 KLOSS_C_EXPORT int kloss_loss_set_communicator(kloss_loss* loss, int comm);
+/** With `reproducible` 1, the loss's sharded calls (after
+ * kloss_loss_set_communicator) give the same bits for any number of ranks,
+ * any split of the batch over them and any thread count: each rank's terms
+ * are added exactly (kloss::mpi::ShardedOptions, kloss/sharded.hpp;
+ * docs/sharded.md says what it costs). 0 (the default) turns it off; other
+ * values are KLOSS_ERROR_INVALID_ARGUMENT. The ranks must agree on it. A
+ * build without MPI answers KLOSS_ERROR_NOT_IMPLEMENTED. */
+KLOSS_C_EXPORT int kloss_loss_set_reproducible(kloss_loss* loss, int reproducible);
 /** 1 when Kokkos' default execution space uses host-accessible memory
  * (KLOSS_MEMORY_DEVICE then takes host pointers too), else 0. */
 KLOSS_C_EXPORT int kloss_device_memory_is_host(void);

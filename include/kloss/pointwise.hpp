@@ -384,6 +384,58 @@ void quantile_loss_backward(const ExecSpace& exec, const GradOutputView& grad_ou
                                              v.optional(grad_target, "grad_target"), opts);
 }
 
+// --- masked_loss: weights and masks on the binary losses ----------------------
+
+/// A binary element-wise loss - mse_loss, l1_loss, smooth_l1_loss,
+/// huber_loss, soft_margin_loss or quantile_loss, chosen by its options
+/// struct `opts` (MseLossOptions{}, HuberLossOptions{0.5}, ...) - with a
+/// weight and a mask per element (kloss extension; docs/weights.md):
+///   loss_i = w_i l(input_i, target_i) where element i counts, else 0;
+/// an element counts where the mask is nonzero and, with
+/// masking.mask_nonfinite, its target is finite (a NaN target is then no
+/// NaN loss). weight and mask: views of the loss's floating type that
+/// broadcast to the output's shape without growing it (per cell [N, 1, H,
+/// W], per variable [C, 1, 1], ...), each optional (an empty view).
+/// Reduction mean: the counted elements' sum over the counted weights' sum
+/// (the count for huber_loss, as torch's weighted huber_loss), NaN where
+/// nothing counts; sum: their sum; none: each element's (0 where it does
+/// not count). Without a mask and mask_nonfinite, a weight of the input's
+/// shape on mse_loss, l1_loss and huber_loss is torch 2.15's `weight=`
+/// (the same as the overloads taking a weight). Fences for mean (the
+/// denominator is summed first).
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class MaskView, class OutputView,
+          class Options, class = impl::enable_for_execution_space<ExecSpace>>
+void masked_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
+                 const MaskView& mask, const OutputView& output, const Options& opts, const MaskOptions& masking = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, WeightView, MaskView>,
+                "kloss::masked_loss: input, target, weight, mask and output must hold one floating type");
+  impl::masked_loss_entry(exec, input, target, weight, mask, output, opts, masking);
+}
+
+/// Backward of masked_loss: for each counted element, grad_input and
+/// grad_target the unweighted ones times the weight, grad_weight the
+/// element's loss less the loss for a mean over the weights' sum (each
+/// summed where its input is broadcast), all times grad_output and the
+/// mean's factor; 0 for an element that does not count, and every gradient
+/// 0 for a mean over no counted element. Each gradient optional (an empty
+/// view; soft_margin_loss has no target gradient: leave it empty). Fences
+/// for mean.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class MaskView,
+          class GradInputView, class GradTargetView, class GradWeightView, class Options,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void masked_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                          const TargetView& target, const WeightView& weight, const MaskView& mask,
+                          const GradInputView& grad_input, const GradTargetView& grad_target,
+                          const GradWeightView& grad_weight, const Options& opts, const MaskOptions& masking = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, MaskView, GradInputView,
+                                       GradTargetView, GradWeightView>,
+                "kloss::masked_loss_backward: every view must hold the input's floating type");
+  impl::masked_loss_backward_entry(exec, grad_output, input, target, weight, mask, grad_input, grad_target, grad_weight,
+                                   opts, masking);
+}
+
 // --- binary_cross_entropy ------------------------------------------------------
 
 /// Options of binary_cross_entropy (torch: `reduction='mean'`; `weight` is
@@ -666,7 +718,57 @@ void gaussian_nll_loss(const ExecSpace& exec, const InputView& input, const Targ
                 "kloss::gaussian_nll_loss: every view must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"gaussian_nll_loss"};
   impl::gaussian_nll_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(var, "var"),
-                                        v(output, "output"), opts);
+                                        TensorIn<ExecSpace, T>{}, TensorIn<ExecSpace, T>{}, v(output, "output"), opts,
+                                        false);
+}
+
+/// gaussian_nll_loss with a weight and a mask per element (kloss
+/// extension; docs/weights.md): each element's loss (beta-NLL's with
+/// opts.beta) times its weight where it counts (mask nonzero and, with
+/// masking.mask_nonfinite, a finite target), 0 elsewhere; mean over the
+/// counted elements' weights, NaN where nothing counts. weight, mask: views
+/// that broadcast to the output's shape without growing it, each optional
+/// (an empty view). Fences.
+template <class ExecSpace, class InputView, class TargetView, class VarView, class WeightView, class MaskView,
+          class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
+void masked_gaussian_nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                              const VarView& var, const WeightView& weight, const MaskView& mask,
+                              const OutputView& output, const GaussianNllLossOptions& opts = {},
+                              const MaskOptions& masking = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, VarView, WeightView, MaskView>,
+                "kloss::masked_gaussian_nll_loss: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"gaussian_nll_loss"};
+  impl::gaussian_nll_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(var, "var"),
+                                        v.optional(weight, "weight"), v.optional(mask, "mask"), v(output, "output"),
+                                        opts, masking.mask_nonfinite);
+}
+
+/// Backward of masked_gaussian_nll_loss: for each counted element the
+/// gradients of gaussian_nll_loss_backward times its weight, grad_weight
+/// its loss less the mean (for mean; each summed where its argument is
+/// broadcast), all times grad_output and the mean's factor; 0 for an element
+/// that does not count, every gradient 0 where nothing counts. Each gradient
+/// optional (an empty view). Fences.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class VarView, class WeightView,
+          class MaskView, class GradInputView, class GradTargetView, class GradVarView, class GradWeightView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void masked_gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                       const TargetView& target, const VarView& var, const WeightView& weight,
+                                       const MaskView& mask, const GradInputView& grad_input,
+                                       const GradTargetView& grad_target, const GradVarView& grad_var,
+                                       const GradWeightView& grad_weight, const GaussianNllLossOptions& opts = {},
+                                       const MaskOptions& masking = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, VarView, WeightView, MaskView, GradInputView,
+                                       GradTargetView, GradVarView, GradWeightView>,
+                "kloss::masked_gaussian_nll_loss_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"gaussian_nll_loss_backward"};
+  impl::gaussian_nll_loss_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v(var, "var"),
+      v.optional(weight, "weight"), v.optional(mask, "mask"), v.optional(grad_input, "grad_input"),
+      v.optional(grad_target, "grad_target"), v.optional(grad_var, "grad_var"), v.optional(grad_weight, "grad_weight"),
+      opts, masking.mask_nonfinite);
 }
 
 /// Backward of gaussian_nll_loss w.r.t. input ((input - target) / v),
@@ -691,8 +793,8 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, const GradOutputView& gra
   const impl::EntryViews<ExecSpace> v{"gaussian_nll_loss_backward"};
   impl::gaussian_nll_loss_backward<ExecSpace, T>(
       exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v(var, "var"),
-      v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"), v.optional(grad_var, "grad_var"),
-      opts);
+      TensorIn<ExecSpace, T>{}, TensorIn<ExecSpace, T>{}, v.optional(grad_input, "grad_input"),
+      v.optional(grad_target, "grad_target"), v.optional(grad_var, "grad_var"), TensorOut<ExecSpace, T>{}, opts, false);
 }
 
 /// Backward of gaussian_nll_loss w.r.t. input and var (the overload above
@@ -766,10 +868,20 @@ void crps_gaussian_backward(const ExecSpace& exec, const GradOutputView& grad_ou
 #define KLOSS_BL_INSTANTIATE(PREFIX, T, Op)                                                                         \
   PREFIX template void kloss::impl::binary_loss<KLOSS_EXEC, T, kloss::impl::Op>(                                    \
       const KLOSS_EXEC&, const char*, const kloss::impl::Op&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
-      KLOSS_PW_I_T(T), kloss::Reduction);                                                                           \
+      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction, bool);                                                   \
   PREFIX template void kloss::impl::binary_loss_backward<KLOSS_EXEC, T, kloss::impl::Op>(                           \
       const KLOSS_EXEC&, const char*, const kloss::impl::Op&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
-      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction);
+      KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction, bool);
+/// masked_loss's op by its options struct (impl::BinaryOpOf), one per table line.
+#define KLOSS_BL_OP_OF(name_, Options, Op, grads, option, summary)   \
+  template <>                                                        \
+  struct kloss::impl::BinaryOpOf<kloss::Options> {                   \
+    using type = kloss::impl::Op;                                    \
+    static constexpr const char* name = #name_;                      \
+    static constexpr const char* backward_name = #name_ "_backward"; \
+  };
+KLOSS_BINARY_LOSSES(KLOSS_BL_OP_OF)
+#undef KLOSS_BL_OP_OF
 #define KLOSS_BL_EXTERN_T(T, Op) KLOSS_BL_INSTANTIATE(extern, T, Op)
 #define KLOSS_BL_EXTERN(name, Options, Op, grads, option, summary) \
   KLOSS_FOR_EACH_SCALAR_ARG(KLOSS_BL_EXTERN_T, Op)
@@ -799,11 +911,12 @@ KLOSS_BINARY_LOSSES(KLOSS_BL_EXTERN)
       const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),     \
       kloss::Reduction, bool, bool, double);                                                                         \
   PREFIX template void kloss::impl::gaussian_nll_loss<KLOSS_EXEC, T, kloss::GaussianNllLossOptions>(                 \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),                      \
-      const kloss::GaussianNllLossOptions&);                                                                         \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+      KLOSS_PW_I_T(T), const kloss::GaussianNllLossOptions&, bool);                                                  \
   PREFIX template void kloss::impl::gaussian_nll_loss_backward<KLOSS_EXEC, T, kloss::GaussianNllLossOptions>(        \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
-      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), const kloss::GaussianNllLossOptions&);                                       \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),                          \
+      const kloss::GaussianNllLossOptions&, bool);                                                                   \
   PREFIX template void kloss::impl::quantile_loss<KLOSS_EXEC, T, kloss::QuantileLossOptions>(                        \
       const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),                      \
       const kloss::QuantileLossOptions&);                                                                            \

@@ -7,11 +7,11 @@
 /// `src/<family>.cpp`. The runtime-typed API, the C API (and through it the
 /// Fortran module and the Python binding), kloss-validate, kloss-ops (the
 /// README's op table) and the test harness read it.
+#include <functional>
 #include <kloss/config.hpp>
+#include <kloss/exact_sum.hpp>
 #include <kloss/runtime.hpp>
 #include <kloss/vocab_range.hpp>
-
-#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -53,8 +53,9 @@ struct MeanParts {
   /// l1_loss with weight=), the counted targets' class weights
   /// (cross_entropy, nll_loss), the batch (kl_div's batchmean, ctc_loss).
   /// Empty for an op without a reduction. May throw kloss::Error on bad
-  /// input.
-  std::function<double(const rt::Call&, Reduction)> denominator;
+  /// input. Exact (a sum of weights in any order has the same bits), so
+  /// that the sharded call's reproducible mode can add the ranks' parts.
+  std::function<ExactSum(const rt::Call&, Reduction)> denominator;
   /// The numerator is the `sum` reduction's value (true), or the `mean`'s
   /// times the denominator (ctc_loss: its mean divides each sample's loss by
   /// its target length before the batch mean; its sum does not).
@@ -62,6 +63,16 @@ struct MeanParts {
   /// The differentiable input the denominator sums (mse_loss and l1_loss:
   /// "weight"): its gradient carries the mean's own dependence on it.
   std::string_view denominator_input = {};
+  /// For a numerator that is not the `sum` (ctc_loss): the factor of each
+  /// element of the `none` output in the mean's numerator (ctc_loss: 1 /
+  /// max(target length, 1)). The reproducible mode sums the terms of the
+  /// `none` output; empty where each element counts once.
+  std::function<std::vector<double>(const rt::Call&)> term_factors = {};
+  /// The derivative of the denominator w.r.t. each element of
+  /// denominator_input (a masked loss: the counted elements each weight
+  /// element meets); empty where it is 1 for every element (torch's
+  /// weight=, whose mean divides by the weight's own sum).
+  std::function<std::vector<double>(const rt::Call&)> denominator_derivative = {};
 };
 
 /// One registered op: what kloss-ops lists and what the runtime-typed API

@@ -20,6 +20,22 @@
 
 namespace kloss::mpi {
 
+/// Options of the sharded call.
+struct ShardedOptions {
+  /// The same bits on any decomposition: the loss and the gradients of a
+  /// reduced call are bitwise identical for any number of ranks, any split
+  /// of the batch over them and any thread count (docs/sharded.md,
+  /// "Reproducible mode"). Each rank computes its elements' terms (the
+  /// `none` reduction) and adds them exactly (kloss::ExactSum, whose ranks'
+  /// parts are added as integers by one more MPI_Allreduce of 1.1 KB); the
+  /// denominator is exact too, and each element's gradient is taken with
+  /// the global denominator alone; the element-wise kernels run libm's exp
+  /// and log (vmath's ExactMathOnly). Costs a `none` output per call, and with
+  /// a gradient one more forward (to size the upstream gradient). Not for
+  /// the grid losses (their norms are no sums of terms): NotImplemented.
+  bool reproducible = false;
+};
+
 /// Runs `call` (kloss/runtime.hpp) as this rank's shard of one loss over
 /// the ranks of `comm`, on Kokkos::DefaultExecutionSpace.
 ///
@@ -47,6 +63,7 @@ namespace kloss::mpi {
 /// (OpInfo::run_decomposed, kloss/grid_mpi.hpp).
 /// Throws NotImplemented for an op without a reduction (embedding,
 /// embedding_bag: run them on each rank's shard with kloss::rt::run).
-rt::Result run_sharded(const Communicator& comm, const rt::Call& call);
+/// `options.reproducible`: see ShardedOptions; the ranks must agree on it.
+rt::Result run_sharded(const Communicator& comm, const rt::Call& call, const ShardedOptions& options = {});
 
 }  // namespace kloss::mpi

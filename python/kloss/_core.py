@@ -90,7 +90,8 @@ def _shape_arg(shape):
     return (ctypes.c_int64 * max(len(shape), 1))(*shape)
 
 
-def call_storage(op, dtype, index_dtype, inputs, options=None, backward=False, grad_output=None, comm=None):
+def call_storage(op, dtype, index_dtype, inputs, options=None, backward=False, grad_output=None, comm=None,
+                 reproducible=False):
     """Runs `op` on C-contiguous arrays in storage form.
 
     dtype, index_dtype: C API dtype codes; inputs: name -> (code, array);
@@ -99,12 +100,16 @@ def call_storage(op, dtype, index_dtype, inputs, options=None, backward=False, g
     torch's default); backward: also compute the gradients, with `grad_output` (an
     array in storage form, or None for ones); comm: an MPI communicator
     (mpi4py's, or its Fortran handle as an int) whose ranks each pass a
-    shard of the batch (kloss_loss_set_communicator). Returns (output,
-    grads) in storage form, grads keyed by input name.
+    shard of the batch (kloss_loss_set_communicator); reproducible: with
+    comm, the same bits on any number of ranks and split of the batch
+    (kloss_loss_set_reproducible). Returns (output, grads) in storage form,
+    grads keyed by input name.
     """
+    if reproducible and comm is None:
+        raise ValueError("kloss::%s: reproducible=True needs comm= (it is a mode of the sharded call)" % op)
     lib = _lib.lib()
     with _CALL_LOCK:
-        return _call_locked(lib, op, dtype, index_dtype, inputs, options, backward, grad_output, comm)
+        return _call_locked(lib, op, dtype, index_dtype, inputs, options, backward, grad_output, comm, reproducible)
 
 
 def _set_communicator(lib, handle, op, comm):
@@ -118,12 +123,18 @@ def _set_communicator(lib, handle, op, comm):
     _lib.check(lib.kloss_loss_set_communicator(handle, int(fortran)))
 
 
-def _call_locked(lib, op, dtype, index_dtype, inputs, options, backward, grad_output, comm=None):
+def _call_locked(lib, op, dtype, index_dtype, inputs, options, backward, grad_output, comm=None,
+                 reproducible=False):
     handle = ctypes.c_void_p()
     _lib.check(lib.kloss_loss_create(ctypes.byref(handle), op.encode(), dtype, index_dtype))
     try:
         if comm is not None:
             _set_communicator(lib, handle, op, comm)
+        if reproducible:
+            if not hasattr(lib, "kloss_loss_set_reproducible"):
+                raise _errors.NotSupported("kloss::%s: this libkloss_c predates the reproducible mode (no "
+                                           "kloss_loss_set_reproducible)" % op)
+            _lib.check(lib.kloss_loss_set_reproducible(handle, 1))
         for name, value in (options or {}).items():
             if value is not None:
                 _set_option(lib, handle, op, name, value)
@@ -233,7 +244,8 @@ def _from_storage(a, code):
     return from_bfloat16_bits(a) if code == _lib.BFLOAT16 else a
 
 
-def run(op, inputs, options=None, *, dtype=None, index_dtype=None, grad_output=None, backward=None, comm=None):
+def run(op, inputs, options=None, *, dtype=None, index_dtype=None, grad_output=None, backward=None, comm=None,
+        reproducible=False):
     """Runs registered op `op` on NumPy arrays (or anything np.asarray takes).
 
     inputs: dict of torch's argument names to arrays (None: not given);
@@ -250,7 +262,9 @@ def run(op, inputs, options=None, *, dtype=None, index_dtype=None, grad_output=N
     grad_output. comm: an MPI communicator (mpi4py's, or its Fortran handle
     as an int): the call is this rank's shard of one loss over its ranks,
     collective, and returns the loss of every rank's elements and that
-    loss's gradients (docs/sharded.md). Returns Result(output, grads).
+    loss's gradients (docs/sharded.md). reproducible: with comm, the same
+    bits for any number of ranks and any split of the batch (the sharded
+    call's reproducible mode). Returns Result(output, grads).
     Raises kloss.Error (kloss's message) for anything kloss refuses.
     """
     info = op_info(op)
@@ -261,5 +275,5 @@ def run(op, inputs, options=None, *, dtype=None, index_dtype=None, grad_output=N
     if backward and grad_output is not None:
         g = np.asarray(grad_output)
         go = to_bfloat16_bits(g) if code == _lib.BFLOAT16 else np.asarray(g, dtype=_STORAGE[code], order="C")
-    out, grads = call_storage(op, code, icode, storage, options, backward, go, comm)
+    out, grads = call_storage(op, code, icode, storage, options, backward, go, comm, reproducible)
     return Result(_from_storage(out, code), {k: _from_storage(v, code) for k, v in grads.items()})

@@ -106,6 +106,9 @@ def _declare(lib):
     if hasattr(lib, "kloss_loss_set_communicator"):  # newer libraries
         lib.kloss_loss_set_communicator.restype = c_int
         lib.kloss_loss_set_communicator.argtypes = [c_void_p, c_int]
+    if hasattr(lib, "kloss_loss_set_reproducible"):  # newer libraries
+        lib.kloss_loss_set_reproducible.restype = c_int
+        lib.kloss_loss_set_reproducible.argtypes = [c_void_p, c_int]
     if hasattr(lib, "kloss_version"):  # newer libraries
         lib.kloss_version.restype = c_char_p
         lib.kloss_version.argtypes = []

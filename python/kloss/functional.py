@@ -95,7 +95,8 @@ def _doc(info, backward):
     for o in info.options:
         lines.append("  %s=%r%s" % (o.name, o.default, ": " + o.doc if o.doc else ""))
     lines.append("dtype=, index_dtype=: as kloss.run (default: from the arrays); comm=: an MPI communicator,")
-    lines.append("the call then one rank's shard of the loss over its ranks (kloss.run).")
+    lines.append("the call then one rank's shard of the loss over its ranks (kloss.run); reproducible=True: with")
+    lines.append("comm=, the same bits for any number of ranks and split of the batch.")
     lines.append("Raises kloss.Error (kloss's message) for what kloss refuses.")
     return "\n".join(lines)
 
@@ -125,24 +126,24 @@ def _make(info):
     sig = signature(info)
     full = sig.replace(parameters=list(sig.parameters.values()) + [
         _P("dtype", _P.KEYWORD_ONLY, default=None), _P("index_dtype", _P.KEYWORD_ONLY, default=None),
-        _P("comm", _P.KEYWORD_ONLY, default=None)])
+        _P("comm", _P.KEYWORD_ONLY, default=None), _P("reproducible", _P.KEYWORD_ONLY, default=False)])
     grads_type = collections.namedtuple(info.name + "_grads", info.differentiable)
 
     def split(args, kwargs):
         dt = kwargs.pop("dtype", None)
         it = kwargs.pop("index_dtype", None)
-        comm = kwargs.pop("comm", None)
+        sharded = (kwargs.pop("comm", None), kwargs.pop("reproducible", False))
         _, inputs, options = split_arguments(info, sig, args, kwargs)
-        return inputs, options, dt, it, comm
+        return inputs, options, dt, it, sharded
 
     def forward(*args, **kwargs):
-        inputs, options, dt, it, comm = split(args, kwargs)
-        return run(info.name, inputs, options, dtype=dt, index_dtype=it, comm=comm).output
+        inputs, options, dt, it, (comm, reproducible) = split(args, kwargs)
+        return run(info.name, inputs, options, dtype=dt, index_dtype=it, comm=comm, reproducible=reproducible).output
 
     def backward(grad_output, *args, **kwargs):
-        inputs, options, dt, it, comm = split(args, kwargs)
+        inputs, options, dt, it, (comm, reproducible) = split(args, kwargs)
         r = run(info.name, inputs, options, dtype=dt, index_dtype=it, grad_output=grad_output, backward=True,
-                comm=comm)
+                comm=comm, reproducible=reproducible)
         return grads_type(*(r.grads.get(n) for n in info.differentiable))
 
     forward.__name__ = forward.__qualname__ = info.name

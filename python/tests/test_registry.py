@@ -78,7 +78,7 @@ def test_library_json_is_well_formed():
         assert not set(o["differentiable"]) & set(o["index_inputs"]), name
         names = [opt["name"] for opt in o["options"]]
         assert len(set(names)) == len(names) and not set(names) & set(inputs), name
-        assert not set(names) & {"dtype", "index_dtype", "grad_output", "comm"}, name  # taken by the functions
+        assert not set(names) & {"dtype", "index_dtype", "grad_output", "comm", "reproducible"}, name  # taken by the functions
         for opt in o["options"]:
             assert set(opt) == {"name", "type", "default", "doc"}, (name, opt)
             assert opt["type"] in _registry.OPTION_TYPES, (name, opt)

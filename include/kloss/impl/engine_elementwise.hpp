@@ -255,14 +255,17 @@ void throw_first_bad(std::string_view op_name, const Op& op, const Operands<T, N
 /// elements) with CheckedFastMath when Fast (host spaces: long chunks), and
 /// again with ExactMath if any exp/log argument fell outside the cores'
 /// range - the rerun overwrites what the first run wrote or summed, so the
-/// chunk's results are the exact flavour's. Device spaces (one element per
+/// chunk's results are the exact flavour's; ExactMath alone with
+/// `exact_only` (exact_math_only() at the launch). Device spaces (one element per
 /// work item) use ExactMath directly: no divergent rerun.
 template <bool Fast, class Body>
-KOKKOS_FORCEINLINE_FUNCTION int with_math(Body& body) {
+KOKKOS_FORCEINLINE_FUNCTION int with_math(Body& body, bool exact_only) {
   if constexpr (Fast) {
-    CheckedFastMath fm;
-    const int nbad = body(fm);
-    if (fm.outside == 0) return nbad;
+    if (!exact_only) {
+      CheckedFastMath fm;
+      const int nbad = body(fm);
+      if (fm.outside == 0) return nbad;
+    }
   }
   ExactMath em;
   return body(em);
@@ -287,6 +290,7 @@ struct PointwiseForward {
   T* o = nullptr;  // NoneTag's output
   std::int64_t n = 0;
   std::int64_t* first_bad = nullptr;  // checked ops: first out-of-domain position
+  bool exact_only = false;            // exact_math_only() at the launch
 
   KOKKOS_INLINE_FUNCTION void operator()(NoneTag, const std::int64_t c) const {
     const std::int64_t begin = c * chunk;
@@ -301,7 +305,7 @@ struct PointwiseForward {
       }
       return nbad;
     };
-    const int nbad = with_math<fast>(body);
+    const int nbad = with_math<fast>(body, exact_only);
     if (Op::checked && nbad > 0) note_first_bad(op, in, begin, end, first_bad);
   }
 
@@ -352,7 +356,7 @@ struct PointwiseForward {
       for (int l = 0; l < lanes; ++l) s += part[l];
       return nbad;
     };
-    const int nbad = with_math<fast>(body);
+    const int nbad = with_math<fast>(body, exact_only);
     acc += s;
     if (Op::checked && nbad > 0) note_first_bad(op, in, begin, end, first_bad);
   }
@@ -451,7 +455,7 @@ void pointwise_forward_launch(const ExecSpace& exec, const std::string& op_name,
                               const TensorOut<ExecSpace, T>& out, std::int64_t n, Reduction reduction, double scale,
                               std::int64_t* first_bad) {
   using K = PointwiseForward<ExecSpace, T, Op, N, Flat>;
-  const K k{op, in, out.data.data(), n, first_bad};
+  const K k{op, in, out.data.data(), n, first_bad, exact_math_only()};
   const std::int64_t nchunks = (n + K::chunk - 1) / K::chunk;
   if (reduction == Reduction::none) {
     Kokkos::parallel_for(
@@ -516,6 +520,7 @@ struct PointwiseBackwardFlat {
   T* gp[N] = {};
   std::int64_t n = 0;
   std::int64_t* first_bad = nullptr;  // Op::checked_backward
+  bool exact_only = false;            // exact_math_only() at the launch
 
   KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t c) const {
     const std::int64_t begin = c * chunk;
@@ -534,7 +539,7 @@ struct PointwiseBackwardFlat {
       }
       return nbad;
     };
-    const int nbad = with_math<fast>(body);
+    const int nbad = with_math<fast>(body, exact_only);
     if (Op::checked_backward && nbad > 0) note_first_bad(op, in, begin, end, first_bad);
   }
 };
@@ -596,7 +601,7 @@ void pointwise_backward_flat(const ExecSpace& exec, const std::string& op_name, 
     return;
   }
   using K = PointwiseBackwardFlat<ExecSpace, T, Op, N, PerElem, Mask>;
-  K k{op, in, go, sc, {}, n, first_bad};
+  K k{op, in, go, sc, {}, n, first_bad, exact_math_only()};
   for (int j = 0; j < N; ++j) k.gp[j] = gp[j];
   Kokkos::parallel_for(
       "kloss::" + op_name + "::backward",

@@ -15,6 +15,7 @@
 #include <kloss/impl/engine_elementwise.hpp>
 #include <kloss/impl/reduce.hpp>
 #include <kloss/impl/vmath.hpp>
+#include <kloss/mask_options.hpp>
 #include <kloss/tensor.hpp>
 #include <limits>
 #include <string>
@@ -488,29 +489,64 @@ struct CrpsGaussianOp {
   }
 };
 
-/// A binary table op with a weight per element, operand 2 (torch 2.15's
-/// `weight=`): loss w l(x, y); d/dx and d/dy times w; d/dw = l(x, y) -
-/// offset, where offset carries the mean's own dependence on the weights
-/// (mean over their sum: L / S per weight element, spread over the B
-/// output elements each weight element meets, so offset = L / B; the
-/// engine's scale 1/S does the rest).
+/// Whether an op's weighted mean divides by the count of the elements
+/// rather than by the weights' sum (huber_loss, as torch's); false for an
+/// op that says nothing (Op::weighted absent: gaussian_nll_loss).
+template <class Op, class = void>
+struct MeanOverCount : std::false_type {};
 template <class Op>
-struct Weighted : Op {
-  static constexpr int arity = 3;
-  static constexpr unsigned differentiable = Op::differentiable | 0b100u;
+struct MeanOverCount<Op, std::void_t<decltype(Op::weighted)>> : std::bool_constant<Op::weighted == WeightMean::count> {
+};
+
+/// An element-wise op with a weight and a mask per element, operands
+/// Op::arity and Op::arity + 1 (each absent one replaced by operand 0 and
+/// ignored): torch 2.15's `weight=` on mse_loss, l1_loss and huber_loss, and
+/// kloss's weights and masks (kloss/pointwise.hpp, masked_loss). An element
+/// counts when its mask is nonzero and, with skip_nonfinite, its target
+/// (operand 1) is finite; a counted element's loss is w l(x, y), another's 0
+/// (not 0 times a NaN). Gradients of a counted element: d/dx and d/dy times
+/// w, d/dw = l - offset, where offset carries the mean's own dependence on
+/// the weights (a mean over the weights' sum: the mean itself; the engine's
+/// scale 1/D does the rest); of another, 0.
+template <class Op>
+struct Masked : Op {
+  static constexpr int W = Op::arity, Mk = Op::arity + 1;
+  static constexpr int arity = Op::arity + 2;
+  static constexpr unsigned differentiable = Op::differentiable | (1u << W);
+  bool has_weight = false, has_mask = false, skip_nonfinite = false;
   double offset = 0;
-  Weighted() = default;
-  explicit Weighted(const Op& op) : Op(op) {}
+  Masked() = default;
+  explicit Masked(const Op& op) : Op(op) {}
+  template <class A>
+  KOKKOS_FORCEINLINE_FUNCTION bool counted(const A* v) const {
+    // (y - y is 0 exactly when y is finite)
+    return (!has_mask || v[Mk] != A(0)) && (!skip_nonfinite || v[1] - v[1] == A(0));
+  }
+  template <class A>
+  KOKKOS_FORCEINLINE_FUNCTION A weight(const A* v) const {
+    return has_weight ? v[W] : A(1);
+  }
+  /// The element's term of a mean's denominator: its weight where counted
+  /// (1 each with `count`: huber_loss's weighted mean divides by the count).
+  template <class A>
+  KOKKOS_FORCEINLINE_FUNCTION A denominator_term(const A* v, bool count) const {
+    return counted(v) ? (count ? A(1) : weight(v)) : A(0);
+  }
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, M& m) const {
-    return v[2] * Op::loss(v, m);
+    return counted(v) ? weight(v) * Op::loss(v, m) : A(0);
   }
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION void grad(const A* v, A* g, M& m) const {
+    if (!counted(v)) {
+      for (int k = 0; k < arity; ++k) g[k] = A(0);
+      return;
+    }
     Op::grad(v, g, m);
-    g[0] = v[2] * g[0];
-    if constexpr ((Op::differentiable & 0b10u) != 0) g[1] = v[2] * g[1];
-    g[2] = Op::loss(v, m) - static_cast<A>(offset);
+    const A w = weight(v);
+    for (int k = 0; k < Op::arity; ++k)
+      if ((Op::differentiable >> k) & 1u) g[k] = w * g[k];
+    g[W] = Op::loss(v, m) - static_cast<A>(offset);
   }
 };
 
@@ -580,52 +616,168 @@ inline Shape gaussian_var_shape(std::string_view op, const Shape& input, const S
 #define KLOSS_PW_CT(T) const TensorIn<ExecSpace, T>&
 #define KLOSS_PW_T(T) const TensorOut<ExecSpace, T>&
 
-/// A binary table op's weight (optional): only an op that takes one
-/// (Op::weighted), of the input's shape (torch 2.15: "Weights and input
-/// must have the same size").
+/// Whether a binary table call is masked (kloss's weights and masks) rather
+/// than torch's: a mask, non-finite targets masked, or a weight torch does
+/// not take (on an op without `weight=`, or not of the input's shape).
+template <class Op>
+bool masked_call(bool weight, const Shape& weight_shape, const Shape& input_shape, bool mask, bool mask_nonfinite) {
+  return mask || mask_nonfinite || (weight && (Op::weighted == WeightMean::none || weight_shape != input_shape));
+}
+
+/// A binary table call's weight and mask: torch's weight (the input's
+/// shape, on an op that takes one) or, masked, each broadcasting to the
+/// output's shape without growing it.
 template <class Op, class T, class M>
-void check_binary_weight(std::string_view op, const Tensor<const T, M>& input, const Tensor<const T, M>& weight) {
+void check_weight_and_mask(std::string_view op, bool masked, const Tensor<const T, M>& input,
+                           const Tensor<const T, M>& weight, const Tensor<const T, M>& mask, const Shape& shape) {
+  if (masked) {
+    check_broadcasts_to(op, "weight", weight, shape);
+    check_broadcasts_to(op, "mask", mask, shape);
+    return;
+  }
   if (!weight.present) return;
-  if constexpr (Op::weighted == WeightMean::none) fail<InvalidArgument>(op, "takes no argument 'weight'");
-  if (weight.shape != input.shape)
+  if (weight.shape != input.shape)  // (torch 2.15: "Weights and input must have the same size")
     fail<DimensionMismatch>(op, "argument 'weight' ", weight.shape.str(), " must have the input's shape ",
                             input.shape.str());
 }
 
-/// The factor a weighted reduction multiplies its sum by: 1 / the sum of
-/// the weights for mean over their sum (summed in double, fixed order;
-/// fences), 1 / the element count for mean over the count, else 1.
-template <class Op, class ExecSpace, class T>
-double weighted_scale(const ExecSpace& exec, std::string_view name, KLOSS_PW_CT(T) weight, Reduction reduction,
-                      std::int64_t numel) {
-  if (reduction != Reduction::mean) return 1.0;
-  if constexpr (Op::weighted == WeightMean::sum_of_weights)
-    return 1.0 /
-           fixed_order_total<double>(exec, concat("kloss::", name, "::weight_sum"), weight.data.data(), weight.numel());
-  return 1.0 / static_cast<double>(numel);
+/// An element-wise op's operands with the weight and mask appended (operand
+/// 0 standing in for an absent one), and Masked<Op> set up for them.
+template <class ExecSpace, class T, class Op, int N>
+struct MaskedOperands {
+  Masked<Op> op;
+  std::array<TensorIn<ExecSpace, T>, N + 2> tensors;
+  std::array<Shape, N + 2> shapes;
+  MaskedOperands(const Op& base, const std::array<TensorIn<ExecSpace, T>, N>& operands,
+                 const std::array<Shape, N>& operand_shapes, const TensorIn<ExecSpace, T>& weight,
+                 const TensorIn<ExecSpace, T>& mask, bool mask_nonfinite)
+      : op(base) {
+    static_assert(Op::arity == N, "kloss: an op's operands");
+    for (int k = 0; k < N; ++k) {
+      tensors[k] = operands[k];
+      shapes[k] = operand_shapes[k];
+    }
+    tensors[N] = weight.present ? weight : operands[0];
+    shapes[N] = weight.present ? weight.shape : operand_shapes[0];
+    tensors[N + 1] = mask.present ? mask : operands[0];
+    shapes[N + 1] = mask.present ? mask.shape : operand_shapes[0];
+    op.has_weight = weight.present;
+    op.has_mask = mask.present;
+    op.skip_nonfinite = mask_nonfinite;
+  }
+};
+
+/// The denominator of a weighted or masked mean: torch's (not masked) the
+/// sum of the weight's own elements, or the element count for an op whose
+/// weighted mean divides by it (huber_loss); masked, the sum over the
+/// output's elements of each counted element's weight (1 each for
+/// huber_loss). In double, fixed order; fences.
+template <class ExecSpace, class T, class Op, int N>
+double masked_denominator(const ExecSpace& exec, const std::string& name, const MaskedOperands<ExecSpace, T, Op, N>& m,
+                          bool masked, const Shape& shape) {
+  constexpr bool count = MeanOverCount<Op>::value;
+  if (!masked) {
+    if (count) return static_cast<double>(shape.numel());
+    const TensorIn<ExecSpace, T>& w = m.tensors[N];
+    return fixed_order_total<double>(exec, concat("kloss::", name, "::weight_sum"), w.data.data(), w.numel());
+  }
+  const Operands<T, N + 2> in(m.tensors, m.shapes, shape);
+  const Masked<Op> op = m.op;
+  double total = 0;
+  fixed_order_sum(
+      exec, concat("kloss::", name, "::masked_count"), shape.numel(),
+      KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
+        acc_t<T> v[N + 2];
+        in.template load<false>(i, v);
+        acc += static_cast<double>(op.denominator_term(v, count));
+      },
+      total);
+  return total;
+}
+
+/// Forward of an element-wise op with a weight and a mask (either may be
+/// absent; Masked): torch's weighted mean or, `masked`, kloss's (the counted
+/// elements' weighted sum over their weights' sum). Fences for a mean.
+template <class ExecSpace, class T, class Op, int N>
+void masked_forward(const ExecSpace& exec, const char* name, const Op& op,
+                    const std::array<TensorIn<ExecSpace, T>, N>& operands, const std::array<Shape, N>& shapes,
+                    const std::array<const char*, N>& names, KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask,
+                    bool mask_nonfinite, bool masked, const Shape& shape, KLOSS_PW_T(T) output, Reduction reduction) {
+  const MaskedOperands<ExecSpace, T, Op, N> m(op, operands, shapes, weight, mask, mask_nonfinite);
+  std::array<const char*, N + 2> all_names;
+  for (int k = 0; k < N; ++k) all_names[k] = names[k];
+  all_names[N] = "weight";
+  all_names[N + 1] = "mask";
+  const double scale = reduction == Reduction::mean ? 1.0 / masked_denominator(exec, name, m, masked, shape) : 1.0;
+  pointwise_forward<ExecSpace, T, Masked<Op>, N + 2>(exec, name, m.op, m.tensors, m.shapes, all_names, shape, output,
+                                                     reduction, scale);
+}
+
+/// Backward of masked_forward; grads: the N operands' (each optional), then
+/// the weight's. The weight gradient of a mean over the weights' sum needs
+/// the loss: one more reduction, which fences. A masked mean over no
+/// counted element has zero gradients.
+template <class ExecSpace, class T, class Op, int N>
+void masked_backward(const ExecSpace& exec, const char* name, const Op& op, KLOSS_PW_CT(T) grad_output,
+                     const std::array<TensorIn<ExecSpace, T>, N>& operands, const std::array<Shape, N>& shapes,
+                     KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask, bool mask_nonfinite, bool masked, const Shape& shape,
+                     const std::array<TensorOut<ExecSpace, T>, N + 1>& grads, Reduction reduction) {
+  MaskedOperands<ExecSpace, T, Op, N> m(op, operands, shapes, weight, mask, mask_nonfinite);
+  constexpr bool count = MeanOverCount<Op>::value;
+  const std::string bname = std::string(name) + "_backward";
+  double scale = 1.0;
+  if (reduction == Reduction::mean) {
+    const double d = masked_denominator(exec, bname, m, masked, shape);
+    scale = masked && d == 0 ? 0.0 : 1.0 / d;
+  }
+  const TensorOut<ExecSpace, T>& grad_weight = grads[N];
+  if (grad_weight.present && reduction == Reduction::mean && !count && weight.numel() > 0) {
+    // the loss L (the weighted sum in double, fixed order, times the scale;
+    // the difference l - offset below cancels where the weights are few):
+    // masked, each counted element's d/dw is l - L; torch's, each weight
+    // element meets numel / weight.numel() output elements and its gradient
+    // sums their l - L weight.numel() / numel
+    const Operands<T, N + 2> in(m.tensors, m.shapes, shape);
+    const Masked<Op> mop = m.op;
+    double total = 0;
+    fixed_order_sum(
+        exec, concat("kloss::", bname, "::weighted_loss"), shape.numel(),
+        KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
+          acc_t<T> v[N + 2];
+          in.template load<false>(i, v);
+          ExactMath math;
+          acc += static_cast<double>(mop.loss(v, math));
+        },
+        total);
+    m.op.offset = masked ? total * scale
+                         : total * scale * static_cast<double>(weight.numel()) / static_cast<double>(shape.numel());
+  }
+  std::array<TensorOut<ExecSpace, T>, N + 2> all;
+  for (int k = 0; k <= N; ++k) all[k] = grads[k];
+  pointwise_backward<ExecSpace, T, Masked<Op>, N + 2>(exec, name, m.op, grad_output, m.tensors, m.shapes, shape, all,
+                                                      reduction, scale);
 }
 
 /// The binary table ops (kloss/binary_losses.hpp: mse, l1, smooth_l1, huber,
-/// soft_margin) share one body; weight (optional, an op with Op::weighted):
-/// each element's loss times its weight, mean as Op::weighted says
-/// (fences then, for the sum of the weights).
+/// soft_margin, quantile) share one body; weight, mask (optional): torch's
+/// weight= where the op takes one, else kloss's weights and masks
+/// (masked_call; masked_forward), each fencing for a mean.
 template <class ExecSpace, class T, class Op>
 void binary_loss(const ExecSpace& exec, const char* name, const Op& op, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target,
-                 KLOSS_PW_CT(T) weight, KLOSS_PW_T(T) output, Reduction reduction) {
+                 KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) output, Reduction reduction,
+                 bool mask_nonfinite) {
   const Shape shape = check_binary(name, input, target, reduction);
-  check_binary_weight<Op>(name, input, weight);
+  const bool masked = masked_call<Op>(weight.present, weight.shape, input.shape, mask.present, mask_nonfinite);
+  check_weight_and_mask<Op>(name, masked, input, weight, mask, shape);
   check_output(name, "output", output, reduction, shape);
   check_disjoint(name, {span("output", output)},
-                 {span("input", input), span("target", target), span("weight", weight)});
+                 {span("input", input), span("target", target), span("weight", weight), span("mask", mask)});
   ProfilingRegion region(std::string("kloss::") + name);
-  if constexpr (Op::weighted != WeightMean::none) {
-    if (weight.present) {
-      pointwise_forward<ExecSpace, T, Weighted<Op>, 3>(
-          exec, name, Weighted<Op>(op), {input, target, weight}, {input.shape, target.shape, weight.shape},
-          {"input", "target", "weight"}, shape, output, reduction,
-          weighted_scale<Op, ExecSpace, T>(exec, name, weight, reduction, shape.numel()));
-      return;
-    }
+  if (masked || weight.present) {
+    masked_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
+                                        {"input", "target"}, weight, mask, mask_nonfinite, masked, shape, output,
+                                        reduction);
+    return;
   }
   pointwise_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
                                          {"input", "target"}, shape, output, reduction,
@@ -635,50 +787,30 @@ void binary_loss(const ExecSpace& exec, const char* name, const Op& op, KLOSS_PW
 /// Backward of binary_loss; grad_weight (optional, with a weight): the
 /// element losses (summed over the dimensions the weight is broadcast
 /// along), less the loss for a mean over the sum of the weights, times the
-/// reduction's factor - torch's autograd of sum(w l) / sum(w). That mean's
-/// weight gradient needs the loss: one more reduction, which fences.
+/// reduction's factor - the autograd of sum(w l) / sum(w) (torch's) or of
+/// the masked mean. That mean's weight gradient needs the loss: one more
+/// reduction, which fences.
 template <class ExecSpace, class T, class Op>
 void binary_loss_backward(const ExecSpace& exec, const char* name, const Op& op, KLOSS_PW_CT(T) grad_output,
-                          KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight, KLOSS_PW_T(T) grad_input,
-                          KLOSS_PW_T(T) grad_target, KLOSS_PW_T(T) grad_weight, Reduction reduction) {
+                          KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask,
+                          KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target, KLOSS_PW_T(T) grad_weight,
+                          Reduction reduction, bool mask_nonfinite) {
   const std::string bname = std::string(name) + "_backward";
   const Shape shape = check_binary(bname, input, target, reduction);
-  check_binary_weight<Op>(bname, input, weight);
+  const bool masked = masked_call<Op>(weight.present, weight.shape, input.shape, mask.present, mask_nonfinite);
+  check_weight_and_mask<Op>(bname, masked, input, weight, mask, shape);
   if (grad_weight.present && !weight.present)
     fail<InvalidArgument>(bname, "argument 'grad_weight' must be empty without a weight");
   check_backward(bname, grad_output, reduction, shape,
                  {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape),
                   grad_arg("grad_weight", grad_weight, weight.shape)},
-                 {span("input", input), span("target", target), span("weight", weight)});
+                 {span("input", input), span("target", target), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::" + bname);
-  if constexpr (Op::weighted != WeightMean::none) {
-    if (weight.present) {
-      Weighted<Op> wop(op);
-      const double scale = weighted_scale<Op, ExecSpace, T>(exec, bname, weight, reduction, shape.numel());
-      if (grad_weight.present && reduction == Reduction::mean && Op::weighted == WeightMean::sum_of_weights &&
-          weight.numel() > 0) {
-        // the loss L (sum of w l in double, fixed order, times the scale: the
-        // difference l - L / B below cancels where the weights are few);
-        // each weight element meets numel / weight.numel() output elements
-        const Operands<T, 3> in(std::array<TensorIn<ExecSpace, T>, 3>{input, target, weight},
-                                {input.shape, target.shape, weight.shape}, shape);
-        double total = 0;
-        fixed_order_sum(
-            exec, concat("kloss::", bname, "::weighted_loss"), shape.numel(),
-            KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
-              acc_t<T> v[3];
-              in.template load<false>(i, v);
-              ExactMath math;
-              acc += static_cast<double>(wop.loss(v, math));
-            },
-            total);
-        wop.offset = total * scale * static_cast<double>(weight.numel()) / static_cast<double>(shape.numel());
-      }
-      pointwise_backward<ExecSpace, T, Weighted<Op>, 3>(exec, name, wop, grad_output, {input, target, weight},
-                                                        {input.shape, target.shape, weight.shape}, shape,
-                                                        {grad_input, grad_target, grad_weight}, reduction, scale);
-      return;
-    }
+  if (masked || weight.present) {
+    masked_backward<ExecSpace, T, Op, 2>(exec, name, op, grad_output, {input, target}, {input.shape, target.shape},
+                                         weight, mask, mask_nonfinite, masked, shape,
+                                         {grad_input, grad_target, grad_weight}, reduction);
+    return;
   }
   pointwise_backward<ExecSpace, T, Op, 2>(exec, name, op, grad_output, {input, target}, {input.shape, target.shape},
                                           shape, {grad_input, grad_target}, reduction,
@@ -703,7 +835,8 @@ void binary_loss_entry(const ExecSpace& exec, const char* name, const InputView&
   using T = typename OutputView::non_const_value_type;
   const EntryViews<ExecSpace> v{name};
   binary_loss<ExecSpace, T, Op>(exec, name, binary_op<Op>(name, opts), v(input, "input"), v(target, "target"),
-                                TensorIn<ExecSpace, T>{}, v(output, "output"), opts.reduction);
+                                TensorIn<ExecSpace, T>{}, TensorIn<ExecSpace, T>{}, v(output, "output"), opts.reduction,
+                                false);
 }
 
 /// The public forward of a weighted binary table op (mse_loss, l1_loss,
@@ -715,7 +848,8 @@ void weighted_loss_entry(const ExecSpace& exec, const char* name, const InputVie
   using T = typename OutputView::non_const_value_type;
   const EntryViews<ExecSpace> v{name};
   binary_loss<ExecSpace, T, Op>(exec, name, binary_op<Op>(name, opts), v(input, "input"), v(target, "target"),
-                                v(weight, "weight"), v(output, "output"), opts.reduction);
+                                v(weight, "weight"), TensorIn<ExecSpace, T>{}, v(output, "output"), opts.reduction,
+                                false);
 }
 
 /// The public backward of a weighted binary table op.
@@ -728,10 +862,50 @@ void weighted_loss_backward_entry(const ExecSpace& exec, const char* name, const
                                   const Options& opts) {
   using T = typename InputView::non_const_value_type;
   const EntryViews<ExecSpace> v{backward_name};
-  binary_loss_backward<ExecSpace, T, Op>(exec, name, binary_op<Op>(backward_name, opts), v(grad_output, "grad_output"),
-                                         v(input, "input"), v(target, "target"), v(weight, "weight"),
-                                         v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
-                                         v.optional(grad_weight, "grad_weight"), opts.reduction);
+  binary_loss_backward<ExecSpace, T, Op>(
+      exec, name, binary_op<Op>(backward_name, opts), v(grad_output, "grad_output"), v(input, "input"),
+      v(target, "target"), v(weight, "weight"), TensorIn<ExecSpace, T>{}, v.optional(grad_input, "grad_input"),
+      v.optional(grad_target, "grad_target"), v.optional(grad_weight, "grad_weight"), opts.reduction, false);
+}
+
+/// The operator of the binary table op whose options struct is Options
+/// (kloss/binary_losses.hpp; specialised below the table's instantiations,
+/// in kloss/pointwise.hpp).
+template <class Options>
+struct BinaryOpOf;
+
+/// The public forward of masked_loss (kloss/pointwise.hpp): the binary table
+/// op of `opts`, with a weight and a mask (each may be an empty view).
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class MaskView, class OutputView,
+          class Options>
+void masked_loss_entry(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                       const WeightView& weight, const MaskView& mask, const OutputView& output, const Options& opts,
+                       const MaskOptions& masking) {
+  using Op = typename BinaryOpOf<Options>::type;
+  using T = typename OutputView::non_const_value_type;
+  const char* name = BinaryOpOf<Options>::name;
+  const EntryViews<ExecSpace> v{name};
+  binary_loss<ExecSpace, T, Op>(exec, name, binary_op<Op>(name, opts), v(input, "input"), v(target, "target"),
+                                v.optional(weight, "weight"), v.optional(mask, "mask"), v(output, "output"),
+                                opts.reduction, masking.mask_nonfinite);
+}
+
+/// The public backward of masked_loss.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class MaskView,
+          class GradInputView, class GradTargetView, class GradWeightView, class Options>
+void masked_loss_backward_entry(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                const TargetView& target, const WeightView& weight, const MaskView& mask,
+                                const GradInputView& grad_input, const GradTargetView& grad_target,
+                                const GradWeightView& grad_weight, const Options& opts, const MaskOptions& masking) {
+  using Op = typename BinaryOpOf<Options>::type;
+  using T = typename InputView::non_const_value_type;
+  const char* name = BinaryOpOf<Options>::name;
+  const EntryViews<ExecSpace> v{BinaryOpOf<Options>::backward_name};
+  binary_loss_backward<ExecSpace, T, Op>(exec, name, binary_op<Op>(name, opts), v(grad_output, "grad_output"),
+                                         v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+                                         v.optional(mask, "mask"), v.optional(grad_input, "grad_input"),
+                                         v.optional(grad_target, "grad_target"), v.optional(grad_weight, "grad_weight"),
+                                         opts.reduction, masking.mask_nonfinite);
 }
 
 /// The public backward of a binary table op; grad_target is nullptr for an
@@ -748,8 +922,8 @@ void binary_loss_backward_entry(const ExecSpace& exec, const char* name, const c
   if constexpr (!std::is_same_v<GradTargetView, std::nullptr_t>) gt = v.optional(grad_target, "grad_target");
   binary_loss_backward<ExecSpace, T, Op>(exec, name, binary_op<Op>(backward_name, opts), v(grad_output, "grad_output"),
                                          v(input, "input"), v(target, "target"), TensorIn<ExecSpace, T>{},
-                                         v.optional(grad_input, "grad_input"), gt, TensorOut<ExecSpace, T>{},
-                                         opts.reduction);
+                                         TensorIn<ExecSpace, T>{}, v.optional(grad_input, "grad_input"), gt,
+                                         TensorOut<ExecSpace, T>{}, opts.reduction, false);
 }
 
 /// binary_cross_entropy. Fences (the [0, 1] check must reach the host).
@@ -1050,44 +1224,74 @@ void with_gaussian_op(const Options& opts, bool full, F&& f) {
   });
 }
 
+/// gaussian_nll_loss; weight, mask (optional, kloss's weights and masks:
+/// masked_forward, which fences for a mean): each broadcasting to the
+/// output's shape without growing it.
 template <class ExecSpace, class T, class Options>
 void gaussian_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) var,
-                       KLOSS_PW_T(T) output, const Options& opts) {
+                       KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) output, const Options& opts,
+                       bool mask_nonfinite) {
   constexpr const char* name = "gaussian_nll_loss";
   const Reduction reduction = opts.reduction;
   check_gaussian_beta(name, opts.beta);
   const auto sh = check_gaussian(name, input, target, var, reduction);
+  const bool masked = weight.present || mask.present || mask_nonfinite;
+  check_broadcasts_to(name, "weight", weight, sh[0]);
+  check_broadcasts_to(name, "mask", mask, sh[0]);
   check_output(name, "output", output, reduction, sh[0]);
-  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target), span("var", var)});
+  check_disjoint(
+      name, {span("output", output)},
+      {span("input", input), span("target", target), span("var", var), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::gaussian_nll_loss");
   if (sh[0].numel() == 0)
     check_operand_alone<ExecSpace, T>(exec, name, "var", GaussianNllOp<false>::requirement, var, NegativeValue{});
   const double scale = reduction_scale(reduction, sh[0].numel(), input.shape);
   with_gaussian_op(opts, opts.full, [&](const auto& op) {
-    pointwise_forward<ExecSpace, T, std::decay_t<decltype(op)>, 3>(
-        exec, name, op, {input, target, var}, {input.shape, target.shape, sh[1]}, {"input", "target", "var"}, sh[0],
-        output, reduction, scale);
+    using Op = std::decay_t<decltype(op)>;
+    if (masked)
+      masked_forward<ExecSpace, T, Op, 3>(exec, name, op, {input, target, var}, {input.shape, target.shape, sh[1]},
+                                          {"input", "target", "var"}, weight, mask, mask_nonfinite, true, sh[0], output,
+                                          reduction);
+    else
+      pointwise_forward<ExecSpace, T, Op, 3>(exec, name, op, {input, target, var}, {input.shape, target.shape, sh[1]},
+                                             {"input", "target", "var"}, sh[0], output, reduction, scale);
   });
 }
+/// Backward of gaussian_nll_loss; grad_weight (optional, with a weight).
 template <class ExecSpace, class T, class Options>
 void gaussian_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
-                                KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) var, KLOSS_PW_T(T) grad_input,
-                                KLOSS_PW_T(T) grad_target, KLOSS_PW_T(T) grad_var, const Options& opts) {
+                                KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) var, KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask,
+                                KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target, KLOSS_PW_T(T) grad_var,
+                                KLOSS_PW_T(T) grad_weight, const Options& opts, bool mask_nonfinite) {
   constexpr const char* name = "gaussian_nll_loss_backward";
   const Reduction reduction = opts.reduction;
   check_gaussian_beta(name, opts.beta);
   const auto sh = check_gaussian(name, input, target, var, reduction);
-  check_backward(name, grad_output, reduction, sh[0],
-                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape),
-                  grad_arg("grad_var", grad_var, var.shape)},
-                 {span("input", input), span("target", target), span("var", var)});
+  const bool masked = weight.present || mask.present || mask_nonfinite;
+  check_broadcasts_to(name, "weight", weight, sh[0]);
+  check_broadcasts_to(name, "mask", mask, sh[0]);
+  if (grad_weight.present && !weight.present)
+    fail<InvalidArgument>(name, "argument 'grad_weight' must be empty without a weight");
+  check_backward(
+      name, grad_output, reduction, sh[0],
+      {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape),
+       grad_arg("grad_var", grad_var, var.shape), grad_arg("grad_weight", grad_weight, weight.shape)},
+      {span("input", input), span("target", target), span("var", var), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::gaussian_nll_loss_backward");
   const double scale = reduction_scale(reduction, sh[0].numel(), input.shape);
-  // The constant of `full` has no gradient.
-  with_gaussian_op(opts, false, [&](const auto& op) {
-    pointwise_backward<ExecSpace, T, std::decay_t<decltype(op)>, 3>(
-        exec, "gaussian_nll_loss", op, grad_output, {input, target, var}, {input.shape, target.shape, sh[1]}, sh[0],
-        {grad_input, grad_target, grad_var}, reduction, scale);
+  // The constant of `full` has no gradient, but it is part of the loss a
+  // weight's gradient takes: a masked mean's weight gradient needs the full
+  // loss, so the op keeps `full` there.
+  with_gaussian_op(opts, masked && grad_weight.present && opts.full, [&](const auto& op) {
+    using Op = std::decay_t<decltype(op)>;
+    if (masked)
+      masked_backward<ExecSpace, T, Op, 3>(exec, "gaussian_nll_loss", op, grad_output, {input, target, var},
+                                           {input.shape, target.shape, sh[1]}, weight, mask, mask_nonfinite, true,
+                                           sh[0], {grad_input, grad_target, grad_var, grad_weight}, reduction);
+    else
+      pointwise_backward<ExecSpace, T, Op, 3>(exec, "gaussian_nll_loss", op, grad_output, {input, target, var},
+                                              {input.shape, target.shape, sh[1]}, sh[0],
+                                              {grad_input, grad_target, grad_var}, reduction, scale);
   });
 }
 

@@ -398,6 +398,28 @@ KOKKOS_FORCEINLINE_FUNCTION A verf(A x) {
 
 // --- the math as a kernel parameter ------------------------------------------
 
+/// Whether the element-wise kernels launched from this host thread run
+/// ExactMath alone (the sharded call's reproducible mode): a host chunk falls
+/// back to ExactMath when one of its arguments leaves the fast cores' range,
+/// so without this an element's bits can depend on the chunk it falls in -
+/// on its neighbours, and so on the decomposition. Read at each launch.
+inline bool& exact_math_only() {
+  static thread_local bool on = false;
+  return on;
+}
+
+/// Sets exact_math_only() for its lifetime (restoring the previous value).
+class ExactMathOnly {
+ public:
+  ExactMathOnly() : saved_(exact_math_only()) { exact_math_only() = true; }
+  ~ExactMathOnly() { exact_math_only() = saved_; }
+  ExactMathOnly(const ExactMathOnly&) = delete;
+  ExactMathOnly& operator=(const ExactMathOnly&) = delete;
+
+ private:
+  bool saved_;
+};
+
 /// The exact flavour: vexp, vlog, vlog1p on hosts; in device code (CUDA,
 /// HIP) the device's own expf / logf / log1pf (exp / log / log1p in
 /// double: at most 2 ulp, special values as libm's), whose special function
