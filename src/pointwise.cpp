@@ -335,7 +335,9 @@ void register_pointwise(std::vector<OpInfo>& ops) {
   // axis): the optional input `quantiles`, broadcast with input and target
   for (OpInfo& q : ops)
     if (q.name == "quantile_loss") {
-      q.inputs.push_back("quantiles?");
+      // (after target: a quantile per element is its third argument, as it
+      // was before weights and masks)
+      q.inputs.insert(q.inputs.begin() + 2, "quantiles?");
       for (OptionInfo& o : q.options)
         if (o.name == "quantile") o.doc = "the quantile q, in (0, 1), of every element (or input 'quantiles': one each)";
       q.run = [single = q.run](const rt::Call& c) {

@@ -747,7 +747,7 @@ TEST(QuantilesErrors, ShapesThatDoNotBroadcastAndBothFormsAreRefused) {
   const kloss::OpInfo* op = kloss::find_op("quantile_loss");
   ASSERT_NE(op, nullptr);
   EXPECT_EQ(std::vector<std::string>(op->inputs.begin(), op->inputs.end()),
-            (std::vector<std::string>{"input", "target", "weight?", "mask?", "quantiles?"}));
+            (std::vector<std::string>{"input", "target", "quantiles?", "weight?", "mask?"}));
   rt::Call c;
   c.op = "quantile_loss";
   c.dtype = rt::DType::float32;

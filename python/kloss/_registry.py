@@ -32,6 +32,13 @@ TORCH_POSITIONAL = {
     "l1_loss": 2,
     # (input, target, reduction, delta, weight)
     "huber_loss": 2,
+    # kloss's weight and mask (keyword-only): torch's options follow target
+    # (input, target, size_average, reduce, reduction, beta)
+    "smooth_l1_loss": 2,
+    # (input, target, size_average, reduce, reduction)
+    "soft_margin_loss": 2,
+    # (input, target, var, full, eps, reduction)
+    "gaussian_nll_loss": 3,
     # (input, target, weight, size_average, reduce, reduction, pos_weight)
     "binary_cross_entropy_with_logits": 3,
     # (input, target, p, margin, weight, size_average, reduce, reduction)

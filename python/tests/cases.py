@@ -186,7 +186,70 @@ def cases(seed=20261127):
         periodic="false,true,false", relative=False, root=False, measure=0.5)
     _multivariate_ensemble(add, np.random.default_rng(seed + 1))
     _quantiles(add, np.random.default_rng(seed + 2))
+    _masked(add, np.random.default_rng(seed + 3))
     return out
+
+
+def _masked(add, rng):
+    """kloss's weights and masks on the element-wise losses (docs/weights.md;
+    its own generator: the other cases keep their values): on each op a
+    per-column weight and a per-row mask, under the mean and one other
+    reduction, and mask_nonfinite with a NaN and an infinite target and a
+    per-row weight; then the other layouts (a weight alone, a mask alone, a
+    scalar weight, a target that broadcasts)."""
+    def randn(*shape):
+        return rng.standard_normal(shape)
+
+    def target(op, *shape):
+        # soft_margin_loss's targets are +-1
+        return np.where(rng.random(shape) < 0.5, -1.0, 1.0) if op == "soft_margin_loss" else randn(*shape)
+
+    def extra(op, shape):
+        # gaussian_nll_loss's var (above eps: its clamp is torch's convention, not a derivative)
+        return {"var": rng.uniform(0.3, 2, shape)} if op == "gaussian_nll_loss" else {}
+
+    options = {"smooth_l1_loss": {"beta": 0.7}, "huber_loss": {"delta": 0.6}, "quantile_loss": {"quantile": 0.3}}
+    row_mask = np.array([[1.0], [0.0], [1.0]])  # row 1 masked out
+    for k, op in enumerate(("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss",
+                            "quantile_loss", "gaussian_nll_loss")):
+        o = options.get(op, {})
+        col_weight = rng.uniform(0.25, 2, 5)
+        col_weight[3] = 0.0  # a counted element of weight 0: in the denominator as 0
+        # a [3, 5] weight of 5 columns and a [3, 1] mask, broadcast; the mean and one other reduction
+        for red in ("mean", ("none", "sum")[k % 2]):
+            add("masked_" + red, op, dict({"input": randn(3, 5), "target": target(op, 3, 5), "weight": col_weight,
+                                           "mask": row_mask}, **extra(op, (3, 5))), reduction=red, **o)
+        # missing observations (anemoi's NaN mask): a NaN and an infinite target, a weight per row
+        y = target(op, 3, 5)
+        y[0, 1], y[2, 3] = np.nan, np.inf
+        nonfinite = dict(o, beta=0.5) if op == "gaussian_nll_loss" else o  # and beta-NLL's factor
+        add("nonfinite_" + ("sum", "none", "mean")[k % 3], op,
+            dict({"input": randn(3, 5), "target": y, "weight": rng.uniform(0.25, 2, (3, 1))}, **extra(op, (3, 1))),
+            mask_nonfinite=True, reduction=("sum", "none", "mean")[k % 3], **nonfinite)
+    # the other layouts: an element-wise mask alone (the mean over the count), the
+    # NaN mask alone, a scalar weight, a per-row weight alone (huber_loss: the
+    # mean over the count, not the weights), a weight of the input's shape on
+    # an op torch gives none, a target broadcasting the input with NaNs in it,
+    # var per row under `full`
+    add("mask_only", "mse_loss",
+        {"input": randn(3, 5), "target": randn(3, 5), "mask": (rng.random((3, 5)) < 0.6).astype(float)})
+    y = randn(4, 3)
+    y[1, 2] = np.nan
+    add("nonfinite_only", "mse_loss", {"input": randn(4, 3), "target": y}, mask_nonfinite=True)
+    add("weight_scalar", "l1_loss", {"input": randn(3, 5), "target": randn(3, 5), "weight": np.array(1.75)},
+        reduction="sum")
+    add("weight_row", "huber_loss", {"input": 2 * randn(3, 5), "target": randn(3, 5),
+                                     "weight": rng.uniform(0.25, 2, (3, 1))}, delta=0.6)
+    add("weight_full", "soft_margin_loss",
+        {"input": randn(3, 5), "target": target("soft_margin_loss", 3, 5), "weight": rng.uniform(0.25, 2, (3, 5))},
+        reduction="none")
+    y = randn(1, 5)
+    y[0, 2] = np.nan
+    add("nonfinite_bcast_target", "quantile_loss",
+        {"input": randn(3, 5), "target": y, "mask": row_mask}, mask_nonfinite=True, quantile=0.8)
+    add("masked_var_row_full", "gaussian_nll_loss",
+        {"input": randn(3, 4), "target": randn(3, 4), "var": rng.uniform(0.3, 2, 3), "weight": rng.uniform(0.25, 2, 4),
+         "mask": row_mask}, full=True, reduction="sum")
 
 
 def _quantiles(add, rng):

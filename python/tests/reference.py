@@ -5,7 +5,8 @@ without PyTorch. forward(op, inputs, options) -> ndarray. The ops torch
 lacks from their own definitions (crps_ensemble, energy_score,
 variogram_score: scoringrules' formulas; the grid losses: neuraloperator's);
 energy_score's and variogram_score's gradients also analytically
-(multivariate_grads)."""
+(multivariate_grads). kloss's weights and masks on the element-wise losses
+(docs/weights.md) from that document's definition (masked)."""
 import math
 
 import numpy as np
@@ -28,11 +29,63 @@ def _log1pexp(z):
     return np.logaddexp(0.0, z)
 
 
+# The element-wise losses that take kloss's weights and masks, and those of
+# them that take torch 2.15's weight= (docs/weights.md)
+MASKABLE = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss", "quantile_loss",
+            "gaussian_nll_loss")
+TORCH_WEIGHT = ("mse_loss", "l1_loss", "huber_loss")
+
+
+def masked(op, inputs, options):
+    """Whether call (op, inputs, options) takes kloss's weights and masks
+    rather than torch's own form: a mask, mask_nonfinite, or a weight that is
+    not torch 2.15's weight= (the input's shape, on mse_loss, l1_loss or
+    huber_loss; any weight on gaussian_nll_loss and the others)."""
+    if op not in MASKABLE:
+        return False
+    if inputs.get("mask") is not None or options.get("mask_nonfinite", False):
+        return True
+    w = inputs.get("weight")
+    return w is not None and (op not in TORCH_WEIGHT or np.shape(w) != np.shape(inputs["input"]))
+
+
+def _masked_forward(op, inputs, o, red):
+    """kloss's weights and masks (docs/weights.md): each element's loss l
+    (the op's own, unreduced), counted where the mask is nonzero and (with
+    mask_nonfinite) the target finite; w l where counted, else 0 (not
+    0 * NaN); the mean over the counted elements' weights (huber_loss:
+    their count), NaN where nothing counts."""
+    o = dict(o)
+    nonfinite = o.pop("mask_nonfinite", False)
+    w, mk = inputs.get("weight"), inputs.get("mask")
+    plain = {k: v for k, v in inputs.items() if k not in ("weight", "mask")}
+    with np.errstate(invalid="ignore", over="ignore"):  # (the loss at a NaN target, not taken)
+        loss = np.asarray(forward(op, plain, dict(o, reduction="none")), dtype=np.float64)
+    shape = loss.shape
+    counted = np.ones(shape, dtype=bool)
+    if mk is not None:
+        counted &= np.broadcast_to(np.asarray(mk) != 0, shape)
+    if nonfinite:
+        counted &= np.broadcast_to(np.isfinite(inputs["target"]), shape)
+    # (broadcast_to refuses a weight that would grow the shape, as kloss does)
+    wb = np.broadcast_to(np.asarray(1.0 if w is None else w, dtype=np.float64), shape)
+    terms = np.where(counted, wb * np.where(counted, loss, 0.0), 0.0)
+    if red == "none":
+        return terms
+    if red == "sum":
+        return np.array(terms.sum())
+    den = counted.sum() if op == "huber_loss" else np.where(counted, wb, 0.0).sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.array(terms.sum() / den)
+
+
 def forward(op, inputs, options):
     o = dict(options)
     red = o.pop("reduction", "mean")
     x = inputs.get("input")
     y = inputs.get("target")
+    if masked(op, inputs, o):
+        return _masked_forward(op, inputs, o, red)
     if op in ("mse_loss", "l1_loss", "huber_loss") and inputs.get("weight") is not None:
         # torch 2.15's weight=: mean over the sum of the weights (huber: over the count)
         w = inputs["weight"]
@@ -474,8 +527,9 @@ def numeric_grads(op, inputs, options, grad_output, names, h=1e-6):
     target gradient is NaN at a zero target (xlogy's y / y), and
     poisson_nll_loss's with `full` is NaN at a target <= 0 and the one
     without the Stirling term at a target <= 1, where that term is masked
-    (torch multiplies its derivative by the mask's 0), and gaussian_nll_loss's
-    beta factor (beta-NLL) is held fixed."""
+    (torch multiplies its derivative by the mask's 0), gaussian_nll_loss's
+    beta factor (beta-NLL) is held fixed, and a non-finite target under
+    mask_nonfinite (an element that does not count) gets gradient 0."""
     opts = dict(options)
     if op in ("embedding", "embedding_bag"):
         opts.pop("max_norm", None)
@@ -487,6 +541,10 @@ def numeric_grads(op, inputs, options, grad_output, names, h=1e-6):
         base = np.array(inputs[name], dtype=np.float64)
         grad = np.zeros_like(base)
         for i in np.ndindex(*base.shape):
+            if not np.isfinite(base[i]) and options.get("mask_nonfinite", False):
+                # a NaN or infinite target under mask_nonfinite: an element that does not
+                # count, however it is stepped (it stays non-finite): gradient 0, as kloss's
+                continue
             step = h * max(1.0, abs(base[i]))
             vals = []
             for s in (step, -step):

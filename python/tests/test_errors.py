@@ -2,6 +2,7 @@
 """kloss's refusals reach Python as kloss.Error subclasses carrying kloss's
 own message (kloss_last_error()) and the C API's status."""
 import concurrent.futures
+import inspect
 import os
 import subprocess
 import sys
@@ -87,6 +88,49 @@ def test_comm_reaches_the_c_api():
         kloss.mse_loss(x, x, comm=0)
     with pytest.raises(TypeError, match="comm must be an mpi4py communicator"):
         kloss.mse_loss(x, x, comm="world")
+
+
+def test_reproducible_needs_comm():
+    # the reproducible mode is one of the sharded call: without comm= it is
+    # refused in Python (a ValueError naming comm), before any call of kloss's
+    x = np.zeros(3)
+    for call in (lambda: kloss.mse_loss(x, x, reproducible=True),
+                 lambda: kloss.mse_loss_backward(None, x, x, reproducible=True),
+                 lambda: kloss.cross_entropy(X, T, reproducible=True),
+                 lambda: kloss.run("mse_loss", {"input": x, "target": x}, reproducible=True)):
+        with pytest.raises(ValueError, match=r"reproducible=True needs comm="):
+            call()
+    # every generated function takes it, keyword-only, off by default
+    for fn in (kloss.mse_loss, kloss.mse_loss_backward, kloss.cross_entropy, kloss.gaussian_nll_loss_backward):
+        p = inspect.signature(fn).parameters["reproducible"]
+        assert p.kind == inspect.Parameter.KEYWORD_ONLY and p.default is False, fn.__name__
+    assert inspect.signature(kloss.run).parameters["reproducible"].default is False
+    # off, without comm: the ordinary call
+    assert kloss.mse_loss(x, x + 1, reproducible=False) == 1.0
+    # with comm it reaches the C API, as comm alone does (test_comm_reaches_the_c_api)
+    with pytest.raises((kloss.MpiError, kloss.NotSupported), match=r"kloss::mse_loss|mpi::Communicator|MPI"):
+        kloss.mse_loss(x, x, comm=0, reproducible=True)
+
+
+def test_a_weight_or_mask_that_does_not_broadcast_is_dimension_mismatch():
+    # kloss's weights and masks broadcast to the output's shape without growing it
+    x = np.zeros((3, 5))
+    for op in ("mse_loss", "soft_margin_loss", "quantile_loss"):
+        fn = getattr(kloss, op)
+        with pytest.raises(kloss.DimensionMismatch, match=r"kloss::%s: .*'mask'" % op) as e:
+            fn(x, x, mask=np.ones((3, 2)))  # does not broadcast
+        assert isinstance(e.value, kloss.Error) and e.value.status == 2
+        with pytest.raises(kloss.DimensionMismatch, match=r"kloss::%s: .*'mask'" % op):
+            fn(x, x, mask=np.ones((2, 3, 5)))  # would grow the output
+        with pytest.raises(kloss.DimensionMismatch, match=r"kloss::%s.*'mask'" % op):
+            getattr(kloss, op + "_backward")(None, x, x, mask=np.ones(4))
+        with pytest.raises(kloss.DimensionMismatch, match=r"kloss::%s: .*'weight'" % op):
+            fn(x, x, weight=np.ones((3, 2)), mask_nonfinite=True)
+    var = np.ones((3, 5))
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::gaussian_nll_loss: .*'mask'"):
+        kloss.gaussian_nll_loss(x, x, var, mask=np.ones((5, 1)))
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::gaussian_nll_loss.*'weight'"):
+        kloss.gaussian_nll_loss_backward(None, x, x, var, weight=np.ones(3))
 
 
 def test_a_call_after_an_error_succeeds():

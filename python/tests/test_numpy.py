@@ -110,6 +110,35 @@ def test_hand_values():
                                      reduction="sum") == 2.5
 
 
+def test_masked_hand_values():
+    """kloss's weights and masks (docs/weights.md) by hand: a NaN target
+    under mask_nonfinite counts nowhere (not 0 * NaN), the mean is over the
+    counted weights (huber_loss: their count), and a mean over nothing is
+    NaN with zero gradients."""
+    x, y, w = np.array([1.0, 2.0, 3.0]), np.array([0.0, np.nan, 0.0]), np.array([1.0, 5.0, 3.0])
+    # mse: (1 * 1 + 3 * 9) / (1 + 3) = 7; d/dx = 2 w (x - y) / 4; d/dw = (l - 7) / 4
+    assert kloss.mse_loss(x, y, weight=w, mask_nonfinite=True) == pytest.approx(7.0)
+    g = kloss.mse_loss_backward(None, x, y, weight=w, mask_nonfinite=True)
+    np.testing.assert_allclose(g.input, [0.5, 0.0, 4.5])
+    np.testing.assert_allclose(g.target, [-0.5, 0.0, -4.5])
+    np.testing.assert_allclose(g.weight, [-1.5, 0.0, 0.5])
+    np.testing.assert_allclose(kloss.mse_loss(x, y, weight=w, mask_nonfinite=True, reduction="none"), [1.0, 0.0, 27.0])
+    assert kloss.mse_loss(x, y, weight=w, mask_nonfinite=True, reduction="sum") == pytest.approx(28.0)
+    # without mask_nonfinite the NaN is the loss's
+    assert np.isnan(kloss.mse_loss(x, y, weight=w, mask=np.ones(3)))
+    # a mask: element 0 out; huber (delta 1): l = 1.5, 2.5 (linear), the mean over the count 2
+    m = np.array([0.0, 1.0, 1.0])
+    y = np.zeros(3)
+    assert kloss.huber_loss(x, y, weight=w, mask=m) == pytest.approx((5 * 1.5 + 3 * 2.5) / 2)
+    assert kloss.l1_loss(x, y, weight=w, mask=m) == pytest.approx((5 * 2 + 3 * 3) / 8)
+    # nothing counted: the mean is NaN, every gradient 0
+    assert np.isnan(kloss.mse_loss(x, y, weight=w, mask=np.zeros(3)))
+    g = kloss.mse_loss_backward(None, x, y, weight=w, mask=np.zeros(3))
+    for name in ("input", "target", "weight"):
+        np.testing.assert_array_equal(getattr(g, name), 0.0, err_msg=name)
+    assert kloss.mse_loss(x, y, weight=w, mask=np.zeros(3), reduction="sum") == 0.0
+
+
 def test_reduced_outputs_are_0d_arrays_and_grad_output_shapes_are_checked():
     x = np.ones((2, 3))
     out = kloss.mse_loss(x, 2 * x)

@@ -119,7 +119,8 @@ def test_a_new_op_needs_no_python_edit():
     assert [o.default for o in info.options] == ["mean", 1e-06, None, True]
     forward, backward = functional._make(info)
     assert str(inspect.signature(forward)) == ("(input, target, weight=None, *, reduction='mean', eps=1e-06, "
-                                               "n=None, flag=True, dtype=None, index_dtype=None, comm=None)")
+                                               "n=None, flag=True, dtype=None, index_dtype=None, comm=None, "
+                                               "reproducible=False)")
     assert list(inspect.signature(backward).parameters)[0] == "grad_output"
     assert "a loss" in forward.__doc__
     with pytest.raises(kloss.InternalError, match="new_loss: option 'eps'"):

@@ -220,12 +220,63 @@ def multivariate_reference(c, args):
     return _reduce(per_point, c.options.get("reduction", "mean"))
 
 
+def _masked_element_loss(op, o, x, y, var):
+    """The unweighted per-element loss of an element-wise op, x and y of
+    the output's shape (var broadcasting to it): torch's own function
+    unreduced, quantile_loss's torch.max form, gaussian_nll_loss's formula
+    (its var clamped at eps, times the clamped var^beta, detached, for
+    beta-NLL)."""
+    if op == "quantile_loss":
+        q, e = o.get("quantile", 0.5), y - x
+        return torch.max(q * e, (q - 1) * e)
+    if op == "gaussian_nll_loss":
+        v = var.clamp(min=o.get("eps", 1e-6))
+        loss = 0.5 * (v.log() + (x - y) ** 2 / v)
+        if o.get("full", False):
+            loss = loss + 0.5 * math.log(2 * math.pi)
+        return loss * v.detach() ** o["beta"] if o.get("beta") else loss
+    extra = {k: o[k] for k in ("beta", "delta") if k in o}  # smooth_l1_loss's, huber_loss's
+    return getattr(F, op)(x, y, reduction="none", **extra)
+
+
+def masked_reference(c, args):
+    """kloss's weights and masks (docs/weights.md) as torch operations: an
+    element counts where the mask is nonzero and (mask_nonfinite) the
+    target finite; w l where it counts, else 0; the mean over the counted
+    elements' weights (huber_loss: their count). A target that does not
+    count is replaced by 0 (torch.where) before the loss is taken, so that
+    its NaN reaches neither the value nor, as 0 * NaN, a gradient: autograd
+    then gives such an element exactly 0, and a mean over nothing is NaN
+    with zero gradients."""
+    o = dict(c.options)
+    red = o.pop("reduction", "mean")
+    x, y, w, mk, var = (args.get(k) for k in ("input", "target", "weight", "mask", "var"))
+    if var is not None and var.dim() == x.dim() - 1:
+        var = var[..., None]  # (torch's rule: input's shape without the last dimension)
+    shape = torch.broadcast_shapes(x.shape, y.shape, *(() if var is None else (var.shape,)))
+    counted = torch.ones(shape, dtype=torch.bool)
+    if mk is not None:
+        counted = counted & (mk != 0)
+    if o.pop("mask_nonfinite", False):
+        counted = counted & torch.isfinite(y)
+    y = torch.where(counted, y, y.new_zeros(()))
+    loss = _masked_element_loss(c.op, o, x.expand(shape), y, var)
+    terms = torch.where(counted, loss if w is None else w * loss, loss.new_zeros(()))
+    if red != "mean":
+        return _reduce(terms, red)
+    if w is None or c.op == "huber_loss":
+        return terms.sum() / counted.sum()
+    return terms.sum() / torch.where(counted, w.expand(shape), w.new_zeros(())).sum()
+
+
 def torch_reference(c, tensors):
     """torch's value of call c (fused_linear_cross_entropy composed)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # kl_div's 'mean', broadcasting
         # torch's class-index losses take int64 (kloss also int32)
         tensors = {k: (t if t.is_floating_point() else t.long()) for k, t in tensors.items()}
+        if reference.masked(c.op, c.inputs, c.options):  # kloss's weights and masks (not torch's weight=)
+            return masked_reference(c, tensors)
         if c.op == "fused_linear_cross_entropy":
             logits = F.linear(tensors["input"], tensors["weight"], tensors.get("bias"))
             return F.cross_entropy(logits, tensors["target"], weight=tensors.get("ce_weight"), **c.options)
@@ -293,13 +344,19 @@ def test_forward_and_gradients_match_torch(c):
 # inputs have nothing to differentiate (and gradcheck refuses them).
 # kl_div's target gradient at a zero target and poisson_nll_loss's with
 # `full` at targets 0 and 1 are torch's conventions (NaN, the masked
-# Stirling term), not derivatives; beta-NLL's var^beta is not differentiated.
+# Stirling term), not derivatives; beta-NLL's var^beta is not differentiated
+# (the masked beta-NLL cases too). A NaN or infinite target under
+# mask_nonfinite needs no exclusion: gradcheck's steps leave it non-finite,
+# the element still not counted, so its numerical gradient is 0 as kloss's.
 _NOT_A_DERIVATIVE = {"embedding-padding", "embedding-max_norm", "l1_loss-empty", "kl_div-zero_target",
                      "poisson_nll_loss-rate_full", "gaussian_nll_loss-beta_nll",
-                     "gaussian_nll_loss-beta_nll_var_row_full"}
+                     "gaussian_nll_loss-beta_nll_var_row_full"} | {
+    c.id for c in CASES if c.op == "gaussian_nll_loss" and c.options.get("beta")}
 # Cases with an option torch's function does not take (kloss's extensions):
-# no torch call to record.
+# no torch call to record. kloss's weights and masks (a mask, mask_nonfinite,
+# a weight that is not torch 2.15's weight=) are among them.
 _NOT_IN_TORCH = {"gaussian_nll_loss-beta_nll", "gaussian_nll_loss-beta_nll_var_row_full"} | {
+    c.id for c in CASES if reference.masked(c.op, c.inputs, c.options)} | {
     c.id for c in CASES  # no torch op
     if c.op in ("quantile_loss", "crps_gaussian", "crps_ensemble", "energy_score", "variogram_score", "lp_loss",
                 "h1_loss")}
@@ -416,6 +473,30 @@ def test_autograd_function_matches_torchs_loss(c):
             if t.requires_grad:
                 # (NaN where torch's is NaN: kl_div's target gradient at a zero target)
                 torch.testing.assert_close(t.grad, theirs[k].grad, rtol=1e-9, atol=1e-11, equal_nan=True, msg=k)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("op", reference.TORCH_WEIGHT)
+def test_masked_form_is_torchs_weight_where_both_apply(op, reduction):
+    """A weight of the input's shape with a mask of ones, or with
+    mask_nonfinite on finite targets (kloss's weights and masks), is torch
+    2.15's weight= (the mean over the weights' sum; huber_loss's over the
+    count): values and gradients, the weight's among them."""
+    if "weight" not in inspect.signature(getattr(F, op)).parameters:
+        pytest.skip("this torch's %s has no weight=" % op)
+    rng = np.random.default_rng(13)
+    x, y, w = rng.standard_normal((3, 4)), rng.standard_normal((3, 4)), rng.uniform(0.25, 2, (3, 4))
+    leaves = [torch.from_numpy(a).requires_grad_(True) for a in (x, y, w)]
+    want = getattr(F, op)(leaves[0], leaves[1], weight=leaves[2], reduction=reduction)
+    go = rng.uniform(0.5, 1.5, tuple(want.shape))
+    want_g = torch.autograd.grad(want, leaves, torch.from_numpy(go))
+    for extra in ({"mask": np.ones((3, 1))}, {"mask_nonfinite": True}):
+        got = getattr(kloss, op)(x, y, weight=w, reduction=reduction, **extra)
+        np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-12, atol=1e-14, err_msg=str(extra))
+        g = getattr(kloss, op + "_backward")(go, x, y, weight=w, reduction=reduction, **extra)
+        for name, wg in zip(("input", "target", "weight"), want_g):
+            np.testing.assert_allclose(getattr(g, name), wg.numpy(), rtol=1e-10, atol=1e-12,
+                                       err_msg="%s %s" % (name, extra))
 
 
 def test_quantiles_are_one_call_per_quantile_column():
