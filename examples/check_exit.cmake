@@ -8,18 +8,8 @@
 # STDERR_NOT_MATCHES must not match its stderr, and ONCE must match stdout
 # and stderr together exactly once (under mpirun: one rank printed).
 # (ctest's WILL_FAIL passes any non-zero status, a crash included.)
-set(_cmd)
-set(_seen_dashes OFF)
-foreach(_i RANGE 1 ${CMAKE_ARGC})
-  if(_i EQUAL CMAKE_ARGC)
-    break()
-  endif()
-  if(_seen_dashes)
-    list(APPEND _cmd "${CMAKE_ARGV${_i}}")
-  elseif(CMAKE_ARGV${_i} STREQUAL "--")
-    set(_seen_dashes ON)
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/args_after_dashes.cmake)
+set(_cmd ${_args_after_dashes})
 if(NOT _cmd OR NOT DEFINED EXIT_CODE)
   message(FATAL_ERROR "usage: cmake -DEXIT_CODE=N [-DSTDOUT_MATCHES=RE] [-DSTDERR_MATCHES=RE] "
                       "[-DSTDERR_NOT_MATCHES=RE] [-DONCE=RE] -P check_exit.cmake -- COMMAND [ARG...]")

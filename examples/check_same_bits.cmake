@@ -5,18 +5,8 @@
 #
 #   cmake -DMPIEXEC=mpirun "-DMPIEXEC_FLAGS=..." -DRANKS=1;2;3 -DPROGRAM=sim_surrogate
 #         -P check_same_bits.cmake -- ARG...
-set(_args)
-set(_seen_dashes OFF)
-foreach(_i RANGE 1 ${CMAKE_ARGC})
-  if(_i EQUAL CMAKE_ARGC)
-    break()
-  endif()
-  if(_seen_dashes)
-    list(APPEND _args "${CMAKE_ARGV${_i}}")
-  elseif(CMAKE_ARGV${_i} STREQUAL "--")
-    set(_seen_dashes ON)
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/args_after_dashes.cmake)
+set(_args ${_args_after_dashes})
 if(NOT DEFINED MPIEXEC OR NOT DEFINED RANKS OR NOT DEFINED PROGRAM)
   message(FATAL_ERROR "usage: cmake -DMPIEXEC=... [-DMPIEXEC_FLAGS=...] -DRANKS=1;2;3 -DPROGRAM=... "
                       "-P check_same_bits.cmake -- ARG...")
