@@ -19,6 +19,8 @@
 #include <cmath>
 #include <kloss/mpi.hpp>
 #include <kloss/sharded.hpp>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "perf_common.hpp"
@@ -146,8 +148,10 @@ BENCHMARK(BM_VocabParallelFused)->Args({1024, 1024, 32000})->Unit(benchmark::kMi
 /// runtime API (what C, Fortran and Python call): mode 0 kloss::rt::run on
 /// the rank's own cells (no MPI), 1 kloss::mpi::run_sharded, 2 its
 /// reproducible mode; `masked`: a weight and a mask per cell and NaN
-/// targets masked (docs/weights.md).
-void BM_Sharded(benchmark::State& state, int mode, bool masked) {
+/// targets masked (docs/weights.md); `borrowed`: the inputs borrowed and
+/// the loss and gradients written into the caller's buffers (the C,
+/// Fortran and Python zero-copy path) instead of copied in and out.
+void BM_Sharded(benchmark::State& state, int mode, bool masked, bool borrowed = false) {
   const std::int64_t n = state.range(0);
   auto& comm = world();
   namespace rt = kloss::rt;
@@ -169,6 +173,19 @@ void BM_Sharded(benchmark::State& state, int mode, bool masked) {
     call.options.set("mask_nonfinite", std::int64_t{1});
   }
   call.grad_output = rt::Buffer::from_doubles(call.dtype, kloss::Shape{}, {1.0});
+  std::map<std::string, rt::Buffer> held;  // the caller's memory of a borrowed call
+  if (borrowed) {
+    for (auto& [name, b] : call.inputs) {
+      held[name] = b;
+      b = rt::Buffer::borrowed(b.dtype(), b.shape(), held[name].data());
+    }
+    held["output"] = rt::Buffer(call.dtype, kloss::Shape{});
+    call.output_to = rt::Buffer::borrowed(call.dtype, kloss::Shape{}, held["output"].data());
+    for (const char* g : {"input", "target"}) {
+      held[std::string("grad_") + g] = rt::Buffer(call.dtype, kloss::Shape{n});
+      call.grads_to[g] = rt::Buffer::borrowed(call.dtype, kloss::Shape{n}, held[std::string("grad_") + g].data());
+    }
+  }
   kloss::mpi::ShardedOptions options;
   options.reproducible = mode == 2;
   double mpi_s = 0;
@@ -182,13 +199,41 @@ void BM_Sharded(benchmark::State& state, int mode, bool masked) {
   state.counters["mpi_ms"] = 1e3 * mpi_s / static_cast<double>(state.iterations());
 }
 
+/// The same work through the C++ API on the rank's own cells, no MPI: the
+/// floor of the runtime calls above (kloss::mse_loss and its backward,
+/// fenced).
+void BM_Sharded_cxx(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  Kokkos::View<float*, Mem> x("x", n), y("y", n), gx("gx", n), gy("gy", n);
+  Kokkos::View<float, Mem> out("out"), go("go");
+  Kokkos::deep_copy(go, 1.0f);
+  auto hx = Kokkos::create_mirror_view(x);
+  auto hy = Kokkos::create_mirror_view(y);
+  for (std::int64_t i = 0; i < n; ++i) {
+    hx(i) = static_cast<float>(std::sin(0.001 * static_cast<double>(i) + world().rank()));
+    hy(i) = static_cast<float>(std::cos(0.002 * static_cast<double>(i)));
+  }
+  Kokkos::deep_copy(x, hx);
+  Kokkos::deep_copy(y, hy);
+  Exec exec;
+  for (auto _ : state) {
+    kloss::mse_loss(exec, x, y, out);
+    kloss::mse_loss_backward(exec, go, x, y, gx, gy);
+    exec.fence();
+  }
+  state.counters["ranks"] = world_size();
+}
+
 void sharded_shapes(benchmark::internal::Benchmark* b) {
   b->Arg(1 << 20)->Arg(1 << 24)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
 }
 
+BENCHMARK(BM_Sharded_cxx)->Name("BM_Sharded/cxx")->Apply(sharded_shapes);
 BENCHMARK_CAPTURE(BM_Sharded, local, 0, false)->Apply(sharded_shapes);
 BENCHMARK_CAPTURE(BM_Sharded, sharded, 1, false)->Apply(sharded_shapes);
 BENCHMARK_CAPTURE(BM_Sharded, reproducible, 2, false)->Apply(sharded_shapes);
+BENCHMARK_CAPTURE(BM_Sharded, local_borrowed, 0, false, true)->Apply(sharded_shapes);
+BENCHMARK_CAPTURE(BM_Sharded, sharded_borrowed, 1, false, true)->Apply(sharded_shapes);
 BENCHMARK_CAPTURE(BM_Sharded, local_masked, 0, true)->Apply(sharded_shapes);
 BENCHMARK_CAPTURE(BM_Sharded, sharded_masked, 1, true)->Apply(sharded_shapes);
 BENCHMARK_CAPTURE(BM_Sharded, reproducible_masked, 2, true)->Apply(sharded_shapes);

@@ -161,32 +161,77 @@ void check_result_dtype(const kloss_loss& loss, int dtype, const char* arg) {
                                  "; this loss computes in ", kloss::rt::to_string(loss.call.dtype));
 }
 
-using HostBytes = Kokkos::View<unsigned char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-using DeviceBytes =
-    Kokkos::View<unsigned char*, Kokkos::DefaultExecutionSpace::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+// Where a loss's caller buffers live, as the runtime names it.
+kloss::rt::Memory memory_of(int memory) {
+  return memory == KLOSS_MEMORY_HOST ? kloss::rt::Memory::host : kloss::rt::Memory::device;
+}
 
 // Copies n bytes from a caller's buffer (host or Kokkos' default memory, as
 // `memory` says) into kloss's host staging.
 void copy_in(void* host_dst, const void* src, std::size_t n, int memory) {
-  if (n == 0) return;
-  if (memory == KLOSS_MEMORY_HOST) {
-    std::memcpy(host_dst, src, n);
-  } else {
-    Kokkos::deep_copy(HostBytes(static_cast<unsigned char*>(host_dst), n),
-                      DeviceBytes(static_cast<unsigned char*>(const_cast<void*>(src)), n));
-  }
+  kloss::rt::copy_bytes(host_dst, kloss::rt::Memory::host, src, memory_of(memory), n);
 }
 
-// Copies a result buffer to a caller's buffer (host or default memory).
+// Copies a result buffer (kloss's, or a borrowed destination) to a caller's
+// buffer (host or default memory).
 void copy_out(const kloss::rt::Buffer& b, void* dst, int memory) {
-  const std::size_t n = static_cast<std::size_t>(b.numel()) * kloss::rt::dtype_size(b.dtype());
-  if (n == 0) return;
-  if (memory == KLOSS_MEMORY_HOST) {
-    std::memcpy(dst, b.data(), n);
-  } else {
-    Kokkos::deep_copy(DeviceBytes(static_cast<unsigned char*>(dst), n),
-                      HostBytes(static_cast<unsigned char*>(const_cast<void*>(b.data())), n));
+  if (b.is_borrowed() && b.data() == dst) return;
+  kloss::rt::copy_bytes(dst, memory_of(memory), b.data(), b.memory(), b.bytes());
+}
+
+// The shape of an input given to kloss_loss_set_input or
+// kloss_loss_borrow_input, checked: a known input of the loss's dtype or
+// index dtype, a rank within KLOSS_MAX_RANK, extents that are not negative
+// and whose byte count fits int64, data for a shape with elements.
+kloss::Shape checked_input(const kloss_loss& loss, const char* name, DType dt, const void* data, int ndim,
+                           const int64_t* shape) {
+  const std::string& op = loss.call.op;
+  if (!is_input_of(*loss.info, name))
+    fail<kloss::NotImplemented>(op, "input '", name,
+                                "' is not an argument of this op (its inputs: ", input_list(*loss.info), ")");
+  if (dt != loss.call.dtype && dt != loss.call.index_dtype)
+    fail<kloss::InvalidArgument>(op, "input '", name, "' has dtype ", kloss::rt::to_string(dt), "; this loss takes ",
+                                 kloss::rt::to_string(loss.call.dtype), " (floating inputs) or ",
+                                 kloss::rt::to_string(loss.call.index_dtype), " (integer inputs)");
+  if (ndim < 0 || ndim > KLOSS_MAX_RANK)
+    fail<kloss::DimensionMismatch>(op, "input '", name, "' has rank ", ndim, ", not in 0..", KLOSS_MAX_RANK);
+  std::vector<std::int64_t> ext(shape, shape + ndim);
+  bool empty = false;
+  for (int i = 0; i < ndim; ++i) {
+    if (ext[i] < 0) fail<kloss::DimensionMismatch>(op, "input '", name, "' has extent ", ext[i], " in dimension ", i);
+    empty = empty || ext[i] == 0;
   }
+  // Byte counts must fit int64: refuse extents whose product overflows.
+  std::int64_t count = 1;
+  for (int i = 0; i < ndim && !empty; ++i) {
+    if (count > (INT64_MAX / 8) / ext[i])
+      fail<kloss::DimensionMismatch>(op, "input '", name, "' has too many elements (extents ",
+                                     kloss::Shape(std::vector<std::int64_t>(ext.begin(), ext.begin() + i + 1)).str(),
+                                     "...)");
+    count *= ext[i];
+  }
+  const kloss::Shape sh(ext);
+  if (sh.numel() > 0 && !data)
+    fail<kloss::InvalidArgument>(op, "input '", name, "': data is NULL for shape ", sh.str());
+  return sh;
+}
+
+// Throws NotImplemented unless input `name` of the loss's op has a gradient.
+void check_differentiable(const kloss_loss& loss, const char* name) {
+  bool differentiable = false;
+  for (auto d : loss.info->differentiable) differentiable = differentiable || d == name;
+  if (differentiable) return;
+  std::string names;
+  for (auto d : loss.info->differentiable) names += (names.empty() ? "" : ", ") + std::string(d);
+  fail<kloss::NotImplemented>(loss.call.op, "input '", name, "' has no gradient (this op's gradients: ", names, ")");
+}
+
+// A caller's result buffer of `numel` elements (kloss_loss_borrow_output,
+// kloss_loss_borrow_grad) as a borrowed destination.
+kloss::rt::Buffer destination(const kloss_loss& loss, int dtype, const char* arg, void* data, std::int64_t numel) {
+  check_result_dtype(loss, dtype, arg);
+  if (numel < 0) fail<kloss::DimensionMismatch>(loss.call.op, "argument '", arg, "' holds ", numel, " elements");
+  return kloss::rt::Buffer::borrowed(loss.call.dtype, kloss::Shape{numel}, data, memory_of(loss.memory));
 }
 
 // The shape of the forward output: a scalar for a reduced loss, otherwise
@@ -389,40 +434,61 @@ int kloss_loss_set_input(kloss_loss* loss, const char* name, int dtype, const vo
   if (!name) return null_arg(fn, "name");
   if (ndim > 0 && !shape) return null_arg(fn, "shape");
   return guarded([&] {
-    const std::string& op = loss->call.op;
-    if (!is_input_of(*loss->info, name))
-      fail<kloss::NotImplemented>(op, "input '", name,
-                                  "' is not an argument of this op (its inputs: ", input_list(*loss->info), ")");
-    const DType dt = to_dtype(dtype, op.c_str(), "dtype");
-    if (dt != loss->call.dtype && dt != loss->call.index_dtype)
-      fail<kloss::InvalidArgument>(op, "input '", name, "' has dtype ", kloss::rt::to_string(dt), "; this loss takes ",
-                                   kloss::rt::to_string(loss->call.dtype), " (floating inputs) or ",
-                                   kloss::rt::to_string(loss->call.index_dtype), " (integer inputs)");
-    if (ndim < 0 || ndim > KLOSS_MAX_RANK)
-      fail<kloss::DimensionMismatch>(op, "input '", name, "' has rank ", ndim, ", not in 0..", KLOSS_MAX_RANK);
-    std::vector<std::int64_t> ext(shape, shape + ndim);
-    bool empty = false;
-    for (int i = 0; i < ndim; ++i) {
-      if (ext[i] < 0) fail<kloss::DimensionMismatch>(op, "input '", name, "' has extent ", ext[i], " in dimension ", i);
-      empty = empty || ext[i] == 0;
-    }
-    // Byte counts must fit int64: refuse extents whose product overflows.
-    std::int64_t count = 1;
-    for (int i = 0; i < ndim && !empty; ++i) {
-      if (count > (INT64_MAX / 8) / ext[i])
-        fail<kloss::DimensionMismatch>(op, "input '", name, "' has too many elements (extents ",
-                                       kloss::Shape(std::vector<std::int64_t>(ext.begin(), ext.begin() + i + 1)).str(),
-                                       "...)");
-      count *= ext[i];
-    }
-    const kloss::Shape sh(ext);
-    if (sh.numel() > 0 && !data)
-      fail<kloss::InvalidArgument>(op, "input '", name, "': data is NULL for shape ", sh.str());
+    const DType dt = to_dtype(dtype, loss->call.op.c_str(), "dtype");
+    const kloss::Shape sh = checked_input(*loss, name, dt, data, ndim, shape);
     kloss::rt::Buffer b(dt, sh);
-    copy_in(b.data(), data, static_cast<std::size_t>(sh.numel()) * kloss::rt::dtype_size(dt), loss->memory);
+    copy_in(b.data(), data, b.bytes(), loss->memory);
     loss->call.inputs[name] = std::move(b);
     loss->changed = true;
   });
+}
+
+int kloss_loss_borrow_input(kloss_loss* loss, const char* name, int dtype, const void* data, int ndim,
+                            const int64_t* shape) {
+  constexpr const char* fn = "kloss_loss_borrow_input";
+  if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
+  if (!name) return null_arg(fn, "name");
+  if (ndim > 0 && !shape) return null_arg(fn, "shape");
+  return guarded([&] {
+    const DType dt = to_dtype(dtype, loss->call.op.c_str(), "dtype");
+    const kloss::Shape sh = checked_input(*loss, name, dt, data, ndim, shape);
+    loss->call.inputs[name] = kloss::rt::Buffer::borrowed(dt, sh, const_cast<void*>(data), memory_of(loss->memory));
+    loss->changed = true;
+  });
+}
+
+int kloss_loss_borrow_output(kloss_loss* loss, int dtype, void* output, int64_t output_numel) {
+  constexpr const char* fn = "kloss_loss_borrow_output";
+  if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
+  if (!output && output_numel != 0) return null_arg(fn, "output");
+  return guarded([&] {
+    if (!output) {
+      loss->call.output_to.reset();
+      return;
+    }
+    loss->call.output_to = destination(*loss, dtype, "output", output, output_numel);
+  });
+}
+
+int kloss_loss_borrow_grad(kloss_loss* loss, const char* name, int dtype, void* grad, int64_t grad_numel) {
+  constexpr const char* fn = "kloss_loss_borrow_grad";
+  if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
+  if (!name) return null_arg(fn, "name");
+  if (!grad && grad_numel != 0) return null_arg(fn, "grad");
+  return guarded([&] {
+    check_differentiable(*loss, name);
+    if (!grad) {
+      loss->call.grads_to.erase(name);
+      return;
+    }
+    loss->call.grads_to[name] = destination(*loss, dtype, "grad", grad, grad_numel);
+  });
+}
+
+int kloss_fence(void) {
+  if (!Kokkos::is_initialized())
+    return failure(KLOSS_ERROR_NOT_INITIALIZED, "kloss_fence: Kokkos is not initialised (call kloss_initialize first)");
+  return guarded([] { Kokkos::fence(); });
 }
 
 int kloss_loss_set_memory(kloss_loss* loss, int memory) {
@@ -515,13 +581,13 @@ int kloss_loss_backward(kloss_loss* loss, int dtype, const void* grad_output, in
     const std::string& op = loss->call.op;
     check_result_dtype(*loss, dtype, "grad_output");
     const kloss::Shape shape = output_shape(*loss);
-    kloss::rt::Buffer go(loss->call.dtype, shape);
+    kloss::rt::Buffer go;
     if (grad_output) {
       if (grad_output_numel != shape.numel())
         fail<kloss::DimensionMismatch>(op, "argument 'grad_output' holds ", grad_output_numel, " elements, the output ",
                                        shape.str(), " has ", shape.numel());
-      copy_in(go.data(), grad_output, static_cast<std::size_t>(shape.numel()) * kloss::rt::dtype_size(go.dtype()),
-              loss->memory);
+      // (read where it is during this call: borrowed, not copied)
+      go = kloss::rt::Buffer::borrowed(loss->call.dtype, shape, const_cast<void*>(grad_output), memory_of(loss->memory));
     } else {
       go = kloss::rt::Buffer::from_doubles(loss->call.dtype, shape,
                                            std::vector<double>(static_cast<std::size_t>(shape.numel()), 1.0));
@@ -574,13 +640,7 @@ int kloss_loss_get_grad(const kloss_loss* loss, const char* name, int dtype, voi
   return guarded([&] {
     const std::string& op = loss->call.op;
     check_result_dtype(*loss, dtype, "grad");
-    bool differentiable = false;
-    for (auto d : loss->info->differentiable) differentiable = differentiable || d == name;
-    if (!differentiable) {
-      std::string names;
-      for (auto d : loss->info->differentiable) names += (names.empty() ? "" : ", ") + std::string(d);
-      fail<kloss::NotImplemented>(op, "input '", name, "' has no gradient (this op's gradients: ", names, ")");
-    }
+    check_differentiable(*loss, name);
     if (!loss->result || !loss->has_grads)
       throw InvalidState("kloss::" + op + ": no gradients yet (call kloss_loss_backward first)");
     auto it = loss->result->grads.find(name);

@@ -35,7 +35,7 @@ rt::Result run_cross_entropy(const rt::Call& c) {
     auto in = input<T>(c, "input");
     auto w = input<T>(c, "weight", false);
     const Shape rows = row_shape_of(in.shape);
-    auto out = device_zeros<T>(output_shape(o.reduction, rows), "kloss::rt::output");
+    auto out = result_tensor<T>(c, "output", output_shape(o.reduction, rows));
     auto lse = device_zeros<A>(rows, "kloss::rt::lse");
     auto tw = device_zeros<double>(Shape{}, "kloss::rt::total_weight");
     rt::Result r;
@@ -45,8 +45,8 @@ rt::Result run_cross_entropy(const rt::Call& c) {
       r.output = to_host(out, c.dtype);
       if (c.grad_output) {
         auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-        auto gi = device_zeros<T>(in.shape, "kloss::rt::grad_input");
-        auto gt = device_zeros<T>(tg.shape, "kloss::rt::grad_target");
+        auto gi = result_tensor<T>(c, "input", in.shape);
+        auto gt = result_tensor<T>(c, "target", tg.shape);
         cross_entropy_prob_backward<RtExec, T>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), w.ctensor(),
                                                lse.ctensor(), gi.tensor(), gt.tensor(), o);
         r.grads["input"] = to_host(gi, c.dtype);
@@ -62,7 +62,7 @@ rt::Result run_cross_entropy(const rt::Call& c) {
       r.output = to_host(out, c.dtype);
       if (c.grad_output) {
         auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-        auto gi = device_zeros<T>(in.shape, "kloss::rt::grad_input");
+        auto gi = result_tensor<T>(c, "input", in.shape);
         cross_entropy_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), w.ctensor(), lse.ctensor(),
                                              tw.ctensor(), gi.tensor(), o);
         r.grads["input"] = to_host(gi, c.dtype);
@@ -87,7 +87,7 @@ rt::Result run_nll_loss(const rt::Call& c) {
     auto in = input<T>(c, "input");
     auto w = input<T>(c, "weight", false);
     const Shape rows = row_shape_of(in.shape);
-    auto out = device_zeros<T>(output_shape(o.reduction, rows), "kloss::rt::output");
+    auto out = result_tensor<T>(c, "output", output_shape(o.reduction, rows));
     auto tw = device_zeros<double>(Shape{}, "kloss::rt::total_weight");
     return dispatch_index(c.index_dtype, c.op, [&](auto itag) {
       using I = typename decltype(itag)::type;
@@ -97,7 +97,7 @@ rt::Result run_nll_loss(const rt::Call& c) {
       r.output = to_host(out, c.dtype);
       if (c.grad_output) {
         auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-        auto gi = device_zeros<T>(in.shape, "kloss::rt::grad_input");
+        auto gi = result_tensor<T>(c, "input", in.shape);
         nll_loss_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), tg.ctensor(), w.ctensor(), tw.ctensor(),
                                         gi.tensor(), o);
         r.grads["input"] = to_host(gi, c.dtype);

@@ -26,7 +26,7 @@ rt::Result run_ctc_loss(const rt::Call& c) {
     auto il = input<I>(c, "input_lengths");
     auto tl = input<I>(c, "target_lengths");
     const Shape none_shape = lp.shape.rank == 3 ? Shape{lp.shape[1]} : Shape{};
-    auto out = device_zeros<T>(output_shape(red, none_shape), "kloss::rt::output");
+    auto out = result_tensor<T>(c, "output", output_shape(red, none_shape));
     RtExec exec;
     rt::Result r;
     if (!c.grad_output) {
@@ -50,7 +50,7 @@ rt::Result run_ctc_loss(const rt::Call& c) {
                            blank, red, zero_infinity);
     r.output = to_host(out, c.dtype);
     auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-    auto gl = device_zeros<T>(lp.shape, "kloss::rt::grad_log_probs");
+    auto gl = result_tensor<T>(c, "log_probs", lp.shape);
     ctc_loss_backward<RtExec, T, I>(exec, go.ctensor(), lp.ctensor(), tg.ctensor(), il.ctensor(), tl.ctensor(),
                                     la.ctensor(), gl.tensor(), blank, red, zero_infinity, ctc_grad);
     r.grads["log_probs"] = to_host(gl, c.dtype);

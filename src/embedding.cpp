@@ -35,7 +35,7 @@ rt::Result run_embedding(const rt::Call& c) {
     auto w = input<T>(c, "weight");
     check_rank("embedding", "weight", w.ctensor(), 2);
     const std::int64_t V = w.shape[0], D = w.shape[1];
-    auto out = device_zeros<T>(lookup_shape(c.op, in.shape, D), "kloss::rt::output");
+    auto out = result_tensor<T>(c, "output", lookup_shape(c.op, in.shape, D));
     RtExec exec;
     if (o.max_norm)
       embedding_renorm<RtExec, T, I>(exec, "embedding", in.ctensor(), w.tensor(), *o.max_norm, o.norm_type);
@@ -52,7 +52,7 @@ rt::Result run_embedding(const rt::Call& c) {
             embedding_backward_sparse<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), V, gi.tensor(), gv.tensor(), o);
         r.grads["weight"] = densify(gi, gv, U, V, D, c.dtype);
       } else {
-        auto gw = device_zeros<T>(Shape{V, D}, "kloss::rt::grad_weight");
+        auto gw = result_tensor<T>(c, "weight", Shape{V, D});
         embedding_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), gw.tensor(), o);
         r.grads["weight"] = to_host(gw, c.dtype);
       }
@@ -80,7 +80,7 @@ rt::Result run_embedding_bag(const rt::Call& c) {
       B = in.shape[0];
     else if (off.present)
       B = o.include_last_offset ? std::max<std::int64_t>(off.shape.numel() - 1, 0) : off.shape.numel();
-    auto out = device_zeros<T>(Shape{B, D}, "kloss::rt::output");
+    auto out = result_tensor<T>(c, "output", Shape{B, D});
     auto mi = device_zeros<I>(Shape{B, D}, "kloss::rt::max_indices");
     RtExec exec;
     if (o.max_norm)
@@ -92,7 +92,7 @@ rt::Result run_embedding_bag(const rt::Call& c) {
     if (c.grad_output) {
       auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
       DeviceTensor<T> gpsw;
-      if (psw.present) gpsw = device_zeros<T>(psw.shape, "kloss::rt::grad_per_sample_weights");
+      if (psw.present) gpsw = result_tensor<T>(c, "per_sample_weights", psw.shape);
       if (o.sparse && o.mode != EmbeddingBagMode::max) {
         const std::int64_t cap = in.shape.numel();
         auto gi = device_zeros<I>(Shape{cap}, "kloss::rt::grad_indices");
@@ -105,7 +105,7 @@ rt::Result run_embedding_bag(const rt::Call& c) {
               exec, go.ctensor(), in.ctensor(), w.ctensor(), off.ctensor(), psw.ctensor(), mi.ctensor(),
               device_zeros<T>(Shape{V, D}, "kloss::rt::gw").tensor(), gpsw.tensor(), o);
       } else {
-        auto gw = device_zeros<T>(Shape{V, D}, "kloss::rt::grad_weight");
+        auto gw = result_tensor<T>(c, "weight", Shape{V, D});
         embedding_bag_backward<RtExec, T, I>(exec, go.ctensor(), in.ctensor(), w.ctensor(), off.ctensor(),
                                              psw.ctensor(), mi.ctensor(), gw.tensor(), gpsw.tensor(), o);
         r.grads["weight"] = to_host(gw, c.dtype);

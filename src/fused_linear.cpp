@@ -20,17 +20,17 @@ rt::Result run_fused_linear(const rt::Call& c) {
     using I = typename decltype(itag)::type;
     RtExec exec;
     FusedLinearTensors<T, I> f(c);
-    auto out = f.zero_output(o.reduction);
+    auto out = f.zero_output(c, o.reduction);
     fused_linear_run<RtExec, T, I>(exec, c.op, f.x.ctensor(), f.w.ctensor(), f.t.ctensor(), f.b.ctensor(),
                                    f.cw.ctensor(), {}, out.tensor(), {}, {}, {}, {}, o);
     rt::Result r;
     r.output = to_host(out, c.dtype);
     if (c.grad_output) {
       auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-      f.zero_grads();
+      f.zero_grads(c);
       // probability targets: the target's gradient too
       DeviceTensor<T> gt;
-      if constexpr (!is_index_v<I>) gt = device_zeros<T>(f.t.shape, "kloss::rt::grad_target");
+      if constexpr (!is_index_v<I>) gt = result_tensor<T>(c, "target", f.t.shape);
       fused_linear_run<RtExec, T, I>(exec, c.op, f.x.ctensor(), f.w.ctensor(), f.t.ctensor(), f.b.ctensor(),
                                      f.cw.ctensor(), go.ctensor(), {}, f.gx.tensor(), f.gw.tensor(), f.gb.tensor(),
                                      gt.tensor(), o);

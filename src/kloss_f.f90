@@ -66,6 +66,21 @@ module kloss_f
     procedure, private :: set_input_r4, set_input_r8, set_input_i4, set_input_i8
     !> set_input(name, array, ierr): copies an input (torch's argument name).
     generic :: set_input => set_input_r4, set_input_r8, set_input_i4, set_input_i8
+    procedure, private :: borrow_input_r4, borrow_input_r8, borrow_input_i4, borrow_input_i8
+    !> borrow_input(name, array, ierr): uses the array where it is, no copy
+    !> (kloss_loss_borrow_input): each forward and backward reads its
+    !> current values. The array must be a whole contiguous array with the
+    !> TARGET attribute that outlives the loss's use of it (a section or an
+    !> expression would leave kloss a temporary's address).
+    generic :: borrow_input => borrow_input_r4, borrow_input_r8, borrow_input_i4, borrow_input_i8
+    procedure, private :: borrow_output_r4, borrow_output_r8
+    !> borrow_output(output, ierr): each forward and backward writes the loss
+    !> straight into output (a whole contiguous TARGET array).
+    generic :: borrow_output => borrow_output_r4, borrow_output_r8
+    procedure, private :: borrow_grad_r4, borrow_grad_r8
+    !> borrow_grad(name, grad, ierr): each backward writes the gradient of
+    !> input `name` straight into grad (a whole contiguous TARGET array).
+    generic :: borrow_grad => borrow_grad_r4, borrow_grad_r8
     !> clear_input(name, ierr): removes an optional input.
     procedure :: clear_input => loss_clear_input
     !> set_memory(memory, ierr): where the arrays given from now on live
@@ -104,6 +119,7 @@ module kloss_f
   end type kloss_loss
 
   public :: kloss_initialize, kloss_finalize, kloss_create, kloss_error_message, kloss_status_name, kloss_version
+  public :: kloss_fence
 
   interface
     integer(c_int) function c_initialize() bind(c, name='kloss_initialize')
@@ -161,6 +177,33 @@ module kloss_f
       type(c_ptr), value :: data
       integer(c_int), value :: ndim
       integer(c_int64_t), intent(in) :: shape(*)
+    end function
+    integer(c_int) function c_borrow_input(loss, name, dtype, data, ndim, shape) bind(c, name='kloss_loss_borrow_input')
+      import :: c_int, c_ptr, c_char, c_int64_t
+      type(c_ptr), value :: loss
+      character(kind=c_char), intent(in) :: name(*)
+      integer(c_int), value :: dtype
+      type(c_ptr), value :: data
+      integer(c_int), value :: ndim
+      integer(c_int64_t), intent(in) :: shape(*)
+    end function
+    integer(c_int) function c_borrow_output(loss, dtype, output, n) bind(c, name='kloss_loss_borrow_output')
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: loss
+      integer(c_int), value :: dtype
+      type(c_ptr), value :: output
+      integer(c_int64_t), value :: n
+    end function
+    integer(c_int) function c_borrow_grad(loss, name, dtype, grad, n) bind(c, name='kloss_loss_borrow_grad')
+      import :: c_int, c_ptr, c_char, c_int64_t
+      type(c_ptr), value :: loss
+      character(kind=c_char), intent(in) :: name(*)
+      integer(c_int), value :: dtype
+      type(c_ptr), value :: grad
+      integer(c_int64_t), value :: n
+    end function
+    integer(c_int) function c_fence() bind(c, name='kloss_fence')
+      import :: c_int
     end function
     integer(c_int) function c_clear_input(loss, name) bind(c, name='kloss_loss_clear_input')
       import :: c_int, c_ptr, c_char
@@ -470,6 +513,84 @@ contains
     s = c_shape(shape(x, kind=c_int64_t))
     call finish(c_set_input(self%handle, cstr(name), KLOSS_INT64, c_loc(x), int(rank(x), c_int), s), ierr)
   end subroutine set_input_i8
+
+  subroutine borrow_input_r4(self, name, x, ierr)
+    class(kloss_loss), intent(inout) :: self
+    character(len=*), intent(in) :: name
+    real(real32), intent(in), target, contiguous :: x(..)
+    integer, intent(out), optional :: ierr
+    integer(c_int64_t) :: s(max(rank(x), 1))
+    s = c_shape(shape(x, kind=c_int64_t))
+    call finish(c_borrow_input(self%handle, cstr(name), KLOSS_FLOAT32, c_loc(x), int(rank(x), c_int), s), ierr)
+  end subroutine borrow_input_r4
+
+  subroutine borrow_input_r8(self, name, x, ierr)
+    class(kloss_loss), intent(inout) :: self
+    character(len=*), intent(in) :: name
+    real(real64), intent(in), target, contiguous :: x(..)
+    integer, intent(out), optional :: ierr
+    integer(c_int64_t) :: s(max(rank(x), 1))
+    s = c_shape(shape(x, kind=c_int64_t))
+    call finish(c_borrow_input(self%handle, cstr(name), KLOSS_FLOAT64, c_loc(x), int(rank(x), c_int), s), ierr)
+  end subroutine borrow_input_r8
+
+  subroutine borrow_input_i4(self, name, x, ierr)
+    class(kloss_loss), intent(inout) :: self
+    character(len=*), intent(in) :: name
+    integer(int32), intent(in), target, contiguous :: x(..)
+    integer, intent(out), optional :: ierr
+    integer(c_int64_t) :: s(max(rank(x), 1))
+    s = c_shape(shape(x, kind=c_int64_t))
+    call finish(c_borrow_input(self%handle, cstr(name), KLOSS_INT32, c_loc(x), int(rank(x), c_int), s), ierr)
+  end subroutine borrow_input_i4
+
+  subroutine borrow_input_i8(self, name, x, ierr)
+    class(kloss_loss), intent(inout) :: self
+    character(len=*), intent(in) :: name
+    integer(int64), intent(in), target, contiguous :: x(..)
+    integer, intent(out), optional :: ierr
+    integer(c_int64_t) :: s(max(rank(x), 1))
+    s = c_shape(shape(x, kind=c_int64_t))
+    call finish(c_borrow_input(self%handle, cstr(name), KLOSS_INT64, c_loc(x), int(rank(x), c_int), s), ierr)
+  end subroutine borrow_input_i8
+
+  subroutine borrow_output_r4(self, output, ierr)
+    class(kloss_loss), intent(inout) :: self
+    real(real32), intent(inout), target, contiguous :: output(..)
+    integer, intent(out), optional :: ierr
+    call finish(c_borrow_output(self%handle, KLOSS_FLOAT32, c_loc(output), size(output, kind=c_int64_t)), ierr)
+  end subroutine borrow_output_r4
+
+  subroutine borrow_grad_r4(self, name, grad, ierr)
+    class(kloss_loss), intent(inout) :: self
+    character(len=*), intent(in) :: name
+    real(real32), intent(inout), target, contiguous :: grad(..)
+    integer, intent(out), optional :: ierr
+    call finish(c_borrow_grad(self%handle, cstr(name), KLOSS_FLOAT32, c_loc(grad), size(grad, kind=c_int64_t)), ierr)
+  end subroutine borrow_grad_r4
+
+  subroutine borrow_output_r8(self, output, ierr)
+    class(kloss_loss), intent(inout) :: self
+    real(real64), intent(inout), target, contiguous :: output(..)
+    integer, intent(out), optional :: ierr
+    call finish(c_borrow_output(self%handle, KLOSS_FLOAT64, c_loc(output), size(output, kind=c_int64_t)), ierr)
+  end subroutine borrow_output_r8
+
+  subroutine borrow_grad_r8(self, name, grad, ierr)
+    class(kloss_loss), intent(inout) :: self
+    character(len=*), intent(in) :: name
+    real(real64), intent(inout), target, contiguous :: grad(..)
+    integer, intent(out), optional :: ierr
+    call finish(c_borrow_grad(self%handle, cstr(name), KLOSS_FLOAT64, c_loc(grad), size(grad, kind=c_int64_t)), ierr)
+  end subroutine borrow_grad_r8
+
+  !> Waits until kloss's work on Kokkos' default execution space is done
+  !> (kloss_fence): results written to borrowed device arrays are complete
+  !> after it.
+  subroutine kloss_fence(ierr)
+    integer, intent(out), optional :: ierr
+    call finish(c_fence(), ierr)
+  end subroutine kloss_fence
 
   subroutine forward_r4(self, output, ierr)
     class(kloss_loss), intent(inout) :: self

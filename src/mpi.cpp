@@ -456,11 +456,11 @@ rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, cons
     using I = typename decltype(itag)::type;
     RtExec exec;
     FusedLinearTensors<T, I> f(c);
-    auto out = f.zero_output(o.reduction);
+    auto out = f.zero_output(c, o.reduction);
     DeviceTensor<T> go;
     if (c.grad_output) {
       go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
-      f.zero_grads();
+      f.zero_grads(c);
     }
     mpi::impl::vocab_parallel_fused_linear_cross_entropy<RtExec, T, I>(
         exec, comm, range, f.x.ctensor(), f.w.ctensor(), f.t.ctensor(), f.b.ctensor(), f.cw.ctensor(), go.ctensor(),

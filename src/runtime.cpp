@@ -5,6 +5,7 @@
 #include <kloss/registry.hpp>
 #include <kloss/runtime.hpp>
 
+#include <Kokkos_Core.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -194,9 +195,61 @@ std::int64_t integral_value(double v, DType d, std::size_t position) {
 Buffer::Buffer(DType dtype, const Shape& shape)
     : dtype_(dtype), shape_(shape), bytes_((static_cast<std::size_t>(shape.numel()) * dtype_size(dtype) + 7) / 8, 0) {}
 
-void Buffer::check_type(DType want) const {
+bool default_space_reaches(Memory m) {
+  return m == Memory::device ||
+         Kokkos::SpaceAccessibility<Kokkos::DefaultExecutionSpace, Kokkos::HostSpace>::accessible;
+}
+
+void copy_bytes(void* dst, Memory to, const void* src, Memory from, std::size_t bytes) {
+  if (bytes == 0) return;
+  constexpr bool host_reaches_device =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
+  if ((to == Memory::host && from == Memory::host) || host_reaches_device) {
+    if (from == Memory::device || to == Memory::device) Kokkos::fence();
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  using HostBytes = Kokkos::View<unsigned char*, Kokkos::HostSpace, Unmanaged>;
+  using DeviceBytes = Kokkos::View<unsigned char*, Kokkos::DefaultExecutionSpace::memory_space, Unmanaged>;
+  auto* d = static_cast<unsigned char*>(dst);
+  auto* s = static_cast<unsigned char*>(const_cast<void*>(src));
+  if (to == Memory::host && from == Memory::device)
+    Kokkos::deep_copy(HostBytes(d, bytes), DeviceBytes(s, bytes));
+  else if (to == Memory::device && from == Memory::host)
+    Kokkos::deep_copy(DeviceBytes(d, bytes), HostBytes(s, bytes));
+  else
+    Kokkos::deep_copy(DeviceBytes(d, bytes), DeviceBytes(s, bytes));
+}
+
+Buffer Buffer::borrowed(DType dtype, const Shape& shape, void* data, Memory memory) {
+  if (!data && shape.numel() > 0)
+    throw InvalidArgument(impl::concat("kloss::rt: a borrowed buffer of shape ", shape.str(), " needs its data"));
+  Buffer b;
+  b.dtype_ = dtype;
+  b.shape_ = shape;
+  b.borrowed_ = true;
+  b.borrowed_data_ = data;
+  b.memory_ = memory;
+  return b;
+}
+
+bool Buffer::host_readable() const {
+  return memory_ == Memory::host ||
+         Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
+}
+
+Buffer Buffer::owned() const {
+  Buffer b(dtype_, shape_);
+  copy_bytes(b.data(), Memory::host, data(), memory_, bytes());
+  return b;
+}
+
+void Buffer::check_host_access(DType want) const {
   if (want != dtype_)
     throw InvalidArgument(impl::concat("kloss::rt: buffer of dtype ", to_string(dtype_), " accessed as ", to_string(want)));
+  if (!host_readable())
+    throw InvalidArgument("kloss::rt: a borrowed device buffer's elements are not readable on the host (use owned())");
 }
 
 Buffer Buffer::from_doubles(DType dtype, const Shape& shape, const std::vector<double>& v) {
@@ -240,6 +293,7 @@ Buffer Buffer::from_int64(DType dtype, const Shape& shape, const std::vector<std
 }
 
 std::vector<double> Buffer::to_doubles() const {
+  if (!host_readable()) return owned().to_doubles();
   const auto n = static_cast<std::size_t>(numel());
   std::vector<double> v(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -256,6 +310,7 @@ std::vector<double> Buffer::to_doubles() const {
 }
 
 std::vector<std::int64_t> Buffer::to_int64() const {
+  if (!host_readable()) return owned().to_int64();
   const auto n = static_cast<std::size_t>(numel());
   std::vector<std::int64_t> v(n);
   if (dtype_ == DType::int32) {
@@ -329,6 +384,33 @@ void Options::check_all_used(std::string_view op) const {
 }
 
 // --- run ----------------------------------------------------------------------
+namespace {
+
+// Makes `result` the borrowed `destination` (copying its elements there
+// unless the op wrote them in place); `which`: "output" or an input's name.
+void place_result(std::string_view op, std::string_view which, Buffer& result, const std::optional<Buffer>& destination) {
+  if (!destination) return;
+  const Buffer& d = *destination;
+  const std::string arg = which == "output" ? std::string("output") : "grad of '" + std::string(which) + "'";
+  if (!d.is_borrowed())
+    fail<InvalidArgument>(op, "destination ", arg, " must be a borrowed buffer (Buffer::borrowed)");
+  if (result.dtype() != d.dtype())
+    fail<InvalidArgument>(op, "destination ", arg, " has dtype ", to_string(d.dtype()), ", the result ",
+                          to_string(result.dtype()));
+  if (result.numel() != d.numel())
+    fail<DimensionMismatch>(op, "destination ", arg, " holds ", d.numel(), " elements, the result ",
+                            result.shape().str(), " has ", result.numel());
+  if (result.is_borrowed() && result.data() == d.data()) return;
+  copy_bytes(const_cast<void*>(d.data()), d.memory(), result.data(), result.memory(), result.bytes());
+  result = Buffer::borrowed(d.dtype(), result.shape(), const_cast<void*>(d.data()), d.memory());
+}
+
+void place_result(std::string_view op, std::string_view which, Buffer& result, const Buffer& destination) {
+  place_result(op, which, result, std::optional<Buffer>(destination));
+}
+
+}  // namespace
+
 Result run(const Call& call) {
   const OpInfo* info = find_op(call.op);
   if (!info) fail<NotImplemented>(call.op, "no such op in kloss");
@@ -343,7 +425,19 @@ Result run(const Call& call) {
   }
   Result r = info->run(call);
   call.options.check_all_used(call.op);
+  // results an adapter computed aside (a dtype conversion, a densified
+  // sparse gradient) go to their destinations here
+  place_results(call, r);
   return r;
+}
+
+void place_results(const Call& call, Result& result) {
+  place_result(call.op, "output", result.output, call.output_to);
+  if (call.grad_output)
+    for (auto& [name, grad] : result.grads) {
+      const auto it = call.grads_to.find(name);
+      if (it != call.grads_to.end()) place_result(call.op, name, grad, it->second);
+    }
 }
 
 }  // namespace rt

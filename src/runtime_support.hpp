@@ -13,6 +13,7 @@
 #include <kloss/registry.hpp>
 #include <kloss/runtime.hpp>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -67,12 +68,17 @@ decltype(auto) dispatch_scalar_index(const rt::Call& c, F&& f) {
   });
 }
 
-/// An owning device copy of a buffer, converted to T.
+/// A buffer in the default memory space as T: an owning device copy, or
+/// the caller's own memory where the buffer is borrowed there with dtype T
+/// (then `view` is unmanaged and `destination` names the borrowed result
+/// buffer it writes, if it is one).
 template <class T>
 struct DeviceTensor {
   Kokkos::View<T*, RtMem> view;
   Shape shape;
   bool present = false;
+  std::optional<rt::Buffer> destination;  ///< the borrowed result buffer this tensor's values go to
+  bool in_place = false;                  ///< view is destination's memory (else to_host copies there)
 
   Tensor<T, RtMem> tensor() const {
     if (!present) return {};
@@ -91,10 +97,25 @@ DeviceTensor<T> device_zeros(const Shape& shape, const std::string& label) {
   return d;
 }
 
+/// The caller's memory of a borrowed buffer as a tensor of T, where the
+/// default execution space reaches it and its dtype is T; else not present.
+template <class T>
+DeviceTensor<T> borrowed_tensor(const rt::Buffer& buf) {
+  DeviceTensor<T> d;
+  if (!buf.is_borrowed() || buf.dtype() != rt::dtype_of<T>() || !rt::default_space_reaches(buf.memory())) return d;
+  d.view = Kokkos::View<T*, RtMem>(static_cast<T*>(const_cast<void*>(buf.data())), static_cast<std::size_t>(buf.numel()));
+  d.shape = buf.shape();
+  d.present = true;
+  return d;
+}
+
 /// Copies `buf` to the device as T (converting its values if its dtype is
-/// another one).
+/// another one); a buffer borrowed in memory the default space reaches,
+/// already of type T, is used where it is.
 template <class T>
 DeviceTensor<T> to_device(const rt::Buffer& buf, const std::string& label) {
+  if (DeviceTensor<T> b = borrowed_tensor<T>(buf); b.present) return b;
+  if (!buf.host_readable()) return to_device<T>(buf.owned(), label);
   DeviceTensor<T> d = device_zeros<T>(buf.shape(), label);
   auto host = Kokkos::create_mirror_view(d.view);
   const std::int64_t n = buf.numel();
@@ -150,9 +171,22 @@ DeviceTensor<T> input(const rt::Call& c, const std::string& name, bool required 
   return to_device<T>(it->second, "kloss::rt::" + name);
 }
 
-/// Copies a device tensor back into a host buffer of dtype `dt`.
+/// Copies a device tensor back into a host buffer of dtype `dt`; a tensor
+/// that wrote a borrowed destination (result_tensor) returns that buffer,
+/// with the tensor's shape, without a copy.
 template <class T>
 rt::Buffer to_host(const DeviceTensor<T>& d, rt::DType dt) {
+  if (d.destination) {
+    rt::Buffer dest = rt::Buffer::borrowed(d.destination->dtype(), d.shape, const_cast<void*>(d.destination->data()),
+                                           d.destination->memory());
+    if (!d.in_place) {
+      DeviceTensor<T> aside = d;
+      aside.destination.reset();
+      const rt::Buffer b = to_host(aside, dest.dtype());
+      rt::copy_bytes(dest.data(), dest.memory(), b.data(), rt::Memory::host, b.bytes());
+    }
+    return dest;
+  }
   auto host = Kokkos::create_mirror_view(d.view);
   Kokkos::deep_copy(host, d.view);
   rt::Buffer b(dt, d.shape);
@@ -167,6 +201,46 @@ rt::Buffer to_host(const DeviceTensor<T>& d, rt::DType dt) {
   return b;
 }
 
+/// A result tensor of `shape`: the call's borrowed destination for it where
+/// it has one (`which`: "output" or an input's name, whose gradient it is)
+/// of T in memory the default space reaches, written in place and not
+/// zeroed (every op writes each element of its results); a zero-filled
+/// tensor otherwise. A destination of another dtype or element count is
+/// an error.
+template <class T>
+DeviceTensor<T> result_tensor(const rt::Call& c, std::string_view which, const Shape& shape) {
+  const bool output = which == "output";
+  const rt::Buffer* dest = nullptr;
+  if (output && c.output_to) dest = &*c.output_to;
+  if (!output) {
+    const auto it = c.grads_to.find(std::string(which));
+    if (it != c.grads_to.end()) dest = &it->second;
+  }
+  const std::string label = output ? std::string("kloss::rt::output") : "kloss::rt::grad_" + std::string(which);
+  if (!dest) return device_zeros<T>(shape, label);
+  const std::string arg = output ? std::string("output") : "grad of '" + std::string(which) + "'";
+  if (!dest->is_borrowed())
+    fail<InvalidArgument>(c.op, "destination ", arg, " must be a borrowed buffer (rt::Buffer::borrowed)");
+  if (dest->dtype() != c.dtype)
+    fail<InvalidArgument>(c.op, "destination ", arg, " has dtype ", rt::to_string(dest->dtype()), "; the call computes in ",
+                          rt::to_string(c.dtype));
+  if (dest->numel() != shape.numel())
+    fail<DimensionMismatch>(c.op, "destination ", arg, " holds ", dest->numel(), " elements, the result ", shape.str(),
+                            " has ", shape.numel());
+  DeviceTensor<T> d = borrowed_tensor<T>(*dest);
+  if (!d.present) {
+    // another element type (float16 computed in float32) or memory the
+    // default space does not reach: computed aside, copied there by to_host
+    d = device_zeros<T>(shape, label);
+    d.destination = *dest;
+    return d;
+  }
+  d.shape = shape;
+  d.destination = *dest;
+  d.in_place = true;
+  return d;
+}
+
 /// The shape of the forward output for a reduction: `none_shape` or a
 /// scalar.
 inline Shape output_shape(Reduction r, const Shape& none_shape) { return r == Reduction::none ? none_shape : Shape{}; }
@@ -178,14 +252,14 @@ inline Shape output_shape(Reduction r, const Shape& none_shape) { return r == Re
 template <class T, class Fwd, class Bwd>
 rt::Result run_forward_backward(const rt::Call& c, Reduction red, const Shape& none_shape,
                                 const std::vector<std::pair<std::string, Shape>>& diff, Fwd&& forward, Bwd&& backward) {
-  auto out = device_zeros<T>(output_shape(red, none_shape), "kloss::rt::output");
+  auto out = result_tensor<T>(c, "output", output_shape(red, none_shape));
   forward(out.tensor());
   rt::Result r;
   r.output = to_host(out, c.dtype);
   if (c.grad_output) {
     auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
     std::vector<DeviceTensor<T>> grads;
-    for (const auto& [name, shape] : diff) grads.push_back(device_zeros<T>(shape, "kloss::rt::grad_" + name));
+    for (const auto& [name, shape] : diff) grads.push_back(result_tensor<T>(c, name, shape));
     backward(go.ctensor(), grads);
     for (std::size_t k = 0; k < diff.size(); ++k) r.grads[diff[k].first] = to_host(grads[k], c.dtype);
   }
@@ -288,15 +362,16 @@ struct FusedLinearTensors {
         cw(input<T>(c, "ce_weight", false)) {}
 
   /// The forward output: one loss per row of input, or a scalar.
-  DeviceTensor<T> zero_output(Reduction red) const {
+  DeviceTensor<T> zero_output(const rt::Call& c, Reduction red) const {
     const std::int64_t n = x.shape.rank >= 1 ? x.shape[0] : 0;
-    return device_zeros<T>(output_shape(red, Shape{n}), "kloss::rt::output");
+    return result_tensor<T>(c, "output", output_shape(red, Shape{n}));
   }
-  /// Zeroed gradients for input, weight and, where it is given, bias.
-  void zero_grads() {
-    gx = device_zeros<T>(x.shape, "kloss::rt::grad_input");
-    gw = device_zeros<T>(w.shape, "kloss::rt::grad_weight");
-    if (b.present) gb = device_zeros<T>(b.shape, "kloss::rt::grad_bias");
+  /// The gradients for input, weight and, where it is given, bias
+  /// (result_tensor: the call's destinations, or zeroed).
+  void zero_grads(const rt::Call& c) {
+    gx = result_tensor<T>(c, "input", x.shape);
+    gw = result_tensor<T>(c, "weight", w.shape);
+    if (b.present) gb = result_tensor<T>(c, "bias", b.shape);
   }
   /// The gradients zero_grads made, as r's host buffers of dtype dt.
   void grads_to_host(rt::Result& r, rt::DType dt) const {

@@ -143,7 +143,9 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call, const Sha
       fail<NotImplemented>(call.op,
                            "the grid losses have no reproducible mode (their norms are not sums of the shards' "
                            "losses): run them without it");
-    return info->run_decomposed(call, comm);
+    rt::Result r = info->run_decomposed(call, comm);
+    rt::place_results(call, r);
+    return r;
   }
   // (an op has mean_parts exactly when it has a reduction: mpi_test_sharded's
   // EveryReducedOpHasMeanPartsAndACase)
@@ -164,13 +166,31 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call, const Sha
 
   Reduction red = Reduction::mean;
   bool numerator_is_sum = true;
+  bool averaged = false;
   ExactSum local_denominator, local_numerator;  // (the reproducible mode's)
   double g = 0;
   rt::Result local;
+  // A mean's gradient with the global denominator known before the backward
+  // (one more agreement round of 128 bytes): the upstream gradient carries
+  // 1 / denominator, so the gradients are final where the op writes them
+  // (a caller's borrowed buffers) and no pass over them rescales them.
+  bool prescaled = false;
+  // The local call: its reduction and upstream gradient as the mode needs.
+  const auto run_local = [&](double upstream) {
+    rt::Call c = widened(call);
+    if (red != Reduction::none && numerator_is_sum) c.options.set("reduction", std::string("sum"));
+    if (c.grad_output && red != Reduction::none)
+      c.grad_output = rt::Buffer::from_doubles(c.dtype, c.grad_output->shape(), {upstream});
+    local = info->run(c);
+    if (red == Reduction::none) return 0.0;
+    const double v = local.output.to_doubles().at(0);
+    const double d = local_denominator.value();
+    return numerator_is_sum ? v : (d != 0 ? v * d : 0.0);
+  };
   auto local_checks = [&] {
     red = call.options.get_reduction(call.op);
     const bool reduced = red != Reduction::none;
-    const bool averaged = red == Reduction::mean || red == Reduction::batchmean;
+    averaged = red == Reduction::mean || red == Reduction::batchmean;
     numerator_is_sum = red == Reduction::sum || info->mean_parts.sum_is_numerator;
     if (reduced && call.grad_output) {
       if (call.grad_output->numel() != 1)
@@ -180,11 +200,12 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call, const Sha
       mine.options.emplace_back("grad_output", fnv1a_double(g, 0));
     }
     if (averaged) local_denominator = info->mean_parts.denominator(call, red);
-    rt::Call c = widened(call);
     if (reduced && options.reproducible) {
       // each element's term, summed exactly; the gradient of each element
       // taken with its own factor (so no rank's count enters it); exact
       // math, so that no element's bits depend on its neighbours
+      rt::Call c = widened(call);
+      c.output_to.reset();  // (the terms, not the loss)
       kloss::impl::ExactMathOnly exact_math;
       c.options.set("reduction", std::string("none"));
       std::vector<double> factors;
@@ -207,15 +228,8 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call, const Sha
       mine.sums = {0.0, 0.0};
       return;
     }
-    if (reduced && numerator_is_sum) c.options.set("reduction", std::string("sum"));
-    local = info->run(c);
-    double numerator = 0;
-    const double d = local_denominator.value();
-    if (reduced) {
-      const double v = local.output.to_doubles().at(0);
-      numerator = numerator_is_sum ? v : (d != 0 ? v * d : 0.0);
-    }
-    mine.sums = {numerator, d};
+    prescaled = averaged && call.grad_output;
+    mine.sums = {prescaled ? 0.0 : run_local(g), local_denominator.value()};
   };
   // the sums' slots exist before the checks run, so that a rank whose checks
   // fail still sends its record
@@ -227,6 +241,23 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call, const Sha
     sum = exact[0].value();
     denominator = exact[1].value();
   }
+  if (prescaled) {
+    // over nothing (all targets ignored, everything masked) the gradients
+    // are taken unscaled and scaled below, where a zero stays a zero
+    prescaled = denominator != 0 && std::isfinite(denominator);
+    double upstream = !prescaled        ? g
+                      : numerator_is_sum ? g / denominator
+                                         : g * local_denominator.value() / denominator;
+    // (an upstream gradient the float types cannot hold: scaled afterwards,
+    // in double, as over nothing)
+    if (prescaled && !std::isfinite(static_cast<float>(upstream))) {
+      prescaled = false;
+      upstream = g;
+    }
+    impl::Agreement second;
+    second.sums = {0.0};
+    sum = impl::agree(comm, name, true, second, [&] { second.sums = {run_local(upstream)}; }).at(0);
+  }
 
   rt::Result out;
   const Shape local_shape = local.output.shape();
@@ -237,35 +268,40 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call, const Sha
     const double value = red == Reduction::sum ? sum : sum / denominator;
     out.output = rt::Buffer::from_doubles(call.dtype, options.reproducible ? Shape{} : local_shape, {value});
   }
-  if (!call.grad_output) return out;
-
-  // Each rank's gradient was taken of its own sum (or of its own mean, when
-  // the numerator is the mean times the denominator; in the reproducible
-  // mode, of its terms with their factors): one factor makes it the global
-  // loss's.
-  const bool averaged = red == Reduction::mean || red == Reduction::batchmean;
-  double scale = 1.0;
-  if (averaged)
-    scale = numerator_is_sum || options.reproducible ? 1.0 / denominator : local_denominator.value() / denominator;
-  const double mean = averaged ? sum / denominator : 0.0;
-  for (auto& [input, grad] : local.grads) {
-    std::vector<double> v = grad.to_doubles();
-    // d(S / D) / dw = (dS/dw - mean dD/dw) / D where D sums w (mse_loss's
-    // weight): the local sum's gradient lacks the second term.
-    const bool sums_into_denominator = averaged && numerator_is_sum && input == info->mean_parts.denominator_input;
-    std::vector<double> dd;
-    if (sums_into_denominator && info->mean_parts.denominator_derivative)
-      dd = info->mean_parts.denominator_derivative(call);
-    if (!dd.empty() && dd.size() != v.size())
-      fail<Error>(call.op, "internal: ", dd.size(), " denominator derivatives for ", v.size(), " weights");
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      double& x = v[i];
-      if (sums_into_denominator) x -= g * mean * (dd.empty() ? 1.0 : dd[i]);
-      // a zero stays zero when the denominator is (all targets ignored)
-      x = x == 0 ? 0.0 : x * scale;
+  if (call.grad_output) {
+    // Each rank's gradient was taken of its own sum (or of its own mean,
+    // when the numerator is the mean times the denominator; in the
+    // reproducible mode, of its terms with their factors): one factor makes
+    // it the global loss's, unless the upstream gradient carried it.
+    double scale = 1.0;
+    if (averaged && !prescaled)
+      scale = numerator_is_sum || options.reproducible ? 1.0 / denominator : local_denominator.value() / denominator;
+    const double mean = averaged ? sum / denominator : 0.0;
+    for (auto& [input, grad] : local.grads) {
+      // d(S / D) / dw = (dS/dw - mean dD/dw) / D where D sums w (mse_loss's
+      // weight): the local sum's gradient lacks the second term.
+      const bool sums_into_denominator = averaged && numerator_is_sum && input == info->mean_parts.denominator_input;
+      if (!sums_into_denominator && scale == 1.0 && grad.dtype() == call.dtype) {
+        out.grads.emplace(input, std::move(grad));
+        continue;
+      }
+      std::vector<double> v = grad.to_doubles();
+      std::vector<double> dd;
+      if (sums_into_denominator && info->mean_parts.denominator_derivative)
+        dd = info->mean_parts.denominator_derivative(call);
+      if (!dd.empty() && dd.size() != v.size())
+        fail<Error>(call.op, "internal: ", dd.size(), " denominator derivatives for ", v.size(), " weights");
+      const double correction = g * mean * (prescaled ? 1.0 / denominator : 1.0);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        double& x = v[i];
+        if (sums_into_denominator) x -= correction * (dd.empty() ? 1.0 : dd[i]);
+        // a zero stays zero when the denominator is (all targets ignored)
+        x = x == 0 ? 0.0 : x * scale;
+      }
+      out.grads.emplace(input, rt::Buffer::from_doubles(call.dtype, grad.shape(), v));
     }
-    out.grads.emplace(input, rt::Buffer::from_doubles(call.dtype, grad.shape(), v));
   }
+  rt::place_results(call, out);
   return out;
 }
 

@@ -6,15 +6,19 @@
 !> message naming the op and the argument. Stops with a non-zero code on
 !> the first failed check.
 program fortran_module_test
+  use, intrinsic :: ieee_arithmetic, only: ieee_value, ieee_quiet_nan
   use, intrinsic :: iso_fortran_env, only: int32, int64, real32, real64
   use kloss_f
   implicit none
   type(kloss_loss) :: loss
   integer :: ierr, checks
   real(real64) :: x(2, 2), t(2, 2), g(2, 2), v, none_out(2, 2), go(2, 2)
-  real(real32) :: logits(3, 2), glog(3, 2), v4, wrong(3)
+  real(real32) :: logits(3, 2), glog(3, 2), v4
+  real(real32), target :: wrong(3)
   integer(int64) :: target8(2)
   integer(int32) :: target4(2)
+  real(real32), target :: blog(3, 2), bg(3, 2), bv
+  integer(int64), target :: btarget(2)
 
   checks = 0
   call kloss_initialize(ierr)
@@ -108,6 +112,46 @@ program fortran_module_test
   call loss%forward(v4, ierr)
   call expect_ok('nll_loss forward')
   call check(abs(v4 - (3.0 + 4.0)) < 1e-6, 'nll_loss sum = 3 + 4')
+  call loss%destroy()
+
+  ! Borrowed arrays (no copy): cross_entropy on logits(3, 2) (kloss's [2, 3])
+  ! with int64 targets, reduction 'sum'. Each backward reads the arrays'
+  ! current values and writes the loss into bv and the gradient into bg
+  ! (which held NaN: every element is written). Rows (0, 0, 0) and target 2:
+  ! log 3 each; gradient softmax - onehot = (1/3, 1/3, -2/3).
+  blog = 0
+  btarget = [2_int64, 2_int64]
+  bg = ieee_value(bg, ieee_quiet_nan)
+  bv = ieee_value(bv, ieee_quiet_nan)
+  call kloss_create(loss, 'cross_entropy', ierr, reduction='sum')
+  call expect_ok('create cross_entropy')
+  call loss%borrow_input('input', blog, ierr)
+  call expect_ok('borrow input')
+  call loss%borrow_input('target', btarget, ierr)
+  call expect_ok('borrow target')
+  call loss%borrow_output(bv, ierr)
+  call expect_ok('borrow output')
+  call loss%borrow_grad('input', bg, ierr)
+  call expect_ok('borrow grad')
+  call loss%backward(ierr)
+  call expect_ok('borrowed backward')
+  call kloss_fence(ierr)
+  call expect_ok('kloss_fence')
+  call check(abs(bv - 2*log(3.0)) < 1e-6, 'borrowed output: 2 log 3')
+  call check(all(abs(bg(:, 1) - [1.0/3, 1.0/3, -2.0/3]) < 1e-6), 'borrowed gradient, row 1')
+  ! the caller changes its arrays in place: the next call sees it
+  btarget(2) = 0
+  blog(1, 2) = log(2.0)  ! row 2: (log 2, 0, 0), target 0: log 4 - log 2
+  call loss%backward(ierr)
+  call expect_ok('borrowed backward after an update')
+  call check(abs(bv - (log(3.0) + log(4.0) - log(2.0))) < 1e-6, 'borrowed output follows the arrays')
+  call check(all(abs(bg(:, 2) - [0.5 - 1, 0.25, 0.25]) < 1e-6), 'borrowed gradient follows the arrays')
+  call loss%borrow_grad('weight', bg, ierr)
+  call expect_error(KLOSS_ERROR_NOT_IMPLEMENTED, "'weight'", 'borrow_grad of an input without a gradient')
+  call loss%borrow_grad('input', wrong, ierr)
+  call expect_ok('borrow a gradient array of the wrong size')
+  call loss%backward(ierr)
+  call expect_error(KLOSS_ERROR_DIMENSION_MISMATCH, 'holds 3 elements', 'backward into a 3-element gradient')
   call loss%destroy()
 
   ! Errors at creation: an unknown op; an option the op lacks (the loss is

@@ -4,7 +4,8 @@
 // output equals the one-process kloss::rt::run on the whole batch on every
 // rank, each rank's gradients equal its slice of the whole batch's (the
 // replicated inputs' summed over the ranks), for mean, sum and none; and
-// ranks that disagree, or one rank's bad input, make every rank throw.
+// ranks that disagree, or one rank's bad input, make every rank throw; the
+// same calls on borrowed inputs and results give the same bits.
 #include <mpi.h>
 
 #ifdef KLOSS_TEST_C_API
@@ -15,6 +16,7 @@
 #include <kloss/registry.hpp>
 #include <kloss/sharded.hpp>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "mpi_test_utils.hpp"
@@ -246,8 +248,45 @@ std::vector<double> summed(std::vector<double> v) {
   return v;
 }
 
+/// The same bits of `v` and `w` (NaN included).
+bool same_bits(const std::vector<double>& v, const std::vector<double>& w) {
+  return v.size() == w.size() && (v.empty() || std::memcmp(v.data(), w.data(), v.size() * sizeof(double)) == 0);
+}
+
+/// `call` again on borrowed inputs, its output and gradients written into
+/// borrowed buffers that held NaN (the C API's zero-copy path): the same
+/// bits as `got`, the run on owning buffers, in the caller's memory.
+void check_borrowed(const Communicator& comm, const Call& call, const kloss::mpi::ShardedOptions& sharded,
+                    const kloss::rt::Result& got) {
+  Call lent = call;
+  std::map<std::string, Buffer> held;  // the caller's memory
+  for (auto& [name, buf] : lent.inputs) {
+    held[name] = buf;
+    buf = Buffer::borrowed(buf.dtype(), buf.shape(), held[name].data());
+  }
+  const auto nan_of = [&](const kloss::Shape& s) {
+    return Buffer::from_doubles(call.dtype, s, std::vector<double>(static_cast<std::size_t>(s.numel()), std::nan("")));
+  };
+  Buffer out = nan_of(got.output.shape());
+  lent.output_to = Buffer::borrowed(call.dtype, out.shape(), out.data());
+  std::map<std::string, Buffer> grads;
+  for (const auto& [name, g] : got.grads) {
+    grads[name] = nan_of(g.shape());
+    lent.grads_to[name] = Buffer::borrowed(call.dtype, g.shape(), grads[name].data());
+  }
+  kloss::rt::Result r;
+  ASSERT_NO_THROW(r = kloss::mpi::run_sharded(comm, lent, sharded));
+  EXPECT_TRUE(same_bits(out.to_doubles(), got.output.to_doubles())) << "borrowed output";
+  EXPECT_EQ(r.output.data(), out.data()) << "the result is the borrowed output";
+  for (const auto& [name, g] : got.grads) {
+    EXPECT_TRUE(same_bits(grads[name].to_doubles(), g.to_doubles())) << "borrowed grad " << name;
+    ASSERT_TRUE(r.grads.count(name));
+    EXPECT_EQ(r.grads.at(name).data(), grads[name].data()) << "the result is the borrowed grad " << name;
+  }
+}
+
 /// Runs every case sharded and whole with `reduction` and a grad_output,
-/// and compares.
+/// and compares; and sharded again on borrowed buffers.
 void check_all(DType dt, const std::string& reduction, double rtol, double atol, bool reproducible = false) {
   Communicator comm(MPI_COMM_WORLD);
   kloss::mpi::ShardedOptions sharded;
@@ -285,6 +324,7 @@ void check_all(DType dt, const std::string& reduction, double rtol, double atol,
       else  // replicated (the fused head's weight and bias): each rank holds its part
         expect_near_all(summed(mine_g.to_doubles()), g.to_doubles(), rtol, atol, "grad " + name + " summed");
     }
+    check_borrowed(comm, mine, sharded, got);
   }
 }
 

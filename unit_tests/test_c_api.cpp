@@ -15,6 +15,7 @@
 #include <kloss/registry.hpp>
 #include <kloss/version.hpp>
 #include <Kokkos_Core.hpp>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -88,6 +89,89 @@ TEST(CApi, MseSumValueAndGradients) {
   ASSERT_EQ(kloss_loss_backward(l, KLOSS_FLOAT64, nullptr, 0), KLOSS_OK) << kloss_last_error();
   ASSERT_EQ(kloss_loss_get_grad(l, "input", KLOSS_FLOAT64, gi.data(), 4), KLOSS_OK);
   EXPECT_EQ(gi, (std::vector<double>{2, 0, -4, 0}));
+}
+
+// Borrowed buffers (the zero-copy path): mse_loss, reduction mean, float32.
+// Each run reads the caller's current values and writes the loss and the
+// gradients straight into the caller's buffers. Input {1,2,3,4}, target
+// {0,2,5,4}: mean = 5 / 4, d/d input = 2 (x - t) / 4 = {0.5, 0, -1, 0};
+// after input[2] = 5 in place: mean = 1 / 4, d/d input = {0.5, 0, 0, 0}.
+TEST(CApi, BorrowedBuffersAreReadAndWrittenInPlace) {
+  Loss l("mse_loss", KLOSS_FLOAT32);
+  std::vector<float> x{1, 2, 3, 4}, t{0, 2, 5, 4}, gx(4, std::nanf("")), gt(4, std::nanf(""));
+  float out = std::nanf("");
+  const int64_t shape[1] = {4};
+  ASSERT_EQ(kloss_loss_borrow_input(l, "input", KLOSS_FLOAT32, x.data(), 1, shape), KLOSS_OK) << kloss_last_error();
+  ASSERT_EQ(kloss_loss_borrow_input(l, "target", KLOSS_FLOAT32, t.data(), 1, shape), KLOSS_OK);
+  ASSERT_EQ(kloss_loss_borrow_output(l, KLOSS_FLOAT32, &out, 1), KLOSS_OK) << kloss_last_error();
+  ASSERT_EQ(kloss_loss_borrow_grad(l, "input", KLOSS_FLOAT32, gx.data(), 4), KLOSS_OK) << kloss_last_error();
+  ASSERT_EQ(kloss_loss_borrow_grad(l, "target", KLOSS_FLOAT32, gt.data(), 4), KLOSS_OK);
+  ASSERT_EQ(kloss_loss_backward(l, KLOSS_FLOAT32, nullptr, 0), KLOSS_OK) << kloss_last_error();
+  ASSERT_EQ(kloss_fence(), KLOSS_OK);
+  EXPECT_EQ(out, 1.25f);
+  EXPECT_EQ(gx, (std::vector<float>{0.5f, 0, -1, 0}));
+  EXPECT_EQ(gt, (std::vector<float>{-0.5f, 0, 1, 0}));
+  x[2] = 5;  // the caller updates its array in place; no new borrow
+  ASSERT_EQ(kloss_loss_backward(l, KLOSS_FLOAT32, nullptr, 0), KLOSS_OK) << kloss_last_error();
+  EXPECT_EQ(out, 0.25f);
+  EXPECT_EQ(gx, (std::vector<float>{0.5f, 0, 0, 0}));
+  // the forward writes the borrowed output too; get_output still copies it
+  out = -1;
+  ASSERT_EQ(kloss_loss_forward(l, KLOSS_FLOAT32, nullptr, 0), KLOSS_OK) << kloss_last_error();
+  EXPECT_EQ(out, 0.25f);
+  float copy = 0;
+  ASSERT_EQ(kloss_loss_get_output(l, KLOSS_FLOAT32, &copy, 1), KLOSS_OK);
+  EXPECT_EQ(copy, 0.25f);
+  // reduction none: a borrowed output of one element no longer fits
+  ASSERT_EQ(kloss_loss_set_option_string(l, "reduction", "none"), KLOSS_OK);
+  expect_error(kloss_loss_forward(l, KLOSS_FLOAT32, nullptr, 0), KLOSS_ERROR_DIMENSION_MISMATCH,
+               {"mse_loss", "output", "holds 1 elements", "[4]"});
+  std::vector<float> none(4, std::nanf(""));
+  ASSERT_EQ(kloss_loss_borrow_output(l, KLOSS_FLOAT32, none.data(), 4), KLOSS_OK);
+  ASSERT_EQ(kloss_loss_forward(l, KLOSS_FLOAT32, nullptr, 0), KLOSS_OK) << kloss_last_error();
+  EXPECT_EQ(none, (std::vector<float>{1, 0, 0, 0}));
+  // ending the borrows: results go to kloss's buffers again
+  ASSERT_EQ(kloss_loss_borrow_output(l, KLOSS_FLOAT32, nullptr, 0), KLOSS_OK);
+  ASSERT_EQ(kloss_loss_borrow_grad(l, "input", KLOSS_FLOAT32, nullptr, 0), KLOSS_OK);
+  none.assign(4, -7);
+  gx.assign(4, -7);
+  const std::vector<float> go{1, 1, 1, 1};
+  ASSERT_EQ(kloss_loss_backward(l, KLOSS_FLOAT32, go.data(), 4), KLOSS_OK) << kloss_last_error();
+  EXPECT_EQ(none, (std::vector<float>(4, -7)));
+  EXPECT_EQ(gx, (std::vector<float>(4, -7)));
+  std::vector<float> g(4);
+  ASSERT_EQ(kloss_loss_get_grad(l, "input", KLOSS_FLOAT32, g.data(), 4), KLOSS_OK);
+  EXPECT_EQ(g, (std::vector<float>{2, 0, 0, 0}));
+  EXPECT_EQ(gt, (std::vector<float>{-2, 0, 0, 0}));  // still borrowed
+}
+
+TEST(CApiErrors, Borrowing) {
+  Loss l("cross_entropy", KLOSS_FLOAT32);
+  float buf[4] = {};
+  const int64_t shape[1] = {4};
+  expect_error(kloss_loss_borrow_input(l, "logits", KLOSS_FLOAT32, buf, 1, shape), KLOSS_ERROR_NOT_IMPLEMENTED,
+               {"cross_entropy", "'logits'", "input, target"});
+  expect_error(kloss_loss_borrow_input(l, "input", KLOSS_FLOAT64, buf, 1, shape), KLOSS_ERROR_INVALID_ARGUMENT,
+               {"cross_entropy", "'input'", "float64"});
+  expect_error(kloss_loss_borrow_input(l, "input", KLOSS_FLOAT32, nullptr, 1, shape), KLOSS_ERROR_INVALID_ARGUMENT,
+               {"cross_entropy", "'input'", "NULL"});
+  expect_error(kloss_loss_borrow_output(l, KLOSS_FLOAT64, buf, 1), KLOSS_ERROR_INVALID_ARGUMENT,
+               {"cross_entropy", "output", "float64", "float32"});
+  expect_error(kloss_loss_borrow_output(l, KLOSS_FLOAT32, nullptr, 1), KLOSS_ERROR_NULL_POINTER, {"output"});
+  expect_error(kloss_loss_borrow_grad(l, "target_lengths", KLOSS_FLOAT32, buf, 4), KLOSS_ERROR_NOT_IMPLEMENTED,
+               {"cross_entropy", "'target_lengths'", "no gradient"});
+  expect_error(kloss_loss_borrow_grad(l, "input", KLOSS_INT32, buf, 4), KLOSS_ERROR_INVALID_ARGUMENT,
+               {"cross_entropy", "grad", "int32"});
+  expect_error(kloss_loss_borrow_grad(nullptr, "input", KLOSS_FLOAT32, buf, 4), KLOSS_ERROR_NULL_POINTER, {"loss"});
+  // a gradient buffer of the wrong size: found at the backward
+  const int64_t x_shape[2] = {1, 4}, t_shape[1] = {1};
+  const int64_t target = 2;
+  ASSERT_EQ(kloss_loss_borrow_input(l, "input", KLOSS_FLOAT32, buf, 2, x_shape), KLOSS_OK);
+  ASSERT_EQ(kloss_loss_set_input(l, "target", KLOSS_INT64, &target, 1, t_shape), KLOSS_OK);
+  float small[3];
+  ASSERT_EQ(kloss_loss_borrow_grad(l, "input", KLOSS_FLOAT32, small, 3), KLOSS_OK);
+  expect_error(kloss_loss_backward(l, KLOSS_FLOAT32, nullptr, 0), KLOSS_ERROR_DIMENSION_MISMATCH,
+               {"cross_entropy", "grad of 'input'", "holds 3 elements", "[1, 4]"});
 }
 
 // The same mse_loss with every buffer in Kokkos' default memory space
@@ -261,6 +345,98 @@ kloss::rt::Result run_through_c(const kloss::golden::Case& c, std::string& error
     r.grads[name] = std::move(g);
   }
   return r;
+}
+
+// A buffer of dtype `dt` and `shape` whose every element is NaN (a result
+// kloss writes into must overwrite each one).
+kloss::rt::Buffer nan_filled(kloss::rt::DType dt, const kloss::Shape& s) {
+  return kloss::rt::Buffer::from_doubles(dt, s, std::vector<double>(static_cast<std::size_t>(s.numel()), std::nan("")));
+}
+
+// Runs one golden case through the C API's zero-copy path: every input
+// borrowed, the output and every expected gradient written by the run
+// straight into caller buffers that held NaN; the result is read from those
+// buffers (not through get_output / get_grad). Also checks that the run left
+// every borrowed input as it was.
+kloss::rt::Result run_borrowed_through_c(const kloss::golden::Case& c, std::string& error) {
+  kloss::rt::Result r;
+  const int dt = c_dtype(c.call.dtype);
+  auto fail = [&](const char* what, int s) {
+    error = std::string(what) + ": " + kloss_status_name(s) + ": " + kloss_last_error();
+    return r;
+  };
+  Loss l;
+  int s = kloss_loss_create(&l.p, c.call.op.c_str(), dt, c_dtype(c.call.index_dtype));
+  if (s) return fail("create", s);
+  for (const auto& [name, v] : c.call.options.values()) {
+    if (auto i = std::get_if<std::int64_t>(&v))
+      s = kloss_loss_set_option_int(l, name.c_str(), *i);
+    else if (auto d = std::get_if<double>(&v))
+      s = kloss_loss_set_option_real(l, name.c_str(), *d);
+    else
+      s = kloss_loss_set_option_string(l, name.c_str(), std::get<std::string>(v).c_str());
+    if (s) return fail("set_option", s);
+  }
+  std::map<std::string, std::vector<double>> before;
+  for (const auto& [name, b] : c.call.inputs) {
+    auto ext = extents(b.shape());
+    before[name] = b.to_doubles();
+    s = kloss_loss_borrow_input(l, name.c_str(), c_dtype(b.dtype()), b.data(), b.shape().rank, ext.data());
+    if (s) return fail("borrow_input", s);
+  }
+  r.output = nan_filled(c.call.dtype, c.output.shape);
+  if ((s = kloss_loss_borrow_output(l, dt, r.output.data(), r.output.numel()))) return fail("borrow_output", s);
+  if (c.call.grad_output)
+    for (const auto& [name, exp] : c.grads) {
+      auto in = c.call.inputs.find(name);
+      if (in == c.call.inputs.end()) continue;  // check_result reports the missing gradient
+      r.grads[name] = nan_filled(c.call.dtype, in->second.shape());
+      if ((s = kloss_loss_borrow_grad(l, name.c_str(), dt, r.grads[name].data(), r.grads[name].numel())))
+        return fail("borrow_grad", s);
+    }
+  if (c.call.grad_output)
+    s = kloss_loss_backward(l, dt, c.call.grad_output->data(), c.call.grad_output->numel());
+  else
+    s = kloss_loss_forward(l, dt, nullptr, 0);
+  if (s) return fail("run", s);
+  if ((s = kloss_fence())) return fail("fence", s);
+  // embedding's max_norm renormalises the looked-up rows of its weight in
+  // place, as torch does
+  const bool renormalises = c.call.options.has("max_norm");
+  for (const auto& [name, b] : c.call.inputs) {
+    const std::vector<double> after = b.to_doubles();
+    bool same = after.size() == before[name].size();
+    for (std::size_t i = 0; same && i < after.size(); ++i)
+      same = after[i] == before[name][i] || (std::isnan(after[i]) && std::isnan(before[name][i]));
+    if (!same && !(renormalises && name == "weight")) {
+      error = "the run changed borrowed input '" + name + "'";
+      return r;
+    }
+  }
+  return r;
+}
+
+TEST(CApi, EveryGoldenCaseOfEveryOpZeroCopy) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(std::string(KLOSS_SOURCE_DIR) + "/data/golden"))
+    if (e.path().extension() == ".h5") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 6u);
+  int cases = 0;
+  for (const auto& path : files) {
+    kloss::golden::GoldenFile f(path);
+    for (const auto& name : f.case_names()) {
+      const auto c = f.read_case(name);
+      std::string error;
+      const auto r = run_borrowed_through_c(c, error);
+      ASSERT_TRUE(error.empty()) << path << ": case " << name << ": " << error;
+      const auto rep = kloss::golden::check_result(c, r);
+      EXPECT_TRUE(rep.passed) << path << ": case " << name << ": " << rep.reason;
+      ++cases;
+    }
+  }
+  std::printf("%d golden cases through the C API's borrowed buffers\n", cases);
 }
 
 TEST(CApi, EveryGoldenCaseOfEveryOp) {

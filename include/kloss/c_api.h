@@ -17,14 +17,22 @@
  *    memory of Kokkos' default execution space (GPU memory in a CUDA or HIP
  *    build) after kloss_loss_set_memory(loss, KLOSS_MEMORY_DEVICE). A Fortran
  *    array x(C, N) is the row-major [N, C] buffer: the module reverses the
- *    extents. Input buffers are copied when set, so the caller may reuse or
- *    free them at once.
+ *    extents. Input buffers given to kloss_loss_set_input are copied when
+ *    set, so the caller may reuse or free them at once; buffers given to
+ *    the kloss_loss_borrow_* functions are used where they are (no copy),
+ *    and the caller keeps them alive.
  *  - Integer targets and indices are 0-based, as torch's.
  *  - A loss object is not thread-safe; distinct objects may be used from
  *    distinct threads.
- *  - Each call copies its inputs to Kokkos' default memory space and the
- *    results back (through host staging), and fences: this is for coupling
- *    codes and validation, not for a GPU hot loop (use the C++ API there).
+ *  - Copied inputs and results are staged through the host and each call
+ *    that copies fences. Borrowed buffers (kloss_loss_borrow_input,
+ *    kloss_loss_borrow_output, kloss_loss_borrow_grad) of the loss's dtype
+ *    in the memory of Kokkos' default execution space are read and written
+ *    in place, without a copy: the zero-copy path for a simulation's own
+ *    (host or GPU) arrays. Such a call fences only where the op itself reads
+ *    a value on the host (a reduced loss's index checks, a sharded call's
+ *    sums); kloss_fence() waits for results in device memory, and borrowed
+ *    inputs and grad_output must not change before it.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -143,9 +151,41 @@ KLOSS_C_EXPORT int kloss_loss_set_option_string(kloss_loss* loss, const char* na
  * no elements. Replaces an input of the same name. */
 KLOSS_C_EXPORT int kloss_loss_set_input(kloss_loss* loss, const char* name, int dtype, const void* data, int ndim,
                                         const int64_t* shape);
+/** Borrows an input: as kloss_loss_set_input, but `data` is not copied.
+ * kloss reads the caller's buffer at each forward and backward, in place
+ * where it is in the memory of Kokkos' default execution space and of the
+ * loss's dtype (else staged as a set input is). The caller keeps it alive
+ * until the input is set, borrowed or cleared again or the loss is
+ * destroyed, and may change its values between calls (set once, update in
+ * place each step); its shape is the one given here. kloss does not write
+ * it (except embedding's `max_norm`, which renormalises looked-up rows in
+ * place, as torch does). From Fortran the array must be a whole
+ * contiguous array with the TARGET attribute (kloss_f's borrow_input). */
+KLOSS_C_EXPORT int kloss_loss_borrow_input(kloss_loss* loss, const char* name, int dtype, const void* data, int ndim,
+                                           const int64_t* shape);
+/** Borrows the output: each forward and backward writes the loss value (as
+ * kloss_loss_forward would copy it) straight into `output`, of `dtype` (the
+ * loss's) and `output_numel` elements, which the run checks against the
+ * output's element count (KLOSS_ERROR_DIMENSION_MISMATCH). NULL with 0
+ * ends the borrowing. kloss_loss_get_output still copies from it. */
+KLOSS_C_EXPORT int kloss_loss_borrow_output(kloss_loss* loss, int dtype, void* output, int64_t output_numel);
+/** Borrows a gradient: each backward writes d output / d input `name`
+ * straight into `grad`, of `dtype` (the loss's) and `grad_numel` elements
+ * (the input's element count, checked at the run). Every element is
+ * written; kloss never adds to what the buffer held. NULL with 0 ends the
+ * borrowing. KLOSS_ERROR_NOT_IMPLEMENTED if the op has no gradient for
+ * `name`. */
+KLOSS_C_EXPORT int kloss_loss_borrow_grad(kloss_loss* loss, const char* name, int dtype, void* grad,
+                                          int64_t grad_numel);
+/** Waits until kloss's work on Kokkos' default execution space is done:
+ * after it, results written to borrowed device buffers are complete (the
+ * forward and backward do not wait for them; in a host build they are
+ * complete when the call returns). */
+KLOSS_C_EXPORT int kloss_fence(void);
 /** Sets where the buffers given to this loss from now on live: those of
  * kloss_loss_set_input, kloss_loss_forward, kloss_loss_backward,
- * kloss_loss_get_output and kloss_loss_get_grad. `memory` is a
+ * kloss_loss_get_output, kloss_loss_get_grad and the kloss_loss_borrow_*
+ * functions. `memory` is a
  * kloss_memory value (KLOSS_ERROR_INVALID_ARGUMENT otherwise). A pointer
  * of the other kind is not detected: a host pointer given as device memory
  * in a CUDA build makes the copy fail (KLOSS_ERROR_INTERNAL) or worse. */
@@ -177,20 +217,23 @@ KLOSS_C_EXPORT int kloss_loss_set_reproducible(kloss_loss* loss, int reproducibl
  * (KLOSS_MEMORY_DEVICE then takes host pointers too), else 0. */
 KLOSS_C_EXPORT int kloss_device_memory_is_host(void);
 
-/** Removes an input (an optional one, such as "weight"). */
+/** Removes an input (an optional one, such as "weight"), set or
+ * borrowed. */
 KLOSS_C_EXPORT int kloss_loss_clear_input(kloss_loss* loss, const char* name);
 
 /** Runs the forward on the inputs set and writes the loss to `output`, of
  * `dtype` (which must be the loss's dtype), holding `output_numel`
  * elements: exactly the output's element count (1 for reduction "mean" or
  * "sum"). `output` may be NULL (with output_numel 0) to only compute;
- * kloss_loss_output_shape then says how much to allocate. Fences. */
+ * kloss_loss_output_shape then says how much to allocate. Fences when it
+ * copies to `output`. */
 KLOSS_C_EXPORT int kloss_loss_forward(kloss_loss* loss, int dtype, void* output, int64_t output_numel);
 /** Runs the forward and the backward: `grad_output` (of `dtype`, the
  * loss's dtype; the output's shape, `grad_output_numel` elements) is the
  * upstream gradient; NULL means ones (for a reduced loss: d loss / d
- * input). The gradients are then read with kloss_loss_get_grad, the loss
- * value with kloss_loss_get_output. Fences. */
+ * input). `grad_output` is read where it is, not copied. The gradients
+ * are then read with kloss_loss_get_grad (or were written to the borrowed
+ * gradients), the loss value with kloss_loss_get_output. */
 KLOSS_C_EXPORT int kloss_loss_backward(kloss_loss* loss, int dtype, const void* grad_output, int64_t grad_output_numel);
 /** The shape of the output of the last forward or backward:
  * *ndim and shape[0..*ndim) (shape holds KLOSS_MAX_RANK elements). */

@@ -4,8 +4,10 @@
 /// The runtime-typed API: run any registered op on host buffers whose dtype
 /// is known only at run time, with options given by name (as torch's
 /// keywords). This is what kloss-validate, the benchmarks' table and
-/// language bindings use; it copies to and from the default execution
-/// space's memory, so it is for validation and glue, not hot loops.
+/// language bindings use. Owning buffers are copied to and from the default
+/// execution space's memory; borrowed buffers (Buffer::borrowed, and a
+/// Call's output_to / grads_to) are read and written where they are, so a
+/// caller that keeps its data in Kokkos' default memory space pays no copy.
 #include <kloss/tensor.hpp>
 #include <kloss/types.hpp>
 
@@ -52,10 +54,32 @@ constexpr DType dtype_of() {
   }
 }
 
-/// An owning, contiguous, row-major host buffer of a runtime dtype.
+/// Where a borrowed buffer's elements live.
+enum class Memory {
+  host,    ///< host memory
+  device,  ///< the memory space of Kokkos::DefaultExecutionSpace (host memory in a host build)
+};
+
+/// True when memory `m` is the default execution space's, or accessible
+/// from it (host memory in a host build).
+bool default_space_reaches(Memory m);
+
+/// Copies `bytes` bytes from `src` in memory `from` to `dst` in memory
+/// `to` (a Kokkos deep_copy where either is device memory a host pointer
+/// cannot read).
+void copy_bytes(void* dst, Memory to, const void* src, Memory from, std::size_t bytes);
+
+/// A contiguous, row-major buffer of a runtime dtype: owning (host memory,
+/// copied with the Buffer), or borrowed (a caller's memory, host or device,
+/// which copies of the Buffer share and which the caller keeps alive).
 class Buffer {
  public:
   Buffer() = default;
+  /// A buffer over the caller's `data` (numel of `shape` elements of
+  /// `dtype`, row-major, in `memory`): no copy is made, kloss reads (an
+  /// input) or writes (a result destination) the caller's memory; `data`
+  /// must outlive every use of the Buffer and its copies.
+  static Buffer borrowed(DType dtype, const Shape& shape, void* data, Memory memory = Memory::host);
   /// Zero-filled buffer of `shape`.
   Buffer(DType dtype, const Shape& shape);
   /// Rounds `values` (row-major, numel of `shape`) to `dtype`; an integer
@@ -67,7 +91,7 @@ class Buffer {
   static Buffer from_int64(DType dtype, const Shape& shape, const std::vector<std::int64_t>& values);
 
   /// The values, row-major, as doubles (exact for every dtype but int64
-  /// beyond 2^53).
+  /// beyond 2^53); a borrowed device buffer is staged through the host.
   std::vector<double> to_doubles() const;
   /// The values as integers; throws InvalidArgument for a floating value
   /// that is not an integer an int64 holds (a fraction, NaN, +-inf, huge).
@@ -76,27 +100,44 @@ class Buffer {
   DType dtype() const { return dtype_; }                 ///< the element type
   const Shape& shape() const { return shape_; }          ///< the extents
   std::int64_t numel() const { return shape_.numel(); }  ///< the number of elements
-  void* data() { return bytes_.data(); }                 ///< the elements' bytes, row-major
-  const void* data() const { return bytes_.data(); }     ///< the elements' bytes, row-major
-  /// Typed access; throws InvalidArgument if T is not the buffer's dtype.
+  /// The number of bytes of the elements.
+  std::size_t bytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
+  bool is_borrowed() const { return borrowed_; }  ///< a caller's memory (Buffer::borrowed)
+  Memory memory() const { return memory_; }                 ///< where the elements live
+  /// The elements' bytes, row-major, in memory(): a device pointer for a
+  /// borrowed device buffer.
+  void* data() { return borrowed_ ? borrowed_data_ : bytes_.data(); }
+  /// The elements' bytes, row-major, in memory().
+  const void* data() const { return borrowed_ ? borrowed_data_ : bytes_.data(); }
+  /// True when the host can read data() (owning, host memory, or device
+  /// memory the host reaches).
+  bool host_readable() const;
+  /// An owning host copy of the elements (of a borrowed buffer anywhere).
+  Buffer owned() const;
+  /// Typed host access; throws InvalidArgument if T is not the buffer's
+  /// dtype or the elements are in device memory the host cannot read.
   template <class T>
   T* data_as() {
-    check_type(dtype_of<T>());
-    return reinterpret_cast<T*>(bytes_.data());
+    check_host_access(dtype_of<T>());
+    return static_cast<T*>(data());
   }
-  /// Typed read access; throws InvalidArgument if T is not the buffer's
-  /// dtype.
+  /// Typed host read access; throws InvalidArgument if T is not the
+  /// buffer's dtype or the elements are in device memory the host cannot
+  /// read.
   template <class T>
   const T* data_as() const {
-    check_type(dtype_of<T>());
-    return reinterpret_cast<const T*>(bytes_.data());
+    check_host_access(dtype_of<T>());
+    return static_cast<const T*>(data());
   }
 
  private:
-  void check_type(DType want) const;
+  void check_host_access(DType want) const;
   DType dtype_ = DType::float32;
   Shape shape_;
   std::vector<std::uint64_t> bytes_;  // 8-byte words: aligned for every dtype
+  bool borrowed_ = false;             // the caller's elements at borrowed_data_ (bytes_ empty)
+  void* borrowed_data_ = nullptr;
+  Memory memory_ = Memory::host;
 };
 
 /// An option value: integers (and booleans as 0/1) as int64, reals as
@@ -148,18 +189,38 @@ struct Call {
   std::map<std::string, Buffer> inputs;  ///< by torch's argument name ("input", "target", ...)
   Options options;                       ///< by torch's keyword
   std::optional<Buffer> grad_output;     ///< the upstream gradient; set, the call runs the backward too
+  /// Where the forward writes its output (a borrowed buffer of the call's
+  /// dtype and the output's element count); unset: a buffer of the Result.
+  std::optional<Buffer> output_to;
+  /// Where the backward writes the gradient of each named input (borrowed
+  /// buffers of the call's dtype and the input's element count); an input
+  /// not named gets a buffer of the Result.
+  std::map<std::string, Buffer> grads_to;
 };
 
 /// The forward output and, when a grad_output was given, the gradient with
-/// respect to each differentiable input, keyed by the input's name.
+/// respect to each differentiable input, keyed by the input's name. Where
+/// the Call named a destination (output_to, grads_to), the Result's buffer
+/// is that borrowed buffer, already written.
 struct Result {
   Buffer output;                        ///< the forward's output
   std::map<std::string, Buffer> grads;  ///< d output / d input, by input name (with a grad_output)
 };
 
 /// Runs `call` on Kokkos::DefaultExecutionSpace (Kokkos must be
-/// initialised). Fences. Throws kloss::Error (NotImplemented for an unknown
+/// initialised). Results in owning buffers are complete on return; results
+/// written to borrowed device destinations may still be in flight on the
+/// default execution space (Kokkos::fence before reading them elsewhere).
+/// A destination of the wrong dtype or element count is InvalidArgument or
+/// DimensionMismatch. Throws kloss::Error (NotImplemented for an unknown
 /// op, option or dtype).
 Result run(const Call& call);
+
+/// Makes `result`'s output and gradients the borrowed destinations `call`
+/// names (output_to, grads_to), copying a result there unless it already
+/// is that buffer. What run() does last, for code that assembles a Result
+/// itself (kloss::mpi::run_sharded). A destination of another dtype or
+/// element count is InvalidArgument or DimensionMismatch.
+void place_results(const Call& call, Result& result);
 
 }  // namespace kloss::rt

@@ -55,7 +55,14 @@ struct ShardedOptions {
 ///
 /// Communication: one MPI_Allgather of 128 bytes per rank, which carries
 /// the partial sums and checks that the ranks agree (op, dtypes, options,
-/// the inputs given and their ranks, the upstream gradient). A rank whose
+/// the inputs given and their ranks, the upstream gradient); a `mean` with
+/// a gradient gathers its denominator first and runs the shard with the
+/// upstream gradient over it (in float32 and float64, without a weight that
+/// sums into the denominator, the gradients are final where the op writes
+/// them), then gathers the numerators in a second 128-byte round.
+/// Borrowed inputs are read where they are, and results are written into
+/// the call's borrowed destinations (rt::Call::output_to, grads_to), as
+/// rt::run does. A rank whose
 /// own checks fail makes every rank throw its kloss::Error ("... (on rank
 /// r)"); ranks that disagree all throw MpiError; none waits forever.
 /// The grid losses (lp_loss, h1_loss) take a shard as a slab of grid axis

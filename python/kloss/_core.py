@@ -138,9 +138,25 @@ def _call_locked(lib, op, dtype, index_dtype, inputs, options, backward, grad_ou
         for name, value in (options or {}).items():
             if value is not None:
                 _set_option(lib, handle, op, name, value)
+        # The arrays live through this call: kloss reads them where they are
+        # and writes the gradients straight into the arrays returned.
+        borrow = hasattr(lib, "kloss_loss_borrow_input")
+        give = lib.kloss_loss_borrow_input if borrow else lib.kloss_loss_set_input
         for name, (code, a) in inputs.items():
-            _lib.check(lib.kloss_loss_set_input(handle, name.encode(), code, a.ctypes.data, a.ndim,
-                                                _shape_arg(a.shape)))
+            # (max_norm renormalises looked-up rows of the weight in place:
+            # kloss's copy, so that the caller's array stays as it is)
+            copy = name == "weight" and (options or {}).get("max_norm") is not None
+            f = lib.kloss_loss_set_input if copy else give
+            _lib.check(f(handle, name.encode(), code, a.ctypes.data, a.ndim, _shape_arg(a.shape)))
+        grads = {}
+        if backward:
+            for name in op_info(op).differentiable:
+                # (an integer input, cross_entropy's class indices, has no gradient)
+                if name in inputs and inputs[name][0] not in (_lib.INT32, _lib.INT64):
+                    grads[name] = np.empty(inputs[name][1].shape, dtype=_STORAGE[dtype])
+                    if borrow:
+                        _lib.check(lib.kloss_loss_borrow_grad(handle, name.encode(), dtype, grads[name].ctypes.data,
+                                                              grads[name].size))
         if backward:
             go = None
             if grad_output is not None:
@@ -158,14 +174,10 @@ def _call_locked(lib, op, dtype, index_dtype, inputs, options, backward, grad_ou
                                             % (op, list(go.shape), list(shape)))
         out = np.empty(shape, dtype=_STORAGE[dtype])
         _lib.check(lib.kloss_loss_get_output(handle, dtype, out.ctypes.data, out.size))
-        grads = {}
-        if backward:
-            for name in op_info(op).differentiable:
-                # (an integer input, cross_entropy's class indices, has no gradient)
-                if name in inputs and inputs[name][0] not in (_lib.INT32, _lib.INT64):
-                    g = np.empty(inputs[name][1].shape, dtype=_STORAGE[dtype])
-                    _lib.check(lib.kloss_loss_get_grad(handle, name.encode(), dtype, g.ctypes.data, g.size))
-                    grads[name] = g
+        for name, g in grads.items():
+            # (a borrowed gradient is not copied again: this checks that it
+            # was written)
+            _lib.check(lib.kloss_loss_get_grad(handle, name.encode(), dtype, g.ctypes.data, g.size))
         return out, grads
     finally:
         lib.kloss_loss_destroy(handle)

@@ -109,6 +109,11 @@ def _declare(lib):
     if hasattr(lib, "kloss_loss_set_reproducible"):  # newer libraries
         lib.kloss_loss_set_reproducible.restype = c_int
         lib.kloss_loss_set_reproducible.argtypes = [c_void_p, c_int]
+    if hasattr(lib, "kloss_loss_borrow_input"):  # newer libraries: the zero-copy path
+        lib.kloss_loss_borrow_input.restype = c_int
+        lib.kloss_loss_borrow_input.argtypes = [c_void_p, c_char_p, c_int, c_void_p, c_int, p_int64]
+        lib.kloss_loss_borrow_grad.restype = c_int
+        lib.kloss_loss_borrow_grad.argtypes = [c_void_p, c_char_p, c_int, c_void_p, c_int64]
     if hasattr(lib, "kloss_version"):  # newer libraries
         lib.kloss_version.restype = c_char_p
         lib.kloss_version.argtypes = []

@@ -16,8 +16,9 @@ for (a probability target, say) must not require grad: that is refused
 rather than silently given no gradient. The calls differ from torch's
 where kloss.functional says (embedding's max_norm leaves the weight tensor
 as it is, for one). Needs torch; the data goes
-through the C API (copied in and out), so this is for validation and
-glue, not a GPU training loop. The op functions are made on first use,
+through the C API on the host (kloss reads the inputs and writes the
+gradients in place), so this is for validation and glue, not a GPU
+training loop. The op functions are made on first use,
 as kloss's (the library lists the ops).
 """
 import functools
