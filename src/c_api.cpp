@@ -265,6 +265,27 @@ void run_call(kloss_loss* loss, bool with_grads) {
   loss->changed = false;
 }
 
+// kloss_loss_set_input (a copy) and kloss_loss_borrow_input (`borrow`: the
+// caller's buffer itself).
+int give_input(const char* fn, kloss_loss* loss, const char* name, int dtype, const void* data, int ndim,
+               const int64_t* shape, bool borrow) {
+  if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
+  if (!name) return null_arg(fn, "name");
+  if (ndim > 0 && !shape) return null_arg(fn, "shape");
+  return guarded([&] {
+    const DType dt = to_dtype(dtype, loss->call.op.c_str(), "dtype");
+    const kloss::Shape sh = checked_input(*loss, name, dt, data, ndim, shape);
+    if (borrow) {
+      loss->call.inputs[name] = kloss::rt::Buffer::borrowed(dt, sh, const_cast<void*>(data), memory_of(loss->memory));
+    } else {
+      kloss::rt::Buffer b(dt, sh);
+      copy_in(b.data(), data, b.bytes(), loss->memory);
+      loss->call.inputs[name] = std::move(b);
+    }
+    loss->changed = true;
+  });
+}
+
 template <class V>
 int set_option(const char* fn, kloss_loss* loss, const char* name, V value) {
   if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
@@ -429,32 +450,12 @@ int kloss_loss_set_option_string(kloss_loss* loss, const char* name, const char*
 
 int kloss_loss_set_input(kloss_loss* loss, const char* name, int dtype, const void* data, int ndim,
                          const int64_t* shape) {
-  constexpr const char* fn = "kloss_loss_set_input";
-  if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
-  if (!name) return null_arg(fn, "name");
-  if (ndim > 0 && !shape) return null_arg(fn, "shape");
-  return guarded([&] {
-    const DType dt = to_dtype(dtype, loss->call.op.c_str(), "dtype");
-    const kloss::Shape sh = checked_input(*loss, name, dt, data, ndim, shape);
-    kloss::rt::Buffer b(dt, sh);
-    copy_in(b.data(), data, b.bytes(), loss->memory);
-    loss->call.inputs[name] = std::move(b);
-    loss->changed = true;
-  });
+  return give_input("kloss_loss_set_input", loss, name, dtype, data, ndim, shape, false);
 }
 
 int kloss_loss_borrow_input(kloss_loss* loss, const char* name, int dtype, const void* data, int ndim,
                             const int64_t* shape) {
-  constexpr const char* fn = "kloss_loss_borrow_input";
-  if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
-  if (!name) return null_arg(fn, "name");
-  if (ndim > 0 && !shape) return null_arg(fn, "shape");
-  return guarded([&] {
-    const DType dt = to_dtype(dtype, loss->call.op.c_str(), "dtype");
-    const kloss::Shape sh = checked_input(*loss, name, dt, data, ndim, shape);
-    loss->call.inputs[name] = kloss::rt::Buffer::borrowed(dt, sh, const_cast<void*>(data), memory_of(loss->memory));
-    loss->changed = true;
-  });
+  return give_input("kloss_loss_borrow_input", loss, name, dtype, data, ndim, shape, true);
 }
 
 int kloss_loss_borrow_output(kloss_loss* loss, int dtype, void* output, int64_t output_numel) {

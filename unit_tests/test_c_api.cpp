@@ -301,6 +301,21 @@ kloss_dtype c_dtype(kloss::rt::DType d) {
 
 std::vector<int64_t> extents(const kloss::Shape& s) { return std::vector<int64_t>(s.extent, s.extent + s.rank); }
 
+// Sets every option of a golden case on a loss; the first failing status.
+int set_options(kloss_loss* l, const kloss::rt::Options& options) {
+  for (const auto& [name, v] : options.values()) {
+    int s = 0;
+    if (auto i = std::get_if<std::int64_t>(&v))
+      s = kloss_loss_set_option_int(l, name.c_str(), *i);
+    else if (auto d = std::get_if<double>(&v))
+      s = kloss_loss_set_option_real(l, name.c_str(), *d);
+    else
+      s = kloss_loss_set_option_string(l, name.c_str(), std::get<std::string>(v).c_str());
+    if (s) return s;
+  }
+  return KLOSS_OK;
+}
+
 // Runs one golden case through the C API and returns the result as the
 // runtime API would, so that golden::check_result judges it.
 kloss::rt::Result run_through_c(const kloss::golden::Case& c, std::string& error) {
@@ -313,15 +328,7 @@ kloss::rt::Result run_through_c(const kloss::golden::Case& c, std::string& error
   Loss l;
   int s = kloss_loss_create(&l.p, c.call.op.c_str(), dt, c_dtype(c.call.index_dtype));
   if (s) return fail("create", s);
-  for (const auto& [name, v] : c.call.options.values()) {
-    if (auto i = std::get_if<std::int64_t>(&v))
-      s = kloss_loss_set_option_int(l, name.c_str(), *i);
-    else if (auto d = std::get_if<double>(&v))
-      s = kloss_loss_set_option_real(l, name.c_str(), *d);
-    else
-      s = kloss_loss_set_option_string(l, name.c_str(), std::get<std::string>(v).c_str());
-    if (s) return fail("set_option", s);
-  }
+  if ((s = set_options(l, c.call.options))) return fail("set_option", s);
   for (const auto& [name, b] : c.call.inputs) {
     auto ext = extents(b.shape());
     s = kloss_loss_set_input(l, name.c_str(), c_dtype(b.dtype()), b.data(), b.shape().rank, ext.data());
@@ -368,15 +375,7 @@ kloss::rt::Result run_borrowed_through_c(const kloss::golden::Case& c, std::stri
   Loss l;
   int s = kloss_loss_create(&l.p, c.call.op.c_str(), dt, c_dtype(c.call.index_dtype));
   if (s) return fail("create", s);
-  for (const auto& [name, v] : c.call.options.values()) {
-    if (auto i = std::get_if<std::int64_t>(&v))
-      s = kloss_loss_set_option_int(l, name.c_str(), *i);
-    else if (auto d = std::get_if<double>(&v))
-      s = kloss_loss_set_option_real(l, name.c_str(), *d);
-    else
-      s = kloss_loss_set_option_string(l, name.c_str(), std::get<std::string>(v).c_str());
-    if (s) return fail("set_option", s);
-  }
+  if ((s = set_options(l, c.call.options))) return fail("set_option", s);
   std::map<std::string, std::vector<double>> before;
   for (const auto& [name, b] : c.call.inputs) {
     auto ext = extents(b.shape());
