@@ -17,7 +17,10 @@ contains
       bind(c, name='kloss_bench_fortran_setup')
     integer(c_int64_t), value :: n
     type(c_ptr), value :: px, py, pgx, pgy, pout
-    real(c_float), pointer :: x(:), y(:), gx(:), gy(:), out
+    ! (contiguous: a pointer the compiler cannot prove contiguous would reach
+    ! borrow_* as a temporary copy, whose address kloss would keep)
+    real(c_float), pointer, contiguous :: x(:), y(:), gx(:), gy(:)
+    real(c_float), pointer :: out
     integer :: ierr
     call c_f_pointer(px, x, [n])
     call c_f_pointer(py, y, [n])
