@@ -11,10 +11,10 @@
 // bandwidth.
 #include <kloss/c_api.h>
 
-#include "perf_common.hpp"
-
 #include <cstdint>
 #include <vector>
+
+#include "perf_common.hpp"
 
 #ifdef KLOSS_BENCH_FORTRAN
 extern "C" {
@@ -37,8 +37,7 @@ using Scalar = Kokkos::View<float, Kokkos::HostSpace, Unmanaged>;
 struct Buffers {
   std::vector<float> x, y, gx, gy;
   float out = 0, one = 1;
-  explicit Buffers(std::int64_t n)
-      : x(static_cast<std::size_t>(n)), y(x.size()), gx(x.size()), gy(x.size()) {
+  explicit Buffers(std::int64_t n) : x(static_cast<std::size_t>(n)), y(x.size()), gx(x.size()), gy(x.size()) {
     for (std::size_t i = 0; i < x.size(); ++i) {
       x[i] = static_cast<float>(std::sin(0.001 * static_cast<double>(i)));
       y[i] = static_cast<float>(std::cos(0.002 * static_cast<double>(i)));

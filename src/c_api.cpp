@@ -588,7 +588,8 @@ int kloss_loss_backward(kloss_loss* loss, int dtype, const void* grad_output, in
         fail<kloss::DimensionMismatch>(op, "argument 'grad_output' holds ", grad_output_numel, " elements, the output ",
                                        shape.str(), " has ", shape.numel());
       // (read where it is during this call: borrowed, not copied)
-      go = kloss::rt::Buffer::borrowed(loss->call.dtype, shape, const_cast<void*>(grad_output), memory_of(loss->memory));
+      go =
+          kloss::rt::Buffer::borrowed(loss->call.dtype, shape, const_cast<void*>(grad_output), memory_of(loss->memory));
     } else {
       go = kloss::rt::Buffer::from_doubles(loss->call.dtype, shape,
                                            std::vector<double>(static_cast<std::size_t>(shape.numel()), 1.0));

@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Shapes, reductions, argument checks, and the runtime-typed API (buffers,
 // options, run()).
-#include <kloss/checks.hpp>
-#include <kloss/registry.hpp>
-#include <kloss/runtime.hpp>
-
 #include <Kokkos_Core.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <kloss/checks.hpp>
+#include <kloss/registry.hpp>
+#include <kloss/runtime.hpp>
 
 namespace kloss {
 
@@ -388,12 +387,12 @@ namespace {
 
 // Makes `result` the borrowed `destination` (copying its elements there
 // unless the op wrote them in place); `which`: "output" or an input's name.
-void place_result(std::string_view op, std::string_view which, Buffer& result, const std::optional<Buffer>& destination) {
+void place_result(std::string_view op, std::string_view which, Buffer& result,
+                  const std::optional<Buffer>& destination) {
   if (!destination) return;
   const Buffer& d = *destination;
   const std::string arg = which == "output" ? std::string("output") : "grad of '" + std::string(which) + "'";
-  if (!d.is_borrowed())
-    fail<InvalidArgument>(op, "destination ", arg, " must be a borrowed buffer (Buffer::borrowed)");
+  if (!d.is_borrowed()) fail<InvalidArgument>(op, "destination ", arg, " must be a borrowed buffer (Buffer::borrowed)");
   if (result.dtype() != d.dtype())
     fail<InvalidArgument>(op, "destination ", arg, " has dtype ", to_string(d.dtype()), ", the result ",
                           to_string(result.dtype()));

@@ -5,10 +5,10 @@
 /// runtime dtype, copy host buffers to the default memory space as the
 /// canonical Tensor, and back; the option lists and registry lines the
 /// families share.
-#include <kloss/config.hpp>
 #include <cmath>
 #include <functional>
 #include <kloss/checks.hpp>
+#include <kloss/config.hpp>
 #include <kloss/embedding_options.hpp>
 #include <kloss/registry.hpp>
 #include <kloss/runtime.hpp>
@@ -103,7 +103,8 @@ template <class T>
 DeviceTensor<T> borrowed_tensor(const rt::Buffer& buf) {
   DeviceTensor<T> d;
   if (!buf.is_borrowed() || buf.dtype() != rt::dtype_of<T>() || !rt::default_space_reaches(buf.memory())) return d;
-  d.view = Kokkos::View<T*, RtMem>(static_cast<T*>(const_cast<void*>(buf.data())), static_cast<std::size_t>(buf.numel()));
+  d.view =
+      Kokkos::View<T*, RtMem>(static_cast<T*>(const_cast<void*>(buf.data())), static_cast<std::size_t>(buf.numel()));
   d.shape = buf.shape();
   d.present = true;
   return d;
@@ -222,8 +223,8 @@ DeviceTensor<T> result_tensor(const rt::Call& c, std::string_view which, const S
   if (!dest->is_borrowed())
     fail<InvalidArgument>(c.op, "destination ", arg, " must be a borrowed buffer (rt::Buffer::borrowed)");
   if (dest->dtype() != c.dtype)
-    fail<InvalidArgument>(c.op, "destination ", arg, " has dtype ", rt::to_string(dest->dtype()), "; the call computes in ",
-                          rt::to_string(c.dtype));
+    fail<InvalidArgument>(c.op, "destination ", arg, " has dtype ", rt::to_string(dest->dtype()),
+                          "; the call computes in ", rt::to_string(c.dtype));
   if (dest->numel() != shape.numel())
     fail<DimensionMismatch>(c.op, "destination ", arg, " holds ", dest->numel(), " elements, the result ", shape.str(),
                             " has ", shape.numel());

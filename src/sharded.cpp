@@ -245,9 +245,7 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call, const Sha
     // over nothing (all targets ignored, everything masked) the gradients
     // are taken unscaled and scaled below, where a zero stays a zero
     prescaled = denominator != 0 && std::isfinite(denominator);
-    double upstream = !prescaled        ? g
-                      : numerator_is_sum ? g / denominator
-                                         : g * local_denominator.value() / denominator;
+    double upstream = !prescaled ? g : numerator_is_sum ? g / denominator : g * local_denominator.value() / denominator;
     // (an upstream gradient the float types cannot hold: scaled afterwards,
     // in double, as over nothing)
     if (prescaled && !std::isfinite(static_cast<float>(upstream))) {

@@ -5,16 +5,16 @@
 // error path returning its status code and a message that names the op
 // and the argument. (Kokkos is initialised by the test main, so the
 // not-initialised and finalised paths are tested by c_api_from_c.c.)
-#include <kloss/config.hpp>
 #include <gtest/gtest.h>
 #include <kloss/c_api.h>
 
+#include <Kokkos_Core.hpp>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <kloss/config.hpp>
 #include <kloss/registry.hpp>
 #include <kloss/version.hpp>
-#include <Kokkos_Core.hpp>
 #include <map>
 #include <set>
 #include <string>

@@ -103,7 +103,7 @@ class Buffer {
   /// The number of bytes of the elements.
   std::size_t bytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
   bool is_borrowed() const { return borrowed_; }  ///< a caller's memory (Buffer::borrowed)
-  Memory memory() const { return memory_; }                 ///< where the elements live
+  Memory memory() const { return memory_; }       ///< where the elements live
   /// The elements' bytes, row-major, in memory(): a device pointer for a
   /// borrowed device buffer.
   void* data() { return borrowed_ ? borrowed_data_ : bytes_.data(); }
