@@ -463,6 +463,8 @@ int kloss_loss_borrow_output(kloss_loss* loss, int dtype, void* output, int64_t 
   if (int s = precheck(fn, loss); s != KLOSS_OK) return s;
   if (!output && output_numel != 0) return null_arg(fn, "output");
   return guarded([&] {
+    // the last result keeps its values, not the address being given back
+    if (loss->result && loss->result->output.is_borrowed()) loss->result->output = loss->result->output.owned();
     if (!output) {
       loss->call.output_to.reset();
       return;
@@ -478,6 +480,11 @@ int kloss_loss_borrow_grad(kloss_loss* loss, const char* name, int dtype, void* 
   if (!grad && grad_numel != 0) return null_arg(fn, "grad");
   return guarded([&] {
     check_differentiable(*loss, name);
+    // the last result keeps its values, not the address being given back
+    if (loss->result) {
+      const auto it = loss->result->grads.find(name);
+      if (it != loss->result->grads.end() && it->second.is_borrowed()) it->second = it->second.owned();
+    }
     if (!grad) {
       loss->call.grads_to.erase(name);
       return;

@@ -134,6 +134,10 @@ TEST(CApi, BorrowedBuffersAreReadAndWrittenInPlace) {
   ASSERT_EQ(kloss_loss_borrow_output(l, KLOSS_FLOAT32, nullptr, 0), KLOSS_OK);
   ASSERT_EQ(kloss_loss_borrow_grad(l, "input", KLOSS_FLOAT32, nullptr, 0), KLOSS_OK);
   none.assign(4, -7);
+  // the last result kept its values, not the caller's array
+  std::vector<float> kept(4);
+  ASSERT_EQ(kloss_loss_get_output(l, KLOSS_FLOAT32, kept.data(), 4), KLOSS_OK) << kloss_last_error();
+  EXPECT_EQ(kept, (std::vector<float>{1, 0, 0, 0}));
   gx.assign(4, -7);
   const std::vector<float> go{1, 1, 1, 1};
   ASSERT_EQ(kloss_loss_backward(l, KLOSS_FLOAT32, go.data(), 4), KLOSS_OK) << kloss_last_error();
