@@ -306,20 +306,19 @@ int main(int argc, char** argv) {
       Kokkos::deep_copy(area, ha);
       Kokkos::deep_copy(land, hl);
     }
-    // (crps_ensemble takes no weight or mask: its targets are all observed)
-    const double dropout = a.plain || a.crps ? 0.0 : a.dropout;
+    const double dropout = a.plain ? 0.0 : a.dropout;
     kloss::mpi::ShardedOptions sharded;
     sharded.reproducible = a.reproducible;
     // A loss of the whole grid: each rank's cells, weighted and masked
-    // (`masked`, unless --plain), the global mean on every rank.
+    // (unless --plain), the global mean on every rank.
     auto grid_loss = [&](const char* op, std::vector<std::pair<const char*, kloss::rt::Buffer>> inputs, bool backward,
-                         const kloss::rt::Options& options = {}, bool masked = true) {
+                         const kloss::rt::Options& options = {}) {
       kloss::rt::Call call;
       call.op = op;
       call.dtype = kloss::rt::DType::float64;
       call.options = options;
       for (auto& [name, b] : inputs) call.inputs.emplace(name, std::move(b));
-      if (masked && !a.plain) {
+      if (!a.plain) {
         call.inputs.emplace("weight", cells(area));
         call.inputs.emplace("mask", cells(land));
         call.options.set("mask_nonfinite", std::int64_t{1});
@@ -435,8 +434,7 @@ int main(int argc, char** argv) {
           // (the log-variance head: dvar * var)
           kloss::rt::Result res;
           if (ensemble) {
-            res =
-                grid_loss("crps_ensemble", {{"input", cells(members)}, {"target", cells(target)}}, true, afcrps, false);
+            res = grid_loss("crps_ensemble", {{"input", cells(members)}, {"target", cells(target)}}, true, afcrps);
             auto h = Kokkos::create_mirror_view(dout);
             const double* g = res.grads.at("input").data_as<double>();
             for (std::size_t i = 0; i < h.size(); ++i) h.data()[i] = g[i];

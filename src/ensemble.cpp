@@ -7,6 +7,7 @@
 #include <variant>
 #include <vector>
 
+#include "masked_parts.hpp"
 #include "runtime_support.hpp"
 
 #define KLOSS_ENSEMBLE_DEFINE(T) KLOSS_ENSEMBLE_INSTANTIATE(, T)
@@ -37,18 +38,28 @@ Options read_ensemble_options(const rt::Call& c) {
 
 rt::Result run_crps_ensemble(const rt::Call& c) {
   const auto opts = read_ensemble_options<CrpsEnsembleOptions>(c);
+  const bool mask_nonfinite = c.options.get_bool(c.op, "mask_nonfinite", false);
   c.options.check_all_used(c.op);
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
+    auto w = input<T>(c, "weight", false);
+    auto mk = input<T>(c, "mask", false);
     const EnsembleGeometry g = ensemble_geometry(c.op, in.ctensor(), tg.ctensor(), opts.member_dim);
+    std::vector<std::pair<std::string, Shape>> diff = {{"input", in.shape}, {"target", tg.shape}};
+    if (w.present) diff.emplace_back("weight", w.shape);
     RtExec exec;
     return run_forward_backward<T>(
-        c, opts.reduction, g.target, {{"input", in.shape}, {"target", tg.shape}},
-        [&](const Tensor<T, RtMem>& out) { crps_ensemble<RtExec, T>(exec, in.ctensor(), tg.ctensor(), out, opts); },
+        c, opts.reduction, g.target, diff,
+        [&](const Tensor<T, RtMem>& out) {
+          crps_ensemble<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), mk.ctensor(), out, opts,
+                                   mask_nonfinite);
+        },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& gr) {
-          crps_ensemble_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), gr[0].tensor(), gr[1].tensor(), opts);
+          crps_ensemble_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(), mk.ctensor(),
+                                            gr[0].tensor(), gr[1].tensor(),
+                                            w.present ? gr[2].tensor() : Tensor<T, RtMem>(), opts, mask_nonfinite);
         });
   });
 }
@@ -150,14 +161,18 @@ MeanParts mean_of_points() {
 void register_ensemble(std::vector<OpInfo>& ops) {
   FamilyRegistry family{ops, "kloss/ensemble.hpp"};
   const CrpsEnsembleOptions d;
-  family.add("crps_ensemble", {"input", "target"}, {"input", "target"},
+  family.add("crps_ensemble", {"input", "target", "weight?", "mask?"}, {"input", "target", "weight"},
              {{"reduction", "string", "mean", "none | mean (over the points) | sum"},
               {"estimator", "string", to_string(d.estimator), "standard | fair | almost_fair"},
               {"alpha", "real", option_text(d.alpha), "almost_fair: the fair estimator's weight, in [0, 1]"},
-              {"member_dim", "int", option_text(d.member_dim), "the members' axis of input (negative: from the end)"}},
-             "CRPS of an ensemble (members on one axis of input) at target; sorted, O(m log m) (not in torch)",
+              {"member_dim", "int", option_text(d.member_dim), "the members' axis of input (negative: from the end)"},
+              mask_nonfinite_option},
+             "CRPS of an ensemble (members on one axis of input) at target, weights and masks per point; sorted, "
+             "O(m log m) (not in torch)",
              run_crps_ensemble);
-  ops.back().mean_parts = mean_of_elements({"target"});
+  // (kloss's weights and masks per point: the points are target's elements)
+  ops.back().mean_parts =
+      masked_mean_parts(weighted_or_masked, false, mean_of_elements({"target"}), broadcast_of({"target"}));
   const EnergyScoreOptions e;
   const std::vector<OptionInfo> multivariate = {
       {"reduction", "string", "mean", "none | mean (over the points) | sum"},

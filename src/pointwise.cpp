@@ -4,6 +4,7 @@
 #include <kloss/pointwise.hpp>
 #include <kloss/registry.hpp>
 
+#include "masked_parts.hpp"
 #include "runtime_support.hpp"
 
 #define KLOSS_POINTWISE_DEFINE(T) KLOSS_POINTWISE_INSTANTIATE(, T)
@@ -174,22 +175,29 @@ rt::Result run_crps_gaussian(const rt::Call& c) {
   const Reduction red = c.options.get_reduction(c.op);
   CrpsGaussianOptions opts;
   opts.reduction = red;
+  const bool mask_nonfinite = c.options.get_bool(c.op, "mask_nonfinite", false);
   c.options.check_all_used(c.op);
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
     auto sd = input<T>(c, "std");
+    auto w = input<T>(c, "weight", false);
+    auto mk = input<T>(c, "mask", false);
     const Shape shape = check_crps_gaussian(c.op, in.ctensor(), tg.ctensor(), sd.ctensor(), red);
+    std::vector<std::pair<std::string, Shape>> diff = {{"input", in.shape}, {"target", tg.shape}, {"std", sd.shape}};
+    if (w.present) diff.emplace_back("weight", w.shape);
     RtExec exec;
     return run_forward_backward<T>(
-        c, red, shape, {{"input", in.shape}, {"target", tg.shape}, {"std", sd.shape}},
+        c, red, shape, diff,
         [&](const Tensor<T, RtMem>& out) {
-          crps_gaussian<RtExec, T>(exec, in.ctensor(), tg.ctensor(), sd.ctensor(), out, opts);
+          crps_gaussian<RtExec, T>(exec, in.ctensor(), tg.ctensor(), sd.ctensor(), w.ctensor(), mk.ctensor(), out, opts,
+                                   mask_nonfinite);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          crps_gaussian_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), sd.ctensor(), g[0].tensor(),
-                                            g[1].tensor(), g[2].tensor(), opts);
+          crps_gaussian_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), sd.ctensor(), w.ctensor(),
+                                            mk.ctensor(), g[0].tensor(), g[1].tensor(), g[2].tensor(),
+                                            w.present ? g[3].tensor() : Tensor<T, RtMem>(), opts, mask_nonfinite);
         });
   });
 }
@@ -222,10 +230,6 @@ rt::Result run_quantile_loss(const rt::Call& c, const std::function<rt::Result(c
   });
 }
 
-/// The binary table ops' option `mask_nonfinite` (masked_loss's MaskOptions).
-const OptionInfo mask_nonfinite_option = {"mask_nonfinite", "bool", option_text(MaskOptions{}.mask_nonfinite),
-                                          "kloss extension: targets that are NaN or infinite count as masked out"};
-
 /// Whether a binary table call is masked (impl::masked_call).
 template <class Op>
 bool masked_runtime_call(const rt::Call& c) {
@@ -243,14 +247,12 @@ struct HostMaskedDenominator {
   std::vector<double> per_weight;
 };
 
-HostMaskedDenominator host_masked_denominator(const rt::Call& c, bool count) {
-  const rt::Buffer* in = given(c, "input");
+HostMaskedDenominator host_masked_denominator(const rt::Call& c, bool count, const Shape& shape) {
   const rt::Buffer* tg = given(c, "target");
-  if (!in || !tg) fail<InvalidArgument>(c.op, "arguments 'input' and 'target' are required");
+  if (!tg) fail<InvalidArgument>(c.op, "argument 'target' is required");
   const rt::Buffer* w = given(c, "weight");
   const rt::Buffer* mk = given(c, "mask");
   const bool nonfinite = c.options.get_bool(c.op, "mask_nonfinite", false);
-  const Shape shape = broadcast_shapes(in->shape(), tg->shape(), c.op, "input", "target");
   const std::vector<double> t = tg->to_doubles(), wv = w ? w->to_doubles() : std::vector<double>{},
                             mv = mk ? mk->to_doubles() : std::vector<double>{};
   // (shapes that do not broadcast fail in the op itself, on every rank)
@@ -259,7 +261,7 @@ HostMaskedDenominator host_masked_denominator(const rt::Call& c, bool count) {
   };
   HostMaskedDenominator d;
   if (w) d.per_weight.assign(wv.size(), 0.0);
-  if (!fits(w) || !fits(mk)) return d;
+  if (!fits(w) || !fits(mk) || !fits(tg)) return d;
   const BroadcastIndex ti(shape, tg->shape()), wi(shape, w ? w->shape() : shape), mi(shape, mk ? mk->shape() : shape);
   for (std::int64_t i = 0; i < shape.numel(); ++i) {
     const double y = t[static_cast<std::size_t>(ti(i))];
@@ -275,21 +277,42 @@ HostMaskedDenominator host_masked_denominator(const rt::Call& c, bool count) {
   return d;
 }
 
-/// The mean's parts of an op with kloss's weights and masks: `plain`'s
-/// where the call is not masked (`masked`), else the counted elements'
-/// weights (their count with `count`: huber_loss), whose derivative w.r.t.
-/// each weight element is the counted elements it meets.
-MeanParts masked_mean_parts(std::function<bool(const rt::Call&)> masked, bool count, const MeanParts& plain) {
+}  // namespace
+
+const OptionInfo mask_nonfinite_option = {"mask_nonfinite", "bool", option_text(MaskOptions{}.mask_nonfinite),
+                                          "kloss extension: targets that are NaN or infinite count as masked out"};
+
+bool weighted_or_masked(const rt::Call& c) {
+  return given(c, "weight") || given(c, "mask") || c.options.get_bool(c.op, "mask_nonfinite", false);
+}
+
+std::function<Shape(const rt::Call&)> broadcast_of(std::vector<std::string_view> names) {
+  return [names](const rt::Call& c) {
+    Shape s;
+    bool first = true;
+    for (auto n : names)
+      if (const rt::Buffer* b = given(c, n)) {
+        s = first ? b->shape() : broadcast_shapes(s, b->shape(), c.op, names.front(), n);
+        first = false;
+      }
+    return s;
+  };
+}
+
+MeanParts masked_mean_parts(std::function<bool(const rt::Call&)> masked, bool count, const MeanParts& plain,
+                            std::function<Shape(const rt::Call&)> shape_of) {
   MeanParts m;
-  m.denominator = [masked, count, plain = plain.denominator](const rt::Call& c, Reduction r) -> ExactSum {
-    return masked(c) ? host_masked_denominator(c, count).total : plain(c, r);
+  m.denominator = [masked, count, plain = plain.denominator, shape_of](const rt::Call& c, Reduction r) -> ExactSum {
+    return masked(c) ? host_masked_denominator(c, count, shape_of(c)).total : plain(c, r);
   };
   if (!count) m.denominator_input = "weight";
-  m.denominator_derivative = [masked, count](const rt::Call& c) {
-    return masked(c) ? host_masked_denominator(c, count).per_weight : std::vector<double>{};
+  m.denominator_derivative = [masked, count, shape_of](const rt::Call& c) {
+    return masked(c) ? host_masked_denominator(c, count, shape_of(c)).per_weight : std::vector<double>{};
   };
   return m;
 }
+
+namespace {
 
 /// The mean's parts of a binary table op: torch's (the weights' own sum for
 /// mse_loss and l1_loss with weight=, else the elements) or, masked, the
@@ -298,7 +321,8 @@ template <class Op>
 MeanParts binary_mean_parts() {
   return masked_mean_parts(masked_runtime_call<Op>, Op::weighted == WeightMean::count,
                            Op::weighted == WeightMean::sum_of_weights ? mean_over_weights("weight", {"input", "target"})
-                                                                      : mean_of_elements({"input", "target"}));
+                                                                      : mean_of_elements({"input", "target"}),
+                           broadcast_of({"input", "target"}));
 }
 
 }  // namespace
@@ -390,14 +414,14 @@ void register_pointwise(std::vector<OpInfo>& ops) {
              run_gaussian_nll_loss);
   // (kloss's weights and masks: masked whenever a weight, a mask or
   // mask_nonfinite is given)
-  ops.back().mean_parts = masked_mean_parts(
-      [](const rt::Call& c) {
-        return given(c, "weight") || given(c, "mask") || c.options.get_bool(c.op, "mask_nonfinite", false);
-      },
-      false, mean_of_elements({"input", "target"}));
-  family.add("crps_gaussian", {"input", "target", "std"}, {"input", "target", "std"}, {reduction_option},
+  ops.back().mean_parts = masked_mean_parts(weighted_or_masked, false, mean_of_elements({"input", "target"}),
+                                            broadcast_of({"input", "target"}));
+  family.add("crps_gaussian", {"input", "target", "std", "weight?", "mask?"}, {"input", "target", "std", "weight"},
+             {reduction_option, mask_nonfinite_option},
              "CRPS of the normal forecast N(input, std^2) at target, closed form (not in torch)", run_crps_gaussian);
-  ops.back().mean_parts = mean_of_elements({"input", "target", "std"});
+  // (kloss's weights and masks, as gaussian_nll_loss's)
+  ops.back().mean_parts = masked_mean_parts(weighted_or_masked, false, mean_of_elements({"input", "target", "std"}),
+                                            broadcast_of({"input", "target", "std"}));
 }
 
 }  // namespace kloss::impl

@@ -3395,12 +3395,16 @@ void typed_calls(TypedRun<T, I>& t) {
   } else if (op == "crps_gaussian") {
     kloss::CrpsGaussianOptions o;
     o.reduction = red;
-    ki::crps_gaussian<Exec, T>(ex, t.in("input"), t.in("target"), t.in("std"), t.template out<T>("output"), o);
+    const bool nonfinite = bool_opt(c, "mask_nonfinite", false);
+    ki::crps_gaussian<Exec, T>(ex, t.in("input"), t.in("target"), t.in("std"), t.in("weight"), t.in("mask"),
+                               t.template out<T>("output"), o, nonfinite);
     if (bwd) {
       auto gi = t.template out<T>("grad_input");
       auto gt = t.template out<T>("grad_target");
       auto gs = t.template out<T>("grad_std");
-      ki::crps_gaussian_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("std"), gi, gt, gs, o);
+      auto gw = c.find("weight") ? t.template out<T>("grad_weight") : Ten<T>();
+      ki::crps_gaussian_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("std"), t.in("weight"),
+                                          t.in("mask"), gi, gt, gs, gw, o, nonfinite);
     }
   } else if (op == "gaussian_nll_loss") {
     kloss::GaussianNllLossOptions o;
@@ -3513,11 +3517,15 @@ void typed_calls(TypedRun<T, I>& t) {
                                          : kloss::CrpsEstimator::standard;
     o.alpha = real_opt(c, "alpha");
     o.member_dim = int_opt(c, "member_dim");
-    ki::crps_ensemble<Exec, T>(ex, t.in("input"), t.in("target"), t.template out<T>("output"), o);
+    const bool nonfinite = bool_opt(c, "mask_nonfinite", false);
+    ki::crps_ensemble<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.in("mask"),
+                               t.template out<T>("output"), o, nonfinite);
     if (bwd) {
       auto gi = t.template out<T>("grad_input");
       auto gt = t.template out<T>("grad_target");
-      ki::crps_ensemble_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, o);
+      auto gw = c.find("weight") ? t.template out<T>("grad_weight") : Ten<T>();
+      ki::crps_ensemble_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"), t.in("mask"), gi,
+                                          gt, gw, o, nonfinite);
     }
   } else if (op == "energy_score" || op == "variogram_score") {
     const std::string est = str_opt(c, "estimator", registry_default(c, "estimator"));

@@ -113,6 +113,23 @@ std::vector<Case> cases(DType dt) {
          {"weight", real(dt, kloss::Shape{1, 3}, 0.1, 2, 65)},
          {"mask", pick(dt, kloss::Shape{n, 1}, {0, 1, 1}, 66)}},
         {{"input", 0}, {"target", 0}, {"mask", 0}}, {{"mask_nonfinite", std::int64_t{1}}});
+  // the scientific scores' weights and masks: crps_gaussian like the
+  // above; crps_ensemble per point (a weight per point split with the
+  // rows, a mask per variable replicated)
+  add("crps_gaussian masked", "crps_gaussian",
+      {{"input", real(dt, nd, -2, 2, 70)},
+       {"target", with_nonfinite(real(dt, nd, -2, 2, 71))},
+       {"std", real(dt, nd, 0.2, 2, 72)},
+       {"weight", real(dt, kloss::Shape{1, 3}, 0.1, 2, 73)},
+       {"mask", pick(dt, kloss::Shape{n, 1}, {0, 1, 1}, 74)}},
+      {{"input", 0}, {"target", 0}, {"std", 0}, {"mask", 0}}, {{"mask_nonfinite", std::int64_t{1}}});
+  add("crps_ensemble masked", "crps_ensemble",
+      {{"input", real(dt, kloss::Shape{n, 4, 3}, -2, 2, 75)},
+       {"target", with_nonfinite(real(dt, nd, -2, 2, 76))},
+       {"weight", real(dt, nd, 0.1, 2, 77)},
+       {"mask", Buffer::from_doubles(dt, kloss::Shape{3}, {1, 0, 1})}},
+      {{"input", 0}, {"target", 0}, {"weight", 0}},
+      {{"estimator", std::string("fair")}, {"member_dim", std::int64_t{1}}, {"mask_nonfinite", std::int64_t{1}}});
   add("smooth_l1_loss weight per element", "smooth_l1_loss",
       {{"input", real(dt, nd, -2, 2, 67)}, {"target", real(dt, nd, -2, 2, 68)}, {"weight", real(dt, nd, 0.1, 2, 69)}},
       {{"input", 0}, {"target", 0}, {"weight", 0}});

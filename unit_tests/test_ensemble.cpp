@@ -270,8 +270,178 @@ TEST(EnsembleRegistry, RegisteredWithItsOptions) {
   ASSERT_NE(op, nullptr);
   std::vector<std::string> got;
   for (const auto& o : op->options) got.emplace_back(o.name);
-  EXPECT_EQ(got, (std::vector<std::string>{"reduction", "estimator", "alpha", "member_dim"}));
+  EXPECT_EQ(got, (std::vector<std::string>{"reduction", "estimator", "alpha", "member_dim", "mask_nonfinite"}));
   EXPECT_EQ(op->header, "kloss/ensemble.hpp");
+}
+
+// --- crps_ensemble with weights and masks per point ----------------------------
+
+/// One masked crps_ensemble call: input [4, m, 5] (members on axis 1, the
+/// points [4, 5]), a weight and a mask (empty shape: absent).
+struct MaskedCrps {
+  std::int64_t m = 5;
+  kloss_ref::Ext ws, ms;  ///< the weight's and the mask's shapes (absent where empty and no values)
+  std::vector<double> w, mk, y;
+  bool has_w = false, has_m = false, nonfinite = false;
+  std::string est = "fair", red = "mean";
+};
+
+/// Its result through the runtime API (gradients for input, target and
+/// weight at a drawn grad_output) and the float64 reference: each point's
+/// pairwise score (kloss_ref::crps_ensemble) times its weight where it
+/// counts, 0 elsewhere; the mean over the counted weights; gradients the
+/// autograd of that (w dscore; the weight's: score less the mean).
+void check_masked_crps(const MaskedCrps& q, const std::vector<double>& x, DType dt, double tol) {
+  const kloss_ref::Ext xs = {4, q.m, 5}, ps = {4, 5};
+  const double c = kloss_ref::crps_coefficient(q.est, 0.95, static_cast<std::size_t>(q.m));
+  const bool none = q.red == "none";
+  const auto go = random_values(none ? 20 : 1, 0.5, 1.5, 41);
+  rt::Call call;
+  call.op = "crps_ensemble";
+  call.dtype = dt;
+  call.inputs.emplace("input", Buffer::from_doubles(dt, kloss::Shape(xs), x));
+  call.inputs.emplace("target", Buffer::from_doubles(dt, kloss::Shape(ps), q.y));
+  if (q.has_w) call.inputs.emplace("weight", Buffer::from_doubles(dt, kloss::Shape(q.ws), q.w));
+  if (q.has_m) call.inputs.emplace("mask", Buffer::from_doubles(dt, kloss::Shape(q.ms), q.mk));
+  call.options.set("estimator", q.est);
+  call.options.set("reduction", q.red);
+  call.options.set("member_dim", std::int64_t{1});
+  call.options.set("mask_nonfinite", std::int64_t{q.nonfinite ? 1 : 0});
+  call.grad_output = Buffer::from_doubles(dt, none ? kloss::Shape(ps) : kloss::Shape{}, go);
+  const rt::Result r = rt::run(call);
+  // the reference
+  std::vector<double> score(20), wp(20, 1.0), terms(20, 0.0);
+  std::vector<bool> counted(20);
+  double D = 0, total = 0;
+  for (std::int64_t p = 0; p < 20; ++p) {
+    const std::int64_t o = p / 5, i = p % 5;
+    std::vector<double> mem;
+    for (std::int64_t j = 0; j < q.m; ++j) mem.push_back(x[static_cast<std::size_t>((o * q.m + j) * 5 + i)]);
+    const auto up = static_cast<std::size_t>(p);
+    score[up] = kloss_ref::crps_ensemble(mem, q.y[up], c);
+    if (q.has_w) wp[up] = q.w[static_cast<std::size_t>(kloss_ref::bindex(p, ps, q.ws))];
+    counted[up] = (!q.has_m || q.mk[static_cast<std::size_t>(kloss_ref::bindex(p, ps, q.ms))] != 0) &&
+                  (!q.nonfinite || std::isfinite(q.y[up]));
+    if (!counted[up]) continue;
+    terms[up] = wp[up] * score[up];
+    total += terms[up];
+    D += wp[up];
+  }
+  const std::vector<double> want =
+      none ? terms : std::vector<double>{q.red == "mean" ? total / D : total};  // (0 / 0: NaN)
+  const double scale = q.red == "mean" ? (D == 0 ? 0.0 : 1 / D) : 1.0;
+  const double L = q.red == "mean" ? want[0] : 0.0;
+  std::vector<double> gx(x.size(), 0.0), gy(20, 0.0), gw(q.w.size(), 0.0);
+  for (std::int64_t p = 0; p < 20; ++p) {
+    const auto up = static_cast<std::size_t>(p);
+    if (!counted[up]) continue;
+    const std::int64_t o = p / 5, i = p % 5;
+    std::vector<double> mem;
+    for (std::int64_t j = 0; j < q.m; ++j) mem.push_back(x[static_cast<std::size_t>((o * q.m + j) * 5 + i)]);
+    const double g = none ? go[up] : go[0] * scale;
+    for (std::int64_t j = 0; j < q.m; ++j)
+      gx[static_cast<std::size_t>((o * q.m + j) * 5 + i)] =
+          g * wp[up] * kloss_ref::crps_ensemble_grad(mem, q.y[up], c, static_cast<std::size_t>(j));
+    gy[up] = g * wp[up] * kloss_ref::crps_ensemble_target_grad(mem, q.y[up]);
+    if (q.has_w) gw[static_cast<std::size_t>(kloss_ref::bindex(p, ps, q.ws))] += g * (score[up] - L);
+  }
+  const auto out = r.output.to_doubles();
+  ASSERT_EQ(out.size(), want.size());
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    if (std::isnan(want[k])) {
+      EXPECT_TRUE(std::isnan(out[k])) << "output " << k << ": " << out[k];
+      continue;
+    }
+    EXPECT_NEAR(out[k], want[k], tol * (1 + std::fabs(want[k]))) << "output " << k;
+  }
+  expect_near_all(r.grads.at("input").to_doubles(), gx, tol, tol, "grad_input");
+  expect_near_all(r.grads.at("target").to_doubles(), gy, tol, tol, "grad_target");
+  if (q.has_w) expect_near_all(r.grads.at("weight").to_doubles(), gw, tol, 4 * tol, "grad_weight");
+}
+
+/// Weights and masks per point on every path of the kernels (m = 5: the
+/// host's SIMD blocks; 20: counted; 150: sorted), every reduction, weights
+/// per point (one 0), per column, per row and scalar, masks per row and per
+/// point, NaN and infinite targets masked, nothing counted.
+TEST(Ensemble, WeightsAndMasksMatchTheReference) {
+  auto y = random_values(20, -2, 2, 43);
+  auto ynan = y;
+  ynan[3] = std::numeric_limits<double>::quiet_NaN();
+  ynan[11] = std::numeric_limits<double>::infinity();
+  auto wpoint = random_values(20, 0.25, 2, 44);
+  wpoint[7] = 0;  // a counted point of weight 0
+  const std::vector<double> wcol = random_values(5, 0.25, 2, 45), wrow = random_values(4, 0.25, 2, 46);
+  const std::vector<double> mrow = {1, 0, 1, 1};
+  std::vector<double> mpoint(20, 1.0);
+  mpoint[2] = mpoint[9] = 0;
+  mpoint[13] = -0.0;  // (a negative zero is zero)
+  for (std::int64_t m : {5, 20, 150}) {
+    const auto x = random_values(static_cast<std::size_t>(20 * m), -2, 2, 47 + static_cast<unsigned>(m));
+    std::vector<MaskedCrps> cases;
+    for (const std::string red : {"none", "mean", "sum"}) {
+      cases.push_back({m, {4, 5}, {4, 1}, wpoint, mrow, y, true, true, false, "fair", red});
+      cases.push_back({m, {5}, {}, wcol, {}, ynan, true, false, true, "almost_fair", red});
+      cases.push_back({m, {4, 1}, {4, 5}, wrow, mpoint, ynan, true, true, true, "standard", red});
+      cases.push_back({m, {}, {4, 5}, {}, mpoint, y, false, true, false, "fair", red});
+      cases.push_back({m, {}, {}, {1.75}, {}, ynan, true, false, true, "standard", red});  // a scalar weight
+    }
+    // nothing counts: NaN mean, zero gradients
+    cases.push_back({m, {5}, {4, 1}, wcol, {0, 0, 0, 0}, y, true, true, false, "fair", "mean"});
+    for (const auto& q : cases) {
+      SCOPED_TRACE("m " + std::to_string(m) + " " + q.est + " " + q.red + (q.has_w ? " weight" : "") +
+                   (q.has_m ? " mask" : "") + (q.nonfinite ? " nonfinite" : ""));
+      check_masked_crps(q, x, DType::float64, 1e-12);
+    }
+  }
+  // float32: the same sums within its precision
+  const auto x = random_values(100, -2, 2, 48);
+  check_masked_crps({5, {4, 1}, {4, 5}, wrow, mpoint, ynan, true, true, true, "almost_fair", "mean"}, x, DType::float32,
+                    2e-5);
+}
+
+/// The typed entry points: masked_crps_ensemble and its backward against
+/// the runtime API's result, and their errors.
+TEST(Ensemble, TypedMaskedEntryPoints) {
+  const auto x = random_values(60, -2, 2, 51), y = random_values(12, -2, 2, 52), w = random_values(4, 0.5, 2, 53);
+  Exec exec;
+  auto xv = make_view<double***>("x", x, {3, 5, 4});
+  auto yv = make_view<double**>("y", y, {3, 4});
+  auto wv = make_view<double*>("w", w, {4});
+  auto mv = make_view<double**>("m", {1, 0, 1}, {3, 1});
+  Kokkos::View<double, Mem> out("out"), go("go");
+  Kokkos::deep_copy(go, 1.0);
+  Kokkos::View<double***, Mem> gx("gx", 3, 5, 4);
+  Kokkos::View<double**, Mem> gy("gy", 3, 4);
+  Kokkos::View<double*, Mem> gw("gw", 4);
+  const kloss::CrpsEnsembleOptions o{Reduction::mean, kloss::CrpsEstimator::fair, 0.95, 1};
+  kloss::masked_crps_ensemble(exec, xv, yv, wv, mv, out, o);
+  kloss::masked_crps_ensemble_backward(exec, go, xv, yv, wv, mv, gx, gy, gw, o);
+  rt::Call call;
+  call.op = "crps_ensemble";
+  call.dtype = DType::float64;
+  call.inputs.emplace("input", Buffer::from_doubles(call.dtype, {3, 5, 4}, x));
+  call.inputs.emplace("target", Buffer::from_doubles(call.dtype, {3, 4}, y));
+  call.inputs.emplace("weight", Buffer::from_doubles(call.dtype, {4}, w));
+  call.inputs.emplace("mask", Buffer::from_doubles(call.dtype, {3, 1}, {1, 0, 1}));
+  call.options.set("estimator", std::string("fair"));
+  call.options.set("member_dim", std::int64_t{1});
+  call.grad_output = Buffer::from_doubles(call.dtype, {}, {1.0});
+  const rt::Result r = rt::run(call);
+  expect_near_all(to_doubles(out), r.output.to_doubles(), 1e-15, 0, "output");
+  expect_near_all(to_doubles(gx), r.grads.at("input").to_doubles(), 1e-15, 0, "grad_input");
+  expect_near_all(to_doubles(gy), r.grads.at("target").to_doubles(), 1e-15, 0, "grad_target");
+  expect_near_all(to_doubles(gw), r.grads.at("weight").to_doubles(), 1e-15, 0, "grad_weight");
+  // row 1 is masked out: its gradients are exactly 0
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(to_doubles(gy)[static_cast<std::size_t>(4 + i)], 0.0);
+  // a weight that does not broadcast to the points, or grows them; grad_weight without a weight
+  auto w3 = make_view<double*>("w3", {1, 1, 1}, {3});
+  EXPECT_KLOSS_THROW(kloss::masked_crps_ensemble(exec, xv, yv, w3, mv, out, o), kloss::DimensionMismatch, "'weight'");
+  auto grow = make_view<double***>("grow", std::vector<double>(24, 1.0), {2, 3, 4});
+  EXPECT_KLOSS_THROW(kloss::masked_crps_ensemble(exec, xv, yv, wv, grow, out, o), kloss::DimensionMismatch,
+                     "argument 'mask' [2, 3, 4] must broadcast to the points' shape (the target's) [3, 4]");
+  EXPECT_KLOSS_THROW(
+      kloss::masked_crps_ensemble_backward(exec, go, xv, yv, Kokkos::View<double*, Mem>(), mv, gx, gy, gw, o),
+      kloss::InvalidArgument, "argument 'grad_weight' must be empty without a weight");
 }
 
 // --- energy_score, variogram_score -------------------------------------------

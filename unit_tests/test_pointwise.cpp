@@ -1564,13 +1564,62 @@ TEST(MaskedLoss, WeightAndInputGradientsMatchFiniteDifferences) {
   }
 }
 
+/// A masked call of a ternary op (gaussian_nll_loss: input, target, var;
+/// crps_gaussian: input, target, std) through the runtime API against
+/// kloss_ref::masked_pointwise: input [4, 3], a weight per variable [3], a
+/// mask per row [4, 1], NaN and infinite targets masked, at `red`, with the
+/// options `o` (gaussian_nll_loss's beta, full) set on the call too.
+template <class T>
+void check_masked_ternary(const std::string& op, kloss_ref::Pw pw, const std::string& third,
+                          const kloss_ref::PwOptions& o, Reduction red) {
+  namespace rt = kloss::rt;
+  const std::vector<std::int64_t> is = {4, 3}, ws = {3}, ms = {4, 1};
+  const auto xv = rv<T>(12, -2, 2, 31), vv = rv<T>(12, 0.2, 2, 33), wv = rv<T>(3, 0.25, 2, 34);
+  auto yv = rv<T>(12, -2, 2, 32);
+  yv[4] = std::numeric_limits<double>::quiet_NaN();
+  yv[7] = std::numeric_limits<double>::infinity();
+  const std::vector<double> mv = {1, 0, 1, 1};
+  const bool none = red == Reduction::none;
+  const auto go = rv<T>(none ? 12 : 1, 0.5, 1.5, 35);
+  const auto R = kloss_ref::masked_pointwise(pw, o, {is, is, is}, {xv, yv, vv}, &ws, &wv, &ms, &mv, true, false, red,
+                                             &go, {0, 1, 2}, true);
+  rt::Call call;
+  call.op = op;
+  call.dtype = rt::dtype_of<T>();
+  call.inputs["input"] = rt::Buffer::from_doubles(call.dtype, Shape(is), xv);
+  call.inputs["target"] = rt::Buffer::from_doubles(call.dtype, Shape(is), yv);
+  call.inputs[third] = rt::Buffer::from_doubles(call.dtype, Shape(is), vv);
+  call.inputs["weight"] = rt::Buffer::from_doubles(call.dtype, Shape(ws), wv);
+  call.inputs["mask"] = rt::Buffer::from_doubles(call.dtype, Shape(ms), mv);
+  call.options.set("mask_nonfinite", std::int64_t{1});
+  if (pw == kloss_ref::Pw::gaussian) {
+    call.options.set("beta", o.nll_beta);
+    call.options.set("full", std::int64_t{o.full ? 1 : 0});
+  }
+  call.options.set("reduction", std::string(kloss::to_string(red)));
+  call.grad_output = rt::Buffer::from_doubles(call.dtype, none ? Shape(is) : Shape{}, go);
+  const std::string what =
+      op + " beta " + std::to_string(o.nll_beta) + (o.full ? " full " : " ") + std::string(kloss::to_string(red));
+  rt::Result res;
+  ASSERT_NO_THROW(res = rt::run(call)) << what;
+  double mag = 1;
+  for (double v : R.out) mag = std::max(mag, std::fabs(v));
+  expect_near_all(res.output.to_doubles(), R.out, tol<T>(), tol<T>() * mag, what + " forward");
+  const std::string names[] = {"input", "target", third, "weight"};
+  for (std::size_t k = 0; k < 4; ++k) {
+    double gmag = 1;
+    for (double v : R.grads[k]) gmag += std::fabs(v);
+    expect_near_all(res.grads.at(names[k]).to_doubles(), R.grads[k], tol<T>(), 4 * tol<T>() * gmag,
+                    what + " grad_" + names[k]);
+  }
+}
+
 /// gaussian_nll_loss with a weight per variable, a mask per row and NaN
 /// targets masked (the main job's objective), every reduction, beta 0 and
 /// 1/2, full, through the runtime API against kloss_ref::masked_pointwise;
 /// and the typed masked_gaussian_nll_loss once.
 TYPED_TEST(Pointwise, MaskedGaussianNllMatchesTheReference) {
   using T = TypeParam;
-  namespace rt = kloss::rt;
   const std::vector<std::int64_t> is = {4, 3}, ws = {3}, ms = {4, 1};
   const auto xv = rv<T>(12, -2, 2, 31), vv = rv<T>(12, 0.2, 2, 33), wv = rv<T>(3, 0.25, 2, 34);
   auto yv = rv<T>(12, -2, 2, 32);
@@ -1580,41 +1629,11 @@ TYPED_TEST(Pointwise, MaskedGaussianNllMatchesTheReference) {
   for (double beta : {0.0, 0.5})
     for (bool full : {false, true})
       for (auto red : {Reduction::none, Reduction::mean, Reduction::sum}) {
-        const bool none = red == Reduction::none;
-        const auto go = rv<T>(none ? 12 : 1, 0.5, 1.5, 35);
         kloss_ref::PwOptions o;
         o.eps = 1e-6;
         o.full = full;
         o.nll_beta = beta;
-        const auto R = kloss_ref::masked_pointwise(kloss_ref::Pw::gaussian, o, {is, is, is}, {xv, yv, vv}, &ws, &wv,
-                                                   &ms, &mv, true, false, red, &go, {0, 1, 2}, true);
-        rt::Call call;
-        call.op = "gaussian_nll_loss";
-        call.dtype = rt::dtype_of<T>();
-        call.inputs["input"] = rt::Buffer::from_doubles(call.dtype, Shape(is), xv);
-        call.inputs["target"] = rt::Buffer::from_doubles(call.dtype, Shape(is), yv);
-        call.inputs["var"] = rt::Buffer::from_doubles(call.dtype, Shape(is), vv);
-        call.inputs["weight"] = rt::Buffer::from_doubles(call.dtype, Shape(ws), wv);
-        call.inputs["mask"] = rt::Buffer::from_doubles(call.dtype, Shape(ms), mv);
-        call.options.set("mask_nonfinite", std::int64_t{1});
-        call.options.set("beta", beta);
-        call.options.set("full", std::int64_t{full ? 1 : 0});
-        call.options.set("reduction", std::string(kloss::to_string(red)));
-        call.grad_output = rt::Buffer::from_doubles(call.dtype, none ? Shape(is) : Shape{}, go);
-        const std::string what =
-            std::string("beta ") + std::to_string(beta) + (full ? " full " : " ") + std::string(kloss::to_string(red));
-        rt::Result res;
-        ASSERT_NO_THROW(res = rt::run(call)) << what;
-        double mag = 1;
-        for (double v : R.out) mag = std::max(mag, std::fabs(v));
-        expect_near_all(res.output.to_doubles(), R.out, tol<T>(), tol<T>() * mag, what + " forward");
-        const char* names[] = {"input", "target", "var", "weight"};
-        for (std::size_t k = 0; k < 4; ++k) {
-          double gmag = 1;
-          for (double v : R.grads[k]) gmag += std::fabs(v);
-          expect_near_all(res.grads.at(names[k]).to_doubles(), R.grads[k], tol<T>(), 4 * tol<T>() * gmag,
-                          what + " grad_" + names[k]);
-        }
+        check_masked_ternary<T>("gaussian_nll_loss", kloss_ref::Pw::gaussian, "var", o, red);
       }
   // the typed entry point: the same mean
   Exec exec;
@@ -1631,6 +1650,38 @@ TYPED_TEST(Pointwise, MaskedGaussianNllMatchesTheReference) {
   const auto R = kloss_ref::masked_pointwise(kloss_ref::Pw::gaussian, o, {is, is, is}, {xv, yv, vv}, &ws, &wv, &ms, &mv,
                                              true, false, Reduction::mean, nullptr, {}, false);
   expect_near_all(to_doubles(out), R.out, tol<T>(), tol<T>() * 4, "typed masked_gaussian_nll_loss");
+}
+
+/// crps_gaussian with kloss's weights and masks (the same layout), every
+/// reduction; and the typed masked_crps_gaussian and its backward once.
+TYPED_TEST(Pointwise, MaskedCrpsGaussianMatchesTheReference) {
+  using T = TypeParam;
+  for (auto red : {Reduction::none, Reduction::mean, Reduction::sum})
+    check_masked_ternary<T>("crps_gaussian", kloss_ref::Pw::crps_gaussian, "std", kloss_ref::PwOptions{}, red);
+  Exec exec;
+  const std::vector<std::int64_t> is = {4, 3}, ws = {3}, ms = {4, 1};
+  const auto xv = rv<T>(12, -2, 2, 36), sv = rv<T>(12, 0.2, 2, 37), yv = rv<T>(12, -2, 2, 38);
+  const auto wv = rv<T>(3, 0.25, 2, 39);
+  const std::vector<double> mv = {1, 0, 1, 1};
+  auto x = make_view<T**>("x", xv, {4, 3});
+  auto y = make_view<T**>("y", yv, {4, 3});
+  auto sd = make_view<T**>("std", sv, {4, 3});
+  auto w = make_view<T*>("w", wv, {3});
+  auto m = make_view<T**>("m", mv, {4, 1});
+  Kokkos::View<T, Mem> out("out"), go("go");
+  Kokkos::deep_copy(go, static_cast<T>(1.0f));
+  Kokkos::View<T**, Mem> gx("gx", 4, 3), gy("gy", 4, 3), gs("gs", 4, 3);
+  Kokkos::View<T*, Mem> gw("gw", 3);
+  kloss::masked_crps_gaussian(exec, x, y, sd, w, m, out);
+  kloss::masked_crps_gaussian_backward(exec, go, x, y, sd, w, m, gx, gy, gs, gw);
+  const std::vector<double> one = {1};
+  const auto R =
+      kloss_ref::masked_pointwise(kloss_ref::Pw::crps_gaussian, kloss_ref::PwOptions{}, {is, is, is}, {xv, yv, sv}, &ws,
+                                  &wv, &ms, &mv, false, false, Reduction::mean, &one, {0, 1, 2}, true);
+  expect_near_all(to_doubles(out), R.out, tol<T>(), tol<T>() * 4, "typed masked_crps_gaussian");
+  expect_near_all(to_doubles(gx), R.grads[0], tol<T>(), tol<T>() * 4, "typed grad_input");
+  expect_near_all(to_doubles(gs), R.grads[2], tol<T>(), tol<T>() * 4, "typed grad_std");
+  expect_near_all(to_doubles(gw), R.grads[3], tol<T>(), tol<T>() * 8, "typed grad_weight");
 }
 
 TEST(MaskedLoss, ShapesAndFormsAreChecked) {
@@ -2078,7 +2129,7 @@ TEST(PointwiseRegistry, EveryElementwiseOpIsRegisteredWithItsOptions) {
       {"kl_div", {"reduction", "log_target"}},
       {"poisson_nll_loss", {"log_input", "full", "eps", "reduction"}},
       {"gaussian_nll_loss", {"full", "eps", "reduction", "beta", "mask_nonfinite"}},
-      {"crps_gaussian", {"reduction"}},
+      {"crps_gaussian", {"reduction", "mask_nonfinite"}},
   };
   for (const auto& [name, opts] : want) {
     const kloss::OpInfo* op = kloss::find_op(name);

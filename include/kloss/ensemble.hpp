@@ -12,6 +12,7 @@
 /// vs_ensemble, with their standard "nrg" and fair estimators).
 #include <kloss/impl/ensemble_impl.hpp>
 #include <kloss/impl/ensemble_multivariate_impl.hpp>
+#include <kloss/mask_options.hpp>
 #include <vector>
 
 namespace kloss {
@@ -47,7 +48,30 @@ void crps_ensemble(const ExecSpace& exec, const InputView& input, const TargetVi
   static_assert(impl::floating_views_v<T, InputView, TargetView>,
                 "kloss::crps_ensemble: input, target and output must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"crps_ensemble"};
-  impl::crps_ensemble<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(output, "output"), opts);
+  impl::crps_ensemble<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), TensorIn<ExecSpace, T>{},
+                                    TensorIn<ExecSpace, T>{}, v(output, "output"), opts, false);
+}
+
+/// crps_ensemble with a weight and a mask per point (kloss extension;
+/// docs/weights.md): each point's score times its weight where it counts
+/// (mask nonzero and, with masking.mask_nonfinite, a finite observation), 0
+/// elsewhere; mean over the counted points' weights, NaN where nothing
+/// counts (anemoi-training's area-weighted, NaN-masked CRPS). weight, mask:
+/// views that broadcast to target's shape (the points) without growing it
+/// (per cell, per variable, ...), each optional (an empty view). Throws as
+/// crps_ensemble, and DimensionMismatch for a weight or mask that does not
+/// broadcast so. Fences for mean (the weights are summed first).
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class MaskView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void masked_crps_ensemble(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                          const WeightView& weight, const MaskView& mask, const OutputView& output,
+                          const CrpsEnsembleOptions& opts = {}, const MaskOptions& masking = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, WeightView, MaskView>,
+                "kloss::masked_crps_ensemble: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"crps_ensemble"};
+  impl::crps_ensemble<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+                                    v.optional(mask, "mask"), v(output, "output"), opts, masking.mask_nonfinite);
 }
 
 /// Backward of crps_ensemble: grad_input = sgn(x_i - y)/m - 2c (#{x_j <
@@ -64,9 +88,37 @@ void crps_ensemble_backward(const ExecSpace& exec, const GradOutputView& grad_ou
   static_assert(impl::floating_views_v<T, GradOutputView, TargetView, GradInputView, GradTargetView>,
                 "kloss::crps_ensemble_backward: every view must hold the input's floating type");
   const impl::EntryViews<ExecSpace> v{"crps_ensemble_backward"};
+  using In = TensorIn<ExecSpace, T>;
   impl::crps_ensemble_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
-                                             v(target, "target"), v.optional(grad_input, "grad_input"),
-                                             v.optional(grad_target, "grad_target"), opts);
+                                             v(target, "target"), In{}, In{}, v.optional(grad_input, "grad_input"),
+                                             v.optional(grad_target, "grad_target"), TensorOut<ExecSpace, T>{}, opts,
+                                             false);
+}
+
+/// Backward of masked_crps_ensemble: for each counted point the gradients
+/// of crps_ensemble_backward times its weight, grad_weight its score less
+/// the mean (for mean; summed where the weight is broadcast), all times
+/// grad_output and the mean's factor; 0 for a point that does not count,
+/// every gradient 0 where nothing counts. Each gradient optional (an empty
+/// view). Fences for mean, and with grad_weight (which scores the points
+/// once more).
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class MaskView,
+          class GradInputView, class GradTargetView, class GradWeightView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void masked_crps_ensemble_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                   const TargetView& target, const WeightView& weight, const MaskView& mask,
+                                   const GradInputView& grad_input, const GradTargetView& grad_target,
+                                   const GradWeightView& grad_weight, const CrpsEnsembleOptions& opts = {},
+                                   const MaskOptions& masking = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, MaskView, GradInputView,
+                                       GradTargetView, GradWeightView>,
+                "kloss::masked_crps_ensemble_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"crps_ensemble_backward"};
+  impl::crps_ensemble_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+      v.optional(mask, "mask"), v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
+      v.optional(grad_weight, "grad_weight"), opts, masking.mask_nonfinite);
 }
 
 /// Options of energy_score.
@@ -217,11 +269,12 @@ void variogram_score_backward(const ExecSpace& exec, const GradOutputView& grad_
 // with the same list (KLOSS_ENSEMBLE_INSTANTIATE(, T)).
 #define KLOSS_ENSEMBLE_INSTANTIATE(PREFIX, T)                                                              \
   PREFIX template void kloss::impl::crps_ensemble<KLOSS_EXEC, T, kloss::CrpsEnsembleOptions>(              \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&,         \
-      const kloss::CrpsEnsembleOptions&);                                                                  \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,        \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::CrpsEnsembleOptions&, bool);           \
   PREFIX template void kloss::impl::crps_ensemble_backward<KLOSS_EXEC, T, kloss::CrpsEnsembleOptions>(     \
       const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,        \
-      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::CrpsEnsembleOptions&);                  \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,    \
+      const KLOSS_TENSOR(T)&, const kloss::CrpsEnsembleOptions&, bool);                                    \
   PREFIX template void kloss::impl::energy_score<KLOSS_EXEC, T, kloss::EnergyScoreOptions>(                \
       const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&,         \
       const kloss::EnergyScoreOptions&);                                                                   \

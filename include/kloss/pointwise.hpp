@@ -831,8 +831,31 @@ void crps_gaussian(const ExecSpace& exec, const InputView& input, const TargetVi
   static_assert(impl::floating_views_v<T, InputView, TargetView, StdView>,
                 "kloss::crps_gaussian: every view must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"crps_gaussian"};
+  using In = TensorIn<ExecSpace, T>;
+  impl::crps_gaussian<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(std_dev, "std"), In{}, In{},
+                                    v(output, "output"), opts, false);
+}
+
+/// crps_gaussian with a weight and a mask per element (kloss extension;
+/// docs/weights.md): each element's score times its weight where it counts
+/// (mask nonzero and, with masking.mask_nonfinite, a finite target), 0
+/// elsewhere; mean over the counted elements' weights, NaN where nothing
+/// counts. weight, mask: views that broadcast to the output's shape without
+/// growing it, each optional (an empty view). Throws as crps_gaussian (a
+/// std that is not positive, masked or not). Fences.
+template <class ExecSpace, class InputView, class TargetView, class StdView, class WeightView, class MaskView,
+          class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
+void masked_crps_gaussian(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                          const StdView& std_dev, const WeightView& weight, const MaskView& mask,
+                          const OutputView& output, const CrpsGaussianOptions& opts = {},
+                          const MaskOptions& masking = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, StdView, WeightView, MaskView>,
+                "kloss::masked_crps_gaussian: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"crps_gaussian"};
   impl::crps_gaussian<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(std_dev, "std"),
-                                    v(output, "output"), opts);
+                                    v.optional(weight, "weight"), v.optional(mask, "mask"), v(output, "output"), opts,
+                                    masking.mask_nonfinite);
 }
 
 /// Backward of crps_gaussian: grad_input = 1 - 2 Phi(z), grad_target =
@@ -853,8 +876,35 @@ void crps_gaussian_backward(const ExecSpace& exec, const GradOutputView& grad_ou
   const impl::EntryViews<ExecSpace> v{"crps_gaussian_backward"};
   impl::crps_gaussian_backward<ExecSpace, T>(
       exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v(std_dev, "std"),
-      v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"), v.optional(grad_std, "grad_std"),
-      opts);
+      TensorIn<ExecSpace, T>{}, TensorIn<ExecSpace, T>{}, v.optional(grad_input, "grad_input"),
+      v.optional(grad_target, "grad_target"), v.optional(grad_std, "grad_std"), TensorOut<ExecSpace, T>{}, opts, false);
+}
+
+/// Backward of masked_crps_gaussian: for each counted element the gradients
+/// of crps_gaussian_backward times its weight, grad_weight its score less
+/// the mean (for mean; each summed where its argument is broadcast), all
+/// times grad_output and the mean's factor; 0 for an element that does not
+/// count, every gradient 0 where nothing counts. Each gradient optional (an
+/// empty view). Fences.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class StdView, class WeightView,
+          class MaskView, class GradInputView, class GradTargetView, class GradStdView, class GradWeightView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void masked_crps_gaussian_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                   const TargetView& target, const StdView& std_dev, const WeightView& weight,
+                                   const MaskView& mask, const GradInputView& grad_input,
+                                   const GradTargetView& grad_target, const GradStdView& grad_std,
+                                   const GradWeightView& grad_weight, const CrpsGaussianOptions& opts = {},
+                                   const MaskOptions& masking = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, StdView, WeightView, MaskView, GradInputView,
+                                       GradTargetView, GradStdView, GradWeightView>,
+                "kloss::masked_crps_gaussian_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"crps_gaussian_backward"};
+  impl::crps_gaussian_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
+                                             v(target, "target"), v(std_dev, "std"), v.optional(weight, "weight"),
+                                             v.optional(mask, "mask"), v.optional(grad_input, "grad_input"),
+                                             v.optional(grad_target, "grad_target"), v.optional(grad_std, "grad_std"),
+                                             v.optional(grad_weight, "grad_weight"), opts, masking.mask_nonfinite);
 }
 
 }  // namespace kloss
@@ -924,11 +974,12 @@ KLOSS_BINARY_LOSSES(KLOSS_BL_EXTERN)
       const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
       KLOSS_PW_I_T(T), const kloss::QuantileLossOptions&);                                                           \
   PREFIX template void kloss::impl::crps_gaussian<KLOSS_EXEC, T, kloss::CrpsGaussianOptions>(                        \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),                      \
-      const kloss::CrpsGaussianOptions&);                                                                            \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+      KLOSS_PW_I_T(T), const kloss::CrpsGaussianOptions&, bool);                                                     \
   PREFIX template void kloss::impl::crps_gaussian_backward<KLOSS_EXEC, T, kloss::CrpsGaussianOptions>(               \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
-      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), const kloss::CrpsGaussianOptions&);
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),                          \
+      const kloss::CrpsGaussianOptions&, bool);
 #define KLOSS_POINTWISE_EXTERN(T) KLOSS_POINTWISE_INSTANTIATE(extern, T)
 KLOSS_FOR_EACH_SCALAR(KLOSS_POINTWISE_EXTERN)
 #undef KLOSS_POINTWISE_EXTERN

@@ -187,6 +187,7 @@ def cases(seed=20261127):
     _multivariate_ensemble(add, np.random.default_rng(seed + 1))
     _quantiles(add, np.random.default_rng(seed + 2))
     _masked(add, np.random.default_rng(seed + 3))
+    _masked_crps(add, np.random.default_rng(seed + 4))
     return out
 
 
@@ -250,6 +251,90 @@ def _masked(add, rng):
     add("masked_var_row_full", "gaussian_nll_loss",
         {"input": randn(3, 4), "target": randn(3, 4), "var": rng.uniform(0.3, 2, 3), "weight": rng.uniform(0.25, 2, 4),
          "mask": row_mask}, full=True, reduction="sum")
+
+
+def _masked_crps(add, rng):
+    """kloss's weights and masks on crps_ensemble (per point: the target's
+    elements, the members on an inner axis of input) and crps_gaussian (per
+    element of the broadcast of input, target and std) (docs/weights.md;
+    its own generator: the other cases keep their values): a per-column
+    weight and a per-row mask under each reduction (each estimator),
+    mask_nonfinite with NaN and infinite targets and a per-row weight, a
+    weight per point, a scalar weight, a mask alone, broadcast arguments,
+    and a mean over nothing (NaN, zero gradients)."""
+    def randn(*shape):
+        return rng.standard_normal(shape)
+
+    row_mask = np.array([[1.0], [0.0], [1.0]])  # row 1 masked out
+    col_weight = rng.uniform(0.25, 2, 5)
+    col_weight[3] = 0.0  # a counted point of weight 0: in the denominator as 0
+
+    # crps_ensemble: input [3, 4, 5], 4 members on axis 1, the points [3, 5]
+    for est, red in (("fair", "mean"), ("almost_fair", "sum"), ("standard", "none")):
+        add("masked_" + red, "crps_ensemble",
+            {"input": randn(3, 4, 5), "target": randn(3, 5), "weight": col_weight, "mask": row_mask},
+            member_dim=1, estimator=est, alpha=0.8, reduction=red)
+    add("weight_point", "crps_ensemble",
+        {"input": randn(3, 4, 5), "target": randn(3, 5), "weight": rng.uniform(0.25, 2, (3, 5))},
+        member_dim=1, estimator="almost_fair", reduction="mean")
+    # missing observations (anemoi's NaN mask): NaN and infinite targets, a weight per row
+    for est, red in (("almost_fair", "mean"), ("fair", "none"), ("standard", "sum")):
+        y = randn(3, 5)
+        y[0, 1], y[2, 3], y[1, 0] = np.nan, np.inf, -np.inf
+        add("nonfinite_" + red, "crps_ensemble",
+            {"input": randn(3, 4, 5), "target": y, "weight": rng.uniform(0.25, 2, (3, 1))},
+            member_dim=1, mask_nonfinite=True, estimator=est, alpha=0.7, reduction=red)
+    # 6 members on the third of four axes: points [2, 3, 4], a mask [3, 4] broadcast
+    # over the first axis, a scalar weight, NaN targets inside and outside the mask
+    mk = (rng.random((3, 4)) < 0.6).astype(float)
+    mk[0, 0], mk[1, 2] = 0.0, 1.0
+    y = randn(2, 3, 4)
+    y[0, 0, 0], y[1, 1, 2] = np.nan, np.nan
+    add("inner_members_mask_nonfinite", "crps_ensemble",
+        {"input": randn(2, 3, 6, 4), "target": y, "weight": np.array(0.75), "mask": mk},
+        member_dim=2, mask_nonfinite=True, estimator="fair", reduction="mean")
+    # members last: a mask alone (the mean over the count), a weight per column alone
+    add("mask_only_members_last", "crps_ensemble",
+        {"input": randn(4, 3, 5), "target": randn(4, 3), "mask": np.array([[1.0], [0.0], [1.0], [1.0]])},
+        member_dim=-1, reduction="mean")
+    add("weight_bcast_members_last", "crps_ensemble",
+        {"input": randn(4, 3, 5), "target": randn(4, 3), "weight": rng.uniform(0.25, 2, 3)},
+        member_dim=-1, estimator="fair", reduction="sum")
+    # nothing counts: the mean is NaN, every gradient 0
+    add("all_masked_mean", "crps_ensemble",
+        {"input": randn(3, 4, 5), "target": randn(3, 5), "weight": col_weight, "mask": np.zeros((3, 1))},
+        member_dim=1, estimator="almost_fair", reduction="mean")
+
+    # crps_gaussian: input, target [3, 5], std per column
+    for red in ("mean", "sum", "none"):
+        add("masked_" + red, "crps_gaussian",
+            {"input": randn(3, 5), "target": randn(3, 5), "std": rng.uniform(0.3, 2, 5), "weight": col_weight,
+             "mask": row_mask}, reduction=red)
+    for red in ("mean", "none"):
+        y = randn(3, 5)
+        y[0, 1], y[2, 3], y[1, 4] = np.nan, np.inf, -np.inf
+        add("nonfinite_" + red, "crps_gaussian",
+            {"input": randn(3, 5), "target": y, "std": rng.uniform(0.3, 2, (3, 1)),
+             "weight": rng.uniform(0.25, 2, (3, 1))}, mask_nonfinite=True, reduction=red)
+    # a target [4, 1] broadcasting input [4, 3] (its NaN masks a row), a weight per element
+    y = randn(4, 1)
+    y[2, 0] = np.nan
+    add("nonfinite_bcast_target", "crps_gaussian",
+        {"input": randn(4, 3), "target": y, "std": rng.uniform(0.3, 2, 3), "weight": rng.uniform(0.25, 2, (4, 3))},
+        mask_nonfinite=True, reduction="mean")
+    # an input [4, 1] broadcast by target and std [4, 3], a mask per column, a scalar weight
+    add("bcast_input_mask_scalar_weight", "crps_gaussian",
+        {"input": randn(4, 1), "target": randn(4, 3), "std": rng.uniform(0.3, 2, (4, 3)), "weight": np.array(1.5),
+         "mask": np.array([1.0, 0.0, 1.0])}, reduction="sum")
+    add("mask_only", "crps_gaussian",
+        {"input": randn(3, 5), "target": randn(3, 5), "std": rng.uniform(0.3, 2, (3, 5)),
+         "mask": (rng.random((3, 5)) < 0.6).astype(float)})
+    # nothing counts (NaN targets in row 0, row 1 masked out): NaN, zero gradients
+    y = randn(2, 3)
+    y[0] = np.nan
+    add("all_masked_mean", "crps_gaussian",
+        {"input": randn(2, 3), "target": y, "std": rng.uniform(0.3, 2, 3), "weight": rng.uniform(0.25, 2, 3),
+         "mask": np.array([[1.0], [0.0]])}, mask_nonfinite=True, reduction="mean")
 
 
 def _quantiles(add, rng):

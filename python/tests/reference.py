@@ -6,7 +6,8 @@ lacks from their own definitions (crps_ensemble, energy_score,
 variogram_score: scoringrules' formulas; the grid losses: neuraloperator's);
 energy_score's and variogram_score's gradients also analytically
 (multivariate_grads). kloss's weights and masks on the element-wise losses
-(docs/weights.md) from that document's definition (masked)."""
+and the CRPS scores (docs/weights.md) from that document's definition
+(masked)."""
 import math
 
 import numpy as np
@@ -29,10 +30,11 @@ def _log1pexp(z):
     return np.logaddexp(0.0, z)
 
 
-# The element-wise losses that take kloss's weights and masks, and those of
-# them that take torch 2.15's weight= (docs/weights.md)
+# The element-wise losses that take kloss's weights and masks (and
+# crps_ensemble, per point: the target's elements), and those of them that
+# take torch 2.15's weight= (docs/weights.md)
 MASKABLE = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss", "quantile_loss",
-            "gaussian_nll_loss")
+            "gaussian_nll_loss", "crps_gaussian", "crps_ensemble")
 TORCH_WEIGHT = ("mse_loss", "l1_loss", "huber_loss")
 
 
@@ -49,24 +51,48 @@ def masked(op, inputs, options):
     return w is not None and (op not in TORCH_WEIGHT or np.shape(w) != np.shape(inputs["input"]))
 
 
-def _masked_forward(op, inputs, o, red):
-    """kloss's weights and masks (docs/weights.md): each element's loss l
-    (the op's own, unreduced), counted where the mask is nonzero and (with
-    mask_nonfinite) the target finite; w l where counted, else 0 (not
-    0 * NaN); the mean over the counted elements' weights (huber_loss:
-    their count), NaN where nothing counts."""
-    o = dict(o)
-    nonfinite = o.pop("mask_nonfinite", False)
-    w, mk = inputs.get("weight"), inputs.get("mask")
+def _unmasked_loss(op, inputs, o):
+    """The op's own unreduced loss of a masked call (weight and mask left
+    out): one per element (crps_ensemble: per point), NaN or infinite at a
+    non-finite target."""
     plain = {k: v for k, v in inputs.items() if k not in ("weight", "mask")}
+    o = {k: v for k, v in o.items() if k != "mask_nonfinite"}
     with np.errstate(invalid="ignore", over="ignore"):  # (the loss at a NaN target, not taken)
-        loss = np.asarray(forward(op, plain, dict(o, reduction="none")), dtype=np.float64)
-    shape = loss.shape
+        return np.asarray(forward(op, plain, dict(o, reduction="none")), dtype=np.float64)
+
+
+def _counted(inputs, nonfinite, shape):
+    """Which elements of `shape` (the unreduced output's) count: the mask's
+    nonzero ones and (nonfinite) those of a finite target."""
     counted = np.ones(shape, dtype=bool)
-    if mk is not None:
-        counted &= np.broadcast_to(np.asarray(mk) != 0, shape)
+    if inputs.get("mask") is not None:
+        counted &= np.broadcast_to(np.asarray(inputs["mask"]) != 0, shape)
     if nonfinite:
         counted &= np.broadcast_to(np.isfinite(inputs["target"]), shape)
+    return counted
+
+
+def empty_masked_mean(op, inputs, options):
+    """Whether call (op, inputs, options) is a masked mean over no counted
+    element: NaN, with every gradient 0 (docs/weights.md; a value that
+    depends on nothing, not the derivative of the NaN)."""
+    if options.get("reduction", "mean") != "mean" or not masked(op, inputs, options):
+        return False
+    shape = _unmasked_loss(op, inputs, options).shape
+    return not _counted(inputs, options.get("mask_nonfinite", False), shape).any()
+
+
+def _masked_forward(op, inputs, o, red):
+    """kloss's weights and masks (docs/weights.md): each element's loss l
+    (the op's own, unreduced; crps_ensemble's per point, the target's
+    elements), counted where the mask is nonzero and (with mask_nonfinite)
+    the target finite; w l where counted, else 0 (not 0 * NaN); the mean
+    over the counted elements' weights (huber_loss: their count), NaN where
+    nothing counts."""
+    w = inputs.get("weight")
+    loss = _unmasked_loss(op, inputs, o)
+    shape = loss.shape
+    counted = _counted(inputs, o.get("mask_nonfinite", False), shape)
     # (broadcast_to refuses a weight that would grow the shape, as kloss does)
     wb = np.broadcast_to(np.asarray(1.0 if w is None else w, dtype=np.float64), shape)
     terms = np.where(counted, wb * np.where(counted, loss, 0.0), 0.0)
@@ -529,7 +555,8 @@ def numeric_grads(op, inputs, options, grad_output, names, h=1e-6):
     without the Stirling term at a target <= 1, where that term is masked
     (torch multiplies its derivative by the mask's 0), gaussian_nll_loss's
     beta factor (beta-NLL) is held fixed, and a non-finite target under
-    mask_nonfinite (an element that does not count) gets gradient 0."""
+    mask_nonfinite (an element that does not count) gets gradient 0, and
+    so does every input of a masked mean over no counted element (NaN)."""
     opts = dict(options)
     if op in ("embedding", "embedding_bag"):
         opts.pop("max_norm", None)
@@ -537,6 +564,9 @@ def numeric_grads(op, inputs, options, grad_output, names, h=1e-6):
         opts["_beta_var"] = np.asarray(inputs["var"], dtype=np.float64)  # beta-NLL's factor is not differentiated
     g = np.asarray(grad_output, dtype=np.float64)
     out = {}
+    if empty_masked_mean(op, inputs, options):
+        # a masked mean over nothing: NaN however stepped; its gradients are 0 (kloss's, docs/weights.md)
+        return {name: np.zeros(np.shape(inputs[name])) for name in names}
     for name in names:
         base = np.array(inputs[name], dtype=np.float64)
         grad = np.zeros_like(base)

@@ -133,6 +133,30 @@ def test_a_weight_or_mask_that_does_not_broadcast_is_dimension_mismatch():
         kloss.gaussian_nll_loss_backward(None, x, x, var, weight=np.ones(3))
 
 
+def test_a_crps_weight_or_mask_that_does_not_broadcast_is_dimension_mismatch():
+    # crps_ensemble's weights and masks are per point (target's shape), not per
+    # member; crps_gaussian's per element of the broadcast of input, target and std
+    x, y = np.zeros((3, 4, 5)), np.zeros((3, 5))
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::crps_ensemble: .*'weight'") as e:
+        kloss.crps_ensemble(x, y, weight=np.ones((2, 3, 5)), member_dim=1)  # would grow the points
+    assert isinstance(e.value, kloss.Error) and e.value.status == 2
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::crps_ensemble: .*'weight'"):
+        kloss.crps_ensemble(x, y, weight=np.ones((3, 4, 5)), member_dim=1)  # input's shape: one per member
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::crps_ensemble: .*'mask'"):
+        kloss.crps_ensemble(x, y, mask=np.ones((3, 4)), member_dim=1, mask_nonfinite=True)
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::crps_ensemble.*'mask'"):
+        kloss.crps_ensemble_backward(None, x, y, mask=np.ones((3, 1, 5)), member_dim=1)
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::crps_ensemble.*'weight'"):
+        kloss.crps_ensemble_backward(None, x, y, weight=np.ones(4), member_dim=1, reduction="sum")
+    x, std = np.zeros((3, 5)), np.ones(5)
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::crps_gaussian: .*'mask'"):
+        kloss.crps_gaussian(x, x, std, mask=np.ones((2, 3, 5)))  # would grow the output
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::crps_gaussian: .*'weight'"):
+        kloss.crps_gaussian(x, x[:, :1], std, weight=np.ones((3, 2)), mask_nonfinite=True)
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::crps_gaussian.*'weight'"):
+        kloss.crps_gaussian_backward(None, x, x, std, weight=np.ones(3))
+
+
 def test_a_call_after_an_error_succeeds():
     with pytest.raises(kloss.Error):
         kloss.mse_loss(X, X, reduction="avg")

@@ -35,6 +35,19 @@ scoringrules' numpy forward (the diagonal's differences stay 0 under any
 step, and the off-diagonal ones are far from 0). Cases with p >= 1 carry
 autograd's gradients of scoringrules itself (at d = 0 they are 0 there).
 
+crps_ensemble with kloss's weights and masks per point (docs/weights.md;
+the points are the target's elements): the per-point scores are
+scoringrules' (as above), the weighting, masking and reduction are written
+in torch from weights.md's definition - a point counts where the mask is
+nonzero and, with mask_nonfinite, its target is finite; a counted point's
+term is weight x score, another's exactly 0; mean = the terms' sum over
+the counted points' weights (NaN when nothing counts, every gradient 0) -
+with torch.where twice (the uncounted points' target and weight replaced
+before the score, the terms selected after) so that their NaN or infinite
+targets and weights reach neither the value nor autograd's gradients
+(input, target, weight). The reduced values are checked again against a
+numpy evaluation on scoringrules' numpy scores.
+
   cd tools/golden && /opt/torch/bin/python -W ignore -c "import gen_ensemble as g; g.main('../../data/golden')"
 """
 import os
@@ -412,6 +425,174 @@ def multivariate_cases(g, gen):
     return w.count
 
 
+# --- crps_ensemble with weights and masks ----------------------------------
+
+def counted_points(y, mask, nonfinite):
+    """Whether each point (target element) counts: mask (broadcast to the
+    points) nonzero, and with `nonfinite` a finite target."""
+    counted = torch.ones(y.shape, dtype=torch.bool)
+    if mask is not None:
+        counted = counted & (mask != 0).expand(y.shape)
+    if nonfinite:
+        counted = counted & torch.isfinite(y)
+    return counted
+
+
+def masked_terms(score_of, y, weight, counted):
+    """weights.md's terms: weight x score(y) where a point counts, exactly 0
+    elsewhere, the uncounted targets and weights replaced (by 0 and 1)
+    before they meet the score, so that no NaN reaches autograd."""
+    y_safe = torch.where(counted, y, torch.zeros_like(y))
+    score = score_of(y_safe)
+    w = torch.ones((), dtype=torch.float64) if weight is None else weight
+    w_safe = torch.where(counted, w, torch.ones_like(w))
+    terms = torch.where(counted, w_safe * score, torch.zeros_like(score))
+    denominator = torch.where(counted, w_safe, torch.zeros_like(w_safe)).sum()
+    return terms, denominator, score
+
+
+def masked_reduce(terms, denominator, reduction):
+    """none: the terms; sum: their sum; mean: that over the counted points'
+    weights (0 / 0 = NaN where nothing counts)."""
+    return {"none": terms, "sum": terms.sum(), "mean": terms.sum() / denominator}[reduction]
+
+
+def check_masked(per_point_np, weight, counted, reduction, out):
+    """The reduced value against a numpy evaluation of weights.md's
+    definition on scoringrules' numpy scores (per_point_np)."""
+    c = counted.numpy()
+    w = np.broadcast_to(np.ones(()) if weight is None else weight.detach().numpy(), c.shape)
+    with np.errstate(invalid="ignore"):
+        terms = np.where(c, w * np.where(c, per_point_np, 0.0), 0.0)
+        want = {"none": terms, "sum": terms.sum(), "mean": terms.sum() / np.where(c, w, 0.0).sum()}[reduction]
+    assert np.allclose(out.detach().numpy(), want, rtol=1e-12, atol=1e-14, equal_nan=True), (out, want)
+
+
+class MaskedWriter:
+    def __init__(self, g, gen):
+        self.g, self.gen, self.count = g, gen, 0
+
+    def case(self, name, dtype, x, y, dim, estimator, reduction, weight=None, mask=None, nonfinite=None,
+             alpha=0.9):
+        """One weighted / masked crps_ensemble case: gradients for input,
+        target and (given) weight. nonfinite: the option mask_nonfinite
+        (None: absent, kloss's default false)."""
+        x, y = rounded(x, dtype), rounded(y, dtype)
+        weight = None if weight is None else rounded(weight, dtype)
+        mask = None if mask is None else rounded(mask, dtype)
+        counted = counted_points(y, mask, bool(nonfinite))
+        xl, yl = x.clone().requires_grad_(True), y.clone().requires_grad_(True)
+        wl = None if weight is None else weight.clone().requires_grad_(True)
+        terms, denominator, per_point = masked_terms(lambda ys: crps(xl, ys, dim, estimator, alpha), yl, wl, counted)
+        y_safe = torch.where(counted, y, torch.zeros_like(y))
+        check(xl, y_safe, dim, estimator, alpha, per_point)
+        out = masked_reduce(terms, denominator, reduction)
+        xn, yn = x.numpy(), y_safe.numpy()
+        sr = {e: scoringrules_np(xn, yn, dim, e) for e in ("standard", "fair")}
+        per_np = alpha * sr["fair"] + (1 - alpha) * sr["standard"] if estimator == "almost_fair" else sr[estimator]
+        check_masked(per_np, weight, counted, reduction, out)
+        go = rounded(uniform(self.gen, out.shape, 0.5, 1.5), dtype)
+        leaves = [xl, yl] + ([wl] if wl is not None else [])
+        gs = torch.autograd.grad(out, leaves, go)
+        assert all(torch.isfinite(t).all() for t in gs)
+        if not counted.any():
+            assert all((t == 0).all() for t in gs)  # a mean over nothing depends on nothing
+        grads = dict(zip(["input", "target", "weight"], gs))
+        rtol, atol = tolerances(dtype)
+        mags = [out.detach()] + list(gs)
+        big = max([float(t[torch.isfinite(t)].abs().max()) for t in mags if torch.isfinite(t).any()] + [1.0])
+        atol = max(atol, rtol * big * x.shape[dim])  # as Writer.case
+        options = {"estimator": estimator, "member_dim": dim}
+        if estimator == "almost_fair":
+            options["alpha"] = alpha
+        if nonfinite is not None:
+            options["mask_nonfinite"] = bool(nonfinite)
+        inputs = {"input": x, "target": y}
+        if weight is not None:
+            inputs["weight"] = weight
+        if mask is not None:
+            inputs["mask"] = mask
+        self.g.add_case("%s_masked_%s_%s_%s" % (OP, name, reduction, dtype), OP, dtype, inputs, out.detach(),
+                        grads=grads, grad_output=go, reduction=reduction, options=options, rtol=rtol, atol=atol)
+        self.count += 1
+
+
+def scoringrules_np(x, y, dim, estimator):
+    """scoringrules' crps_ensemble per point on its numpy backend."""
+    import scoringrules
+    return scoringrules.crps_ensemble(y, x, m_axis=dim, estimator=SR_NAME[estimator], backend="numpy")
+
+
+def masked_cases(g, gen):
+    """crps_ensemble with weights and masks per point (the module docstring):
+    each layout below with every reduction, the estimator rotating so that
+    every layout meets every estimator and every reduction every estimator;
+    8, 20 and 130 members (kloss's blocked, counted and sorted paths), more
+    than one block of 16 points. Layouts: a per-point weight with zeros; a
+    weight per column ([5] against [4, 5] points), per row ([4, 1]) with a
+    mask per column ([1, 6], one 0 and one 0.5: any nonzero value counts)
+    and a rank-0 weight; a mask per point of 0, 1, -2 and 0.25 without a
+    weight; mask_nonfinite with NaN, +inf and -inf targets, alone with a
+    broadcast weight, with a per-point weight and a mask per row, with a
+    rank-0 weight on the sorted path; a mask that hides NaN and infinite
+    targets and a NaN weight (mask_nonfinite false, explicitly); every point
+    masked and every target non-finite (mean NaN, every gradient 0). Then
+    one float32 and one bfloat16 case."""
+    w = MaskedWriter(g, gen)
+    nan, inf = float("nan"), float("inf")
+
+    def u(*shape, lo=-2.0, hi=2.0):
+        return uniform(gen, shape, lo, hi)
+
+    def layouts():
+        # name, x, y, member_dim, keywords of MaskedWriter.case
+        wp = u(4, 5, lo=0.25, hi=2.0)
+        wp[1, 2] = wp[3, 0] = 0.0
+        yield "wpoint_m8", u(4, 5, 8), u(4, 5), -1, {"weight": wp}
+        yield "wcol_m20", u(20, 4, 5), u(4, 5), 0, {"weight": u(5, lo=0.25, hi=2.0)}
+        mk = torch.tensor([[1.0, 1.0, 0.0, 1.0, 0.5, 1.0]], dtype=torch.float64)
+        yield "wrow_mcol_m5", u(4, 5, 6), u(4, 6), 1, {"weight": u(4, 1, lo=0.25, hi=2.0), "mask": mk}
+        mp = torch.tensor([[1.0, 0.0, -2.0], [0.25, 1.0, 0.0]], dtype=torch.float64)
+        yield "mpoint_m130", u(2, 130, 3), u(2, 3), 1, {"mask": mp}
+        y = u(5, 4)
+        y[0, 1], y[2, 3], y[4, 0] = nan, inf, -inf
+        yield "nonfinite_wcol_m8", u(5, 8, 4), y, 1, {"weight": u(4, lo=0.25, hi=2.0), "nonfinite": True}
+        y = u(6, 3)
+        y[1, 1], y[4, 2] = nan, -inf
+        wq = u(6, 3, lo=0.25, hi=2.0)
+        wq[5, 0] = 0.0
+        mr = torch.ones(6, 1, dtype=torch.float64)
+        mr[3, 0] = 0.0
+        yield "nonfinite_wpoint_mrow_m20", u(20, 6, 3), y, 0, {"weight": wq, "mask": mr, "nonfinite": True}
+        y = u(3, 2)
+        y[2, 0] = nan
+        yield "nonfinite_wscalar_m130", u(3, 2, 130), y, -1, {"weight": torch.tensor(1.75, dtype=torch.float64),
+                                                              "nonfinite": True}
+        y = u(6)
+        y[1], y[4] = nan, inf
+        wh = u(6, lo=0.25, hi=2.0)
+        wh[2] = nan
+        mh = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 1.0], dtype=torch.float64)
+        yield "mask_hides_nan_m8", u(6, 8), y, -1, {"weight": wh, "mask": mh, "nonfinite": False}
+        yield "all_masked_m5", u(3, 4, 5), u(3, 4), -1, {"weight": u(3, 4, lo=0.25, hi=2.0),
+                                                         "mask": torch.zeros(1, dtype=torch.float64)}
+        y = torch.tensor([[nan, inf], [-inf, nan]], dtype=torch.float64)
+        yield "all_nonfinite_m20", u(2, 20, 2), y, 1, {"nonfinite": True}
+
+    for k, (name, x, y, dim, kw) in enumerate(layouts()):
+        for r, red in enumerate(REDUCTIONS):
+            estimator = ESTIMATORS[(k + r) % 3]
+            w.case("%s_%s" % (name, estimator), "float64", x, y, dim, estimator, red, **kw)
+    # the narrower types: a weight per column, a mask per row, a NaN target
+    for dtype, estimator, red, m in (("float32", "almost_fair", "mean", 20), ("bfloat16", "fair", "sum", 8)):
+        y = u(4, 5)
+        y[2, 1] = nan
+        mr = torch.tensor([[1.0], [0.0], [1.0], [1.0]], dtype=torch.float64)
+        w.case("wcol_mrow_nonfinite_m%d_%s" % (m, estimator), dtype, u(4, 5, m), y, -1, estimator, red,
+               weight=u(5, lo=0.25, hi=2.0), mask=mr, nonfinite=True)
+    return w.count
+
+
 def main(out_dir):
     gen = torch.Generator().manual_seed(20261206)
     # (HDF5's newest object format, small datasets compact, no timestamps:
@@ -440,6 +621,8 @@ def main(out_dir):
                    REDUCTIONS[di % 3])
         # (a generator of their own: crps_ensemble's cases stay as they were)
         count = w.count + multivariate_cases(g, torch.Generator().manual_seed(20261207))
+        # (and one more for the weighted and masked crps_ensemble cases)
+        count += masked_cases(g, torch.Generator().manual_seed(20261208))
     print("wrote %d cases to %s (%d bytes)" % (count, g.path, os.path.getsize(g.path)))
 
 

@@ -5,7 +5,8 @@ binary_cross_entropy_with_logits, kl_div, poisson_nll_loss,
 gaussian_nll_loss, quantile_loss, crps_gaussian - every op x dtype x reduction x option, with broadcast
 arguments and the edge cases (beta = 0, probabilities 0 and 1 in BCE,
 logits of magnitude 1e4, zero and log targets in kl_div, Stirling's term,
-clamped var). References from PyTorch 2.15 in float64 on inputs rounded to the
+clamped var); crps_gaussian with kloss's weights and masks
+(docs/weights.md; add_crps_gaussian_masked). References from PyTorch 2.15 in float64 on inputs rounded to the
 case dtype; gradients from autograd with a random grad_output, the
 target's too where torch differentiates it (binary_cross_entropy(_with_logits),
 kl_div, poisson_nll_loss, gaussian_nll_loss).
@@ -99,7 +100,7 @@ def main(out_dir):
         # keep their values: one seed per family of cases, in the order added.
         later = [(20261125, add_soft_margin), (20261201, add_gaussian_var_dims), (20261202, add_gaussian_beta),
                  (20261203, add_weighted), (20261204, add_quantile), (20261205, add_crps_gaussian),
-                 (20261206, add_quantiles)]
+                 (20261206, add_quantiles), (20261207, add_crps_gaussian_masked)]
         for seed, add in later:
             w.gen = torch.Generator().manual_seed(seed)
             for di, dtype in enumerate(DTYPES):
@@ -540,6 +541,127 @@ def add_crps_gaussian(w, gen, dtype, di):
                    call(red), red)
     w.case("edges", op, dtype, {"input": xe, "target": ye, "std": se}, ["input", "target", "std"], call("none"),
            "none")
+
+
+
+def masked_crps_normal(input, target, std, weight, mask, nonfinite, reduction):
+    """crps_gaussian with kloss's weights and masks (docs/weights.md), over
+    the elements of the broadcast of input, target and std: an element
+    counts where mask (broadcast) is nonzero and, with `nonfinite`, its
+    target is finite; a counted element's term is weight x score, another's
+    exactly 0; mean = the terms' sum over the counted elements' weights
+    (0 / 0 = NaN where nothing counts). The score is crps_normal's torch
+    closed form; torch.where before it (an uncounted target becomes 0, an
+    uncounted weight 1) and after it (the terms) keeps NaN and infinite
+    targets and weights out of the value and of autograd's gradients."""
+    shape = torch.broadcast_shapes(input.shape, target.shape, std.shape)
+    counted = torch.ones(shape, dtype=torch.bool)
+    if mask is not None:
+        counted = counted & (mask != 0).expand(shape)
+    if nonfinite:
+        counted = counted & torch.isfinite(target).expand(shape)
+    target_safe = torch.where(counted, target, torch.zeros_like(target))
+    score = crps_normal(input, target_safe, std, "none")
+    w = torch.ones((), dtype=torch.float64) if weight is None else weight
+    w_safe = torch.where(counted, w, torch.ones_like(w))
+    terms = torch.where(counted, w_safe * score, torch.zeros_like(score))
+    if reduction == "none":
+        return terms, counted
+    if reduction == "sum":
+        return terms.sum(), counted
+    return terms.sum() / torch.where(counted, w_safe, torch.zeros_like(w_safe)).sum(), counted
+
+
+def check_masked_crps_normal(input, target, std, weight, counted, reduction, out):
+    """The value against weights.md's definition evaluated in numpy on
+    scoringrules' crps_normal (numpy backend) and properscoring's
+    crps_gaussian, each scoring the counted elements only."""
+    import numpy as np
+    import properscoring
+    import scoringrules
+    xx, yy, ss = (t.detach().numpy() for t in torch.broadcast_tensors(input, target, std))
+    c = counted.numpy()
+    w = np.broadcast_to(np.ones(()) if weight is None else weight.detach().numpy(), c.shape)
+    for score_of in (lambda x, y, s: scoringrules.crps_normal(y, x, s, backend="numpy"),
+                     lambda x, y, s: properscoring.crps_gaussian(y, mu=x, sig=s)):
+        score = np.zeros(c.shape)
+        score[c] = score_of(xx[c], yy[c], ss[c])
+        terms = np.where(c, w * score, 0.0)
+        with np.errstate(invalid="ignore"):
+            want = {"none": terms, "sum": terms.sum(), "mean": terms.sum() / np.where(c, w, 0.0).sum()}[reduction]
+        assert np.allclose(out.detach().numpy(), want, rtol=1e-12, atol=1e-14, equal_nan=True), (out, want)
+
+
+def add_crps_gaussian_masked(w, gen, dtype, di):
+    """crps_gaussian with kloss's weights and masks (masked_crps_normal;
+    gradients for input, target, std and weight from autograd, float64):
+    a weight per element with zeros; a weight per column against an output
+    broadcast from input [4, 3], target [4, 1] and std [3]; a weight per row
+    ([4, 1]) with a mask per column ([1, 5], one 0 and one 0.5: any nonzero
+    value counts); a mask per element of 0, 1, -1 and 2 without a weight, std
+    per column; mask_nonfinite with NaN, +inf and -inf targets and a weight
+    per column; mask_nonfinite with a NaN in a broadcast target ([4, 1]: a
+    whole row uncounted), a weight [1, 3] and a mask per row; a rank-0 weight
+    with a mask; a mask that hides NaN and infinite targets and a NaN weight
+    (mask_nonfinite false, explicitly); every element masked and every
+    target non-finite (mean NaN, every gradient 0). float64 meets every
+    layout with every reduction; the other dtypes each layout with one
+    reduction, rotating (rot). Values checked against scoringrules'
+    crps_normal and properscoring's crps_gaussian."""
+    op = "crps_gaussian"
+    nan, inf = float("nan"), float("inf")
+
+    def u(*shape, lo=-2.0, hi=2.0):
+        return uniform(gen, shape, lo, hi)
+
+    def t(rows):
+        return torch.tensor(rows, dtype=torch.float64)
+
+    layouts = []
+    wp = u(3, 5, lo=0.25, hi=2.0)
+    wp[0, 1] = wp[2, 3] = 0.0
+    layouts.append(("wsame", {"input": u(3, 5), "target": u(3, 5), "std": u(3, 5, lo=0.2, hi=2.0), "weight": wp},
+                    None))
+    layouts.append(("wcol_bcast", {"input": u(4, 3), "target": u(4, 1), "std": u(3, lo=0.3, hi=1.5),
+                                   "weight": u(3, lo=0.25, hi=2.0)}, None))
+    layouts.append(("wrow_mcol", {"input": u(4, 5), "target": u(4, 5), "std": u(4, 5, lo=0.2, hi=2.0),
+                                  "weight": u(4, 1, lo=0.25, hi=2.0), "mask": t([[1.0, 0.0, 1.0, 0.5, 1.0]])}, None))
+    layouts.append(("msame", {"input": u(3, 4), "target": u(3, 4), "std": u(4, lo=0.2, hi=2.0),
+                              "mask": t([[1.0, 0.0, -1.0, 1.0], [0.0, 2.0, 1.0, 1.0], [1.0, 1.0, 0.0, 1.0]])}, None))
+    y = u(4, 5)
+    y[0, 2], y[1, 4], y[3, 0] = nan, inf, -inf
+    layouts.append(("nonfinite_wcol", {"input": u(4, 5), "target": y, "std": u(4, 5, lo=0.2, hi=2.0),
+                                       "weight": u(5, lo=0.25, hi=2.0)}, True))
+    y = u(4, 1)
+    y[2, 0] = nan
+    layouts.append(("nonfinite_bcast_target", {"input": u(4, 3), "target": y, "std": u(4, 3, lo=0.2, hi=2.0),
+                                               "weight": u(1, 3, lo=0.25, hi=2.0),
+                                               "mask": t([[0.0], [1.0], [1.0], [1.0]])}, True))
+    layouts.append(("wscalar_msame", {"input": u(2, 5), "target": u(2, 5), "std": u(2, 5, lo=0.2, hi=2.0),
+                                      "weight": t(1.75), "mask": t([[1.0, 1.0, 0.0, 1.0, 1.0],
+                                                                    [0.0, 1.0, 1.0, 1.0, 0.0]])}, None))
+    y = u(6)
+    y[1], y[4] = nan, -inf
+    wh = u(6, lo=0.25, hi=2.0)
+    wh[2] = nan
+    layouts.append(("mask_hides_nan", {"input": u(6), "target": y, "std": u(6, lo=0.2, hi=2.0), "weight": wh,
+                                       "mask": t([1.0, 0.0, 0.0, 1.0, 0.0, 1.0])}, False))
+    layouts.append(("all_masked", {"input": u(3, 4), "target": u(3, 4), "std": u(3, 4, lo=0.2, hi=2.0),
+                                   "weight": u(3, 4, lo=0.25, hi=2.0), "mask": t([0.0])}, None))
+    layouts.append(("all_nonfinite", {"input": u(2, 2), "target": t([[nan, inf], [-inf, nan]]),
+                                      "std": u(2, 2, lo=0.2, hi=2.0)}, True))
+    for k, (name, inputs, nonfinite) in enumerate(layouts):
+        diff = [a for a in ("input", "target", "std", "weight") if a in inputs]
+        opts = None if nonfinite is None else {"mask_nonfinite": nonfinite}
+        for red in REDUCTIONS:
+            if dtype != "float64" and red != rot(k, di):
+                continue
+
+            def call(input, target, std, weight=None, mask=None, red=red, nonfinite=nonfinite):
+                out, counted = masked_crps_normal(input, target, std, weight, mask, nonfinite, red)
+                check_masked_crps_normal(input, target, std, weight, counted, red, out)
+                return out
+            w.case("masked_%s_%s" % (name, red), op, dtype, inputs, diff, call, red, opts)
 
 
 if __name__ == "__main__":

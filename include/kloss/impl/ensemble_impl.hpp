@@ -20,12 +20,20 @@
 /// gradient: tied members get the same one, (2 r - m - 1) at their mid-rank
 /// r; d/dy = -(1/m) sum_i sgn(x_i - y). With b_i = #{x_j < x_i} - #{x_j >
 /// x_i}, sum_{i,j} |x_i - x_j| = 2 sum_i b_i x_i too: the counted form.
+///
+/// kloss's weights and masks per point (PointMask; docs/weights.md) scale
+/// each counted point's score and upstream gradient by its weight and give
+/// the others exactly 0; the weight's own gradient goes through the
+/// element-wise engine's masked backward over the points' scores.
+#include <cmath>
 #include <cstdint>
 #include <kloss/checks.hpp>
 #include <kloss/impl/kokkos_compat.hpp>
+#include <kloss/impl/pointwise_impl.hpp>
 #include <kloss/impl/reduce.hpp>
 #include <kloss/tensor.hpp>
 #include <kloss/types.hpp>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -232,30 +240,135 @@ KOKKOS_INLINE_FUNCTION A crps_point(const T* x, A y, std::int64_t p, std::int64_
   return mae / static_cast<A>(m) - A(2) * c * spread;
 }
 
-/// Writes the points' scores score(p): each to output for Reduction::none,
-/// else their sum (in double, in a fixed order) times the reduction's scale
-/// to output's one element (that fences).
+/// kloss's weights and masks on a score per point (docs/weights.md): a
+/// point counts where its mask (if given) is nonzero and, with `nonfinite`,
+/// its observation is finite; a counted point's term is its weight (1 if
+/// none) times its score, another's exactly 0 (not 0 times a NaN), as
+/// impl::Masked does per element. weight and mask broadcast to the points'
+/// shape without growing it.
+template <class T>
+struct PointMask {
+  const T* weight = nullptr;
+  const T* mask = nullptr;
+  const T* target = nullptr;  // the observations, one per point
+  BroadcastIndex wi, mi;
+  bool nonfinite = false;
+  bool on = false;  ///< a weight, a mask or nonfinite: the masked mean
+  KOKKOS_INLINE_FUNCTION bool counted(std::int64_t p) const {
+    using A = acc_t<T>;
+    if (mask && to_acc(mask[mi(p)]) == A(0)) return false;
+    if (!nonfinite) return true;
+    const A y = to_acc(target[p]);
+    return y - y == A(0);  // (0 exactly when y is finite)
+  }
+  KOKKOS_INLINE_FUNCTION acc_t<T> weight_of(std::int64_t p) const {
+    return weight ? to_acc(weight[wi(p)]) : acc_t<T>(1);
+  }
+  /// A point's term of the loss from its score.
+  KOKKOS_INLINE_FUNCTION acc_t<T> term(std::int64_t p, acc_t<T> score) const {
+    if (!on) return score;
+    return counted(p) ? weight_of(p) * score : acc_t<T>(0);
+  }
+};
+
+/// Checks weight and mask against the points' shape; the PointMask of a call.
+template <class ExecSpace, class T>
+PointMask<T> point_mask(std::string_view op, const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& mask,
+                        bool nonfinite, const TensorIn<ExecSpace, T>& target, const Shape& points) {
+  for (const auto& [arg, t] : {std::pair<const char*, const TensorIn<ExecSpace, T>&>{"weight", weight}, {"mask", mask}})
+    if (t.present && broadcast_shapes(points, t.shape, op, "target", arg) != points)
+      fail<DimensionMismatch>(op, "argument '", arg, "' ", t.shape.str(),
+                              " must broadcast to the points' shape (the target's) ", points.str());
+  PointMask<T> pm;
+  pm.weight = weight.present ? weight.data.data() : nullptr;
+  pm.mask = mask.present ? mask.data.data() : nullptr;
+  pm.target = target.data.data();
+  if (weight.present) pm.wi = BroadcastIndex(points, weight.shape);
+  if (mask.present) pm.mi = BroadcastIndex(points, mask.shape);
+  pm.nonfinite = nonfinite;
+  pm.on = weight.present || mask.present || nonfinite;
+  return pm;
+}
+
+/// The reduction's scale of a masked call: 1 / (the counted points'
+/// weights) for a mean (inf when nothing counts: the forward's 0 / 0 is
+/// then NaN, as torch's mean over nothing; the backward takes 0), 1 for sum;
+/// the plain scale when nothing is masked. In double, fixed order; fences
+/// for a masked mean.
+template <class ExecSpace, class T>
+double point_scale(const ExecSpace& exec, const std::string& label, const PointMask<T>& pm, std::int64_t n,
+                   Reduction red) {
+  if (!pm.on || red != Reduction::mean) return reduction_scale(red, n);
+  double d = 0;
+  fixed_order_sum(
+      exec, label + "::weight_sum", n,
+      KOKKOS_LAMBDA(const std::int64_t p, double& acc) {
+        if (pm.counted(p)) acc += static_cast<double>(pm.weight_of(p));
+      },
+      d);
+  return 1.0 / d;
+}
+
+/// The reduced output: total x scale, NaN for a masked mean over nothing
+/// (0 x inf).
+template <class ExecSpace, class T>
+void write_reduced(const ExecSpace& exec, const TensorOut<ExecSpace, T>& output, double total, double scale) {
+  using A = acc_t<T>;
+  const double v = std::isinf(scale) ? std::numeric_limits<double>::quiet_NaN() : total * scale;
+  Kokkos::deep_copy(exec, output.data, from_acc<T>(static_cast<A>(v)));
+}
+
+/// Writes the points' terms pm.term(p, score(p)): each to output for
+/// Reduction::none, else their sum (in double, in a fixed order) times
+/// `scale` to output's one element (that fences).
 template <class ExecSpace, class T, class Score>
 void write_point_scores(const ExecSpace& exec, const std::string& label, std::int64_t n, Reduction red,
-                        const TensorOut<ExecSpace, T>& output, const Score& score) {
-  using A = acc_t<T>;
+                        const TensorOut<ExecSpace, T>& output, const Score& score, const PointMask<T>& pm,
+                        double scale) {
   if (red == Reduction::none) {
     T* out = output.data.data();
     Kokkos::parallel_for(
         label, Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
-        KOKKOS_LAMBDA(const std::int64_t p) { out[p] = from_acc<T>(score(p)); });
+        KOKKOS_LAMBDA(const std::int64_t p) { out[p] = from_acc<T>(pm.term(p, score(p))); });
     return;
   }
   double total = 0;
   fixed_order_sum(
       exec, label + "::sum", n,
-      KOKKOS_LAMBDA(const std::int64_t p, double& acc) { acc += static_cast<double>(score(p)); }, total);
-  Kokkos::deep_copy(exec, output.data, from_acc<T>(static_cast<A>(total * reduction_scale(red, n))));
+      KOKKOS_LAMBDA(const std::int64_t p, double& acc) { acc += static_cast<double>(pm.term(p, score(p))); }, total);
+  write_reduced(exec, output, total, scale);
 }
 
+/// write_point_scores without weights or masks.
+template <class ExecSpace, class T, class Score>
+void write_point_scores(const ExecSpace& exec, const std::string& label, std::int64_t n, Reduction red,
+                        const TensorOut<ExecSpace, T>& output, const Score& score) {
+  write_point_scores(exec, label, n, red, output, score, PointMask<T>{}, reduction_scale(red, n));
+}
+
+/// A point's score as an element-wise op over (score, observation): the
+/// masked engine's view of the points, for the weight's gradient
+/// (d/dw = the point's score less the mean's offset).
+struct PointScoreOp : Unchecked {
+  static constexpr int arity = 2;
+  static constexpr unsigned differentiable = 0b01;
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, M&) const {
+    return v[0];
+  }
+  template <class A, class M>
+  KOKKOS_FORCEINLINE_FUNCTION void grad(const A*, A* g, M&) const {
+    g[0] = A(1);
+  }
+};
+
+/// crps_ensemble; weight, mask (optional) and mask_nonfinite: kloss's
+/// weights and masks per point (PointMask), a mean over the counted
+/// points' weights (which fences).
 template <class ExecSpace, class T, class Options>
 void crps_ensemble(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
-                   const TensorOut<ExecSpace, T>& output, const Options& opts) {
+                   const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& mask,
+                   const TensorOut<ExecSpace, T>& output, const Options& opts, bool mask_nonfinite) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr const char* name = "crps_ensemble";
@@ -263,10 +376,13 @@ void crps_ensemble(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
   check_reduction(name, red);
   const EnsembleGeometry g = ensemble_geometry(name, input, target, opts.member_dim);
   const A c = static_cast<A>(crps_spread_coefficient(name, opts.estimator, opts.alpha, g.members));
+  const PointMask<T> pm = point_mask<ExecSpace, T>(name, weight, mask, mask_nonfinite, target, g.target);
   check_output(name, "output", output, red, g.target);
-  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target)});
+  check_disjoint(name, {span("output", output)},
+                 {span("input", input), span("target", target), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::crps_ensemble");
   const std::int64_t n = g.points(), m = g.members, inner = g.inner;
+  const double scale = point_scale(exec, "kloss::crps_ensemble", pm, n, red);
   const bool counted = m <= crps_count_max;
   const Kokkos::View<A*, Mem> rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::crps_ensemble::sorted"),
                                    static_cast<std::size_t>(counted ? 0 : n * m));
@@ -286,15 +402,16 @@ void crps_ensemble(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
       constexpr int L = crps_block_points;
       const std::int64_t blocks = (n + L - 1) / L;
       T* out = red == Reduction::none ? output.data.data() : nullptr;
-      // one block's scores, written (none) or added in lane order
+      // one block's terms, written (none) or added in lane order
       const auto block = [=](const std::int64_t k, double* acc) {
         A v[crps_block_members][L], b[crps_block_members][L], yv[L], sc[L];
         const int count = static_cast<int>(n - k * L < L ? n - k * L : L);
         std::int64_t base[L];
         crps_block(x, y, k * L, count, m, inner, c, v, b, yv, sc, base);
         for (int l = 0; l < count; ++l) {
-          if (out) out[k * L + l] = from_acc<T>(sc[l]);
-          if (acc) *acc += static_cast<double>(sc[l]);
+          const A t = pm.term(k * L + l, sc[l]);
+          if (out) out[k * L + l] = from_acc<T>(t);
+          if (acc) *acc += static_cast<double>(t);
         }
       };
       if (out) {
@@ -306,18 +423,25 @@ void crps_ensemble(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
       double total = 0;
       fixed_order_sum(
           exec, "kloss::crps_ensemble::sum", blocks, [=](const std::int64_t k, double& acc) { block(k, &acc); }, total);
-      Kokkos::deep_copy(exec, output.data, from_acc<T>(static_cast<A>(total * reduction_scale(red, n))));
+      write_reduced(exec, output, total, scale);
       return;
     }
   }
-  write_point_scores(exec, "kloss::crps_ensemble", n, red, output, score);
+  write_point_scores(exec, "kloss::crps_ensemble", n, red, output, score, pm, scale);
 }
 
+/// Backward of crps_ensemble; weight, mask, mask_nonfinite as the forward's
+/// (a counted point's upstream gradient times its weight, another's
+/// gradients 0); grad_weight (optional, with a weight): each counted
+/// point's score less the mean (for mean), summed where the weight is
+/// broadcast, through the masked element-wise backward over the points'
+/// scores (one more forward pass, fencing).
 template <class ExecSpace, class T, class Options>
 void crps_ensemble_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                             const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
+                            const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& mask,
                             const TensorOut<ExecSpace, T>& grad_input, const TensorOut<ExecSpace, T>& grad_target,
-                            const Options& opts) {
+                            const TensorOut<ExecSpace, T>& grad_weight, const Options& opts, bool mask_nonfinite) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr const char* name = "crps_ensemble_backward";
@@ -325,12 +449,30 @@ void crps_ensemble_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
   check_reduction(name, red);
   const EnsembleGeometry g = ensemble_geometry(name, input, target, opts.member_dim);
   const A c = static_cast<A>(crps_spread_coefficient(name, opts.estimator, opts.alpha, g.members));
+  const PointMask<T> pm = point_mask<ExecSpace, T>(name, weight, mask, mask_nonfinite, target, g.target);
+  if (grad_weight.present && !weight.present)
+    fail<InvalidArgument>(name, "argument 'grad_weight' must be empty without a weight");
   check_backward(name, grad_output, red, g.target,
-                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
-                 {span("input", input), span("target", target)});
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape),
+                  grad_arg("grad_weight", grad_weight, weight.shape)},
+                 {span("input", input), span("target", target), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::crps_ensemble_backward");
   const std::int64_t n = g.points(), m = g.members, inner = g.inner;
-  if (n == 0 || (!grad_input.present && !grad_target.present)) return;
+  if (n == 0 || (!grad_input.present && !grad_target.present && !grad_weight.present)) return;
+  if (grad_weight.present) {
+    // the points' scores, then d/dw by the masked engine
+    Scratch<T, Mem> scores = scratch<T>(exec, n);
+    const TensorOut<ExecSpace, T> st(scores.view().data(), g.target);
+    Options plain = opts;
+    plain.reduction = Reduction::none;
+    crps_ensemble<ExecSpace, T>(exec, input, target, {}, {}, st, plain, false);
+    using Out = TensorOut<ExecSpace, T>;
+    masked_backward<ExecSpace, T, PointScoreOp, 2>(
+        exec, "crps_ensemble", PointScoreOp{}, grad_output, {TensorIn<ExecSpace, T>(st), target}, {g.target, g.target},
+        weight, mask, mask_nonfinite, true, g.target, std::array<Out, 3>{Out{}, Out{}, grad_weight}, red);
+    if (!grad_input.present && !grad_target.present) return;
+  }
+  const double sc = point_scale(exec, "kloss::crps_ensemble_backward", pm, n, red);
   const bool counted = m <= crps_count_max;
   const Kokkos::View<A*, Mem> rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::crps_ensemble::sorted"),
                                    static_cast<std::size_t>(counted ? 0 : n * m));
@@ -341,8 +483,14 @@ void crps_ensemble_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
   T* gy = grad_target.present ? grad_target.data.data() : nullptr;
   A* rp = rows.data();
   const bool none = red == Reduction::none;
-  const A scale = static_cast<A>(reduction_scale(red, n));
+  const A scale = static_cast<A>(std::isinf(sc) ? 0.0 : sc);  // (a masked mean over nothing: gradients 0)
   const A inv_m = A(1) / static_cast<A>(m);
+  // a point's upstream gradient, and whether it counts (another's gradients are 0)
+  const auto upstream = KOKKOS_LAMBDA(const std::int64_t p, bool& counts)->A {
+    counts = !pm.on || pm.counted(p);
+    const A u = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
+    return pm.on ? u * pm.weight_of(p) : u;
+  };
   if constexpr (is_host_space_v<ExecSpace>) {
     if (m <= crps_block_members) {
       constexpr int L = crps_block_points;
@@ -350,24 +498,26 @@ void crps_ensemble_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
                            Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, (n + L - 1) / L),
                            [=](const std::int64_t k) {
                              A v[crps_block_members][L], b[crps_block_members][L], yv[L], sc[L], up[L], dy[L] = {};
+                             bool live[L];
                              const int count = static_cast<int>(n - k * L < L ? n - k * L : L);
                              std::int64_t base[L];
                              crps_block(x, y, k * L, count, m, inner, c, v, b, yv, sc, base);
-                             for (int l = 0; l < L; ++l)
-                               up[l] = none ? to_acc(go[k * L + (l < count ? l : count - 1)]) : to_acc(go[0]) * scale;
-                             A g[crps_block_members][L];
+                             for (int l = 0; l < L; ++l) up[l] = upstream(k * L + (l < count ? l : count - 1), live[l]);
+                             A gr[crps_block_members][L];
                              for (std::int64_t j = 0; j < m; ++j)
                                for (int l = 0; l < L; ++l) {
                                  const A s = sgn(v[j][l] - yv[l]);
                                  dy[l] -= s;
-                                 g[j][l] = up[l] * (s * inv_m - A(2) * c * b[j][l]);
+                                 gr[j][l] = up[l] * (s * inv_m - A(2) * c * b[j][l]);
                                }
                              // point by point: its members are adjacent when their axis is last
                              if (gx)
                                for (int l = 0; l < count; ++l)
-                                 for (std::int64_t j = 0; j < m; ++j) gx[base[l] + j * inner] = from_acc<T>(g[j][l]);
+                                 for (std::int64_t j = 0; j < m; ++j)
+                                   gx[base[l] + j * inner] = from_acc<T>(live[l] ? gr[j][l] : A(0));
                              if (gy)
-                               for (int l = 0; l < count; ++l) gy[k * L + l] = from_acc<T>(up[l] * dy[l] * inv_m);
+                               for (int l = 0; l < count; ++l)
+                                 gy[k * L + l] = from_acc<T>(live[l] ? up[l] * dy[l] * inv_m : A(0));
                            });
       return;
     }
@@ -376,8 +526,15 @@ void crps_ensemble_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
       "kloss::crps_ensemble_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
       KOKKOS_LAMBDA(const std::int64_t p) {
         const A yp = to_acc(y[p]);
-        const A up = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
+        bool live = true;
+        const A up = upstream(p, live);
         const std::int64_t o = p / inner, i = p % inner, base = o * m * inner + i;
+        if (!live) {
+          if (gx)
+            for (std::int64_t j = 0; j < m; ++j) gx[base + j * inner] = from_acc<T>(A(0));
+          if (gy) gy[p] = from_acc<T>(A(0));
+          return;
+        }
         A dy = 0;
         if (counted) {
           A v[crps_count_max], b[crps_count_max];

@@ -1305,37 +1305,67 @@ Shape check_crps_gaussian(std::string_view op, const Tensor<const T, M>& input, 
   return broadcast_shapes(it, std_dev.shape, op, "input", "std");
 }
 
+/// crps_gaussian; weight, mask (optional, kloss's weights and masks:
+/// masked_forward, which fences for a mean): each broadcasting to the
+/// output's shape without growing it.
 template <class ExecSpace, class T, class Options>
 void crps_gaussian(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) std_dev,
-                   KLOSS_PW_T(T) output, const Options& opts) {
+                   KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) output, const Options& opts,
+                   bool mask_nonfinite) {
   constexpr const char* name = "crps_gaussian";
   const Reduction reduction = opts.reduction;
   const Shape shape = check_crps_gaussian(name, input, target, std_dev, reduction);
+  const bool masked = weight.present || mask.present || mask_nonfinite;
+  check_broadcasts_to(name, "weight", weight, shape);
+  check_broadcasts_to(name, "mask", mask, shape);
   check_output(name, "output", output, reduction, shape);
-  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target), span("std", std_dev)});
+  check_disjoint(
+      name, {span("output", output)},
+      {span("input", input), span("target", target), span("std", std_dev), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::crps_gaussian");
   if (shape.numel() == 0)
     check_operand_alone<ExecSpace, T>(exec, name, "std", CrpsGaussianOp::requirement, std_dev, NotPositiveValue{});
-  pointwise_forward<ExecSpace, T, CrpsGaussianOp, 3>(
-      exec, name, CrpsGaussianOp{}, {input, target, std_dev}, {input.shape, target.shape, std_dev.shape},
-      {"input", "target", "std"}, shape, output, reduction, reduction_scale(reduction, shape.numel(), input.shape));
+  const std::array<TensorIn<ExecSpace, T>, 3> operands = {input, target, std_dev};
+  const std::array<Shape, 3> shapes = {input.shape, target.shape, std_dev.shape};
+  if (masked)
+    masked_forward<ExecSpace, T, CrpsGaussianOp, 3>(exec, name, CrpsGaussianOp{}, operands, shapes,
+                                                    {"input", "target", "std"}, weight, mask, mask_nonfinite, true,
+                                                    shape, output, reduction);
+  else
+    pointwise_forward<ExecSpace, T, CrpsGaussianOp, 3>(exec, name, CrpsGaussianOp{}, operands, shapes,
+                                                       {"input", "target", "std"}, shape, output, reduction,
+                                                       reduction_scale(reduction, shape.numel(), input.shape));
 }
+/// Backward of crps_gaussian; grad_weight (optional, with a weight).
 template <class ExecSpace, class T, class Options>
 void crps_gaussian_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
-                            KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) std_dev, KLOSS_PW_T(T) grad_input,
-                            KLOSS_PW_T(T) grad_target, KLOSS_PW_T(T) grad_std, const Options& opts) {
+                            KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) std_dev, KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask,
+                            KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target, KLOSS_PW_T(T) grad_std,
+                            KLOSS_PW_T(T) grad_weight, const Options& opts, bool mask_nonfinite) {
   constexpr const char* name = "crps_gaussian_backward";
   const Reduction reduction = opts.reduction;
   const Shape shape = check_crps_gaussian(name, input, target, std_dev, reduction);
-  check_backward(name, grad_output, reduction, shape,
-                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape),
-                  grad_arg("grad_std", grad_std, std_dev.shape)},
-                 {span("input", input), span("target", target), span("std", std_dev)});
+  const bool masked = weight.present || mask.present || mask_nonfinite;
+  check_broadcasts_to(name, "weight", weight, shape);
+  check_broadcasts_to(name, "mask", mask, shape);
+  if (grad_weight.present && !weight.present)
+    fail<InvalidArgument>(name, "argument 'grad_weight' must be empty without a weight");
+  check_backward(
+      name, grad_output, reduction, shape,
+      {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape),
+       grad_arg("grad_std", grad_std, std_dev.shape), grad_arg("grad_weight", grad_weight, weight.shape)},
+      {span("input", input), span("target", target), span("std", std_dev), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::crps_gaussian_backward");
-  pointwise_backward<ExecSpace, T, CrpsGaussianOp, 3>(
-      exec, "crps_gaussian", CrpsGaussianOp{}, grad_output, {input, target, std_dev},
-      {input.shape, target.shape, std_dev.shape}, shape, {grad_input, grad_target, grad_std}, reduction,
-      reduction_scale(reduction, shape.numel(), input.shape));
+  const std::array<TensorIn<ExecSpace, T>, 3> operands = {input, target, std_dev};
+  const std::array<Shape, 3> shapes = {input.shape, target.shape, std_dev.shape};
+  if (masked)
+    masked_backward<ExecSpace, T, CrpsGaussianOp, 3>(exec, "crps_gaussian", CrpsGaussianOp{}, grad_output, operands,
+                                                     shapes, weight, mask, mask_nonfinite, true, shape,
+                                                     {grad_input, grad_target, grad_std, grad_weight}, reduction);
+  else
+    pointwise_backward<ExecSpace, T, CrpsGaussianOp, 3>(exec, "crps_gaussian", CrpsGaussianOp{}, grad_output, operands,
+                                                        shapes, shape, {grad_input, grad_target, grad_std}, reduction,
+                                                        reduction_scale(reduction, shape.numel(), input.shape));
 }
 
 /// quantile_loss's shapes with a quantile per element: input, target and
