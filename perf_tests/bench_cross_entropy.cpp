@@ -124,6 +124,35 @@ void BM_cross_entropy_fused(benchmark::State& state) {
   BM_cross_entropy_backward_run<T, Pass::fused>(state);
 }
 
+/// cross_entropy_forward_backward with a weight per row (sample_weight,
+/// drawn in [0, 2)): against BM_cross_entropy_fused at the same shape, the
+/// cost of the rows' factor (one read of N values; the row kernel is the
+/// same).
+template <class T>
+void BM_cross_entropy_fused_sample_weight(benchmark::State& state) {
+  const std::int64_t N = state.range(0), C = state.range(1);
+  Exec exec;
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> x("x", N, C), x0("x0", N, C);
+  Kokkos::View<std::int64_t*, Mem> t("t", N);
+  Kokkos::View<float*, Mem> lse("lse", N);
+  Kokkos::View<double, Mem> tw("tw");
+  Kokkos::View<T, Mem> out("out");
+  Kokkos::View<T*, Mem> sw("sw", N);
+  fill_logits(x0, t, 2026);
+  Kokkos::parallel_for(
+      "kloss::perf::sample_weights", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::int64_t>>(0, N),
+      KOKKOS_LAMBDA(const std::int64_t r) { sw(r) = static_cast<T>(static_cast<float>((r * 37) % 64) / 32.0f); });
+  Kokkos::fence();
+  for (auto _ : state) {
+    state.PauseTiming();
+    Kokkos::deep_copy(x, x0);  // the in-place gradient consumed the logits
+    state.ResumeTiming();
+    kloss::cross_entropy_forward_backward(exec, x, t, Kokkos::View<T*, Mem>(), sw, out, lse, tw, x);
+    exec.fence();
+  }
+  counters<T>(state, 2.0 * N * C * sizeof(T), 2.0 * N * C, "fwdbwd", N, C);
+}
+
 /// The backward from the saved lse on confident rows (make_confident): the
 /// row's partials read again before its gradient, for the target's
 /// gradient softmax_t - 1 to keep its digits (floor: two reads, one write,
@@ -150,6 +179,7 @@ BENCHMARK_TEMPLATE(BM_cross_entropy_fwd, float)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_bwd, float)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_fwdbwd, float)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_fused, float)->Apply(shapes);
+BENCHMARK_TEMPLATE(BM_cross_entropy_fused_sample_weight, float)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_fwd, kloss::bfloat16)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_bwd, kloss::bfloat16)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_cross_entropy_fwdbwd, kloss::bfloat16)->Apply(shapes);

@@ -38,7 +38,10 @@ using namespace kloss_perf;
 
 namespace {
 
-void BM_crps(benchmark::State& state, bool backward) {
+/// crps_ensemble (fair, mean), forward or forward + backward; `masked`: with
+/// a weight per point (cos-latitude-like, in (0, 1]) and a mask dropping
+/// one point in eight (masked_crps_ensemble), against the plain call.
+void BM_crps(benchmark::State& state, bool backward, bool masked = false) {
   const std::int64_t n = state.range(0), m = state.range(1);
   Exec exec;
   Kokkos::View<float**, Kokkos::LayoutRight, Mem> x("x", n, m), gx("gx", n, m);
@@ -54,11 +57,24 @@ void BM_crps(benchmark::State& state, bool backward) {
         if (i < n) y(i) = static_cast<float>(static_cast<double>(h >> 13) / 1125899906842624.0 * 4 - 2);
       });
   Kokkos::deep_copy(go, 1.0f);
+  Kokkos::View<float*, Mem> w("w", masked ? n : 0), mk("mk", masked ? n : 0);
+  if (masked)
+    Kokkos::parallel_for(
+        "kloss::perf::crps_weights", Kokkos::RangePolicy<Exec>(exec, 0, n), KOKKOS_LAMBDA(const std::int64_t i) {
+          w(i) = 0.25f + 0.75f * static_cast<float>(i % 1024) / 1024.0f;
+          mk(i) = i % 8 == 3 ? 0.0f : 1.0f;
+        });
   exec.fence();
   const kloss::CrpsEnsembleOptions o{kloss::Reduction::mean, kloss::CrpsEstimator::fair, 0.95, -1};
+  const Kokkos::View<float*, Mem> none;
   timed_loop(state, exec, [&] {
+    if (masked) {
+      kloss::masked_crps_ensemble(exec, x, y, w, mk, out, o);
+      if (backward) kloss::masked_crps_ensemble_backward(exec, go, x, y, w, mk, gx, none, none, o);
+      return;
+    }
     kloss::crps_ensemble(exec, x, y, out, o);
-    if (backward) kloss::crps_ensemble_backward(exec, go, x, y, gx, Kokkos::View<float*, Mem>(), o);
+    if (backward) kloss::crps_ensemble_backward(exec, go, x, y, gx, none, o);
   });
   const auto torch =
       torch_times("--points " + std::to_string(n) + " --members " + std::to_string(m), "torch_bench_ensemble.py");
@@ -69,6 +85,7 @@ void BM_crps(benchmark::State& state, bool backward) {
 
 void BM_crps_forward(benchmark::State& state) { BM_crps(state, false); }
 void BM_crps_forward_backward(benchmark::State& state) { BM_crps(state, true); }
+void BM_crps_masked_forward_backward(benchmark::State& state) { BM_crps(state, true, true); }
 
 void shapes(benchmark::internal::Benchmark* b) {
   b->Args({1 << 20, 8})
@@ -183,6 +200,7 @@ void variogram_shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_crps_forward)->Apply(shapes);
 BENCHMARK(BM_crps_forward_backward)->Apply(shapes);
+BENCHMARK(BM_crps_masked_forward_backward)->Apply(shapes);
 BENCHMARK(BM_energy_forward)->Apply(energy_shapes);
 BENCHMARK(BM_energy_forward_backward)->Apply(energy_shapes);
 BENCHMARK_CAPTURE(BM_variogram_forward, p0_5, 0.5)->Apply(variogram_shapes);

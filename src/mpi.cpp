@@ -365,6 +365,8 @@ rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard&
   if (tit == c.inputs.end()) fail<InvalidArgument>(c.op, "input 'target' is missing");
   if (rt::is_floating(tit->second.dtype()))
     fail<NotImplemented>(c.op, "vocabulary-parallel runs take class-index targets, not class probabilities");
+  if (given(c, "sample_weight"))
+    fail<NotImplemented>(c.op, "vocabulary-parallel runs take no sample_weight (a weight per row) yet");
   const Shape in_shape = iit->second.shape();
   // input [C_r] (one sample), [N, C_r] or [N, C_r, d...]
   const std::int64_t n = in_shape.rank <= 1 ? 1 : in_shape[0];
@@ -448,6 +450,8 @@ rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& sha
 }
 
 rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, const VocabShard& shard) {
+  if (given(c, "sample_weight"))
+    fail<NotImplemented>(c.op, "vocabulary-parallel runs take no sample_weight (a weight per row) yet");
   auto o = read_ce_options<mpi::VocabParallelFusedLinearOptions>(c);
   mpi::Communicator comm(shard.comm);
   const mpi::ClassRange range = range_of(shard);

@@ -3430,20 +3430,23 @@ void typed_calls(TypedRun<T, I>& t) {
       auto out = t.template out<T>("output");
       auto lse = t.template out<A>("lse");
       auto tw = t.template out<double>("total_weight");
-      ki::cross_entropy<Exec, T, I>(ex, t.in("input"), t.idx("target"), t.in("weight"), out, lse, tw, o);
+      ki::cross_entropy<Exec, T, I>(ex, t.in("input"), t.idx("target"), t.in("weight"), t.in("sample_weight"), out, lse,
+                                    tw, o);
       if (bwd)
-        ki::cross_entropy_backward<Exec, T, I>(
-            ex, t.go(), t.in("input"), t.idx("target"), t.in("weight"), t.template saved_out<A>("lse"),
-            t.template saved_out<double>("total_weight"), t.template out<T>("grad_input"), o);
+        ki::cross_entropy_backward<Exec, T, I>(ex, t.go(), t.in("input"), t.idx("target"), t.in("weight"),
+                                               t.in("sample_weight"), t.template saved_out<A>("lse"),
+                                               t.template saved_out<double>("total_weight"),
+                                               t.template out<T>("grad_input"), o);
     } else {
       auto out = t.template out<T>("output");
       auto lse = t.template out<A>("lse");
-      ki::cross_entropy_prob<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), out, lse, o);
+      ki::cross_entropy_prob<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.in("sample_weight"), out,
+                                      lse, o);
       if (bwd) {
         auto gi = t.template out<T>("grad_input");
         auto gt = t.template out<T>("grad_target");
         ki::cross_entropy_prob_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"),
-                                                 t.template saved_out<A>("lse"), gi, gt, o);
+                                                 t.in("sample_weight"), t.template saved_out<A>("lse"), gi, gt, o);
       }
     }
   } else if (op == "nll_loss") {
@@ -3452,11 +3455,11 @@ void typed_calls(TypedRun<T, I>& t) {
     o.reduction = red;
     auto out = t.template out<T>("output");
     auto tw = t.template out<double>("total_weight");
-    ki::nll_loss<Exec, T, I>(ex, t.in("input"), t.idx("target"), t.in("weight"), out, tw, o);
+    ki::nll_loss<Exec, T, I>(ex, t.in("input"), t.idx("target"), t.in("weight"), t.in("sample_weight"), out, tw, o);
     if (bwd)
       ki::nll_loss_backward<Exec, T, I>(ex, t.go(), t.in("input"), t.idx("target"), t.in("weight"),
-                                        t.template saved_out<double>("total_weight"), t.template out<T>("grad_input"),
-                                        o);
+                                        t.in("sample_weight"), t.template saved_out<double>("total_weight"),
+                                        t.template out<T>("grad_input"), o);
   } else if (op == "hinge_embedding_loss") {
     ki::hinge_embedding_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.template out<T>("output"), margin, red);
     if (bwd)
@@ -3666,8 +3669,8 @@ void typed_calls(TypedRun<T, I>& t) {
       using TT = typename std::decay_t<decltype(target)>::value_type;
       using U = std::remove_const_t<TT>;
       ki::fused_linear_run<Exec, T, U>(ex, "fused_linear_cross_entropy", t.in("input"), t.in("weight"), target,
-                                       t.in("bias"), t.in("ce_weight"), {}, t.template out<T>("output"), {}, {}, {}, {},
-                                       o);
+                                       t.in("bias"), t.in("ce_weight"), t.in("sample_weight"), {},
+                                       t.template out<T>("output"), {}, {}, {}, {}, o);
       if (!bwd) return;
       // In the registry's order of the differentiable inputs.
       auto gx = t.template out<T>("grad_input");
@@ -3676,7 +3679,8 @@ void typed_calls(TypedRun<T, I>& t) {
       if constexpr (!kloss::is_index_v<U>) gt = t.template out<T>("grad_target");
       auto gb = t.template out<T>("grad_bias");
       ki::fused_linear_run<Exec, T, U>(ex, "fused_linear_cross_entropy_backward", t.in("input"), t.in("weight"), target,
-                                       t.in("bias"), t.in("ce_weight"), t.go(), {}, gx, gw, gb, gt, o);
+                                       t.in("bias"), t.in("ce_weight"), t.in("sample_weight"), t.go(), {}, gx, gw, gb,
+                                       gt, o);
     };
     if (c.find("target")->index)
       run(t.idx("target"));

@@ -199,6 +199,23 @@ std::vector<Case> cases(DType dt) {
   add("cross_entropy probabilities", "cross_entropy",
       {{"input", real(dt, kloss::Shape{n, 5}, -3, 3, 27)}, {"target", real(dt, kloss::Shape{n, 5}, 0, 0.4, 28)}},
       {{"input", 0}, {"target", 0}});
+  // a weight per row, split with the rows
+  add("cross_entropy sample_weight", "cross_entropy",
+      {{"input", real(dt, kloss::Shape{n, 5}, -3, 3, 79)},
+       {"target", ints(kloss::Shape{n}, t5)},
+       {"weight", real(dt, kloss::Shape{5}, 0.5, 2, 80)},
+       {"sample_weight", real(dt, kloss::Shape{n}, 0, 2, 81)}},
+      {{"input", 0}, {"target", 0}, {"sample_weight", 0}}, {{"label_smoothing", 0.1}});
+  add("cross_entropy probabilities sample_weight", "cross_entropy",
+      {{"input", real(dt, kloss::Shape{n, 5}, -3, 3, 82)},
+       {"target", real(dt, kloss::Shape{n, 5}, 0, 0.4, 83)},
+       {"sample_weight", real(dt, kloss::Shape{n}, 0, 2, 84)}},
+      {{"input", 0}, {"target", 0}, {"sample_weight", 0}});
+  add("nll_loss sample_weight", "nll_loss",
+      {{"input", log_probs(dt, n, 5, 85)},
+       {"target", ints(kloss::Shape{n}, t5)},
+       {"sample_weight", real(dt, kloss::Shape{n}, 0, 2, 86)}},
+      {{"input", 0}, {"target", 0}, {"sample_weight", 0}});
   add("hinge_embedding_loss", "hinge_embedding_loss",
       {{"input", real(dt, nd, -2, 2, 29)}, {"target", pick(dt, nd, {-1, 1}, 30)}}, {{"input", 0}, {"target", 0}});
   add("margin_ranking_loss", "margin_ranking_loss",
@@ -256,6 +273,12 @@ std::vector<Case> cases(DType dt) {
        {"bias", real(dt, kloss::Shape{5}, -1, 1, 49)},
        {"target", ints(kloss::Shape{n}, t5)}},
       {{"input", 0}, {"target", 0}});
+  add("fused_linear_cross_entropy sample_weight", "fused_linear_cross_entropy",
+      {{"input", real(dt, n4, -1, 1, 87)},
+       {"weight", real(dt, kloss::Shape{5, 4}, -1, 1, 88)},
+       {"target", ints(kloss::Shape{n}, t5)},
+       {"sample_weight", real(dt, kloss::Shape{n}, 0, 2, 89)}},
+      {{"input", 0}, {"target", 0}, {"sample_weight", 0}});
   return all;
 }
 

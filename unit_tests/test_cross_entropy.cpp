@@ -1240,6 +1240,161 @@ TEST(NllLossErrors, BadTargetsAndShapes) {
 
 // --- the runtime-typed API -------------------------------------------------------
 
+// --- sample weights (a weight per row) --------------------------------------------
+
+/// The reference of a sample-weighted call: the reference's `none` rows
+/// times s, reduced over D = the sum of s_r w[t_r] over the non-ignored rows
+/// (s_r over every row for probabilities); the gradients the reference's at
+/// the per-row upstream factor g_r s_r (/ D for mean).
+struct SampledReference {
+  std::vector<double> out, grad, target_grad;
+  double denom = 0;
+};
+SampledReference sampled_reference(const Problem& P, const std::vector<double>& s, kloss::CrossEntropyOptions o,
+                                   const std::vector<double>& go) {
+  const Reduction red = o.reduction;
+  o.reduction = Reduction::none;
+  const RefResult R = ref_cross_entropy(P, P.x, o);
+  SampledReference S;
+  double sum = 0;
+  std::vector<double> rows(R.rows.size());
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    rows[r] = s[r] * R.rows[r];
+    sum += rows[r];
+    if (P.probs)
+      S.denom += s[r];
+    else if (P.t[r] != o.ignore_index)
+      S.denom += s[r] * P.wt(P.t[r]);
+  }
+  S.out = red == Reduction::none ? rows : std::vector<double>{red == Reduction::mean ? sum / S.denom : sum};
+  std::vector<double> up(rows.size());
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    up[r] = (red == Reduction::none ? go[r] : go[0]) * s[r] / (red == Reduction::mean ? S.denom : 1.0);
+  S.grad = kloss_ref::cross_entropy_grad(P, P.x, o, up);
+  if (P.probs) S.target_grad = kloss_ref::cross_entropy_target_grad(P, P.x, o, up);
+  return S;
+}
+
+/// cross_entropy with a sample_weight through the runtime API (class
+/// indices with ignored rows and class weights, or probabilities; K-dim
+/// input; label smoothing, z_loss, softcap; every reduction) against the
+/// weighted composition of the float64 reference; nll_loss likewise.
+TYPED_TEST(CrossEntropy, SampleWeightsMatchTheWeightedComposition) {
+  using T = TypeParam;
+  namespace rt = kloss::rt;
+  for (int variant = 0; variant < 6; ++variant) {
+    const bool probs = variant >= 4, kdim = variant % 2 == 1;
+    Problem P = random_problem(5, 23, kdim ? 4 : 1, variant != 2, 300 + static_cast<unsigned>(variant));
+    if (probs) {
+      P.probs = true;
+      P.p = random_values(P.x.size(), 0, 1, 400 + static_cast<unsigned>(variant));
+      for (std::int64_t r = 0; r < P.rows(); ++r) {
+        double z = 0;
+        for (std::int64_t c = 0; c < P.C; ++c) z += P.at(P.p, r, c);
+        for (std::int64_t c = 0; c < P.C; ++c) P.at(P.p, r, c) /= z;
+      }
+    }
+    round_problem<T>(P);
+    auto sw = rounded<T>(random_values(static_cast<std::size_t>(P.rows()), 0, 2, 500 + static_cast<unsigned>(variant)));
+    sw[1] = 0;  // a row weighed 0
+    kloss::CrossEntropyOptions o;
+    if (variant >= 2) o.label_smoothing = 0.1, o.z_loss = 1e-3;
+    if (variant == 3) o.softcap = 4;
+    for (Reduction red : {Reduction::none, Reduction::mean, Reduction::sum}) {
+      o.reduction = red;
+      const bool none = red == Reduction::none;
+      const auto go = rounded<T>(random_values(none ? static_cast<std::size_t>(P.rows()) : 1, 0.5, 1.5, 77));
+      const SampledReference S = sampled_reference(P, sw, o, go);
+      std::vector<std::int64_t> shape(P.shape.begin(), P.shape.end()), rs;
+      for (auto e : P.row_shape()) rs.push_back(static_cast<std::int64_t>(e));
+      rt::Call c;
+      c.op = "cross_entropy";
+      c.dtype = rt::dtype_of<T>();
+      c.inputs["input"] = rt::Buffer::from_doubles(c.dtype, kloss::Shape(shape), P.x);
+      c.inputs["target"] = probs ? rt::Buffer::from_doubles(c.dtype, kloss::Shape(shape), P.p)
+                                 : rt::Buffer::from_int64(rt::DType::int64, kloss::Shape(rs), P.t);
+      if (!P.w.empty()) c.inputs["weight"] = rt::Buffer::from_doubles(c.dtype, kloss::Shape{P.C}, P.w);
+      c.inputs["sample_weight"] = rt::Buffer::from_doubles(c.dtype, kloss::Shape(rs), sw);
+      c.options.set("reduction", std::string(kloss::to_string(red)));
+      c.options.set("label_smoothing", o.label_smoothing);
+      c.options.set("z_loss", o.z_loss);
+      c.options.set("softcap", o.softcap);
+      c.grad_output = rt::Buffer::from_doubles(c.dtype, none ? kloss::Shape(rs) : kloss::Shape{}, go);
+      const std::string what = "variant " + std::to_string(variant) + " " + std::string(kloss::to_string(red));
+      const rt::Result r = rt::run(c);
+      const double t = tol<T>();
+      expect_near_all(r.output.to_doubles(), S.out, t * 4, t * (1 + max_abs(S.out)), what + " output");
+      expect_near_all(r.grads.at("input").to_doubles(), S.grad, t * 4, t * 4 * (max_abs(S.grad) + 1e-3),
+                      what + " grad_input");
+      if (probs)
+        expect_near_all(r.grads.at("target").to_doubles(), S.target_grad, t * 4,
+                        t * 4 * (max_abs(S.target_grad) + 1e-3), what + " grad_target");
+      // nll_loss on the same rows, read as log-probabilities
+      if (probs) continue;
+      c.op = "nll_loss";
+      c.options = {};
+      c.options.set("reduction", std::string(kloss::to_string(red)));
+      const rt::Result n = rt::run(c);
+      const RefResult N = kloss_ref::nll(P, P.x, -100, Reduction::none);
+      std::vector<double> rows(N.rows.size()), up(N.rows.size());
+      double sum = 0, D = 0;
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        rows[i] = sw[i] * N.rows[i];
+        sum += rows[i];
+        if (P.t[i] != -100) D += sw[i] * P.wt(P.t[i]);
+      }
+      const std::vector<double> want = none ? rows : std::vector<double>{red == Reduction::mean ? sum / D : sum};
+      for (std::size_t i = 0; i < up.size(); ++i)
+        up[i] = (none ? go[i] : go[0]) * sw[i] / (red == Reduction::mean ? D : 1.0);
+      expect_near_all(n.output.to_doubles(), want, t * 4, t * (1 + max_abs(want)), what + " nll output");
+      expect_near_all(n.grads.at("input").to_doubles(), kloss_ref::nll_grad(P, -100, Reduction::none, up), t * 4, t * 4,
+                      what + " nll grad_input");
+    }
+  }
+}
+
+/// The typed entry points with a sample_weight: rows split over teams
+/// (row_splits), cross_entropy_forward_backward, total_weight; a
+/// sample_weight of another shape throws.
+TYPED_TEST(CrossEntropy, SampleWeightsThroughTheTypedApi) {
+  using T = TypeParam;
+  using A = kloss::acc_t<T>;
+  Exec exec;
+  Problem P = random_problem(3, 301, 1, true, 610);
+  round_problem<T>(P);
+  const auto sw = rounded<T>(random_values(3, 0.25, 2, 611));
+  kloss::CrossEntropyOptions o;
+  o.label_smoothing = 0.05;
+  const SampledReference S = sampled_reference(P, sw, o, {1.0});
+  auto x = make_view<T**>("x", P.x, {3, 301});
+  auto t = make_view<std::int64_t*>("t", std::vector<double>(P.t.begin(), P.t.end()), {3});
+  auto w = make_view<T*>("w", P.w, {301});
+  auto s = make_view<T*>("s", sw, {3});
+  Kokkos::View<T, Mem> out("out"), go("go");
+  Kokkos::deep_copy(go, static_cast<T>(1.0f));
+  Kokkos::View<A*, Mem> lse("lse", 3);
+  Kokkos::View<double, Mem> tw("tw");
+  Kokkos::View<T**, Mem> gx("gx", 3, 301);
+  const double tl = tol<T>();
+  for (std::int64_t splits : {1, 3}) {
+    o.tuning.row_splits = static_cast<int>(splits);
+    kloss::cross_entropy(exec, x, t, w, s, out, lse, tw, o);
+    kloss::cross_entropy_backward(exec, go, x, t, w, s, lse, tw, gx, Kokkos::View<T**, Mem>(), o);
+    const std::string what = "row_splits " + std::to_string(splits);
+    expect_near_all(to_doubles(out), S.out, tl * 4, tl, what + " output");
+    EXPECT_NEAR(to_doubles(tw)[0], S.denom, 1e-6 * S.denom) << what;
+    expect_near_all(to_doubles(gx), S.grad, tl * 4, tl * 4 * (max_abs(S.grad) + 1e-3), what + " grad_input");
+  }
+  o.tuning.row_splits = 0;
+  kloss::cross_entropy_forward_backward(exec, x, t, w, s, out, lse, tw, gx, o);
+  expect_near_all(to_doubles(out), S.out, tl * 4, tl, "forward_backward output");
+  expect_near_all(to_doubles(gx), S.grad, tl * 4, tl * 4 * (max_abs(S.grad) + 1e-3), "forward_backward grad_input");
+  auto s2 = make_view<T*>("s2", {1, 1}, {2});
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t, w, s2, out, lse, tw, o), kloss::DimensionMismatch,
+                     "argument 'sample_weight' must have shape [3] (one weight per row), got [2]");
+  EXPECT_KLOSS_THROW(kloss::nll_loss(exec, x, t, w, s2, out, tw), kloss::DimensionMismatch, "'sample_weight'");
+}
+
 TEST(CrossEntropyRuntime, IndexAndProbabilityTargetsAndNllRefusesIntegers) {
   using namespace kloss;
   rt::Call c;

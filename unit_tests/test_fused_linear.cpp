@@ -306,6 +306,105 @@ TYPED_TEST(FusedLinearCE, RowsOverLaneSlicesMatchTheFloat64Reference) {
   }
 }
 
+/// A weight per row (sample_weight): the stored and the recompute modes,
+/// class indices (with ce_weight, ignored rows, label smoothing) and
+/// probabilities, every reduction, chunks of two rows, against the
+/// float64 composition: the reference's `none` rows times s, reduced over
+/// D = sum of s_r ce_weight[t_r] (s_r for probabilities), its gradients at
+/// the per-row upstream factor g_r s_r (/ D for mean).
+TYPED_TEST(FusedLinearCE, SampleWeightsMatchTheWeightedComposition) {
+  using T = TypeParam;
+  using A = kloss::acc_t<T>;
+  for (bool probs : {false, true}) {
+    const FlProblem P = rounded_to<T>(make_problem(7, 6, 19, true, true, 900 + (probs ? 1 : 0), probs));
+    auto sw = random_values(7, 0, 2, 905);
+    sw[2] = 0;
+    for (double& e : sw) e = static_cast<double>(static_cast<T>(e));
+    Exec exec;
+    auto x = make_view<T**>("x", P.x, {7, 6});
+    auto w = make_view<T**>("w", P.w, {19, 6});
+    auto b = make_view<T*>("b", P.b, {19});
+    auto cw = make_view<T*>("cw", P.cw, {19});
+    auto s = make_view<T*>("s", sw, {7});
+    auto ti = make_view<std::int64_t*>("t", std::vector<double>(P.t.begin(), P.t.end()), {7});
+    auto tp = make_view<T**>("p", probs ? P.p : std::vector<double>(7 * 19, 0.0), {7, 19});
+    for (Reduction red : {Reduction::none, Reduction::mean, Reduction::sum}) {
+      kloss::FusedLinearCrossEntropyOptions o;
+      o.reduction = red;
+      o.label_smoothing = 0.1;
+      o.memory_budget_bytes = 19 * static_cast<std::int64_t>(sizeof(A)) * 2;  // chunks of two rows
+      const bool none = red == Reduction::none;
+      const std::string what = std::string(probs ? "probabilities " : "indices ") + std::string(kloss::to_string(red));
+      // the reference
+      kloss::CrossEntropyOptions ro = ce_options(o);
+      ro.reduction = Reduction::none;
+      FlProblem Q = P;
+      const Grads rows = reference(Q, ro, false);
+      double D = 0, total = 0;
+      std::vector<double> terms(7);
+      for (std::size_t r = 0; r < 7; ++r) {
+        terms[r] = sw[r] * rows.out[r];
+        total += terms[r];
+        if (probs)
+          D += sw[r];
+        else if (P.t[r] != -100)
+          D += sw[r] * P.cw[static_cast<std::size_t>(P.t[r])];
+      }
+      const std::vector<double> want = none ? terms : std::vector<double>{red == Reduction::mean ? total / D : total};
+      for (std::size_t r = 0; r < 7; ++r)
+        Q.go[r] = (none ? P.go[r] : P.go[0]) * sw[r] / (red == Reduction::mean ? D : 1.0);
+      const Grads G = reference(Q, ro);
+      // kloss: the forward (stored gradients for mean and sum), the recompute backward
+      Kokkos::View<T*, Mem> out("out", none ? 7 : 1);
+      Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 7, 6), gw("gw", 19, 6), gt;
+      Kokkos::View<T*, Mem> gb("gb", 19);
+      if (probs) gt = Kokkos::View<T**, Kokkos::LayoutRight, Mem>("gt", 7, 19);
+      auto go = make_view<T*>("go", none ? P.go : std::vector<double>{P.go[0]}, {none ? std::size_t(7) : 1});
+      using U = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+      const double t = std::is_same_v<T, double> ? 1e-11 : 2e-5;
+      auto check_grads = [&](const std::string& mode) {
+        expect_near_all(to_doubles(gx), G.gx, t * 10, t * 10, what + mode + " grad_input");
+        expect_near_all(to_doubles(gw), G.gw, t * 10, t * 10, what + mode + " grad_weight");
+        expect_near_all(to_doubles(gb), G.gb, t * 10, t * 10, what + mode + " grad_bias");
+        if (probs) expect_near_all(to_doubles(gt), G.gt, t * 10, t * 10, what + mode + " grad_target");
+      };
+      auto run = [&](const auto& tv) {
+        if (none) {
+          using G2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem>;
+          kloss::fused_linear_cross_entropy(exec, x, w, tv, b, cw, s, out, G2(), G2(), Kokkos::View<T*, Mem>(), G2(),
+                                            o);
+          expect_near_all(to_doubles(out), want, t * 5, t * 5, what + " output");
+          kloss::fused_linear_cross_entropy_backward(exec, go, x, w, tv, b, cw, s, gx, gw, gb, gt, o);
+          check_grads(" recomputed");
+          return;
+        }
+        Kokkos::View<T, Mem, U> out0(out.data()), go0(go.data());
+        kloss::fused_linear_cross_entropy(exec, x, w, tv, b, cw, s, out0, gx, gw, gb, gt, o);
+        expect_near_all(to_doubles(out), want, t * 5, t * 5, what + " output");
+        kloss::fused_linear_cross_entropy_backward(exec, go0, gx, gw, gb, gt, o);
+        check_grads(" stored");
+        kloss::fused_linear_cross_entropy_backward(exec, go0, x, w, tv, b, cw, s, gx, gw, gb, gt, o);
+        check_grads(" recomputed");
+      };
+      if (probs)
+        run(tp);
+      else
+        run(ti);
+    }
+  }
+  // a sample_weight of another length
+  Exec exec;
+  auto x = make_view<T**>("x", std::vector<double>(12, 0.5), {2, 6});
+  auto w = make_view<T**>("w", std::vector<double>(18, 0.5), {3, 6});
+  auto ti = make_view<std::int64_t*>("t", {0, 1}, {2});
+  auto s3 = make_view<T*>("s3", {1, 1, 1}, {3});
+  Kokkos::View<T, Mem> out("out");
+  Kokkos::View<T*, Mem> none;
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> g2;
+  EXPECT_KLOSS_THROW(kloss::fused_linear_cross_entropy(exec, x, w, ti, none, none, s3, out, g2, g2, none, g2),
+                     kloss::DimensionMismatch, "argument 'sample_weight' must have shape [2] (one weight per row)");
+}
+
 TEST(FusedLinearCEFd, GradientsMatchFiniteDifferences) {
   const FlProblem P = make_problem(4, 3, 6, true, true, 3);
   kloss::FusedLinearCrossEntropyOptions o;

@@ -29,6 +29,51 @@
 
 namespace kloss {
 
+/// cross_entropy with a weight per row (kloss extension; a token's weight,
+/// Liger-Kernel's most asked-for feature): row r's whole loss (class-weighted
+/// term, label smoothing, z_loss) times sample_weight[r], and the mean's
+/// divisor the sum of sample_weight[r] times the target's class weight over
+/// the non-ignored rows (over every row for probability targets);
+/// total_weight receives that sum. sample_weight: the target's row shape
+/// [N, d...] (an empty view: all ones, the overload below), input-typed; a
+/// factor as the class weight is (0 gives 0 times the row's loss, negative
+/// values are not refused). Throws DimensionMismatch for another shape, and
+/// as cross_entropy. Fences.
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class SampleWeightView,
+          class OutputView, class LseView, class TotalWeightView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = std::enable_if_t<!std::is_same_v<TotalWeightView, CrossEntropyOptions>>>
+void cross_entropy(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
+                   const SampleWeightView& sample_weight, const OutputView& output, const LseView& lse,
+                   const TotalWeightView& total_weight, const CrossEntropyOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  using TT = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  static_assert(is_scalar_v<T>, "kloss::cross_entropy: input must be float, double, float16 or bfloat16");
+  static_assert(std::is_same_v<typename OutputView::non_const_value_type, T>,
+                "kloss::cross_entropy: output must have the input's value type");
+  static_assert(std::is_same_v<typename LseView::non_const_value_type, acc_t<T>>,
+                "kloss::cross_entropy: lse must hold acc_t<T> (float for 16-bit and float, double for double)");
+  static_assert(std::is_same_v<typename TotalWeightView::non_const_value_type, double>,
+                "kloss::cross_entropy: total_weight must be a double view");
+  static_assert(is_index_v<TT> || std::is_same_v<TT, T>,
+                "kloss::cross_entropy: target must hold int32/int64 class indices or input-typed probabilities");
+  constexpr std::string_view op = "cross_entropy";
+  const Tensor<const T, M> in = as_tensor<M>(input, op, "input");
+  const Tensor<const T, M> w = as_optional_tensor<M>(weight, op, "weight");
+  static_assert(std::is_same_v<typename SampleWeightView::non_const_value_type, T>,
+                "kloss::cross_entropy: sample_weight must have the input's value type");
+  const Tensor<const T, M> sw = as_optional_tensor<M>(sample_weight, op, "sample_weight");
+  const Tensor<T, M> out = as_tensor<M>(output, op, "output");
+  const Tensor<acc_t<T>, M> l = as_optional_tensor<M>(lse, op, "lse");
+  if constexpr (is_index_v<TT>) {
+    impl::cross_entropy<ExecSpace, T, TT>(exec, in, as_tensor<M>(target, op, "target"), w, sw, out, l,
+                                          as_optional_tensor<M>(total_weight, op, "total_weight"), opts);
+  } else {
+    impl::cross_entropy_prob<ExecSpace, T>(exec, in, as_tensor<M>(target, op, "target"), w, sw, out, l, opts);
+  }
+}
+
 /// cross_entropy forward.
 /// - target: integer view [N, d...] of class indices (int32/int64), or a
 ///   floating view shaped like input holding class probabilities (negative
@@ -53,28 +98,8 @@ void cross_entropy(const ExecSpace& exec, const InputView& input, const TargetVi
                    const OutputView& output, const LseView& lse, const TotalWeightView& total_weight,
                    const CrossEntropyOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
-  using TT = typename TargetView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>, "kloss::cross_entropy: input must be float, double, float16 or bfloat16");
-  static_assert(std::is_same_v<typename OutputView::non_const_value_type, T>,
-                "kloss::cross_entropy: output must have the input's value type");
-  static_assert(std::is_same_v<typename LseView::non_const_value_type, acc_t<T>>,
-                "kloss::cross_entropy: lse must hold acc_t<T> (float for 16-bit and float, double for double)");
-  static_assert(std::is_same_v<typename TotalWeightView::non_const_value_type, double>,
-                "kloss::cross_entropy: total_weight must be a double view");
-  static_assert(is_index_v<TT> || std::is_same_v<TT, T>,
-                "kloss::cross_entropy: target must hold int32/int64 class indices or input-typed probabilities");
-  constexpr std::string_view op = "cross_entropy";
-  const Tensor<const T, M> in = as_tensor<M>(input, op, "input");
-  const Tensor<const T, M> w = as_optional_tensor<M>(weight, op, "weight");
-  const Tensor<T, M> out = as_tensor<M>(output, op, "output");
-  const Tensor<acc_t<T>, M> l = as_optional_tensor<M>(lse, op, "lse");
-  if constexpr (is_index_v<TT>) {
-    impl::cross_entropy<ExecSpace, T, TT>(exec, in, as_tensor<M>(target, op, "target"), w, out, l,
-                                          as_optional_tensor<M>(total_weight, op, "total_weight"), opts);
-  } else {
-    impl::cross_entropy_prob<ExecSpace, T>(exec, in, as_tensor<M>(target, op, "target"), w, out, l, opts);
-  }
+  cross_entropy(exec, input, target, weight, Kokkos::View<const T*, typename ExecSpace::memory_space>(), output, lse,
+                total_weight, opts);
 }
 
 /// cross_entropy backward: grad_input = d(loss)/d(input) contracted with
@@ -93,13 +118,17 @@ void cross_entropy(const ExecSpace& exec, const InputView& input, const TargetVi
 /// empty view (not computed); it reads each row once more for an exact log
 /// softmax. Class-index targets have no gradient: a grad_target given with
 /// them throws InvalidArgument.
-template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class LseView,
-          class TotalWeightView, class GradInputView, class GradTargetView,
+/// sample_weight: the forward's weight per row (its overload with one; an
+/// empty view: none), each row's gradient times its weight; the mean's
+/// divisor is the forward's total_weight (probability targets: the sum of
+/// the sample weights, summed here, which fences).
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class SampleWeightView, class LseView, class TotalWeightView, class GradInputView, class GradTargetView,
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
           class = std::enable_if_t<!std::is_same_v<GradTargetView, CrossEntropyOptions>>>
 void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
-                            const TargetView& target, const WeightView& weight, const LseView& lse,
-                            const TotalWeightView& total_weight, const GradInputView& grad_input,
+                            const TargetView& target, const WeightView& weight, const SampleWeightView& sample_weight,
+                            const LseView& lse, const TotalWeightView& total_weight, const GradInputView& grad_input,
                             const GradTargetView& grad_target, const CrossEntropyOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using TT = typename TargetView::non_const_value_type;
@@ -117,6 +146,9 @@ void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_ou
   const Tensor<const T, M> go = as_tensor<M>(grad_output, op, "grad_output");
   const Tensor<const T, M> in = as_tensor<M>(input, op, "input");
   const Tensor<const T, M> w = as_optional_tensor<M>(weight, op, "weight");
+  static_assert(std::is_same_v<typename SampleWeightView::non_const_value_type, T>,
+                "kloss::cross_entropy_backward: sample_weight must have the input's value type");
+  const Tensor<const T, M> sw = as_optional_tensor<M>(sample_weight, op, "sample_weight");
   const Tensor<const acc_t<T>, M> l = as_optional_tensor<M>(lse, op, "lse");
   const Tensor<T, M> gi = as_optional_tensor<M>(grad_input, op, "grad_input");
   static_assert(std::is_same_v<typename GradTargetView::non_const_value_type, T>,
@@ -125,12 +157,28 @@ void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_ou
   if constexpr (is_index_v<TT>) {
     if (gt.present)
       fail<InvalidArgument>(op, "argument 'grad_target' must be empty: class-index targets have no gradient");
-    impl::cross_entropy_backward<ExecSpace, T, TT>(exec, go, in, as_tensor<M>(target, op, "target"), w, l,
+    impl::cross_entropy_backward<ExecSpace, T, TT>(exec, go, in, as_tensor<M>(target, op, "target"), w, sw, l,
                                                    as_optional_tensor<M>(total_weight, op, "total_weight"), gi, opts);
   } else {
-    impl::cross_entropy_prob_backward<ExecSpace, T>(exec, go, in, as_tensor<M>(target, op, "target"), w, l, gi, gt,
+    impl::cross_entropy_prob_backward<ExecSpace, T>(exec, go, in, as_tensor<M>(target, op, "target"), w, sw, l, gi, gt,
                                                     opts);
   }
+}
+
+/// cross_entropy backward without sample weights (the overload above with
+/// an empty sample_weight).
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class LseView,
+          class TotalWeightView, class GradInputView, class GradTargetView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = std::enable_if_t<!std::is_same_v<GradTargetView, CrossEntropyOptions>>>
+void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                            const TargetView& target, const WeightView& weight, const LseView& lse,
+                            const TotalWeightView& total_weight, const GradInputView& grad_input,
+                            const GradTargetView& grad_target, const CrossEntropyOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  cross_entropy_backward(exec, grad_output, input, target, weight,
+                         Kokkos::View<const T*, typename ExecSpace::memory_space>(), lse, total_weight, grad_input,
+                         grad_target, opts);
 }
 
 /// cross_entropy backward w.r.t. input alone (the overload above without
@@ -161,14 +209,17 @@ void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_ou
 /// faster. grad_input
 /// may be the very same view as input (in place); any other overlap
 /// throws InvalidArgument. Throws as cross_entropy; fences unless
-/// `options.deferred_check` is set.
-template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView, class LseView,
-          class TotalWeightView, class GradInputView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+/// `options.deferred_check` is set. sample_weight: a weight per row, as
+/// cross_entropy's (an empty view: none); grad_input is then the gradient
+/// of the weighted loss, each row's times its weight, in the same pass.
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class SampleWeightView,
+          class OutputView, class LseView, class TotalWeightView, class GradInputView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = std::enable_if_t<!std::is_same_v<GradInputView, CrossEntropyOptions>>>
 void cross_entropy_forward_backward(const ExecSpace& exec, const InputView& input, const TargetView& target,
-                                    const WeightView& weight, const OutputView& output, const LseView& lse,
-                                    const TotalWeightView& total_weight, const GradInputView& grad_input,
-                                    const CrossEntropyOptions& opts = {}) {
+                                    const WeightView& weight, const SampleWeightView& sample_weight,
+                                    const OutputView& output, const LseView& lse, const TotalWeightView& total_weight,
+                                    const GradInputView& grad_input, const CrossEntropyOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using TT = typename TargetView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
@@ -182,81 +233,136 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const InputView& inpu
   static_assert(std::is_same_v<typename TotalWeightView::non_const_value_type, double>,
                 "kloss::cross_entropy_forward_backward: total_weight must be a double view");
   static_assert(is_index_v<TT>, "kloss::cross_entropy_forward_backward: target must hold int32/int64 class indices");
+  static_assert(std::is_same_v<typename SampleWeightView::non_const_value_type, T>,
+                "kloss::cross_entropy_forward_backward: sample_weight must have the input's value type");
   constexpr std::string_view op = "cross_entropy_forward_backward";
   impl::cross_entropy_forward_backward<ExecSpace, T, TT>(
       exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-      as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(output, op, "output"),
-      as_optional_tensor<M>(lse, op, "lse"), as_optional_tensor<M>(total_weight, op, "total_weight"),
-      as_optional_tensor<M>(grad_input, op, "grad_input"), opts);
+      as_optional_tensor<M>(weight, op, "weight"), as_optional_tensor<M>(sample_weight, op, "sample_weight"),
+      as_tensor<M>(output, op, "output"), as_optional_tensor<M>(lse, op, "lse"),
+      as_optional_tensor<M>(total_weight, op, "total_weight"), as_optional_tensor<M>(grad_input, op, "grad_input"),
+      opts);
+}
+
+/// cross_entropy_forward_backward without sample weights (the overload
+/// above with an empty sample_weight).
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView, class LseView,
+          class TotalWeightView, class GradInputView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void cross_entropy_forward_backward(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                                    const WeightView& weight, const OutputView& output, const LseView& lse,
+                                    const TotalWeightView& total_weight, const GradInputView& grad_input,
+                                    const CrossEntropyOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  cross_entropy_forward_backward(exec, input, target, weight,
+                                 Kokkos::View<const T*, typename ExecSpace::memory_space>(), output, lse, total_weight,
+                                 grad_input, opts);
 }
 
 /// nll_loss forward: input holds log-probabilities [N, C, d...]; loss per
 /// row -weight[t] * input[n, t, d...]; mean divides by the summed weights of
 /// the non-ignored targets (NaN if all are ignored). total_weight: rank-0
 /// double view receiving that sum (empty view to skip). Integer input is
-/// refused at compile time. Fences.
-template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView, class TotalWeightView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+/// refused at compile time. Fences. sample_weight: a weight per row [N,
+/// d...] (kloss extension, as cross_entropy's; an empty view: none): each
+/// row's loss times it, the mean's divisor (and total_weight) the sum of
+/// sample_weight[r] weight[t_r] over the non-ignored rows.
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class SampleWeightView,
+          class OutputView, class TotalWeightView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = std::enable_if_t<!std::is_same_v<TotalWeightView, NllLossOptions>>>
 void nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
-              const OutputView& output, const TotalWeightView& total_weight, const NllLossOptions& opts = {}) {
+              const SampleWeightView& sample_weight, const OutputView& output, const TotalWeightView& total_weight,
+              const NllLossOptions& opts = {}) {
   KLOSS_INDEXED_ENTRY("nll_loss", InputView, TargetView);
   KLOSS_SAME_TYPES("nll_loss", T, OutputView);
   static_assert(std::is_same_v<typename TotalWeightView::non_const_value_type, double>,
                 "kloss::nll_loss: total_weight must be a double view");
-  impl::nll_loss<ExecSpace, T, I>(exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                                  as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(output, op, "output"),
-                                  as_optional_tensor<M>(total_weight, op, "total_weight"), opts);
+  impl::nll_loss<ExecSpace, T, I>(
+      exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
+      as_optional_tensor<M>(weight, op, "weight"), as_optional_tensor<M>(sample_weight, op, "sample_weight"),
+      as_tensor<M>(output, op, "output"), as_optional_tensor<M>(total_weight, op, "total_weight"), opts);
+}
+
+/// nll_loss without sample weights (the overload above with an empty
+/// sample_weight).
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView, class TotalWeightView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
+              const OutputView& output, const TotalWeightView& total_weight, const NllLossOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  nll_loss(exec, input, target, weight, Kokkos::View<const T*, typename ExecSpace::memory_space>(), output,
+           total_weight, opts);
 }
 
 /// nll_loss backward: grad_input[n, t, d...] = -weight[t] * scale (scale =
 /// grad_output[n, d...] for none, grad_output / total_weight for mean,
 /// grad_output for sum), zero elsewhere and on ignored rows. input is read
-/// for its shape only. Fences.
+/// for its shape only. Fences. sample_weight: the forward's weight per row
+/// (an empty view: none), each row's gradient times it.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class SampleWeightView, class TotalWeightView, class GradInputView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = std::enable_if_t<!std::is_same_v<GradInputView, NllLossOptions>>>
+void nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                       const TargetView& target, const WeightView& weight, const SampleWeightView& sample_weight,
+                       const TotalWeightView& total_weight, const GradInputView& grad_input,
+                       const NllLossOptions& opts = {}) {
+  KLOSS_INDEXED_ENTRY("nll_loss_backward", InputView, TargetView);
+  impl::nll_loss_backward<ExecSpace, T, I>(exec, as_tensor<M>(grad_output, op, "grad_output"),
+                                           as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
+                                           as_optional_tensor<M>(weight, op, "weight"),
+                                           as_optional_tensor<M>(sample_weight, op, "sample_weight"),
+                                           as_optional_tensor<M>(total_weight, op, "total_weight"),
+                                           as_optional_tensor<M>(grad_input, op, "grad_input"), opts);
+}
+
+/// nll_loss backward without sample weights (the overload above with an
+/// empty sample_weight).
 template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
           class TotalWeightView, class GradInputView,
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
 void nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                        const TargetView& target, const WeightView& weight, const TotalWeightView& total_weight,
                        const GradInputView& grad_input, const NllLossOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("nll_loss_backward", InputView, TargetView);
-  impl::nll_loss_backward<ExecSpace, T, I>(exec, as_tensor<M>(grad_output, op, "grad_output"),
-                                           as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                                           as_optional_tensor<M>(weight, op, "weight"),
-                                           as_optional_tensor<M>(total_weight, op, "total_weight"),
-                                           as_optional_tensor<M>(grad_input, op, "grad_input"), opts);
+  using T = typename InputView::non_const_value_type;
+  nll_loss_backward(exec, grad_output, input, target, weight,
+                    Kokkos::View<const T*, typename ExecSpace::memory_space>(), total_weight, grad_input, opts);
 }
 
 }  // namespace kloss
 
 // Explicit instantiations: declared here, instantiated in src/cross_entropy.cpp
 // (KLOSS_CROSS_ENTROPY_INSTANTIATE(, T, I) and KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(, T)).
-#define KLOSS_CROSS_ENTROPY_INSTANTIATE(PREFIX, T, I)                                               \
-  PREFIX template void kloss::impl::cross_entropy<KLOSS_EXEC, T, I>(                                \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, \
-      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(double)&,    \
-      const kloss::CrossEntropyOptions&);                                                           \
-  PREFIX template void kloss::impl::cross_entropy_backward<KLOSS_EXEC, T, I>(                       \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, \
-      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_CTENSOR(double)&, \
-      const KLOSS_TENSOR(T)&, const kloss::CrossEntropyOptions&);                                   \
-  PREFIX template void kloss::impl::cross_entropy_forward_backward<KLOSS_EXEC, T, I>(               \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, \
-      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(double)&,    \
-      const KLOSS_TENSOR(T)&, const kloss::CrossEntropyOptions&);                                   \
-  PREFIX template void kloss::impl::nll_loss<KLOSS_EXEC, T, I>(                                     \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, \
-      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(double)&, const kloss::NllLossOptions&);           \
-  PREFIX template void kloss::impl::nll_loss_backward<KLOSS_EXEC, T, I>(                            \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, \
-      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(double)&, const KLOSS_TENSOR(T)&, const kloss::NllLossOptions&);
-#define KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(PREFIX, T)                                                               \
-  PREFIX template void kloss::impl::cross_entropy_prob<KLOSS_EXEC, T>(                                                \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                   \
-      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&, const kloss::CrossEntropyOptions&);               \
-  PREFIX template void kloss::impl::cross_entropy_prob_backward<KLOSS_EXEC, T>(                                       \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                   \
-      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, \
-      const kloss::CrossEntropyOptions&);
+#define KLOSS_CROSS_ENTROPY_INSTANTIATE(PREFIX, T, I)                                                              \
+  PREFIX template void kloss::impl::cross_entropy<KLOSS_EXEC, T, I>(                                               \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&,                \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&,                       \
+      const KLOSS_TENSOR(double)&, const kloss::CrossEntropyOptions&);                                             \
+  PREFIX template void kloss::impl::cross_entropy_backward<KLOSS_EXEC, T, I>(                                      \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,                \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&,                     \
+      const KLOSS_CTENSOR(double)&, const KLOSS_TENSOR(T)&, const kloss::CrossEntropyOptions&);                    \
+  PREFIX template void kloss::impl::cross_entropy_forward_backward<KLOSS_EXEC, T, I>(                              \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&,                \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&,                       \
+      const KLOSS_TENSOR(double)&, const KLOSS_TENSOR(T)&, const kloss::CrossEntropyOptions&);                     \
+  PREFIX template void kloss::impl::nll_loss<KLOSS_EXEC, T, I>(                                                    \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&,                \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(double)&, const kloss::NllLossOptions&); \
+  PREFIX template void kloss::impl::nll_loss_backward<KLOSS_EXEC, T, I>(                                           \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,                \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(double)&, const KLOSS_TENSOR(T)&,      \
+      const kloss::NllLossOptions&);
+#define KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(PREFIX, T)                                                                \
+  PREFIX template void kloss::impl::cross_entropy_prob<KLOSS_EXEC, T>(                                                 \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                    \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&,                           \
+      const kloss::CrossEntropyOptions&);                                                                              \
+  PREFIX template void kloss::impl::cross_entropy_prob_backward<KLOSS_EXEC, T>(                                        \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                    \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(T)&, \
+      const KLOSS_TENSOR(T)&, const kloss::CrossEntropyOptions&);
 #define KLOSS_CROSS_ENTROPY_EXTERN(T, I) KLOSS_CROSS_ENTROPY_INSTANTIATE(extern, T, I)
 #define KLOSS_CROSS_ENTROPY_PROB_EXTERN(T) KLOSS_CROSS_ENTROPY_PROB_INSTANTIATE(extern, T)
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_CROSS_ENTROPY_EXTERN)

@@ -36,6 +36,45 @@ namespace kloss {
 /// Class-index targets have none (InvalidArgument if given).
 /// Returns what the gradient filter did (opts.grad_filter; all zero when no
 /// gradient is computed or the filter is exact).
+/// sample_weight: a weight per row [N] (kloss extension, cross_entropy's:
+/// each row's loss and gradient times it, the mean over the sum of
+/// sample_weight[r] ce_weight[t_r] over the non-ignored rows; an empty view:
+/// none); the gradient filter's threshold is then relative to the largest
+/// |sample weight| too.
+template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
+          class SampleWeightView, class OutputView, class GradInputView, class GradWeightView, class GradBiasView,
+          class GradTargetView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = std::enable_if_t<!std::is_same_v<GradTargetView, FusedLinearCrossEntropyOptions>>>
+FusedLinearReport fused_linear_cross_entropy(const ExecSpace& exec, const InputView& input, const WeightView& weight,
+                                             const TargetView& target, const BiasView& bias,
+                                             const CeWeightView& ce_weight, const SampleWeightView& sample_weight,
+                                             const OutputView& output, const GradInputView& grad_input,
+                                             const GradWeightView& grad_weight, const GradBiasView& grad_bias,
+                                             const GradTargetView& grad_target,
+                                             const FusedLinearCrossEntropyOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  static_assert(is_scalar_v<T>, "kloss::fused_linear_cross_entropy: input must be float, double, float16 or bfloat16");
+  static_assert(is_index_v<I> || std::is_same_v<I, T>,
+                "kloss::fused_linear_cross_entropy: target must hold int32/int64 class indices or input-typed "
+                "probabilities");
+  static_assert(std::is_same_v<typename GradTargetView::non_const_value_type, T>,
+                "kloss::fused_linear_cross_entropy: grad_target must have the input's value type");
+  static_assert(std::is_same_v<typename SampleWeightView::non_const_value_type, T>,
+                "kloss::fused_linear_cross_entropy: sample_weight must have the input's value type");
+  constexpr std::string_view op = "fused_linear_cross_entropy";
+  return impl::fused_linear_run<ExecSpace, T, I>(
+      exec, op, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
+      as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_optional_tensor<M>(sample_weight, op, "sample_weight"),
+      Tensor<const T, M>(), as_tensor<M>(output, op, "output"), as_optional_tensor<M>(grad_input, op, "grad_input"),
+      as_optional_tensor<M>(grad_weight, op, "grad_weight"), as_optional_tensor<M>(grad_bias, op, "grad_bias"),
+      as_optional_tensor<M>(grad_target, op, "grad_target"), opts);
+}
+
+/// Forward without sample weights (the overload above with an empty
+/// sample_weight).
 template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
           class OutputView, class GradInputView, class GradWeightView, class GradBiasView, class GradTargetView,
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
@@ -47,21 +86,9 @@ FusedLinearReport fused_linear_cross_entropy(const ExecSpace& exec, const InputV
                                              const GradBiasView& grad_bias, const GradTargetView& grad_target,
                                              const FusedLinearCrossEntropyOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
-  using I = typename TargetView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>, "kloss::fused_linear_cross_entropy: input must be float, double, float16 or bfloat16");
-  static_assert(is_index_v<I> || std::is_same_v<I, T>,
-                "kloss::fused_linear_cross_entropy: target must hold int32/int64 class indices or input-typed "
-                "probabilities");
-  static_assert(std::is_same_v<typename GradTargetView::non_const_value_type, T>,
-                "kloss::fused_linear_cross_entropy: grad_target must have the input's value type");
-  constexpr std::string_view op = "fused_linear_cross_entropy";
-  return impl::fused_linear_run<ExecSpace, T, I>(
-      exec, op, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
-      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
-      as_optional_tensor<M>(ce_weight, op, "ce_weight"), Tensor<const T, M>(), as_tensor<M>(output, op, "output"),
-      as_optional_tensor<M>(grad_input, op, "grad_input"), as_optional_tensor<M>(grad_weight, op, "grad_weight"),
-      as_optional_tensor<M>(grad_bias, op, "grad_bias"), as_optional_tensor<M>(grad_target, op, "grad_target"), opts);
+  return fused_linear_cross_entropy(exec, input, weight, target, bias, ce_weight,
+                                    Kokkos::View<const T*, typename ExecSpace::memory_space>(), output, grad_input,
+                                    grad_weight, grad_bias, grad_target, opts);
 }
 
 /// Forward without the target's gradient (the overload above without
@@ -122,7 +149,42 @@ void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutput
 /// between forward and backward, and for reduction none): runs the chunk
 /// loop again with the upstream gradient; overwrites the grad views
 /// (grad_target as the forward's: probability targets; empty: none).
-/// Returns what the gradient filter did.
+/// sample_weight: the forward's (an empty view: none). Returns what the
+/// gradient filter did.
+template <class ExecSpace, class GradOutputView, class InputView, class WeightView, class TargetView, class BiasView,
+          class CeWeightView, class SampleWeightView, class GradInputView, class GradWeightView, class GradBiasView,
+          class GradTargetView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = std::enable_if_t<!std::is_same_v<GradTargetView, FusedLinearCrossEntropyOptions>>>
+FusedLinearReport fused_linear_cross_entropy_backward(
+    const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input, const WeightView& weight,
+    const TargetView& target, const BiasView& bias, const CeWeightView& ce_weight,
+    const SampleWeightView& sample_weight, const GradInputView& grad_input, const GradWeightView& grad_weight,
+    const GradBiasView& grad_bias, const GradTargetView& grad_target, const FusedLinearCrossEntropyOptions& opts = {}) {
+  using T = typename InputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  using M = typename ExecSpace::memory_space;
+  static_assert(is_scalar_v<T>,
+                "kloss::fused_linear_cross_entropy_backward: input must be float, double, float16 or bfloat16");
+  static_assert(is_index_v<I> || std::is_same_v<I, T>,
+                "kloss::fused_linear_cross_entropy_backward: target must hold int32/int64 class indices or "
+                "input-typed probabilities");
+  static_assert(std::is_same_v<typename GradTargetView::non_const_value_type, T>,
+                "kloss::fused_linear_cross_entropy_backward: grad_target must have the input's value type");
+  static_assert(std::is_same_v<typename SampleWeightView::non_const_value_type, T>,
+                "kloss::fused_linear_cross_entropy_backward: sample_weight must have the input's value type");
+  constexpr std::string_view op = "fused_linear_cross_entropy_backward";
+  impl::ProfilingRegion region("kloss::fused_linear_cross_entropy_backward");
+  return impl::fused_linear_run<ExecSpace, T, I>(
+      exec, op, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
+      as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_optional_tensor<M>(sample_weight, op, "sample_weight"),
+      as_tensor<M>(grad_output, op, "grad_output"), Tensor<T, M>(), as_optional_tensor<M>(grad_input, op, "grad_input"),
+      as_optional_tensor<M>(grad_weight, op, "grad_weight"), as_optional_tensor<M>(grad_bias, op, "grad_bias"),
+      as_optional_tensor<M>(grad_target, op, "grad_target"), opts);
+}
+
+/// Backward, recompute mode, without sample weights (the overload above
+/// with an empty sample_weight).
 template <class ExecSpace, class GradOutputView, class InputView, class WeightView, class TargetView, class BiasView,
           class CeWeightView, class GradInputView, class GradWeightView, class GradBiasView, class GradTargetView,
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
@@ -135,23 +197,9 @@ FusedLinearReport fused_linear_cross_entropy_backward(const ExecSpace& exec, con
                                                       const GradTargetView& grad_target,
                                                       const FusedLinearCrossEntropyOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
-  using I = typename TargetView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
-  static_assert(is_scalar_v<T>,
-                "kloss::fused_linear_cross_entropy_backward: input must be float, double, float16 or bfloat16");
-  static_assert(is_index_v<I> || std::is_same_v<I, T>,
-                "kloss::fused_linear_cross_entropy_backward: target must hold int32/int64 class indices or "
-                "input-typed probabilities");
-  static_assert(std::is_same_v<typename GradTargetView::non_const_value_type, T>,
-                "kloss::fused_linear_cross_entropy_backward: grad_target must have the input's value type");
-  constexpr std::string_view op = "fused_linear_cross_entropy_backward";
-  impl::ProfilingRegion region("kloss::fused_linear_cross_entropy_backward");
-  return impl::fused_linear_run<ExecSpace, T, I>(
-      exec, op, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
-      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
-      as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_tensor<M>(grad_output, op, "grad_output"), Tensor<T, M>(),
-      as_optional_tensor<M>(grad_input, op, "grad_input"), as_optional_tensor<M>(grad_weight, op, "grad_weight"),
-      as_optional_tensor<M>(grad_bias, op, "grad_bias"), as_optional_tensor<M>(grad_target, op, "grad_target"), opts);
+  return fused_linear_cross_entropy_backward(exec, grad_output, input, weight, target, bias, ce_weight,
+                                             Kokkos::View<const T*, typename ExecSpace::memory_space>(), grad_input,
+                                             grad_weight, grad_bias, grad_target, opts);
 }
 
 /// Backward, recompute mode, without the target's gradient (the overload
@@ -174,9 +222,9 @@ FusedLinearReport fused_linear_cross_entropy_backward(const ExecSpace& exec, con
 #define KLOSS_FUSED_LINEAR_INSTANTIATE(PREFIX, T, I)                                                                  \
   PREFIX template kloss::FusedLinearReport kloss::impl::fused_linear_run<KLOSS_EXEC, T, I>(                           \
       const KLOSS_EXEC&, std::string_view, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, \
-      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&,              \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,             \
       const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,                 \
-      const kloss::FusedLinearCrossEntropyOptions&);
+      const KLOSS_TENSOR(T)&, const kloss::FusedLinearCrossEntropyOptions&);
 /// Every (T, target type) pair: class indices of both index types, and
 /// probabilities (target type T).
 #define KLOSS_FUSED_LINEAR_FOR_EACH(M)                                                                     \

@@ -37,6 +37,11 @@ TORCH_POSITIONAL = {
     "smooth_l1_loss": 2,
     # (input, target, size_average, reduce, reduction)
     "soft_margin_loss": 2,
+    # kloss's sample_weight (keyword-only): torch's options follow weight
+    # (input, target, weight, size_average, ignore_index, reduce, reduction,
+    #  label_smoothing)
+    "cross_entropy": 3,
+    "nll_loss": 3,
     # (input, target, var, full, eps, reduction)
     "gaussian_nll_loss": 3,
     # (input, target, weight, size_average, reduce, reduction, pos_weight)

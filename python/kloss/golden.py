@@ -337,7 +337,11 @@ def from_torch(op, *args, name=None, dtype=None, grad_output=True, seed=0, rtol=
     kloss extensions torch cannot compute (z_loss, ctc_grad) are refused;
     cross_entropy's softcap is composed from torch ops;
     fused_linear_cross_entropy is cross_entropy(input @ weight.T + bias,
-    target, weight=ce_weight, ...).
+    target, weight=ce_weight, ...); cross_entropy's and nll_loss's
+    sample_weight (kloss's weight per row) is torch's unreduced loss times
+    it, reduced as kloss reduces it (the mean over the counted rows'
+    sample weight times class weight; over the sample weights' sum for
+    class probabilities).
     """
     import torch
     import torch.nn.functional as F
@@ -430,6 +434,26 @@ def from_torch(op, *args, name=None, dtype=None, grad_output=True, seed=0, rtol=
 
 
 def _torch_call(F, op, leaves, options, softcap):
+    s = leaves.get("sample_weight") if op in ("cross_entropy", "nll_loss") else None
+    if s is not None:
+        # kloss's sample_weight: torch's unreduced rows times it; the mean
+        # over sum(s * weight[target]) of the counted rows (class indices),
+        # over sum(s) (class probabilities)
+        import torch
+        reduction = options.get("reduction", "mean")
+        rest = {k: v for k, v in leaves.items() if k != "sample_weight"}
+        terms = _torch_call(F, op, rest, dict(options, reduction="none"), softcap) * s
+        if reduction == "none":
+            return terms
+        if reduction == "sum":
+            return terms.sum()
+        target = leaves["target"]
+        if target.is_floating_point():
+            return terms.sum() / s.sum()
+        keep = target != options.get("ignore_index", -100)
+        w = leaves.get("weight")
+        wt = torch.ones_like(s) if w is None else w[torch.where(keep, target, torch.zeros_like(target))]
+        return terms.sum() / torch.where(keep, s * wt, torch.zeros_like(s)).sum()
     if op in ("cross_entropy", "fused_linear_cross_entropy"):
         if op == "fused_linear_cross_entropy":
             logits = F.linear(leaves["input"], leaves["weight"], leaves.get("bias"))

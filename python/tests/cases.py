@@ -188,7 +188,57 @@ def cases(seed=20261127):
     _quantiles(add, np.random.default_rng(seed + 2))
     _masked(add, np.random.default_rng(seed + 3))
     _masked_crps(add, np.random.default_rng(seed + 4))
+    _sample_weights(add, np.random.default_rng(seed + 5))
     return out
+
+
+def _sample_weights(add, rng):
+    """kloss's sample_weight on cross_entropy and nll_loss, a weight per row
+    (the rows' shape; its own generator: the other cases keep their
+    values): class indices with class weights, an ignored row and label
+    smoothing, K-dimensional input, class probabilities (with class weights
+    and smoothing under the mean), nll_loss with class weights and an
+    ignored row (K-dimensional under sum), each reduction; each has a row of
+    sample weight 0. Then an unbatched [C] input with a scalar sample
+    weight (class indices and probabilities)."""
+    def randn(*shape):
+        return rng.standard_normal(shape)
+
+    def sample_weights(*shape, zero=-1):
+        s = rng.uniform(0.25, 2, shape)
+        s.reshape(-1)[zero] = 0.0
+        return s
+
+    def probs(*shape):
+        return np.exp(_log_softmax(randn(*shape), 1))
+
+    for k, red in enumerate(("none", "mean", "sum")):
+        add("sample_weight_" + red, "cross_entropy",
+            {"input": 2 * randn(6, 5), "target": np.array([0, 4, 1, -100, 2, 3]), "weight": rng.uniform(0.5, 2, 5),
+             "sample_weight": sample_weights(6, zero=2)}, label_smoothing=0.1, reduction=red)
+        t = rng.integers(0, 4, (2, 3, 2))
+        t[1, 0, 1] = -100
+        add("sample_weight_kdim_" + red, "cross_entropy",
+            {"input": randn(2, 4, 3, 2), "target": t.astype(np.int32) if k == 1 else t,
+             "sample_weight": sample_weights(2, 3, 2)}, reduction=red)
+        extra = {"weight": rng.uniform(0.5, 2, 5)} if red == "mean" else {}
+        add("sample_weight_probs_" + red, "cross_entropy",
+            dict({"input": 2 * randn(4, 5), "target": probs(4, 5), "sample_weight": sample_weights(4, zero=1)},
+                 **extra), reduction=red, **({"label_smoothing": 0.15} if red == "mean" else {}))
+        add("sample_weight_" + red, "nll_loss",
+            {"input": _log_softmax(randn(6, 4), 1), "target": np.array([0, 3, -100, 1, 2, 3]),
+             "weight": rng.uniform(0.5, 2, 4), "sample_weight": sample_weights(6, zero=0)}, reduction=red)
+    add("sample_weight_probs_kdim", "cross_entropy",
+        {"input": randn(2, 4, 3), "target": probs(2, 4, 3), "sample_weight": sample_weights(2, 3)}, reduction="sum")
+    add("sample_weight_kdim_sum", "nll_loss",
+        {"input": _log_softmax(randn(2, 4, 3), 1), "target": rng.integers(0, 4, (2, 3)),
+         "weight": rng.uniform(0.5, 2, 4), "sample_weight": sample_weights(2, 3)}, reduction="sum", ignore_index=1)
+    add("sample_weight_unbatched", "cross_entropy",
+        {"input": 2 * randn(5), "target": np.array(3), "weight": rng.uniform(0.5, 2, 5),
+         "sample_weight": np.array(rng.uniform(0.25, 2))}, label_smoothing=0.1)
+    add("sample_weight_unbatched_probs", "cross_entropy",
+        {"input": 2 * randn(5), "target": np.exp(_log_softmax(randn(5), 0)),
+         "sample_weight": np.array(rng.uniform(0.25, 2))}, reduction="none")
 
 
 def _masked(add, rng):

@@ -207,7 +207,7 @@ def forward(op, inputs, options):
             w = inputs.get("ce_weight")
         else:
             w = inputs.get("weight")
-        return _class_loss(op, x, y, w, o, red)
+        return _class_loss(op, x, y, w, o, red, inputs.get("sample_weight"))
     if op == "hinge_embedding_loss":
         m = o.get("margin", 1.0)
         return _reduce(np.where(y == 1, x, 0.0) + np.where(y == -1, np.maximum(0, m - x), 0.0), red)
@@ -439,7 +439,15 @@ def _grid_loss(op, x, y, o):
     return (w * a) ** (1 / p) if take_root else w * a
 
 
-def _class_loss(op, x, y, w, o, red):
+def _class_loss(op, x, y, w, o, red, sw=None):
+    """nll_loss / cross_entropy: torch's, and kloss's sample_weight sw (a
+    weight per row, the rows' shape): each row's loss times its weight, the
+    mean over the counted rows' sample weight times class weight (class
+    indices), over the sample weights' sum (class probabilities)."""
+    if x.ndim == 1:  # unbatched [C]: one row (a scalar target / sample weight, or probabilities [C])
+        out = _class_loss(op, x[None], np.reshape(y, (1,) + np.shape(y)), w, o, red,
+                          None if sw is None else np.reshape(sw, (1,)))
+        return np.reshape(out, ()) if red == "none" else out
     ignore = o.get("ignore_index", -100)
     eps = o.get("label_smoothing", 0.0)
     c = x.shape[1]
@@ -451,8 +459,10 @@ def _class_loss(op, x, y, w, o, red):
         ym = np.moveaxis(y, 1, -1).reshape(-1, c)
         ym = (1 - eps) * ym + eps / c
         loss = -(logp * ym * wv).sum(1)
+        sv = np.ones(loss.shape[0]) if sw is None else np.asarray(sw, dtype=np.float64).reshape(-1)
+        loss = loss * sv
         out = loss.reshape(np.moveaxis(x, 1, -1).shape[:-1])
-        return np.array(loss.sum() / loss.shape[0]) if red == "mean" else _reduce(out, red)
+        return np.array(loss.sum() / sv.sum()) if red == "mean" else _reduce(out, red)
     t = y.reshape(-1)
     keep = t != ignore
     ts = np.where(keep, t, 0)
@@ -460,12 +470,14 @@ def _class_loss(op, x, y, w, o, red):
     nll = -logp[np.arange(len(t)), ts] * wt
     smooth = np.where(keep, -(logp * wv).sum(1), 0.0)
     shape = y.shape
+    sv = np.ones(len(t)) if sw is None else np.asarray(sw, dtype=np.float64).reshape(-1)
+    rows = ((1 - eps) * nll + eps / c * smooth) * sv
     if red == "none":
-        return ((1 - eps) * nll + eps / c * smooth).reshape(shape)
+        return rows.reshape(shape)
     if red == "sum":
-        return np.array((1 - eps) * nll.sum() + eps / c * smooth.sum())
-    denom = wt.sum()
-    return np.array(((1 - eps) * nll.sum() + eps / c * smooth.sum()) / denom)
+        return np.array(rows.sum())
+    denom = (wt * sv).sum()
+    return np.array(rows.sum() / denom)
 
 
 def _ctc(inputs, o, red):

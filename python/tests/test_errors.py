@@ -43,6 +43,36 @@ def test_shape_mismatch_is_dimension_mismatch():
         kloss.cross_entropy(X, T[:3])
 
 
+def test_a_sample_weight_of_another_shape_than_the_rows_is_dimension_mismatch():
+    # kloss's sample_weight: one weight per row, the rows' shape (the target's
+    # for class indices, input's without the class axis for probabilities,
+    # a scalar for an unbatched [C] input)
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::cross_entropy.*'sample_weight'") as e:
+        kloss.cross_entropy(X, T, sample_weight=np.ones(3))
+    assert e.value.status == 2
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::cross_entropy.*'sample_weight'"):
+        kloss.cross_entropy(X, T, sample_weight=np.ones((4, 1)), reduction="none")
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::cross_entropy.*'sample_weight'"):
+        kloss.cross_entropy_backward(None, X, T, sample_weight=np.ones(5))
+    p = np.full((4, 5), 0.2)
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::cross_entropy.*'sample_weight'"):
+        kloss.cross_entropy(X, p, sample_weight=np.ones((4, 5)))  # probabilities: one per row, not per class
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::cross_entropy.*'sample_weight'"):
+        kloss.cross_entropy_backward(None, X, p, sample_weight=np.ones(5), reduction="sum")
+    x3 = np.zeros((2, 5, 3))
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::cross_entropy.*'sample_weight'"):
+        kloss.cross_entropy(x3, np.zeros((2, 3), dtype=np.int64), sample_weight=np.ones(2))  # K-dim: [2, 3]
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::cross_entropy.*'sample_weight'"):
+        kloss.cross_entropy(X[0], np.array(1), sample_weight=np.ones(1))  # unbatched: a scalar
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::nll_loss.*'sample_weight'"):
+        kloss.nll_loss(X, T, sample_weight=np.ones((2, 2)))
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::nll_loss.*'sample_weight'"):
+        kloss.nll_loss_backward(None, X, T, sample_weight=np.ones(6), reduction="sum")
+    # the rows' shape is taken
+    assert kloss.cross_entropy(x3, np.zeros((2, 3), dtype=np.int64), sample_weight=np.ones((2, 3))) == \
+        pytest.approx(np.log(5))
+
+
 def test_target_out_of_range_is_index_out_of_range():
     with pytest.raises(kloss.IndexOutOfRange, match=r"kloss::cross_entropy: argument 'target'.*outside \[0, 5\)") as e:
         kloss.cross_entropy(X, np.array([0, 9, 1, 2]))

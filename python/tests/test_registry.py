@@ -150,8 +150,9 @@ def test_every_op_has_a_test_case():
 
 def test_signatures_are_torchs():
     sig = inspect.signature(kloss.cross_entropy)
-    assert str(sig).startswith("(input, target, weight=None, *, ignore_index=-100, reduction='mean', "
-                               "label_smoothing=0.0")
+    # (kloss's sample_weight keyword-only: torch's size_average follows weight)
+    assert str(sig).startswith("(input, target, weight=None, *, sample_weight=None, ignore_index=-100, "
+                               "reduction='mean', label_smoothing=0.0")
     sig = inspect.signature(kloss.ctc_loss)
     assert list(sig.parameters)[:4] == ["log_probs", "targets", "input_lengths", "target_lengths"]
     assert sig.parameters["blank"].default == 0 and sig.parameters["zero_infinity"].default is False

@@ -300,6 +300,28 @@ def masked_reference(c, args):
     return terms.sum() / torch.where(counted, w.expand(shape), w.new_zeros(())).sum()
 
 
+def sample_weighted_reference(c, tensors):
+    """kloss's sample_weight on cross_entropy / nll_loss (a weight per row)
+    as torch operations: torch's unreduced loss times the row's weight,
+    summed; the mean over the counted rows' sample weight times class
+    weight (class indices), over the sample weights' sum (class
+    probabilities)."""
+    o = dict(c.options)
+    red = o.pop("reduction", "mean")
+    args = dict(tensors)
+    s = args.pop("sample_weight")
+    terms = getattr(F, c.op)(**args, **o, reduction="none") * s
+    if red != "mean":
+        return _reduce(terms, red)
+    t = args["target"]
+    if t.is_floating_point():
+        return terms.sum() / s.sum()
+    keep = t != o.get("ignore_index", -100)
+    w = args.get("weight")
+    wt = torch.ones_like(s) if w is None else w[torch.where(keep, t, torch.zeros_like(t))]
+    return terms.sum() / torch.where(keep, s * wt, torch.zeros_like(s)).sum()
+
+
 def torch_reference(c, tensors):
     """torch's value of call c (fused_linear_cross_entropy composed)."""
     with warnings.catch_warnings():
@@ -308,6 +330,8 @@ def torch_reference(c, tensors):
         tensors = {k: (t if t.is_floating_point() else t.long()) for k, t in tensors.items()}
         if reference.masked(c.op, c.inputs, c.options):  # kloss's weights and masks (not torch's weight=)
             return masked_reference(c, tensors)
+        if "sample_weight" in tensors:  # kloss's weight per row (cross_entropy, nll_loss)
+            return sample_weighted_reference(c, tensors)
         if c.op == "fused_linear_cross_entropy":
             logits = F.linear(tensors["input"], tensors["weight"], tensors.get("bias"))
             return F.cross_entropy(logits, tensors["target"], weight=tensors.get("ce_weight"), **c.options)

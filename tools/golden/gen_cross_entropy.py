@@ -16,6 +16,16 @@ torch option; their references compose the formula in float64:
     loss_row = cross_entropy(z, ...)_row + z_loss * logsumexp(z)^2   (non-ignored rows)
 reduced like cross_entropy (mean divides by the summed target weights).
 
+kloss's extension sample_weight (a weight per row: the rows' shape [N, d...],
+[] for an unbatched [C] input; input-typed, not differentiable) has its
+own generator and seed (sample_weight_cases; the cases above keep their
+values); its references compose torch's unreduced loss in float64:
+    none: s * loss_row;  sum: sum(s * loss_row);  mean: sum(s * loss_row) / D,
+    D = sum over the non-ignored rows of s * weight[target] (class indices;
+    weight 1 without one), D = sum(s) (class probabilities),
+loss_row torch's (or the z_loss / softcap composition's) reduction='none'
+row; gradients by autograd through that composition.
+
 Run:  cd tools/golden && /usr/bin/python3 -c "import gen_cross_entropy as g; g.main('../../data/golden')"
 """
 import os
@@ -78,7 +88,7 @@ def _ce_reference(x, target, weight, reduction, ignore_index, label_smoothing, z
 
 
 def _add(g, name, op, dtype, x, target, weight, reduction, index_dtype, options, ref_fn, gen, rtol=None, atol=None,
-         extra=None):
+         extra=None, sample_weight=None):
     xr = rounded(x, dtype).requires_grad_(True)
     wr = rounded(weight, dtype) if weight is not None else None
     probs = target.is_floating_point()
@@ -95,6 +105,8 @@ def _add(g, name, op, dtype, x, target, weight, reduction, index_dtype, options,
     inputs = {"input": xr, "target": tr}
     if wr is not None:
         inputs["weight"] = wr
+    if sample_weight is not None:  # (already rounded: ref_fn holds the same values)
+        inputs["sample_weight"] = sample_weight
     d_rtol, d_atol = tolerances(dtype)
     g.add_case(name, op, dtype, inputs, out, grads=grads, grad_output=go, reduction=reduction,
                index_dtype=index_dtype if not tr.is_floating_point() else None, options=options,
@@ -246,7 +258,154 @@ def main(out_dir):
                     fn = lambda xr, tr, wr, red=red: F.cross_entropy(xr, tr, reduction=red)
                     _add(g, f"ce_confident_prob_{sname}_{dtype}_{red}", "cross_entropy", dtype, x, p, None, red,
                          "int64", {}, fn, gen, rtol=rtol, atol=atol)
+        sample_weight_cases(g)
     print(g.path, os.path.getsize(g.path), "bytes,", len(g.names), "cases")
+
+
+def _sample_weighted(rows, s, reduction, denom):
+    """kloss's sample_weight on unreduced rows `rows` (torch's
+    reduction='none' loss): s * rows, summed, or summed over `denom`."""
+    terms = rows * s
+    if reduction == "none":
+        return terms
+    if reduction == "sum":
+        return terms.sum()
+    return terms.sum() / denom
+
+
+def _sw_denominator(target, weight, s, ignore_index, classes):
+    """The mean's divisor with sample weights: the non-ignored rows' s times
+    their target's class weight (class indices), the sample weights' sum
+    (class probabilities)."""
+    if target.is_floating_point():
+        return s.sum()
+    keep = target != ignore_index
+    w = weight if weight is not None else torch.ones(classes, dtype=torch.float64)
+    return torch.where(keep, s * w[torch.where(keep, target, 0)], torch.zeros((), dtype=torch.float64)).sum()
+
+
+def _sample_weights(gen, rows_shape, target=None, ignore_index=-100):
+    """Sample weights in [0.25, 2) of shape rows_shape, one of them 0 (a
+    counted row where there is one: its loss and gradient vanish, and it
+    leaves the mean's divisor)."""
+    s = torch.rand(rows_shape, generator=gen, dtype=torch.float64) * 1.75 + 0.25
+    flat = s.view(-1)
+    if flat.numel() > 1:
+        if target is not None and not target.is_floating_point():
+            counted = (target.reshape(-1) != ignore_index).nonzero().view(-1)
+            flat[int(counted[-1]) if counted.numel() else flat.numel() - 1] = 0.0
+        else:
+            flat[flat.numel() - 1] = 0.0
+    return s
+
+
+def sample_weight_cases(g):
+    """cross_entropy and nll_loss with kloss's sample_weight (its own seed:
+    the cases before keep their values): class indices with class weights
+    and ignored rows, label smoothing with both, K-dimensional input,
+    z_loss and softcap, class probabilities (plain, K-dimensional, with
+    label smoothing, class weights, z_loss and softcap), unbatched [C]
+    input with a scalar sample weight, nll_loss; each dtype and reduction,
+    the index dtypes alternating; every batched case has a zero sample
+    weight."""
+    gen = torch.Generator().manual_seed(4321)
+    # name, N, C, kdim, weighted, ignore_frac, ignore_index, smoothing, z_loss, softcap
+    index_sets = [
+        ("weight_ignore", 7, 6, None, True, 0.3, None, 0.0, 0.0, 0.0),
+        ("plain", 5, 9, None, False, 0.0, None, 0.0, 0.0, 0.0),
+        ("smooth_weight_ignore", 6, 8, None, True, 0.25, None, 0.15, 0.0, 0.0),
+        ("ignore_custom_smooth", 6, 5, None, False, 0.3, 3, 0.1, 0.0, 0.0),
+        ("kdim", 3, 5, (2, 3), True, 0.2, None, 0.1, 0.0, 0.0),
+        ("z_loss_softcap_smooth", 5, 10, None, True, 0.2, None, 0.1, 5e-3, 3.0),
+    ]
+    k = 0
+    for (oname, n, c, kdim, weighted, ifrac, iidx, eps, zl, cap) in index_sets:
+        for dtype in DTYPES:
+            for red in REDUCTIONS:
+                idt = INDEX_DTYPES[k % 2]
+                k += 1
+                shape = (n, c) + (kdim or ())
+                rows_shape = (n,) + (kdim or ())
+                x = torch.randn(shape, generator=gen, dtype=torch.float64) * 2
+                ignore_index = -100 if iidx is None else iidx
+                t = _targets(gen, rows_shape, c, ifrac, ignore_index)
+                if iidx is not None:  # a custom ignore_index that is also a valid class
+                    t[t == -100] = iidx
+                w = torch.rand(c, generator=gen, dtype=torch.float64) + 0.25 if weighted else None
+                s = rounded(_sample_weights(gen, rows_shape, t, ignore_index), dtype)
+                opts = {}
+                if iidx is not None:
+                    opts["ignore_index"] = iidx
+                opts.update(ce_options(eps, zl, cap))
+                fn = (lambda xr, tr, wr, red=red, ii=ignore_index, eps=eps, zl=zl, cap=cap, s=s, c=c:
+                      _sample_weighted(_ce_reference(xr, tr, wr, "none", ii, eps, zl, cap, False), s, red,
+                                       _sw_denominator(tr, wr, s, ii, c)))
+                _add(g, f"ce_sw_{oname}_{dtype}_{idt}_{red}", "cross_entropy", dtype, x, t, w, red, idt, opts,
+                     fn, gen, sample_weight=s)
+    # name, N, C, kdim, weighted, smoothing, z_loss, softcap
+    prob_sets = [
+        ("prob", 5, 7, None, False, 0.0, 0.0, 0.0),
+        ("prob_kdim_smooth_weight", 2, 4, (3,), True, 0.2, 0.0, 0.0),
+        ("prob_z_loss_softcap", 4, 6, None, True, 0.1, 1e-2, 2.0),
+    ]
+    for (oname, n, c, kdim, weighted, eps, zl, cap) in prob_sets:
+        for dtype in DTYPES:
+            for red in REDUCTIONS:
+                shape = (n, c) + (kdim or ())
+                rows_shape = (n,) + (kdim or ())
+                x = torch.randn(shape, generator=gen, dtype=torch.float64) * 2
+                p = torch.softmax(torch.randn(shape, generator=gen, dtype=torch.float64) * 2, dim=1)
+                w = torch.rand(c, generator=gen, dtype=torch.float64) + 0.25 if weighted else None
+                s = rounded(_sample_weights(gen, rows_shape), dtype)
+                fn = (lambda xr, tr, wr, red=red, eps=eps, zl=zl, cap=cap, s=s, c=c:
+                      _sample_weighted(_ce_reference(xr, tr, wr, "none", -100, eps, zl, cap, True), s, red,
+                                       _sw_denominator(tr, wr, s, -100, c)))
+                _add(g, f"ce_sw_{oname}_{dtype}_{red}", "cross_entropy", dtype, x, p, w, red, None,
+                     ce_options(eps, zl, cap), fn, gen, sample_weight=s)
+    # unbatched [C] input: one row, a scalar sample weight
+    for dtype in DTYPES:
+        for red in REDUCTIONS:
+            c = 7
+            x = torch.randn(c, generator=gen, dtype=torch.float64) * 2
+            t = torch.randint(0, c, (), generator=gen)
+            w = torch.rand(c, generator=gen, dtype=torch.float64) + 0.25
+            s = rounded(torch.rand((), generator=gen, dtype=torch.float64) * 1.75 + 0.25, dtype)
+            fn = (lambda xr, tr, wr, red=red, s=s, c=c:
+                  _sample_weighted(F.cross_entropy(xr, tr, weight=wr, reduction="none", label_smoothing=0.1), s,
+                                   red, _sw_denominator(tr, wr, s, -100, c)))
+            _add(g, f"ce_sw_unbatched_{dtype}_{red}", "cross_entropy", dtype, x, t, w, red, "int64",
+                 {"label_smoothing": 0.1}, fn, gen, sample_weight=s)
+            p = torch.softmax(torch.randn(c, generator=gen, dtype=torch.float64), dim=0)
+            s = rounded(torch.rand((), generator=gen, dtype=torch.float64) * 1.75 + 0.25, dtype)
+            fn = (lambda xr, tr, wr, red=red, s=s, c=c:
+                  _sample_weighted(F.cross_entropy(xr, tr, reduction="none"), s, red,
+                                   _sw_denominator(tr, wr, s, -100, c)))
+            _add(g, f"ce_sw_unbatched_prob_{dtype}_{red}", "cross_entropy", dtype, x, p, None, red, None, {}, fn,
+                 gen, sample_weight=s)
+    # nll_loss: name, N, C, kdim, weighted, ignore_frac, ignore_index
+    nll_sets = [
+        ("weight_ignore", 6, 5, None, True, 0.4, None),
+        ("ignore_custom", 5, 6, None, False, 0.3, 1),
+        ("kdim", 3, 4, (2, 3), True, 0.2, None),
+    ]
+    for (oname, n, c, kdim, weighted, ifrac, iidx) in nll_sets:
+        for dtype in DTYPES:
+            for red in REDUCTIONS:
+                idt = INDEX_DTYPES[k % 2]
+                k += 1
+                shape = (n, c) + (kdim or ())
+                rows_shape = (n,) + (kdim or ())
+                x = torch.log_softmax(torch.randn(shape, generator=gen, dtype=torch.float64), dim=1)
+                ignore_index = -100 if iidx is None else iidx
+                t = _targets(gen, rows_shape, c, ifrac, ignore_index)
+                w = torch.rand(c, generator=gen, dtype=torch.float64) + 0.25 if weighted else None
+                s = rounded(_sample_weights(gen, rows_shape, t, ignore_index), dtype)
+                opts = {} if iidx is None else {"ignore_index": iidx}
+                fn = (lambda xr, tr, wr, red=red, ii=ignore_index, s=s, c=c:
+                      _sample_weighted(F.nll_loss(xr, tr, weight=wr, ignore_index=ii, reduction="none"), s, red,
+                                       _sw_denominator(tr, wr, s, ii, c)))
+                _add(g, f"nll_sw_{oname}_{dtype}_{idt}_{red}", "nll_loss", dtype, x, t, w, red, idt, opts, fn,
+                     gen, sample_weight=s)
 
 
 if __name__ == "__main__":

@@ -89,47 +89,50 @@ void ce_check_deferred(std::string_view op, const CheckFlag& deferred) {
 
 template <class ExecSpace, class T, class I>
 void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
-                   const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
-                   const TensorOut<ExecSpace, acc_t<T>>& lse, const TensorOut<ExecSpace, double>& total_weight,
-                   const CrossEntropyOptions& opts);
+                   const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& sample_weight,
+                   const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, acc_t<T>>& lse,
+                   const TensorOut<ExecSpace, double>& total_weight, const CrossEntropyOptions& opts);
 
 template <class ExecSpace, class T, class I>
 void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                             const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
-                            const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, acc_t<T>>& lse,
-                            const TensorIn<ExecSpace, double>& total_weight, const TensorOut<ExecSpace, T>& grad_input,
-                            const CrossEntropyOptions& opts);
+                            const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& sample_weight,
+                            const TensorIn<ExecSpace, acc_t<T>>& lse, const TensorIn<ExecSpace, double>& total_weight,
+                            const TensorOut<ExecSpace, T>& grad_input, const CrossEntropyOptions& opts);
 
 template <class ExecSpace, class T, class I>
 void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
                                     const TensorIn<ExecSpace, I>& target, const TensorIn<ExecSpace, T>& weight,
-                                    const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, acc_t<T>>& lse,
+                                    const TensorIn<ExecSpace, T>& sample_weight, const TensorOut<ExecSpace, T>& output,
+                                    const TensorOut<ExecSpace, acc_t<T>>& lse,
                                     const TensorOut<ExecSpace, double>& total_weight,
                                     const TensorOut<ExecSpace, T>& grad_input, const CrossEntropyOptions& opts);
 
 template <class ExecSpace, class T>
 void cross_entropy_prob(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
                         const TensorIn<ExecSpace, T>& target, const TensorIn<ExecSpace, T>& weight,
-                        const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, acc_t<T>>& lse,
-                        const CrossEntropyOptions& opts);
+                        const TensorIn<ExecSpace, T>& sample_weight, const TensorOut<ExecSpace, T>& output,
+                        const TensorOut<ExecSpace, acc_t<T>>& lse, const CrossEntropyOptions& opts);
 
 template <class ExecSpace, class T>
 void cross_entropy_prob_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                                  const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
-                                 const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, acc_t<T>>& lse,
-                                 const TensorOut<ExecSpace, T>& grad_input, const TensorOut<ExecSpace, T>& grad_target,
-                                 const CrossEntropyOptions& opts);
+                                 const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& sample_weight,
+                                 const TensorIn<ExecSpace, acc_t<T>>& lse, const TensorOut<ExecSpace, T>& grad_input,
+                                 const TensorOut<ExecSpace, T>& grad_target, const CrossEntropyOptions& opts);
 
 template <class ExecSpace, class T, class I>
 void nll_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
-              const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
-              const TensorOut<ExecSpace, double>& total_weight, const NllLossOptions& opts);
+              const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& sample_weight,
+              const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, double>& total_weight,
+              const NllLossOptions& opts);
 
 template <class ExecSpace, class T, class I>
 void nll_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                        const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
-                       const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, double>& total_weight,
-                       const TensorOut<ExecSpace, T>& grad_input, const NllLossOptions& opts);
+                       const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& sample_weight,
+                       const TensorIn<ExecSpace, double>& total_weight, const TensorOut<ExecSpace, T>& grad_input,
+                       const NllLossOptions& opts);
 
 /// Where the kernels of a call leave their CeSums: one value in the
 /// space's memory (a scratch block), reduced into without waiting.
@@ -218,17 +221,19 @@ struct CeCall {
   A eps = 0, zl = 0, cap = 0;
   int red = 0;  // the Reduction, as the int the device lambdas compare
   bool has_w = false;
+  bool has_s = false;  // a sample weight per row
   int S = 1;  // class slices per row (launch.row_slices)
   CrossEntropyTuning launch;
 
   template <class ExecSpace, class Options>
-  CeCall(const ExecSpace&, const CeGeometry& geo, const Options& opts, bool weighted)
+  CeCall(const ExecSpace&, const CeGeometry& geo, const Options& opts, bool weighted, bool sampled)
       : rows(geo.rows),
         C(geo.C),
         inner(geo.inner),
         ignore(opts.ignore_index),
         red(static_cast<int>(opts.reduction)),
         has_w(weighted),
+        has_s(sampled),
         launch(ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning)) {
     S = launch.row_slices;
     if constexpr (std::is_same_v<Options, CrossEntropyOptions>) {
@@ -252,25 +257,33 @@ struct CeCall {
     const std::int64_t nidx = r / inner;
     return nidx * C * inner + (r - nidx * inner);
   }
+  /// Row r's sample weight (1 without).
+  template <class SW>
+  KOKKOS_INLINE_FUNCTION A sample(const SW& sample_weight, std::int64_t r) const {
+    return has_s ? static_cast<A>(sample_weight.data(r)) : A(1);
+  }
   /// Row r's upstream gradient factor: grad_output[r] (none),
-  /// grad_output (sum), grad_output / total weight (mean).
-  template <class GradOut, class TotalWeight>
-  KOKKOS_INLINE_FUNCTION A upstream(const GradOut& go, std::int64_t r, const TotalWeight& tw) const {
+  /// grad_output (sum), grad_output / total weight (mean), times its
+  /// sample weight.
+  template <class GradOut, class SW, class TotalWeight>
+  KOKKOS_INLINE_FUNCTION A upstream(const GradOut& go, const SW& sample_weight, std::int64_t r,
+                                    const TotalWeight& tw) const {
     const A scale = none() ? static_cast<A>(go(r)) : static_cast<A>(go(0));
-    return red == static_cast<int>(Reduction::mean) ? static_cast<A>(static_cast<double>(scale) / tw(0)) : scale;
+    const A u = red == static_cast<int>(Reduction::mean) ? static_cast<A>(static_cast<double>(scale) / tw(0)) : scale;
+    return has_s ? u * sample(sample_weight, r) : u;
   }
   /// The target's class weight (1 without weights); t must be valid.
   template <class W>
   KOKKOS_INLINE_FUNCTION A target_weight(const W& weight, std::int64_t t) const {
     return has_w ? static_cast<A>(weight.data(t)) : A(1);
   }
-  /// A row with a valid target of weight wt, from its merged partials p
-  /// and their shift sh: its loss; adds it and wt to acc. w_all:
-  /// weight_total's.
-  KOKKOS_INLINE_FUNCTION A valid_row(const CeRowPartials<A>& p, const CeShift<A>& sh, A wt, A w_all,
+  /// A row with a valid target of class weight wt and sample weight s,
+  /// from its merged partials p and their shift sh: its loss (times s);
+  /// adds it and s wt to acc. w_all: weight_total's.
+  KOKKOS_INLINE_FUNCTION A valid_row(const CeRowPartials<A>& p, const CeShift<A>& sh, A wt, A s, A w_all,
                                      CeSums& acc) const {
-    const A loss = ce_index_row_loss(p, sh, wt, eps, zl, C, w_all);
-    acc.weight += static_cast<double>(wt);
+    const A loss = s * ce_index_row_loss(p, sh, wt, eps, zl, C, w_all);
+    acc.weight += static_cast<double>(s) * static_cast<double>(wt);  // (in double: the host's denominator)
     acc.loss += static_cast<double>(loss);
     return loss;
   }
@@ -314,19 +327,21 @@ struct CeSumsScratch {
 
 template <class ExecSpace, class T, class I>
 void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
-                   const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
-                   const TensorOut<ExecSpace, acc_t<T>>& lse, const TensorOut<ExecSpace, double>& total_weight,
-                   const CrossEntropyOptions& opts) {
+                   const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& sample_weight,
+                   const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, acc_t<T>>& lse,
+                   const TensorOut<ExecSpace, double>& total_weight, const CrossEntropyOptions& opts) {
   using A = acc_t<T>;
   constexpr std::string_view op = "cross_entropy";
   const CeGeometry geo = ce_check_common(op, input, weight, "output", output, lse, opts);
   check_shape(op, "target", target, geo.row_shape);
+  ce_check_sample_weight(op, sample_weight, geo.row_shape);
   ce_check_total_weight(op, total_weight, false);
-  check_disjoint(op, {span("output", output), span("lse", lse), span("total_weight", total_weight)},
-                 {span("input", input), span("target", target), span("weight", weight)});
+  check_disjoint(
+      op, {span("output", output), span("lse", lse), span("total_weight", total_weight)},
+      {span("input", input), span("target", target), span("weight", weight), span("sample_weight", sample_weight)});
   ProfilingRegion region("kloss::cross_entropy");
 
-  const CeCall<A> call(exec, geo, opts, weight.present);
+  const CeCall<A> call(exec, geo, opts, weight.present, sample_weight.present);
   const A w_all = call.weight_total(exec, op, weight);
   const CeRowConfig<A> cfg = call.row_config();
   const bool save_lse = lse.present;
@@ -343,7 +358,8 @@ void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
       return Kokkos::pair<A, A>(A(0), A(0));
     }
     const CeShift<A> sh = ce_shift(p);
-    return Kokkos::pair<A, A>(call.valid_row(p, sh, call.target_weight(weight, t), w_all, acc), sh.lse());
+    return Kokkos::pair<A, A>(
+        call.valid_row(p, sh, call.target_weight(weight, t), call.sample(sample_weight, r), w_all, acc), sh.lse());
   };
   const std::int64_t K = ce_row_splits(exec, call.rows, call.C, opts.tuning);
   if (K > 1) {
@@ -418,21 +434,23 @@ CeGeometry ce_check_backward(std::string_view op, const Tensor<const T, Mem>& gr
 template <class ExecSpace, class T, class I>
 void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                             const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
-                            const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, acc_t<T>>& lse,
-                            const TensorIn<ExecSpace, double>& total_weight, const TensorOut<ExecSpace, T>& grad_input,
-                            const CrossEntropyOptions& opts) {
+                            const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& sample_weight,
+                            const TensorIn<ExecSpace, acc_t<T>>& lse, const TensorIn<ExecSpace, double>& total_weight,
+                            const TensorOut<ExecSpace, T>& grad_input, const CrossEntropyOptions& opts) {
   using A = acc_t<T>;
   constexpr std::string_view op = "cross_entropy_backward";
   const CeGeometry geo = ce_check_backward(op, grad_output, input, weight, lse, grad_input, opts);
   check_shape(op, "target", target, geo.row_shape);
+  ce_check_sample_weight(op, sample_weight, geo.row_shape);
   ce_check_total_weight(op, total_weight, opts.reduction == Reduction::mean);
-  check_disjoint(op, {span("grad_input", grad_input)},
-                 {span("grad_output", grad_output), span("input", input), span("target", target),
-                  span("weight", weight), span("lse", lse), span("total_weight", total_weight)},
-                 {"grad_input", "input"});
+  check_disjoint(
+      op, {span("grad_input", grad_input)},
+      {span("grad_output", grad_output), span("input", input), span("target", target), span("weight", weight),
+       span("sample_weight", sample_weight), span("lse", lse), span("total_weight", total_weight)},
+      {"grad_input", "input"});
   ProfilingRegion region("kloss::cross_entropy_backward");
 
-  const CeCall<A> call(exec, geo, opts, weight.present);
+  const CeCall<A> call(exec, geo, opts, weight.present, sample_weight.present);
   const A w_all = call.weight_total(exec, op, weight);
   // Work item it = r * K + k: classes [c0, c1) (segment k of K) of row r;
   // K = 1 but for few rows (ce_row_splits).
@@ -471,8 +489,8 @@ void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
         const A wt = call.target_weight(weight, t);
         const CeShift<A> sh =
             K > 1 ? shifts(r) : call.saved_shift(mem, input.data.data() + call.offset(r), t, lse.data(r));
-        const CeRowGrad<A> coef = ce_row_grad(call.upstream(grad_output.data, r, total_weight.data), wt, w_all,
-                                              call.eps, C, call.zl, sh.lse(), call.cap, call.has_w);
+        const CeRowGrad<A> coef = ce_row_grad(call.upstream(grad_output.data, sample_weight, r, total_weight.data), wt,
+                                              w_all, call.eps, C, call.zl, sh.lse(), call.cap, call.has_w);
         const std::int64_t tl = t >= c0 && t < c1 ? t - c0 : -1;
         ce_backward_lanes(mem, call.S, input.data.data() + off, g, c1 - c0, inner, tl, sh, coef,
                           call.has_w ? weight.data.data() + c0 : nullptr);
@@ -492,23 +510,26 @@ void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
 template <class ExecSpace, class T, class I>
 void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
                                     const TensorIn<ExecSpace, I>& target, const TensorIn<ExecSpace, T>& weight,
-                                    const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, acc_t<T>>& lse,
+                                    const TensorIn<ExecSpace, T>& sample_weight, const TensorOut<ExecSpace, T>& output,
+                                    const TensorOut<ExecSpace, acc_t<T>>& lse,
                                     const TensorOut<ExecSpace, double>& total_weight,
                                     const TensorOut<ExecSpace, T>& grad_input, const CrossEntropyOptions& opts) {
   using A = acc_t<T>;
   constexpr std::string_view op = "cross_entropy_forward_backward";
   const CeGeometry geo = ce_check_common(op, input, weight, "output", output, lse, opts);
   check_shape(op, "target", target, geo.row_shape);
+  ce_check_sample_weight(op, sample_weight, geo.row_shape);
   ce_check_total_weight(op, total_weight, false);
   check_present(op, "grad_input", grad_input);
   check_shape(op, "grad_input", grad_input, input.shape);
-  check_disjoint(op,
-                 {span("output", output), span("lse", lse), span("total_weight", total_weight),
-                  span("grad_input", grad_input)},
-                 {span("input", input), span("target", target), span("weight", weight)}, {"grad_input", "input"});
+  check_disjoint(
+      op,
+      {span("output", output), span("lse", lse), span("total_weight", total_weight), span("grad_input", grad_input)},
+      {span("input", input), span("target", target), span("weight", weight), span("sample_weight", sample_weight)},
+      {"grad_input", "input"});
   ProfilingRegion region("kloss::cross_entropy_forward_backward");
 
-  const CeCall<A> call(exec, geo, opts, weight.present);
+  const CeCall<A> call(exec, geo, opts, weight.present, sample_weight.present);
   const A w_all = call.weight_total(exec, op, weight);
   const CeRowConfig<A> cfg = call.row_config();
   const bool save_lse = lse.present, mean = opts.reduction == Reduction::mean;
@@ -522,7 +543,8 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSp
         KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
           const std::int64_t t = static_cast<std::int64_t>(target.data(r));
           if (t != call.ignore && t >= 0 && t < call.C)
-            acc.weight += static_cast<double>(call.target_weight(weight, t));
+            acc.weight +=
+                static_cast<double>(call.target_weight(weight, t)) * static_cast<double>(call.sample(sample_weight, r));
         },
         divisor.reducer());
   const CeSumsScratch<ExecSpace> sums(exec);
@@ -544,15 +566,15 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSp
           });
           return;
         }
-        const A wt = call.target_weight(weight, t);
+        const A wt = call.target_weight(weight, t), sr = call.sample(sample_weight, r);
         const CeRowPartials<A> p = ce_row_partials_lanes(mem, call.S, x, call.C, call.inner, t, cfg, w);
         const CeShift<A> sh = ce_shift(p);
-        const A loss = call.valid_row(p, sh, wt, w_all, acc), l = sh.lse();
+        const A loss = call.valid_row(p, sh, wt, sr, w_all, acc), l = sh.lse();
         Kokkos::single(Kokkos::PerThread(mem), [&]() {
           if (save_lse) lse.data(r) = l;
           if (call.none()) output.data(r) = static_cast<T>(loss);
         });
-        const A scale = mean ? static_cast<A>(1.0 / dv().weight) : A(1);
+        const A scale = sr * (mean ? static_cast<A>(1.0 / dv().weight) : A(1));
         const CeRowGrad<A> coef = ce_row_grad(scale, wt, w_all, call.eps, call.C, call.zl, l, call.cap, call.has_w);
         ce_backward_lanes(mem, call.S, x, g, call.C, call.inner, t, sh, coef, w);
       },
@@ -564,16 +586,18 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSp
 template <class ExecSpace, class T>
 void cross_entropy_prob(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
                         const TensorIn<ExecSpace, T>& target, const TensorIn<ExecSpace, T>& weight,
-                        const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, acc_t<T>>& lse,
-                        const CrossEntropyOptions& opts) {
+                        const TensorIn<ExecSpace, T>& sample_weight, const TensorOut<ExecSpace, T>& output,
+                        const TensorOut<ExecSpace, acc_t<T>>& lse, const CrossEntropyOptions& opts) {
   using A = acc_t<T>;
   constexpr std::string_view op = "cross_entropy";
   const CeGeometry geo = ce_check_common(op, input, weight, "output", output, lse, opts);
   check_shape(op, "target", target, input.shape);
-  check_disjoint(op, {span("output", output), span("lse", lse)},
-                 {span("input", input), span("target", target), span("weight", weight)});
+  ce_check_sample_weight(op, sample_weight, geo.row_shape);
+  check_disjoint(
+      op, {span("output", output), span("lse", lse)},
+      {span("input", input), span("target", target), span("weight", weight), span("sample_weight", sample_weight)});
   ProfilingRegion region("kloss::cross_entropy");
-  const CeCall<A> call(exec, geo, opts, weight.present);
+  const CeCall<A> call(exec, geo, opts, weight.present, sample_weight.present);
   const bool save_lse = lse.present;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const CeSumsScratch<ExecSpace> sums(exec);
@@ -590,37 +614,48 @@ void cross_entropy_prob(const ExecSpace& exec, const TensorIn<ExecSpace, T>& inp
         }
         acc.bad_prob += p.bad_count;
         const CeShift<A> sh = ce_shift(p.lse);
-        const A l = sh.lse(), loss = ce_prob_row_loss(p, sh, call.zl);
+        const A sr = call.sample(sample_weight, r);
+        const A l = sh.lse(), loss = sr * ce_prob_row_loss(p, sh, call.zl);
         Kokkos::single(Kokkos::PerThread(mem), [&]() {
           if (save_lse) lse.data(r) = l;
           if (call.none()) output.data(r) = static_cast<T>(loss);
         });
         acc.loss += static_cast<double>(loss);
+        acc.weight += static_cast<double>(sr);
       },
       sums.reducer());
-  // torch: the mean over probability targets divides by the number of rows.
-  ce_finish<ExecSpace, T>(exec, op, sums.view, opts.deferred_check, opts.reduction, call.rows, false, output, {},
+  // torch: the mean over probability targets divides by the number of rows
+  // (with sample weights: by their sum)
+  ce_finish<ExecSpace, T>(exec, op, sums.view, opts.deferred_check, opts.reduction, call.rows, call.has_s, output, {},
                           call.C, call.ignore);
 }
 
 template <class ExecSpace, class T>
 void cross_entropy_prob_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                                  const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
-                                 const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, acc_t<T>>& lse,
-                                 const TensorOut<ExecSpace, T>& grad_input, const TensorOut<ExecSpace, T>& grad_target,
-                                 const CrossEntropyOptions& opts) {
+                                 const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& sample_weight,
+                                 const TensorIn<ExecSpace, acc_t<T>>& lse, const TensorOut<ExecSpace, T>& grad_input,
+                                 const TensorOut<ExecSpace, T>& grad_target, const CrossEntropyOptions& opts) {
   using A = acc_t<T>;
   constexpr std::string_view op = "cross_entropy_backward";
   const CeGeometry geo = ce_check_backward(op, grad_output, input, weight, lse, grad_input, opts);
   check_shape(op, "target", target, input.shape);
+  ce_check_sample_weight(op, sample_weight, geo.row_shape);
   if (grad_target.present) check_shape(op, "grad_target", grad_target, input.shape);
   check_disjoint(op, {span("grad_input", grad_input), span("grad_target", grad_target)},
                  {span("grad_output", grad_output), span("input", input), span("target", target),
-                  span("weight", weight), span("lse", lse)},
+                  span("weight", weight), span("sample_weight", sample_weight), span("lse", lse)},
                  {"grad_input", "input"});
   ProfilingRegion region("kloss::cross_entropy_backward");
-  const CeCall<A> call(exec, geo, opts, weight.present);
-  const A inv_rows = call.rows > 0 ? A(1) / static_cast<A>(call.rows) : quiet_nan<A>();
+  const CeCall<A> call(exec, geo, opts, weight.present, sample_weight.present);
+  // the mean's divisor: the rows, or the sum of their sample weights (in
+  // double, fixed order; fences)
+  const double rows_or_weights =
+      call.has_s && call.red == static_cast<int>(Reduction::mean)
+          ? fixed_order_total<double>(exec, "kloss::cross_entropy_backward::sample_weight_sum",
+                                      sample_weight.data.data(), call.rows)
+          : static_cast<double>(call.rows);
+  const A inv_rows = call.rows > 0 ? static_cast<A>(1.0 / rows_or_weights) : quiet_nan<A>();
   const bool want_gt = grad_target.present;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   rows_for(
@@ -629,6 +664,7 @@ void cross_entropy_prob_backward(const ExecSpace& exec, const TensorIn<ExecSpace
         const std::int64_t off = call.offset(r);
         A scale = call.none() ? static_cast<A>(grad_output.data(r)) : static_cast<A>(grad_output.data(0));
         if (call.red == static_cast<int>(Reduction::mean)) scale *= inv_rows;
+        scale *= call.sample(sample_weight, r);
         const T* w = call.has_w ? weight.data.data() : nullptr;
         // q = sum_c w_c p'_c, the softmax coefficient's factor, and the
         // largest w_c p'_c
@@ -653,29 +689,32 @@ void cross_entropy_prob_backward(const ExecSpace& exec, const TensorIn<ExecSpace
 /// geometry.
 template <class Mem, class T, class I, class Out>
 CeGeometry nll_check_common(std::string_view op, const Tensor<const T, Mem>& input, const Tensor<const I, Mem>& target,
-                            const Tensor<const T, Mem>& weight, const char* out_name, const Out& out,
-                            const NllLossOptions& opts) {
+                            const Tensor<const T, Mem>& weight, const Tensor<const T, Mem>& sample_weight,
+                            const char* out_name, const Out& out, const NllLossOptions& opts) {
   const CeGeometry geo = ce_geometry(op, input);
   check_reduction(op, opts.reduction);
   ce_check_deferred<Mem>(op, opts.deferred_check);
   check_shape(op, "target", target, geo.row_shape);
   ce_check_weight(op, weight, geo.C);
+  ce_check_sample_weight(op, sample_weight, geo.row_shape);
   check_output(op, out_name, out, opts.reduction, geo.row_shape);
   return geo;
 }
 
 template <class ExecSpace, class T, class I>
 void nll_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
-              const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
-              const TensorOut<ExecSpace, double>& total_weight, const NllLossOptions& opts) {
+              const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& sample_weight,
+              const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, double>& total_weight,
+              const NllLossOptions& opts) {
   using A = acc_t<T>;
   constexpr std::string_view op = "nll_loss";
-  const CeGeometry geo = nll_check_common(op, input, target, weight, "output", output, opts);
+  const CeGeometry geo = nll_check_common(op, input, target, weight, sample_weight, "output", output, opts);
   ce_check_total_weight(op, total_weight, false);
-  check_disjoint(op, {span("output", output), span("total_weight", total_weight)},
-                 {span("input", input), span("target", target), span("weight", weight)});
+  check_disjoint(
+      op, {span("output", output), span("total_weight", total_weight)},
+      {span("input", input), span("target", target), span("weight", weight), span("sample_weight", sample_weight)});
   ProfilingRegion region("kloss::nll_loss");
-  const CeCall<A> call(exec, geo, opts, weight.present);
+  const CeCall<A> call(exec, geo, opts, weight.present, sample_weight.present);
   const CeSumsScratch<ExecSpace> sums(exec);
   // One gathered element per row: a flat range over rows is the whole kernel.
   fixed_order_reduce(
@@ -687,9 +726,9 @@ void nll_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const 
           if (t < 0 || t >= call.C) {
             acc.bad.note(r, t);
           } else {
-            const A wt = call.target_weight(weight, t);
-            loss = -wt * static_cast<A>(input.data(call.offset(r) + t * call.inner));  // -w_t x_t
-            acc.weight += static_cast<double>(wt);
+            const A wt = call.target_weight(weight, t), sr = call.sample(sample_weight, r);
+            loss = -sr * wt * static_cast<A>(input.data(call.offset(r) + t * call.inner));  // -s w_t x_t
+            acc.weight += static_cast<double>(sr) * static_cast<double>(wt);
           }
         }
         if (call.none()) output.data(r) = static_cast<T>(loss);
@@ -703,19 +742,20 @@ void nll_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const 
 template <class ExecSpace, class T, class I>
 void nll_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                        const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
-                       const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, double>& total_weight,
-                       const TensorOut<ExecSpace, T>& grad_input, const NllLossOptions& opts) {
+                       const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& sample_weight,
+                       const TensorIn<ExecSpace, double>& total_weight, const TensorOut<ExecSpace, T>& grad_input,
+                       const NllLossOptions& opts) {
   using A = acc_t<T>;
   constexpr std::string_view op = "nll_loss_backward";
-  const CeGeometry geo = nll_check_common(op, input, target, weight, "grad_output", grad_output, opts);
+  const CeGeometry geo = nll_check_common(op, input, target, weight, sample_weight, "grad_output", grad_output, opts);
   ce_check_total_weight(op, total_weight, opts.reduction == Reduction::mean);
   check_present(op, "grad_input", grad_input);
   check_shape(op, "grad_input", grad_input, input.shape);
   check_disjoint(op, {span("grad_input", grad_input)},
                  {span("grad_output", grad_output), span("input", input), span("target", target),
-                  span("weight", weight), span("total_weight", total_weight)});
+                  span("weight", weight), span("sample_weight", sample_weight), span("total_weight", total_weight)});
   ProfilingRegion region("kloss::nll_loss_backward");
-  const CeCall<A> call(exec, geo, opts, weight.present);
+  const CeCall<A> call(exec, geo, opts, weight.present, sample_weight.present);
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   const CeSumsScratch<ExecSpace> sums(exec);
   rows_reduce(
@@ -732,7 +772,7 @@ void nll_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad
         } else if (t != call.ignore) {
           const A wt = call.target_weight(weight, t);
           hot = t;
-          val = -wt * call.upstream(grad_output.data, r, total_weight.data);
+          val = -wt * call.upstream(grad_output.data, sample_weight, r, total_weight.data);
         }
         // Class slices on the vector lanes (lane j writes j, j + S, ...).
         const int S = call.S;

@@ -615,25 +615,28 @@ FusedLinearReport fused_head(const ExecSpace& exec, const FusedHeadArgs<T>& a, R
   return fused_head_with<T>(exec, a, rows, gx_done);
 }
 
+/// max |v_i| (0 for no element; NaN wins). Fences.
+template <class ExecSpace, class T>
+double fl_max_abs(const ExecSpace& exec, const Kokkos::View<const T*, typename ExecSpace::memory_space>& v) {
+  double m = 0;
+  Kokkos::parallel_reduce(
+      "kloss::fused_linear_cross_entropy::max_abs",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, static_cast<std::int64_t>(v.extent(0))),
+      KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
+        double x = static_cast<double>(to_acc(v(i)));
+        x = x < 0 ? -x : x;
+        if (!(x <= acc)) acc = x;
+      },
+      Kokkos::Max<double>(m));
+  return m;
+}
+
 /// The largest |upstream factor| of a row: max |grad_output| (1 without
 /// one), over the mean's divisor for reduction mean. Fences.
 template <class ExecSpace, class T>
 double fl_max_row_scale(const ExecSpace& exec, const Kokkos::View<const T*, typename ExecSpace::memory_space>& go,
                         bool has_go, bool mean, double total_weight) {
-  double m = 1;
-  if (has_go) {
-    m = 0;
-    Kokkos::parallel_reduce(
-        "kloss::fused_linear_cross_entropy::grad_output_max",
-        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0,
-                                                                        static_cast<std::int64_t>(go.extent(0))),
-        KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
-          double v = static_cast<double>(to_acc(go(i)));
-          v = v < 0 ? -v : v;
-          if (!(v <= acc)) acc = v;
-        },
-        Kokkos::Max<double>(m));
-  }
+  const double m = has_go ? fl_max_abs<ExecSpace, T>(exec, go) : 1.0;
   return mean ? m / total_weight : m;
 }
 

@@ -947,6 +947,15 @@ KOKKOS_INLINE_FUNCTION A ce_prob_row_loss(const CeProbPartials<A>& p, const CeSh
   return p.q * sh.ls - p.s + zl * l * l;
 }
 
+/// sample_weight, where given, holds one weight per row: the target's
+/// (class indices) or the output's (reduction none) shape [N, d...].
+template <class T, class M>
+void ce_check_sample_weight(std::string_view op, const Tensor<const T, M>& sample_weight, const Shape& row_shape) {
+  if (sample_weight.present && sample_weight.shape != row_shape)
+    fail<DimensionMismatch>(op, "argument 'sample_weight' must have shape ", row_shape.str(),
+                            " (one weight per row), got ", sample_weight.shape.str());
+}
+
 template <class M>
 void ce_check_options(std::string_view op, Reduction red, double eps, double zl, double cap) {
   check_reduction(op, red);

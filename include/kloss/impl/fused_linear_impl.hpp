@@ -31,6 +31,7 @@ struct FlRowParams {
   std::int64_t V = 0, ignore = -100;
   A eps = 0, zl = 0, cap = 0, w_all = 0;
   bool none = false, mean = false, has_go = false, write_out = false, want_grad = false;
+  bool has_s = false;  ///< a sample weight per row
   double total_weight = 0;
   const A* cwp = nullptr;  ///< class weights as A (class indices), or null
   CeRowConfig<A> cfg;
@@ -53,7 +54,8 @@ void fl_add_sums(const ExecSpace& exec, CeSums* total) {
 template <class ExecSpace, class T, class Tgt>
 CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_t r0, std::int64_t b,
                const FlRowParams<acc_t<T>>& P, const Kokkos::View<const Tgt*, typename ExecSpace::memory_space>& tv,
-               const T* cwt, const Kokkos::View<const T*, typename ExecSpace::memory_space>& gov,
+               const T* cwt, const Kokkos::View<const T*, typename ExecSpace::memory_space>& swv,
+               const Kokkos::View<const T*, typename ExecSpace::memory_space>& gov,
                const Kokkos::View<T*, typename ExecSpace::memory_space>& ov, CeSums* total = nullptr, T* dz16 = nullptr,
                T* gt = nullptr) {
   using A = acc_t<T>;
@@ -62,6 +64,7 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_
   const std::int64_t V = P.V, ignore = P.ignore;
   const A eps = P.eps, zl = P.zl, cap = P.cap, w_all = P.w_all;
   const bool none = P.none, mean = P.mean, has_go = P.has_go, write_out = P.write_out, want_grad = P.want_grad;
+  const bool has_s = P.has_s;
   const double total_weight = P.total_weight;
   const A* cwp = P.cwp;
   const CeRowConfig<A> cfg = P.cfg;
@@ -99,11 +102,13 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_
       }
       acc.bad_prob += p.bad_count;
       const CeShift<A> sh = ce_shift(p.lse);
-      const A loss = ce_prob_row_loss(p, sh, zl);
+      const A sr = has_s ? static_cast<A>(swv(r)) : A(1);
+      const A loss = sr * ce_prob_row_loss(p, sh, zl);
       if (write_out && none) Kokkos::single(Kokkos::PerThread(mem), [&]() { ov(r) = static_cast<T>(loss); });
       acc.loss += static_cast<double>(loss);
       if (want_grad) {
         if (mean) scale = static_cast<A>(scale / total_weight);
+        scale *= sr;
         ce_backward_prob_lanes(mem, S, z, pr, z, V, std::int64_t(1), sh, p.q, scale, eps, zl, cap, cwt,
                                gt ? gt + r * V : gt);
       }
@@ -128,11 +133,13 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_
       const A wt = cwp ? cwp[t] : A(1);
       const CeRowPartials<A> p = ce_row_partials_lanes(mem, S, z, V, std::int64_t(1), t, cfg, cwp);
       const CeShift<A> sh = ce_shift(p);
-      const A loss = ce_index_row_loss(p, sh, wt, eps, zl, V, w_all);
+      const A sr = has_s ? static_cast<A>(swv(r)) : A(1);
+      const A loss = sr * ce_index_row_loss(p, sh, wt, eps, zl, V, w_all);
       if (write_out && none) Kokkos::single(Kokkos::PerThread(mem), [&]() { ov(r) = static_cast<T>(loss); });
       acc.loss += static_cast<double>(loss);
       if (want_grad) {
         if (mean) scale = static_cast<A>(scale / total_weight);
+        scale *= sr;
         const CeRowGrad<A> k = ce_row_grad(scale, wt, w_all, eps, V, zl, sh.lse(), cap, cwp != nullptr);
         if (g16)
           ce_backward_lanes(mem, S, static_cast<const A*>(z), g16, V, std::int64_t(1), t, sh, k, cwp);
@@ -155,8 +162,8 @@ template <class ExecSpace, class T, class Tgt>
 FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, const TensorIn<ExecSpace, T>& input,
                                    const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, Tgt>& target,
                                    const TensorIn<ExecSpace, T>& bias, const TensorIn<ExecSpace, T>& ce_weight,
-                                   const TensorIn<ExecSpace, T>& go, const TensorOut<ExecSpace, T>& output,
-                                   const TensorOut<ExecSpace, T>& grad_input,
+                                   const TensorIn<ExecSpace, T>& sample_weight, const TensorIn<ExecSpace, T>& go,
+                                   const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, T>& grad_input,
                                    const TensorOut<ExecSpace, T>& grad_weight, const TensorOut<ExecSpace, T>& grad_bias,
                                    const TensorOut<ExecSpace, T>& grad_target,
                                    const FusedLinearCrossEntropyOptions& opts) {
@@ -181,6 +188,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
     check_shape(op, "target", target, Shape{N});
   if (bias.present) check_shape(op, "bias", bias, Shape{V});
   if (ce_weight.present) check_shape(op, "ce_weight", ce_weight, Shape{V});
+  ce_check_sample_weight(op, sample_weight, Shape{N});
   ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
   if (output.present) check_output(op, "output", output, opts.reduction, Shape{N});
   if (go.present) check_output(op, "grad_output", go, opts.reduction, Shape{N});
@@ -204,7 +212,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
                  {span("output", output), span("grad_input", grad_input), span("grad_weight", grad_weight),
                   span("grad_bias", grad_bias), span("grad_target", grad_target)},
                  {span("input", input), span("weight", weight), span("target", target), span("bias", bias),
-                  span("ce_weight", ce_weight), span("grad_output", go)});
+                  span("ce_weight", ce_weight), span("sample_weight", sample_weight), span("grad_output", go)});
   ProfilingRegion region(concat("kloss::", op));
 
   FlRowParams<A> P;
@@ -218,6 +226,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   P.has_go = go.present;
   P.write_out = output.present;
   P.want_grad = want_grad;
+  P.has_s = sample_weight.present;
   P.cfg.softcap = P.cap;
   P.cfg.sum_mode = P.eps == A(0) ? 0 : (ce_weight.present ? 2 : 1);
   P.tuning = opts.tuning;
@@ -238,14 +247,20 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   }
   const T* cwt = has_cw ? cwv.data() : nullptr;  // as T, for the probability row code
 
-  // --- O(N) pass (class indices): target check, mean divisor; the sum of
-  // the class weights (smoothing). Probability targets: the mean divides by
-  // N (torch) and the probabilities are checked inside the row pass.
-  P.total_weight = static_cast<double>(N);
+  // --- O(N) pass (class indices): target check, mean divisor (the
+  // non-ignored rows' class weights, each times its sample weight); the sum
+  // of the class weights (smoothing). Probability targets: the mean divides
+  // by N (torch; the sample weights' sum with them) and the probabilities
+  // are checked inside the row pass.
+  const Kokkos::View<const T*, Mem> swv(sample_weight.data.data(), sample_weight.present ? N : 0);
+  P.total_weight = sample_weight.present
+                       ? fixed_order_total<double>(exec, concat("kloss::", op, "::sample_weight_sum"), swv.data(), N)
+                       : static_cast<double>(N);
   P.w_all = static_cast<A>(V);
   if constexpr (!prob) {
     const std::int64_t ignore = P.ignore;
     const A* cwp = P.cwp;
+    const bool has_s = P.has_s;
     CeSums pre;
     fixed_order_reduce(
         exec, "kloss::fused_linear_cross_entropy::targets", N,
@@ -255,7 +270,8 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
           if (t < 0 || t >= V)
             acc.bad.note(r, t);
           else
-            acc.weight += cwp ? static_cast<double>(cwp[t]) : 1.0;
+            acc.weight +=
+                (cwp ? static_cast<double>(cwp[t]) : 1.0) * (has_s ? static_cast<double>(static_cast<A>(swv(r))) : 1.0);
         },
         CeSumsReducer<Kokkos::HostSpace>(pre));
     pre.bad.throw_if_any(op, "target", concat("[0, ", V, ") (or ignore_index ", ignore, ")"));
@@ -270,7 +286,8 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   a.rows_write_16 = !prob;  // the class-index rows write a 16-bit gradient (fl_rows)
   const Kokkos::View<const T*, Mem> gov(go.data.data(), go.present ? go.numel() : 0);
   if (filter > 0 && P.want_grad)
-    a.filter = filter * fl_max_row_scale<ExecSpace, T>(exec, gov, P.has_go, P.mean, P.total_weight);
+    a.filter = filter * fl_max_row_scale<ExecSpace, T>(exec, gov, P.has_go, P.mean, P.total_weight) *
+               (P.has_s ? fl_max_abs<ExecSpace, T>(exec, swv) : 1.0);
   const Kokkos::View<T*, Mem> ov(output.data.data(), output.present ? output.numel() : 0);
   const Kokkos::View<const Tgt*, Mem> tflat(tv.data(), target.numel());
   T* gt = grad_target.present ? grad_target.data.data() : nullptr;
@@ -299,10 +316,11 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
       exec, a,
       [&](A* Zc, std::int64_t ld, std::int64_t r0, std::int64_t b, T* dz16) {
         if (device_sums) {
-          fl_rows<ExecSpace, T, Tgt>(exec, Zc, ld, r0, b, P, tflat, cwt, gov, ov, sums_d.data(), dz16, gt);
+          fl_rows<ExecSpace, T, Tgt>(exec, Zc, ld, r0, b, P, tflat, cwt, swv, gov, ov, sums_d.data(), dz16, gt);
           return true;
         }
-        const CeSums chunk = fl_rows<ExecSpace, T, Tgt>(exec, Zc, ld, r0, b, P, tflat, cwt, gov, ov, nullptr, dz16, gt);
+        const CeSums chunk =
+            fl_rows<ExecSpace, T, Tgt>(exec, Zc, ld, r0, b, P, tflat, cwt, swv, gov, ov, nullptr, dz16, gt);
         if (chunk.bad_prob > 0)
           fail<InvalidArgument>(op, "argument 'target' (class probabilities) has ", chunk.bad_prob,
                                 " negative or NaN value(s) in rows [", r0, ", ", r0 + b, "); first at position ",
