@@ -494,8 +494,6 @@ bool GoldenFile::allows_vocab_parallel(const std::string& name) const {
   Handle g = open_group(cases.get(), name, w, "group");
   Handle in = open_group(g.get(), "inputs", w, "group 'inputs'");
   DatasetInfo t = inspect(in.get(), "target", "dataset 'inputs/target'", w, Kind::either, limits_);
-  // (a weight per row: the vocabulary-parallel ops take none yet)
-  if (exists(in.get(), "sample_weight", w, "dataset 'inputs/sample_weight'")) return false;
   return vocab_parallel_allowed(s.op, t.integer);
 }
 
@@ -554,15 +552,10 @@ Case GoldenFile::read(const std::string& name, const int* rank_size) const {
       int_target = inspect(in.get(), "target", "dataset 'inputs/target'", w, Kind::either, limits_).integer;
     }
     if (!vocab_parallel_allowed(op, int_target))
-      throw NotImplemented(impl::concat("kloss::golden: ", path_, ": case '", name, "': op '", op, "'",
-                                        op == "cross_entropy" || op == "fused_linear_cross_entropy"
-                                            ? " with class-probability targets"
-                                            : "",
-                                        " cannot run vocabulary-parallel (docs/golden-schema.md)"));
-    if (exists(in.get(), "sample_weight", w, "dataset 'inputs/sample_weight'"))
-      throw NotImplemented(
-          impl::concat("kloss::golden: ", path_, ": case '", name, "': op '", op,
-                       "' with a sample_weight cannot run vocabulary-parallel (docs/golden-schema.md)"));
+      throw NotImplemented(impl::concat(
+          "kloss::golden: ", path_, ": case '", name, "': op '", op, "'",
+          op == "cross_entropy" || op == "fused_linear_cross_entropy" ? " with class-probability targets" : "",
+          " cannot run vocabulary-parallel (docs/golden-schema.md)"));
     const std::string ref = op == "cross_entropy" ? "input" : "weight";
     DatasetInfo r = inspect(in.get(), ref, "dataset 'inputs/" + ref + "'", w, Kind::floating, limits_);
     const auto axes = vocab_axes(op, r.shape.rank);

@@ -14,7 +14,8 @@ namespace kloss::impl {
 extern const OptionInfo mask_nonfinite_option;
 
 /// Whether a call gives a weight, a mask or mask_nonfinite: the ops whose
-/// every weight is kloss's (gaussian_nll_loss, crps_gaussian, crps_ensemble).
+/// every weight is kloss's (kl_div, poisson_nll_loss, gaussian_nll_loss,
+/// crps_gaussian, crps_ensemble).
 bool weighted_or_masked(const rt::Call& c);
 
 /// The mean's parts of an op with kloss's weights and masks: `plain`'s

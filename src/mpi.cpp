@@ -365,8 +365,6 @@ rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard&
   if (tit == c.inputs.end()) fail<InvalidArgument>(c.op, "input 'target' is missing");
   if (rt::is_floating(tit->second.dtype()))
     fail<NotImplemented>(c.op, "vocabulary-parallel runs take class-index targets, not class probabilities");
-  if (given(c, "sample_weight"))
-    fail<NotImplemented>(c.op, "vocabulary-parallel runs take no sample_weight (a weight per row) yet");
   const Shape in_shape = iit->second.shape();
   // input [C_r] (one sample), [N, C_r] or [N, C_r, d...]
   const std::int64_t n = in_shape.rank <= 1 ? 1 : in_shape[0];
@@ -379,12 +377,20 @@ rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard&
     for (int i = 2; i < in_shape.rank; ++i) r.push_back(in_shape[i]);
     row_shape = Shape(r);
   }
+  const rt::Buffer* swb = given(c, "sample_weight");
+  if (swb && swb->shape() != row_shape)
+    fail<DimensionMismatch>(c.op, "argument 'sample_weight' must have shape ", row_shape.str(),
+                            " (one weight per row), got ", swb->shape().str());
   mpi::Communicator comm(shard.comm);
   const mpi::ClassRange range = range_of(shard);
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using A = acc_t<T>;
     RtExec exec;
+    // (the rows follow the target's flat order, as the sample weights do)
+    DeviceTensor<T> sw;
+    if (swb)
+      sw = to_device<T>(rt::Buffer::from_doubles(c.dtype, Shape{rows}, swb->to_doubles()), "kloss::rt::sample_weight");
     auto x = to_device<T>(
         rt::Buffer::from_doubles(c.dtype, Shape{rows, cr}, permute_rows(iit->second.to_doubles(), n, cr, inner, true)),
         "kloss::rt::input");
@@ -396,7 +402,7 @@ rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard&
       auto tg =
           to_device<I>(rt::Buffer::from_int64(c.index_dtype, Shape{rows}, tit->second.to_int64()), "kloss::rt::target");
       mpi::impl::vocab_parallel_cross_entropy<RtExec, T, I>(exec, comm, range, x.ctensor(), tg.ctensor(), w.ctensor(),
-                                                            out.tensor(), saved.tensor(), o);
+                                                            sw.ctensor(), out.tensor(), saved.tensor(), o);
       rt::Result r;
       r.output = to_host(out, c.dtype);
       if (o.reduction == Reduction::none)
@@ -405,8 +411,9 @@ rt::Result run_vocab_parallel_cross_entropy(const rt::Call& c, const VocabShard&
         auto go = to_device<T>(*c.grad_output, "kloss::rt::grad_output");
         go.shape = o.reduction == Reduction::none ? Shape{rows} : Shape{};
         auto gi = device_zeros<T>(Shape{rows, cr}, "kloss::rt::grad_input");
-        mpi::impl::vocab_parallel_cross_entropy_backward<RtExec, T, I>(
-            exec, range, go.ctensor(), x.ctensor(), tg.ctensor(), w.ctensor(), saved.ctensor(), gi.tensor(), o);
+        mpi::impl::vocab_parallel_cross_entropy_backward<RtExec, T, I>(exec, range, go.ctensor(), x.ctensor(),
+                                                                       tg.ctensor(), w.ctensor(), sw.ctensor(),
+                                                                       saved.ctensor(), gi.tensor(), o);
         r.grads["input"] = rt::Buffer::from_doubles(
             c.dtype, in_shape, permute_rows(to_host(gi, c.dtype).to_doubles(), n, cr, inner, false));
       }
@@ -450,8 +457,6 @@ rt::Result run_vocab_parallel_embedding(const rt::Call& c, const VocabShard& sha
 }
 
 rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, const VocabShard& shard) {
-  if (given(c, "sample_weight"))
-    fail<NotImplemented>(c.op, "vocabulary-parallel runs take no sample_weight (a weight per row) yet");
   auto o = read_ce_options<mpi::VocabParallelFusedLinearOptions>(c);
   mpi::Communicator comm(shard.comm);
   const mpi::ClassRange range = range_of(shard);
@@ -460,6 +465,7 @@ rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, cons
     using I = typename decltype(itag)::type;
     RtExec exec;
     FusedLinearTensors<T, I> f(c);
+    auto sw = input<T>(c, "sample_weight", false);
     auto out = f.zero_output(c, o.reduction);
     DeviceTensor<T> go;
     if (c.grad_output) {
@@ -467,8 +473,8 @@ rt::Result run_vocab_parallel_fused_linear_cross_entropy(const rt::Call& c, cons
       f.zero_grads(c);
     }
     mpi::impl::vocab_parallel_fused_linear_cross_entropy<RtExec, T, I>(
-        exec, comm, range, f.x.ctensor(), f.w.ctensor(), f.t.ctensor(), f.b.ctensor(), f.cw.ctensor(), go.ctensor(),
-        out.tensor(), f.gx.tensor(), f.gw.tensor(), f.gb.tensor(), o);
+        exec, comm, range, f.x.ctensor(), f.w.ctensor(), f.t.ctensor(), f.b.ctensor(), f.cw.ctensor(), sw.ctensor(),
+        go.ctensor(), out.tensor(), f.gx.tensor(), f.gw.tensor(), f.gb.tensor(), o);
     rt::Result r;
     r.output = to_host(out, c.dtype);
     if (c.grad_output) f.grads_to_host(r, c.dtype);

@@ -87,9 +87,12 @@ rt::Result run_bce(const rt::Call& c) {
   });
 }
 
-/// An (input, target) op with gradients for both:
-/// forward(exec, input, target, output) and backward(exec, grad_output,
-/// input, target, grad_input, grad_target), generic over the dtype.
+/// An (input, target) op with gradients for both and kloss's weights and
+/// masks (kl_div, poisson_nll_loss): the optional inputs weight and mask
+/// (the weight's gradient where it is given); forward(exec, input, target,
+/// weight, mask, output) and backward(exec, grad_output, input, target,
+/// weight, mask, grad_input, grad_target, grad_weight), generic over the
+/// dtype.
 template <class Fwd, class Bwd>
 rt::Result run_input_target(const rt::Call& c, Reduction red, const Fwd& forward, const Bwd& backward) {
   c.options.check_all_used(c.op);
@@ -97,13 +100,18 @@ rt::Result run_input_target(const rt::Call& c, Reduction red, const Fwd& forward
     using T = typename decltype(tag)::type;
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
+    auto w = input<T>(c, "weight", false);
+    auto mk = input<T>(c, "mask", false);
     const Shape shape = broadcast_shapes(in.shape, tg.shape, c.op, "input", "target");
+    std::vector<std::pair<std::string, Shape>> diff = {{"input", in.shape}, {"target", tg.shape}};
+    if (w.present) diff.emplace_back("weight", w.shape);
     RtExec exec;
     return run_forward_backward<T>(
-        c, red, shape, {{"input", in.shape}, {"target", tg.shape}},
-        [&](const Tensor<T, RtMem>& out) { forward(exec, in.ctensor(), tg.ctensor(), out); },
+        c, red, shape, diff,
+        [&](const Tensor<T, RtMem>& out) { forward(exec, in.ctensor(), tg.ctensor(), w.ctensor(), mk.ctensor(), out); },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          backward(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), g[1].tensor());
+          backward(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(), mk.ctensor(), g[0].tensor(), g[1].tensor(),
+                   w.present ? g[2].tensor() : Tensor<T, RtMem>());
         });
   });
 }
@@ -111,13 +119,15 @@ rt::Result run_input_target(const rt::Call& c, Reduction red, const Fwd& forward
 rt::Result run_kl_div(const rt::Call& c) {
   const Reduction red = c.options.get_reduction(c.op);
   const bool log_target = c.options.get_bool(c.op, "log_target", KlDivOptions{}.log_target);
+  const bool mask_nonfinite = c.options.get_bool(c.op, "mask_nonfinite", false);
   return run_input_target(
       c, red,
-      [&](const RtExec& exec, const auto& in, const auto& tg, const auto& out) {
-        impl::kl_div<RtExec>(exec, in, tg, out, red, log_target);
+      [&](const RtExec& exec, const auto& in, const auto& tg, const auto& w, const auto& mk, const auto& out) {
+        impl::kl_div<RtExec>(exec, in, tg, w, mk, out, red, log_target, mask_nonfinite);
       },
-      [&](const RtExec& exec, const auto& go, const auto& in, const auto& tg, const auto& gi, const auto& gt) {
-        impl::kl_div_backward<RtExec>(exec, go, in, tg, gi, gt, red, log_target);
+      [&](const RtExec& exec, const auto& go, const auto& in, const auto& tg, const auto& w, const auto& mk,
+          const auto& gi, const auto& gt, const auto& gw) {
+        impl::kl_div_backward<RtExec>(exec, go, in, tg, w, mk, gi, gt, gw, red, log_target, mask_nonfinite);
       });
 }
 
@@ -127,13 +137,16 @@ rt::Result run_poisson_nll_loss(const rt::Call& c) {
   const bool log_input = c.options.get_bool(c.op, "log_input", d.log_input);
   const bool full = c.options.get_bool(c.op, "full", d.full);
   const double eps = c.options.get_real(c.op, "eps", d.eps);
+  const bool mask_nonfinite = c.options.get_bool(c.op, "mask_nonfinite", false);
   return run_input_target(
       c, red,
-      [&](const RtExec& exec, const auto& in, const auto& tg, const auto& out) {
-        impl::poisson_nll_loss<RtExec>(exec, in, tg, out, red, log_input, full, eps);
+      [&](const RtExec& exec, const auto& in, const auto& tg, const auto& w, const auto& mk, const auto& out) {
+        impl::poisson_nll_loss<RtExec>(exec, in, tg, w, mk, out, red, log_input, full, eps, mask_nonfinite);
       },
-      [&](const RtExec& exec, const auto& go, const auto& in, const auto& tg, const auto& gi, const auto& gt) {
-        impl::poisson_nll_loss_backward<RtExec>(exec, go, in, tg, gi, gt, red, log_input, full, eps);
+      [&](const RtExec& exec, const auto& go, const auto& in, const auto& tg, const auto& w, const auto& mk,
+          const auto& gi, const auto& gt, const auto& gw) {
+        impl::poisson_nll_loss_backward<RtExec>(exec, go, in, tg, w, mk, gi, gt, gw, red, log_input, full, eps,
+                                                mask_nonfinite);
       });
 }
 
@@ -383,26 +396,40 @@ void register_pointwise(std::vector<OpInfo>& ops) {
              {reduction_option}, "BCE on logits, numerically stable; pos_weight broadcast over the class axis",
              run_bce<true>);
   ops.back().mean_parts = mean_of_elements({"input", "target"});
-  family.add("kl_div", {"input", "target"}, {"input", "target"},
+  family.add("kl_div", {"input", "target", "weight?", "mask?"}, {"input", "target", "weight"},
              {{"reduction", "string", "mean", "none | mean | sum | batchmean"},
-              {"log_target", "bool", option_text(KlDivOptions{}.log_target), "target given as log-probabilities"}},
+              {"log_target", "bool", option_text(KlDivOptions{}.log_target), "target given as log-probabilities"},
+              mask_nonfinite_option},
              "Kullback-Leibler divergence, input as log-probabilities", run_kl_div);
-  // batchmean divides the sum by the batch, input.size(0) (torch: by 1 for a
-  // 0-dimensional input)
-  ops.back().mean_parts = {
-      [elements = mean_of_elements({"input", "target"}).denominator](const rt::Call& c, Reduction r) -> ExactSum {
-        if (r != Reduction::batchmean) return elements(c, r);
-        const rt::Buffer* x = given(c, "input");
-        return x && x->shape().rank > 0 ? static_cast<double>(x->shape().extent[0]) : 1.0;
-      }};
-  family.add("poisson_nll_loss", {"input", "target"}, {"input", "target"},
+  {
+    // batchmean divides the sum by the batch, input.size(0) (torch: by 1 for
+    // a 0-dimensional input); kloss's weights and masks as
+    // gaussian_nll_loss's, which refuse batchmean (here too: the sharded
+    // call's local run is a sum, which the op takes)
+    const MeanParts plain = {
+        [elements = mean_of_elements({"input", "target"}).denominator](const rt::Call& c, Reduction r) -> ExactSum {
+          if (r != Reduction::batchmean) return elements(c, r);
+          const rt::Buffer* x = given(c, "input");
+          return x && x->shape().rank > 0 ? static_cast<double>(x->shape().extent[0]) : 1.0;
+        }};
+    MeanParts parts = masked_mean_parts(weighted_or_masked, false, plain, broadcast_of({"input", "target"}));
+    parts.denominator = [denominator = parts.denominator](const rt::Call& c, Reduction r) -> ExactSum {
+      check_masked_batchmean(c.op, weighted_or_masked(c), r);
+      return denominator(c, r);
+    };
+    ops.back().mean_parts = parts;
+  }
+  family.add("poisson_nll_loss", {"input", "target", "weight?", "mask?"}, {"input", "target", "weight"},
              {{"log_input", "bool", option_text(PoissonNllLossOptions{}.log_input), "input is log(rate)"},
               {"full", "bool", option_text(PoissonNllLossOptions{}.full), "add the Stirling term for target > 1"},
               {"eps", "real", option_text(PoissonNllLossOptions{}.eps),
                "added to input before the log when log_input is false"},
-              reduction_option},
+              reduction_option,
+              mask_nonfinite_option},
              "Poisson negative log-likelihood", run_poisson_nll_loss);
-  ops.back().mean_parts = mean_of_elements({"input", "target"});
+  // (kloss's weights and masks, as gaussian_nll_loss's)
+  ops.back().mean_parts = masked_mean_parts(weighted_or_masked, false, mean_of_elements({"input", "target"}),
+                                            broadcast_of({"input", "target"}));
   family.add("gaussian_nll_loss", {"input", "target", "var", "weight?", "mask?"}, {"input", "target", "var", "weight"},
              {{"full", "bool", option_text(GaussianNllLossOptions{}.full), "add log(2 pi) / 2"},
               {"eps", "real", option_text(GaussianNllLossOptions{}.eps), "var is clamped at eps"},

@@ -3377,20 +3377,28 @@ void typed_calls(TypedRun<T, I>& t) {
     }
   } else if (op == "kl_div") {
     const bool lt = bool_opt(c, "log_target");
-    ki::kl_div<Exec, T>(ex, t.in("input"), t.in("target"), t.template out<T>("output"), red, lt);
+    const bool nonfinite = bool_opt(c, "mask_nonfinite", false);
+    ki::kl_div<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.in("mask"), t.template out<T>("output"),
+                        red, lt, nonfinite);
     if (bwd) {
       auto gi = t.template out<T>("grad_input");
       auto gt = t.template out<T>("grad_target");
-      ki::kl_div_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, red, lt);
+      auto gw = c.find("weight") ? t.template out<T>("grad_weight") : Ten<T>();
+      ki::kl_div_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"), t.in("mask"), gi, gt, gw,
+                                   red, lt, nonfinite);
     }
   } else if (op == "poisson_nll_loss") {
     const bool li = bool_opt(c, "log_input"), full = bool_opt(c, "full");
     const double eps = real_opt(c, "eps");
-    ki::poisson_nll_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.template out<T>("output"), red, li, full, eps);
+    const bool nonfinite = bool_opt(c, "mask_nonfinite", false);
+    ki::poisson_nll_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.in("mask"),
+                                  t.template out<T>("output"), red, li, full, eps, nonfinite);
     if (bwd) {
       auto gi = t.template out<T>("grad_input");
       auto gt = t.template out<T>("grad_target");
-      ki::poisson_nll_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, red, li, full, eps);
+      auto gw = c.find("weight") ? t.template out<T>("grad_weight") : Ten<T>();
+      ki::poisson_nll_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"), t.in("mask"),
+                                             gi, gt, gw, red, li, full, eps, nonfinite);
     }
   } else if (op == "crps_gaussian") {
     kloss::CrpsGaussianOptions o;

@@ -23,10 +23,11 @@ struct Expected {
   std::vector<double> output, grad_input, grad_weight, grad_bias;  // full (C rows)
 };
 
-/// The unfused composition on one process, in float64.
+/// The unfused composition on one process, in float64; sw: a weight per
+/// row (empty: none).
 Expected unfused(const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& b,
                  const std::vector<double>& cw, const std::vector<std::int64_t>& t, const std::vector<double>& go,
-                 std::int64_t n, std::int64_t d, std::int64_t c, const Opts& o) {
+                 std::int64_t n, std::int64_t d, std::int64_t c, const Opts& o, const std::vector<double>& sw = {}) {
   std::vector<double> z(static_cast<std::size_t>(n * c));
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t k = 0; k < c; ++k) {
@@ -44,10 +45,13 @@ Expected unfused(const std::vector<double>& x, const std::vector<double>& w, con
       lse("lse", std::size_t(n));
   Kokkos::View<double, Mem> tw("tw");
   const kloss::CrossEntropyOptions co = ce_options(o);
-  kloss::cross_entropy(Exec(), zv, tg, cwv, out, lse, tw, co);
+  Kokkos::View<double*, Mem> swv;
+  if (!sw.empty()) swv = make_view<double*>("sw", sw, {std::size_t(n)});
+  kloss::cross_entropy(Exec(), zv, tg, cwv, swv, out, lse, tw, co);
   auto gov = make_view<double*>("go", go, {go.size()});
   Kokkos::View<double**, Kokkos::LayoutRight, Mem> gz("gz", std::size_t(n), std::size_t(c));
-  kloss::cross_entropy_backward(Exec(), gov, zv, tg, cwv, lse, tw, gz, co);
+  kloss::cross_entropy_backward(Exec(), gov, zv, tg, cwv, swv, lse, tw, gz,
+                                Kokkos::View<double**, Kokkos::LayoutRight, Mem>(), co);
   const auto g = to_doubles(gz);
   Expected e;
   e.output = to_doubles(out);
@@ -68,7 +72,7 @@ Expected unfused(const std::vector<double>& x, const std::vector<double>& w, con
 
 template <class T>
 void check_fused(std::int64_t n, std::int64_t d, std::int64_t c, bool with_bias, bool weighted, const Opts& o,
-                 unsigned seed, std::int64_t chunk_rows = 0) {
+                 unsigned seed, std::int64_t chunk_rows = 0, bool sampled = false) {
   SCOPED_TRACE(::testing::Message() << "N=" << n << " D=" << d << " C=" << c << " bias=" << with_bias
                                     << " weighted=" << weighted << " reduction=" << kloss::to_string(o.reduction)
                                     << " ls=" << o.label_smoothing << " z=" << o.z_loss << " cap=" << o.softcap
@@ -85,11 +89,19 @@ void check_fused(std::int64_t n, std::int64_t d, std::int64_t c, bool with_bias,
     t[static_cast<std::size_t>(i)] =
         i % 5 == 2 ? o.ignore_index : static_cast<std::int64_t>(u[static_cast<std::size_t>(i)] * c);
   const auto go = rounded<T>(random_values(o.reduction == Reduction::none ? std::size_t(n) : 1, -1, 1, seed + 5));
-  const Expected e = unfused(x, w, b, cw, t, go, n, d, c, o);
+  // a weight per row (one 0), the same on every rank
+  std::vector<double> sw;
+  if (sampled) {
+    sw = rounded<T>(random_values(std::size_t(n), 0, 2, seed + 6));
+    if (n > 1) sw[1] = 0;
+  }
+  const Expected e = unfused(x, w, b, cw, t, go, n, d, c, o, sw);
 
   auto slice = [&](const std::vector<double>& v, std::int64_t width) {
     return std::vector<double>(v.begin() + r.begin * width, v.begin() + r.end() * width);
   };
+  Kokkos::View<T*, Mem> swv;
+  if (sampled) swv = make_view<T*>("sw", sw, {std::size_t(n)});
   auto xv = make_view<T**>("x", x, {std::size_t(n), std::size_t(d)});
   auto wv = make_view<T**>("w", slice(w, d), {std::size_t(r.count), std::size_t(d)});
   std::vector<double> tv(t.begin(), t.end());
@@ -104,7 +116,8 @@ void check_fused(std::int64_t n, std::int64_t d, std::int64_t c, bool with_bias,
   Kokkos::View<T*, Mem> gb("gb", std::size_t(r.count));
   Opts oo = o;
   if (chunk_rows > 0) oo.chunk_bytes = chunk_rows * std::max<std::int64_t>(r.count, 1) * std::int64_t(sizeof(T));
-  kloss::mpi::vocab_parallel_fused_linear_cross_entropy(Exec(), comm, r, xv, wv, tg, bv, cwv, gov, out, gi, gw, gb, oo);
+  kloss::mpi::vocab_parallel_fused_linear_cross_entropy(Exec(), comm, r, xv, wv, tg, bv, cwv, swv, gov, out, gi, gw, gb,
+                                                        oo);
   // 16-bit: float gemms, grad_input rounded once, grad_weight once per chunk
   double rt = std::is_same_v<T, double> ? 1e-10 : 1e-4;
   if constexpr (std::is_same_v<T, kloss::bfloat16>) rt = 3.0 / 256;
@@ -117,8 +130,8 @@ void check_fused(std::int64_t n, std::int64_t d, std::int64_t c, bool with_bias,
   // allocation, the same bits.
   const auto out1 = to_doubles(out), gi1 = to_doubles(gi), gw1 = to_doubles(gw);
   const auto a = allocations_during([&] {
-    kloss::mpi::vocab_parallel_fused_linear_cross_entropy(Exec(), comm, r, xv, wv, tg, bv, cwv, gov, out, gi, gw, gb,
-                                                          oo);
+    kloss::mpi::vocab_parallel_fused_linear_cross_entropy(Exec(), comm, r, xv, wv, tg, bv, cwv, swv, gov, out, gi, gw,
+                                                          gb, oo);
   });
   EXPECT_TRUE(a.kloss.empty()) << a.kloss_list();
   EXPECT_EQ(to_doubles(out), out1);
@@ -157,6 +170,15 @@ TEST(VocabParallelFused, OddShapes) {
 // (OpInfo::run_vocab_parallel of fused_linear_cross_entropy): each rank gets
 // its slice of weight / bias / ce_weight, the result must match the typed
 // call and the unfused reference.
+/// A weight per row (sample_weight): every reduction, label smoothing and
+/// class weights, chunks of three rows, against the unfused composition.
+TEST(VocabParallelFused, SampleWeightsEqualTheUnfusedComposition) {
+  for (Reduction red : {Reduction::mean, Reduction::sum, Reduction::none}) {
+    check_fused<double>(9, 4, 13, true, true, with(red, 0.1, 1e-3), 71, 3, true);
+    check_fused<float>(9, 4, 13, false, false, with(red), 72, 0, true);
+  }
+}
+
 TEST(VocabParallelFused, RuntimeAdapterMatchesTheUnfusedReference) {
   const std::int64_t n = 6, d = 3, c = 11;
   Communicator comm(MPI_COMM_WORLD);

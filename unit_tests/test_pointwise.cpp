@@ -1684,6 +1684,208 @@ TYPED_TEST(Pointwise, MaskedCrpsGaussianMatchesTheReference) {
   expect_near_all(to_doubles(gw), R.grads[3], tol<T>(), tol<T>() * 8, "typed grad_weight");
 }
 
+/// kl_div or poisson_nll_loss with kloss's weights and masks through the
+/// runtime API against kloss_ref::masked_pointwise, input [4, 3], at each
+/// reduction, in three layouts: a weight per column [3] and a mask per row
+/// [4, 1] with NaN and infinite targets masked (mask_nonfinite); a target
+/// [3] that broadcasts the input and a weight per element alone; a mask per
+/// element alone, a NaN target where it is 0 (no NaN reaches the loss or a
+/// gradient). `options` (besides reduction and mask_nonfinite) are set on
+/// the call, `o` on the reference; input values in [xlo, xhi], targets in
+/// [ylo, yhi].
+template <class T>
+void check_masked_binary(const std::string& op, kloss_ref::Pw pw, const kloss_ref::PwOptions& o,
+                         const std::map<std::string, kloss::rt::OptionValue>& options, double xlo, double xhi,
+                         double ylo, double yhi, unsigned seed) {
+  namespace rt = kloss::rt;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  struct Layout {
+    std::vector<std::int64_t> target, weight, mask;  // empty weight / mask: absent
+    std::vector<double> mask_values;
+    bool nonfinite;
+  };
+  const std::vector<std::int64_t> is = {4, 3};
+  const std::vector<Layout> layouts = {
+      {{4, 3}, {3}, {4, 1}, {1, 0, 1, 1}, true},
+      {{3}, {4, 3}, {}, {}, false},
+      {{4, 3}, {}, {4, 3}, {1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 1, 1}, false},
+  };
+  for (const Layout& L : layouts) {
+    const std::size_t nt = static_cast<std::size_t>(kloss_ref::numel(L.target));
+    const auto xv = rv<T>(12, xlo, xhi, ++seed);
+    auto yv = rv<T>(nt, ylo, yhi, ++seed);
+    if (L.nonfinite) {
+      yv[4] = nan;  // row 1 (masked out as well)
+      yv[7] = inf;  // row 2
+      yv[9] = -inf;
+    } else if (!L.mask.empty()) {
+      yv[5] = nan;  // where the mask is 0
+    }
+    const bool has_w = !L.weight.empty(), has_m = !L.mask.empty();
+    const auto wv =
+        has_w ? rv<T>(static_cast<std::size_t>(kloss_ref::numel(L.weight)), 0.25, 2, ++seed) : std::vector<double>{};
+    for (auto red : {Reduction::none, Reduction::mean, Reduction::sum}) {
+      const bool none = red == Reduction::none;
+      const auto go = rv<T>(none ? 12 : 1, 0.5, 1.5, ++seed);
+      const std::string what = op + " " + std::string(kloss::to_string(red)) + " target " + Shape(L.target).str() +
+                               " weight " + Shape(L.weight).str() + " mask " + Shape(L.mask).str() +
+                               (L.nonfinite ? " mask_nonfinite" : "");
+      const auto R = kloss_ref::masked_pointwise(
+          pw, o, {is, L.target}, {xv, yv}, has_w ? &L.weight : nullptr, has_w ? &wv : nullptr,
+          has_m ? &L.mask : nullptr, has_m ? &L.mask_values : nullptr, L.nonfinite, false, red, &go, {0, 1}, has_w);
+      rt::Call call;
+      call.op = op;
+      call.dtype = rt::dtype_of<T>();
+      call.inputs["input"] = rt::Buffer::from_doubles(call.dtype, Shape(is), xv);
+      call.inputs["target"] = rt::Buffer::from_doubles(call.dtype, Shape(L.target), yv);
+      if (has_w) call.inputs["weight"] = rt::Buffer::from_doubles(call.dtype, Shape(L.weight), wv);
+      if (has_m) call.inputs["mask"] = rt::Buffer::from_doubles(call.dtype, Shape(L.mask), L.mask_values);
+      for (const auto& [k, v] : options) call.options.set(k, v);
+      if (L.nonfinite) call.options.set("mask_nonfinite", std::int64_t{1});
+      call.options.set("reduction", std::string(kloss::to_string(red)));
+      call.grad_output = rt::Buffer::from_doubles(call.dtype, none ? Shape(is) : Shape{}, go);
+      rt::Result res;
+      ASSERT_NO_THROW(res = rt::run(call)) << what;
+      double mag = 1;
+      for (double v : R.out) mag = std::max(mag, std::fabs(v));
+      expect_near_all(res.output.to_doubles(), R.out, tol<T>(), tol<T>() * mag, what + " forward");
+      EXPECT_EQ(res.grads.count("weight"), has_w ? 1u : 0u) << what;
+      const char* names[] = {"input", "target", "weight"};
+      for (std::size_t k = 0; k < (has_w ? 3u : 2u); ++k) {
+        double gmag = 1;
+        for (double v : R.grads[k]) gmag += std::fabs(v);
+        ASSERT_TRUE(res.grads.count(names[k])) << what << " grad_" << names[k];
+        expect_near_all(res.grads.at(names[k]).to_doubles(), R.grads[k], tol<T>(), 4 * tol<T>() * gmag,
+                        what + " grad_" + names[k]);
+      }
+    }
+  }
+}
+
+/// kl_div with kloss's weights and masks (targets as probabilities and as
+/// log-probabilities), every reduction; the typed masked_kl_div and its
+/// backward once; batchmean refused with a weight, a mask or
+/// mask_nonfinite, and torch's without them.
+TYPED_TEST(Pointwise, MaskedKlDivMatchesTheReference) {
+  using T = TypeParam;
+  for (bool lt : {false, true}) {
+    kloss_ref::PwOptions o;
+    o.log_target = lt;
+    // (targets away from 0, where the target's gradient is torch's NaN)
+    check_masked_binary<T>("kl_div", kloss_ref::Pw::kl_div, o, {{"log_target", std::int64_t{lt ? 1 : 0}}}, -3, 0,
+                           lt ? -3 : 0.05, lt ? 0 : 1, lt ? 140 : 120);
+  }
+  Exec exec;
+  const std::vector<std::int64_t> is = {4, 3}, ws = {3}, ms = {4, 1};
+  const auto xv = rv<T>(12, -3, 0, 161), yv = rv<T>(12, 0.05, 1, 162), wv = rv<T>(3, 0.25, 2, 163);
+  const std::vector<double> mv = {1, 0, 1, 1};
+  auto x = make_view<T**>("x", xv, {4, 3});
+  auto y = make_view<T**>("y", yv, {4, 3});
+  auto w = make_view<T*>("w", wv, {3});
+  auto m = make_view<T**>("m", mv, {4, 1});
+  Kokkos::View<T, Mem> out("out"), go("go");
+  Kokkos::deep_copy(go, static_cast<T>(1.0f));
+  Kokkos::View<T**, Mem> gx("gx", 4, 3), gy("gy", 4, 3);
+  Kokkos::View<T*, Mem> gw("gw", 3);
+  kloss::masked_kl_div(exec, x, y, w, m, out);
+  kloss::masked_kl_div_backward(exec, go, x, y, w, m, gx, gy, gw);
+  const std::vector<double> one = {1};
+  const auto R = kloss_ref::masked_pointwise(kloss_ref::Pw::kl_div, kloss_ref::PwOptions{}, {is, is}, {xv, yv}, &ws,
+                                             &wv, &ms, &mv, false, false, Reduction::mean, &one, {0, 1}, true);
+  expect_near_all(to_doubles(out), R.out, tol<T>(), tol<T>() * 4, "typed masked_kl_div");
+  expect_near_all(to_doubles(gx), R.grads[0], tol<T>(), tol<T>() * 4, "typed grad_input");
+  expect_near_all(to_doubles(gy), R.grads[1], tol<T>(), tol<T>() * 4, "typed grad_target");
+  expect_near_all(to_doubles(gw), R.grads[2], tol<T>(), tol<T>() * 8, "typed grad_weight");
+  // batchmean: refused with a weight, a mask or mask_nonfinite (typed and
+  // through the runtime API); without any of them it is torch's
+  const kloss::KlDivOptions bm{Reduction::batchmean};
+  Kokkos::View<T*, Mem> empty;
+  EXPECT_KLOSS_THROW(kloss::masked_kl_div(exec, x, y, w, m, out, bm), kloss::InvalidArgument,
+                     "kloss::kl_div: batchmean with a weight or a mask: use mean (over the counted weights) or sum");
+  EXPECT_KLOSS_THROW(kloss::masked_kl_div(exec, x, y, empty, m, out, bm), kloss::InvalidArgument,
+                     "batchmean with a weight or a mask");
+  EXPECT_KLOSS_THROW(kloss::masked_kl_div(exec, x, y, empty, empty, out, bm, kloss::MaskOptions{true}),
+                     kloss::InvalidArgument, "batchmean with a weight or a mask");
+  EXPECT_KLOSS_THROW(kloss::masked_kl_div_backward(exec, go, x, y, w, empty, gx, gy, gw, bm), kloss::InvalidArgument,
+                     "kloss::kl_div_backward: batchmean with a weight or a mask");
+  namespace rt = kloss::rt;
+  rt::Call c;
+  c.op = "kl_div";
+  c.dtype = rt::dtype_of<T>();
+  c.inputs["input"] = rt::Buffer::from_doubles(c.dtype, Shape(is), xv);
+  c.inputs["target"] = rt::Buffer::from_doubles(c.dtype, Shape(is), yv);
+  c.inputs["weight"] = rt::Buffer::from_doubles(c.dtype, Shape(ws), wv);
+  c.options.set("reduction", std::string("batchmean"));
+  EXPECT_KLOSS_THROW(rt::run(c), kloss::InvalidArgument, "batchmean with a weight or a mask");
+  Kokkos::View<T, Mem> plain("plain");
+  kloss::masked_kl_div(exec, x, y, empty, empty, out, bm);
+  kloss::kl_div(exec, x, y, plain, bm);
+  EXPECT_EQ(to_doubles(out), to_doubles(plain)) << "masked_kl_div without a weight or a mask, batchmean";
+}
+
+/// poisson_nll_loss with kloss's weights and masks, log_input true and
+/// false, with and without full, every reduction; the typed
+/// masked_poisson_nll_loss and its backward once (full, no target
+/// gradient: the weight's still takes the Stirling term); a mean over no
+/// counted element (NaN, zero gradients).
+TYPED_TEST(Pointwise, MaskedPoissonNllMatchesTheReference) {
+  using T = TypeParam;
+  unsigned seed = 170;
+  for (bool log_input : {true, false})
+    for (bool full : {false, true}) {
+      kloss_ref::PwOptions o;
+      o.log_input = log_input;
+      o.full = full;
+      o.eps = log_input ? 1e-8 : 0.01;
+      std::map<std::string, kloss::rt::OptionValue> options = {{"log_input", std::int64_t{log_input ? 1 : 0}},
+                                                               {"full", std::int64_t{full ? 1 : 0}}};
+      if (!log_input) options["eps"] = 0.01;
+      // (targets above 0, where full's target gradient is torch's NaN; input
+      // above 0 for a rate)
+      check_masked_binary<T>("poisson_nll_loss", kloss_ref::Pw::poisson, o, options, log_input ? -2 : 0.1,
+                             log_input ? 2 : 4, 0.2, 4, seed);
+      seed += 40;
+    }
+  Exec exec;
+  const std::vector<std::int64_t> is = {4, 3}, ws = {3}, ms = {4, 1};
+  const auto xv = rv<T>(12, -2, 2, 331), wv = rv<T>(3, 0.25, 2, 333);
+  auto yv = rv<T>(12, 0.2, 4, 332);
+  yv[8] = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> mv = {1, 0, 1, 1};
+  auto x = make_view<T**>("x", xv, {4, 3});
+  auto y = make_view<T**>("y", yv, {4, 3});
+  auto w = make_view<T*>("w", wv, {3});
+  auto m = make_view<T**>("m", mv, {4, 1});
+  Kokkos::View<T, Mem> out("out"), go("go");
+  Kokkos::deep_copy(go, static_cast<T>(1.0f));
+  Kokkos::View<T**, Mem> gx("gx", 4, 3), no_target;
+  Kokkos::View<T*, Mem> gw("gw", 3);
+  kloss::PoissonNllLossOptions po;
+  po.full = true;
+  const kloss::MaskOptions skip{true};
+  kloss::masked_poisson_nll_loss(exec, x, y, w, m, out, po, skip);
+  kloss::masked_poisson_nll_loss_backward(exec, go, x, y, w, m, gx, no_target, gw, po, skip);
+  kloss_ref::PwOptions o;
+  o.full = true;
+  const std::vector<double> one = {1};
+  const auto R = kloss_ref::masked_pointwise(kloss_ref::Pw::poisson, o, {is, is}, {xv, yv}, &ws, &wv, &ms, &mv, true,
+                                             false, Reduction::mean, &one, {0}, true);
+  double mag = 1;
+  for (double v : R.grads[2]) mag += std::fabs(v);
+  expect_near_all(to_doubles(out), R.out, tol<T>(), tol<T>() * 4, "typed masked_poisson_nll_loss");
+  expect_near_all(to_doubles(gx), R.grads[0], tol<T>(), tol<T>() * 4, "typed grad_input");
+  expect_near_all(to_doubles(gw), R.grads[2], tol<T>(), 4 * tol<T>() * mag, "typed grad_weight, full");
+  // nothing counts: NaN, every gradient 0
+  auto zero = make_view<T**>("zero", {0, 0, 0, 0}, {4, 1});
+  Kokkos::View<T**, Mem> gy("gy", 4, 3);
+  kloss::masked_poisson_nll_loss(exec, x, y, w, zero, out, po, skip);
+  EXPECT_TRUE(std::isnan(to_doubles(out)[0]));
+  kloss::masked_poisson_nll_loss_backward(exec, go, x, y, w, zero, gx, gy, gw, po, skip);
+  expect_near_all(to_doubles(gx), std::vector<double>(12, 0.0), 0, 0, "all masked grad_input");
+  expect_near_all(to_doubles(gy), std::vector<double>(12, 0.0), 0, 0, "all masked grad_target");
+  expect_near_all(to_doubles(gw), {0, 0, 0}, 0, 0, "all masked grad_weight");
+}
+
 TEST(MaskedLoss, ShapesAndFormsAreChecked) {
   namespace rt = kloss::rt;
   rt::Call c;
@@ -2126,8 +2328,8 @@ TEST(PointwiseRegistry, EveryElementwiseOpIsRegisteredWithItsOptions) {
       {"quantile_loss", {"reduction", "quantile", "mask_nonfinite"}},
       {"binary_cross_entropy", {"reduction"}},
       {"binary_cross_entropy_with_logits", {"reduction"}},
-      {"kl_div", {"reduction", "log_target"}},
-      {"poisson_nll_loss", {"log_input", "full", "eps", "reduction"}},
+      {"kl_div", {"reduction", "log_target", "mask_nonfinite"}},
+      {"poisson_nll_loss", {"log_input", "full", "eps", "reduction", "mask_nonfinite"}},
       {"gaussian_nll_loss", {"full", "eps", "reduction", "beta", "mask_nonfinite"}},
       {"crps_gaussian", {"reduction", "mask_nonfinite"}},
   };

@@ -41,26 +41,64 @@ namespace kloss::mpi {
 /// totals).
 /// Collective over `comm`; fences `exec`. Throws IndexOutOfRange (on every
 /// rank) for a target that is not ignore_index and that no rank owns.
-template <class ExecSpace, class LogitsView, class TargetView, class WeightView, class OutputView, class SavedView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+/// sample_weight: a weight per row [N] (kloss::cross_entropy's: each row's
+/// loss times it, the mean over the sum of sample_weight[i] weight[t_i]; the
+/// same on every rank), or an empty view (none).
+template <class ExecSpace, class LogitsView, class TargetView, class WeightView, class SampleWeightView,
+          class OutputView, class SavedView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = std::enable_if_t<!std::is_same_v<SavedView, VocabParallelCrossEntropyOptions>>>
 void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
                                   const LogitsView& logits, const TargetView& target, const WeightView& weight,
-                                  const OutputView& output, const SavedView& saved,
-                                  const VocabParallelCrossEntropyOptions& opts = {}) {
+                                  const SampleWeightView& sample_weight, const OutputView& output,
+                                  const SavedView& saved, const VocabParallelCrossEntropyOptions& opts = {}) {
   KLOSS_INDEXED_ENTRY("vocab_parallel_cross_entropy", OutputView, TargetView);
   KLOSS_SAME_TYPES("vocab_parallel_cross_entropy", T, LogitsView);
   static_assert(std::is_same_v<typename SavedView::non_const_value_type, acc_t<T>>,
                 "kloss::vocab_parallel_cross_entropy: saved must hold acc_t<T> (float, or double for double)");
   impl::vocab_parallel_cross_entropy<ExecSpace, T, I>(
       exec, comm, range, as_tensor<M>(logits, op, "logits"), as_tensor<M>(target, op, "target"),
-      as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(output, op, "output"), as_tensor<M>(saved, op, "saved"),
-      opts);
+      as_optional_tensor<M>(weight, op, "weight"), as_optional_tensor<M>(sample_weight, op, "sample_weight"),
+      as_tensor<M>(output, op, "output"), as_tensor<M>(saved, op, "saved"), opts);
+}
+
+/// vocab_parallel_cross_entropy without sample weights (the overload above
+/// with an empty sample_weight).
+template <class ExecSpace, class LogitsView, class TargetView, class WeightView, class OutputView, class SavedView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
+                                  const LogitsView& logits, const TargetView& target, const WeightView& weight,
+                                  const OutputView& output, const SavedView& saved,
+                                  const VocabParallelCrossEntropyOptions& opts = {}) {
+  using T = typename OutputView::non_const_value_type;
+  vocab_parallel_cross_entropy(exec, comm, range, logits, target, weight,
+                               Kokkos::View<const T*, typename ExecSpace::memory_space>(), output, saved, opts);
 }
 
 /// Backward of vocab_parallel_cross_entropy: grad_logits [N, C_r] (this
 /// rank's classes) from grad_output ([N] for none, one element otherwise)
 /// and the forward's `saved`. Local: no communication. grad_logits may be
-/// `logits` itself (in place). Asynchronous.
+/// `logits` itself (in place). Asynchronous. sample_weight: the forward's
+/// (an empty view: none), each row's gradient times it.
+template <class ExecSpace, class GradOutputView, class LogitsView, class TargetView, class WeightView,
+          class SampleWeightView, class SavedView, class GradLogitsView,
+          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = std::enable_if_t<!std::is_same_v<GradLogitsView, VocabParallelCrossEntropyOptions>>>
+void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRange& range,
+                                           const GradOutputView& grad_output, const LogitsView& logits,
+                                           const TargetView& target, const WeightView& weight,
+                                           const SampleWeightView& sample_weight, const SavedView& saved,
+                                           const GradLogitsView& grad_logits,
+                                           const VocabParallelCrossEntropyOptions& opts = {}) {
+  KLOSS_INDEXED_ENTRY("vocab_parallel_cross_entropy_backward", GradLogitsView, TargetView);
+  impl::vocab_parallel_cross_entropy_backward<ExecSpace, T, I>(
+      exec, range, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(logits, op, "logits"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(weight, op, "weight"),
+      as_optional_tensor<M>(sample_weight, op, "sample_weight"), as_tensor<M>(saved, op, "saved"),
+      as_tensor<M>(grad_logits, op, "grad_logits"), opts);
+}
+
+/// Backward of vocab_parallel_cross_entropy without sample weights (the
+/// overload above with an empty sample_weight).
 template <class ExecSpace, class GradOutputView, class LogitsView, class TargetView, class WeightView, class SavedView,
           class GradLogitsView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
 void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRange& range,
@@ -68,11 +106,10 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
                                            const TargetView& target, const WeightView& weight, const SavedView& saved,
                                            const GradLogitsView& grad_logits,
                                            const VocabParallelCrossEntropyOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("vocab_parallel_cross_entropy_backward", GradLogitsView, TargetView);
-  impl::vocab_parallel_cross_entropy_backward<ExecSpace, T, I>(
-      exec, range, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(logits, op, "logits"),
-      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(weight, op, "weight"), as_tensor<M>(saved, op, "saved"),
-      as_tensor<M>(grad_logits, op, "grad_logits"), opts);
+  using T = typename GradLogitsView::non_const_value_type;
+  vocab_parallel_cross_entropy_backward(exec, range, grad_output, logits, target, weight,
+                                        Kokkos::View<const T*, typename ExecSpace::memory_space>(), saved, grad_logits,
+                                        opts);
 }
 
 /// Vocabulary-parallel embedding (Megatron-LM's scheme): this rank holds
@@ -142,6 +179,30 @@ void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& 
 /// empty view to skip. output: [N] (none) or one element, the same on every
 /// rank. Collective (per chunk of chunk_bytes of logits: one record
 /// allreduce, and one of the chunk's grad_input rows); fences.
+/// sample_weight: a weight per row [N] (the same on every rank; an empty
+/// view: none), as fused_linear_cross_entropy's.
+template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
+          class SampleWeightView, class GradOutputView, class OutputView, class GradInputView, class GradWeightView,
+          class GradBiasView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = std::enable_if_t<!std::is_same_v<GradBiasView, VocabParallelFusedLinearOptions>>>
+FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
+    const ExecSpace& exec, const Communicator& comm, const ClassRange& range, const InputView& input,
+    const WeightView& weight, const TargetView& target, const BiasView& bias, const CeWeightView& ce_weight,
+    const SampleWeightView& sample_weight, const GradOutputView& grad_output, const OutputView& output,
+    const GradInputView& grad_input, const GradWeightView& grad_weight, const GradBiasView& grad_bias,
+    const VocabParallelFusedLinearOptions& opts = {}) {
+  KLOSS_INDEXED_ENTRY("vocab_parallel_fused_linear_cross_entropy", OutputView, TargetView);
+  return impl::vocab_parallel_fused_linear_cross_entropy<ExecSpace, T, I>(
+      exec, comm, range, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
+      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
+      as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_optional_tensor<M>(sample_weight, op, "sample_weight"),
+      as_optional_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(output, op, "output"),
+      as_optional_tensor<M>(grad_input, op, "grad_input"), as_optional_tensor<M>(grad_weight, op, "grad_weight"),
+      as_optional_tensor<M>(grad_bias, op, "grad_bias"), opts);
+}
+
+/// vocab_parallel_fused_linear_cross_entropy without sample weights (the
+/// overload above with an empty sample_weight).
 template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
           class GradOutputView, class OutputView, class GradInputView, class GradWeightView, class GradBiasView,
           class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
@@ -151,13 +212,10 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     const GradOutputView& grad_output, const OutputView& output, const GradInputView& grad_input,
     const GradWeightView& grad_weight, const GradBiasView& grad_bias,
     const VocabParallelFusedLinearOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("vocab_parallel_fused_linear_cross_entropy", OutputView, TargetView);
-  return impl::vocab_parallel_fused_linear_cross_entropy<ExecSpace, T, I>(
-      exec, comm, range, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
-      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
-      as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_optional_tensor<M>(grad_output, op, "grad_output"),
-      as_tensor<M>(output, op, "output"), as_optional_tensor<M>(grad_input, op, "grad_input"),
-      as_optional_tensor<M>(grad_weight, op, "grad_weight"), as_optional_tensor<M>(grad_bias, op, "grad_bias"), opts);
+  using T = typename OutputView::non_const_value_type;
+  return vocab_parallel_fused_linear_cross_entropy(exec, comm, range, input, weight, target, bias, ce_weight,
+                                                   Kokkos::View<const T*, typename ExecSpace::memory_space>(),
+                                                   grad_output, output, grad_input, grad_weight, grad_bias, opts);
 }
 
 namespace impl {
@@ -379,31 +437,32 @@ class VocabParallelFusedLinearCrossEntropyLoss
 }  // namespace kloss::mpi
 
 // Explicit instantiations: declared here, instantiated in src/mpi.cpp.
-#define KLOSS_MPI_INSTANTIATE(PREFIX, T, I)                                                                            \
-  PREFIX template void kloss::mpi::impl::vocab_parallel_cross_entropy<KLOSS_EXEC, T, I>(                               \
-      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&,      \
-      const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(kloss::acc_t<T>)&,  \
-      const kloss::mpi::VocabParallelCrossEntropyOptions&);                                                            \
-  PREFIX template void kloss::mpi::impl::vocab_parallel_cross_entropy_backward<KLOSS_EXEC, T, I>(                      \
-      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,              \
-      const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(T)&, \
-      const kloss::mpi::VocabParallelCrossEntropyOptions&);                                                            \
-  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding<KLOSS_EXEC, T, I>(                                   \
-      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(I)&,      \
-      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);              \
-  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_backward<KLOSS_EXEC, T, I>(                          \
-      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,              \
-      const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);                                       \
-  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_renorm<KLOSS_EXEC, T, I>(                            \
-      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, double,       \
+#define KLOSS_MPI_INSTANTIATE(PREFIX, T, I)                                                                       \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_cross_entropy<KLOSS_EXEC, T, I>(                          \
+      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, \
+      const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&,          \
+      const KLOSS_TENSOR(kloss::acc_t<T>)&, const kloss::mpi::VocabParallelCrossEntropyOptions&);                 \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_cross_entropy_backward<KLOSS_EXEC, T, I>(                 \
+      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,         \
+      const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                                  \
+      const KLOSS_CTENSOR(kloss::acc_t<T>)&, const KLOSS_TENSOR(T)&,                                              \
+      const kloss::mpi::VocabParallelCrossEntropyOptions&);                                                       \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding<KLOSS_EXEC, T, I>(                              \
+      const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(I)&, \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);         \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_backward<KLOSS_EXEC, T, I>(                     \
+      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,         \
+      const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelEmbeddingOptions&);                                  \
+  PREFIX template void kloss::mpi::impl::vocab_parallel_embedding_renorm<KLOSS_EXEC, T, I>(                       \
+      const KLOSS_EXEC&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&, double,  \
       double);
 #define KLOSS_MPI_FUSED_INSTANTIATE(PREFIX, T, I)                                                                 \
   PREFIX template kloss::FusedLinearReport                                                                        \
   kloss::mpi::impl::vocab_parallel_fused_linear_cross_entropy<KLOSS_EXEC, T, I>(                                  \
       const KLOSS_EXEC&, const kloss::mpi::Communicator&, const kloss::mpi::ClassRange&, const KLOSS_CTENSOR(T)&, \
       const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,         \
-      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,            \
-      const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelFusedLinearOptions&);
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,           \
+      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::mpi::VocabParallelFusedLinearOptions&);
 #define KLOSS_MPI_EXTERN(T, I) KLOSS_MPI_INSTANTIATE(extern, T, I)
 KLOSS_FOR_EACH_SCALAR_INDEX(KLOSS_MPI_EXTERN)
 #undef KLOSS_MPI_EXTERN

@@ -587,8 +587,31 @@ void kl_div(const ExecSpace& exec, const InputView& input, const TargetView& tar
   static_assert(impl::floating_views_v<T, InputView, TargetView>,
                 "kloss::kl_div: input, target and output must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"kl_div"};
-  impl::kl_div<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(output, "output"), opts.reduction,
-                             opts.log_target);
+  using In = TensorIn<ExecSpace, T>;
+  impl::kl_div<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), In{}, In{}, v(output, "output"),
+                             opts.reduction, opts.log_target, false);
+}
+
+/// kl_div with a weight and a mask per element (kloss extension;
+/// docs/weights.md): each element's term times its weight where it counts
+/// (mask nonzero and, with masking.mask_nonfinite, a finite target), 0
+/// elsewhere; mean over the counted elements' weights, NaN where nothing
+/// counts. weight, mask: views that broadcast to the output's shape without
+/// growing it, each optional (an empty view). Reduction::batchmean with a
+/// weight, a mask or mask_nonfinite throws InvalidArgument (mean is over
+/// the counted weights; sum is the sum). Fences.
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class MaskView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void masked_kl_div(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
+                   const MaskView& mask, const OutputView& output, const KlDivOptions& opts = {},
+                   const MaskOptions& masking = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, WeightView, MaskView>,
+                "kloss::masked_kl_div: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"kl_div"};
+  impl::kl_div<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+                             v.optional(mask, "mask"), v(output, "output"), opts.reduction, opts.log_target,
+                             masking.mask_nonfinite);
 }
 
 /// Backward of kl_div w.r.t. input, -target (-e^target with log_target),
@@ -608,8 +631,9 @@ void kl_div_backward(const ExecSpace& exec, const GradOutputView& grad_output, c
                 "kloss::kl_div_backward: every view must hold the input's floating type");
   const impl::EntryViews<ExecSpace> v{"kl_div_backward"};
   impl::kl_div_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"),
+                                      TensorIn<ExecSpace, T>{}, TensorIn<ExecSpace, T>{},
                                       v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
-                                      opts.reduction, opts.log_target);
+                                      TensorOut<ExecSpace, T>{}, opts.reduction, opts.log_target, false);
 }
 
 /// Backward of kl_div w.r.t. input alone (the overload above without
@@ -619,6 +643,31 @@ template <class ExecSpace, class GradOutputView, class InputView, class TargetVi
 void kl_div_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                      const TargetView& target, const GradInputView& grad_input, const KlDivOptions& opts = {}) {
   kl_div_backward(exec, grad_output, input, target, grad_input, GradInputView(), opts);
+}
+
+/// Backward of masked_kl_div: for each counted element the gradients of
+/// kl_div_backward times its weight, grad_weight its term less the mean
+/// (for mean; each summed where its argument is broadcast), all times
+/// grad_output and the mean's factor; 0 for an element that does not count,
+/// every gradient 0 where nothing counts. Each gradient optional (an empty
+/// view). Throws as masked_kl_div for batchmean. Fences.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class MaskView,
+          class GradInputView, class GradTargetView, class GradWeightView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void masked_kl_div_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                            const TargetView& target, const WeightView& weight, const MaskView& mask,
+                            const GradInputView& grad_input, const GradTargetView& grad_target,
+                            const GradWeightView& grad_weight, const KlDivOptions& opts = {},
+                            const MaskOptions& masking = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, MaskView, GradInputView,
+                                       GradTargetView, GradWeightView>,
+                "kloss::masked_kl_div_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"kl_div_backward"};
+  impl::kl_div_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+      v.optional(mask, "mask"), v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
+      v.optional(grad_weight, "grad_weight"), opts.reduction, opts.log_target, masking.mask_nonfinite);
 }
 
 // --- poisson_nll_loss ------------------------------------------------------------
@@ -647,8 +696,30 @@ void poisson_nll_loss(const ExecSpace& exec, const InputView& input, const Targe
   static_assert(impl::floating_views_v<T, InputView, TargetView>,
                 "kloss::poisson_nll_loss: input, target and output must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"poisson_nll_loss"};
-  impl::poisson_nll_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(output, "output"),
-                                       opts.reduction, opts.log_input, opts.full, opts.eps);
+  using In = TensorIn<ExecSpace, T>;
+  impl::poisson_nll_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), In{}, In{}, v(output, "output"),
+                                       opts.reduction, opts.log_input, opts.full, opts.eps, false);
+}
+
+/// poisson_nll_loss with a weight and a mask per element (kloss extension;
+/// docs/weights.md): each element's loss (with opts.full's Stirling term)
+/// times its weight where it counts (mask nonzero and, with
+/// masking.mask_nonfinite, a finite target), 0 elsewhere; mean over the
+/// counted elements' weights, NaN where nothing counts. weight, mask: views
+/// that broadcast to the output's shape without growing it, each optional
+/// (an empty view). Fences.
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class MaskView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void masked_poisson_nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                             const WeightView& weight, const MaskView& mask, const OutputView& output,
+                             const PoissonNllLossOptions& opts = {}, const MaskOptions& masking = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, WeightView, MaskView>,
+                "kloss::masked_poisson_nll_loss: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"poisson_nll_loss"};
+  impl::poisson_nll_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+                                       v.optional(mask, "mask"), v(output, "output"), opts.reduction, opts.log_input,
+                                       opts.full, opts.eps, masking.mask_nonfinite);
 }
 
 /// Backward of poisson_nll_loss w.r.t. input, e^input - target
@@ -669,8 +740,9 @@ void poisson_nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad
                 "kloss::poisson_nll_loss_backward: every view must hold the input's floating type");
   const impl::EntryViews<ExecSpace> v{"poisson_nll_loss_backward"};
   impl::poisson_nll_loss_backward<ExecSpace, T>(
-      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(grad_input, "grad_input"),
-      v.optional(grad_target, "grad_target"), opts.reduction, opts.log_input, opts.full, opts.eps);
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), TensorIn<ExecSpace, T>{},
+      TensorIn<ExecSpace, T>{}, v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
+      TensorOut<ExecSpace, T>{}, opts.reduction, opts.log_input, opts.full, opts.eps, false);
 }
 
 /// Backward of poisson_nll_loss w.r.t. input alone (the overload above
@@ -681,6 +753,32 @@ void poisson_nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad
                                const TargetView& target, const GradInputView& grad_input,
                                const PoissonNllLossOptions& opts = {}) {
   poisson_nll_loss_backward(exec, grad_output, input, target, grad_input, GradInputView(), opts);
+}
+
+/// Backward of masked_poisson_nll_loss: for each counted element the
+/// gradients of poisson_nll_loss_backward times its weight, grad_weight its
+/// loss (with the Stirling term under opts.full) less the mean (for mean;
+/// each summed where its argument is broadcast), all times grad_output and
+/// the mean's factor; 0 for an element that does not count, every gradient
+/// 0 where nothing counts. Each gradient optional (an empty view). Fences.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class MaskView,
+          class GradInputView, class GradTargetView, class GradWeightView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void masked_poisson_nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                      const TargetView& target, const WeightView& weight, const MaskView& mask,
+                                      const GradInputView& grad_input, const GradTargetView& grad_target,
+                                      const GradWeightView& grad_weight, const PoissonNllLossOptions& opts = {},
+                                      const MaskOptions& masking = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, MaskView, GradInputView,
+                                       GradTargetView, GradWeightView>,
+                "kloss::masked_poisson_nll_loss_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"poisson_nll_loss_backward"};
+  impl::poisson_nll_loss_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+      v.optional(mask, "mask"), v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
+      v.optional(grad_weight, "grad_weight"), opts.reduction, opts.log_input, opts.full, opts.eps,
+      masking.mask_nonfinite);
 }
 
 // --- gaussian_nll_loss -----------------------------------------------------------
@@ -938,47 +1036,49 @@ KLOSS_BINARY_LOSSES(KLOSS_BL_OP_OF)
 KLOSS_BINARY_LOSSES(KLOSS_BL_EXTERN)
 #undef KLOSS_BL_EXTERN
 #undef KLOSS_BL_EXTERN_T
-#define KLOSS_POINTWISE_INSTANTIATE(PREFIX, T)                                                                       \
-  PREFIX template void kloss::impl::binary_cross_entropy<KLOSS_EXEC, T>(                                             \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction);   \
-  PREFIX template void kloss::impl::binary_cross_entropy_backward<KLOSS_EXEC, T>(                                    \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
-      KLOSS_PW_I_T(T), kloss::Reduction);                                                                            \
-  PREFIX template void kloss::impl::binary_cross_entropy_with_logits<KLOSS_EXEC, T>(                                 \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
-      kloss::Reduction);                                                                                             \
-  PREFIX template void kloss::impl::binary_cross_entropy_with_logits_backward<KLOSS_EXEC, T>(                        \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
-      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction);                                                           \
-  PREFIX template void kloss::impl::kl_div<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),     \
-                                                          KLOSS_PW_I_T(T), kloss::Reduction, bool);                  \
-  PREFIX template void kloss::impl::kl_div_backward<KLOSS_EXEC, T>(                                                  \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),     \
-      kloss::Reduction, bool);                                                                                       \
-  PREFIX template void kloss::impl::poisson_nll_loss<KLOSS_EXEC, T>(                                                 \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction, bool, bool, double); \
-  PREFIX template void kloss::impl::poisson_nll_loss_backward<KLOSS_EXEC, T>(                                        \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),     \
-      kloss::Reduction, bool, bool, double);                                                                         \
-  PREFIX template void kloss::impl::gaussian_nll_loss<KLOSS_EXEC, T, kloss::GaussianNllLossOptions>(                 \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
-      KLOSS_PW_I_T(T), const kloss::GaussianNllLossOptions&, bool);                                                  \
-  PREFIX template void kloss::impl::gaussian_nll_loss_backward<KLOSS_EXEC, T, kloss::GaussianNllLossOptions>(        \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
-      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),                          \
-      const kloss::GaussianNllLossOptions&, bool);                                                                   \
-  PREFIX template void kloss::impl::quantile_loss<KLOSS_EXEC, T, kloss::QuantileLossOptions>(                        \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),                      \
-      const kloss::QuantileLossOptions&);                                                                            \
-  PREFIX template void kloss::impl::quantile_loss_backward<KLOSS_EXEC, T, kloss::QuantileLossOptions>(               \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
-      KLOSS_PW_I_T(T), const kloss::QuantileLossOptions&);                                                           \
-  PREFIX template void kloss::impl::crps_gaussian<KLOSS_EXEC, T, kloss::CrpsGaussianOptions>(                        \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
-      KLOSS_PW_I_T(T), const kloss::CrpsGaussianOptions&, bool);                                                     \
-  PREFIX template void kloss::impl::crps_gaussian_backward<KLOSS_EXEC, T, kloss::CrpsGaussianOptions>(               \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
-      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),                          \
+#define KLOSS_POINTWISE_INSTANTIATE(PREFIX, T)                                                                     \
+  PREFIX template void kloss::impl::binary_cross_entropy<KLOSS_EXEC, T>(                                           \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction); \
+  PREFIX template void kloss::impl::binary_cross_entropy_backward<KLOSS_EXEC, T>(                                  \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),  \
+      KLOSS_PW_I_T(T), kloss::Reduction);                                                                          \
+  PREFIX template void kloss::impl::binary_cross_entropy_with_logits<KLOSS_EXEC, T>(                               \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),  \
+      kloss::Reduction);                                                                                           \
+  PREFIX template void kloss::impl::binary_cross_entropy_with_logits_backward<KLOSS_EXEC, T>(                      \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
+      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction);                                                         \
+  PREFIX template void kloss::impl::kl_div<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+                                                          KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),     \
+                                                          kloss::Reduction, bool, bool);                           \
+  PREFIX template void kloss::impl::kl_div_backward<KLOSS_EXEC, T>(                                                \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
+      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction, bool, bool);                            \
+  PREFIX template void kloss::impl::poisson_nll_loss<KLOSS_EXEC, T>(                                               \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),  \
+      kloss::Reduction, bool, bool, double, bool);                                                                 \
+  PREFIX template void kloss::impl::poisson_nll_loss_backward<KLOSS_EXEC, T>(                                      \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
+      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction, bool, bool, double, bool);              \
+  PREFIX template void kloss::impl::gaussian_nll_loss<KLOSS_EXEC, T, kloss::GaussianNllLossOptions>(               \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
+      KLOSS_PW_I_T(T), const kloss::GaussianNllLossOptions&, bool);                                                \
+  PREFIX template void kloss::impl::gaussian_nll_loss_backward<KLOSS_EXEC, T, kloss::GaussianNllLossOptions>(      \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
+      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),                        \
+      const kloss::GaussianNllLossOptions&, bool);                                                                 \
+  PREFIX template void kloss::impl::quantile_loss<KLOSS_EXEC, T, kloss::QuantileLossOptions>(                      \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),                    \
+      const kloss::QuantileLossOptions&);                                                                          \
+  PREFIX template void kloss::impl::quantile_loss_backward<KLOSS_EXEC, T, kloss::QuantileLossOptions>(             \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),  \
+      KLOSS_PW_I_T(T), const kloss::QuantileLossOptions&);                                                         \
+  PREFIX template void kloss::impl::crps_gaussian<KLOSS_EXEC, T, kloss::CrpsGaussianOptions>(                      \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
+      KLOSS_PW_I_T(T), const kloss::CrpsGaussianOptions&, bool);                                                   \
+  PREFIX template void kloss::impl::crps_gaussian_backward<KLOSS_EXEC, T, kloss::CrpsGaussianOptions>(             \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
+      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),                        \
       const kloss::CrpsGaussianOptions&, bool);
 #define KLOSS_POINTWISE_EXTERN(T) KLOSS_POINTWISE_INSTANTIATE(extern, T)
 KLOSS_FOR_EACH_SCALAR(KLOSS_POINTWISE_EXTERN)

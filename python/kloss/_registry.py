@@ -37,6 +37,10 @@ TORCH_POSITIONAL = {
     "smooth_l1_loss": 2,
     # (input, target, size_average, reduce, reduction)
     "soft_margin_loss": 2,
+    # (input, target, size_average, reduce, reduction, log_target)
+    "kl_div": 2,
+    # (input, target, log_input, full, size_average, eps, reduce, reduction)
+    "poisson_nll_loss": 2,
     # kloss's sample_weight (keyword-only): torch's options follow weight
     # (input, target, weight, size_average, ignore_index, reduce, reduction,
     #  label_smoothing)

@@ -189,6 +189,7 @@ def cases(seed=20261127):
     _masked(add, np.random.default_rng(seed + 3))
     _masked_crps(add, np.random.default_rng(seed + 4))
     _sample_weights(add, np.random.default_rng(seed + 5))
+    _masked_kl_poisson(add, np.random.default_rng(seed + 6))
     return out
 
 
@@ -385,6 +386,79 @@ def _masked_crps(add, rng):
     add("all_masked_mean", "crps_gaussian",
         {"input": randn(2, 3), "target": y, "std": rng.uniform(0.3, 2, 3), "weight": rng.uniform(0.25, 2, 3),
          "mask": np.array([[1.0], [0.0]])}, mask_nonfinite=True, reduction="mean")
+
+
+def _masked_kl_poisson(add, rng):
+    """kloss's weights and masks on kl_div and poisson_nll_loss
+    (docs/weights.md; its own generator: the other cases keep their
+    values): a per-column weight and a per-row mask under each reduction
+    (kl_div with probabilities and with log-probabilities as targets;
+    poisson_nll_loss on a log rate, and on a rate with `full`),
+    mask_nonfinite with NaN and infinite targets and a per-row weight, a
+    target that broadcasts, a mask alone, and a mean over nothing (NaN, zero
+    gradients). No target is 0 where kl_div's target gradient is torch's NaN
+    (probabilities), nor <= 0 or 1 under poisson's `full` (its target
+    gradient NaN there, its Stirling term jumping at 1)."""
+    def randn(*shape):
+        return rng.standard_normal(shape)
+
+    def log_probs(*shape):
+        return _log_softmax(randn(*shape), len(shape) - 1)
+
+    row_mask = np.array([[1.0], [0.0], [1.0]])  # row 1 masked out
+    col_weight = rng.uniform(0.25, 2, 5)
+    col_weight[3] = 0.0  # a counted element of weight 0: in the denominator as 0
+
+    # kl_div: input log-probabilities [3, 5]; targets probabilities or log-probabilities
+    for red in ("mean", "sum", "none"):
+        add("masked_" + red, "kl_div",
+            {"input": log_probs(3, 5), "target": np.exp(log_probs(3, 5)), "weight": col_weight, "mask": row_mask},
+            reduction=red)
+        add("masked_log_target_" + red, "kl_div",
+            {"input": log_probs(3, 5), "target": log_probs(3, 5), "weight": col_weight, "mask": row_mask},
+            log_target=True, reduction=red)
+    for red, lt in (("mean", False), ("none", True)):
+        y = log_probs(3, 5) if lt else np.exp(log_probs(3, 5))
+        y[0, 1], y[2, 3], y[1, 4] = np.nan, np.inf, -np.inf
+        add("nonfinite_" + red, "kl_div",
+            {"input": log_probs(3, 5), "target": y, "weight": rng.uniform(0.25, 2, (3, 1))}, log_target=lt,
+            mask_nonfinite=True, reduction=red)
+    # a target [5] broadcast over the rows, a mask alone (the mean over the count)
+    add("bcast_target_mask_only", "kl_div",
+        {"input": log_probs(3, 5), "target": np.exp(log_probs(5)),
+         "mask": np.array([[1.0, 0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0, 1.0], [0.0, 1.0, 1.0, 1.0, 1.0]])})
+
+    # poisson_nll_loss: a log rate [3, 5] against counts; a rate with full
+    for red in ("mean", "sum", "none"):
+        add("masked_" + red, "poisson_nll_loss",
+            {"input": randn(3, 5), "target": rng.poisson(2.0, (3, 5)).astype(float), "weight": col_weight,
+             "mask": row_mask}, reduction=red)
+    add("masked_rate_full", "poisson_nll_loss",
+        {"input": rng.uniform(0.2, 3, (3, 5)), "target": rng.uniform(0.2, 5, (3, 5)), "weight": col_weight,
+         "mask": row_mask}, log_input=False, full=True, eps=1e-3)
+    # missing observations: NaN and infinite targets, a weight per row (full: no -inf, which
+    # is <= 0, where torch's target gradient under full is NaN)
+    for red, full in (("mean", True), ("sum", False)):
+        y = rng.uniform(0.2, 5, (3, 5))
+        y[0, 1], y[2, 3] = np.nan, np.inf
+        if not full:
+            y[1, 4] = -np.inf
+        add("nonfinite_" + red, "poisson_nll_loss",
+            {"input": randn(3, 5), "target": y, "weight": rng.uniform(0.25, 2, (3, 1))}, full=full,
+            mask_nonfinite=True, reduction=red)
+    # a target [3, 1] broadcast over the columns (its NaN masks a row), a weight per element
+    y = rng.poisson(3.0, (3, 1)).astype(float)
+    y[1, 0] = np.nan
+    add("nonfinite_bcast_target", "poisson_nll_loss",
+        {"input": randn(3, 4), "target": y, "weight": rng.uniform(0.25, 2, (3, 4))}, mask_nonfinite=True)
+    # a mask per column alone, full (the mean over the count)
+    add("mask_only_full", "poisson_nll_loss",
+        {"input": randn(3, 4), "target": rng.uniform(0.2, 5, (3, 4)), "mask": np.array([1.0, 0.0, 1.0, 1.0])},
+        full=True)
+    # nothing counts: the mean is NaN, every gradient 0
+    add("all_masked_mean", "poisson_nll_loss",
+        {"input": randn(2, 3), "target": rng.poisson(2.0, (2, 3)).astype(float), "weight": rng.uniform(0.25, 2, 3),
+         "mask": np.zeros((2, 1))}, reduction="mean")
 
 
 def _quantiles(add, rng):

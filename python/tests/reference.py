@@ -34,7 +34,7 @@ def _log1pexp(z):
 # crps_ensemble, per point: the target's elements), and those of them that
 # take torch 2.15's weight= (docs/weights.md)
 MASKABLE = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss", "quantile_loss",
-            "gaussian_nll_loss", "crps_gaussian", "crps_ensemble")
+            "gaussian_nll_loss", "crps_gaussian", "crps_ensemble", "kl_div", "poisson_nll_loss")
 TORCH_WEIGHT = ("mse_loss", "l1_loss", "huber_loss")
 
 

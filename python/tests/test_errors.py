@@ -145,7 +145,7 @@ def test_reproducible_needs_comm():
 def test_a_weight_or_mask_that_does_not_broadcast_is_dimension_mismatch():
     # kloss's weights and masks broadcast to the output's shape without growing it
     x = np.zeros((3, 5))
-    for op in ("mse_loss", "soft_margin_loss", "quantile_loss"):
+    for op in ("mse_loss", "soft_margin_loss", "quantile_loss", "kl_div", "poisson_nll_loss"):
         fn = getattr(kloss, op)
         with pytest.raises(kloss.DimensionMismatch, match=r"kloss::%s: .*'mask'" % op) as e:
             fn(x, x, mask=np.ones((3, 2)))  # does not broadcast
@@ -161,6 +161,23 @@ def test_a_weight_or_mask_that_does_not_broadcast_is_dimension_mismatch():
         kloss.gaussian_nll_loss(x, x, var, mask=np.ones((5, 1)))
     with pytest.raises(kloss.DimensionMismatch, match=r"kloss::gaussian_nll_loss.*'weight'"):
         kloss.gaussian_nll_loss_backward(None, x, x, var, weight=np.ones(3))
+
+
+def test_kl_div_batchmean_with_a_weight_or_a_mask_is_refused():
+    # batchmean is torch's without kloss's weights and masks; with any of
+    # them the mean is over the counted weights ("mean") or there is "sum"
+    x, y = np.log(np.full((3, 4), 0.25)), np.full((3, 4), 0.25)
+    with pytest.raises(kloss.InvalidArgument, match=r"kloss::kl_div: batchmean with a weight or a mask") as e:
+        kloss.kl_div(x, y, weight=np.ones(4), reduction="batchmean")
+    assert e.value.status == 1
+    with pytest.raises(kloss.InvalidArgument, match="batchmean with a weight or a mask"):
+        kloss.kl_div(x, y, mask=np.ones((3, 1)), reduction="batchmean")
+    with pytest.raises(kloss.InvalidArgument, match="batchmean with a weight or a mask"):
+        kloss.kl_div(x, y, mask_nonfinite=True, reduction="batchmean")
+    with pytest.raises(kloss.InvalidArgument, match="batchmean with a weight or a mask"):
+        kloss.kl_div_backward(None, x, y, weight=np.ones(4), reduction="batchmean")
+    assert kloss.kl_div(x, y, reduction="batchmean") == pytest.approx(0.0, abs=1e-15)
+    np.testing.assert_allclose(kloss.kl_div(x, y, weight=np.ones(4), reduction="sum"), 0.0, atol=1e-15)
 
 
 def test_a_crps_weight_or_mask_that_does_not_broadcast_is_dimension_mismatch():

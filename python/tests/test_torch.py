@@ -245,7 +245,8 @@ def _crps_ensemble_score(x, y, o):
 def _masked_element_loss(op, o, x, y, var):
     """The unweighted per-element loss of an element-wise op, x and y of
     the output's shape (var broadcasting to it; crps_gaussian's std): torch's
-    own function unreduced, quantile_loss's torch.max form,
+    own function unreduced (kl_div's and poisson_nll_loss's with their
+    options), quantile_loss's torch.max form,
     gaussian_nll_loss's formula (its var clamped at eps, times the clamped
     var^beta, detached, for beta-NLL), the CRPS references; crps_ensemble's
     per point (x: input, with its members' axis; y: the points)."""
@@ -262,7 +263,8 @@ def _masked_element_loss(op, o, x, y, var):
         if o.get("full", False):
             loss = loss + 0.5 * math.log(2 * math.pi)
         return loss * v.detach() ** o["beta"] if o.get("beta") else loss
-    extra = {k: o[k] for k in ("beta", "delta") if k in o}  # smooth_l1_loss's, huber_loss's
+    # smooth_l1_loss's, huber_loss's, kl_div's, poisson_nll_loss's options
+    extra = {k: o[k] for k in ("beta", "delta", "log_target", "log_input", "full", "eps") if k in o}
     return getattr(F, op)(x, y, reduction="none", **extra)
 
 

@@ -31,10 +31,10 @@ template <class ExecSpace, class T, class I>
 FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     const ExecSpace& exec, const Communicator& comm, const ClassRange& range, const TensorIn<ExecSpace, T>& input,
     const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, I>& target, const TensorIn<ExecSpace, T>& bias,
-    const TensorIn<ExecSpace, T>& ce_weight, const TensorIn<ExecSpace, T>& grad_output,
-    const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, T>& grad_input,
-    const TensorOut<ExecSpace, T>& grad_weight, const TensorOut<ExecSpace, T>& grad_bias,
-    const VocabParallelFusedLinearOptions& opts) {
+    const TensorIn<ExecSpace, T>& ce_weight, const TensorIn<ExecSpace, T>& sample_weight,
+    const TensorIn<ExecSpace, T>& grad_output, const TensorOut<ExecSpace, T>& output,
+    const TensorOut<ExecSpace, T>& grad_input, const TensorOut<ExecSpace, T>& grad_weight,
+    const TensorOut<ExecSpace, T>& grad_bias, const VocabParallelFusedLinearOptions& opts) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   static_assert(is_scalar_v<T>, "kloss::vocab_parallel_fused_linear_cross_entropy: float, double, float16 or bfloat16");
@@ -46,7 +46,9 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
   mine.range = range;
   mine.options = option_fingerprint(opts.reduction, opts.ignore_index, opts.label_smoothing, opts.z_loss, opts.softcap,
                                     weighted, input.rank() == 2 ? input.extent(1) : -1);
-  mine.options.push_back({"bias (given or not)", bias.present ? 1 : 0});
+  // (one entry for two flags: the agreement holds eight options)
+  mine.options.push_back(
+      {"bias, sample_weight (given or not)", (bias.present ? 1 : 0) + (sample_weight.present ? 2 : 0)});
   // (grad_filter is not compared: each rank filters its own classes' tiles)
   mine.sums = {0.0, 0.0};  // sum_c w_c (this rank's classes), sum of the owned targets' weights
   std::int64_t n = 0, d = 0;
@@ -60,6 +62,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     check_shape(op, "target", target, Shape{n});
     if (bias.present) check_shape(op, "bias", bias, Shape{range.count});
     if (weighted) check_shape(op, "ce_weight", ce_weight, Shape{range.count});
+    kloss::impl::ce_check_sample_weight(op, sample_weight, Shape{n});
     check_output(op, "output", output, opts.reduction, Shape{n});
     if (grad_output.present) check_output(op, "grad_output", grad_output, opts.reduction, Shape{n});
     if (grad_input.present) check_shape(op, "grad_input", grad_input, Shape{n, d});
@@ -78,9 +81,11 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     require(!grad_input.present || n * d <= std::int64_t(INT32_MAX), op,
             "grad_input of more than 2^31 - 1 elements is not supported, got ", n * d);
     // The totals a mean gradient needs before the first chunk: sum_c w_c
-    // and the sum of the target weights (each row counted by its owner).
+    // and the sum of the target weights (each row counted by its owner,
+    // times its sample weight).
     auto cw = ce_weight.data;
     auto tg = target.data;
+    const T* swp = sample_weight.present ? sample_weight.data.data() : nullptr;
     const std::int64_t b = range.begin, e = range.end(), ig = opts.ignore_index;
     double wsum = static_cast<double>(range.count), tsum = 0;
     if (weighted)
@@ -90,7 +95,9 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
         exec, "kloss::vocab_parallel_fused_linear::target_weight_sum", n,
         KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
           const std::int64_t t = static_cast<std::int64_t>(tg(i));
-          if (t != ig && t >= b && t < e) acc += weighted ? static_cast<double>(cw(t - b)) : 1.0;
+          if (t != ig && t >= b && t < e)
+            acc +=
+                (weighted ? static_cast<double>(cw(t - b)) : 1.0) * (swp ? static_cast<double>(to_acc(swp[i])) : 1.0);
         },
         tsum);
     mine.sums = {wsum, tsum};
@@ -169,9 +176,12 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     }
     kloss::impl::FusedHeadArgs<T> a = kloss::impl::fused_head_args(
         input, weight, bias, grad_input, grad_weight, grad_bias, chunk, opts.convert_block_rows, plan, opts.allow_tf32);
+    const T* sw = sample_weight.present ? sample_weight.data.data() : nullptr;
     if (filter > 0 && want_grads)
-      a.filter = filter *
-                 kloss::impl::fl_max_row_scale<ExecSpace, T>(exec, g, true, opts.reduction == Reduction::mean, sums[1]);
+      a.filter =
+          filter *
+          kloss::impl::fl_max_row_scale<ExecSpace, T>(exec, g, true, opts.reduction == Reduction::mean, sums[1]) *
+          (sw ? kloss::impl::fl_max_abs<ExecSpace, T>(exec, Kokkos::View<const T*, Mem>(sw, n)) : 1.0);
     const std::int64_t ig = opts.ignore_index;
     // filtering: this rank's targets' entries of dL/dZ go as a sparse update
     kloss::impl::Scratch<std::int64_t, Mem> tcols;
@@ -190,7 +200,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
             allreduce_in_place<ExecSpace, A>(exec, comm, op, part, rt.get(), static_cast<int>(nc),
                                              comm.row_merge_op(std::is_same_v<A, double>));
           }
-          const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, nc, n0, n, p, saved, output);
+          const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, nc, n0, n, p, saved, output, sw);
           if (s.bad > 0) {
             result.bad = s;
             return false;
@@ -199,7 +209,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
           // G = d loss / d Z for the chunk, over the logits (in place).
           if (want_grads)
             ce_backward_rows<ExecSpace, T, I>(exec, static_cast<const A*>(z), nc, v, range.begin, n0, target, cwa, ig,
-                                              p, totals, per_row_g, g, shift_m, shift_ls, wt, z, {}, ld);
+                                              p, totals, per_row_g, g, shift_m, shift_ls, wt, z, sw, {}, ld);
           return true;
         },
         // grad_input: each rank holds the part from its classes; the sum
@@ -218,7 +228,8 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
   }
   const VpSums& total = outcome.total;
   if (opts.reduction != Reduction::none) {
-    // torch: mean divides by the sum of the target weights (NaN if all ignored).
+    // torch: mean divides by the sum of the target weights (each times its
+    // sample weight; NaN if all ignored).
     const double reduced = opts.reduction == Reduction::mean ? total.loss / total.weight : total.loss;
     auto o = output.data;
     Kokkos::parallel_for(

@@ -317,12 +317,14 @@ CeParams ce_params(const ClassRange& range, int ranks, const Options& opts, bool
 /// saved[n + i], saved[2n + 3 + i] (lse = m + ls; impl::CeShift); for
 /// Reduction::none the row loss to out[i]. Returns the sums (fences: a host
 /// value). A row is bad when the ranks do not agree that exactly one of
-/// them owns its target (or that it is ignored).
+/// them owns its target (or that it is ignored). sw: the sample weights
+/// [n] (a weight per row: each row's loss times it, the sum of target
+/// weights of s w_t), or null.
 template <class ExecSpace, class T>
 VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec,
                       const RecordLayout& lay, std::int64_t rows, std::int64_t row_offset, std::int64_t n,
                       const CeParams& p, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& saved,
-                      const TensorOut<ExecSpace, T>& out) {
+                      const TensorOut<ExecSpace, T>& out, const T* sw = nullptr) {
   using A = acc_t<T>;
   const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
   const A ranks = static_cast<A>(p.ranks);
@@ -349,10 +351,11 @@ VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typen
           acc.add_bad(i, r[RecordLayout::owners] == A(0) ? 0 : 1);  // no owner / several owners
         } else {
           wt = f_wt >= 0 ? r[f_wt] : A(1);
+          const A s = sw ? to_acc(sw[i]) : A(1);
           // (the records hold the logit sum exactly when eps > 0)
-          loss = ki::ce_index_row_loss(part, sh, wt, eps, zl, C, wsum);
+          loss = s * ki::ce_index_row_loss(part, sh, wt, eps, zl, C, wsum);
           acc.loss += static_cast<double>(loss);
-          acc.weight += static_cast<double>(wt);
+          acc.weight += static_cast<double>(s) * static_cast<double>(wt);
           acc.valid += 1;
         }
         saved(i) = sh.m;
@@ -380,7 +383,8 @@ void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_val
 /// (sum of target weights, valid rows, sum of class weights) on the device,
 /// read in the kernel (no fence). grad may be the logits (in place); both
 /// have row stride ld (0: cols). Z as
-/// for ce_slice_partials; w (class weights) may be null.
+/// for ce_slice_partials; w (class weights) may be null; sw (sample
+/// weights [n], each row's gradient times its own) may be null.
 /// Asynchronous.
 template <class ExecSpace, class T, class I, class G, class Z = T>
 void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols, std::int64_t begin,
@@ -389,7 +393,7 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& totals, bool per_row_g,
                       const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& shift_m,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& shift_ls,
-                      const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& wt, Z* grad,
+                      const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& wt, Z* grad, const T* sw,
                       const CrossEntropyTuning& tuning = {}, std::int64_t ld = 0) {
   using A = acc_t<T>;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
@@ -413,6 +417,7 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
         }
         double scale = static_cast<double>(to_acc(per_row_g ? g(i) : g(0)));
         if (mean) scale /= static_cast<double>(totals(0));
+        if (sw) scale *= static_cast<double>(to_acc(sw[i]));
         const std::int64_t tl = t >= begin && t < begin + cols ? t - begin : -1;
         const ki::CeShift<A> sh{shift_m(i), shift_ls(i)};
         const ki::CeRowGrad<A> kc =
@@ -458,12 +463,13 @@ void check_ce_arguments(std::string_view op, const ClassRange& range, const Tens
 template <class T, class I, class M, class Out, class Saved>
 void check_vp_ce_call(std::string_view op, const ClassRange& range, const Tensor<const T, M>& logits,
                       const Tensor<const I, M>& target, const Tensor<const T, M>& weight,
-                      const VocabParallelCrossEntropyOptions& opts, std::string_view out_name, const Out& out,
-                      const Saved& saved) {
+                      const Tensor<const T, M>& sample_weight, const VocabParallelCrossEntropyOptions& opts,
+                      std::string_view out_name, const Out& out, const Saved& saved) {
   check_ce_arguments(op, range, logits, target, weight, opts.reduction, opts.label_smoothing, opts.z_loss,
                      opts.softcap);
   check_no_deferred_check(op, opts.deferred_check);
   const std::int64_t n = logits.extent(0);
+  ki::ce_check_sample_weight(op, sample_weight, Shape{n});
   check_output(op, out_name, out, opts.reduction, Shape{n});
   check_shape(op, "saved", saved, Shape{saved_extent(n)});
 }
@@ -477,8 +483,8 @@ std::vector<std::pair<std::string, std::int64_t>> option_fingerprint(Reduction r
 template <class ExecSpace, class T, class I>
 void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
                                   const TensorIn<ExecSpace, T>& logits, const TensorIn<ExecSpace, I>& target,
-                                  const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
-                                  const TensorOut<ExecSpace, acc_t<T>>& saved,
+                                  const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& sample_weight,
+                                  const TensorOut<ExecSpace, T>& output, const TensorOut<ExecSpace, acc_t<T>>& saved,
                                   const VocabParallelCrossEntropyOptions& opts) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
@@ -489,9 +495,10 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
   mine.range = range;
   mine.options = option_fingerprint(opts.reduction, opts.ignore_index, opts.label_smoothing, opts.z_loss, opts.softcap,
                                     weight.present);
+  mine.options.push_back({"sample_weight (given or not)", sample_weight.present ? 1 : 0});
   double local_wsum = static_cast<double>(range.count);
   auto local_checks = [&] {
-    check_vp_ce_call(op, range, logits, target, weight, opts, "output", output, saved);
+    check_vp_ce_call(op, range, logits, target, weight, sample_weight, opts, "output", output, saved);
     if (weight.present && smoothing) {
       // sum of this rank's class weights (host: O(C_r), only with smoothing)
       local_wsum = kloss::impl::fixed_order_total<double>(exec, "kloss::vocab_parallel_cross_entropy::weight_sum",
@@ -526,14 +533,16 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
   const CeParams p =
       ce_params(range, comm.size(), opts, weight.present, need_wsum ? sums[0] : static_cast<double>(range.total));
   Kokkos::View<A*, Mem> sv(saved.data.data(), saved.data.extent(0));
-  const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, n, 0, n, p, sv, output);
+  const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, n, 0, n, p, sv, output,
+                                                sample_weight.present ? sample_weight.data.data() : nullptr);
   if (s.bad > 0) {
     Kokkos::View<I, Kokkos::HostSpace> tv("kloss::vocab_parallel_cross_entropy::bad_target");
     Kokkos::deep_copy(tv, Kokkos::subview(target.data, s.bad_row));
     throw_bad_row(op, s, static_cast<std::int64_t>(tv()), range);
   }
   // torch: mean divides by the sum of the target weights (their count
-  // without weights); 0/0 = NaN when every row is ignored.
+  // without weights; each times its sample weight); 0/0 = NaN when every
+  // row is ignored.
   const double reduced = opts.reduction == Reduction::mean ? s.loss / s.weight : s.loss;
   const A wtot = static_cast<A>(s.weight), nvalid = static_cast<A>(s.valid), ws = static_cast<A>(p.weight_sum);
   const bool none = opts.reduction == Reduction::none;
@@ -549,17 +558,15 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
 }
 
 template <class ExecSpace, class T, class I>
-void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRange& range,
-                                           const TensorIn<ExecSpace, T>& grad_output,
-                                           const TensorIn<ExecSpace, T>& logits, const TensorIn<ExecSpace, I>& target,
-                                           const TensorIn<ExecSpace, T>& weight,
-                                           const TensorIn<ExecSpace, acc_t<T>>& saved,
-                                           const TensorOut<ExecSpace, T>& grad_logits,
-                                           const VocabParallelCrossEntropyOptions& opts) {
+void vocab_parallel_cross_entropy_backward(
+    const ExecSpace& exec, const ClassRange& range, const TensorIn<ExecSpace, T>& grad_output,
+    const TensorIn<ExecSpace, T>& logits, const TensorIn<ExecSpace, I>& target, const TensorIn<ExecSpace, T>& weight,
+    const TensorIn<ExecSpace, T>& sample_weight, const TensorIn<ExecSpace, acc_t<T>>& saved,
+    const TensorOut<ExecSpace, T>& grad_logits, const VocabParallelCrossEntropyOptions& opts) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr std::string_view op = "vocab_parallel_cross_entropy_backward";
-  check_vp_ce_call(op, range, logits, target, weight, opts, "grad_output", grad_output, saved);
+  check_vp_ce_call(op, range, logits, target, weight, sample_weight, opts, "grad_output", grad_output, saved);
   check_same_shape(op, "grad_logits", grad_logits, "logits", logits);
   ProfilingRegion region("kloss::vocab_parallel_cross_entropy_backward");
   const std::int64_t n = logits.extent(0);
@@ -568,10 +575,10 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
   Kokkos::View<const A*, Mem> shift_m(saved.data.data(), n), shift_ls(saved.data.data() + 2 * n + 3, n);
   Kokkos::View<const A*, Mem> wt(saved.data.data() + n, n);
   Kokkos::View<const A*, Mem> totals(saved.data.data() + 2 * n, 3);
-  ce_backward_rows<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, 0, target,
-                                    weight.present ? weight.data.data() : nullptr, opts.ignore_index, p, totals,
-                                    opts.reduction == Reduction::none, grad_output.data, shift_m, shift_ls, wt,
-                                    grad_logits.data.data(), opts.tuning);
+  ce_backward_rows<ExecSpace, T, I>(
+      exec, logits.data.data(), n, range.count, range.begin, 0, target, weight.present ? weight.data.data() : nullptr,
+      opts.ignore_index, p, totals, opts.reduction == Reduction::none, grad_output.data, shift_m, shift_ls, wt,
+      grad_logits.data.data(), sample_weight.present ? sample_weight.data.data() : nullptr, opts.tuning);
 }
 
 // ---------------------------------------------------------------------------

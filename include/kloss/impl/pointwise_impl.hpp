@@ -1063,38 +1063,75 @@ void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, KLOSS_PW_C
   });
 }
 
+/// kl_div's `batchmean` with kloss's weights and masks: refused (the sum of
+/// the counted elements' weighted terms over the batch is not a mean of
+/// anything the weights define; docs/weights.md).
+inline void check_masked_batchmean(std::string_view op, bool masked, Reduction reduction) {
+  if (masked && reduction == Reduction::batchmean)
+    fail<InvalidArgument>(op, "batchmean with a weight or a mask: use mean (over the counted weights) or sum");
+}
+
+/// kl_div; weight, mask (optional, kloss's weights and masks:
+/// masked_forward, which fences for a mean): each broadcasting to the
+/// output's shape without growing it; not with batchmean.
 template <class ExecSpace, class T>
-void kl_div(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_T(T) output,
-            Reduction reduction, bool log_target) {
+void kl_div(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight,
+            KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) output, Reduction reduction, bool log_target, bool mask_nonfinite) {
   constexpr const char* name = "kl_div";
   const Shape shape = check_binary(name, input, target, reduction, true);
+  const bool masked = weight.present || mask.present || mask_nonfinite;
+  check_masked_batchmean(name, masked, reduction);
+  check_broadcasts_to(name, "weight", weight, shape);
+  check_broadcasts_to(name, "mask", mask, shape);
   check_output(name, "output", output, reduction, shape);
-  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target)});
+  check_disjoint(name, {span("output", output)},
+                 {span("input", input), span("target", target), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::kl_div");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   auto run = [&](auto op) {
-    pointwise_forward<ExecSpace, T, decltype(op), 2>(exec, name, op, {input, target}, {input.shape, target.shape},
-                                                     {"input", "target"}, shape, output, reduction, scale);
+    using Op = decltype(op);
+    if (masked)
+      masked_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
+                                          {"input", "target"}, weight, mask, mask_nonfinite, true, shape, output,
+                                          reduction);
+    else
+      pointwise_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
+                                             {"input", "target"}, shape, output, reduction, scale);
   };
   if (log_target)
     run(KlDivOp<true>{});
   else
     run(KlDivOp<false>{});
 }
+/// Backward of kl_div; grad_weight (optional, with a weight).
 template <class ExecSpace, class T>
 void kl_div_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target,
-                     KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target, Reduction reduction, bool log_target) {
+                     KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target,
+                     KLOSS_PW_T(T) grad_weight, Reduction reduction, bool log_target, bool mask_nonfinite) {
   constexpr const char* name = "kl_div_backward";
   const Shape shape = check_binary(name, input, target, reduction, true);
+  const bool masked = weight.present || mask.present || mask_nonfinite;
+  check_masked_batchmean(name, masked, reduction);
+  check_broadcasts_to(name, "weight", weight, shape);
+  check_broadcasts_to(name, "mask", mask, shape);
+  if (grad_weight.present && !weight.present)
+    fail<InvalidArgument>(name, "argument 'grad_weight' must be empty without a weight");
   check_backward(name, grad_output, reduction, shape,
-                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
-                 {span("input", input), span("target", target)});
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape),
+                  grad_arg("grad_weight", grad_weight, weight.shape)},
+                 {span("input", input), span("target", target), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::kl_div_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   auto run = [&](auto op) {
-    pointwise_backward<ExecSpace, T, decltype(op), 2>(exec, "kl_div", op, grad_output, {input, target},
-                                                      {input.shape, target.shape}, shape, {grad_input, grad_target},
-                                                      reduction, scale);
+    using Op = decltype(op);
+    if (masked)
+      masked_backward<ExecSpace, T, Op, 2>(exec, "kl_div", op, grad_output, {input, target},
+                                           {input.shape, target.shape}, weight, mask, mask_nonfinite, true, shape,
+                                           {grad_input, grad_target, grad_weight}, reduction);
+    else
+      pointwise_backward<ExecSpace, T, Op, 2>(exec, "kl_div", op, grad_output, {input, target},
+                                              {input.shape, target.shape}, shape, {grad_input, grad_target}, reduction,
+                                              scale);
   };
   if (log_target)
     run(KlDivOp<true>{});
@@ -1112,37 +1149,67 @@ void with_poisson_op(bool log_input, bool full, double eps, F&& f) {
   });
 }
 
+/// poisson_nll_loss; weight, mask (optional, kloss's weights and masks:
+/// masked_forward, which fences for a mean): each broadcasting to the
+/// output's shape without growing it.
 template <class ExecSpace, class T>
-void poisson_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_T(T) output,
-                      Reduction reduction, bool log_input, bool full, double eps) {
+void poisson_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight,
+                      KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) output, Reduction reduction, bool log_input, bool full,
+                      double eps, bool mask_nonfinite) {
   constexpr const char* name = "poisson_nll_loss";
   const Shape shape = check_binary(name, input, target, reduction);
+  const bool masked = weight.present || mask.present || mask_nonfinite;
+  check_broadcasts_to(name, "weight", weight, shape);
+  check_broadcasts_to(name, "mask", mask, shape);
   check_output(name, "output", output, reduction, shape);
-  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target)});
+  check_disjoint(name, {span("output", output)},
+                 {span("input", input), span("target", target), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::poisson_nll_loss");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   with_poisson_op(log_input, full, eps, [&](auto op) {
-    pointwise_forward<ExecSpace, T, decltype(op), 2>(exec, name, op, {input, target}, {input.shape, target.shape},
-                                                     {"input", "target"}, shape, output, reduction, scale);
+    using Op = decltype(op);
+    if (masked)
+      masked_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
+                                          {"input", "target"}, weight, mask, mask_nonfinite, true, shape, output,
+                                          reduction);
+    else
+      pointwise_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
+                                             {"input", "target"}, shape, output, reduction, scale);
   });
 }
+/// Backward of poisson_nll_loss; grad_weight (optional, with a weight).
 template <class ExecSpace, class T>
 void poisson_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
-                               KLOSS_PW_CT(T) target, KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target,
-                               Reduction reduction, bool log_input, bool full, double eps) {
+                               KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask,
+                               KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target, KLOSS_PW_T(T) grad_weight,
+                               Reduction reduction, bool log_input, bool full, double eps, bool mask_nonfinite) {
   constexpr const char* name = "poisson_nll_loss_backward";
   const Shape shape = check_binary(name, input, target, reduction);
+  const bool masked = weight.present || mask.present || mask_nonfinite;
+  check_broadcasts_to(name, "weight", weight, shape);
+  check_broadcasts_to(name, "mask", mask, shape);
+  if (grad_weight.present && !weight.present)
+    fail<InvalidArgument>(name, "argument 'grad_weight' must be empty without a weight");
   check_backward(name, grad_output, reduction, shape,
-                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
-                 {span("input", input), span("target", target)});
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape),
+                  grad_arg("grad_weight", grad_weight, weight.shape)},
+                 {span("input", input), span("target", target), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::poisson_nll_loss_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   // The Stirling term depends on target alone: `full` changes target's
-  // gradient only.
-  with_poisson_op(log_input, full && grad_target.present, eps, [&](auto op) {
-    pointwise_backward<ExecSpace, T, decltype(op), 2>(exec, "poisson_nll_loss", op, grad_output, {input, target},
-                                                      {input.shape, target.shape}, shape, {grad_input, grad_target},
-                                                      reduction, scale);
+  // gradient only - and, masked, the weight's (an element's loss, the full
+  // one, is its weight's gradient), so the op keeps `full` there.
+  const bool stirling = full && (grad_target.present || (masked && grad_weight.present));
+  with_poisson_op(log_input, stirling, eps, [&](auto op) {
+    using Op = decltype(op);
+    if (masked)
+      masked_backward<ExecSpace, T, Op, 2>(exec, "poisson_nll_loss", op, grad_output, {input, target},
+                                           {input.shape, target.shape}, weight, mask, mask_nonfinite, true, shape,
+                                           {grad_input, grad_target, grad_weight}, reduction);
+    else
+      pointwise_backward<ExecSpace, T, Op, 2>(exec, "poisson_nll_loss", op, grad_output, {input, target},
+                                              {input.shape, target.shape}, shape, {grad_input, grad_target}, reduction,
+                                              scale);
   });
 }
 
