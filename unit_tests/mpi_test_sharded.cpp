@@ -180,6 +180,21 @@ std::vector<Case> cases(DType dt) {
   add("poisson_nll_loss", "poisson_nll_loss",
       {{"input", real(dt, nd, -1, 1, 18)}, {"target", pick(dt, nd, {0, 1, 2, 5}, 19)}}, {{"input", 0}, {"target", 0}},
       {{"full", std::int64_t(1)}});
+  // their weights and masks: a weight per variable on every rank, a mask
+  // per row split with the rows (kl_div: per element, split; NaN targets
+  // masked)
+  add("kl_div masked", "kl_div",
+      {{"input", log_probs(dt, n, 4, 90)},
+       {"target", with_nonfinite(real(dt, kloss::Shape{n, 4}, 0.05, 1, 91))},
+       {"weight", real(dt, kloss::Shape{n, 4}, 0.1, 2, 92)},
+       {"mask", pick(dt, kloss::Shape{n, 1}, {0, 1, 1}, 93)}},
+      {{"input", 0}, {"target", 0}, {"weight", 0}, {"mask", 0}}, {{"mask_nonfinite", std::int64_t{1}}});
+  add("poisson_nll_loss masked", "poisson_nll_loss",
+      {{"input", real(dt, nd, -1, 1, 94)},
+       {"target", pick(dt, nd, {0, 1, 2, 5}, 95)},
+       {"weight", real(dt, kloss::Shape{1, 3}, 0.1, 2, 96)},
+       {"mask", pick(dt, kloss::Shape{n, 1}, {0, 1, 1}, 97)}},
+      {{"input", 0}, {"target", 0}, {"mask", 0}}, {{"full", std::int64_t(1)}});
   add("gaussian_nll_loss", "gaussian_nll_loss",
       {{"input", real(dt, nd, -2, 2, 20)},
        {"target", real(dt, nd, -2, 2, 21)},
@@ -565,6 +580,21 @@ Call small_mse(DType dt) {
   c.inputs.emplace("input", real(dt, kloss::Shape{3}, -1, 1, 1));
   c.inputs.emplace("target", real(dt, kloss::Shape{3}, -1, 1, 2));
   return c;
+}
+
+/// kl_div's batchmean with kloss's weights or masks is refused on every rank
+/// (the local call runs with reduction sum, so the refusal is the mean's
+/// parts').
+TEST(Sharded, MaskedBatchmeanIsRefused) {
+  Communicator comm(MPI_COMM_WORLD);
+  Call c;
+  c.op = "kl_div";
+  c.dtype = DType::float64;
+  c.inputs.emplace("input", log_probs(DType::float64, 2, 3, 98));
+  c.inputs.emplace("target", real(DType::float64, kloss::Shape{2, 3}, 0.1, 1, 99));
+  c.inputs.emplace("mask", Buffer::from_doubles(DType::float64, kloss::Shape{2, 1}, {1, 0}));
+  c.options.set("reduction", std::string("batchmean"));
+  expect_all_throw<kloss::InvalidArgument>([&] { kloss::mpi::run_sharded(comm, c); }, "batchmean");
 }
 
 TEST(ShardedMultiRank, RanksThatDisagreeAllThrow) {
