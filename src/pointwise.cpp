@@ -1,18 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-// Element-wise losses: explicit instantiations and runtime-typed adapters.
+// Element-wise losses: the runtime-typed adapters and their registry
+// entries (the explicit instantiations: one file per dtype, generated from
+// pointwise_instances.cpp.in).
 #include <cmath>
 #include <kloss/pointwise.hpp>
 #include <kloss/registry.hpp>
 
 #include "masked_parts.hpp"
 #include "runtime_support.hpp"
-
-#define KLOSS_POINTWISE_DEFINE(T) KLOSS_POINTWISE_INSTANTIATE(, T)
-KLOSS_FOR_EACH_SCALAR(KLOSS_POINTWISE_DEFINE)
-#define KLOSS_BL_DEFINE_T(T, Op) KLOSS_BL_INSTANTIATE(, T, Op)
-#define KLOSS_BL_DEFINE(name, Options, Op, grads, option, summary) \
-  KLOSS_FOR_EACH_SCALAR_ARG(KLOSS_BL_DEFINE_T, Op)
-KLOSS_BINARY_LOSSES(KLOSS_BL_DEFINE)
 
 namespace kloss::impl {
 namespace {
@@ -55,10 +50,12 @@ rt::Result run_binary(const rt::Call& c, const char* name, const Options& opts) 
 
 /// binary_cross_entropy (Logits false) and
 /// binary_cross_entropy_with_logits (Logits true, which also takes
-/// pos_weight): input, target, weight -> gradients for input and target.
+/// pos_weight): input, target, weight, mask -> gradients for input and
+/// target.
 template <bool Logits>
 rt::Result run_bce(const rt::Call& c) {
   const Reduction red = c.options.get_reduction(c.op);
+  const bool mask_nonfinite = c.options.get_bool(c.op, "mask_nonfinite", false);
   c.options.check_all_used(c.op);
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -66,23 +63,26 @@ rt::Result run_bce(const rt::Call& c) {
     auto tg = input<T>(c, "target");
     auto w = input<T>(c, "weight", false);
     auto pw = Logits ? input<T>(c, "pos_weight", false) : DeviceTensor<T>{};
+    auto mk = input<T>(c, "mask", false);
     RtExec exec;
     return run_forward_backward<T>(
         c, red, in.shape, {{"input", in.shape}, {"target", tg.shape}},
         [&](const Tensor<T, RtMem>& out) {
           if constexpr (Logits)
             binary_cross_entropy_with_logits<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), pw.ctensor(),
-                                                        out, red);
+                                                        mk.ctensor(), out, red, mask_nonfinite);
           else
-            binary_cross_entropy<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out, red);
+            binary_cross_entropy<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), mk.ctensor(), out, red,
+                                            mask_nonfinite);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
           if constexpr (Logits)
             binary_cross_entropy_with_logits_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(),
-                                                                 pw.ctensor(), g[0].tensor(), g[1].tensor(), red);
+                                                                 pw.ctensor(), mk.ctensor(), g[0].tensor(),
+                                                                 g[1].tensor(), red, mask_nonfinite);
           else
-            binary_cross_entropy_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(), g[0].tensor(),
-                                                     g[1].tensor(), red);
+            binary_cross_entropy_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(), mk.ctensor(),
+                                                     g[0].tensor(), g[1].tensor(), red, mask_nonfinite);
         });
   });
 }
@@ -389,13 +389,21 @@ void register_pointwise(std::vector<OpInfo>& ops) {
           [one = q.mean_parts.denominator, several = mean_of_elements({"input", "target", "quantiles"}).denominator](
               const rt::Call& c, Reduction r) { return given(c, "quantiles") ? several(c, r) : one(c, r); };
     }
-  family.add("binary_cross_entropy", {"input", "target", "weight?"}, {"input", "target"}, {reduction_option},
+  // (torch's weight, and kloss's mask: a masked mean is over the counted
+  // elements' count, as torch's weighted mean is over every element's)
+  const auto bce_masked = [](const rt::Call& c) {
+    return given(c, "mask") || c.options.get_bool(c.op, "mask_nonfinite", false);
+  };
+  family.add("binary_cross_entropy", {"input", "target", "weight?", "mask?"}, {"input", "target"},
+             {reduction_option, mask_nonfinite_option},
              "BCE on probabilities, logs clamped at -100; values outside [0, 1] are an error", run_bce<false>);
-  ops.back().mean_parts = mean_of_elements({"input", "target"});
-  family.add("binary_cross_entropy_with_logits", {"input", "target", "weight?", "pos_weight?"}, {"input", "target"},
-             {reduction_option}, "BCE on logits, numerically stable; pos_weight broadcast over the class axis",
-             run_bce<true>);
-  ops.back().mean_parts = mean_of_elements({"input", "target"});
+  ops.back().mean_parts =
+      masked_mean_parts(bce_masked, true, mean_of_elements({"input", "target"}), broadcast_of({"input", "target"}));
+  family.add("binary_cross_entropy_with_logits", {"input", "target", "weight?", "pos_weight?", "mask?"},
+             {"input", "target"}, {reduction_option, mask_nonfinite_option},
+             "BCE on logits, numerically stable; pos_weight broadcast over the class axis", run_bce<true>);
+  ops.back().mean_parts =
+      masked_mean_parts(bce_masked, true, mean_of_elements({"input", "target"}), broadcast_of({"input", "target"}));
   family.add("kl_div", {"input", "target", "weight?", "mask?"}, {"input", "target", "weight"},
              {{"reduction", "string", "mean", "none | mean | sum | batchmean"},
               {"log_target", "bool", option_text(KlDivOptions{}.log_target), "target given as log-probabilities"},

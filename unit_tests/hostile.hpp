@@ -3358,22 +3358,24 @@ void typed_calls(TypedRun<T, I>& t) {
 #undef KLOSS_HOSTILE_BINARY
   if (done) {
   } else if (op == "binary_cross_entropy") {
-    ki::binary_cross_entropy<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.template out<T>("output"),
-                                      red);
+    const bool nonfinite = bool_opt(c, "mask_nonfinite", false);
+    ki::binary_cross_entropy<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.in("mask"),
+                                      t.template out<T>("output"), red, nonfinite);
     if (bwd) {
       auto gi = t.template out<T>("grad_input");  // before grad_target, which may alias it
       auto gt = t.template out<T>("grad_target");
-      ki::binary_cross_entropy_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"), gi, gt,
-                                                 red);
+      ki::binary_cross_entropy_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"),
+                                                 t.in("mask"), gi, gt, red, nonfinite);
     }
   } else if (op == "binary_cross_entropy_with_logits") {
+    const bool nonfinite = bool_opt(c, "mask_nonfinite", false);
     ki::binary_cross_entropy_with_logits<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.in("pos_weight"),
-                                                  t.template out<T>("output"), red);
+                                                  t.in("mask"), t.template out<T>("output"), red, nonfinite);
     if (bwd) {
       auto gi = t.template out<T>("grad_input");
       auto gt = t.template out<T>("grad_target");
       ki::binary_cross_entropy_with_logits_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"),
-                                                             t.in("pos_weight"), gi, gt, red);
+                                                             t.in("pos_weight"), t.in("mask"), gi, gt, red, nonfinite);
     }
   } else if (op == "kl_div") {
     const bool lt = bool_opt(c, "log_target");

@@ -1886,6 +1886,143 @@ TYPED_TEST(Pointwise, MaskedPoissonNllMatchesTheReference) {
   expect_near_all(to_doubles(gw), {0, 0, 0}, 0, 0, "all masked grad_weight");
 }
 
+/// binary_cross_entropy(_with_logits) with kloss's masks over torch's
+/// weight (and pos_weight), every reduction, through the registry: a weight
+/// per column with a mask per row and NaN / infinite targets masked
+/// (mask_nonfinite); a weight per element alone with mask_nonfinite; a
+/// mask per element that hides a NaN target and (BCE) an input outside
+/// [0, 1], which the domain check does not read; pos_weight with a mask.
+/// Against kloss_ref::masked_pointwise (mean over the counted count). The
+/// typed masked_* entry points once; an input outside [0, 1] where it
+/// counts is still refused.
+TYPED_TEST(Pointwise, MaskedBinaryCrossEntropyMatchesTheReference) {
+  using T = TypeParam;
+  namespace rt = kloss::rt;
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  struct Layout {
+    std::vector<std::int64_t> weight, mask;  // empty: absent
+    std::vector<double> mask_values;
+    bool nonfinite, pos_weight;
+  };
+  const std::vector<std::int64_t> is = {4, 3}, ps = {3};
+  const std::vector<Layout> layouts = {
+      {{3}, {4, 1}, {1, 0, 1, 1}, true, false},
+      {{4, 3}, {}, {}, true, false},
+      {{}, {4, 3}, {1, 1, 0, 1, 0, 0, 1, 1, 1, 0, 1, 1}, false, false},
+      {{4, 1}, {1, 3}, {1, 0, 1}, true, true},
+  };
+  unsigned seed = 450;
+  for (const bool logits : {false, true})
+    for (const Layout& L : layouts) {
+      if (L.pos_weight && !logits) continue;
+      const std::string op = logits ? "binary_cross_entropy_with_logits" : "binary_cross_entropy";
+      auto xv = logits ? rv<T>(12, -4, 4, ++seed) : rv<T>(12, 0.05, 0.95, ++seed);
+      auto yv = rv<T>(12, 0, 1, ++seed);
+      if (L.nonfinite) {
+        yv[4] = nan;
+        yv[7] = inf;
+        yv[9] = -inf;
+      } else {
+        yv[5] = nan;  // where the mask is 0
+        if (!logits) xv[4] = 1.5;
+      }
+      const bool has_w = !L.weight.empty(), has_m = !L.mask.empty();
+      const auto wv =
+          has_w ? rv<T>(static_cast<std::size_t>(kloss_ref::numel(L.weight)), 0.25, 2, ++seed) : std::vector<double>{};
+      const auto pv = L.pos_weight ? rv<T>(3, 0.5, 3, ++seed) : std::vector<double>{};
+      kloss_ref::PwOptions o;
+      o.pos_weight = L.pos_weight;
+      std::vector<std::vector<std::int64_t>> shapes = {is, is};
+      std::vector<std::vector<double>> vals = {xv, yv};
+      if (L.pos_weight) {
+        shapes.push_back(ps);
+        vals.push_back(pv);
+      }
+      for (auto red : {Reduction::none, Reduction::mean, Reduction::sum}) {
+        const bool none = red == Reduction::none;
+        const auto go = rv<T>(none ? 12 : 1, 0.5, 1.5, ++seed);
+        const std::string what = op + " " + std::string(kloss::to_string(red)) + " weight " + Shape(L.weight).str() +
+                                 " mask " + Shape(L.mask).str() + (L.nonfinite ? " mask_nonfinite" : "") +
+                                 (L.pos_weight ? " pos_weight" : "");
+        const auto R =
+            kloss_ref::masked_pointwise(logits ? kloss_ref::Pw::bce_logits : kloss_ref::Pw::bce, o, shapes, vals,
+                                        has_w ? &L.weight : nullptr, has_w ? &wv : nullptr, has_m ? &L.mask : nullptr,
+                                        has_m ? &L.mask_values : nullptr, L.nonfinite, true, red, &go, {0, 1}, false);
+        rt::Call call;
+        call.op = op;
+        call.dtype = rt::dtype_of<T>();
+        call.inputs["input"] = rt::Buffer::from_doubles(call.dtype, Shape(is), xv);
+        call.inputs["target"] = rt::Buffer::from_doubles(call.dtype, Shape(is), yv);
+        if (has_w) call.inputs["weight"] = rt::Buffer::from_doubles(call.dtype, Shape(L.weight), wv);
+        if (has_m) call.inputs["mask"] = rt::Buffer::from_doubles(call.dtype, Shape(L.mask), L.mask_values);
+        if (L.pos_weight) call.inputs["pos_weight"] = rt::Buffer::from_doubles(call.dtype, Shape(ps), pv);
+        if (L.nonfinite) call.options.set("mask_nonfinite", std::int64_t{1});
+        call.options.set("reduction", std::string(kloss::to_string(red)));
+        call.grad_output = rt::Buffer::from_doubles(call.dtype, none ? Shape(is) : Shape{}, go);
+        rt::Result res;
+        ASSERT_NO_THROW(res = rt::run(call)) << what;
+        double mag = 1;
+        for (double v : R.out) mag = std::max(mag, std::fabs(v));
+        expect_near_all(res.output.to_doubles(), R.out, tol<T>(), tol<T>() * mag, what + " forward");
+        EXPECT_EQ(res.grads.count("weight"), 0u) << what;
+        const char* names[] = {"input", "target"};
+        for (std::size_t k = 0; k < 2; ++k) {
+          double gmag = 1;
+          for (double v : R.grads[k]) gmag += std::fabs(v);
+          ASSERT_TRUE(res.grads.count(names[k])) << what << " grad_" << names[k];
+          expect_near_all(res.grads.at(names[k]).to_doubles(), R.grads[k], tol<T>(), 4 * tol<T>() * gmag,
+                          what + " grad_" + names[k]);
+        }
+      }
+    }
+  // the typed entry points: a weight per column, a mask per row, NaN
+  // targets masked; mean over the three counted rows' count
+  Exec exec;
+  const std::vector<std::int64_t> ws = {3}, ms = {4, 1};
+  const auto xv = rv<T>(12, 0.05, 0.95, 481), wv = rv<T>(3, 0.25, 2, 483);
+  auto yv = rv<T>(12, 0, 1, 482);
+  yv[8] = nan;
+  const std::vector<double> mv = {1, 0, 1, 1};
+  auto x = make_view<T**>("x", xv, {4, 3});
+  auto y = make_view<T**>("y", yv, {4, 3});
+  auto w = make_view<T*>("w", wv, {3});
+  auto m = make_view<T**>("m", mv, {4, 1});
+  Kokkos::View<T, Mem> out("out"), go("go");
+  Kokkos::deep_copy(go, static_cast<T>(1.0f));
+  Kokkos::View<T**, Mem> gx("gx", 4, 3), gy("gy", 4, 3);
+  Kokkos::View<T*, Mem> empty;
+  const kloss::MaskOptions skip{true};
+  kloss::masked_binary_cross_entropy(exec, x, y, w, m, out, {}, skip);
+  kloss::masked_binary_cross_entropy_backward(exec, go, x, y, w, m, gx, gy, {}, skip);
+  const std::vector<double> one = {1};
+  const auto R = kloss_ref::masked_pointwise(kloss_ref::Pw::bce, kloss_ref::PwOptions{}, {is, is}, {xv, yv}, &ws, &wv,
+                                             &ms, &mv, true, true, Reduction::mean, &one, {0, 1}, false);
+  expect_near_all(to_doubles(out), R.out, tol<T>(), tol<T>() * 4, "typed masked_binary_cross_entropy");
+  expect_near_all(to_doubles(gx), R.grads[0], tol<T>(), tol<T>() * 4, "typed grad_input");
+  expect_near_all(to_doubles(gy), R.grads[1], tol<T>(), tol<T>() * 4, "typed grad_target");
+  kloss::masked_binary_cross_entropy_with_logits(exec, x, y, w, empty, m, out, {}, skip);
+  kloss::masked_binary_cross_entropy_with_logits_backward(exec, go, x, y, w, empty, m, gx, gy, {}, skip);
+  const auto RL = kloss_ref::masked_pointwise(kloss_ref::Pw::bce_logits, kloss_ref::PwOptions{}, {is, is}, {xv, yv},
+                                              &ws, &wv, &ms, &mv, true, true, Reduction::mean, &one, {0, 1}, false);
+  expect_near_all(to_doubles(out), RL.out, tol<T>(), tol<T>() * 4, "typed masked_binary_cross_entropy_with_logits");
+  expect_near_all(to_doubles(gx), RL.grads[0], tol<T>(), tol<T>() * 4, "typed logits grad_input");
+  // nothing counted: NaN mean, zero gradients
+  auto none_counted = make_view<T**>("none_counted", std::vector<double>(4, 0.0), {4, 1});
+  kloss::masked_binary_cross_entropy(exec, x, y, w, none_counted, out, {}, skip);
+  kloss::masked_binary_cross_entropy_backward(exec, go, x, y, w, none_counted, gx, gy, {}, skip);
+  EXPECT_TRUE(std::isnan(to_doubles(out)[0]));
+  for (double g : to_doubles(gx)) EXPECT_EQ(g, 0.0);
+  // an input outside [0, 1] where it counts is refused; a mask that does
+  // not broadcast to the input is a shape error
+  auto xbad =
+      make_view<T**>("xbad", std::vector<double>{0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 1.5, 0.5, 0.5, 0.5, 0.5, 0.5}, {4, 3});
+  EXPECT_KLOSS_THROW(kloss::masked_binary_cross_entropy(exec, xbad, y, w, m, out, {}, skip), kloss::InvalidArgument,
+                     "kloss::binary_cross_entropy: argument 'input' must hold values in [0, 1], got 1.5");
+  auto m_wrong = make_view<T*>("m_wrong", std::vector<double>{1, 0, 1, 1}, {4});
+  EXPECT_KLOSS_THROW(kloss::masked_binary_cross_entropy(exec, x, y, w, m_wrong, out), kloss::DimensionMismatch,
+                     "'mask' [4] do not broadcast");
+}
+
 TEST(MaskedLoss, ShapesAndFormsAreChecked) {
   namespace rt = kloss::rt;
   rt::Call c;
@@ -2326,8 +2463,8 @@ TEST(PointwiseRegistry, EveryElementwiseOpIsRegisteredWithItsOptions) {
       {"huber_loss", {"reduction", "delta", "mask_nonfinite"}},
       {"soft_margin_loss", {"reduction", "mask_nonfinite"}},
       {"quantile_loss", {"reduction", "quantile", "mask_nonfinite"}},
-      {"binary_cross_entropy", {"reduction"}},
-      {"binary_cross_entropy_with_logits", {"reduction"}},
+      {"binary_cross_entropy", {"reduction", "mask_nonfinite"}},
+      {"binary_cross_entropy_with_logits", {"reduction", "mask_nonfinite"}},
       {"kl_div", {"reduction", "log_target", "mask_nonfinite"}},
       {"poisson_nll_loss", {"log_input", "full", "eps", "reduction", "mask_nonfinite"}},
       {"gaussian_nll_loss", {"full", "eps", "reduction", "beta", "mask_nonfinite"}},

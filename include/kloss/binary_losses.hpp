@@ -3,7 +3,8 @@
 /// \file binary_losses.hpp
 /// The binary element-wise losses (input, target -> loss) as the machine
 /// needs them listed: one line each, from which come their explicit
-/// instantiations and registry entries (src/pointwise.cpp), the test
+/// instantiations (src/pointwise_instances.cpp.in, one translation unit
+/// per dtype) and registry entries (src/pointwise.cpp), the test
 /// harness's calls (unit_tests/hostile.hpp) and benchmark rows
 /// (perf_tests/bench_pointwise.cpp). Their public functions, options and
 /// modules are written out in kloss/pointwise.hpp and kloss/losses.hpp.

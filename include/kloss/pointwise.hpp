@@ -461,7 +461,28 @@ void binary_cross_entropy(const ExecSpace& exec, const InputView& input, const T
                 "kloss::binary_cross_entropy: every view must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"binary_cross_entropy"};
   impl::binary_cross_entropy<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
-                                           v(output, "output"), opts.reduction);
+                                           TensorIn<ExecSpace, T>{}, v(output, "output"), opts.reduction, false);
+}
+
+/// binary_cross_entropy with a mask (kloss extension; docs/weights.md):
+/// each element's loss times torch's weight where it counts (mask nonzero
+/// and, with masking.mask_nonfinite, a finite target), 0 elsewhere; mean
+/// over the counted elements' count (torch's weighted mean is over every
+/// element's), NaN where nothing counts. weight, mask: views that
+/// broadcast to input's shape, each optional (an empty view). The [0, 1]
+/// check reads the counted elements alone. Fences.
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class MaskView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void masked_binary_cross_entropy(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                                 const WeightView& weight, const MaskView& mask, const OutputView& output,
+                                 const BinaryCrossEntropyOptions& opts = {}, const MaskOptions& masking = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, WeightView, MaskView>,
+                "kloss::masked_binary_cross_entropy: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"binary_cross_entropy"};
+  impl::binary_cross_entropy<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+                                           v.optional(mask, "mask"), v(output, "output"), opts.reduction,
+                                           masking.mask_nonfinite);
 }
 
 /// Backward of binary_cross_entropy w.r.t. input, weight (input - target)
@@ -480,9 +501,33 @@ void binary_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& 
   static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, GradInputView, GradTargetView>,
                 "kloss::binary_cross_entropy_backward: every view must hold the input's floating type");
   const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_backward"};
+  impl::binary_cross_entropy_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
+                                                    v(target, "target"), v.optional(weight, "weight"),
+                                                    TensorIn<ExecSpace, T>{}, v.optional(grad_input, "grad_input"),
+                                                    v.optional(grad_target, "grad_target"), opts.reduction, false);
+}
+
+/// Backward of masked_binary_cross_entropy: for each counted element the
+/// gradients of binary_cross_entropy_backward (times its weight), 0 for
+/// one that does not count, every gradient 0 where nothing counts; times
+/// grad_output and the mean's 1 / (counted count). grad_input, grad_target:
+/// each optional (an empty view). Fences for a mean.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class MaskView,
+          class GradInputView, class GradTargetView, class = impl::enable_for_execution_space<ExecSpace>>
+void masked_binary_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
+                                          const InputView& input, const TargetView& target, const WeightView& weight,
+                                          const MaskView& mask, const GradInputView& grad_input,
+                                          const GradTargetView& grad_target, const BinaryCrossEntropyOptions& opts = {},
+                                          const MaskOptions& masking = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(
+      impl::floating_views_v<T, GradOutputView, TargetView, WeightView, MaskView, GradInputView, GradTargetView>,
+      "kloss::masked_binary_cross_entropy_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_backward"};
   impl::binary_cross_entropy_backward<ExecSpace, T>(
       exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
-      v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"), opts.reduction);
+      v.optional(mask, "mask"), v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
+      opts.reduction, masking.mask_nonfinite);
 }
 
 /// Backward of binary_cross_entropy w.r.t. input alone (the overload above
@@ -519,10 +564,30 @@ void binary_cross_entropy_with_logits(const ExecSpace& exec, const InputView& in
   static_assert(impl::floating_views_v<T, InputView, TargetView, WeightView, PosWeightView>,
                 "kloss::binary_cross_entropy_with_logits: every view must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_with_logits"};
-  impl::binary_cross_entropy_with_logits<ExecSpace, T>(exec, v(input, "input"), v(target, "target"),
-                                                       v.optional(weight, "weight"),
-                                                       v.optional(pos_weight, "pos_weight"), v(output, "output"),
-                                                       opts.reduction);
+  impl::binary_cross_entropy_with_logits<ExecSpace, T>(
+      exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"), v.optional(pos_weight, "pos_weight"),
+      TensorIn<ExecSpace, T>{}, v(output, "output"), opts.reduction, false);
+}
+
+/// binary_cross_entropy_with_logits with a mask (kloss extension;
+/// docs/weights.md): as masked_binary_cross_entropy, torch's weight and
+/// pos_weight kept; mean over the counted elements' count, NaN where
+/// nothing counts. weight, pos_weight, mask: each optional (an empty
+/// view). Fences for a mean.
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class PosWeightView, class MaskView,
+          class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
+void masked_binary_cross_entropy_with_logits(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                                             const WeightView& weight, const PosWeightView& pos_weight,
+                                             const MaskView& mask, const OutputView& output,
+                                             const BinaryCrossEntropyWithLogitsOptions& opts = {},
+                                             const MaskOptions& masking = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, WeightView, PosWeightView, MaskView>,
+                "kloss::masked_binary_cross_entropy_with_logits: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_with_logits"};
+  impl::binary_cross_entropy_with_logits<ExecSpace, T>(
+      exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"), v.optional(pos_weight, "pos_weight"),
+      v.optional(mask, "mask"), v(output, "output"), opts.reduction, masking.mask_nonfinite);
 }
 
 /// Backward of binary_cross_entropy_with_logits w.r.t. input: weight
@@ -547,8 +612,35 @@ void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, const Grad
   const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_with_logits_backward"};
   impl::binary_cross_entropy_with_logits_backward<ExecSpace, T>(
       exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
-      v.optional(pos_weight, "pos_weight"), v.optional(grad_input, "grad_input"),
-      v.optional(grad_target, "grad_target"), opts.reduction);
+      v.optional(pos_weight, "pos_weight"), TensorIn<ExecSpace, T>{}, v.optional(grad_input, "grad_input"),
+      v.optional(grad_target, "grad_target"), opts.reduction, false);
+}
+
+/// Backward of masked_binary_cross_entropy_with_logits: for each counted
+/// element the gradients of binary_cross_entropy_with_logits_backward, 0
+/// for one that does not count, every gradient 0 where nothing counts;
+/// times grad_output and the mean's 1 / (counted count). grad_input,
+/// grad_target: each optional (an empty view). Fences for a mean.
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class PosWeightView, class MaskView, class GradInputView, class GradTargetView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void masked_binary_cross_entropy_with_logits_backward(const ExecSpace& exec, const GradOutputView& grad_output,
+                                                      const InputView& input, const TargetView& target,
+                                                      const WeightView& weight, const PosWeightView& pos_weight,
+                                                      const MaskView& mask, const GradInputView& grad_input,
+                                                      const GradTargetView& grad_target,
+                                                      const BinaryCrossEntropyWithLogitsOptions& opts = {},
+                                                      const MaskOptions& masking = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, PosWeightView, MaskView,
+                                       GradInputView, GradTargetView>,
+                "kloss::masked_binary_cross_entropy_with_logits_backward: every view must hold the input's "
+                "floating type");
+  const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_with_logits_backward"};
+  impl::binary_cross_entropy_with_logits_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+      v.optional(pos_weight, "pos_weight"), v.optional(mask, "mask"), v.optional(grad_input, "grad_input"),
+      v.optional(grad_target, "grad_target"), opts.reduction, masking.mask_nonfinite);
 }
 
 /// Backward of binary_cross_entropy_with_logits w.r.t. input alone (the
@@ -1007,8 +1099,9 @@ void masked_crps_gaussian_backward(const ExecSpace& exec, const GradOutputView& 
 
 }  // namespace kloss
 
-// Explicit instantiations: declared here, instantiated in src/pointwise.cpp
-// with the same list (KLOSS_POINTWISE_INSTANTIATE(, T)).
+// Explicit instantiations: declared here, instantiated one dtype per file
+// (src/pointwise_instances.cpp.in) with the same list
+// (KLOSS_POINTWISE_INSTANTIATE(, T)).
 /// An instantiation's input tensor parameter of value type T.
 #define KLOSS_PW_I_CT(T) const KLOSS_CTENSOR(T)&
 /// An instantiation's output tensor parameter of value type T.
@@ -1038,16 +1131,17 @@ KLOSS_BINARY_LOSSES(KLOSS_BL_EXTERN)
 #undef KLOSS_BL_EXTERN_T
 #define KLOSS_POINTWISE_INSTANTIATE(PREFIX, T)                                                                     \
   PREFIX template void kloss::impl::binary_cross_entropy<KLOSS_EXEC, T>(                                           \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), kloss::Reduction); \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),  \
+      kloss::Reduction, bool);                                                                                     \
   PREFIX template void kloss::impl::binary_cross_entropy_backward<KLOSS_EXEC, T>(                                  \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),  \
-      KLOSS_PW_I_T(T), kloss::Reduction);                                                                          \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
+      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction, bool);                                                   \
   PREFIX template void kloss::impl::binary_cross_entropy_with_logits<KLOSS_EXEC, T>(                               \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),  \
-      kloss::Reduction);                                                                                           \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
+      KLOSS_PW_I_T(T), kloss::Reduction, bool);                                                                    \
   PREFIX template void kloss::impl::binary_cross_entropy_with_logits_backward<KLOSS_EXEC, T>(                      \
       const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
-      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction);                                                         \
+      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction, bool);                                 \
   PREFIX template void kloss::impl::kl_div<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
                                                           KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),     \
                                                           kloss::Reduction, bool, bool);                           \

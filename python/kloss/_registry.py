@@ -48,6 +48,9 @@ TORCH_POSITIONAL = {
     "nll_loss": 3,
     # (input, target, var, full, eps, reduction)
     "gaussian_nll_loss": 3,
+    # kloss's mask (keyword-only): torch's options follow weight
+    # (input, target, weight, size_average, reduce, reduction)
+    "binary_cross_entropy": 3,
     # (input, target, weight, size_average, reduce, reduction, pos_weight)
     "binary_cross_entropy_with_logits": 3,
     # (input, target, p, margin, weight, size_average, reduce, reduction)

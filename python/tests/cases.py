@@ -190,7 +190,49 @@ def cases(seed=20261127):
     _masked_crps(add, np.random.default_rng(seed + 4))
     _sample_weights(add, np.random.default_rng(seed + 5))
     _masked_kl_poisson(add, np.random.default_rng(seed + 6))
+    _masked_bce(add, np.random.default_rng(seed + 7))
     return out
+
+
+def _masked_bce(add, rng):
+    """kloss's masks on binary_cross_entropy and
+    binary_cross_entropy_with_logits over torch's weight and pos_weight
+    (docs/weights.md; its own generator: the other cases keep their
+    values): a per-row mask with a per-column weight under each reduction,
+    mask_nonfinite with NaN and infinite targets, pos_weight with a mask, a
+    mask alone, and a mean over nothing (NaN, zero gradients). The mean is
+    over the counted elements' count."""
+    row_mask = np.array([[1.0], [0.0], [1.0]])  # row 1 masked out
+    col_weight = rng.uniform(0.25, 2, 5)
+
+    def probs(*shape):
+        return rng.uniform(0.05, 0.95, shape)
+
+    for red in ("mean", "sum", "none"):
+        add("masked_" + red, "binary_cross_entropy",
+            {"input": probs(3, 5), "target": rng.uniform(0, 1, (3, 5)), "weight": col_weight, "mask": row_mask},
+            reduction=red)
+        add("masked_" + red, "binary_cross_entropy_with_logits",
+            {"input": rng.standard_normal((3, 5)) * 3, "target": rng.uniform(0, 1, (3, 5)), "weight": col_weight,
+             "mask": row_mask}, reduction=red)
+    for red in ("mean", "none"):
+        y = rng.uniform(0, 1, (3, 5))
+        y[0, 1], y[2, 3], y[1, 4] = np.nan, np.inf, -np.inf
+        add("nonfinite_" + red, "binary_cross_entropy",
+            {"input": probs(3, 5), "target": y, "weight": rng.uniform(0.25, 2, (3, 1))}, mask_nonfinite=True,
+            reduction=red)
+        add("nonfinite_" + red, "binary_cross_entropy_with_logits",
+            {"input": rng.standard_normal((3, 5)), "target": y, "pos_weight": rng.uniform(0.5, 3, 5)},
+            mask_nonfinite=True, reduction=red)
+    add("pos_weight_mask", "binary_cross_entropy_with_logits",
+        {"input": rng.standard_normal((3, 5)), "target": rng.uniform(0, 1, (3, 5)),
+         "pos_weight": rng.uniform(0.5, 3, 5), "mask": np.array([1.0, 0.0, 1.0, 1.0, 0.0])}, reduction="sum")
+    add("mask_only", "binary_cross_entropy",
+        {"input": probs(3, 4), "target": rng.uniform(0, 1, (3, 4)),
+         "mask": np.array([[1.0, 0.0, 1.0, 1.0], [0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0]])})
+    add("all_masked_mean", "binary_cross_entropy_with_logits",
+        {"input": rng.standard_normal((2, 3)), "target": rng.uniform(0, 1, (2, 3)), "weight": rng.uniform(0.25, 2, 3),
+         "mask": np.zeros((2, 1))})
 
 
 def _sample_weights(add, rng):

@@ -31,11 +31,17 @@ def _log1pexp(z):
 
 
 # The element-wise losses that take kloss's weights and masks (and
-# crps_ensemble, per point: the target's elements), and those of them that
-# take torch 2.15's weight= (docs/weights.md)
+# crps_ensemble, per point: the target's elements), those of them that
+# take torch 2.15's weight= (docs/weights.md), and the BCE pair, which
+# keeps torch's weight and takes kloss's mask
 MASKABLE = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss", "quantile_loss",
-            "gaussian_nll_loss", "crps_gaussian", "crps_ensemble", "kl_div", "poisson_nll_loss")
+            "gaussian_nll_loss", "crps_gaussian", "crps_ensemble", "kl_div", "poisson_nll_loss",
+            "binary_cross_entropy", "binary_cross_entropy_with_logits")
 TORCH_WEIGHT = ("mse_loss", "l1_loss", "huber_loss")
+BCE = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
+# The masked means over the counted elements' count (torch's weighted
+# means of these ops are over every element's)
+MEAN_OVER_COUNT = ("huber_loss",) + BCE
 
 
 def masked(op, inputs, options):
@@ -48,7 +54,7 @@ def masked(op, inputs, options):
     if inputs.get("mask") is not None or options.get("mask_nonfinite", False):
         return True
     w = inputs.get("weight")
-    return w is not None and (op not in TORCH_WEIGHT or np.shape(w) != np.shape(inputs["input"]))
+    return w is not None and op not in BCE and (op not in TORCH_WEIGHT or np.shape(w) != np.shape(inputs["input"]))
 
 
 def _unmasked_loss(op, inputs, o):
@@ -87,8 +93,8 @@ def _masked_forward(op, inputs, o, red):
     (the op's own, unreduced; crps_ensemble's per point, the target's
     elements), counted where the mask is nonzero and (with mask_nonfinite)
     the target finite; w l where counted, else 0 (not 0 * NaN); the mean
-    over the counted elements' weights (huber_loss: their count), NaN where
-    nothing counts."""
+    over the counted elements' weights (huber_loss and the BCE pair: their
+    count), NaN where nothing counts."""
     w = inputs.get("weight")
     loss = _unmasked_loss(op, inputs, o)
     shape = loss.shape
@@ -100,7 +106,7 @@ def _masked_forward(op, inputs, o, red):
         return terms
     if red == "sum":
         return np.array(terms.sum())
-    den = counted.sum() if op == "huber_loss" else np.where(counted, wb, 0.0).sum()
+    den = counted.sum() if op in MEAN_OVER_COUNT else np.where(counted, wb, 0.0).sum()
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.array(terms.sum() / den)
 

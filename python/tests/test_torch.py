@@ -263,8 +263,9 @@ def _masked_element_loss(op, o, x, y, var):
         if o.get("full", False):
             loss = loss + 0.5 * math.log(2 * math.pi)
         return loss * v.detach() ** o["beta"] if o.get("beta") else loss
-    # smooth_l1_loss's, huber_loss's, kl_div's, poisson_nll_loss's options
-    extra = {k: o[k] for k in ("beta", "delta", "log_target", "log_input", "full", "eps") if k in o}
+    # smooth_l1_loss's, huber_loss's, kl_div's, poisson_nll_loss's options;
+    # binary_cross_entropy_with_logits's pos_weight
+    extra = {k: o[k] for k in ("beta", "delta", "log_target", "log_input", "full", "eps", "pos_weight") if k in o}
     return getattr(F, op)(x, y, reduction="none", **extra)
 
 
@@ -293,11 +294,13 @@ def masked_reference(c, args):
     if o.pop("mask_nonfinite", False):
         counted = counted & torch.isfinite(y)
     y = torch.where(counted, y, y.new_zeros(()))
+    if args.get("pos_weight") is not None:
+        o["pos_weight"] = args["pos_weight"]
     loss = _masked_element_loss(c.op, o, x if c.op == "crps_ensemble" else x.expand(shape), y, var)
     terms = torch.where(counted, loss if w is None else w * loss, loss.new_zeros(()))
     if red != "mean":
         return _reduce(terms, red)
-    if w is None or c.op == "huber_loss":
+    if w is None or c.op in reference.MEAN_OVER_COUNT:
         return terms.sum() / counted.sum()
     return terms.sum() / torch.where(counted, w.expand(shape), w.new_zeros(())).sum()
 

@@ -5,8 +5,9 @@ binary_cross_entropy_with_logits, kl_div, poisson_nll_loss,
 gaussian_nll_loss, quantile_loss, crps_gaussian - every op x dtype x reduction x option, with broadcast
 arguments and the edge cases (beta = 0, probabilities 0 and 1 in BCE,
 logits of magnitude 1e4, zero and log targets in kl_div, Stirling's term,
-clamped var); crps_gaussian with kloss's weights and masks
-(docs/weights.md; add_crps_gaussian_masked). References from PyTorch 2.15 in float64 on inputs rounded to the
+clamped var); crps_gaussian with kloss's weights and masks, and
+binary_cross_entropy(_with_logits) with kloss's masks (docs/weights.md;
+add_crps_gaussian_masked, add_bce_masked). References from PyTorch 2.15 in float64 on inputs rounded to the
 case dtype; gradients from autograd with a random grad_output, the
 target's too where torch differentiates it (binary_cross_entropy(_with_logits),
 kl_div, poisson_nll_loss, gaussian_nll_loss).
@@ -100,7 +101,7 @@ def main(out_dir):
         # keep their values: one seed per family of cases, in the order added.
         later = [(20261125, add_soft_margin), (20261201, add_gaussian_var_dims), (20261202, add_gaussian_beta),
                  (20261203, add_weighted), (20261204, add_quantile), (20261205, add_crps_gaussian),
-                 (20261206, add_quantiles), (20261207, add_crps_gaussian_masked)]
+                 (20261206, add_quantiles), (20261207, add_crps_gaussian_masked), (20261208, add_bce_masked)]
         for seed, add in later:
             w.gen = torch.Generator().manual_seed(seed)
             for di, dtype in enumerate(DTYPES):
@@ -662,6 +663,105 @@ def add_crps_gaussian_masked(w, gen, dtype, di):
                 check_masked_crps_normal(input, target, std, weight, counted, red, out)
                 return out
             w.case("masked_%s_%s" % (name, red), op, dtype, inputs, diff, call, red, opts)
+
+
+def masked_bce(op, input, target, weight, pos_weight, mask, nonfinite, reduction):
+    """binary_cross_entropy(_with_logits) with kloss's masks (docs/weights.md)
+    over torch's own: an element counts where mask (broadcast) is nonzero
+    and, with `nonfinite`, its target is finite; a counted element's term is
+    torch's (its weight= and pos_weight= included), another's exactly 0;
+    mean = the terms' sum over the counted elements' count (torch's weighted
+    mean is over every element's; 0 / 0 = NaN where nothing counts).
+    torch.where before the loss (an uncounted input and target become 0.5,
+    an uncounted weight 1) and after it keeps values outside the domain and
+    non-finite targets out of the value and of autograd's gradients."""
+    shape = input.shape
+    counted = torch.ones(shape, dtype=torch.bool)
+    if mask is not None:
+        counted = counted & (mask != 0).expand(shape)
+    if nonfinite:
+        counted = counted & torch.isfinite(target).expand(shape)
+    half = torch.full((), 0.5, dtype=torch.float64)
+    x = torch.where(counted, input, half)
+    y = torch.where(counted, target, half)
+    wt = None if weight is None else torch.where(counted, weight.expand(shape), torch.ones((), dtype=torch.float64))
+    if op == "binary_cross_entropy":
+        terms = F.binary_cross_entropy(x, y, weight=wt, reduction="none")
+    else:
+        terms = F.binary_cross_entropy_with_logits(x, y, weight=wt, pos_weight=pos_weight, reduction="none")
+    terms = torch.where(counted, terms, torch.zeros((), dtype=torch.float64))
+    if reduction == "none":
+        return terms
+    if reduction == "sum":
+        return terms.sum()
+    return terms.sum() / counted.sum()
+
+
+def add_bce_masked(w, gen, dtype, di):
+    """binary_cross_entropy and binary_cross_entropy_with_logits with kloss's
+    masks (masked_bce; gradients for input and target from autograd,
+    float64): a mask per element of 0, 1, -1 and 2 (any nonzero value
+    counts); torch's weight per element with a mask per column; a weight
+    per column with a mask per row; mask_nonfinite with NaN, +inf and -inf
+    targets and a weight per column; a mask that hides an input outside
+    [0, 1] and a NaN target (mask_nonfinite false, explicitly: the [0, 1]
+    check reads the counted elements alone); mask_nonfinite on finite
+    targets (torch's mean); every element masked (mean NaN, every gradient
+    0); for the logits also pos_weight per column with a mask, and with a
+    weight and mask_nonfinite. float64 meets every layout with every
+    reduction; the other dtypes each layout with one reduction, rotating
+    (rot)."""
+    nan, inf = float("nan"), float("inf")
+
+    def t(rows):
+        return torch.tensor(rows, dtype=torch.float64)
+
+    for op in ("binary_cross_entropy", "binary_cross_entropy_with_logits"):
+        logits = op != "binary_cross_entropy"
+
+        def x(*shape):
+            return uniform(gen, shape, -4.0, 4.0) if logits else uniform(gen, shape, 0.05, 0.95)
+
+        def y(*shape):
+            return uniform(gen, shape, 0.0, 1.0)
+
+        def wts(*shape):
+            return uniform(gen, shape, 0.25, 2.0)
+
+        layouts = [("msame", {"input": x(3, 4), "target": y(3, 4),
+                              "mask": t([[1.0, 0.0, -1.0, 1.0], [0.0, 2.0, 1.0, 1.0], [1.0, 1.0, 0.0, 1.0]])}, None),
+                   ("wsame_mcol", {"input": x(4, 5), "target": y(4, 5), "weight": wts(4, 5),
+                                   "mask": t([[1.0, 0.0, 1.0, 0.5, 1.0]])}, None),
+                   ("wcol_mrow", {"input": x(4, 5), "target": y(4, 5), "weight": wts(5),
+                                  "mask": t([[0.0], [1.0], [1.0], [1.0]])}, None)]
+        yn = y(4, 5)
+        yn[0, 2], yn[1, 4], yn[3, 0] = nan, inf, -inf
+        layouts.append(("nonfinite_wcol", {"input": x(4, 5), "target": yn, "weight": wts(5)}, True))
+        xb, yb = x(6), y(6)
+        xb[2] = 1.5 if not logits else xb[2]
+        yb[4] = nan
+        layouts.append(("mask_hides_bad", {"input": xb, "target": yb, "mask": t([1.0, 1.0, 0.0, 1.0, 0.0, 1.0])},
+                        False))
+        layouts.append(("nonfinite_none_there", {"input": x(3, 4), "target": y(3, 4)}, True))
+        layouts.append(("all_masked", {"input": x(3, 4), "target": y(3, 4), "weight": wts(3, 4), "mask": t([0.0])},
+                        None))
+        if logits:
+            layouts.append(("posw_mcol", {"input": x(4, 5), "target": y(4, 5), "pos_weight": uniform(gen, (5,), 0.5, 3),
+                                          "mask": t([[1.0, 1.0, 0.0, 1.0, 1.0]])}, None))
+            yp = y(3, 5)
+            yp[1, 1] = nan
+            layouts.append(("posw_w_nonfinite", {"input": x(3, 5), "target": yp, "weight": wts(3, 1),
+                                                 "pos_weight": uniform(gen, (5,), 0.5, 3)}, True))
+        for k, (name, inputs, nonfinite) in enumerate(layouts):
+            opts = None if nonfinite is None else {"mask_nonfinite": nonfinite}
+            for red in REDUCTIONS:
+                if dtype != "float64" and red != rot(k, di):
+                    continue
+
+                def call(input, target, weight=None, pos_weight=None, mask=None, red=red, nonfinite=nonfinite,
+                         op=op):
+                    return masked_bce(op, input, target, weight, pos_weight, mask, nonfinite, red)
+                w.case("masked_%s_%s" % (name, red), op, dtype, inputs, ["input", "target"], call, red, opts)
 
 
 if __name__ == "__main__":

@@ -194,6 +194,7 @@ struct BceOp {
   static constexpr unsigned differentiable = 0b11;
   static constexpr bool checked = true, checked_backward = false, sum_in_lanes = false;
   static constexpr const char* requirement = "hold values in [0, 1]";
+  static constexpr WeightMean weighted = WeightMean::count;  // torch's weight: the mean is over the count
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
@@ -244,6 +245,7 @@ struct BceLogitsOp : Unchecked {
   static constexpr int arity = 2 + (W ? 1 : 0) + (P ? 1 : 0);
   static constexpr unsigned differentiable = 0b11;
   static constexpr int iw = 2, ip = W ? 3 : 2;
+  static constexpr WeightMean weighted = WeightMean::count;  // torch's weight: the mean is over the count
   template <class A, class M>
   KOKKOS_FORCEINLINE_FUNCTION A loss(const A* v, [[maybe_unused]] M& m) const {
     const A x = v[0], y = v[1];
@@ -548,6 +550,12 @@ struct Masked : Op {
       if ((Op::differentiable >> k) & 1u) g[k] = w * g[k];
     g[W] = Op::loss(v, m) - static_cast<A>(offset);
   }
+  /// A checked op's domain check, on the counted elements alone (one that
+  /// does not count contributes nothing, whatever it holds).
+  template <class A>
+  KOKKOS_INLINE_FUNCTION int bad(const A* v) const {
+    return counted(v) ? Op::bad(v) : -1;
+  }
 };
 
 // --- host-side checks and shapes ---------------------------------------------
@@ -758,6 +766,42 @@ void masked_backward(const ExecSpace& exec, const char* name, const Op& op, KLOS
                                                       reduction, scale);
 }
 
+/// The forward of an op that takes only kloss's weights and masks
+/// (gaussian_nll_loss, crps_gaussian, kl_div, poisson_nll_loss): masked_forward
+/// where the call gives a weight, a mask or mask_nonfinite (`masked`; fences
+/// for a mean), else the plain engine at `scale`.
+template <class ExecSpace, class T, class Op, int N>
+void masked_or_plain_forward(const ExecSpace& exec, const char* name, const Op& op,
+                             const std::array<TensorIn<ExecSpace, T>, N>& operands, const std::array<Shape, N>& shapes,
+                             const std::array<const char*, N>& names, KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask,
+                             bool mask_nonfinite, bool masked, const Shape& shape, KLOSS_PW_T(T) output,
+                             Reduction reduction, double scale) {
+  if (masked)
+    masked_forward<ExecSpace, T, Op, N>(exec, name, op, operands, shapes, names, weight, mask, mask_nonfinite, true,
+                                        shape, output, reduction);
+  else
+    pointwise_forward<ExecSpace, T, Op, N>(exec, name, op, operands, shapes, names, shape, output, reduction, scale);
+}
+
+/// The backward of masked_or_plain_forward; grads: the N operands', then
+/// the weight's (used only when masked).
+template <class ExecSpace, class T, class Op, int N>
+void masked_or_plain_backward(const ExecSpace& exec, const char* name, const Op& op, KLOSS_PW_CT(T) grad_output,
+                              const std::array<TensorIn<ExecSpace, T>, N>& operands, const std::array<Shape, N>& shapes,
+                              KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask, bool mask_nonfinite, bool masked,
+                              const Shape& shape, const std::array<TensorOut<ExecSpace, T>, N + 1>& grads,
+                              Reduction reduction, double scale) {
+  if (masked) {
+    masked_backward<ExecSpace, T, Op, N>(exec, name, op, grad_output, operands, shapes, weight, mask, mask_nonfinite,
+                                         true, shape, grads, reduction);
+    return;
+  }
+  std::array<TensorOut<ExecSpace, T>, N> plain;
+  for (int k = 0; k < N; ++k) plain[k] = grads[k];
+  pointwise_backward<ExecSpace, T, Op, N>(exec, name, op, grad_output, operands, shapes, shape, plain, reduction,
+                                          scale);
+}
+
 /// The binary table ops (kloss/binary_losses.hpp: mse, l1, smooth_l1, huber,
 /// soft_margin, quantile) share one body; weight, mask (optional): torch's
 /// weight= where the op takes one, else kloss's weights and masks
@@ -926,18 +970,26 @@ void binary_loss_backward_entry(const ExecSpace& exec, const char* name, const c
                                          TensorOut<ExecSpace, T>{}, opts.reduction, false);
 }
 
-/// binary_cross_entropy. Fences (the [0, 1] check must reach the host).
+/// binary_cross_entropy; weight: torch's (each element's loss times it);
+/// mask (optional) and mask_nonfinite: kloss's masks (docs/weights.md), a
+/// mean over the counted elements' count, as torch's weighted mean is over
+/// every element's. Fences (the [0, 1] check must reach the host).
 template <class ExecSpace, class T>
 void binary_cross_entropy(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight,
-                          KLOSS_PW_T(T) output, Reduction reduction) {
+                          KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) output, Reduction reduction, bool mask_nonfinite) {
   constexpr const char* name = "binary_cross_entropy";
   const Shape shape = check_bce(name, input, target, weight, TensorIn<ExecSpace, T>{}, reduction);
+  check_broadcasts_to(name, "mask", mask, shape);
   check_output(name, "output", output, reduction, shape);
   check_disjoint(name, {span("output", output)},
-                 {span("input", input), span("target", target), span("weight", weight)});
+                 {span("input", input), span("target", target), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::binary_cross_entropy");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
-  if (weight.present)
+  if (mask.present || mask_nonfinite)
+    masked_forward<ExecSpace, T, BceOp<false>, 2>(exec, name, BceOp<false>{}, {input, target},
+                                                  {input.shape, target.shape}, {"input", "target"}, weight, mask,
+                                                  mask_nonfinite, true, shape, output, reduction);
+  else if (weight.present)
     pointwise_forward<ExecSpace, T, BceOp<true>, 3>(exec, name, BceOp<true>{}, {input, target, weight},
                                                     {input.shape, target.shape, weight.shape},
                                                     {"input", "target", "weight"}, shape, output, reduction, scale);
@@ -946,18 +998,25 @@ void binary_cross_entropy(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_
                                                      {input.shape, target.shape}, {"input", "target"}, shape, output,
                                                      reduction, scale);
 }
+/// Backward of binary_cross_entropy (masked: fences for a mean).
 template <class ExecSpace, class T>
 void binary_cross_entropy_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
-                                   KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight, KLOSS_PW_T(T) grad_input,
-                                   KLOSS_PW_T(T) grad_target, Reduction reduction) {
+                                   KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask,
+                                   KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target, Reduction reduction,
+                                   bool mask_nonfinite) {
   constexpr const char* name = "binary_cross_entropy_backward";
   const Shape shape = check_bce(name, input, target, weight, TensorIn<ExecSpace, T>{}, reduction);
+  check_broadcasts_to(name, "mask", mask, shape);
   check_backward(name, grad_output, reduction, shape,
                  {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
-                 {span("input", input), span("target", target), span("weight", weight)});
+                 {span("input", input), span("target", target), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::binary_cross_entropy_backward");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
-  if (weight.present)
+  if (mask.present || mask_nonfinite)
+    masked_backward<ExecSpace, T, BceOp<false>, 2>(
+        exec, "binary_cross_entropy", BceOp<false>{}, grad_output, {input, target}, {input.shape, target.shape}, weight,
+        mask, mask_nonfinite, true, shape, {grad_input, grad_target, {}}, reduction);
+  else if (weight.present)
     pointwise_backward<ExecSpace, T, BceOp<true>, 3>(exec, "binary_cross_entropy", BceOp<true>{}, grad_output,
                                                      {input, target, weight}, {input.shape, target.shape, weight.shape},
                                                      shape, {grad_input, grad_target, {}}, reduction, scale);
@@ -1016,17 +1075,33 @@ void with_bce_logits_operands(const Tensor<const T, M>& input, const Tensor<cons
   });
 }
 
+/// binary_cross_entropy_with_logits; weight, pos_weight: torch's; mask
+/// (optional) and mask_nonfinite as binary_cross_entropy's (masked: fences
+/// for a mean).
 template <class ExecSpace, class T>
 void binary_cross_entropy_with_logits(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target,
-                                      KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) pos_weight, KLOSS_PW_T(T) output,
-                                      Reduction reduction) {
+                                      KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) pos_weight, KLOSS_PW_CT(T) mask,
+                                      KLOSS_PW_T(T) output, Reduction reduction, bool mask_nonfinite) {
   constexpr const char* name = "binary_cross_entropy_with_logits";
   const Shape shape = check_bce(name, input, target, weight, pos_weight, reduction);
+  check_broadcasts_to(name, "mask", mask, shape);
   check_output(name, "output", output, reduction, shape);
-  check_disjoint(
-      name, {span("output", output)},
-      {span("input", input), span("target", target), span("weight", weight), span("pos_weight", pos_weight)});
+  check_disjoint(name, {span("output", output)},
+                 {span("input", input), span("target", target), span("weight", weight), span("pos_weight", pos_weight),
+                  span("mask", mask)});
   ProfilingRegion region("kloss::binary_cross_entropy_with_logits");
+  if (mask.present || mask_nonfinite) {
+    if (pos_weight.present)
+      masked_forward<ExecSpace, T, BceLogitsOp<false, true>, 3>(
+          exec, name, BceLogitsOp<false, true>{}, {input, target, pos_weight},
+          {input.shape, target.shape, pos_weight.shape}, {"input", "target", "pos_weight"}, weight, mask,
+          mask_nonfinite, true, shape, output, reduction);
+    else
+      masked_forward<ExecSpace, T, BceLogitsOp<false, false>, 2>(
+          exec, name, BceLogitsOp<false, false>{}, {input, target}, {input.shape, target.shape}, {"input", "target"},
+          weight, mask, mask_nonfinite, true, shape, output, reduction);
+    return;
+  }
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   with_bce_logits_operands(input, target, weight, pos_weight, [&](auto op, const auto& ops) {
     constexpr int N = decltype(op)::arity;
@@ -1040,26 +1115,41 @@ void binary_cross_entropy_with_logits(const ExecSpace& exec, KLOSS_PW_CT(T) inpu
                                                      reduction, scale);
   });
 }
+/// Backward of binary_cross_entropy_with_logits.
 template <class ExecSpace, class T>
 void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
                                                KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) pos_weight,
-                                               KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target,
-                                               Reduction reduction) {
+                                               KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target,
+                                               Reduction reduction, bool mask_nonfinite) {
   constexpr const char* name = "binary_cross_entropy_with_logits_backward";
   const Shape shape = check_bce(name, input, target, weight, pos_weight, reduction);
-  check_backward(
-      name, grad_output, reduction, shape,
-      {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
-      {span("input", input), span("target", target), span("weight", weight), span("pos_weight", pos_weight)});
+  check_broadcasts_to(name, "mask", mask, shape);
+  check_backward(name, grad_output, reduction, shape,
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
+                 {span("input", input), span("target", target), span("weight", weight), span("pos_weight", pos_weight),
+                  span("mask", mask)});
   ProfilingRegion region("kloss::binary_cross_entropy_with_logits_backward");
+  constexpr const char* op_name = "binary_cross_entropy_with_logits";
+  if (mask.present || mask_nonfinite) {
+    if (pos_weight.present)
+      masked_backward<ExecSpace, T, BceLogitsOp<false, true>, 3>(
+          exec, op_name, BceLogitsOp<false, true>{}, grad_output, {input, target, pos_weight},
+          {input.shape, target.shape, pos_weight.shape}, weight, mask, mask_nonfinite, true, shape,
+          {grad_input, grad_target, {}, {}}, reduction);
+    else
+      masked_backward<ExecSpace, T, BceLogitsOp<false, false>, 2>(
+          exec, op_name, BceLogitsOp<false, false>{}, grad_output, {input, target}, {input.shape, target.shape}, weight,
+          mask, mask_nonfinite, true, shape, {grad_input, grad_target, {}}, reduction);
+    return;
+  }
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   with_bce_logits_operands(input, target, weight, pos_weight, [&](auto op, const auto& ops) {
     constexpr int N = decltype(op)::arity;
     std::array<TensorOut<ExecSpace, T>, N> grads{};
     grads[0] = grad_input;
     grads[1] = grad_target;
-    pointwise_backward<ExecSpace, T, decltype(op), N>(exec, "binary_cross_entropy_with_logits", op, grad_output, ops,
-                                                      shapes_of<N>(ops), shape, grads, reduction, scale);
+    pointwise_backward<ExecSpace, T, decltype(op), N>(exec, op_name, op, grad_output, ops, shapes_of<N>(ops), shape,
+                                                      grads, reduction, scale);
   });
 }
 
@@ -1090,13 +1180,9 @@ void kl_div(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, 
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   auto run = [&](auto op) {
     using Op = decltype(op);
-    if (masked)
-      masked_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
-                                          {"input", "target"}, weight, mask, mask_nonfinite, true, shape, output,
-                                          reduction);
-    else
-      pointwise_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
-                                             {"input", "target"}, shape, output, reduction, scale);
+    masked_or_plain_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
+                                                 {"input", "target"}, weight, mask, mask_nonfinite, masked, shape,
+                                                 output, reduction, scale);
   };
   if (log_target)
     run(KlDivOp<true>{});
@@ -1124,14 +1210,9 @@ void kl_div_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   auto run = [&](auto op) {
     using Op = decltype(op);
-    if (masked)
-      masked_backward<ExecSpace, T, Op, 2>(exec, "kl_div", op, grad_output, {input, target},
-                                           {input.shape, target.shape}, weight, mask, mask_nonfinite, true, shape,
-                                           {grad_input, grad_target, grad_weight}, reduction);
-    else
-      pointwise_backward<ExecSpace, T, Op, 2>(exec, "kl_div", op, grad_output, {input, target},
-                                              {input.shape, target.shape}, shape, {grad_input, grad_target}, reduction,
-                                              scale);
+    masked_or_plain_backward<ExecSpace, T, Op, 2>(exec, "kl_div", op, grad_output, {input, target},
+                                                  {input.shape, target.shape}, weight, mask, mask_nonfinite, masked,
+                                                  shape, {grad_input, grad_target, grad_weight}, reduction, scale);
   };
   if (log_target)
     run(KlDivOp<true>{});
@@ -1168,13 +1249,9 @@ void poisson_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
   with_poisson_op(log_input, full, eps, [&](auto op) {
     using Op = decltype(op);
-    if (masked)
-      masked_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
-                                          {"input", "target"}, weight, mask, mask_nonfinite, true, shape, output,
-                                          reduction);
-    else
-      pointwise_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
-                                             {"input", "target"}, shape, output, reduction, scale);
+    masked_or_plain_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
+                                                 {"input", "target"}, weight, mask, mask_nonfinite, masked, shape,
+                                                 output, reduction, scale);
   });
 }
 /// Backward of poisson_nll_loss; grad_weight (optional, with a weight).
@@ -1202,14 +1279,9 @@ void poisson_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output
   const bool stirling = full && (grad_target.present || (masked && grad_weight.present));
   with_poisson_op(log_input, stirling, eps, [&](auto op) {
     using Op = decltype(op);
-    if (masked)
-      masked_backward<ExecSpace, T, Op, 2>(exec, "poisson_nll_loss", op, grad_output, {input, target},
-                                           {input.shape, target.shape}, weight, mask, mask_nonfinite, true, shape,
-                                           {grad_input, grad_target, grad_weight}, reduction);
-    else
-      pointwise_backward<ExecSpace, T, Op, 2>(exec, "poisson_nll_loss", op, grad_output, {input, target},
-                                              {input.shape, target.shape}, shape, {grad_input, grad_target}, reduction,
-                                              scale);
+    masked_or_plain_backward<ExecSpace, T, Op, 2>(exec, "poisson_nll_loss", op, grad_output, {input, target},
+                                                  {input.shape, target.shape}, weight, mask, mask_nonfinite, masked,
+                                                  shape, {grad_input, grad_target, grad_weight}, reduction, scale);
   });
 }
 
@@ -1315,13 +1387,9 @@ void gaussian_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(
   const double scale = reduction_scale(reduction, sh[0].numel(), input.shape);
   with_gaussian_op(opts, opts.full, [&](const auto& op) {
     using Op = std::decay_t<decltype(op)>;
-    if (masked)
-      masked_forward<ExecSpace, T, Op, 3>(exec, name, op, {input, target, var}, {input.shape, target.shape, sh[1]},
-                                          {"input", "target", "var"}, weight, mask, mask_nonfinite, true, sh[0], output,
-                                          reduction);
-    else
-      pointwise_forward<ExecSpace, T, Op, 3>(exec, name, op, {input, target, var}, {input.shape, target.shape, sh[1]},
-                                             {"input", "target", "var"}, sh[0], output, reduction, scale);
+    masked_or_plain_forward<ExecSpace, T, Op, 3>(exec, name, op, {input, target, var},
+                                                 {input.shape, target.shape, sh[1]}, {"input", "target", "var"}, weight,
+                                                 mask, mask_nonfinite, masked, sh[0], output, reduction, scale);
   });
 }
 /// Backward of gaussian_nll_loss; grad_weight (optional, with a weight).
@@ -1351,14 +1419,9 @@ void gaussian_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_outpu
   // loss, so the op keeps `full` there.
   with_gaussian_op(opts, masked && grad_weight.present && opts.full, [&](const auto& op) {
     using Op = std::decay_t<decltype(op)>;
-    if (masked)
-      masked_backward<ExecSpace, T, Op, 3>(exec, "gaussian_nll_loss", op, grad_output, {input, target, var},
-                                           {input.shape, target.shape, sh[1]}, weight, mask, mask_nonfinite, true,
-                                           sh[0], {grad_input, grad_target, grad_var, grad_weight}, reduction);
-    else
-      pointwise_backward<ExecSpace, T, Op, 3>(exec, "gaussian_nll_loss", op, grad_output, {input, target, var},
-                                              {input.shape, target.shape, sh[1]}, sh[0],
-                                              {grad_input, grad_target, grad_var}, reduction, scale);
+    masked_or_plain_backward<ExecSpace, T, Op, 3>(
+        exec, "gaussian_nll_loss", op, grad_output, {input, target, var}, {input.shape, target.shape, sh[1]}, weight,
+        mask, mask_nonfinite, masked, sh[0], {grad_input, grad_target, grad_var, grad_weight}, reduction, scale);
   });
 }
 
@@ -1394,14 +1457,9 @@ void crps_gaussian(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) t
     check_operand_alone<ExecSpace, T>(exec, name, "std", CrpsGaussianOp::requirement, std_dev, NotPositiveValue{});
   const std::array<TensorIn<ExecSpace, T>, 3> operands = {input, target, std_dev};
   const std::array<Shape, 3> shapes = {input.shape, target.shape, std_dev.shape};
-  if (masked)
-    masked_forward<ExecSpace, T, CrpsGaussianOp, 3>(exec, name, CrpsGaussianOp{}, operands, shapes,
-                                                    {"input", "target", "std"}, weight, mask, mask_nonfinite, true,
-                                                    shape, output, reduction);
-  else
-    pointwise_forward<ExecSpace, T, CrpsGaussianOp, 3>(exec, name, CrpsGaussianOp{}, operands, shapes,
-                                                       {"input", "target", "std"}, shape, output, reduction,
-                                                       reduction_scale(reduction, shape.numel(), input.shape));
+  masked_or_plain_forward<ExecSpace, T, CrpsGaussianOp, 3>(
+      exec, name, CrpsGaussianOp{}, operands, shapes, {"input", "target", "std"}, weight, mask, mask_nonfinite, masked,
+      shape, output, reduction, reduction_scale(reduction, shape.numel(), input.shape));
 }
 /// Backward of crps_gaussian; grad_weight (optional, with a weight).
 template <class ExecSpace, class T, class Options>
@@ -1425,14 +1483,10 @@ void crps_gaussian_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, K
   ProfilingRegion region("kloss::crps_gaussian_backward");
   const std::array<TensorIn<ExecSpace, T>, 3> operands = {input, target, std_dev};
   const std::array<Shape, 3> shapes = {input.shape, target.shape, std_dev.shape};
-  if (masked)
-    masked_backward<ExecSpace, T, CrpsGaussianOp, 3>(exec, "crps_gaussian", CrpsGaussianOp{}, grad_output, operands,
-                                                     shapes, weight, mask, mask_nonfinite, true, shape,
-                                                     {grad_input, grad_target, grad_std, grad_weight}, reduction);
-  else
-    pointwise_backward<ExecSpace, T, CrpsGaussianOp, 3>(exec, "crps_gaussian", CrpsGaussianOp{}, grad_output, operands,
-                                                        shapes, shape, {grad_input, grad_target, grad_std}, reduction,
-                                                        reduction_scale(reduction, shape.numel(), input.shape));
+  masked_or_plain_backward<ExecSpace, T, CrpsGaussianOp, 3>(
+      exec, "crps_gaussian", CrpsGaussianOp{}, grad_output, operands, shapes, weight, mask, mask_nonfinite, masked,
+      shape, {grad_input, grad_target, grad_std, grad_weight}, reduction,
+      reduction_scale(reduction, shape.numel(), input.shape));
 }
 
 /// quantile_loss's shapes with a quantile per element: input, target and
