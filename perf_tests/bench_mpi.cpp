@@ -17,6 +17,7 @@
 
 #include <Kokkos_Random.hpp>
 #include <cmath>
+#include <kloss/exact_sum.hpp>
 #include <kloss/mpi.hpp>
 #include <kloss/sharded.hpp>
 #include <map>
@@ -234,9 +235,45 @@ BENCHMARK_CAPTURE(BM_Sharded, sharded, 1, false)->Apply(sharded_shapes);
 BENCHMARK_CAPTURE(BM_Sharded, reproducible, 2, false)->Apply(sharded_shapes);
 BENCHMARK_CAPTURE(BM_Sharded, local_borrowed, 0, false, true)->Apply(sharded_shapes);
 BENCHMARK_CAPTURE(BM_Sharded, sharded_borrowed, 1, false, true)->Apply(sharded_shapes);
+BENCHMARK_CAPTURE(BM_Sharded, reproducible_borrowed, 2, false, true)->Apply(sharded_shapes);
 BENCHMARK_CAPTURE(BM_Sharded, local_masked, 0, true)->Apply(sharded_shapes);
 BENCHMARK_CAPTURE(BM_Sharded, sharded_masked, 1, true)->Apply(sharded_shapes);
 BENCHMARK_CAPTURE(BM_Sharded, reproducible_masked, 2, true)->Apply(sharded_shapes);
+
+/// The reproducible mode's accumulation of a rank's terms (float32 squared
+/// differences, as mse_loss's): kloss::ExactSum a term at a time (mode 0),
+/// by add_all's blocks (1), and the floor, a plain double sum of the same
+/// floats in 8 lanes (2, not exact, not reproducible). Per call, one rank.
+void BM_ExactSum(benchmark::State& state, int mode) {
+  const std::int64_t n = state.range(0);
+  std::vector<float> terms(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const double d = std::sin(0.001 * static_cast<double>(i)) - std::cos(0.002 * static_cast<double>(i));
+    terms[i] = static_cast<float>(d * d);
+  }
+  for (auto _ : state) {
+    double value = 0;
+    if (mode == 0) {
+      kloss::ExactSum s;
+      for (const float t : terms) s.add(t);
+      value = s.value();
+    } else if (mode == 1) {
+      kloss::ExactSum s;
+      s.add_all(terms.data(), n);
+      value = s.value();
+    } else {
+      double lanes[8] = {};
+      for (std::int64_t i = 0; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) lanes[j] += terms[static_cast<std::size_t>(i + j)];
+      for (const double l : lanes) value += l;
+    }
+    benchmark::DoNotOptimize(value);
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK_CAPTURE(BM_ExactSum, add, 0)->Arg(1 << 20)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_ExactSum, add_all, 1)->Arg(1 << 20)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_ExactSum, plain_sum, 2)->Arg(1 << 20)->Unit(benchmark::kMicrosecond);
 
 /// Ranks other than 0 run the same collectives but print nothing.
 class Quiet : public benchmark::BenchmarkReporter {

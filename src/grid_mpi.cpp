@@ -6,6 +6,7 @@
 #include <kloss/grid_mpi.hpp>
 #include <kloss/registry.hpp>
 
+#include "destinations.hpp"
 #include "runtime_support.hpp"
 
 namespace kloss::mpi::impl {
@@ -93,18 +94,35 @@ namespace kloss::impl {
 GridParams grid_call_params(const rt::Call& c, GridKind kind);
 
 /// A grid loss's runtime call over the slabs of `comm` (OpInfo::run_decomposed).
+/// What can fail on one rank alone (its options, a missing input, a
+/// destination of the wrong size) and whether every rank takes the
+/// gradient are settled in one agreement round of 128 bytes before the
+/// slab collectives: a bad rank throws on every rank instead of leaving
+/// the others waiting in them.
 rt::Result run_grid_decomposed(const rt::Call& c, const mpi::Communicator& comm, GridKind kind) {
-  const GridParams o = grid_call_params(c, kind);
+  GridParams o;
+  const auto lead_of = [&](const Shape& s) {
+    Shape lead;
+    for (int i = 0; i + o.grid_ndim < s.rank; ++i) lead.extent[lead.rank++] = s.extent[i];
+    return lead;
+  };
+  mpi::impl::Agreement checked;
+  checked.options = {{"gradient", c.grad_output ? 1 : 0}};
+  mpi::impl::agree(comm, c.op + " (grid over ranks)", true, checked, [&] {
+    o = grid_call_params(c, kind);
+    dispatch_scalar(c.dtype, c.op, [](auto) {});
+    for (const char* name : {"input", "target"})
+      if (!c.inputs.count(name)) fail<InvalidArgument>(c.op, "input '", name, "' is missing");
+    const Shape out = output_shape(o.reduction, lead_of(c.inputs.at("input").shape()));
+    rt::check_destinations(c, &out);
+  });
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
     RtExec exec;
-    const Shape& s = in.shape;
-    Shape lead;
-    for (int i = 0; i + o.grid_ndim < s.rank; ++i) lead.extent[lead.rank++] = s.extent[i];
     return run_forward_backward<T>(
-        c, o.reduction, lead, {{"input", in.shape}, {"target", tg.shape}},
+        c, o.reduction, lead_of(in.shape), {{"input", in.shape}, {"target", tg.shape}},
         [&](const Tensor<T, RtMem>& out) {
           mpi::impl::grid_decomposed<RtExec, T>(exec, comm, kind, nullptr, in.ctensor(), tg.ctensor(), out, {}, {}, o);
         },

@@ -9,6 +9,8 @@
 #include <kloss/registry.hpp>
 #include <kloss/runtime.hpp>
 
+#include "destinations.hpp"
+
 namespace kloss {
 
 // --- types ------------------------------------------------------------------
@@ -387,25 +389,13 @@ namespace {
 
 // Makes `result` the borrowed `destination` (copying its elements there
 // unless the op wrote them in place); `which`: "output" or an input's name.
-void place_result(std::string_view op, std::string_view which, Buffer& result,
-                  const std::optional<Buffer>& destination) {
+void place_result(std::string_view op, std::string_view which, Buffer& result, const Buffer* destination) {
   if (!destination) return;
   const Buffer& d = *destination;
-  const std::string arg = which == "output" ? std::string("output") : "grad of '" + std::string(which) + "'";
-  if (!d.is_borrowed()) fail<InvalidArgument>(op, "destination ", arg, " must be a borrowed buffer (Buffer::borrowed)");
-  if (result.dtype() != d.dtype())
-    fail<InvalidArgument>(op, "destination ", arg, " has dtype ", to_string(d.dtype()), ", the result ",
-                          to_string(result.dtype()));
-  if (result.numel() != d.numel())
-    fail<DimensionMismatch>(op, "destination ", arg, " holds ", d.numel(), " elements, the result ",
-                            result.shape().str(), " has ", result.numel());
+  check_destination(op, which, d, result.dtype(), result.shape());
   if (result.is_borrowed() && result.data() == d.data()) return;
   copy_bytes(const_cast<void*>(d.data()), d.memory(), result.data(), result.memory(), result.bytes());
   result = Buffer::borrowed(d.dtype(), result.shape(), const_cast<void*>(d.data()), d.memory());
-}
-
-void place_result(std::string_view op, std::string_view which, Buffer& result, const Buffer& destination) {
-  place_result(op, which, result, std::optional<Buffer>(destination));
 }
 
 }  // namespace
@@ -431,12 +421,34 @@ Result run(const Call& call) {
 }
 
 void place_results(const Call& call, Result& result) {
-  place_result(call.op, "output", result.output, call.output_to);
+  place_result(call.op, "output", result.output, call.output_to ? &*call.output_to : nullptr);
   if (call.grad_output)
     for (auto& [name, grad] : result.grads) {
       const auto it = call.grads_to.find(name);
-      if (it != call.grads_to.end()) place_result(call.op, name, grad, it->second);
+      if (it != call.grads_to.end()) place_result(call.op, name, grad, &it->second);
     }
+}
+
+void check_destination(std::string_view op, std::string_view which, const Buffer& destination, DType dtype,
+                       const Shape& result_shape) {
+  const std::string arg = which == "output" ? std::string("output") : "grad of '" + std::string(which) + "'";
+  if (!destination.is_borrowed())
+    fail<InvalidArgument>(op, "destination ", arg, " must be a borrowed buffer (Buffer::borrowed)");
+  if (destination.dtype() != dtype)
+    fail<InvalidArgument>(op, "destination ", arg, " has dtype ", to_string(destination.dtype()), ", the result ",
+                          to_string(dtype));
+  if (destination.numel() != result_shape.numel())
+    fail<DimensionMismatch>(op, "destination ", arg, " holds ", destination.numel(), " elements, the result ",
+                            result_shape.str(), " has ", result_shape.numel());
+}
+
+void check_destinations(const Call& call, const Shape* output) {
+  if (call.output_to && output) check_destination(call.op, "output", *call.output_to, call.dtype, *output);
+  if (!call.grad_output) return;
+  for (const auto& [name, destination] : call.grads_to) {
+    const auto it = call.inputs.find(name);
+    if (it != call.inputs.end()) check_destination(call.op, name, destination, call.dtype, it->second.shape());
+  }
 }
 
 }  // namespace rt

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "destinations.hpp"
+
 namespace kloss::mpi {
 namespace {
 
@@ -93,19 +95,18 @@ rt::Call widened(const rt::Call& c) {
 /// 1), added exactly.
 ExactSum exact_terms(const rt::Buffer& none_output, const std::vector<double>& factors) {
   ExactSum s;
-  const auto add_all = [&](const auto* x) {
-    const std::int64_t n = none_output.numel();
-    if (factors.empty())
-      for (std::int64_t i = 0; i < n; ++i) s.add(static_cast<double>(x[i]));
-    else
-      for (std::int64_t i = 0; i < n; ++i) s.add(static_cast<double>(x[i]) * factors[static_cast<std::size_t>(i)]);
-  };
-  if (none_output.dtype() == rt::DType::float32)
-    add_all(none_output.data_as<float>());
-  else if (none_output.dtype() == rt::DType::float64)
-    add_all(none_output.data_as<double>());
-  else
-    add_all(none_output.to_doubles().data());
+  const std::int64_t n = none_output.numel();
+  if (factors.empty() && none_output.dtype() == rt::DType::float32) {
+    s.add_all(none_output.data_as<float>(), n);
+    return s;
+  }
+  if (factors.empty() && none_output.dtype() == rt::DType::float64) {
+    s.add_all(none_output.data_as<double>(), n);
+    return s;
+  }
+  std::vector<double> terms = none_output.to_doubles();
+  for (std::size_t i = 0; i < factors.size() && i < terms.size(); ++i) terms[i] *= factors[i];
+  s.add_all(terms.data(), n);
   return s;
 }
 
@@ -190,6 +191,10 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call, const Sha
   auto local_checks = [&] {
     red = call.options.get_reduction(call.op);
     const bool reduced = red != Reduction::none;
+    // the destinations here, where a bad one throws on every rank (a
+    // `none` output's shape is known once the shard has run, below)
+    const Shape scalar;
+    rt::check_destinations(call, reduced ? &scalar : nullptr);
     averaged = red == Reduction::mean || red == Reduction::batchmean;
     numerator_is_sum = red == Reduction::sum || info->mean_parts.sum_is_numerator;
     if (reduced && call.grad_output) {
@@ -201,35 +206,15 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call, const Sha
     }
     if (averaged) local_denominator = info->mean_parts.denominator(call, red);
     if (reduced && options.reproducible) {
-      // each element's term, summed exactly; the gradient of each element
-      // taken with its own factor (so no rank's count enters it); exact
-      // math, so that no element's bits depend on its neighbours
-      rt::Call c = widened(call);
-      c.output_to.reset();  // (the terms, not the loss)
-      kloss::impl::ExactMathOnly exact_math;
-      c.options.set("reduction", std::string("none"));
-      std::vector<double> factors;
-      if (averaged && !numerator_is_sum && info->mean_parts.term_factors) factors = info->mean_parts.term_factors(c);
-      if (call.grad_output) {
-        c.grad_output.reset();
-        const Shape shape = info->run(c).output.shape();
-        std::vector<double> go(static_cast<std::size_t>(shape.numel()), g);
-        if (!factors.empty()) {
-          if (factors.size() != go.size())
-            fail<Error>(call.op, "internal: ", factors.size(), " term factors for ", go.size(), " terms");
-          for (std::size_t i = 0; i < go.size(); ++i) go[i] = g * factors[i];
-        }
-        c.grad_output = rt::Buffer::from_doubles(c.dtype, shape, go);
-      }
-      local = info->run(c);
-      if (!factors.empty() && static_cast<std::int64_t>(factors.size()) != local.output.numel())
-        fail<Error>(call.op, "internal: ", factors.size(), " term factors for ", local.output.numel(), " terms");
-      local_numerator = exact_terms(local.output, factors);
-      mine.sums = {0.0, 0.0};
+      mine.sums = {0.0, 0.0};  // (the terms are taken once the denominator is known)
       return;
     }
     prescaled = averaged && call.grad_output;
     mine.sums = {prescaled ? 0.0 : run_local(g), local_denominator.value()};
+    if (!reduced) {
+      const Shape none_shape = local.output.shape();
+      rt::check_destinations(call, &none_shape);
+    }
   };
   // the sums' slots exist before the checks run, so that a rank whose checks
   // fail still sends its record
@@ -237,11 +222,55 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call, const Sha
   const std::vector<double> total = impl::agree(comm, name, true, mine, local_checks);
   double sum = total.at(0), denominator = total.at(1);
   if (options.reproducible && red != Reduction::none) {
-    const std::vector<ExactSum> exact = allreduce_exact(comm, name, {local_numerator, local_denominator});
-    sum = exact[0].value();
-    denominator = exact[1].value();
-  }
-  if (prescaled) {
+    // The terms of the `none` output, summed exactly, and the gradient of
+    // each element taken with its own upstream gradient: g, times the
+    // element's factor, over the global denominator where that is a
+    // number the float types hold (else scaled afterwards, as over
+    // nothing). Exact math, so that no element's bits depend on its
+    // neighbours; each element's gradient is the same for any split.
+    if (averaged) denominator = allreduce_exact(comm, name, {local_denominator}).at(0).value();
+    double upstream = g;
+    if (averaged && call.grad_output && denominator != 0 && std::isfinite(denominator) &&
+        std::isfinite(static_cast<float>(g / denominator))) {
+      prescaled = true;
+      upstream = g / denominator;
+    }
+    impl::Agreement second;
+    second.sums = {0.0};
+    impl::agree(comm, name, true, second, [&] {
+      kloss::impl::ExactMathOnly exact_math;
+      rt::Call c = widened(call);
+      c.output_to.reset();
+      c.grads_to.clear();
+      c.grad_output.reset();
+      c.options.set("reduction", std::string("none"));
+      rt::Result terms = info->run(c);
+      std::vector<double> factors;
+      if (averaged && !numerator_is_sum && info->mean_parts.term_factors) factors = info->mean_parts.term_factors(c);
+      if (!factors.empty() && static_cast<std::int64_t>(factors.size()) != terms.output.numel())
+        fail<Error>(call.op, "internal: ", factors.size(), " term factors for ", terms.output.numel(), " terms");
+      local_numerator = exact_terms(terms.output, factors);
+      if (!call.grad_output) {
+        local = std::move(terms);
+        return;
+      }
+      // the gradients: of the local `sum` at the upstream gradient (each
+      // element's is its own), or, where the terms have factors, of the
+      // `none` output at each term's upstream gradient times its factor
+      rt::Call b = widened(call);
+      b.output_to.reset();
+      if (factors.empty()) {
+        b.options.set("reduction", std::string("sum"));
+        b.grad_output = rt::Buffer::from_doubles(b.dtype, call.grad_output->shape(), {upstream});
+      } else {
+        for (double& f : factors) f *= upstream;
+        b.options.set("reduction", std::string("none"));
+        b.grad_output = rt::Buffer::from_doubles(b.dtype, terms.output.shape(), factors);
+      }
+      local = info->run(b);
+    });
+    sum = allreduce_exact(comm, name, {local_numerator}).at(0).value();
+  } else if (prescaled) {
     // over nothing (all targets ignored, everything masked) the gradients
     // are taken unscaled and scaled below, where a zero stays a zero
     prescaled = denominator != 0 && std::isfinite(denominator);

@@ -201,6 +201,49 @@ TEST(GridMpiMultiRank, RanksThatDisagree) {
   EXPECT_THROW(kloss::mpi::run_sharded(comm, c), kloss::MpiError);
 }
 
+/// What only one rank gets wrong - a borrowed destination of the wrong
+/// size, an option it cannot read, a gradient the others do not take -
+/// throws on every rank before the slab collectives (none waits in them),
+/// and the communicator works afterwards.
+TEST(GridMpiMultiRank, OneRanksBadCallThrowsOnEveryRank) {
+  const int r = world_rank();
+  Communicator comm(MPI_COMM_WORLD);
+  Call c;
+  c.op = "h1_loss";
+  c.dtype = DType::float64;
+  c.inputs.emplace("input", field(DType::float64, kloss::Shape{2, 5, 4}, 1));
+  c.inputs.emplace("target", field(DType::float64, kloss::Shape{2, 5, 4}, 2));
+  c.options.set("grid_ndim", std::int64_t{2});
+  c.options.set("reduction", std::string("none"));
+  const auto expect_all = [&](const Call& call, const char* what) {
+    try {
+      kloss::mpi::run_sharded(comm, call);
+      ADD_FAILURE() << "no exception on rank " << r << " (" << what << ")";
+    } catch (const kloss::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("on rank 1"), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  std::vector<double> out(r == 1 ? 3 : 2), grad(r == 1 ? 39 : 40);
+  Call bad_output = c;
+  bad_output.output_to =
+      Buffer::borrowed(DType::float64, kloss::Shape{static_cast<std::int64_t>(out.size())}, out.data());
+  expect_all(bad_output, "output destination");
+  Call bad_grad = c;
+  bad_grad.grad_output = field(DType::float64, kloss::Shape{2}, 3);
+  bad_grad.grads_to["input"] =
+      Buffer::borrowed(DType::float64, kloss::Shape{static_cast<std::int64_t>(grad.size())}, grad.data());
+  expect_all(bad_grad, "gradient destination");
+  Call bad_option = c;
+  if (r == 1) bad_option.options.set("reduction", std::string("average"));
+  expect_all(bad_option, "option");
+  if (comm.size() > 1) {
+    Call one_grad = c;
+    if (r == 1) one_grad.grad_output = field(DType::float64, kloss::Shape{2}, 3);
+    EXPECT_THROW(kloss::mpi::run_sharded(comm, one_grad), kloss::MpiError);
+  }
+  EXPECT_NO_THROW(kloss::mpi::run_sharded(comm, c));
+}
+
 #ifdef KLOSS_TEST_C_API
 /// From C: kloss_loss_set_communicator, then each rank sets its slab - the
 /// whole grid's h1_loss and this rank's slab of its gradient.

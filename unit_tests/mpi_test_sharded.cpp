@@ -11,7 +11,9 @@
 #ifdef KLOSS_TEST_C_API
 #include <kloss/c_api.h>
 #endif
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <kloss/registry.hpp>
 #include <kloss/sharded.hpp>
@@ -195,6 +197,21 @@ std::vector<Case> cases(DType dt) {
        {"weight", real(dt, kloss::Shape{1, 3}, 0.1, 2, 96)},
        {"mask", pick(dt, kloss::Shape{n, 1}, {0, 1, 1}, 97)}},
       {{"input", 0}, {"target", 0}, {"mask", 0}}, {{"full", std::int64_t(1)}});
+  // BCE's masks beside torch's weight (mean over the counted count): a
+  // weight per column on every rank, a mask per row split with the rows,
+  // NaN targets masked
+  add("binary_cross_entropy masked", "binary_cross_entropy",
+      {{"input", real(dt, nd, 0.05, 0.95, 98)},
+       {"target", with_nonfinite(real(dt, nd, 0, 1, 99))},
+       {"weight", real(dt, kloss::Shape{3}, 0.5, 2, 100)},
+       {"mask", pick(dt, kloss::Shape{n, 1}, {0, 1, 1}, 101)}},
+      {{"input", 0}, {"target", 0}, {"mask", 0}}, {{"mask_nonfinite", std::int64_t{1}}});
+  add("binary_cross_entropy_with_logits masked", "binary_cross_entropy_with_logits",
+      {{"input", real(dt, nd, -3, 3, 102)},
+       {"target", real(dt, nd, 0, 1, 103)},
+       {"pos_weight", real(dt, kloss::Shape{3}, 0.5, 2, 104)},
+       {"mask", pick(dt, kloss::Shape{n, 1}, {0, 1, 1}, 105)}},
+      {{"input", 0}, {"target", 0}, {"mask", 0}});
   add("gaussian_nll_loss", "gaussian_nll_loss",
       {{"input", real(dt, nd, -2, 2, 20)},
        {"target", real(dt, nd, -2, 2, 21)},
@@ -445,8 +462,21 @@ void check_same_bits(DType dt, const std::string& reduction) {
       EXPECT_EQ(bits_of(got.output.to_doubles()), bits_of(one.output.to_doubles())) << "output";
       for (const auto& [name, g] : one.grads)
         if (c.axis.count(name)) {
-          EXPECT_EQ(bits_of(got.grads.at(name).to_doubles()), bits_of(slice(g, c.axis[name], b, e).to_doubles()))
-              << "grad " << name;
+          const std::vector<double> want = slice(g, c.axis[name], b, e).to_doubles();
+          const std::vector<double> have = got.grads.at(name).to_doubles();
+          if (c.whole.op == "fused_linear_cross_entropy" && dt == DType::float32 && name == "input") {
+            // the head's input gradient is a gemm over the rank's rows,
+            // whose kernel (and so its rounding) the row count chooses on
+            // some CPUs (oneDNN on AMD Zen 4): within a few float ulp of
+            // the gradient's largest element there (a sum that cancels)
+            ASSERT_EQ(have.size(), want.size());
+            double largest = 0;
+            for (double w : want) largest = std::max(largest, std::abs(w));
+            for (std::size_t i = 0; i < have.size(); ++i)
+              EXPECT_LE(std::abs(have[i] - want[i]), 4 * std::ldexp(largest, -23)) << "grad input " << i;
+            continue;
+          }
+          EXPECT_EQ(bits_of(have), bits_of(want)) << "grad " << name;
         }
     }
   }
@@ -626,6 +656,37 @@ TEST(ShardedMultiRank, OneRanksBadInputThrowsOnEveryRank) {
   c.inputs.emplace("target", ints(kloss::Shape{2}, {0, world_rank() == 1 ? 7 : 2}));
   expect_all_throw<kloss::IndexOutOfRange>([&] { kloss::mpi::run_sharded(comm, c); }, "(on rank 1)");
   // and the communicator still works afterwards
+  Call ok = small_mse(DType::float64);
+  EXPECT_NO_THROW(kloss::mpi::run_sharded(comm, ok));
+}
+
+/// A borrowed destination of the wrong size on one rank throws on every
+/// rank: a reduced output, a gradient, and a float16 `none` output (whose
+/// shard runs in float32 and is placed afterwards), in either mode.
+TEST(ShardedMultiRank, OneRanksBadDestinationThrowsOnEveryRank) {
+  Communicator comm(MPI_COMM_WORLD);
+  const bool odd = world_rank() == 1;
+  std::vector<std::uint16_t> half(odd ? 2 : 3);
+  std::vector<double> out(odd ? 2 : 1), grad(odd ? 4 : 3);
+  for (const bool reproducible : {false, true}) {
+    kloss::mpi::ShardedOptions sharded;
+    sharded.reproducible = reproducible;
+    Call reduced = small_mse(DType::float64);
+    reduced.output_to =
+        Buffer::borrowed(DType::float64, kloss::Shape{static_cast<std::int64_t>(out.size())}, out.data());
+    expect_all_throw<kloss::DimensionMismatch>([&] { kloss::mpi::run_sharded(comm, reduced, sharded); }, "(on rank 1)");
+    Call gradient = small_mse(DType::float64);
+    gradient.grad_output = Buffer::from_doubles(DType::float64, kloss::Shape{}, {1.0});
+    gradient.grads_to["input"] =
+        Buffer::borrowed(DType::float64, kloss::Shape{static_cast<std::int64_t>(grad.size())}, grad.data());
+    expect_all_throw<kloss::DimensionMismatch>([&] { kloss::mpi::run_sharded(comm, gradient, sharded); },
+                                               "(on rank 1)");
+    Call none = small_mse(DType::float16);
+    none.options.set("reduction", std::string("none"));
+    none.output_to =
+        Buffer::borrowed(DType::float16, kloss::Shape{static_cast<std::int64_t>(half.size())}, half.data());
+    expect_all_throw<kloss::DimensionMismatch>([&] { kloss::mpi::run_sharded(comm, none, sharded); }, "(on rank 1)");
+  }
   Call ok = small_mse(DType::float64);
   EXPECT_NO_THROW(kloss::mpi::run_sharded(comm, ok));
 }

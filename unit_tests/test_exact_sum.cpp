@@ -10,6 +10,7 @@
 #include <kloss/exact_sum.hpp>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -115,6 +116,73 @@ TEST(ExactSum, OrderAndSplitDoNotMatter) {
   long double ld = 0;
   for (double x : sorted) ld += x;
   EXPECT_NEAR(whole.value(), static_cast<double>(ld), 1e-9 * std::fabs(static_cast<double>(ld)) + 1e-12);
+}
+
+/// add_all's blocks (folds of error-free extraction) give the state that
+/// adding each term gives: spans of 0 to 1200 binades, every part of the
+/// range, the sum bound's worst case (a block of equal terms just below a
+/// power of two), zeros, subnormals, near-overflow terms, NaN and inf,
+/// lengths on either side of a block; float and double terms.
+TEST(ExactSum, AddAllEqualsAddingEachTerm) {
+  std::mt19937_64 rng(2026);
+  std::uniform_real_distribution<double> unit(-1, 1);
+  const auto check = [](const auto& terms, const std::string& what) {
+    ExactSum one, all;
+    for (const auto t : terms) one.add(static_cast<double>(t));
+    all.add_all(terms.data(), static_cast<std::int64_t>(terms.size()));
+    EXPECT_EQ(all.packed(), one.packed()) << what;
+    const double a = all.value(), b = one.value();
+    EXPECT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << what << ": " << a << " vs " << b;
+  };
+  for (int trial = 0; trial < 600; ++trial) {
+    const std::size_t n = std::vector<std::size_t>{0, 1, 7, 2047, 2048, 2049, 5000}[trial % 7];
+    const int span = static_cast<int>(rng() % 1200), centre = static_cast<int>(rng() % 2200) - 1100;
+    std::vector<double> d(n);
+    std::vector<float> f(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const int e = centre + (span ? static_cast<int>(rng() % static_cast<unsigned>(span)) - span / 2 : 0);
+      d[i] = std::ldexp(unit(rng), e);
+      f[i] = static_cast<float>(std::ldexp(unit(rng), std::clamp(e / 8, -150, 127)));
+      if (trial % 5 == 1 && i % 13 == 0) d[i] = f[i] = 0.0f;
+      if (trial % 9 == 2 && i % 29 == 3) d[i] = f[i] = -0.0f;
+    }
+    if (n > 3 && trial % 11 == 4) d[n / 2] = f[n / 3] = std::numeric_limits<float>::infinity();
+    if (n > 3 && trial % 11 == 5) d[n / 3] = f[n / 2] = -std::numeric_limits<float>::infinity();
+    if (n > 3 && trial % 11 == 6) d[1] = f[n - 1] = std::numeric_limits<float>::quiet_NaN();
+    check(d, "double, trial " + std::to_string(trial));
+    check(f, "float, trial " + std::to_string(trial));
+  }
+  // the sum bound: 2048 terms of 2^(e+1)(1 - 2^-53) and of -that
+  for (const int e : {-1060, -1022, -100, 0, 900, 1010, 1011, 1012, 1023}) {
+    const double big = std::ldexp(1.0 - std::ldexp(1.0, -53), e + 1);
+    check(std::vector<double>(2048, big), "largest of binade " + std::to_string(e));
+    check(std::vector<double>(2049, -big), "-largest of binade " + std::to_string(e));
+    // an odd count of terms with odd low parts: their sum needs 55 bits
+    std::vector<double> dense(2047);
+    for (double& t : dense) t = std::ldexp(1.0 - std::ldexp(static_cast<double>(2 * (rng() % 4096) + 1), -43), e + 1);
+    check(dense, "dense terms of binade " + std::to_string(e));
+    std::vector<double> mixed(4096, big);
+    for (std::size_t i = 0; i < mixed.size(); i += 3) mixed[i] = std::ldexp(-1.0, e - 60);
+    check(mixed, "with small terms, binade " + std::to_string(e));
+  }
+  // subnormals alone, and beside normal terms (the last fold's limit)
+  std::vector<double> sub(3000);
+  for (std::size_t i = 0; i < sub.size(); ++i) sub[i] = std::ldexp(unit(rng), -1074 + static_cast<int>(i % 60));
+  check(sub, "subnormals");
+  for (std::size_t i = 0; i < sub.size(); i += 100) sub[i] = std::ldexp(1.0, -800 - static_cast<int>(i % 300));
+  check(sub, "subnormals beside normal terms");
+  check(std::vector<float>(3000, std::numeric_limits<float>::denorm_min()), "float subnormals");
+  // and against the integer sum, rounded once
+  std::vector<double> ints;
+  __int128 exact = 0;
+  for (int i = 0; i < 10000; ++i) {
+    const std::int64_t k = static_cast<std::int64_t>(rng() >> 11) - (std::int64_t{1} << 52);
+    ints.push_back(std::ldexp(static_cast<double>(k), -30));
+    exact += k;
+  }
+  ExactSum s;
+  s.add_all(ints.data(), static_cast<std::int64_t>(ints.size()));
+  EXPECT_EQ(s.value(), std::ldexp(static_cast<double>(exact), -30));
 }
 
 /// More than 2^30 additions to one limb propagate their carries.

@@ -11,12 +11,14 @@
 /// Representation: a fixed-point number of 68 limbs of 32 bits (2176 bits,
 /// from 2^-1074, the least subnormal, to 2^1102), each limb an int64 that
 /// takes 2^30 additions before its carries are propagated; non-finite terms
-/// are counted apart. Host only; about 2 ns per add.
+/// are counted apart. Host only; about 2 ns per add(), a few tenths of a
+/// nanosecond per term of add_all() on terms of a common span.
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace kloss {
 
@@ -67,6 +69,80 @@ class ExactSum {
       limb_[k + 2] += c2;
     }
     if (++pending_ == max_pending) normalise();
+  }
+
+  /// Adds terms[0, n) exactly: the same state as add() of each term, in a
+  /// fraction of the time. Blocks of `block` terms are summed in double by
+  /// error-free extraction (Demmel and Nguyen's folds): each term splits
+  /// into parts that are multiples of 2^(b-52) for a few exponents b chosen
+  /// from the block's largest and smallest exponents, and a block's parts
+  /// of one b add up exactly in double; a block that holds a non-finite
+  /// term, or spans more than `max_folds` x 41 bits, is added term by term.
+  template <class T>
+  void add_all(const T* terms, std::int64_t n) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "ExactSum::add_all takes float or double");
+#ifdef __FAST_MATH__
+    for (std::int64_t i = 0; i < n; ++i) add(static_cast<double>(terms[i]));  // (the folds need IEEE rounding)
+#else
+    double x[block + 8];
+    for (std::int64_t start = 0; start < n; start += block) {
+      const int m = static_cast<int>(n - start < block ? n - start : block);
+      // the block in double; its largest and smallest nonzero magnitudes
+      // (in eight lanes, which vectorise); inf and NaN found by the sum of
+      // the magnitudes
+      for (int i = 0; i < m; ++i) x[i] = static_cast<double>(terms[start + i]);
+      for (int i = m; i < (m + 7) / 8 * 8; ++i) x[i] = 0;
+      double big[8] = {}, small[8], total[8] = {};
+      for (double& v : small) v = std::numeric_limits<double>::infinity();
+      for (int i = 0; i < m; i += 8)
+        for (int j = 0; j < 8; ++j) {
+          const double a = std::fabs(x[i + j]);
+          total[j] += a;
+          big[j] = a > big[j] ? a : big[j];
+          const double nz = a == 0 ? std::numeric_limits<double>::infinity() : a;
+          small[j] = nz < small[j] ? nz : small[j];
+        }
+      double largest = 0, smallest = std::numeric_limits<double>::infinity(), all = 0;
+      for (int j = 0; j < 8; ++j) {
+        largest = big[j] > largest ? big[j] : largest;
+        smallest = small[j] < smallest ? small[j] : smallest;
+        all += total[j];
+      }
+      if (!(all <= std::numeric_limits<double>::max()) || !(largest <= std::numeric_limits<double>::max())) {
+        for (int i = 0; i < m; ++i) add(x[i]);  // inf or NaN (counted apart), or terms near the largest double
+        continue;
+      }
+      if (largest == 0) continue;  // zeros only
+      // |x| < 2^(hi + 1); every term a multiple of 2^lo
+      const int hi = std::ilogb(largest);
+      const int lo = std::ilogb(smallest) - (std::is_same_v<T, float> ? 23 : 52);
+      // fold k: C = 1.5 x 2^b with b = hi_k + 12 (2^11 terms of at most
+      // 2^(hi_k + 1) sum below 2^(b + 1) = 2^53 ulp(C)); its remainders
+      // are at most ulp(C) / 2 = 2^(hi_k - 41): hi_(k+1) = hi_k - 41
+      const int folds = (hi - 40 - lo) <= 0 ? 1 : (hi - 40 - lo + 40) / 41 + 1;
+      if (hi + 12 > 1023 || folds > max_folds || hi + 12 - 41 * (folds - 1) < -1022) {
+        for (int i = 0; i < m; ++i) add(x[i]);
+        continue;
+      }
+      for (int k = 0; k < folds; ++k) {
+        const double c = std::ldexp(1.5, hi + 12 - 41 * k);
+        double s[8] = {};
+        int i = 0;
+        for (; i + 8 <= m; i += 8)
+          for (int j = 0; j < 8; ++j) {
+            const double q = (x[i + j] + c) - c;
+            x[i + j] -= q;
+            s[j] += q;
+          }
+        for (; i < m; ++i) {
+          const double q = (x[i] + c) - c;
+          x[i] -= q;
+          s[0] += q;
+        }
+        add(((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])));
+      }
+    }
+#endif
   }
 
   /// Adds every term of `other` exactly.
@@ -141,6 +217,8 @@ class ExactSum {
 
  private:
   static constexpr std::int64_t max_pending = std::int64_t{1} << 30;
+  static constexpr int block = 2048;   // add_all's block: 2^11 terms
+  static constexpr int max_folds = 6;  // add_all's folds per block at most: 246 bits of span
 
   /// Carries: limbs below the top in [0, 2^32), the top one signed.
   void normalise() {

@@ -26,13 +26,14 @@ struct ShardedOptions {
   /// reduced call are bitwise identical for any number of ranks, any split
   /// of the batch over them and any thread count (docs/sharded.md,
   /// "Reproducible mode"). Each rank computes its elements' terms (the
-  /// `none` reduction) and adds them exactly (kloss::ExactSum, whose ranks'
-  /// parts are added as integers by one more MPI_Allreduce of 1.1 KB); the
-  /// denominator is exact too, and each element's gradient is taken with
-  /// the global denominator alone; the element-wise kernels run libm's exp
-  /// and log (vmath's ExactMathOnly). Costs a `none` output per call, and with
-  /// a gradient one more forward (to size the upstream gradient). Not for
-  /// the grid losses (their norms are no sums of terms): NotImplemented.
+  /// `none` reduction) and adds them exactly (kloss::ExactSum::add_all,
+  /// whose ranks' parts are added as integers); the denominator is exact
+  /// too, and each element's gradient is taken with the global denominator
+  /// alone (an upstream gradient g / D); the element-wise kernels run libm's
+  /// exp and log (vmath's ExactMathOnly). Costs one more forward (the
+  /// `none` terms), their exact sum and two more MPI_Allreduce of 568
+  /// bytes (the denominator, the numerator). Not for the grid losses
+  /// (their norms are no sums of terms): NotImplemented.
   bool reproducible = false;
 };
 
