@@ -260,13 +260,14 @@ struct HostMaskedDenominator {
   std::vector<double> per_weight;
 };
 
-HostMaskedDenominator host_masked_denominator(const rt::Call& c, bool count, const Shape& shape) {
+HostMaskedDenominator host_masked_denominator(const rt::Call& c, bool count, const Shape& shape,
+                                              std::string_view weight, const FiniteObservations& finite_of) {
   const rt::Buffer* tg = given(c, "target");
   if (!tg) fail<InvalidArgument>(c.op, "argument 'target' is required");
-  const rt::Buffer* w = given(c, "weight");
+  const rt::Buffer* w = given(c, weight);
   const rt::Buffer* mk = given(c, "mask");
   const bool nonfinite = c.options.get_bool(c.op, "mask_nonfinite", false);
-  const std::vector<double> t = tg->to_doubles(), wv = w ? w->to_doubles() : std::vector<double>{},
+  const std::vector<double> wv = w ? w->to_doubles() : std::vector<double>{},
                             mv = mk ? mk->to_doubles() : std::vector<double>{};
   // (shapes that do not broadcast fail in the op itself, on every rank)
   const auto fits = [&](const rt::Buffer* b) {
@@ -274,11 +275,22 @@ HostMaskedDenominator host_masked_denominator(const rt::Call& c, bool count, con
   };
   HostMaskedDenominator d;
   if (w) d.per_weight.assign(wv.size(), 0.0);
-  if (!fits(w) || !fits(mk) || !fits(tg)) return d;
-  const BroadcastIndex ti(shape, tg->shape()), wi(shape, w ? w->shape() : shape), mi(shape, mk ? mk->shape() : shape);
+  if (!fits(w) || !fits(mk) || (!finite_of && !fits(tg))) return d;
+  // each element's observation finite (1) or not, where mask_nonfinite asks
+  std::vector<char> finite;
+  if (nonfinite && finite_of) {
+    finite = finite_of(c, shape);
+  } else if (nonfinite) {
+    const std::vector<double> t = tg->to_doubles();
+    const BroadcastIndex ti(shape, tg->shape());
+    finite.resize(static_cast<std::size_t>(shape.numel()));
+    for (std::int64_t i = 0; i < shape.numel(); ++i)
+      finite[static_cast<std::size_t>(i)] = std::isfinite(t[static_cast<std::size_t>(ti(i))]) ? 1 : 0;
+  }
+  const BroadcastIndex wi(shape, w ? w->shape() : shape), mi(shape, mk ? mk->shape() : shape);
   for (std::int64_t i = 0; i < shape.numel(); ++i) {
-    const double y = t[static_cast<std::size_t>(ti(i))];
-    const bool counted = (!mk || mv[static_cast<std::size_t>(mi(i))] != 0) && (!nonfinite || std::isfinite(y));
+    const bool counted = (!mk || mv[static_cast<std::size_t>(mi(i))] != 0) &&
+                         (!nonfinite || finite[static_cast<std::size_t>(i)] != 0);
     if (!counted) continue;
     if (count || !w) {
       d.total.add(1.0);
@@ -313,14 +325,17 @@ std::function<Shape(const rt::Call&)> broadcast_of(std::vector<std::string_view>
 }
 
 MeanParts masked_mean_parts(std::function<bool(const rt::Call&)> masked, bool count, const MeanParts& plain,
-                            std::function<Shape(const rt::Call&)> shape_of) {
+                            std::function<Shape(const rt::Call&)> shape_of, std::string_view weight,
+                            FiniteObservations finite_of) {
   MeanParts m;
-  m.denominator = [masked, count, plain = plain.denominator, shape_of](const rt::Call& c, Reduction r) -> ExactSum {
-    return masked(c) ? host_masked_denominator(c, count, shape_of(c)).total : plain(c, r);
+  m.denominator = [masked, count, plain = plain.denominator, shape_of, weight, finite_of](const rt::Call& c,
+                                                                                          Reduction r) -> ExactSum {
+    return masked(c) ? host_masked_denominator(c, count, shape_of(c), weight, finite_of).total : plain(c, r);
   };
-  if (!count) m.denominator_input = "weight";
-  m.denominator_derivative = [masked, count, shape_of](const rt::Call& c) {
-    return masked(c) ? host_masked_denominator(c, count, shape_of(c)).per_weight : std::vector<double>{};
+  if (!count) m.denominator_input = weight;
+  m.denominator_derivative = [masked, count, shape_of, weight, finite_of](const rt::Call& c) {
+    return masked(c) ? host_masked_denominator(c, count, shape_of(c), weight, finite_of).per_weight
+                     : std::vector<double>{};
   };
   return m;
 }

@@ -3551,24 +3551,31 @@ void typed_calls(TypedRun<T, I>& t) {
       o.member_dim = int_opt(c, "member_dim");
       o.event_dims = *event_dims_of(c);
     };
+    const bool nonfinite = bool_opt(c, "mask_nonfinite", false);
     if (op == "energy_score") {
       kloss::EnergyScoreOptions o;
       common(o);
-      ki::energy_score<Exec, T>(ex, t.in("input"), t.in("target"), t.template out<T>("output"), o);
+      ki::energy_score<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.in("mask"),
+                                t.template out<T>("output"), o, nonfinite);
       if (bwd) {
         auto gi = t.template out<T>("grad_input");
         auto gt = t.template out<T>("grad_target");
-        ki::energy_score_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), gi, gt, o);
+        auto gw = c.find("weight") ? t.template out<T>("grad_weight") : Ten<T>();
+        ki::energy_score_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"), t.in("mask"),
+                                           gi, gt, gw, o, nonfinite);
       }
     } else {
       kloss::VariogramScoreOptions o;
       common(o);
       o.p = real_opt(c, "p");
-      ki::variogram_score<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.template out<T>("output"), o);
+      ki::variogram_score<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.in("point_weight"),
+                                   t.in("mask"), t.template out<T>("output"), o, nonfinite);
       if (bwd) {
         auto gi = t.template out<T>("grad_input");
         auto gt = t.template out<T>("grad_target");
-        ki::variogram_score_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"), gi, gt, o);
+        auto gw = c.find("point_weight") ? t.template out<T>("grad_point_weight") : Ten<T>();
+        ki::variogram_score_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"),
+                                              t.in("point_weight"), t.in("mask"), gi, gt, gw, o, nonfinite);
       }
     }
   } else if (op == "lp_loss" || op == "h1_loss") {

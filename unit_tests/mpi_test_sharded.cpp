@@ -132,6 +132,25 @@ std::vector<Case> cases(DType dt) {
        {"mask", Buffer::from_doubles(dt, kloss::Shape{3}, {1, 0, 1})}},
       {{"input", 0}, {"target", 0}, {"weight", 0}},
       {{"estimator", std::string("fair")}, {"member_dim", std::int64_t{1}}, {"mask_nonfinite", std::int64_t{1}}});
+  // energy_score and variogram_score per point: points [n, 2] (members on
+  // axis 1, event vectors of 3), a weight per point split with the rows, a
+  // mask per column replicated, the observations holding a NaN or an
+  // infinity (column 1 of rows 0 and 1) masked
+  add("energy_score masked", "energy_score",
+      {{"input", real(dt, kloss::Shape{n, 4, 2, 3}, -2, 2, 78)},
+       {"target", with_nonfinite(real(dt, kloss::Shape{n, 2, 3}, -2, 2, 79))},
+       {"weight", real(dt, kloss::Shape{n, 2}, 0.1, 2, 80)},
+       {"mask", Buffer::from_doubles(dt, kloss::Shape{2}, {0, 1})}},
+      {{"input", 0}, {"target", 0}, {"weight", 0}},
+      {{"estimator", std::string("fair")}, {"member_dim", std::int64_t{1}}, {"mask_nonfinite", std::int64_t{1}}});
+  add("variogram_score masked", "variogram_score",
+      {{"input", real(dt, kloss::Shape{n, 4, 2, 3}, -1, 1, 81)},
+       {"target", with_nonfinite(real(dt, kloss::Shape{n, 2, 3}, -1, 1, 82))},
+       {"weight", real(dt, kloss::Shape{3, 3}, 0.5, 2, 83)},
+       {"point_weight", real(dt, kloss::Shape{n, 2}, 0.1, 2, 84)},
+       {"mask", Buffer::from_doubles(dt, kloss::Shape{2}, {1, 1})}},
+      {{"input", 0}, {"target", 0}, {"point_weight", 0}},
+      {{"member_dim", std::int64_t{1}}, {"p", 1.0}, {"mask_nonfinite", std::int64_t{1}}});
   add("smooth_l1_loss weight per element", "smooth_l1_loss",
       {{"input", real(dt, nd, -2, 2, 67)}, {"target", real(dt, nd, -2, 2, 68)}, {"weight", real(dt, nd, 0.1, 2, 69)}},
       {{"input", 0}, {"target", 0}, {"weight", 0}});

@@ -1161,6 +1161,278 @@ TEST(EnsembleMultivariate, Errors) {
   }
 }
 
+// --- energy_score, variogram_score with weights and masks per point -------------
+
+/// One masked multivariate call: input [4, m, 5, 2, 2] (members on axis 1,
+/// the event block the last two axes, D = 4, the points [4, 5]), a weight
+/// and a mask per point (energy_score's `weight`, variogram_score's
+/// `point_weight`; variogram_score with pair weights w [D, D]).
+struct MaskedMulti {
+  std::string op = "energy_score";
+  std::int64_t m = 3;
+  kloss_ref::Ext ws, ms;  ///< the weight's and the mask's shapes
+  std::vector<double> w, mk, y;
+  bool has_w = false, has_m = false, nonfinite = false;
+  std::string est = "fair", red = "mean";
+};
+
+/// The per-point weight's input name.
+std::string point_weight_name(const std::string& op) { return op == "energy_score" ? "weight" : "point_weight"; }
+
+/// The runtime API's result of a masked multivariate call at a drawn
+/// grad_output (pair weights `pair` for variogram_score, p = 1).
+rt::Result run_masked_multi(const MaskedMulti& q, const std::vector<double>& x, const std::vector<double>& pair,
+                            const std::vector<double>& go, DType dt) {
+  const kloss_ref::Ext xs = {4, q.m, 5, 2, 2}, ts = {4, 5, 2, 2}, ps = {4, 5};
+  rt::Call call;
+  call.op = q.op;
+  call.dtype = dt;
+  call.inputs.emplace("input", Buffer::from_doubles(dt, kloss::Shape(xs), x));
+  call.inputs.emplace("target", Buffer::from_doubles(dt, kloss::Shape(ts), q.y));
+  if (q.op == "variogram_score") {
+    call.inputs.emplace("weight", Buffer::from_doubles(dt, kloss::Shape{4, 4}, pair));
+    call.options.set("p", 1.0);
+  }
+  if (q.has_w) call.inputs.emplace(point_weight_name(q.op), Buffer::from_doubles(dt, kloss::Shape(q.ws), q.w));
+  if (q.has_m) call.inputs.emplace("mask", Buffer::from_doubles(dt, kloss::Shape(q.ms), q.mk));
+  call.options.set("estimator", q.est);
+  call.options.set("reduction", q.red);
+  call.options.set("member_dim", std::int64_t{1});
+  call.options.set("event_dims", std::string("-2,-1"));
+  call.options.set("mask_nonfinite", std::int64_t{q.nonfinite ? 1 : 0});
+  if (!go.empty()) call.grad_output = Buffer::from_doubles(dt, q.red == "none" ? kloss::Shape(ps) : kloss::Shape{}, go);
+  return rt::run(call);
+}
+
+/// Its result against the float64 reference: each point's pairwise score
+/// (kloss_ref::energy_score, kloss_ref::variogram_score) times its weight
+/// where it counts (mask nonzero and, with mask_nonfinite, every element of
+/// its observed vector finite), 0 elsewhere; the mean over the counted
+/// weights; gradients the autograd of that (w dscore; the weight's: the
+/// score less the mean), a point that does not count 0 throughout.
+void check_masked_multi(const MaskedMulti& q, const std::vector<double>& x, const std::vector<double>& pair, DType dt,
+                        double tol) {
+  const kloss_ref::EnsembleLayout L({4, q.m, 5, 2, 2}, 1, {-2, -1});
+  const kloss_ref::Ext ps = {4, 5};
+  const double c = kloss_ref::crps_coefficient(q.est, 0.95, static_cast<std::size_t>(q.m));
+  const bool es = q.op == "energy_score", none = q.red == "none";
+  const auto go = random_values(none ? 20 : 1, 0.5, 1.5, 61);
+  const rt::Result r = run_masked_multi(q, x, pair, go, dt);
+  std::vector<double> score(20), wp(20, 1.0), terms(20, 0.0);
+  std::vector<bool> counted(20);
+  double D = 0, total = 0;
+  for (std::int64_t p = 0; p < 20; ++p) {
+    const auto up = static_cast<std::size_t>(p);
+    const kloss_ref::Ensemble e = L.members(x, p);
+    const std::vector<double> o = L.observation(q.y, p);
+    score[up] = es ? kloss_ref::energy_score(e, o, c) : kloss_ref::variogram_score(e, o, pair, 1.0, c);
+    if (q.has_w) wp[up] = q.w[static_cast<std::size_t>(kloss_ref::bindex(p, ps, q.ws))];
+    bool finite = true;
+    for (double v : o) finite = finite && std::isfinite(v);
+    counted[up] =
+        (!q.has_m || q.mk[static_cast<std::size_t>(kloss_ref::bindex(p, ps, q.ms))] != 0) && (!q.nonfinite || finite);
+    if (!counted[up]) continue;
+    terms[up] = wp[up] * score[up];
+    total += terms[up];
+    D += wp[up];
+  }
+  const std::vector<double> want =
+      none ? terms : std::vector<double>{q.red == "mean" ? total / D : total};  // (0 / 0: NaN)
+  const double scale = q.red == "mean" ? (D == 0 ? 0.0 : 1 / D) : 1.0;
+  const double mean = q.red == "mean" ? want[0] : 0.0;
+  std::vector<double> gx(x.size(), 0.0), gy(q.y.size(), 0.0), gw(q.w.size(), 0.0);
+  for (std::int64_t p = 0; p < 20; ++p) {
+    const auto up = static_cast<std::size_t>(p);
+    if (!counted[up]) continue;
+    const kloss_ref::Ensemble e = L.members(x, p);
+    const std::vector<double> o = L.observation(q.y, p);
+    const double g = (none ? go[up] : go[0] * scale) * wp[up];
+    const kloss_ref::Ensemble dx =
+        es ? kloss_ref::energy_score_grad(e, o, c) : kloss_ref::variogram_score_grad(e, o, pair, 1.0, c);
+    const std::vector<double> dy =
+        es ? kloss_ref::energy_score_target_grad(e, o) : kloss_ref::variogram_score_target_grad(e, o, pair, 1.0);
+    for (std::int64_t a = 0; a < L.D; ++a) {
+      for (std::int64_t i = 0; i < L.m; ++i) gx[L.x_at(p, i, a)] = g * dx[static_cast<std::size_t>(i)][a];
+      gy[L.y_at(p, a)] = g * dy[static_cast<std::size_t>(a)];
+    }
+    if (q.has_w)
+      gw[static_cast<std::size_t>(kloss_ref::bindex(p, ps, q.ws))] +=
+          (none ? go[up] : go[0] * scale) * (score[up] - mean);
+  }
+  const auto out = r.output.to_doubles();
+  ASSERT_EQ(out.size(), want.size());
+  for (std::size_t k = 0; k < want.size(); ++k) {
+    if (std::isnan(want[k])) {
+      EXPECT_TRUE(std::isnan(out[k])) << "output " << k << ": " << out[k];
+      continue;
+    }
+    EXPECT_NEAR(out[k], want[k], tol * (1 + std::fabs(want[k]))) << "output " << k;
+  }
+  expect_near_all(r.grads.at("input").to_doubles(), gx, tol, tol, "grad_input");
+  expect_near_all(r.grads.at("target").to_doubles(), gy, tol, tol, "grad_target");
+  if (q.has_w) expect_near_all(r.grads.at(point_weight_name(q.op)).to_doubles(), gw, tol, 4 * tol, "grad_weight");
+  for (std::int64_t p = 0; p < 20; ++p)
+    if (!counted[static_cast<std::size_t>(p)])
+      for (std::int64_t a = 0; a < L.D; ++a) {
+        EXPECT_EQ(r.grads.at("target").to_doubles()[L.y_at(p, a)], 0.0) << "point " << p;
+        for (std::int64_t i = 0; i < L.m; ++i)
+          EXPECT_EQ(r.grads.at("input").to_doubles()[L.x_at(p, i, a)], 0.0) << "point " << p;
+      }
+}
+
+/// energy_score's and variogram_score's weights and masks per point: every
+/// reduction, weights per point (one 0), per column, per row and scalar,
+/// masks per row and per point, a NaN or an infinity in one element of an
+/// observed vector (the whole point missing with mask_nonfinite), nothing
+/// counted (NaN mean, zero gradients).
+TEST(MultivariateScores, WeightsAndMasksMatchTheReference) {
+  auto y = random_values(80, -2, 2, 62);
+  auto ynan = y;
+  ynan[3 * 4 + 2] = std::numeric_limits<double>::quiet_NaN();  // point 3, element 2
+  ynan[11 * 4] = std::numeric_limits<double>::infinity();      // point 11, element 0
+  auto wpoint = random_values(20, 0.25, 2, 63);
+  wpoint[7] = 0;  // a counted point of weight 0
+  const std::vector<double> wcol = random_values(5, 0.25, 2, 64), wrow = random_values(4, 0.25, 2, 65);
+  const std::vector<double> mrow = {1, 0, 1, 1};
+  std::vector<double> mpoint(20, 1.0);
+  mpoint[2] = mpoint[9] = 0;
+  const auto pair = random_values(16, 0.5, 2, 66);
+  for (const std::string op : {"energy_score", "variogram_score"})
+    for (std::int64_t m : {3, 6}) {
+      const auto x = random_values(static_cast<std::size_t>(80 * m), -2, 2, 67 + static_cast<unsigned>(m));
+      std::vector<MaskedMulti> cases;
+      for (const std::string red : {"none", "mean", "sum"}) {
+        cases.push_back({op, m, {4, 5}, {4, 1}, wpoint, mrow, y, true, true, false, "fair", red});
+        cases.push_back({op, m, {5}, {}, wcol, {}, ynan, true, false, true, "almost_fair", red});
+        cases.push_back({op, m, {4, 1}, {4, 5}, wrow, mpoint, ynan, true, true, true, "standard", red});
+        cases.push_back({op, m, {}, {4, 5}, {}, mpoint, y, false, true, false, "fair", red});
+        cases.push_back({op, m, {}, {}, {1.75}, {}, ynan, true, false, true, "standard", red});  // a scalar weight
+      }
+      // nothing counts: NaN mean, zero gradients
+      cases.push_back({op, m, {5}, {4, 1}, wcol, {0, 0, 0, 0}, y, true, true, false, "fair", "mean"});
+      for (const auto& q : cases) {
+        SCOPED_TRACE(op + " m " + std::to_string(m) + " " + q.est + " " + q.red + (q.has_w ? " weight" : "") +
+                     (q.has_m ? " mask" : "") + (q.nonfinite ? " nonfinite" : ""));
+        check_masked_multi(q, x, pair, DType::float64, 1e-12);
+      }
+    }
+  // float32: the same within its precision
+  const auto x = random_values(240, -2, 2, 68);
+  for (const std::string op : {"energy_score", "variogram_score"})
+    check_masked_multi({op, 3, {4, 1}, {4, 5}, wrow, mpoint, ynan, true, true, true, "almost_fair", "mean"}, x, pair,
+                       DType::float32, 5e-5);
+}
+
+/// The per-point weight's gradient of a masked mean against central
+/// differences of the forward (float64, weight per column, a mask per row,
+/// a NaN observation masked).
+TEST(MultivariateScores, WeightGradientMatchesFiniteDifferences) {
+  auto y = random_values(80, -2, 2, 71);
+  y[6 * 4 + 1] = std::numeric_limits<double>::quiet_NaN();
+  const auto x = random_values(320, -2, 2, 72), pair = random_values(16, 0.5, 2, 73);
+  for (const std::string op : {"energy_score", "variogram_score"}) {
+    SCOPED_TRACE(op);
+    MaskedMulti q{op, 4, {5}, {4, 1}, random_values(5, 0.5, 2, 74), {1, 1, 0, 1}, y, true, true, true, "fair", "mean"};
+    const rt::Result r = run_masked_multi(q, x, pair, {1.0}, DType::float64);
+    const auto gw = r.grads.at(point_weight_name(op)).to_doubles();
+    const double h = 1e-6;
+    for (std::size_t k = 0; k < q.w.size(); ++k) {
+      MaskedMulti hi = q, lo = q;
+      hi.w[k] += h;
+      lo.w[k] -= h;
+      const double fd = (run_masked_multi(hi, x, pair, {}, DType::float64).output.to_doubles()[0] -
+                         run_masked_multi(lo, x, pair, {}, DType::float64).output.to_doubles()[0]) /
+                        (2 * h);
+      EXPECT_NEAR(gw[k], fd, 1e-7 * (1 + std::fabs(fd))) << "weight " << k;
+    }
+  }
+}
+
+/// The typed entry points: masked_energy_score, masked_variogram_score and
+/// their backwards against the runtime API's result, and their errors.
+TEST(MultivariateScores, TypedMaskedEntryPoints) {
+  // input [3, 5, 4] (members on axis 1, event the last axis, D = 4), the points [3]
+  const auto x = random_values(60, -2, 2, 81), w = random_values(3, 0.5, 2, 83), pair = random_values(16, 0.5, 2, 84);
+  auto y = random_values(12, -2, 2, 82);
+  y[5] = std::numeric_limits<double>::quiet_NaN();  // point 1 missing
+  Exec exec;
+  auto xv = make_view<double***>("x", x, {3, 5, 4});
+  auto yv = make_view<double**>("y", y, {3, 4});
+  auto wv = make_view<double*>("w", w, {3});
+  auto mv = make_view<double*>("m", {1, 1, 1}, {3});
+  auto pv = make_view<double**>("pair", pair, {4, 4});
+  Kokkos::View<double, Mem> out("out"), go("go");
+  Kokkos::deep_copy(go, 1.0);
+  Kokkos::View<double***, Mem> gx("gx", 3, 5, 4);
+  Kokkos::View<double**, Mem> gy("gy", 3, 4);
+  Kokkos::View<double*, Mem> gw("gw", 3);
+  const kloss::MaskOptions masking{true};
+  for (const std::string op : {"energy_score", "variogram_score"}) {
+    SCOPED_TRACE(op);
+    if (op == "energy_score") {
+      const kloss::EnergyScoreOptions o{Reduction::mean, kloss::CrpsEstimator::fair, 0.95, 1, {-1}};
+      kloss::masked_energy_score(exec, xv, yv, wv, mv, out, o, masking);
+      kloss::masked_energy_score_backward(exec, go, xv, yv, wv, mv, gx, gy, gw, o, masking);
+    } else {
+      kloss::VariogramScoreOptions o;
+      o.estimator = kloss::CrpsEstimator::fair;
+      o.member_dim = 1;
+      kloss::masked_variogram_score(exec, xv, yv, pv, wv, mv, out, o, masking);
+      kloss::masked_variogram_score_backward(exec, go, xv, yv, pv, wv, mv, gx, gy, gw, o, masking);
+    }
+    rt::Call call;
+    call.op = op;
+    call.dtype = DType::float64;
+    call.inputs.emplace("input", Buffer::from_doubles(call.dtype, {3, 5, 4}, x));
+    call.inputs.emplace("target", Buffer::from_doubles(call.dtype, {3, 4}, y));
+    call.inputs.emplace(point_weight_name(op), Buffer::from_doubles(call.dtype, {3}, w));
+    call.inputs.emplace("mask", Buffer::from_doubles(call.dtype, {3}, {1, 1, 1}));
+    if (op == "variogram_score") call.inputs.emplace("weight", Buffer::from_doubles(call.dtype, {4, 4}, pair));
+    call.options.set("estimator", std::string("fair"));
+    call.options.set("member_dim", std::int64_t{1});
+    call.options.set("mask_nonfinite", std::int64_t{1});
+    call.grad_output = Buffer::from_doubles(call.dtype, {}, {1.0});
+    const rt::Result r = rt::run(call);
+    expect_near_all(to_doubles(out), r.output.to_doubles(), 1e-15, 0, "output");
+    expect_near_all(to_doubles(gx), r.grads.at("input").to_doubles(), 1e-15, 0, "grad_input");
+    expect_near_all(to_doubles(gy), r.grads.at("target").to_doubles(), 1e-15, 0, "grad_target");
+    expect_near_all(to_doubles(gw), r.grads.at(point_weight_name(op)).to_doubles(), 1e-15, 0, "grad_weight");
+    EXPECT_TRUE(std::isfinite(to_doubles(out)[0]));
+    // point 1 (its observation holds a NaN) is masked out: its gradients are exactly 0
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(to_doubles(gy)[static_cast<std::size_t>(4 + i)], 0.0);
+    for (int j = 0; j < 5; ++j)
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(to_doubles(gx)[static_cast<std::size_t>((5 + j) * 4 + i)], 0.0);
+  }
+  // a weight or mask that does not broadcast to the points or grows them;
+  // a weight gradient without a weight
+  const kloss::EnergyScoreOptions eo{Reduction::mean, kloss::CrpsEstimator::fair, 0.95, 1, {-1}};
+  kloss::VariogramScoreOptions vo;
+  vo.member_dim = 1;
+  auto w4 = make_view<double*>("w4", {1, 1, 1, 1}, {4});
+  auto grow = make_view<double**>("grow", std::vector<double>(6, 1.0), {2, 3});
+  EXPECT_KLOSS_THROW(kloss::masked_energy_score(exec, xv, yv, w4, mv, out, eo), kloss::DimensionMismatch, "'weight'");
+  EXPECT_KLOSS_THROW(kloss::masked_energy_score(exec, xv, yv, wv, grow, out, eo), kloss::DimensionMismatch,
+                     "argument 'mask' [2, 3] must broadcast to the points' shape (the target's without the event "
+                     "axes) [3]");
+  EXPECT_KLOSS_THROW(kloss::masked_variogram_score(exec, xv, yv, pv, w4, mv, out, vo), kloss::DimensionMismatch,
+                     "'point_weight'");
+  EXPECT_KLOSS_THROW(
+      kloss::masked_energy_score_backward(exec, go, xv, yv, Kokkos::View<double*, Mem>(), mv, gx, gy, gw, eo),
+      kloss::InvalidArgument, "argument 'grad_weight' must be empty without a weight");
+  EXPECT_KLOSS_THROW(
+      kloss::masked_variogram_score_backward(exec, go, xv, yv, pv, Kokkos::View<double*, Mem>(), mv, gx, gy, gw, vo),
+      kloss::InvalidArgument, "argument 'grad_point_weight' must be empty without a point_weight");
+  // through the registry: a per-point weight of the event block's shape is no per-point weight
+  rt::Call call;
+  call.op = "energy_score";
+  call.dtype = DType::float64;
+  call.inputs.emplace("input", Buffer::from_doubles(call.dtype, {3, 5, 4}, x));
+  call.inputs.emplace("target", Buffer::from_doubles(call.dtype, {3, 4}, y));
+  call.inputs.emplace("weight", Buffer::from_doubles(call.dtype, {4}, {1, 1, 1, 1}));
+  call.options.set("member_dim", std::int64_t{1});
+  EXPECT_KLOSS_THROW(rt::run(call), kloss::DimensionMismatch, "'weight'");
+}
+
 TEST(EnsembleRegistry, MultivariateScoresRegisteredWithTheirOptions) {
   for (const std::string name : {"energy_score", "variogram_score"}) {
     const kloss::OpInfo* op = kloss::find_op(name);
@@ -1169,7 +1441,14 @@ TEST(EnsembleRegistry, MultivariateScoresRegisteredWithTheirOptions) {
     for (const auto& o : op->options) got.emplace_back(o.name);
     std::vector<std::string> want = {"reduction", "estimator", "alpha", "member_dim", "event_dims"};
     if (name == "variogram_score") want.push_back("p");
+    want.push_back("mask_nonfinite");
     EXPECT_EQ(got, want) << name;
+    // the weight per point: energy_score's `weight`, variogram_score's
+    // `point_weight` (its `weight` is the pair weights)
+    const std::vector<std::string_view> inputs =
+        name == "energy_score" ? std::vector<std::string_view>{"input", "target", "weight?", "mask?"}
+                               : std::vector<std::string_view>{"input", "target", "weight?", "point_weight?", "mask?"};
+    EXPECT_EQ(op->inputs, inputs) << name;
     EXPECT_EQ(op->header, "kloss/ensemble.hpp");
   }
 }

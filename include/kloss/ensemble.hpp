@@ -158,7 +158,32 @@ void energy_score(const ExecSpace& exec, const InputView& input, const TargetVie
   static_assert(impl::floating_views_v<T, InputView, TargetView>,
                 "kloss::energy_score: input, target and output must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"energy_score"};
-  impl::energy_score<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(output, "output"), opts);
+  impl::energy_score<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), TensorIn<ExecSpace, T>{},
+                                   TensorIn<ExecSpace, T>{}, v(output, "output"), opts, false);
+}
+
+/// energy_score with a weight and a mask per point (kloss extension;
+/// docs/weights.md): each point's score times its weight where it counts
+/// (mask nonzero and, with masking.mask_nonfinite, every element of its
+/// observed event vector finite: a NaN anywhere in it marks it missing), 0
+/// elsewhere; mean over the counted points' weights, NaN where nothing
+/// counts. weight, mask: views that broadcast to the points' shape (the
+/// target's without the event axes, Reduction::none's output) without
+/// growing it (per point, per cell, per level, a scalar ...), each optional
+/// (an empty view). Throws as energy_score, and DimensionMismatch for a
+/// weight or mask that does not broadcast so. Fences for mean (the weights
+/// are summed first).
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class MaskView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void masked_energy_score(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                         const WeightView& weight, const MaskView& mask, const OutputView& output,
+                         const EnergyScoreOptions& opts = {}, const MaskOptions& masking = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, WeightView, MaskView>,
+                "kloss::masked_energy_score: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"energy_score"};
+  impl::energy_score<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+                                   v.optional(mask, "mask"), v(output, "output"), opts, masking.mask_nonfinite);
 }
 
 /// Backward of energy_score: grad_input_i = u_i/m - 2c sum_j u_ij, with u_i
@@ -176,9 +201,37 @@ void energy_score_backward(const ExecSpace& exec, const GradOutputView& grad_out
   static_assert(impl::floating_views_v<T, GradOutputView, TargetView, GradInputView, GradTargetView>,
                 "kloss::energy_score_backward: every view must hold the input's floating type");
   const impl::EntryViews<ExecSpace> v{"energy_score_backward"};
+  using In = TensorIn<ExecSpace, T>;
   impl::energy_score_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"),
-                                            v.optional(grad_input, "grad_input"),
-                                            v.optional(grad_target, "grad_target"), opts);
+                                            In{}, In{}, v.optional(grad_input, "grad_input"),
+                                            v.optional(grad_target, "grad_target"), TensorOut<ExecSpace, T>{}, opts,
+                                            false);
+}
+
+/// Backward of masked_energy_score: for each counted point the gradients
+/// of energy_score_backward times its weight, grad_weight its score less
+/// the mean (for mean; summed where the weight is broadcast), all times
+/// grad_output and the mean's factor; 0 for a point that does not count,
+/// every gradient 0 where nothing counts. Each gradient optional (an empty
+/// view). Fences for mean, and with grad_weight (which scores the points
+/// once more).
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class MaskView,
+          class GradInputView, class GradTargetView, class GradWeightView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void masked_energy_score_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                  const TargetView& target, const WeightView& weight, const MaskView& mask,
+                                  const GradInputView& grad_input, const GradTargetView& grad_target,
+                                  const GradWeightView& grad_weight, const EnergyScoreOptions& opts = {},
+                                  const MaskOptions& masking = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, MaskView, GradInputView,
+                                       GradTargetView, GradWeightView>,
+                "kloss::masked_energy_score_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"energy_score_backward"};
+  impl::energy_score_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+      v.optional(mask, "mask"), v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
+      v.optional(grad_weight, "grad_weight"), opts, masking.mask_nonfinite);
 }
 
 /// Options of variogram_score.
@@ -217,8 +270,9 @@ void variogram_score(const ExecSpace& exec, const InputView& input, const Target
   static_assert(impl::floating_views_v<T, InputView, TargetView, WeightView>,
                 "kloss::variogram_score: input, target, weight and output must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"variogram_score"};
-  impl::variogram_score<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
-                                      v(output, "output"), opts);
+  using In = TensorIn<ExecSpace, T>;
+  impl::variogram_score<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"), In{},
+                                      In{}, v(output, "output"), opts, false);
 }
 
 /// variogram_score with every weight 1.
@@ -228,6 +282,30 @@ void variogram_score(const ExecSpace& exec, const InputView& input, const Target
                      const VariogramScoreOptions& opts = {}) {
   using T = typename OutputView::non_const_value_type;
   variogram_score(exec, input, target, Kokkos::View<const T*, typename ExecSpace::memory_space>(), output, opts);
+}
+
+/// variogram_score with a weight and a mask per point (kloss extension;
+/// docs/weights.md), as masked_energy_score's: point_weight (not `weight`,
+/// which is the pair weights w_ab, [D, D] or its D^2 elements flat, or an
+/// empty view for all ones) and mask broadcast to the points' shape (the
+/// target's without the event axes) without growing it, each optional (an
+/// empty view); a point counts where its mask is nonzero and, with
+/// masking.mask_nonfinite, every element of its observed event vector is
+/// finite. Throws as variogram_score, and DimensionMismatch for a
+/// point_weight or mask that does not broadcast so. Fences for mean.
+template <class ExecSpace, class InputView, class TargetView, class WeightView, class PointWeightView, class MaskView,
+          class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
+void masked_variogram_score(const ExecSpace& exec, const InputView& input, const TargetView& target,
+                            const WeightView& weight, const PointWeightView& point_weight, const MaskView& mask,
+                            const OutputView& output, const VariogramScoreOptions& opts = {},
+                            const MaskOptions& masking = {}) {
+  using T = typename OutputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, InputView, TargetView, WeightView, PointWeightView, MaskView>,
+                "kloss::masked_variogram_score: every view must hold one floating type");
+  const impl::EntryViews<ExecSpace> v{"variogram_score"};
+  impl::variogram_score<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+                                      v.optional(point_weight, "point_weight"), v.optional(mask, "mask"),
+                                      v(output, "output"), opts, masking.mask_nonfinite);
 }
 
 /// Backward of variogram_score: with o_ab = |y_a - y_b|^p, f_iab = |x_ia -
@@ -247,9 +325,11 @@ void variogram_score_backward(const ExecSpace& exec, const GradOutputView& grad_
   static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, GradInputView, GradTargetView>,
                 "kloss::variogram_score_backward: every view must hold the input's floating type");
   const impl::EntryViews<ExecSpace> v{"variogram_score_backward"};
+  using In = TensorIn<ExecSpace, T>;
   impl::variogram_score_backward<ExecSpace, T>(
-      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
-      v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"), opts);
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"), In{},
+      In{}, v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"), TensorOut<ExecSpace, T>{},
+      opts, false);
 }
 
 /// variogram_score_backward with every weight 1.
@@ -263,30 +343,62 @@ void variogram_score_backward(const ExecSpace& exec, const GradOutputView& grad_
                            grad_input, grad_target, opts);
 }
 
+/// Backward of masked_variogram_score: for each counted point the
+/// gradients of variogram_score_backward times its point weight,
+/// grad_point_weight its score less the mean (for mean; summed where the
+/// point weight is broadcast), all times grad_output and the mean's
+/// factor; 0 for a point that does not count, every gradient 0 where
+/// nothing counts. The pair weights have no gradient. Each gradient
+/// optional (an empty view). Fences for mean, and with grad_point_weight
+/// (which scores the points once more).
+template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
+          class PointWeightView, class MaskView, class GradInputView, class GradTargetView, class GradPointWeightView,
+          class = impl::enable_for_execution_space<ExecSpace>>
+void masked_variogram_score_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
+                                     const TargetView& target, const WeightView& weight,
+                                     const PointWeightView& point_weight, const MaskView& mask,
+                                     const GradInputView& grad_input, const GradTargetView& grad_target,
+                                     const GradPointWeightView& grad_point_weight,
+                                     const VariogramScoreOptions& opts = {}, const MaskOptions& masking = {}) {
+  using T = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, TargetView, WeightView, PointWeightView, MaskView,
+                                       GradInputView, GradTargetView, GradPointWeightView>,
+                "kloss::masked_variogram_score_backward: every view must hold the input's floating type");
+  const impl::EntryViews<ExecSpace> v{"variogram_score_backward"};
+  impl::variogram_score_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+      v.optional(point_weight, "point_weight"), v.optional(mask, "mask"), v.optional(grad_input, "grad_input"),
+      v.optional(grad_target, "grad_target"), v.optional(grad_point_weight, "grad_point_weight"), opts,
+      masking.mask_nonfinite);
+}
+
 }  // namespace kloss
 
 // Explicit instantiations: declared here, instantiated in src/ensemble.cpp
 // with the same list (KLOSS_ENSEMBLE_INSTANTIATE(, T)).
-#define KLOSS_ENSEMBLE_INSTANTIATE(PREFIX, T)                                                              \
-  PREFIX template void kloss::impl::crps_ensemble<KLOSS_EXEC, T, kloss::CrpsEnsembleOptions>(              \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,        \
-      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::CrpsEnsembleOptions&, bool);           \
-  PREFIX template void kloss::impl::crps_ensemble_backward<KLOSS_EXEC, T, kloss::CrpsEnsembleOptions>(     \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,        \
-      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,    \
-      const KLOSS_TENSOR(T)&, const kloss::CrpsEnsembleOptions&, bool);                                    \
-  PREFIX template void kloss::impl::energy_score<KLOSS_EXEC, T, kloss::EnergyScoreOptions>(                \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&,         \
-      const kloss::EnergyScoreOptions&);                                                                   \
-  PREFIX template void kloss::impl::energy_score_backward<KLOSS_EXEC, T, kloss::EnergyScoreOptions>(       \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,        \
-      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::EnergyScoreOptions&);                   \
-  PREFIX template void kloss::impl::variogram_score<KLOSS_EXEC, T, kloss::VariogramScoreOptions>(          \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,        \
-      const KLOSS_TENSOR(T)&, const kloss::VariogramScoreOptions&);                                        \
-  PREFIX template void kloss::impl::variogram_score_backward<KLOSS_EXEC, T, kloss::VariogramScoreOptions>( \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,        \
-      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::VariogramScoreOptions&);
+#define KLOSS_ENSEMBLE_INSTANTIATE(PREFIX, T)                                                                        \
+  PREFIX template void kloss::impl::crps_ensemble<KLOSS_EXEC, T, kloss::CrpsEnsembleOptions>(                        \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                  \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::CrpsEnsembleOptions&, bool);                     \
+  PREFIX template void kloss::impl::crps_ensemble_backward<KLOSS_EXEC, T, kloss::CrpsEnsembleOptions>(               \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                  \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,              \
+      const KLOSS_TENSOR(T)&, const kloss::CrpsEnsembleOptions&, bool);                                              \
+  PREFIX template void kloss::impl::energy_score<KLOSS_EXEC, T, kloss::EnergyScoreOptions>(                          \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                  \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::EnergyScoreOptions&, bool);                      \
+  PREFIX template void kloss::impl::energy_score_backward<KLOSS_EXEC, T, kloss::EnergyScoreOptions>(                 \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                  \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,              \
+      const KLOSS_TENSOR(T)&, const kloss::EnergyScoreOptions&, bool);                                               \
+  PREFIX template void kloss::impl::variogram_score<KLOSS_EXEC, T, kloss::VariogramScoreOptions>(                    \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                  \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::VariogramScoreOptions&, \
+      bool);                                                                                                         \
+  PREFIX template void kloss::impl::variogram_score_backward<KLOSS_EXEC, T, kloss::VariogramScoreOptions>(           \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                  \
+      const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&,             \
+      const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::VariogramScoreOptions&, bool);
 #define KLOSS_ENSEMBLE_EXTERN(T) KLOSS_ENSEMBLE_INSTANTIATE(extern, T)
 KLOSS_FOR_EACH_SCALAR(KLOSS_ENSEMBLE_EXTERN)
 #undef KLOSS_ENSEMBLE_EXTERN

@@ -191,6 +191,7 @@ def cases(seed=20261127):
     _sample_weights(add, np.random.default_rng(seed + 5))
     _masked_kl_poisson(add, np.random.default_rng(seed + 6))
     _masked_bce(add, np.random.default_rng(seed + 7))
+    _masked_multivariate(add, np.random.default_rng(seed + 8))
     return out
 
 
@@ -233,6 +234,70 @@ def _masked_bce(add, rng):
     add("all_masked_mean", "binary_cross_entropy_with_logits",
         {"input": rng.standard_normal((2, 3)), "target": rng.uniform(0, 1, (2, 3)), "weight": rng.uniform(0.25, 2, 3),
          "mask": np.zeros((2, 1))})
+
+
+def _masked_multivariate(add, rng):
+    """kloss's weights and masks on energy_score and variogram_score, per
+    point (an event vector; variogram_score's weight per point is
+    `point_weight`, its `weight` the pair weights) (docs/weights.md; its own
+    generator: the other cases keep their values): input [3, 4, 5, 2 or 3]
+    (4 members on axis 1, the event axis last, the points [3, 5]), a
+    per-column weight and a per-row mask under each reduction, mask_nonfinite
+    with a NaN or an infinity in one element of an observed vector, a weight
+    per point, a scalar weight, a mask alone, an event block of two axes,
+    and a mean over nothing (NaN, zero gradients)."""
+    def randn(*shape):
+        return rng.standard_normal(shape)
+
+    row_mask = np.array([[1.0], [0.0], [1.0]])  # row 1 masked out
+    col_weight = rng.uniform(0.25, 2, 5)
+    col_weight[3] = 0.0  # a counted point of weight 0: in the denominator as 0
+    for est, red in (("fair", "mean"), ("almost_fair", "sum"), ("standard", "none")):
+        add("masked_" + red, "energy_score",
+            {"input": randn(3, 4, 5, 2), "target": randn(3, 5, 2), "weight": col_weight, "mask": row_mask},
+            member_dim=1, estimator=est, alpha=0.8, reduction=red)
+        add("masked_" + red, "variogram_score",
+            {"input": randn(3, 4, 5, 3), "target": randn(3, 5, 3), "weight": rng.uniform(0.25, 2, (3, 3)),
+             "point_weight": col_weight, "mask": row_mask},
+            member_dim=1, estimator=est, alpha=0.8, p=1.0, reduction=red)
+    # missing observations: one NaN or infinite element marks the whole vector missing
+    for op, red, o in (("energy_score", "mean", {"estimator": "almost_fair"}),
+                       ("energy_score", "none", {"estimator": "almost_fair"}),
+                       ("variogram_score", "mean", {"estimator": "fair", "p": 2.0}),
+                       ("variogram_score", "sum", {"estimator": "fair", "p": 2.0})):
+        y = randn(3, 5, 2)
+        y[0, 1, 0], y[2, 3, 1], y[1, 0, 1] = np.nan, np.inf, -np.inf
+        add("nonfinite_" + red, op,
+            {"input": randn(3, 4, 5, 2), "target": y, weight_name(op): rng.uniform(0.25, 2, (3, 1))},
+            member_dim=1, mask_nonfinite=True, reduction=red, **o)
+    add("weight_point", "energy_score",
+        {"input": randn(3, 4, 5, 2), "target": randn(3, 5, 2), "weight": rng.uniform(0.25, 2, (3, 5))},
+        member_dim=1, estimator="fair", reduction="mean")
+    add("point_weight_scalar", "variogram_score",
+        {"input": randn(3, 4, 5, 3), "target": randn(3, 5, 3), "point_weight": np.array(1.5)},
+        member_dim=1, p=1.0, reduction="sum")
+    add("mask_only", "variogram_score",
+        {"input": randn(3, 4, 5, 3), "target": randn(3, 5, 3), "mask": (rng.random((3, 5)) < 0.6).astype(float)},
+        member_dim=1, p=1.0, estimator="fair")
+    # an event block of two axes before the members: input [2, 3, 4, 5] (the points [5])
+    y = randn(2, 3, 5)
+    y[1, 2, 4] = np.nan
+    add("block_nonfinite", "energy_score",
+        {"input": randn(2, 3, 4, 5), "target": y, "weight": rng.uniform(0.25, 2, 5)},
+        member_dim=2, event_dims="0,1", mask_nonfinite=True, reduction="mean")
+    # nothing counts: the mean is NaN, every gradient 0
+    add("all_masked_mean", "energy_score",
+        {"input": randn(3, 4, 5, 2), "target": randn(3, 5, 2), "weight": col_weight, "mask": np.zeros((3, 1))},
+        member_dim=1, estimator="fair", reduction="mean")
+    add("all_masked_mean", "variogram_score",
+        {"input": randn(3, 4, 5, 3), "target": randn(3, 5, 3), "point_weight": col_weight,
+         "mask": np.zeros((3, 1))}, member_dim=1, p=1.0, reduction="mean")
+
+
+def weight_name(op):
+    """The input of op's weight per point (variogram_score's `weight` is its
+    pair weights)."""
+    return "point_weight" if op == "variogram_score" else "weight"
 
 
 def _sample_weights(add, rng):

@@ -6,7 +6,7 @@ lacks from their own definitions (crps_ensemble, energy_score,
 variogram_score: scoringrules' formulas; the grid losses: neuraloperator's);
 energy_score's and variogram_score's gradients also analytically
 (multivariate_grads). kloss's weights and masks on the element-wise losses
-and the CRPS scores (docs/weights.md) from that document's definition
+and the ensemble scores (docs/weights.md) from that document's definition
 (masked)."""
 import math
 
@@ -30,18 +30,25 @@ def _log1pexp(z):
     return np.logaddexp(0.0, z)
 
 
-# The element-wise losses that take kloss's weights and masks (and
-# crps_ensemble, per point: the target's elements), those of them that
-# take torch 2.15's weight= (docs/weights.md), and the BCE pair, which
+# The element-wise losses that take kloss's weights and masks (and the
+# ensemble scores, per point: crps_ensemble's the target's elements,
+# energy_score's and variogram_score's its event vectors), those of them
+# that take torch 2.15's weight= (docs/weights.md), and the BCE pair, which
 # keeps torch's weight and takes kloss's mask
 MASKABLE = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss", "quantile_loss",
-            "gaussian_nll_loss", "crps_gaussian", "crps_ensemble", "kl_div", "poisson_nll_loss",
-            "binary_cross_entropy", "binary_cross_entropy_with_logits")
+            "gaussian_nll_loss", "crps_gaussian", "crps_ensemble", "kl_div", "poisson_nll_loss", "energy_score",
+            "variogram_score", "binary_cross_entropy", "binary_cross_entropy_with_logits")
 TORCH_WEIGHT = ("mse_loss", "l1_loss", "huber_loss")
 BCE = ("binary_cross_entropy", "binary_cross_entropy_with_logits")
 # The masked means over the counted elements' count (torch's weighted
 # means of these ops are over every element's)
 MEAN_OVER_COUNT = ("huber_loss",) + BCE
+
+
+def weight_name(op):
+    """The input holding kloss's weight of op: `weight`, but variogram_score's
+    `point_weight` (its `weight` is the pair weights)."""
+    return "point_weight" if op == "variogram_score" else "weight"
 
 
 def masked(op, inputs, options):
@@ -53,28 +60,34 @@ def masked(op, inputs, options):
         return False
     if inputs.get("mask") is not None or options.get("mask_nonfinite", False):
         return True
-    w = inputs.get("weight")
+    w = inputs.get(weight_name(op))
     return w is not None and op not in BCE and (op not in TORCH_WEIGHT or np.shape(w) != np.shape(inputs["input"]))
 
 
 def _unmasked_loss(op, inputs, o):
     """The op's own unreduced loss of a masked call (weight and mask left
-    out): one per element (crps_ensemble: per point), NaN or infinite at a
-    non-finite target."""
-    plain = {k: v for k, v in inputs.items() if k not in ("weight", "mask")}
+    out): one per element (the ensemble scores: per point), NaN or infinite
+    at a non-finite target."""
+    plain = {k: v for k, v in inputs.items() if k not in (weight_name(op), "mask")}
     o = {k: v for k, v in o.items() if k != "mask_nonfinite"}
     with np.errstate(invalid="ignore", over="ignore"):  # (the loss at a NaN target, not taken)
         return np.asarray(forward(op, plain, dict(o, reduction="none")), dtype=np.float64)
 
 
-def _counted(inputs, nonfinite, shape):
+def _counted(op, inputs, options, shape):
     """Which elements of `shape` (the unreduced output's) count: the mask's
-    nonzero ones and (nonfinite) those of a finite target."""
+    nonzero ones and (mask_nonfinite) those of a finite target
+    (energy_score, variogram_score: a point whose every observed event
+    element is finite)."""
     counted = np.ones(shape, dtype=bool)
     if inputs.get("mask") is not None:
         counted &= np.broadcast_to(np.asarray(inputs["mask"]) != 0, shape)
-    if nonfinite:
-        counted &= np.broadcast_to(np.isfinite(inputs["target"]), shape)
+    if options.get("mask_nonfinite", False):
+        if op in ("energy_score", "variogram_score"):
+            lay = _EnsembleLayout(np.asarray(inputs["input"]), options)
+            counted &= np.isfinite(lay.observations(inputs["target"])).all(-1).reshape(shape)
+        else:
+            counted &= np.broadcast_to(np.isfinite(inputs["target"]), shape)
     return counted
 
 
@@ -85,20 +98,21 @@ def empty_masked_mean(op, inputs, options):
     if options.get("reduction", "mean") != "mean" or not masked(op, inputs, options):
         return False
     shape = _unmasked_loss(op, inputs, options).shape
-    return not _counted(inputs, options.get("mask_nonfinite", False), shape).any()
+    return not _counted(op, inputs, options, shape).any()
 
 
 def _masked_forward(op, inputs, o, red):
     """kloss's weights and masks (docs/weights.md): each element's loss l
-    (the op's own, unreduced; crps_ensemble's per point, the target's
-    elements), counted where the mask is nonzero and (with mask_nonfinite)
-    the target finite; w l where counted, else 0 (not 0 * NaN); the mean
-    over the counted elements' weights (huber_loss and the BCE pair: their
-    count), NaN where nothing counts."""
-    w = inputs.get("weight")
+    (the op's own, unreduced; the ensemble scores' per point), counted
+    where the mask is nonzero and (with mask_nonfinite) the target finite
+    (energy_score, variogram_score: the whole observed event vector); w l
+    where counted, else 0 (not 0 * NaN); the mean over the counted elements'
+    weights (huber_loss and the BCE pair: their count), NaN where nothing
+    counts."""
+    w = inputs.get(weight_name(op))
     loss = _unmasked_loss(op, inputs, o)
     shape = loss.shape
-    counted = _counted(inputs, o.get("mask_nonfinite", False), shape)
+    counted = _counted(op, inputs, o, shape)
     # (broadcast_to refuses a weight that would grow the shape, as kloss does)
     wb = np.broadcast_to(np.asarray(1.0 if w is None else w, dtype=np.float64), shape)
     terms = np.where(counted, wb * np.where(counted, loss, 0.0), 0.0)

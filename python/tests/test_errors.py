@@ -204,6 +204,24 @@ def test_a_crps_weight_or_mask_that_does_not_broadcast_is_dimension_mismatch():
         kloss.crps_gaussian_backward(None, x, x, std, weight=np.ones(3))
 
 
+def test_a_multivariate_weight_or_mask_that_does_not_broadcast_is_dimension_mismatch():
+    # energy_score's and variogram_score's weights and masks are per point (the
+    # target's shape without the event axes), not per event element;
+    # variogram_score's weight per point is point_weight (weight: the pair weights)
+    x, y = np.zeros((3, 4, 5)), np.zeros((3, 5))
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::energy_score: .*'weight'") as e:
+        kloss.energy_score(x, y, weight=np.ones(5), member_dim=1)  # one per event element
+    assert isinstance(e.value, kloss.Error) and e.value.status == 2
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::energy_score: .*'mask'"):
+        kloss.energy_score(x, y, mask=np.ones((2, 3)), member_dim=1, mask_nonfinite=True)  # would grow the points
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::energy_score.*'weight'"):
+        kloss.energy_score_backward(None, x, y, weight=np.ones((3, 5)), member_dim=1)
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::variogram_score: .*'point_weight'"):
+        kloss.variogram_score(x, y, point_weight=np.ones(5), member_dim=1)
+    with pytest.raises(kloss.DimensionMismatch, match=r"kloss::variogram_score.*'mask'"):
+        kloss.variogram_score_backward(None, x, y, weight=np.ones((5, 5)), mask=np.ones(4), member_dim=1)
+
+
 def test_a_call_after_an_error_succeeds():
     with pytest.raises(kloss.Error):
         kloss.mse_loss(X, X, reduction="avg")

@@ -208,16 +208,49 @@ def _multivariate_composition(c, args):
     return _estimator_mix(score, c.options)
 
 
-def multivariate_reference(c, args):
-    """energy_score / variogram_score, reduced: scoringrules' (torch
+def _multivariate_points(c, args):
+    """energy_score / variogram_score per point: scoringrules' (torch
     backend) when it is installed, else the composition; the composition
     also for a variogram of p < 1, where scoringrules' autograd is NaN."""
     sr = _scoringrules()
     if sr is not None and not (c.op == "variogram_score" and c.options.get("p", 0.5) < 1):
-        per_point = _multivariate_scoringrules(c, args, sr)
-    else:
-        per_point = _multivariate_composition(c, args)
-    return _reduce(per_point, c.options.get("reduction", "mean"))
+        return _multivariate_scoringrules(c, args, sr)
+    return _multivariate_composition(c, args)
+
+
+def multivariate_reference(c, args):
+    """energy_score / variogram_score, reduced."""
+    return _reduce(_multivariate_points(c, args), c.options.get("reduction", "mean"))
+
+
+def masked_multivariate_reference(c, args):
+    """kloss's weights and masks on energy_score / variogram_score
+    (docs/weights.md) as torch operations: a point (an event vector) counts
+    where the mask is nonzero and (mask_nonfinite) every element of its
+    observed vector is finite; w times its score where it counts, else 0;
+    the mean over the counted points' weights (`point_weight` for
+    variogram_score). Non-finite target elements are replaced by 0
+    (torch.where) before the scores are taken: their points do not count,
+    and no NaN reaches a gradient as 0 * NaN."""
+    o = dict(c.options)
+    red = o.pop("reduction", "mean")
+    nonfinite = o.pop("mask_nonfinite", False)
+    w, mk = args.get(reference.weight_name(c.op)), args.get("mask")
+    y = args["target"]
+    _, yf = _multivariate_flat(c, args["input"], y)
+    counted = torch.ones(yf.shape[:-1], dtype=torch.bool)
+    if mk is not None:
+        counted = counted & (mk != 0)
+    if nonfinite:
+        counted = counted & torch.isfinite(yf).all(-1)
+        y = torch.where(torch.isfinite(y), y, y.new_zeros(()))
+    score = _multivariate_points(c, dict(args, target=y))
+    terms = torch.where(counted, score if w is None else w * score, score.new_zeros(()))
+    if red != "mean":
+        return _reduce(terms, red)
+    if w is None:
+        return terms.sum() / counted.sum()
+    return terms.sum() / torch.where(counted, w.expand(counted.shape), w.new_zeros(())).sum()
 
 
 def _crps_gaussian_score(x, y, s):
@@ -334,6 +367,8 @@ def torch_reference(c, tensors):
         # torch's class-index losses take int64 (kloss also int32)
         tensors = {k: (t if t.is_floating_point() else t.long()) for k, t in tensors.items()}
         if reference.masked(c.op, c.inputs, c.options):  # kloss's weights and masks (not torch's weight=)
+            if c.op in _MULTIVARIATE:
+                return masked_multivariate_reference(c, tensors)
             return masked_reference(c, tensors)
         if "sample_weight" in tensors:  # kloss's weight per row (cross_entropy, nll_loss)
             return sample_weighted_reference(c, tensors)

@@ -593,6 +593,129 @@ def masked_cases(g, gen):
     return w.count
 
 
+# --- energy_score and variogram_score with weights and masks per point ------
+
+def masked_multivariate_cases(g, gen):
+    """energy_score and variogram_score with weights and masks per point (an
+    event vector; variogram_score's weight per point is `point_weight`, its
+    `weight` the pair weights): scoringrules' es_ensemble / vs_ensemble
+    (torch backend) per point, weighted and masked in torch as
+    masked_terms does for crps_ensemble (a point counts where its mask is
+    nonzero and, with mask_nonfinite, every element of its observed vector
+    is finite; the target of a point that does not count replaced by 0
+    before it meets the score), autograd gradients for input, target and
+    the weight per point; values checked against weights.md's definition
+    on scoringrules' numpy scores. Layouts: a weight per column and a mask
+    per row; a weight per point with a zero and NaN / infinite elements in
+    observed vectors under mask_nonfinite; an event block of two axes with
+    a scalar weight and a NaN; every point masked (mean NaN, gradients 0);
+    each with every reduction, the estimator rotating; one float32 case."""
+    nan, inf = float("nan"), float("inf")
+    count = 0
+
+    def u(*shape, lo=-2.0, hi=2.0):
+        return uniform(gen, shape, lo, hi)
+
+    def case(op, name, dtype, lay, x, y, estimator, reduction, weight=None, mask=None, nonfinite=None, pair=None,
+             p=1.0, alpha=0.9):
+        nonlocal count
+        x, y = rounded(x, dtype), rounded(y, dtype)
+        weight = None if weight is None else rounded(weight, dtype)
+        mask = None if mask is None else rounded(mask, dtype)
+        pair = None if pair is None else rounded(pair, dtype)
+        yv = torch.movedim(y.reshape(lay.y1), lay.lo_t, -1).reshape(lay.points + (lay.D,))
+        counted = torch.ones(lay.points, dtype=torch.bool)
+        if mask is not None:
+            counted = counted & (mask != 0).expand(lay.points)
+        if nonfinite:
+            counted = counted & torch.isfinite(yv).all(-1)
+        xl, yl = x.clone().requires_grad_(True), y.clone().requires_grad_(True)
+        wl = None if weight is None else weight.clone().requires_grad_(True)
+        y_safe = torch.where(torch.isfinite(yl), yl, torch.zeros_like(yl)) if nonfinite else yl
+        if op == ES_OP:
+            per_point = es_torch(lay, xl, y_safe, estimator, alpha)
+        else:
+            per_point = vs_torch(lay, xl, y_safe, pair, p, estimator, alpha)
+        check_multivariate(op, lay, xl, y_safe, pair, p, estimator, alpha, per_point)
+        w = torch.ones((), dtype=torch.float64) if wl is None else wl
+        w_safe = torch.where(counted, w, torch.ones_like(w))
+        terms = torch.where(counted, w_safe * per_point, torch.zeros_like(per_point))
+        out = masked_reduce(terms, torch.where(counted, w_safe, torch.zeros_like(w_safe)).sum(), reduction)
+        check_masked(per_point.detach().numpy(), weight, counted, reduction, out)
+        go = rounded(uniform(gen, out.shape, 0.5, 1.5), dtype)
+        leaves = [xl, yl] + ([wl] if wl is not None else [])
+        gs = torch.autograd.grad(out, leaves, go)
+        assert all(torch.isfinite(t).all() for t in gs)
+        if not counted.any():
+            assert all((t == 0).all() for t in gs)  # a mean over nothing depends on nothing
+        wname = "weight" if op == ES_OP else "point_weight"
+        grads = dict(zip(["input", "target", wname], gs))
+        rtol, atol = tolerances(dtype)
+        mags = [out.detach()] + list(gs)
+        big = max([float(t[torch.isfinite(t)].abs().max()) for t in mags if torch.isfinite(t).any()] + [1.0])
+        acc_rtol = tolerances("float64" if dtype == "float64" else "float32")[0]
+        atol = max(atol, acc_rtol * big * max(lay.m, lay.D if op == VS_OP else 1))
+        options = {"estimator": estimator}
+        options.update(lay.options())
+        if estimator == "almost_fair":
+            options["alpha"] = alpha
+        if op == VS_OP:
+            options["p"] = float(p)
+        if nonfinite is not None:
+            options["mask_nonfinite"] = bool(nonfinite)
+        inputs = {"input": x, "target": y}
+        if pair is not None:
+            inputs["weight"] = pair
+        if weight is not None:
+            inputs[wname] = weight
+        if mask is not None:
+            inputs["mask"] = mask
+        g.add_case("%s_masked_%s_%s_%s" % (op, name, reduction, dtype), op, dtype, inputs, out.detach(), grads=grads,
+                   grad_output=go, reduction=reduction, options=options, rtol=rtol, atol=atol)
+        count += 1
+
+    def layouts():
+        # name, input shape, member_dim, event_dims, keywords of case (y: a function of target's shape)
+        mr = torch.tensor([[1.0], [0.0], [1.0]], dtype=torch.float64)
+        yield "wcol_mrow", (3, 4, 5, 3), 1, None, {"weight": u(5, lo=0.25, hi=2.0), "mask": mr}
+        wp = u(3, 5, lo=0.25, hi=2.0)
+        wp[2, 2] = 0.0
+
+        def holes(y):
+            y[0, 1, 0], y[2, 3, 2], y[1, 4, 1] = nan, inf, -inf
+            return y
+        yield "wpoint_nonfinite", (3, 6, 5, 3), 1, None, {"weight": wp, "nonfinite": True, "y": holes}
+
+        def hole(y):
+            y[1, 2, 0] = nan
+            return y
+        yield "block_wscalar_nonfinite", (2, 3, 4, 5), 2, "0,1", {"weight": torch.tensor(1.5, dtype=torch.float64),
+                                                                  "nonfinite": True, "y": hole}
+        yield "all_masked", (3, 4, 5, 3), 1, None, {"weight": u(3, 5, lo=0.25, hi=2.0),
+                                                    "mask": torch.zeros(3, 1, dtype=torch.float64)}
+
+    for k, (name, shape, dim, ev, kw) in enumerate(layouts()):
+        lay = Layout(shape, dim, ev)
+        for op in (ES_OP, VS_OP):
+            for r, red in enumerate(REDUCTIONS):
+                estimator = ESTIMATORS[(k + r) % 3]
+                args = {a: v for a, v in kw.items() if a != "y"}
+                x, y = u(*shape), u(*lay.target)
+                if "y" in kw:
+                    y = kw["y"](y)
+                # (pair weights but under the mean: variogram_score's weight and point_weight together)
+                pair = _weight(gen, lay.D) if op == VS_OP and r != 1 else None
+                case(op, "%s_%s" % (name, estimator), "float64", lay, x, y, estimator, red, pair=pair, **args)
+    lay = Layout((4, 5, 6, 3), 1, None)
+    y = u(*lay.target)
+    y[2, 1, 0] = nan
+    for op in (ES_OP, VS_OP):
+        case(op, "wcol_mrow_nonfinite_fair", "float32", lay, u(4, 5, 6, 3), y, "fair", "mean",
+             weight=u(6, lo=0.25, hi=2.0), mask=torch.tensor([[1.0], [0.0], [1.0], [1.0]], dtype=torch.float64),
+             nonfinite=True)
+    return count
+
+
 def main(out_dir):
     gen = torch.Generator().manual_seed(20261206)
     # (HDF5's newest object format, small datasets compact, no timestamps:
@@ -623,6 +746,8 @@ def main(out_dir):
         count = w.count + multivariate_cases(g, torch.Generator().manual_seed(20261207))
         # (and one more for the weighted and masked crps_ensemble cases)
         count += masked_cases(g, torch.Generator().manual_seed(20261208))
+        # (and one more for the weighted and masked energy_score and variogram_score cases)
+        count += masked_multivariate_cases(g, torch.Generator().manual_seed(20261209))
     print("wrote %d cases to %s (%d bytes)" % (count, g.path, os.path.getsize(g.path)))
 
 

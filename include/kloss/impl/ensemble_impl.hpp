@@ -240,26 +240,36 @@ KOKKOS_INLINE_FUNCTION A crps_point(const T* x, A y, std::int64_t p, std::int64_
   return mae / static_cast<A>(m) - A(2) * c * spread;
 }
 
+/// A point's observation as crps_ensemble has it: target's element p.
+template <class T>
+struct ElementObservation {
+  const T* target = nullptr;
+  KOKKOS_INLINE_FUNCTION bool finite(std::int64_t p) const {
+    const acc_t<T> y = to_acc(target[p]);
+    return y - y == acc_t<T>(0);  // (0 exactly when y is finite)
+  }
+};
+
 /// kloss's weights and masks on a score per point (docs/weights.md): a
 /// point counts where its mask (if given) is nonzero and, with `nonfinite`,
-/// its observation is finite; a counted point's term is its weight (1 if
-/// none) times its score, another's exactly 0 (not 0 times a NaN), as
-/// impl::Masked does per element. weight and mask broadcast to the points'
-/// shape without growing it.
-template <class T>
+/// its observation is finite (Observation::finite: the target's element for
+/// crps_ensemble, every element of the event vector for energy_score and
+/// variogram_score); a counted point's term is its weight (1 if none) times
+/// its score, another's exactly 0 (not 0 times a NaN), as impl::Masked does
+/// per element. weight and mask broadcast to the points' shape without
+/// growing it.
+template <class T, class Observation = ElementObservation<T>>
 struct PointMask {
   const T* weight = nullptr;
   const T* mask = nullptr;
-  const T* target = nullptr;  // the observations, one per point
+  Observation observation;
   BroadcastIndex wi, mi;
   bool nonfinite = false;
   bool on = false;  ///< a weight, a mask or nonfinite: the masked mean
   KOKKOS_INLINE_FUNCTION bool counted(std::int64_t p) const {
     using A = acc_t<T>;
     if (mask && to_acc(mask[mi(p)]) == A(0)) return false;
-    if (!nonfinite) return true;
-    const A y = to_acc(target[p]);
-    return y - y == A(0);  // (0 exactly when y is finite)
+    return !nonfinite || observation.finite(p);
   }
   KOKKOS_INLINE_FUNCTION acc_t<T> weight_of(std::int64_t p) const {
     return weight ? to_acc(weight[wi(p)]) : acc_t<T>(1);
@@ -271,18 +281,22 @@ struct PointMask {
   }
 };
 
-/// Checks weight and mask against the points' shape; the PointMask of a call.
-template <class ExecSpace, class T>
-PointMask<T> point_mask(std::string_view op, const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& mask,
-                        bool nonfinite, const TensorIn<ExecSpace, T>& target, const Shape& points) {
-  for (const auto& [arg, t] : {std::pair<const char*, const TensorIn<ExecSpace, T>&>{"weight", weight}, {"mask", mask}})
-    if (t.present && broadcast_shapes(points, t.shape, op, "target", arg) != points)
-      fail<DimensionMismatch>(op, "argument '", arg, "' ", t.shape.str(),
-                              " must broadcast to the points' shape (the target's) ", points.str());
-  PointMask<T> pm;
+/// Checks weight (argument `weight_arg`) and mask against the points'
+/// shape (named `points_arg` and described as `points_are` in the
+/// messages); the PointMask of a call.
+template <class ExecSpace, class T, class Observation>
+PointMask<T, Observation> point_mask(std::string_view op, const char* weight_arg, const TensorIn<ExecSpace, T>& weight,
+                                     const TensorIn<ExecSpace, T>& mask, bool nonfinite, const Observation& observation,
+                                     const Shape& points, std::string_view points_arg, std::string_view points_are) {
+  for (const auto& [arg, t] :
+       {std::pair<const char*, const TensorIn<ExecSpace, T>&>{weight_arg, weight}, {"mask", mask}})
+    if (t.present && broadcast_shapes(points, t.shape, op, points_arg, arg) != points)
+      fail<DimensionMismatch>(op, "argument '", arg, "' ", t.shape.str(), " must broadcast to the points' shape (",
+                              points_are, ") ", points.str());
+  PointMask<T, Observation> pm;
   pm.weight = weight.present ? weight.data.data() : nullptr;
   pm.mask = mask.present ? mask.data.data() : nullptr;
-  pm.target = target.data.data();
+  pm.observation = observation;
   if (weight.present) pm.wi = BroadcastIndex(points, weight.shape);
   if (mask.present) pm.mi = BroadcastIndex(points, mask.shape);
   pm.nonfinite = nonfinite;
@@ -290,13 +304,21 @@ PointMask<T> point_mask(std::string_view op, const TensorIn<ExecSpace, T>& weigh
   return pm;
 }
 
+/// point_mask for crps_ensemble: the points are target's elements.
+template <class ExecSpace, class T>
+PointMask<T> point_mask(std::string_view op, const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& mask,
+                        bool nonfinite, const TensorIn<ExecSpace, T>& target, const Shape& points) {
+  return point_mask<ExecSpace, T>(op, "weight", weight, mask, nonfinite, ElementObservation<T>{target.data.data()},
+                                  points, "target", "the target's");
+}
+
 /// The reduction's scale of a masked call: 1 / (the counted points'
 /// weights) for a mean (inf when nothing counts: the forward's 0 / 0 is
 /// then NaN, as torch's mean over nothing; the backward takes 0), 1 for sum;
 /// the plain scale when nothing is masked. In double, fixed order; fences
 /// for a masked mean.
-template <class ExecSpace, class T>
-double point_scale(const ExecSpace& exec, const std::string& label, const PointMask<T>& pm, std::int64_t n,
+template <class ExecSpace, class T, class Observation>
+double point_scale(const ExecSpace& exec, const std::string& label, const PointMask<T, Observation>& pm, std::int64_t n,
                    Reduction red) {
   if (!pm.on || red != Reduction::mean) return reduction_scale(red, n);
   double d = 0;
@@ -321,9 +343,9 @@ void write_reduced(const ExecSpace& exec, const TensorOut<ExecSpace, T>& output,
 /// Writes the points' terms pm.term(p, score(p)): each to output for
 /// Reduction::none, else their sum (in double, in a fixed order) times
 /// `scale` to output's one element (that fences).
-template <class ExecSpace, class T, class Score>
+template <class ExecSpace, class T, class Score, class Observation>
 void write_point_scores(const ExecSpace& exec, const std::string& label, std::int64_t n, Reduction red,
-                        const TensorOut<ExecSpace, T>& output, const Score& score, const PointMask<T>& pm,
+                        const TensorOut<ExecSpace, T>& output, const Score& score, const PointMask<T, Observation>& pm,
                         double scale) {
   if (red == Reduction::none) {
     T* out = output.data.data();

@@ -25,6 +25,12 @@
 /// backward sums, for each event element a, the terms of every b into a
 /// scratch row of m (one per member) and writes the members' gradients at
 /// a once: no two work items and no two pairs write one element.
+///
+/// kloss's weights and masks per point (PointMask with EventObservation;
+/// docs/weights.md), as crps_ensemble's: a point counts where its mask is
+/// nonzero and, with mask_nonfinite, every element of its observed event
+/// vector is finite; a counted point's score and upstream gradient are
+/// scaled by its weight, another's are exactly 0.
 #include <cmath>
 #include <cstdint>
 #include <kloss/checks.hpp>
@@ -124,6 +130,73 @@ EventGeometry event_geometry(std::string_view op, const Tensor<const T, M>& inpu
   return g;
 }
 
+/// A point's observation for energy_score and variogram_score: its event
+/// vector, the D elements of target at the point's base and the block's
+/// stride; finite where every element is.
+template <class T>
+struct EventObservation {
+  const T* target = nullptr;
+  EventGeometry g;
+  /// The sum of y - y over the vector: 0 where every element is finite,
+  /// NaN where one is NaN or infinite.
+  KOKKOS_INLINE_FUNCTION acc_t<T> residue(std::int64_t p) const {
+    std::int64_t bx = 0, bt = 0;
+    g.bases(p, bx, bt);
+    acc_t<T> s = 0;
+    for (std::int64_t e = 0; e < g.event; ++e) {
+      const acc_t<T> y = to_acc(target[bt + e * g.event_stride_t]);
+      s += y - y;
+    }
+    return s;
+  }
+  KOKKOS_INLINE_FUNCTION bool finite(std::int64_t p) const { return residue(p) == acc_t<T>(0); }
+};
+
+template <class T>
+using EventPointMask = PointMask<T, EventObservation<T>>;
+
+/// point_mask for energy_score and variogram_score: the points are the
+/// target's elements without the event axes; the per-point weight is
+/// argument `weight_arg` ("weight", "point_weight").
+template <class ExecSpace, class T>
+EventPointMask<T> event_point_mask(std::string_view op, const char* weight_arg, const TensorIn<ExecSpace, T>& weight,
+                                   const TensorIn<ExecSpace, T>& mask, bool nonfinite,
+                                   const TensorIn<ExecSpace, T>& target, const EventGeometry& g) {
+  return point_mask<ExecSpace, T>(op, weight_arg, weight, mask, nonfinite, EventObservation<T>{target.data.data(), g},
+                                  g.points, "points", "the target's without the event axes");
+}
+
+/// The per-point weight's gradient of energy_score or variogram_score:
+/// the points' scores (`scores(out)`: the plain forward, Reduction::none)
+/// through the masked element-wise backward over the points, each point's
+/// observation standing there as one value, its EventObservation::residue
+/// (NaN where mask_nonfinite masks it out). Fences.
+template <class ExecSpace, class T, class Scores>
+void event_weight_backward(const ExecSpace& exec, const char* op, const TensorIn<ExecSpace, T>& grad_output,
+                           const EventPointMask<T>& pm, const TensorIn<ExecSpace, T>& weight,
+                           const TensorIn<ExecSpace, T>& mask, bool mask_nonfinite, const Shape& points,
+                           const TensorOut<ExecSpace, T>& grad_weight, Reduction red, const Scores& scores) {
+  using Mem = typename ExecSpace::memory_space;
+  using Out = TensorOut<ExecSpace, T>;
+  const std::int64_t n = points.numel();
+  Scratch<T, Mem> buffer = scratch<T>(exec, mask_nonfinite ? 2 * n : n);
+  const Out st(buffer.view().data(), points);
+  scores(st);
+  Out observed = st;  // (not read without mask_nonfinite)
+  if (mask_nonfinite) {
+    observed = Out(buffer.view().data() + n, points);
+    T* o = observed.data.data();
+    const EventObservation<T> obs = pm.observation;
+    Kokkos::parallel_for(
+        concat("kloss::", op, "_backward::observed"),
+        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+        KOKKOS_LAMBDA(const std::int64_t p) { o[p] = from_acc<T>(obs.residue(p)); });
+  }
+  masked_backward<ExecSpace, T, PointScoreOp, 2>(
+      exec, op, PointScoreOp{}, grad_output, {TensorIn<ExecSpace, T>(st), TensorIn<ExecSpace, T>(observed)},
+      {points, points}, weight, mask, mask_nonfinite, true, points, std::array<Out, 3>{Out{}, Out{}, grad_weight}, red);
+}
+
 /// Sum of (a[e sa] - b[e sb])^2 over e in [0, n), in 8 lanes (vectorised
 /// where the strides are 1).
 template <class A, class T, class U>
@@ -153,6 +226,19 @@ KOKKOS_INLINE_FUNCTION A inverse_norm(A s) {
   return s > A(0) ? A(1) / impl::sqrt(s) : A(0);
 }
 
+/// Zeroes one point's gradients: its members' event vectors in grad_input
+/// (gx, may be null) and its observation's in grad_target (gy, may be null).
+template <class T>
+KOKKOS_INLINE_FUNCTION void zero_point_gradients(T* gx, T* gy, std::int64_t bx, std::int64_t bt,
+                                                 const EventGeometry& g) {
+  const T zero = from_acc<T>(acc_t<T>(0));
+  if (gx)
+    for (std::int64_t k = 0; k < g.members; ++k)
+      for (std::int64_t e = 0; e < g.event; ++e) gx[bx + k * g.member_stride + e * g.event_stride_x] = zero;
+  if (gy)
+    for (std::int64_t e = 0; e < g.event; ++e) gy[bt + e * g.event_stride_t] = zero;
+}
+
 /// Point's energy score: the members at x (stride ms, event stride es),
 /// the observation at y (event stride et).
 template <class A, class T>
@@ -167,19 +253,26 @@ KOKKOS_INLINE_FUNCTION A energy_point(const T* x, const T* y, const EventGeometr
   return error / static_cast<A>(m) - A(2) * c * spread;
 }
 
+/// energy_score; weight, mask (optional) and mask_nonfinite: kloss's
+/// weights and masks per point (EventPointMask), a mean over the counted
+/// points' weights (which fences).
 template <class ExecSpace, class T, class Options>
 void energy_score(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
-                  const TensorOut<ExecSpace, T>& output, const Options& opts) {
+                  const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& mask,
+                  const TensorOut<ExecSpace, T>& output, const Options& opts, bool mask_nonfinite) {
   using A = acc_t<T>;
   constexpr const char* name = "energy_score";
   const Reduction red = opts.reduction;
   check_reduction(name, red);
   const EventGeometry g = event_geometry(name, input, target, opts.member_dim, opts.event_dims);
   const A c = static_cast<A>(crps_spread_coefficient(name, opts.estimator, opts.alpha, g.members));
+  const EventPointMask<T> pm = event_point_mask<ExecSpace, T>(name, "weight", weight, mask, mask_nonfinite, target, g);
   check_output(name, "output", output, red, g.points);
-  check_disjoint(name, {span("output", output)}, {span("input", input), span("target", target)});
+  check_disjoint(name, {span("output", output)},
+                 {span("input", input), span("target", target), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::energy_score");
   const std::int64_t n = g.points.numel();
+  const double scale = point_scale(exec, "kloss::energy_score", pm, n, red);
   const T* x = input.data.data();
   const T* y = target.data.data();
   const auto score = KOKKOS_LAMBDA(const std::int64_t p)->A {
@@ -187,14 +280,20 @@ void energy_score(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, co
     g.bases(p, bx, bt);
     return energy_point(x + bx, y + bt, g, c);
   };
-  write_point_scores(exec, "kloss::energy_score", n, red, output, score);
+  write_point_scores(exec, "kloss::energy_score", n, red, output, score, pm, scale);
 }
 
+/// Backward of energy_score; weight, mask, mask_nonfinite as the
+/// forward's (a counted point's upstream gradient times its weight,
+/// another's gradients 0); grad_weight (optional, with a weight): each
+/// counted point's score less the mean (for mean), summed where the weight
+/// is broadcast (event_weight_backward: one more forward pass, fencing).
 template <class ExecSpace, class T, class Options>
 void energy_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                            const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
+                           const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& mask,
                            const TensorOut<ExecSpace, T>& grad_input, const TensorOut<ExecSpace, T>& grad_target,
-                           const Options& opts) {
+                           const TensorOut<ExecSpace, T>& grad_weight, const Options& opts, bool mask_nonfinite) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr const char* name = "energy_score_backward";
@@ -202,12 +301,26 @@ void energy_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& 
   check_reduction(name, red);
   const EventGeometry g = event_geometry(name, input, target, opts.member_dim, opts.event_dims);
   const A c = static_cast<A>(crps_spread_coefficient(name, opts.estimator, opts.alpha, g.members));
+  const EventPointMask<T> pm = event_point_mask<ExecSpace, T>(name, "weight", weight, mask, mask_nonfinite, target, g);
+  if (grad_weight.present && !weight.present)
+    fail<InvalidArgument>(name, "argument 'grad_weight' must be empty without a weight");
   check_backward(name, grad_output, red, g.points,
-                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
-                 {span("input", input), span("target", target)});
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape),
+                  grad_arg("grad_weight", grad_weight, weight.shape)},
+                 {span("input", input), span("target", target), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::energy_score_backward");
   const std::int64_t n = g.points.numel(), m = g.members;
-  if (n == 0 || (!grad_input.present && !grad_target.present)) return;
+  if (n == 0 || (!grad_input.present && !grad_target.present && !grad_weight.present)) return;
+  if (grad_weight.present) {
+    Options plain = opts;
+    plain.reduction = Reduction::none;
+    event_weight_backward<ExecSpace, T>(exec, "energy_score", grad_output, pm, weight, mask, mask_nonfinite, g.points,
+                                        grad_weight, red, [&](const TensorOut<ExecSpace, T>& scores) {
+                                          energy_score<ExecSpace, T>(exec, input, target, {}, {}, scores, plain, false);
+                                        });
+    if (!grad_input.present && !grad_target.present) return;
+  }
+  const double sc = point_scale(exec, "kloss::energy_score_backward", pm, n, red);
   // per point: the m inverse norms 1/||x_k - y||, and for 16-bit types the
   // members' gradients in float (float and double add in grad_input itself)
   constexpr bool direct = std::is_same_v<A, T>;
@@ -221,15 +334,20 @@ void energy_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& 
   T* gy = grad_target.present ? grad_target.data.data() : nullptr;
   A* rp = rows.data();
   const bool none = red == Reduction::none;
-  const A scale = static_cast<A>(reduction_scale(red, n));
+  const A scale = static_cast<A>(std::isinf(sc) ? 0.0 : sc);  // (a masked mean over nothing: gradients 0)
   const A inv_m = A(1) / static_cast<A>(m);
   Kokkos::parallel_for(
       "kloss::energy_score_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
       KOKKOS_LAMBDA(const std::int64_t p) {
-        const A up = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
+        const A u = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
+        const A up = pm.on ? u * pm.weight_of(p) : u;
         const std::int64_t ms = g.member_stride, es = g.event_stride_x, et = g.event_stride_t;
         std::int64_t bx = 0, bt = 0;
         g.bases(p, bx, bt);
+        if (pm.on && !pm.counted(p)) {  // a point that does not count: gradients exactly 0
+          zero_point_gradients(gx, gy, bx, bt, g);
+          return;
+        }
         const T* xp = x + bx;
         const T* yp = y + bt;
         A* wy = rp + p * row;  // 1/||x_k - y||
@@ -394,9 +512,14 @@ void check_variogram_weight(std::string_view op, const Tensor<const T, M>& weigh
         " elements, got ", weight.shape.str());
 }
 
+/// variogram_score; weight: the pair weights w_ab; point_weight, mask
+/// (optional) and mask_nonfinite: kloss's weights and masks per point
+/// (EventPointMask), a mean over the counted points' weights (which fences).
 template <class ExecSpace, class T, class Options>
 void variogram_score(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
-                     const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output, const Options& opts) {
+                     const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& point_weight,
+                     const TensorIn<ExecSpace, T>& mask, const TensorOut<ExecSpace, T>& output, const Options& opts,
+                     bool mask_nonfinite) {
   using A = acc_t<T>;
   constexpr const char* name = "variogram_score";
   const Reduction red = opts.reduction;
@@ -404,11 +527,15 @@ void variogram_score(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
   const EventGeometry g = event_geometry(name, input, target, opts.member_dim, opts.event_dims);
   const A kf = static_cast<A>(variogram_fair_weight(name, opts.estimator, opts.alpha, opts.p, g.members));
   check_variogram_weight(name, weight, g.event);
+  const EventPointMask<T> pm =
+      event_point_mask<ExecSpace, T>(name, "point_weight", point_weight, mask, mask_nonfinite, target, g);
   check_output(name, "output", output, red, g.points);
   check_disjoint(name, {span("output", output)},
-                 {span("input", input), span("target", target), span("weight", weight)});
+                 {span("input", input), span("target", target), span("weight", weight),
+                  span("point_weight", point_weight), span("mask", mask)});
   ProfilingRegion region("kloss::variogram_score");
   const std::int64_t n = g.points.numel();
+  const double scale = point_scale(exec, "kloss::variogram_score", pm, n, red);
   const T* x = input.data.data();
   const T* y = target.data.data();
   const T* w = weight.present ? weight.data.data() : nullptr;
@@ -432,19 +559,24 @@ void variogram_score(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
         }
       return total;
     };
-    write_point_scores(exec, "kloss::variogram_score", n, red, output, score);
+    write_point_scores(exec, "kloss::variogram_score", n, red, output, score, pm, scale);
   });
 }
 
 /// variogram_score_backward visits each pair (a < b) once and adds its
 /// terms to both elements' gradients: in the gradients themselves for float
 /// and double, in a scratch of the gradients' size in float for float16 and
-/// bfloat16; then scales them by grad_output.
+/// bfloat16; then scales them by grad_output (times the point's weight; a
+/// point that does not count gets 0). grad_point_weight (optional, with a
+/// point_weight): as energy_score_backward's grad_weight.
 template <class ExecSpace, class T, class Options>
 void variogram_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                               const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
-                              const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& grad_input,
-                              const TensorOut<ExecSpace, T>& grad_target, const Options& opts) {
+                              const TensorIn<ExecSpace, T>& weight, const TensorIn<ExecSpace, T>& point_weight,
+                              const TensorIn<ExecSpace, T>& mask, const TensorOut<ExecSpace, T>& grad_input,
+                              const TensorOut<ExecSpace, T>& grad_target,
+                              const TensorOut<ExecSpace, T>& grad_point_weight, const Options& opts,
+                              bool mask_nonfinite) {
   using A = acc_t<T>;
   using Mem = typename ExecSpace::memory_space;
   constexpr const char* name = "variogram_score_backward";
@@ -454,12 +586,29 @@ void variogram_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T
   const EventGeometry g = event_geometry(name, input, target, opts.member_dim, opts.event_dims);
   const A kf = static_cast<A>(variogram_fair_weight(name, opts.estimator, opts.alpha, opts.p, g.members));
   check_variogram_weight(name, weight, g.event);
+  const EventPointMask<T> pm =
+      event_point_mask<ExecSpace, T>(name, "point_weight", point_weight, mask, mask_nonfinite, target, g);
+  if (grad_point_weight.present && !point_weight.present)
+    fail<InvalidArgument>(name, "argument 'grad_point_weight' must be empty without a point_weight");
   check_backward(name, grad_output, red, g.points,
-                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape)},
-                 {span("input", input), span("target", target), span("weight", weight)});
+                 {grad_arg("grad_input", grad_input, input.shape), grad_arg("grad_target", grad_target, target.shape),
+                  grad_arg("grad_point_weight", grad_point_weight, point_weight.shape)},
+                 {span("input", input), span("target", target), span("weight", weight),
+                  span("point_weight", point_weight), span("mask", mask)});
   ProfilingRegion region("kloss::variogram_score_backward");
   const std::int64_t n = g.points.numel(), m = g.members, D = g.event;
-  if (n == 0 || (!grad_input.present && !grad_target.present)) return;
+  if (n == 0 || (!grad_input.present && !grad_target.present && !grad_point_weight.present)) return;
+  if (grad_point_weight.present) {
+    Options plain = opts;
+    plain.reduction = Reduction::none;
+    event_weight_backward<ExecSpace, T>(exec, "variogram_score", grad_output, pm, point_weight, mask, mask_nonfinite,
+                                        g.points, grad_point_weight, red, [&](const TensorOut<ExecSpace, T>& scores) {
+                                          variogram_score<ExecSpace, T>(exec, input, target, weight, {}, {}, scores,
+                                                                        plain, false);
+                                        });
+    if (!grad_input.present && !grad_target.present) return;
+  }
+  const double sc = point_scale(exec, "kloss::variogram_score_backward", pm, n, red);
   const std::int64_t row = (grad_input.present ? m * D : 0) + (grad_target.present ? D : 0);
   const Kokkos::View<A*, Mem> rows(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::variogram_score::grads"),
                                    static_cast<std::size_t>(direct ? 0 : n * row));
@@ -471,7 +620,7 @@ void variogram_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T
   T* gy = grad_target.present ? grad_target.data.data() : nullptr;
   A* rp = rows.data();
   const bool none = red == Reduction::none, fair = kf != A(0);
-  const A scale = static_cast<A>(reduction_scale(red, n));
+  const A scale = static_cast<A>(std::isinf(sc) ? 0.0 : sc);  // (a masked mean over nothing: gradients 0)
   const A md = static_cast<A>(m);
   // d/df_i of (o - mu)^2 - k s^2/m: -2(o - mu)/m - k 2 (f_i - mu)/(m (m - 1))
   const A fair_slope = fair && m > 1 ? A(2) * kf / (md * (md - A(1))) : A(0);
@@ -479,9 +628,14 @@ void variogram_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T
     Kokkos::parallel_for(
         "kloss::variogram_score_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
         KOKKOS_LAMBDA(const std::int64_t p) {
-          const A up = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
+          const A u = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
+          const A up = pm.on ? u * pm.weight_of(p) : u;
           std::int64_t bx = 0, bt = 0;
           g.bases(p, bx, bt);
+          if (pm.on && !pm.counted(p)) {  // a point that does not count: gradients exactly 0
+            zero_point_gradients(gx, gy, bx, bt, g);
+            return;
+          }
           const std::int64_t ms = g.member_stride, es = g.event_stride_x, et = g.event_stride_t;
           const T* xp = x + bx;
           const T* yp = y + bt;
