@@ -262,9 +262,13 @@ def test_multivariate_backward_matches_the_analytic_gradients(c):
     out = _call(c)
     go = np.random.default_rng(9).uniform(0.5, 1.5, out.shape)
     grads = getattr(kloss, c.op + "_backward")(go, **c.inputs, **c.options)
-    assert grads._fields == ("input", "target")  # not the weight
+    # the per-point weight's gradient too (none here: no weight given); not
+    # variogram_score's pair weights
+    point_weight = "weight" if c.op == "energy_score" else "point_weight"
+    assert grads._fields == ("input", "target", point_weight)
+    assert getattr(grads, point_weight) is None
     want = reference.multivariate_grads(c.op, c.inputs, c.options, go)
-    for name in grads._fields:
+    for name in ("input", "target"):
         np.testing.assert_allclose(getattr(grads, name), want[name], rtol=1e-10, atol=1e-12, err_msg=name)
 
 
