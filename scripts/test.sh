@@ -56,7 +56,8 @@ echo "== AddressSanitizer + UndefinedBehaviorSanitizer build (clang): the unit t
 cmake -S . -B build/sanitize -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DKLOSS_ENABLE_SANITIZERS=ON -DKLOSS_ENABLE_FUZZERS=ON \
   -DKLOSS_ENABLE_FORTRAN=OFF -DKLOSS_ENABLE_PERF_TESTS=OFF -DKLOSS_ENABLE_EXAMPLES=OFF >/dev/null
-cmake --build build/sanitize -j"$jobs"
+# only what the `unit` and `fuzz` labels run (no MPI or large tests, tools)
+cmake --build build/sanitize -j"$jobs" --target unit_and_fuzz_programs
 # OpenMPI's own allocations are not ours to chase: leaks off, errors on.
 (cd build/sanitize && ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j"$jobs" -L unit)

@@ -1431,6 +1431,74 @@ TYPED_TEST(Pointwise, MaskedLossHandChecked) {
                   tol<T>(), 0, "unweighted soft_margin");
 }
 
+/// A backward writes exactly the gradients it is given, whichever subset of
+/// them: the flat kernels are compiled for a few sets (the input's, the
+/// primary operands', all) and write the others to a scratch they drop, so
+/// every subset of masked mse_loss's three gradients (input, target,
+/// weight) and plain mse_loss's two is checked against the float64
+/// reference, over many chunks, none and mean; an absent gradient's
+/// neighbours in memory (a sentinel around each destination) stay as they
+/// were.
+TYPED_TEST(Pointwise, EverySubsetOfGradientsIsWrittenAloneAndRight) {
+  using T = TypeParam;
+  using V = Kokkos::View<T*, Kokkos::LayoutRight, Mem>;
+  Exec exec;
+  const std::int64_t n = 3001;
+  const std::vector<std::int64_t> shape = {n};
+  auto xv = rv<T>(static_cast<std::size_t>(n), -2, 2, 301), yv = rv<T>(static_cast<std::size_t>(n), -2, 2, 302);
+  auto wv = rv<T>(static_cast<std::size_t>(n), 0.25, 2, 303), mv = rv<T>(static_cast<std::size_t>(n), 0, 1, 304);
+  for (double& v : mv) v = v < 0.3 ? 0 : 1;
+  const V x = make_view<T*>("x", xv, {n}), y = make_view<T*>("y", yv, {n}), w = make_view<T*>("w", wv, {n}),
+          m = make_view<T*>("m", mv, {n});
+  const double sentinel = 96.5;  // (every dtype holds it)
+  for (bool masked : {true, false})
+    for (auto red : {Reduction::none, Reduction::mean}) {
+      const bool none = red == Reduction::none;
+      const auto gov = rv<T>(none ? static_cast<std::size_t>(n) : 1, 0.5, 1.5, 305);
+      const auto R = kloss_ref::masked_pointwise(kloss_ref::Pw::mse, kloss_ref::PwOptions{}, {shape, shape}, {xv, yv},
+                                                 masked ? &shape : nullptr, masked ? &wv : nullptr,
+                                                 masked ? &shape : nullptr, masked ? &mv : nullptr, false, false, red,
+                                                 &gov, {0, 1}, masked);
+      const unsigned count = masked ? 3u : 2u;
+      for (unsigned want = 1; want < (1u << count); ++want) {
+        const std::string what = std::string(masked ? "masked" : "plain") + " mse_loss " +
+                                 std::string(kloss::to_string(red)) + " gradients " + std::to_string(want);
+        // each destination inside a buffer with a sentinel on either side
+        std::vector<Kokkos::View<T*, Mem>> whole(3);
+        std::vector<V> g(3);
+        for (unsigned k = 0; k < count; ++k) {
+          if (!((want >> k) & 1u)) continue;
+          whole[k] = Kokkos::View<T*, Mem>("whole", static_cast<std::size_t>(n + 2));
+          Kokkos::deep_copy(whole[k], static_cast<T>(sentinel));
+          g[k] = V(whole[k].data() + 1, static_cast<std::size_t>(n));
+        }
+        const V go = make_view<T*>("go", gov, {none ? n : 1});
+        if (masked && none)
+          kloss::masked_loss_backward(exec, go, x, y, w, m, g[0], g[1], g[2], kloss::MseLossOptions{red});
+        else if (masked)
+          kloss::masked_loss_backward(exec, Kokkos::View<T, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(go.data()),
+                                      x, y, w, m, g[0], g[1], g[2], kloss::MseLossOptions{red});
+        else if (none)
+          kloss::mse_loss_backward(exec, go, x, y, g[0], g[1], kloss::MseLossOptions{red});
+        else
+          kloss::mse_loss_backward(exec, Kokkos::View<T, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(go.data()), x,
+                                   y, g[0], g[1], kloss::MseLossOptions{red});
+        exec.fence();
+        const char* names[] = {"input", "target", "weight"};
+        for (unsigned k = 0; k < count; ++k) {
+          if (!((want >> k) & 1u)) continue;
+          const std::vector<double> got = to_doubles(whole[k]);
+          EXPECT_EQ(got.front(), sentinel) << what << " before grad_" << names[k];
+          EXPECT_EQ(got.back(), sentinel) << what << " after grad_" << names[k];
+          double gmag = 1;
+          for (double v : R.grads[k]) gmag = std::max(gmag, std::fabs(v));
+          expect_near_all(std::vector<double>(got.begin() + 1, got.end() - 1), R.grads[k], tol<T>(),
+                          4 * tol<T>() * gmag, what + " grad_" + names[k]);
+        }
+      }
+    }
+}
+
 /// Every binary table op, reduction and a set of broadcast weights and masks
 /// through the runtime API (as C, Fortran and Python call it) against the
 /// float64 reference kloss_ref::masked_pointwise.

@@ -515,6 +515,7 @@ struct Masked : Op {
   static constexpr int W = Op::arity, Mk = Op::arity + 1;
   static constexpr int arity = Op::arity + 2;
   static constexpr unsigned differentiable = Op::differentiable | (1u << W);
+  static constexpr unsigned primary_differentiable = Op::differentiable;
   bool has_weight = false, has_mask = false, skip_nonfinite = false;
   double offset = 0;
   Masked() = default;
