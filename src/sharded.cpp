@@ -78,9 +78,24 @@ rt::Buffer widened(const rt::Buffer& b) {
   return rt::Buffer::from_doubles(rt::DType::float32, b.shape(), b.to_doubles());
 }
 
-/// The call a rank runs: float16 / bfloat16 computed in float32.
+/// The call a rank runs: float16 / bfloat16 computed in float32; another
+/// dtype's inputs borrowed from `c` (which outlives the call), not copied.
 rt::Call widened(const rt::Call& c) {
-  if (!is_half(c.dtype)) return c;
+  if (!is_half(c.dtype)) {
+    rt::Call w;
+    w.op = c.op;
+    w.dtype = c.dtype;
+    w.index_dtype = c.index_dtype;
+    w.options = c.options;
+    w.grad_output = c.grad_output;
+    w.output_to = c.output_to;
+    w.grads_to = c.grads_to;
+    for (const auto& [name, b] : c.inputs)
+      w.inputs.emplace(name, b.is_borrowed() ? b
+                                             : rt::Buffer::borrowed(b.dtype(), b.shape(), const_cast<void*>(b.data()),
+                                                                    b.memory()));
+    return w;
+  }
   rt::Call w;
   w.op = c.op;
   w.dtype = rt::DType::float32;
@@ -108,6 +123,47 @@ ExactSum exact_terms(const rt::Buffer& none_output, const std::vector<double>& f
   for (std::size_t i = 0; i < factors.size() && i < terms.size(); ++i) terms[i] *= factors[i];
   s.add_all(terms.data(), n);
   return s;
+}
+
+/// The reproducible mode's `none` output, kept per thread between calls of
+/// the same op, dtype, input shapes and options (which fix its shape), so
+/// that a training loop's terms are written in place into the memory of the
+/// last call's: no allocation, zero-fill or copy of a buffer of the
+/// shard's size per call. One buffer per thread, the last call's.
+struct TermsCache {
+  std::int64_t key = 0;
+  rt::Buffer terms;
+};
+
+std::int64_t terms_key(const rt::Call& c) {
+  std::int64_t h = fnv1a(c.op, options_hash(c.options));
+  h = fnv1a_double(static_cast<double>(c.dtype), h);
+  for (const auto& [name, b] : c.inputs) {
+    h = fnv1a(name, h);
+    h = fnv1a(b.shape().str(), h);
+  }
+  return h;
+}
+
+/// Runs `c` (reduction none, no gradient) with its output written into the
+/// thread's cached buffer where the last call had the same key; the
+/// result's output is a view of that buffer, valid until the thread's next
+/// reproducible call.
+rt::Result run_terms(const OpInfo& info, rt::Call c) {
+  thread_local TermsCache cache;
+  const std::int64_t key = terms_key(c);
+  const auto view = [](rt::Buffer& b) { return rt::Buffer::borrowed(b.dtype(), b.shape(), b.data(), b.memory()); };
+  if (cache.key == key && cache.terms.numel() > 0)
+    c.output_to = view(cache.terms);
+  else
+    cache = TermsCache{};  // (the last key's buffer freed first)
+  rt::Result r = info.run(c);
+  if (!c.output_to && !r.output.is_borrowed()) {
+    cache.key = key;
+    cache.terms = std::move(r.output);
+    r.output = view(cache.terms);
+  }
+  return r;
 }
 
 /// Adds the ranks' exact sums (as integers: any order, the same bits).
@@ -244,7 +300,7 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call, const Sha
       c.grads_to.clear();
       c.grad_output.reset();
       c.options.set("reduction", std::string("none"));
-      rt::Result terms = info->run(c);
+      rt::Result terms = run_terms(*info, c);
       std::vector<double> factors;
       if (averaged && !numerator_is_sum && info->mean_parts.term_factors) factors = info->mean_parts.term_factors(c);
       if (!factors.empty() && static_cast<std::int64_t>(factors.size()) != terms.output.numel())
