@@ -251,6 +251,15 @@ void throw_first_bad(std::string_view op_name, const Op& op, const Operands<T, N
 
 // --- the forward and backward drivers ----------------------------------------
 
+/// Whether an op's loss and gradient call their math argument (exp, log):
+/// an op that declares `uses_math = false` (differences, hinges) gets one
+/// loop body (ExactMath, which it does not call either) where the others
+/// get the fast one and its exact rerun.
+template <class Op, class = void>
+struct UsesMath : std::true_type {};
+template <class Op>
+struct UsesMath<Op, std::void_t<decltype(Op::uses_math)>> : std::bool_constant<Op::uses_math> {};
+
 /// Runs body(math) (a chunk's loop, returning its count of out-of-domain
 /// elements) with CheckedFastMath when Fast (host spaces: long chunks), and
 /// again with ExactMath if any exp/log argument fell outside the cores'
@@ -305,7 +314,7 @@ struct PointwiseForward {
       }
       return nbad;
     };
-    const int nbad = with_math<fast>(body, exact_only);
+    const int nbad = with_math<fast && UsesMath<Op>::value>(body, exact_only);
     if (Op::checked && nbad > 0) note_first_bad(op, in, begin, end, first_bad);
   }
 
@@ -356,7 +365,7 @@ struct PointwiseForward {
       for (int l = 0; l < lanes; ++l) s += part[l];
       return nbad;
     };
-    const int nbad = with_math<fast>(body, exact_only);
+    const int nbad = with_math<fast && UsesMath<Op>::value>(body, exact_only);
     acc += s;
     if (Op::checked && nbad > 0) note_first_bad(op, in, begin, end, first_bad);
   }
@@ -539,7 +548,7 @@ struct PointwiseBackwardFlat {
       }
       return nbad;
     };
-    const int nbad = with_math<fast>(body, exact_only);
+    const int nbad = with_math<fast && UsesMath<Op>::value>(body, exact_only);
     if (Op::checked_backward && nbad > 0) note_first_bad(op, in, begin, end, first_bad);
   }
 };

@@ -37,6 +37,7 @@ struct TargetSelected : Unchecked {
   static constexpr int arity = Arity;
   static constexpr unsigned differentiable = Differentiable;
   static constexpr bool sum_in_lanes = true;
+  static constexpr bool uses_math = false;
 };
 
 /// Operands (input x, target t), torch's

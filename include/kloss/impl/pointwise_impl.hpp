@@ -36,6 +36,7 @@ enum class WeightMean { none, sum_of_weights, count };
 /// huber): unchecked, both operands differentiable, cheap enough to sum in
 /// the lanes; no weight unless the op says (`weighted`).
 struct Difference : Unchecked {
+  static constexpr bool uses_math = false;
   static constexpr int arity = 2;
   static constexpr bool sum_in_lanes = true;
   static constexpr unsigned differentiable = 0b11;
