@@ -1472,7 +1472,7 @@ TYPED_TEST(Pointwise, EverySubsetOfGradientsIsWrittenAloneAndRight) {
           Kokkos::deep_copy(whole[k], static_cast<T>(sentinel));
           g[k] = V(whole[k].data() + 1, static_cast<std::size_t>(n));
         }
-        const V go = make_view<T*>("go", gov, {none ? n : 1});
+        const V go = make_view<T*>("go", gov, {static_cast<std::size_t>(none ? n : 1)});
         if (masked && none)
           kloss::masked_loss_backward(exec, go, x, y, w, m, g[0], g[1], g[2], kloss::MseLossOptions{red});
         else if (masked)
