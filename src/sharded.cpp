@@ -72,37 +72,35 @@ std::int64_t inputs_hash(const rt::Call& c) {
 
 bool is_half(rt::DType d) { return d == rt::DType::float16 || d == rt::DType::bfloat16; }
 
-/// `b` in float32 where it holds a half type (exact), else as it is.
+/// `b` without a copy: itself where borrowed, else a borrowed view of its
+/// elements (valid while `b` lives).
+rt::Buffer view_of(const rt::Buffer& b) {
+  return b.is_borrowed() ? b : rt::Buffer::borrowed(b.dtype(), b.shape(), const_cast<void*>(b.data()), b.memory());
+}
+
+/// `b` in float32 where it holds a half type (exact), else a view of it.
 rt::Buffer widened(const rt::Buffer& b) {
-  if (!is_half(b.dtype())) return b;
+  if (!is_half(b.dtype())) return view_of(b);
   return rt::Buffer::from_doubles(rt::DType::float32, b.shape(), b.to_doubles());
 }
 
-/// The call a rank runs: float16 / bfloat16 computed in float32; another
-/// dtype's inputs borrowed from `c` (which outlives the call), not copied.
+/// The call a rank runs, reading `c`'s buffers (c outlives it) without
+/// copying them: float16 / bfloat16 computed in float32 (their
+/// destinations, of the half type, filled afterwards), another dtype as it
+/// is, into `c`'s destinations.
 rt::Call widened(const rt::Call& c) {
-  if (!is_half(c.dtype)) {
-    rt::Call w;
-    w.op = c.op;
-    w.dtype = c.dtype;
-    w.index_dtype = c.index_dtype;
-    w.options = c.options;
-    w.grad_output = c.grad_output;
-    w.output_to = c.output_to;
-    w.grads_to = c.grads_to;
-    for (const auto& [name, b] : c.inputs)
-      w.inputs.emplace(name, b.is_borrowed() ? b
-                                             : rt::Buffer::borrowed(b.dtype(), b.shape(), const_cast<void*>(b.data()),
-                                                                    b.memory()));
-    return w;
-  }
+  const bool half = is_half(c.dtype);
   rt::Call w;
   w.op = c.op;
-  w.dtype = rt::DType::float32;
+  w.dtype = half ? rt::DType::float32 : c.dtype;
   w.index_dtype = c.index_dtype;
   w.options = c.options;
   for (const auto& [name, b] : c.inputs) w.inputs.emplace(name, widened(b));
   if (c.grad_output) w.grad_output = widened(*c.grad_output);
+  if (!half) {
+    w.output_to = c.output_to;
+    w.grads_to = c.grads_to;
+  }
   return w;
 }
 
@@ -152,16 +150,15 @@ std::int64_t terms_key(const rt::Call& c) {
 rt::Result run_terms(const OpInfo& info, rt::Call c) {
   thread_local TermsCache cache;
   const std::int64_t key = terms_key(c);
-  const auto view = [](rt::Buffer& b) { return rt::Buffer::borrowed(b.dtype(), b.shape(), b.data(), b.memory()); };
   if (cache.key == key && cache.terms.numel() > 0)
-    c.output_to = view(cache.terms);
+    c.output_to = view_of(cache.terms);
   else
     cache = TermsCache{};  // (the last key's buffer freed first)
   rt::Result r = info.run(c);
   if (!c.output_to && !r.output.is_borrowed()) {
     cache.key = key;
     cache.terms = std::move(r.output);
-    r.output = view(cache.terms);
+    r.output = view_of(cache.terms);
   }
   return r;
 }
