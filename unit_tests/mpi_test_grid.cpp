@@ -32,6 +32,18 @@ Buffer field(DType dt, const kloss::Shape& s, unsigned seed) {
   return Buffer::from_doubles(dt, s, v);
 }
 
+/// A call of grid loss `op` on a 2-D grid: input and target fields of
+/// `shape` ([batch, planes, columns]) and `dt`, grid_ndim 2.
+Call grid_call(const std::string& op, DType dt, const kloss::Shape& shape) {
+  Call c;
+  c.op = op;
+  c.dtype = dt;
+  c.inputs.emplace("input", field(dt, shape, 1));
+  c.inputs.emplace("target", field(dt, shape, 2));
+  c.options.set("grid_ndim", std::int64_t{2});
+  return c;
+}
+
 /// Rank r's slab [b_r, b_{r+1}) of n planes: `min` each, the rest shared in
 /// proportion to the rank (uneven; with min 0, rank 0's slab is empty on
 /// more than one rank).
@@ -161,13 +173,8 @@ TEST(GridMpi, TypedEntryPoints) {
 /// A slab thinner than the halo: every rank throws InvalidArgument.
 TEST(GridMpiMultiRank, SlabThinnerThanTheHalo) {
   const int r = world_rank();
-  Call c;
-  c.op = "h1_loss";
-  c.dtype = DType::float64;
   const std::int64_t planes = r == 0 ? 2 : 5;  // one-sided: the halo is 3 planes
-  c.inputs.emplace("input", field(DType::float64, kloss::Shape{2, planes, 4}, 1));
-  c.inputs.emplace("target", field(DType::float64, kloss::Shape{2, planes, 4}, 2));
-  c.options.set("grid_ndim", std::int64_t{2});
+  Call c = grid_call("h1_loss", DType::float64, kloss::Shape{2, planes, 4});
   c.options.set("periodic", std::string("false"));
   Communicator comm(MPI_COMM_WORLD);
   EXPECT_THROW(kloss::mpi::run_sharded(comm, c), kloss::InvalidArgument);
@@ -178,12 +185,7 @@ TEST(GridMpiMultiRank, SlabThinnerThanTheHalo) {
 TEST(GridMpiMultiRank, RanksThatDisagree) {
   const int r = world_rank();
   Communicator comm(MPI_COMM_WORLD);
-  Call c;
-  c.op = "lp_loss";
-  c.dtype = DType::float64;
-  c.inputs.emplace("input", field(DType::float64, kloss::Shape{2, 5, 4}, 1));
-  c.inputs.emplace("target", field(DType::float64, kloss::Shape{2, 5, 4}, 2));
-  c.options.set("grid_ndim", std::int64_t{2});
+  Call c = grid_call("lp_loss", DType::float64, kloss::Shape{2, 5, 4});
   c.options.set("p", r == 1 ? 3.0 : 2.0);
   EXPECT_THROW(kloss::mpi::run_sharded(comm, c), kloss::MpiError);
   c.options.set("p", 2.0);
@@ -208,12 +210,7 @@ TEST(GridMpiMultiRank, RanksThatDisagree) {
 TEST(GridMpiMultiRank, OneRanksBadCallThrowsOnEveryRank) {
   const int r = world_rank();
   Communicator comm(MPI_COMM_WORLD);
-  Call c;
-  c.op = "h1_loss";
-  c.dtype = DType::float64;
-  c.inputs.emplace("input", field(DType::float64, kloss::Shape{2, 5, 4}, 1));
-  c.inputs.emplace("target", field(DType::float64, kloss::Shape{2, 5, 4}, 2));
-  c.options.set("grid_ndim", std::int64_t{2});
+  Call c = grid_call("h1_loss", DType::float64, kloss::Shape{2, 5, 4});
   c.options.set("reduction", std::string("none"));
   const auto expect_all = [&](const Call& call, const char* what) {
     try {
