@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-// The grid losses over a grid split in slabs of its first axis under
-// mpirun (1-4 ranks, uneven slabs): kloss::mpi::run_sharded (and the typed
-// kloss::mpi::h1_loss) give, on every rank, the one-process loss of the
-// whole grid, and each rank's gradients are its slab of the whole grid's -
-// periodic and one-sided boundaries, 1-, 2- and 3-D grids, every
-// reduction; lp_loss with an empty slab; and the errors every rank throws
-// (a slab thinner than the halo, ranks that disagree).
+// The grid losses over a grid split over the ranks under mpirun (1-4
+// ranks): in slabs of its first axis (no topology) and in blocks along the
+// dimensions of a Cartesian communicator (2-D and 3-D process grids, a
+// split line axis), uneven. kloss::mpi::run_sharded (and the typed
+// kloss::mpi::h1_loss, and the C API) give, on every rank, the one-process
+// loss of the whole grid, and each rank's gradients are its block of the
+// whole grid's - periodic and one-sided boundaries, 1-, 2- and 3-D grids,
+// every reduction; lp_loss with empty blocks; and the errors every rank
+// throws (a block thinner than the halo, blocks of one coordinate of two
+// extents, a topology of more dimensions than the grid, ranks that
+// disagree).
 #include <mpi.h>
 
 #ifdef KLOSS_TEST_C_API
@@ -14,6 +18,7 @@
 #include <kloss/grid_mpi.hpp>
 #include <kloss/registry.hpp>
 #include <kloss/sharded.hpp>
+#include <optional>
 
 #include "mpi_test_utils.hpp"
 #include "test_utils.hpp"
@@ -44,21 +49,43 @@ Call grid_call(const std::string& op, DType dt, const kloss::Shape& shape) {
   return c;
 }
 
-/// Rank r's slab [b_r, b_{r+1}) of n planes: `min` each, the rest shared in
-/// proportion to the rank (uneven; with min 0, rank 0's slab is empty on
-/// more than one rank).
-std::pair<std::int64_t, std::int64_t> slab(std::int64_t n, std::int64_t min) {
-  const std::int64_t r = world_rank(), p = world_size();
-  const std::int64_t rest = n - min * p, weights = p * (p - 1) / 2;
-  std::vector<std::int64_t> b(static_cast<std::size_t>(p + 1), 0);
+/// Part c of `parts` of n points, [b_c, b_{c+1}): `min` each, the rest
+/// shared in proportion to the part's index (uneven; with min 0, part 0 is
+/// empty when there is more than one).
+std::pair<std::int64_t, std::int64_t> part_of(std::int64_t n, std::int64_t min, std::int64_t c, std::int64_t parts) {
+  const std::int64_t rest = n - min * parts, weights = parts * (parts - 1) / 2;
+  std::vector<std::int64_t> b(static_cast<std::size_t>(parts + 1), 0);
   std::int64_t given = 0;
-  for (std::int64_t q = 0; q < p; ++q) {
-    const std::int64_t extra = q + 1 == p ? rest - given : rest * q / weights;
+  for (std::int64_t q = 0; q < parts; ++q) {
+    const std::int64_t extra = q + 1 == parts ? rest - given : rest * q / weights;
     given += extra;
     b[static_cast<std::size_t>(q + 1)] = b[static_cast<std::size_t>(q)] + min + extra;
   }
-  return {b[static_cast<std::size_t>(r)], b[static_cast<std::size_t>(r + 1)]};
+  return {b[static_cast<std::size_t>(c)], b[static_cast<std::size_t>(c + 1)]};
 }
+
+/// This rank's slab of n planes (part_of over the ranks).
+std::pair<std::int64_t, std::int64_t> slab(std::int64_t n, std::int64_t min) {
+  return part_of(n, min, world_rank(), world_size());
+}
+
+/// A Cartesian communicator over MPI_COMM_WORLD (ranks not reordered) of
+/// `dims` (a 0 left to MPI_Dims_create), freed with the object; this
+/// rank's coordinates in it.
+struct CartComm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::vector<int> dims, coords;
+  explicit CartComm(std::vector<int> d) : dims(std::move(d)), coords(dims.size()) {
+    const int k = static_cast<int>(dims.size());
+    MPI_Dims_create(world_size(), k, dims.data());
+    const std::vector<int> periods(dims.size(), 0);
+    MPI_Cart_create(MPI_COMM_WORLD, k, dims.data(), periods.data(), 0, &comm);
+    MPI_Cart_coords(comm, world_rank(), k, coords.data());
+  }
+  ~CartComm() { MPI_Comm_free(&comm); }
+  CartComm(const CartComm&) = delete;
+  CartComm& operator=(const CartComm&) = delete;
+};
 
 struct GridCase {
   std::string op;
@@ -68,9 +95,15 @@ struct GridCase {
   std::int64_t min_planes;
 };
 
-void expect_decomposed_equals_whole(const GridCase& g, DType dt, const std::string& red, bool relative, double tol) {
+/// The loss of `g`'s whole grid on one process against the grid split over
+/// the ranks: in slabs of grid axis 0 (`dims` empty: no topology) or in
+/// blocks along a Cartesian communicator of `dims` (0: MPI_Dims_create's).
+void expect_decomposed_equals_whole(const GridCase& g, DType dt, const std::string& red, bool relative, double tol,
+                                    const std::vector<int>& dims = {}) {
+  std::string process_grid;
+  for (int v : dims) process_grid += (process_grid.empty() ? " process grid " : "x") + std::to_string(v);
   SCOPED_TRACE(g.op + " " + g.shape.str() + " periodic=" + g.periodic + " " + red +
-               (relative ? " relative" : " absolute"));
+               (relative ? " relative" : " absolute") + process_grid);
   Call whole;
   whole.op = g.op;
   whole.dtype = dt;
@@ -90,16 +123,30 @@ void expect_decomposed_equals_whole(const GridCase& g, DType dt, const std::stri
       Buffer::from_doubles(dt, out_shape, random_values(static_cast<std::size_t>(out_shape.numel()), 0.5, 1.5, 5));
   const auto want = kloss::rt::run(whole);
 
-  const auto [b, e] = slab(g.shape.extent[axis], g.min_planes);
+  std::optional<CartComm> cart;
+  std::vector<int> parts = {world_size()}, coords = {world_rank()};
+  if (!dims.empty()) {
+    cart.emplace(dims);
+    parts = cart->dims;
+    coords = cart->coords;
+  }
+  // this rank's block of a whole-grid buffer
+  const auto block = [&](Buffer b) {
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      const int a = axis + static_cast<int>(k);
+      const auto [lo, hi] = part_of(g.shape.extent[a], g.min_planes, coords[k], parts[k]);
+      b = slice(b, a, lo, hi);
+    }
+    return b;
+  };
   Call part = whole;
   part.inputs.clear();
-  for (const char* name : {"input", "target"}) part.inputs.emplace(name, slice(whole.inputs.at(name), axis, b, e));
-  Communicator comm(MPI_COMM_WORLD);
+  for (const char* name : {"input", "target"}) part.inputs.emplace(name, block(whole.inputs.at(name)));
+  Communicator comm(cart ? cart->comm : MPI_COMM_WORLD);
   const auto got = kloss::mpi::run_sharded(comm, part);
   expect_near_all(got.output.to_doubles(), want.output.to_doubles(), tol, tol, "output");
   for (const char* name : {"input", "target"})
-    expect_near_all(got.grads.at(name).to_doubles(), slice(want.grads.at(name), axis, b, e).to_doubles(), tol, tol,
-                    name);
+    expect_near_all(got.grads.at(name).to_doubles(), block(want.grads.at(name)).to_doubles(), tol, tol, name);
   // the same bits on every rank
   const double v = got.output.to_doubles().empty() ? 0.0 : got.output.to_doubles()[0];
   double lo = v, hi = v;
@@ -134,6 +181,39 @@ TEST(GridMpi, Float32AndHalves) {
   const GridCase g{"h1_loss", {2, 17, 8}, 2, "false,true", 3};
   expect_decomposed_equals_whole(g, DType::float32, "mean", true, 2e-5);
   expect_decomposed_equals_whole(g, DType::bfloat16, "sum", true, 5e-2);
+}
+
+/// Blocks: a 2-D process grid on 2-D and 3-D grids (MPI_Dims_create's
+/// split: 2x2 on 4 ranks), every rank along the line axis alone (1 x P: the
+/// contiguous axis split), along grid axis 1 of a 3-D grid alone, a 3-D
+/// process grid; a 1-D topology is the slabs.
+TEST(GridMpi, H1BlocksEqualTheWholeGrid) {
+  struct BlockCase {
+    GridCase grid;
+    std::vector<int> dims;
+  };
+  const std::vector<BlockCase> cases = {
+      {{"h1_loss", {3, 14, 17}, 2, "true", 2}, {0, 0}},
+      {{"h1_loss", {3, 14, 17}, 2, "false", 3}, {0, 0}},
+      {{"h1_loss", {2, 6, 17}, 2, "true,false", 3}, {1, 0}},
+      {{"h1_loss", {2, 1, 13, 12, 14}, 3, "false,true,false", 3}, {0, 0, 0}},
+      {{"h1_loss", {2, 9, 13, 7}, 3, "true,false,true", 3}, {1, 0}},
+      {{"h1_loss", {2, 5, 6, 14}, 3, "true,true,false", 3}, {1, 1, 0}},
+      {{"h1_loss", {2, 13, 12, 6}, 3, "false,true,true", 3}, {0, 0}},
+      {{"h1_loss", {2, 23}, 1, "false", 3}, {0}},
+  };
+  for (const auto& c : cases)
+    for (const char* red : {"mean", "none"})
+      for (bool relative : {true, false})
+        expect_decomposed_equals_whole(c.grid, DType::float64, red, relative, 1e-12, c.dims);
+  expect_decomposed_equals_whole(cases[1].grid, DType::float32, "sum", true, 2e-5, cases[1].dims);
+}
+
+TEST(GridMpi, LpBlocksEqualTheWholeGrid) {
+  // min 0: blocks of no points along an axis
+  expect_decomposed_equals_whole({"lp_loss", {2, 7, 9}, 2, "", 0}, DType::float64, "mean", true, 1e-12, {0, 0});
+  expect_decomposed_equals_whole({"lp_loss", {2, 7, 9, 3, 2}, 4, "", 1}, DType::float64, "none", false, 1e-12,
+                                 {1, 0, 1});
 }
 
 /// The typed entry points on Kokkos views, periodic 1-D: the value of the
@@ -178,6 +258,29 @@ TEST(GridMpiMultiRank, SlabThinnerThanTheHalo) {
   c.options.set("periodic", std::string("false"));
   Communicator comm(MPI_COMM_WORLD);
   EXPECT_THROW(kloss::mpi::run_sharded(comm, c), kloss::InvalidArgument);
+}
+
+/// Blocks thinner than the halo along a split axis, blocks of one
+/// coordinate of two extents, a topology of more dimensions than the grid:
+/// every rank throws InvalidArgument.
+TEST(GridMpiMultiRank, BlocksTheDecompositionCannotServe) {
+  const int r = world_rank();
+  CartComm cart({1, 0});  // every rank along grid axis 1
+  Communicator comm(cart.comm);
+  Call thin = grid_call("h1_loss", DType::float64, kloss::Shape{2, 6, r == 1 ? 2 : 5});
+  thin.options.set("periodic", std::string("true,false"));  // the halo along axis 1: 3 points
+  EXPECT_THROW(kloss::mpi::run_sharded(comm, thin), kloss::InvalidArgument);
+  Call uneven = grid_call("lp_loss", DType::float64, kloss::Shape{2, r == 1 ? 5 : 6, 4});
+  try {
+    kloss::mpi::run_sharded(comm, uneven);
+    ADD_FAILURE() << "no exception on rank " << r;
+  } catch (const kloss::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("share coordinate 0"), std::string::npos) << e.what();
+  }
+  Call one_axis = grid_call("lp_loss", DType::float64, kloss::Shape{2, 6, 4});
+  one_axis.options.set("grid_ndim", std::int64_t{1});
+  EXPECT_THROW(kloss::mpi::run_sharded(comm, one_axis), kloss::InvalidArgument);
+  EXPECT_NO_THROW(kloss::mpi::run_sharded(comm, grid_call("h1_loss", DType::float64, kloss::Shape{2, 6, 5})));
 }
 
 /// Ranks that disagree on an option or on the extents beyond axis 0 all
@@ -242,11 +345,11 @@ TEST(GridMpiMultiRank, OneRanksBadCallThrowsOnEveryRank) {
 }
 
 #ifdef KLOSS_TEST_C_API
-/// From C: kloss_loss_set_communicator, then each rank sets its slab - the
-/// whole grid's h1_loss and this rank's slab of its gradient.
+/// From C: kloss_loss_set_communicator, then each rank sets its slab (a
+/// communicator without topology) or its block (a 2-D Cartesian one) - the
+/// whole grid's h1_loss and this rank's part of its gradient.
 TEST(GridMpi, ThroughTheCApi) {
-  const kloss::Shape whole_shape{2, 12, 5};
-  const auto [b, e] = slab(12, 3);
+  const kloss::Shape whole_shape{2, 12, 13};
   Call whole;
   whole.op = "h1_loss";
   whole.dtype = DType::float64;
@@ -256,28 +359,39 @@ TEST(GridMpi, ThroughTheCApi) {
   whole.options.set("periodic", std::string("false,true"));
   whole.grad_output = Buffer::from_doubles(DType::float64, kloss::Shape{}, {1.0});
   const auto want = kloss::rt::run(whole);
-  const auto x = slice(whole.inputs.at("input"), 1, b, e).to_doubles();
-  const auto y = slice(whole.inputs.at("target"), 1, b, e).to_doubles();
+  CartComm cart({0, 0});
+  for (const bool blocks : {false, true}) {
+    SCOPED_TRACE(blocks ? "blocks" : "slabs");
+    const std::vector<int> parts = blocks ? cart.dims : std::vector<int>{world_size(), 1};
+    const std::vector<int> coords = blocks ? cart.coords : std::vector<int>{world_rank(), 0};
+    const auto [b0, e0] = part_of(12, 3, coords[0], parts[0]);
+    const auto [b1, e1] = part_of(13, 3, coords[1], parts[1]);
+    const auto block = [&](const Buffer& v) { return slice(slice(v, 1, b0, e0), 2, b1, e1); };
+    const auto x = block(whole.inputs.at("input")).to_doubles();
+    const auto y = block(whole.inputs.at("target")).to_doubles();
 
-  kloss_loss* loss = nullptr;
-  ASSERT_EQ(kloss_loss_create(&loss, "h1_loss", KLOSS_FLOAT64, KLOSS_INT64), KLOSS_OK) << kloss_last_error();
-  ASSERT_EQ(kloss_loss_set_communicator(loss, static_cast<int>(MPI_Comm_c2f(MPI_COMM_WORLD))), KLOSS_OK)
-      << kloss_last_error();
-  const std::int64_t shape[3] = {2, e - b, 5};
-  ASSERT_EQ(kloss_loss_set_input(loss, "input", KLOSS_FLOAT64, x.data(), 3, shape), KLOSS_OK) << kloss_last_error();
-  ASSERT_EQ(kloss_loss_set_input(loss, "target", KLOSS_FLOAT64, y.data(), 3, shape), KLOSS_OK) << kloss_last_error();
-  ASSERT_EQ(kloss_loss_set_option_int(loss, "grid_ndim", 2), KLOSS_OK) << kloss_last_error();
-  ASSERT_EQ(kloss_loss_set_option_string(loss, "periodic", "false,true"), KLOSS_OK) << kloss_last_error();
-  double out = 0;
-  ASSERT_EQ(kloss_loss_forward(loss, KLOSS_FLOAT64, &out, 1), KLOSS_OK) << kloss_last_error();
-  EXPECT_NEAR(out, want.output.to_doubles()[0], 1e-13);
-  ASSERT_EQ(kloss_loss_backward(loss, KLOSS_FLOAT64, nullptr, 0), KLOSS_OK) << kloss_last_error();
-  std::vector<double> gx(x.size());
-  ASSERT_EQ(kloss_loss_get_grad(loss, "input", KLOSS_FLOAT64, gx.data(), static_cast<std::int64_t>(gx.size())),
-            KLOSS_OK)
-      << kloss_last_error();
-  expect_near_all(gx, slice(want.grads.at("input"), 1, b, e).to_doubles(), 1e-12, 1e-14, "grad_input");
-  EXPECT_EQ(kloss_loss_destroy(loss), KLOSS_OK);
+    kloss_loss* loss = nullptr;
+    ASSERT_EQ(kloss_loss_create(&loss, "h1_loss", KLOSS_FLOAT64, KLOSS_INT64), KLOSS_OK) << kloss_last_error();
+    ASSERT_EQ(kloss_loss_set_communicator(loss, static_cast<int>(MPI_Comm_c2f(blocks ? cart.comm : MPI_COMM_WORLD))),
+              KLOSS_OK)
+        << kloss_last_error();
+    const std::int64_t shape[3] = {2, e0 - b0, e1 - b1};
+    ASSERT_EQ(kloss_loss_set_input(loss, "input", KLOSS_FLOAT64, x.data(), 3, shape), KLOSS_OK) << kloss_last_error();
+    ASSERT_EQ(kloss_loss_set_input(loss, "target", KLOSS_FLOAT64, y.data(), 3, shape), KLOSS_OK)
+        << kloss_last_error();
+    ASSERT_EQ(kloss_loss_set_option_int(loss, "grid_ndim", 2), KLOSS_OK) << kloss_last_error();
+    ASSERT_EQ(kloss_loss_set_option_string(loss, "periodic", "false,true"), KLOSS_OK) << kloss_last_error();
+    double out = 0;
+    ASSERT_EQ(kloss_loss_forward(loss, KLOSS_FLOAT64, &out, 1), KLOSS_OK) << kloss_last_error();
+    EXPECT_NEAR(out, want.output.to_doubles()[0], 1e-13);
+    ASSERT_EQ(kloss_loss_backward(loss, KLOSS_FLOAT64, nullptr, 0), KLOSS_OK) << kloss_last_error();
+    std::vector<double> gx(x.size());
+    ASSERT_EQ(kloss_loss_get_grad(loss, "input", KLOSS_FLOAT64, gx.data(), static_cast<std::int64_t>(gx.size())),
+              KLOSS_OK)
+        << kloss_last_error();
+    expect_near_all(gx, block(want.grads.at("input")).to_doubles(), 1e-12, 1e-14, "grad_input");
+    EXPECT_EQ(kloss_loss_destroy(loss), KLOSS_OK);
+  }
 }
 #endif
 

@@ -11,7 +11,8 @@
 /// grid_ndim axes are the grid, the leading ones (batch, channels) index
 /// the functions. Each function's norm is taken over its whole grid; the
 /// reduction then runs over the functions. Under MPI, kloss/grid_mpi.hpp
-/// takes the same losses over a grid split in slabs over the ranks.
+/// takes the same losses over a grid split in slabs or blocks over the
+/// ranks.
 #include <kloss/impl/grid_impl.hpp>
 
 namespace kloss {

@@ -1,31 +1,38 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// \file grid_mpi.hpp
-/// The grid losses (kloss/grid.hpp) over a grid split in slabs over the
-/// ranks of a Communicator (namespace kloss::mpi): rank r holds planes
-/// [start_r, start_r + n_r) of grid axis 0 - the first grid axis, the
-/// outermost of the grid's axes in memory - of every function, the slabs
-/// in rank order tiling the whole axis. Every other axis is whole on each
-/// rank. The loss is the loss of the whole grid, the same bits on every
-/// rank; the gradients are those of this rank's cells.
+/// The grid losses (kloss/grid.hpp) over a grid split in blocks over the
+/// ranks of a Communicator (namespace kloss::mpi). Without a topology the
+/// ranks split grid axis 0 - the first grid axis, the outermost of the
+/// grid's axes in memory - in slabs, in rank order: rank r holds points
+/// [start_r, start_r + n_r) of it, every other axis whole. A communicator
+/// with a Cartesian topology (MPI_Cart_create, k <= 3 dimensions, k no more
+/// than the grid's axes) splits grid axes 0 .. k-1 along its dimensions:
+/// the rank at coordinates (c_0, ..., c_{k-1}) holds a block, the blocks of
+/// one coordinate c_a having one extent on axis a and tiling it in the
+/// order of c_a. The loss is the loss of the whole grid, the same bits on
+/// every rank; the gradients are those of this rank's cells.
 ///
 /// - lp_loss: each rank's per-function sums (A, B) are gathered (one
 ///   MPI_Allgather of 2 x functions doubles per rank) and added in rank
-///   order; any slab, an empty one included.
-/// - h1_loss: the derivatives along grid axis 0 read the neighbours'
-///   planes: before the sums, each rank receives the 2 (periodic) or 3
-///   (one-sided ends) planes next to its slab from its neighbours, of input
-///   and target (two MPI_Sendrecv of halo x plane x functions x 2 values);
-///   a periodic axis 0 wraps from the last rank to the first. Every rank
-///   must hold at least that many planes.
-/// - Before any data moves, one MPI_Allgather of the slab extents and one
-///   agreement collective (128 bytes per rank: options, dtype, the other
-///   extents, the upstream gradient) make every rank throw the same
-///   kloss::Error when one rank's arguments are bad or the ranks disagree.
+///   order; any block, an empty one included.
+/// - h1_loss: the derivatives along a split axis read the neighbours'
+///   points: before the sums, each rank receives along each split axis
+///   with more than one rank the 2 (periodic) or 3 (one-sided ends) layers
+///   next to its block from its two neighbours there, of input and target
+///   (two MPI_Sendrecv of halo x layer x functions x 2 values per axis); a
+///   periodic axis wraps from the last block to the first. Every rank must
+///   hold at least that many layers along such an axis.
+/// - Before any data moves, one MPI_Allgather of the block's coordinates and
+///   extents and one agreement collective (128 bytes per rank: options,
+///   dtype, the other extents, the upstream gradient) make every rank throw
+///   the same kloss::Error when one rank's arguments are bad or the ranks
+///   disagree.
 /// Forward and backward are both collective and fence (the backward
 /// recomputes the sums). Buffers go to MPI as they are or through host
 /// copies, as the communicator says (CommunicatorOptions).
 /// Needs KLOSS_ENABLE_MPI (the kloss target then defines KLOSS_HAVE_MPI).
+#include <array>
 #include <climits>
 #include <cstring>
 #include <kloss/grid.hpp>
@@ -35,54 +42,65 @@
 namespace kloss::mpi {
 namespace impl {
 
-/// One rank's slab of grid axis 0 and the decomposition around it.
-struct GridSlabs {
-  std::vector<std::int64_t> extent;  ///< every rank's planes (-1: a rank whose input has too few axes)
-  std::int64_t start = 0, global = 0;
-  int halo = 0;  ///< planes per halo (h1_loss on more than one rank)
+/// One rank's block of the grid and the decomposition around it.
+struct GridBlocks {
+  int split = 1;                         ///< grid axes split over the ranks (the topology's dimensions)
+  std::array<int, 3> dims = {1, 1, 1};   ///< ranks along each split axis
+  /// every rank's coordinates and block extents on the split axes (-1: a
+  /// rank whose input has too few axes)
+  std::vector<std::array<std::int64_t, 6>> ranks;
+  std::array<std::int64_t, 3> start = {0, 0, 0}, global = {-1, -1, -1};
+  std::array<int, 3> halo = {0, 0, 0};  ///< layers per halo (h1_loss along an axis of more than one rank)
+  std::array<int, 3> lo = {MPI_PROC_NULL, MPI_PROC_NULL, MPI_PROC_NULL};  ///< the neighbour before, per axis
+  std::array<int, 3> hi = {MPI_PROC_NULL, MPI_PROC_NULL, MPI_PROC_NULL};  ///< ... and after
 };
 
-/// Gathers every rank's extent of grid axis 0 (`local`; -1 where the input
-/// lacks it) and places this rank's slab.
-GridSlabs grid_slabs(const Communicator& comm, std::string_view op, std::int64_t local, bool h1, bool periodic0);
+/// Reads the communicator's topology, gathers every rank's coordinates and
+/// block extents (`local`, the extents of the grid's first axes; -1 where
+/// the input lacks them) and places this rank's block.
+GridBlocks grid_blocks(const Communicator& comm, std::string_view op, const std::array<std::int64_t, 3>& local,
+                       bool h1, const std::array<bool, 3>& periodic);
 
 /// The agreement record of a grid call: options, dtype, the extents that
-/// must match, the upstream gradient when reduced.
+/// must match (every one but the `split` axes'), the upstream gradient
+/// when reduced.
 Agreement grid_agreement(kloss::impl::GridKind kind, const kloss::impl::GridParams& o, rt::DType dtype,
-                         const Shape& input, bool backward, double grad_output);
+                         const Shape& input, int split, bool backward, double grad_output);
 
-/// Checks what only the decomposition shows: every slab present, and each
-/// at least `halo` planes deep. Throws InvalidArgument.
-void check_grid_slabs(std::string_view op, const GridSlabs& s);
+/// Checks what only the decomposition shows: a topology of no more
+/// dimensions than the grid's axes (and 3), the blocks of one coordinate of
+/// one extent, and each at least `halo` layers deep. Throws
+/// InvalidArgument.
+void check_grid_blocks(std::string_view op, const GridBlocks& b, int grid_ndim);
 
 /// Gathers each rank's per-function sums and adds them in rank order.
 void combine_grid_sums(const Communicator& comm, std::string_view op, std::vector<double>& sums);
 
-/// Sends this rank's first and last `halo` planes of input and target to
-/// its neighbours and receives theirs: lo / hi, [2, functions, halo, plane]
-/// (input, then target), in the space's memory.
+/// Along one split axis of n points per block: sends this rank's first and
+/// last `halo` layers of input and target to its neighbours `lo_rank` and
+/// `hi_rank` and receives theirs: lo / hi, [2, runs, halo, inner] (input,
+/// then target), in the space's memory. `runs` counts the functions times
+/// the block's points on the axes before this one, `inner` the points of a
+/// layer's run (the axes after it).
 template <class ExecSpace, class T>
 void exchange_grid_halos(const ExecSpace& exec, const Communicator& comm, std::string_view op, const T* x, const T* y,
-                         std::int64_t functions, std::int64_t n0, std::int64_t plane, int halo, bool periodic,
+                         std::int64_t runs, std::int64_t n, std::int64_t inner, int halo, int lo_rank, int hi_rank,
                          const Kokkos::View<T*, typename ExecSpace::memory_space>& lo,
                          const Kokkos::View<T*, typename ExecSpace::memory_space>& hi) {
   using Mem = typename ExecSpace::memory_space;
-  const std::int64_t block = static_cast<std::int64_t>(halo) * plane, per = functions * block, n = 2 * per;
-  const Kokkos::View<T*, Mem> to_lo(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid::to_lo"), n);
-  const Kokkos::View<T*, Mem> to_hi(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid::to_hi"), n);
+  const std::int64_t block = static_cast<std::int64_t>(halo) * inner, per = runs * block, count2 = 2 * per;
+  const Kokkos::View<T*, Mem> to_lo(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid::to_lo"), count2);
+  const Kokkos::View<T*, Mem> to_hi(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid::to_hi"), count2);
   Kokkos::parallel_for(
-      "kloss::grid::pack_halos", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+      "kloss::grid::pack_halos", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, count2),
       KOKKOS_LAMBDA(const std::int64_t i) {
-        const std::int64_t which = i / per, f = (i % per) / block, k = i % block;
-        const T* src = (which ? y : x) + f * n0 * plane;
+        const std::int64_t which = i / per, r = (i % per) / block, k = i % block;
+        const T* src = (which ? y : x) + r * n * inner;
         to_lo(i) = src[k];
-        to_hi(i) = src[(n0 - halo) * plane + k];
+        to_hi(i) = src[(n - halo) * inner + k];
       });
   exec.fence();
-  const int rank = comm.rank(), size = comm.size();
-  const int lo_rank = rank > 0 ? rank - 1 : (periodic ? size - 1 : MPI_PROC_NULL);
-  const int hi_rank = rank + 1 < size ? rank + 1 : (periodic ? 0 : MPI_PROC_NULL);
-  const std::int64_t bytes = n * static_cast<std::int64_t>(sizeof(T));
+  const std::int64_t bytes = count2 * static_cast<std::int64_t>(sizeof(T));
   if (bytes > INT_MAX)
     kloss::fail<InvalidArgument>(op, "a halo of ", bytes, " bytes is more than one MPI message carries");
   const int count = static_cast<int>(bytes);
@@ -94,7 +112,7 @@ void exchange_grid_halos(const ExecSpace& exec, const Communicator& comm, std::s
     Kokkos::deep_copy(hto_hi, to_hi);
   }
   const double t0 = MPI_Wtime();
-  // my first planes are the lower neighbour's upper halo, and the other way
+  // my first layers are the lower neighbour's upper halo, and the other way
   check_mpi(MPI_Sendrecv(direct ? to_lo.data() : hto_lo.data(), count, MPI_BYTE, lo_rank, 41,
                          direct ? hi.data() : hhi.data(), count, MPI_BYTE, hi_rank, 41, comm.get(), MPI_STATUS_IGNORE),
             op, "MPI_Sendrecv");
@@ -108,7 +126,7 @@ void exchange_grid_halos(const ExecSpace& exec, const Communicator& comm, std::s
   }
 }
 
-/// One grid call over the slabs: the agreement, the halos, the kernels
+/// One grid call over the blocks: the agreement, the halos, the kernels
 /// with the ranks' sums combined. `grad_output` absent: the forward.
 template <class ExecSpace, class T>
 void grid_decomposed(const ExecSpace& exec, const Communicator& comm, kloss::impl::GridKind kind,
@@ -123,21 +141,25 @@ void grid_decomposed(const ExecSpace& exec, const Communicator& comm, kloss::imp
       std::string(h1 ? "h1_loss" : "lp_loss") + (grad_output ? "_backward" : "") + " (grid over ranks)";
   const int d = o.grid_ndim;
   const Shape& s = input.shape;
-  const std::int64_t local = d >= 1 && s.rank >= d ? s.extent[s.rank - d] : -1;
-  const GridSlabs slabs = grid_slabs(comm, name, local, h1, o.periodic[0]);
+  std::array<std::int64_t, 3> local = {-1, -1, -1};
+  for (int k = 0; k < 3 && k < d; ++k)
+    if (d >= 1 && s.rank >= d) local[static_cast<std::size_t>(k)] = s.extent[s.rank - d + k];
+  const GridBlocks blocks = grid_blocks(comm, name, local, h1, o.periodic);
   double g = 0;
   if (grad_output && o.reduction != Reduction::none && grad_output->numel() == 1) {
     auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), grad_output->data);
     g = static_cast<double>(kloss::to_acc(h(0)));
   }
-  Agreement mine = grid_agreement(kind, o, rt::dtype_of<T>(), s, grad_output != nullptr, g);
+  Agreement mine = grid_agreement(kind, o, rt::dtype_of<T>(), s, blocks.split, grad_output != nullptr, g);
   ki::GridShard shard;
-  shard.start = slabs.start;
-  shard.global = slabs.global;
+  for (int k = 0; k < blocks.split && k < 3; ++k) {
+    shard.axis[static_cast<std::size_t>(k)].start = blocks.start[static_cast<std::size_t>(k)];
+    shard.axis[static_cast<std::size_t>(k)].global = blocks.global[static_cast<std::size_t>(k)];
+  }
   ki::GridGeometry geo;
   agree(comm, name, true, mine, [&] {
     kloss::check_reduction(name, o.reduction);
-    check_grid_slabs(name, slabs);
+    check_grid_blocks(name, blocks, d);
     geo = ki::grid_geometry(name, kind, input, target, o, shard);
     if (grad_output)
       kloss::check_backward(name, *grad_output, o.reduction, geo.lead,
@@ -148,20 +170,27 @@ void grid_decomposed(const ExecSpace& exec, const Communicator& comm, kloss::imp
       kloss::check_output(name, "output", output, o.reduction, geo.lead);
   });
   after_agreement(comm, name, [&] {
-    Kokkos::View<T*, Mem> lo, hi;
-    if (slabs.halo > 0 && geo.functions > 0) {
-      const std::int64_t plane = geo.cells / geo.n[0];
-      const std::int64_t n = 2 * geo.functions * slabs.halo * plane;
-      lo = Kokkos::View<T*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid::lo"), n);
-      hi = Kokkos::View<T*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid::hi"), n);
-      exchange_grid_halos(exec, comm, name, input.data.data(), target.data.data(), geo.functions, geo.n[0], plane,
-                          slabs.halo, o.periodic[0], lo, hi);
-      const std::int64_t per = geo.functions * slabs.halo * plane;
-      shard.halo = slabs.halo;
-      shard.lo_input = lo.data();
-      shard.lo_target = lo.data() + per;
-      shard.hi_input = hi.data();
-      shard.hi_target = hi.data() + per;
+    std::array<Kokkos::View<T*, Mem>, 3> lo, hi;
+    for (int k = 0; k < blocks.split; ++k) {
+      const auto a = static_cast<std::size_t>(k);
+      const int halo = blocks.halo[a];
+      if (halo == 0 || geo.functions == 0) continue;
+      std::int64_t runs = geo.functions, inner = 1;
+      for (int q = 0; q < d; ++q) {
+        if (q < k) runs *= geo.n[q];
+        if (q > k) inner *= geo.n[q];
+      }
+      const std::int64_t per = runs * halo * inner;
+      lo[a] = Kokkos::View<T*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid::lo"), 2 * per);
+      hi[a] = Kokkos::View<T*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid::hi"), 2 * per);
+      exchange_grid_halos(exec, comm, name, input.data.data(), target.data.data(), runs, geo.n[k], inner, halo,
+                          blocks.lo[a], blocks.hi[a], lo[a], hi[a]);
+      ki::GridShard::Axis& sa = shard.axis[a];
+      sa.halo = halo;
+      sa.lo_input = lo[a].data();
+      sa.lo_target = lo[a].data() + per;
+      sa.hi_input = hi[a].data();
+      sa.hi_target = hi[a].data() + per;
     }
     if (comm.size() > 1) shard.combine = [&](std::vector<double>& v) { combine_grid_sums(comm, name, v); };
     if (grad_output)
@@ -174,11 +203,12 @@ void grid_decomposed(const ExecSpace& exec, const Communicator& comm, kloss::imp
 
 }  // namespace impl
 
-/// lp_loss (kloss/grid.hpp) of a grid split in slabs of grid axis 0 over
-/// the ranks of `comm`: input and target are this rank's slab [lead...,
-/// n_r, n_1, ...], output the whole grid's loss (the leading shape for
+/// lp_loss (kloss/grid.hpp) of a grid split over the ranks of `comm` (in
+/// slabs of grid axis 0, or in blocks along the dimensions of its
+/// Cartesian topology): input and target are this rank's block [lead...,
+/// n_0r, n_1r, ...], output the whole grid's loss (the leading shape for
 /// Reduction::none), the same on every rank. The quadrature weight counts
-/// the global extent. Collective; fences.
+/// the global extents. Collective; fences.
 template <class ExecSpace, class InputView, class TargetView, class OutputView,
           class = kloss::impl::enable_for_execution_space<ExecSpace>>
 void lp_loss(const ExecSpace& exec, const Communicator& comm, const InputView& input, const TargetView& target,
@@ -208,11 +238,12 @@ void lp_loss_backward(const ExecSpace& exec, const Communicator& comm, const Gra
                                       v.optional(grad_target, "grad_target"), kloss::impl::grid_params(opts));
 }
 
-/// h1_loss (kloss/grid.hpp) of a grid split in slabs of grid axis 0 over
-/// the ranks of `comm`, as kloss::mpi::lp_loss; the halos come from the
-/// neighbouring ranks (periodic along axis 0: from the other end). Throws
-/// InvalidArgument on every rank when a rank holds fewer planes than the
-/// halo (2 periodic, 3 with one-sided ends). Collective; fences.
+/// h1_loss (kloss/grid.hpp) of a grid split over the ranks of `comm`, as
+/// kloss::mpi::lp_loss; the halos come from the neighbouring ranks along
+/// each split axis (on a periodic axis, from the other end). Throws
+/// InvalidArgument on every rank when a rank holds fewer layers of a split
+/// axis than the halo (2 periodic, 3 with one-sided ends). Collective;
+/// fences.
 template <class ExecSpace, class InputView, class TargetView, class OutputView,
           class = kloss::impl::enable_for_execution_space<ExecSpace>>
 void h1_loss(const ExecSpace& exec, const Communicator& comm, const InputView& input, const TargetView& target,

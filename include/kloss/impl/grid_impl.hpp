@@ -4,9 +4,10 @@
 /// lp_loss's and h1_loss's kernels. Both reduce each function (an index of
 /// the leading axes) to two sums over its grid, A of the error and B of the
 /// target; the loss and the gradient's two per-function factors follow
-/// from (A, B). Under MPI (kloss/grid_mpi.hpp) a rank holds a slab of grid
-/// axis 0: its A and B are partial sums that the ranks add, and h1_loss's
-/// stencils read the planes beyond the slab from halo buffers.
+/// from (A, B). Under MPI (kloss/grid_mpi.hpp) a rank holds a block of the
+/// grid - a slab when only grid axis 0 is split: its A and B are partial
+/// sums that the ranks add, and h1_loss's stencils read the points beyond
+/// the block, along each split axis, from that axis's halo buffers.
 ///
 /// h1_loss walks lines along the last grid axis (contiguous), a chunk of
 /// cells at a time: the derivatives along the other axes combine whole
@@ -43,17 +44,22 @@ struct GridParams {
   std::array<bool, 3> periodic = {true, true, true};
 };
 
-/// A rank's slab of grid axis 0 under MPI (kloss/grid_mpi.hpp); the default
-/// is the whole grid on one rank.
+/// A rank's block of the grid under MPI (kloss/grid_mpi.hpp), per grid axis
+/// (the first three; an axis beyond is whole on every rank); the default is
+/// the whole grid on one rank.
 struct GridShard {
-  std::int64_t start = 0;    ///< the global index of the slab's first plane
-  std::int64_t global = -1;  ///< grid axis 0's global extent (-1: the input's own)
-  std::int64_t halo = 0;     ///< planes per halo buffer
-  /// Halo buffers [functions, halo, plane] of the input's type in the
-  /// execution space's memory: the planes before the slab (global start -
-  /// halo .. start - 1, wrapped on a periodic axis) and after it; null at a
-  /// non-periodic end of the grid.
-  const void *lo_input = nullptr, *lo_target = nullptr, *hi_input = nullptr, *hi_target = nullptr;
+  struct Axis {
+    std::int64_t start = 0;    ///< the global index of the block's first point on the axis
+    std::int64_t global = -1;  ///< the axis's global extent (-1: the input's own)
+    std::int64_t halo = 0;     ///< layers per halo buffer (0: no halo on this axis)
+    /// Halo buffers of the input's type in the execution space's memory,
+    /// [functions, n_0, ..., halo, ..., n_{d-1}] (the block's extents, this
+    /// axis's replaced by the halo): the layers before the block (global
+    /// start - halo .. start - 1, wrapped on a periodic axis) and after it;
+    /// null at a non-periodic end of the grid.
+    const void *lo_input = nullptr, *lo_target = nullptr, *hi_input = nullptr, *hi_target = nullptr;
+  };
+  std::array<Axis, 3> axis{};
   /// Adds the ranks' partial sums (functions x 2, in place, on the host);
   /// empty on one rank.
   std::function<void(std::vector<double>&)> combine = {};
@@ -61,13 +67,13 @@ struct GridShard {
 
 /// A grid loss call's geometry.
 struct GridGeometry {
-  std::int64_t functions = 0;     ///< the product of the leading extents
-  int d = 1;                      ///< grid axes
-  Shape lead;                     ///< the leading axes (the output of Reduction::none)
-  std::int64_t n[3] = {1, 1, 1};  ///< h1: grid extents (axis 0: this rank's slab); lp: {1, 1, cells}
-  std::int64_t n0_global = 1;     ///< grid axis 0's global extent (h1)
-  std::int64_t cells = 0;         ///< local cells per function
-  double weight = 1;              ///< the quadrature weight prod_k measure_k / n_k (global extents)
+  std::int64_t functions = 0;          ///< the product of the leading extents
+  int d = 1;                           ///< grid axes
+  Shape lead;                          ///< the leading axes (the output of Reduction::none)
+  std::int64_t n[3] = {1, 1, 1};       ///< h1: the block's grid extents; lp: {1, 1, cells}
+  std::int64_t global[3] = {1, 1, 1};  ///< h1: the grid's global extents
+  std::int64_t cells = 0;              ///< local cells per function
+  double weight = 1;                   ///< the quadrature weight prod_k measure_k / n_k (global extents)
 };
 
 /// Checks options and shapes; returns the geometry.
@@ -96,22 +102,23 @@ GridGeometry grid_geometry(std::string_view op, GridKind kind, const Tensor<cons
   g.functions = g.lead.numel();
   g.cells = 1;
   for (int k = 0; k < d; ++k) g.cells *= s.extent[s.rank - d + k];
-  const std::int64_t local0 = s.extent[s.rank - d];
-  g.n0_global = shard.global >= 0 ? shard.global : local0;
+  // a split axis's global extent, from the shard; the others are whole here
+  const auto global_extent = [&](int k) {
+    const std::int64_t local = s.extent[s.rank - d + k];
+    return k < 3 && shard.axis[static_cast<std::size_t>(k)].global >= 0 ? shard.axis[static_cast<std::size_t>(k)].global
+                                                                        : local;
+  };
   g.weight = 1;
-  for (int k = 0; k < d; ++k) {
-    const std::int64_t nk = k == 0 ? g.n0_global : s.extent[s.rank - d + k];
-    g.weight *= o.measure[k < 3 ? k : 2] / static_cast<double>(nk);
-  }
+  for (int k = 0; k < d; ++k) g.weight *= o.measure[k < 3 ? k : 2] / static_cast<double>(global_extent(k));
   if (kind == GridKind::lp) {
     g.n[2] = g.cells;
     return g;
   }
   for (int k = 0; k < d; ++k) {
     g.n[k] = s.extent[s.rank - d + k];
-    const std::int64_t nk = k == 0 ? g.n0_global : g.n[k];
-    if (!o.periodic[k] && nk < 4)
-      fail<InvalidArgument>(op, "grid axis ", k, " has ", nk,
+    g.global[k] = global_extent(k);
+    if (!o.periodic[k] && g.global[k] < 4)
+      fail<InvalidArgument>(op, "grid axis ", k, " has ", g.global[k],
                             " points: its one-sided differences (periodic = false) need at least 4");
   }
   return g;
@@ -192,8 +199,8 @@ KOKKOS_INLINE_FUNCTION int dtd_row(std::int64_t j, std::int64_t n, bool periodic
   return count;
 }
 
-/// The rows of D^T D at the ends of an axis of n points (d >= 2: the line
-/// axis, whole on every rank), where they are not the interior row: cells
+/// The rows of D^T D at the ends of an axis of n points (a line axis whole
+/// on this rank), where they are not the interior row: cells
 /// [0, 4) and [max(4, n - 4), n).
 template <class A>
 struct EndRows {
@@ -266,32 +273,47 @@ KOKKOS_INLINE_FUNCTION A signed_pow(A v, A p, int form) {
   return form == 1 ? s : s * impl::pow(v < A(0) ? -v : v, p - A(1));
 }
 
-/// Where a function's planes of grid axis 0 live: this rank's slab and the
-/// halo buffers around it.
+/// Where a function's points live along a grid axis: this rank's block
+/// and, on a split axis, the halo buffers around it.
+template <class T>
+struct GridAxisPoints {
+  const T *lo_x = nullptr, *lo_y = nullptr, *hi_x = nullptr, *hi_y = nullptr;
+  std::int64_t n = 1;       ///< the block's extent on the axis
+  std::int64_t start = 0;   ///< the global index of its first point
+  std::int64_t global = 1;  ///< the axis's global extent
+  std::int64_t halo = 0;    ///< layers per halo buffer
+  std::int64_t outer = 1;   ///< the block's points on the grid axes before this one
+  std::int64_t inner = 1;   ///< ... and after it: the cells of one layer's run
+  bool periodic = true;
+};
+
+/// This rank's block of input and target, [functions, n_0, ..., n_{d-1}],
+/// and its halos per grid axis.
 template <class T>
 struct GridPlanes {
-  const T *x = nullptr, *y = nullptr;  ///< the slab, [functions, n0, plane]
-  const T *lo_x = nullptr, *lo_y = nullptr, *hi_x = nullptr, *hi_y = nullptr;
-  std::int64_t n0 = 1, plane = 1, start = 0, global = 1, halo = 0;
-  bool periodic = true;  ///< grid axis 0 wraps
+  const T *x = nullptr, *y = nullptr;
+  GridAxisPoints<T> axis[3];
 
-  /// Plane g (global, in [0, global)) of function f, of the input (which =
-  /// 0) or the target (1).
-  KOKKOS_INLINE_FUNCTION const T* at(int which, std::int64_t f, std::int64_t g) const {
-    const std::int64_t l = g - start;
-    if (l >= 0 && l < n0) return (which ? y : x) + (f * n0 + l) * plane;
-    const T* lo = which ? lo_y : lo_x;
-    const T* hi = which ? hi_y : hi_x;
-    // planes after the slab go to hi, before it to lo; on a periodic axis a
-    // plane may be either, across the wrap
-    if (g >= start + n0) {
-      const std::int64_t after = g - start - n0;
-      if (!periodic || after < halo) return hi + (f * halo + after) * plane;
-      return lo + (f * halo + halo - (start - g + global)) * plane;
+  /// The run of `inner` cells at global index g (in [0, global)) of grid
+  /// axis a, at local index `outer` of the axes before a, of function f:
+  /// of the input (which = 0) or the target (1).
+  KOKKOS_INLINE_FUNCTION const T* at(int a, int which, std::int64_t f, std::int64_t outer, std::int64_t g) const {
+    const GridAxisPoints<T>& X = axis[a];
+    const std::int64_t fo = f * X.outer + outer, l = g - X.start;
+    if (l >= 0 && l < X.n) return (which ? y : x) + (fo * X.n + l) * X.inner;
+    const T* lo = which ? X.lo_y : X.lo_x;
+    const T* hi = which ? X.hi_y : X.hi_x;
+    const std::int64_t halo = X.halo;
+    // points after the block go to hi, before it to lo; on a periodic axis
+    // a point may be either, across the wrap
+    if (g >= X.start + X.n) {
+      const std::int64_t after = g - X.start - X.n;
+      if (!X.periodic || after < halo) return hi + (fo * halo + after) * X.inner;
+      return lo + (fo * halo + halo - (X.start - g + X.global)) * X.inner;
     }
-    const std::int64_t before = start - g;
-    if (!periodic || before <= halo) return lo + (f * halo + halo - before) * plane;
-    return hi + (f * halo + g + global - start - n0) * plane;
+    const std::int64_t before = X.start - g;
+    if (!X.periodic || before <= halo) return lo + (fo * halo + halo - before) * X.inner;
+    return hi + (fo * halo + g + X.global - X.start - X.n) * X.inner;
   }
 };
 
@@ -333,72 +355,75 @@ struct LineStencil {
 /// h1_loss's per-axis constants.
 template <class A>
 struct H1Axes {
-  std::int64_t n[3] = {1, 1, 1};  ///< local extents
-  std::int64_t n0_global = 1, start = 0;
+  std::int64_t n[3] = {1, 1, 1};       ///< the block's extents
+  std::int64_t start[3] = {0, 0, 0};   ///< the global index of its first point per axis
+  std::int64_t global[3] = {1, 1, 1};  ///< the global extents
   bool periodic[3] = {true, true, true};
   A h[3] = {1, 1, 1};
   int d = 1;
   /// The line axis (the last grid axis): its local extent, the global
-  /// index of its local cell 0 and its global extent (d = 1: grid axis 0,
-  /// possibly a slab; else whole on every rank).
+  /// index of its local cell 0, its global extent.
   KOKKOS_INLINE_FUNCTION std::int64_t line_length() const { return n[d - 1]; }
-  KOKKOS_INLINE_FUNCTION std::int64_t line_start() const { return d == 1 ? start : 0; }
-  KOKKOS_INLINE_FUNCTION std::int64_t line_global() const { return d == 1 ? n0_global : n[d - 1]; }
+  KOKKOS_INLINE_FUNCTION std::int64_t line_start() const { return start[d - 1]; }
+  KOKKOS_INLINE_FUNCTION std::int64_t line_global() const { return global[d - 1]; }
 };
 
-/// Function f's line `line` (of this rank's grid without its last axis):
-/// its local plane of grid axis 0 (0 for d = 1, where the line is the slab),
-/// its index on grid axis 1 (d = 3), and the flat index of its first cell in
-/// the slab's arrays.
+/// Function f's line `line` (of this rank's block without its last axis):
+/// its local index on grid axis 0 (0 for d = 1, where the line is the
+/// axis), its local index on grid axis 1 (d = 3), and the flat index of its
+/// first cell in the block's arrays.
 struct GridLine {
   std::int64_t l0, i1, offset;
 };
 
 template <class A>
-KOKKOS_INLINE_FUNCTION GridLine grid_line(const H1Axes<A>& ax, std::int64_t plane, std::int64_t f, std::int64_t line) {
+KOKKOS_INLINE_FUNCTION GridLine grid_line(const H1Axes<A>& ax, std::int64_t f, std::int64_t line) {
   const std::int64_t l0 = ax.d == 1 ? 0 : (ax.d == 3 ? line / ax.n[1] : line);
   const std::int64_t i1 = ax.d == 3 ? line % ax.n[1] : 0;
-  return {l0, i1, (f * ax.n[0] + l0) * plane + i1 * ax.line_length()};
+  return {l0, i1, (f * (ax.d == 1 ? 1 : ax.n[0]) + l0) * (ax.d == 3 ? ax.n[1] : 1) * ax.line_length() +
+                      i1 * ax.line_length()};
 }
 
 /// The stencil lines of function f's line `ln` (d >= 2): D's rows
-/// (dtd = false) or D^T D's.
+/// (dtd = false) or D^T D's, along grid axis 0 and (d = 3) axis 1.
 template <class T, class A>
 KOKKOS_INLINE_FUNCTION void line_stencil(const GridPlanes<T>& P, const H1Axes<A>& ax, std::int64_t f, const GridLine& ln,
                                          bool dtd, LineStencil<T, A>& st) {
-  const std::int64_t i0 = ln.l0 + ax.start, i1 = ln.i1;  // i0 global
+  const std::int64_t i0 = ln.l0 + ax.start[0], i1 = ln.i1 + ax.start[1];  // global
   const std::int64_t len = ax.line_length();
   std::int64_t col[LineStencil<T, A>::max_terms];
   A c[LineStencil<T, A>::max_terms];
-  // axis 0
-  int m = dtd ? dtd_row(i0, ax.n0_global, ax.periodic[0], ax.h[0], col, c)
-              : d_row(i0, ax.n0_global, ax.periodic[0], ax.h[0], col, c);
+  // axis 0: runs of the block's (n_1 x) line-length cells
+  int m = dtd ? dtd_row(i0, ax.global[0], ax.periodic[0], ax.h[0], col, c)
+              : d_row(i0, ax.global[0], ax.periodic[0], ax.h[0], col, c);
   st.terms[0] = m;
   for (int s = 0; s < m; ++s) {
-    st.x[0][s] = P.at(0, f, col[s]) + i1 * len;
-    st.y[0][s] = P.at(1, f, col[s]) + i1 * len;
+    st.x[0][s] = P.at(0, 0, f, 0, col[s]) + ln.i1 * len;
+    st.y[0][s] = P.at(0, 1, f, 0, col[s]) + ln.i1 * len;
     st.c[0][s] = c[s];
   }
   st.terms[1] = 0;
   if (ax.d < 3) return;
-  m = dtd ? dtd_row(i1, ax.n[1], ax.periodic[1], ax.h[1], col, c) : d_row(i1, ax.n[1], ax.periodic[1], ax.h[1], col, c);
+  // axis 1: lines of the same plane of axis 0
+  m = dtd ? dtd_row(i1, ax.global[1], ax.periodic[1], ax.h[1], col, c)
+          : d_row(i1, ax.global[1], ax.periodic[1], ax.h[1], col, c);
   st.terms[1] = m;
-  const T* px = P.at(0, f, i0);
-  const T* py = P.at(1, f, i0);
   for (int s = 0; s < m; ++s) {
-    st.x[1][s] = px + col[s] * len;
-    st.y[1][s] = py + col[s] * len;
+    st.x[1][s] = P.at(1, 0, f, ln.l0, col[s]);
+    st.y[1][s] = P.at(1, 1, f, ln.l0, col[s]);
     st.c[1][s] = c[s];
   }
 }
 
 /// Along the line axis (the last grid axis): the value of cell `g` (global
-/// index on that axis) of the input (which = 0) or target (1). For d >= 2
-/// the line is local; for d = 1 it is grid axis 0, possibly a slab.
-template <class T>
-KOKKOS_INLINE_FUNCTION const T& line_cell(const GridPlanes<T>& P, int d, const T* line, int which, std::int64_t f,
-                                          std::int64_t g) {
-  return d == 1 ? *P.at(which, f, g) : line[g];
+/// index on that axis) of line `line` of function f, of the input (which =
+/// 0, `local` its local cells) or the target (1); from a halo beyond this
+/// rank's block.
+template <class T, class A>
+KOKKOS_INLINE_FUNCTION const T& line_cell(const GridPlanes<T>& P, const H1Axes<A>& ax, const T* local, int which,
+                                          std::int64_t f, std::int64_t line, std::int64_t g) {
+  const std::int64_t l = g - ax.line_start();
+  return l >= 0 && l < ax.line_length() ? local[l] : *P.at(ax.d - 1, which, f, line, g);
 }
 
 /// Adds f(j) = (a, b) over j in [j0, j1) into lane sums la, lb (lane j - j0
@@ -451,7 +476,7 @@ void h1_item_sums(const ExecSpace& exec, const GridPlanes<T>& P, const H1Axes<ac
       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, items.count(functions)),
       KOKKOS_LAMBDA(const std::int64_t i) {
         const GridItem it = items.item(i);
-        const GridLine ln = grid_line(ax, P.plane, it.f, it.line);
+        const GridLine ln = grid_line(ax, it.f, it.line);
         LineStencil<T, A> st;
         if (ax.d >= 2) line_stencil(P, ax, it.f, ln, false, st);
         const T* lx = P.x + ln.offset;
@@ -513,8 +538,8 @@ void h1_item_sums(const ExecSpace& exec, const GridPlanes<T>& P, const H1Axes<ac
             const int m = d_row(j + line_start, line_global, line_periodic, ax.h[ax.d - 1], col, c);
             A de = 0, dy = 0;
             for (int s = 0; s < m; ++s) {
-              const A ys = to_acc(line_cell(P, ax.d, ly, 1, it.f, col[s]));
-              de += c[s] * (to_acc(line_cell(P, ax.d, lx, 0, it.f, col[s])) - ys);
+              const A ys = to_acc(line_cell(P, ax, ly, 1, it.f, it.line, col[s]));
+              de += c[s] * (to_acc(line_cell(P, ax, lx, 0, it.f, it.line, col[s])) - ys);
               dy += c[s] * ys;
             }
             la[0] += de * de;
@@ -591,24 +616,28 @@ std::vector<double> grid_sums(const ExecSpace& exec, GridKind kind,
   items.segments = items.line_length > 0 ? (items.line_length + grid_segment - 1) / grid_segment : 0;
   planes.x = input.data.data();
   planes.y = target.data.data();
-  planes.n0 = kind == GridKind::h1 ? g.n[0] : g.cells;
-  planes.plane = kind == GridKind::h1 ? (g.n[0] > 0 ? g.cells / g.n[0] : 0) : 1;
-  planes.start = shard.start;
-  planes.global = g.n0_global;
-  planes.halo = shard.halo;
-  planes.periodic = o.periodic[0];
-  planes.lo_x = static_cast<const T*>(shard.lo_input);
-  planes.lo_y = static_cast<const T*>(shard.lo_target);
-  planes.hi_x = static_cast<const T*>(shard.hi_input);
-  planes.hi_y = static_cast<const T*>(shard.hi_target);
   ax.d = g.d;
-  ax.start = shard.start;
-  ax.n0_global = g.n0_global;
   for (int k = 0; k < 3; ++k) {
+    const GridShard::Axis& sa = shard.axis[static_cast<std::size_t>(k)];
+    GridAxisPoints<T>& pa = planes.axis[k];
+    pa.n = g.n[k];
+    pa.start = sa.start;
+    pa.global = g.global[k];
+    pa.halo = sa.halo;
+    pa.periodic = o.periodic[k];
+    pa.lo_x = static_cast<const T*>(sa.lo_input);
+    pa.lo_y = static_cast<const T*>(sa.lo_target);
+    pa.hi_x = static_cast<const T*>(sa.hi_input);
+    pa.hi_y = static_cast<const T*>(sa.hi_target);
+    for (int q = 0; kind == GridKind::h1 && q < g.d; ++q) {  // lp_loss reads its cells as one run
+      if (q < k) pa.outer *= g.n[q];
+      if (q > k) pa.inner *= g.n[q];
+    }
     ax.n[k] = g.n[k];
+    ax.start[k] = sa.start;
+    ax.global[k] = g.global[k];
     ax.periodic[k] = o.periodic[k];
-    const std::int64_t nk = k == 0 ? g.n0_global : g.n[k];
-    ax.h[k] = static_cast<A>(o.measure[k] / static_cast<double>(nk > 0 ? nk : 1));
+    ax.h[k] = static_cast<A>(o.measure[k] / static_cast<double>(g.global[k] > 0 ? g.global[k] : 1));
   }
   const std::int64_t n_items = items.count(F);
   const Kokkos::View<double**, Mem> part(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid_loss::parts"),
@@ -749,13 +778,15 @@ void grid_loss_backward(const ExecSpace& exec, GridKind kind, const TensorIn<Exe
   // f_{j+2}) / 4h^2
   const std::int64_t edge = line_periodic ? 2 : 4;
   const bool need_y = gy != nullptr;
-  const EndRows<A> ends = end_rows(X.d >= 2 ? len : 0, line_periodic, hl);
+  // a line whole on this rank takes its end rows from a table
+  const bool line_whole = len == line_global;
+  const EndRows<A> ends = end_rows(line_whole ? len : 0, line_periodic, hl);
   Kokkos::parallel_for(
       "kloss::h1_loss_backward",
       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, items.count(F)),
       KOKKOS_LAMBDA(const std::int64_t i) {
         const GridItem it = items.item(i);
-        const GridLine ln = grid_line(X, P.plane, it.f, it.line);
+        const GridLine ln = grid_line(X, it.f, it.line);
         LineStencil<T, A> st;
         if (X.d >= 2) line_stencil(P, X, it.f, ln, true, st);
         const T* lx = P.x + ln.offset;
@@ -797,7 +828,7 @@ void grid_loss_backward(const ExecSpace& exec, GridKind kind, const TensorIn<Exe
               j = f1 - 1;
               continue;
             }
-            if (X.d >= 2) {  // the line is local: its end rows from the table
+            if (line_whole) {
               const int r = ends.index(j);
               for (int s = 0; s < ends.count[r]; ++s) {
                 const A ys = to_acc(ly[ends.col[r][s]]);
@@ -810,8 +841,8 @@ void grid_loss_backward(const ExecSpace& exec, GridKind kind, const TensorIn<Exe
             A c[16];
             const int m = dtd_row(j + line_start, line_global, line_periodic, hl, col, c);
             for (int s = 0; s < m; ++s) {
-              const A ys = to_acc(line_cell(P, X.d, ly, 1, it.f, col[s]));
-              ge[j - j0] += c[s] * (to_acc(line_cell(P, X.d, lx, 0, it.f, col[s])) - ys);
+              const A ys = to_acc(line_cell(P, X, ly, 1, it.f, it.line, col[s]));
+              ge[j - j0] += c[s] * (to_acc(line_cell(P, X, lx, 0, it.f, it.line, col[s])) - ys);
               gv[j - j0] += c[s] * ys;
             }
           }
