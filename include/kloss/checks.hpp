@@ -173,8 +173,7 @@ struct BadIndex {
 }  // namespace kloss
 
 namespace kloss::impl {
-/// The entry points' static check: T is one of the four scalar types and
-/// every listed view holds T.
+/// True when every view of Views holds T (its non-const value type).
 template <class T, class... Views>
 constexpr bool same_value_types() {
   return (std::is_same_v<typename Views::non_const_value_type, T> && ...);
@@ -185,6 +184,11 @@ constexpr bool same_value_types() {
 /// typed entry point.
 template <class T, class... Views>
 inline constexpr bool floating_views_v = is_scalar_v<T> && same_value_types<T, Views...>();
+
+/// True when I is one of the two index types (int32, int64) and every view
+/// of Views holds I: the index views of one typed entry point.
+template <class I, class... Views>
+inline constexpr bool index_views_v = is_index_v<I> && same_value_types<I, Views...>();
 
 /// Enables a typed entry point only when its first argument is an
 /// execution space (a call without one finds no candidate instead of a
@@ -213,32 +217,6 @@ struct EntryViews {
   }
 };
 }  // namespace kloss::impl
-
-/// The prologue of a typed entry point OP (a string literal) taking index
-/// views: T, the value type of FloatView, one of the four scalar types; I,
-/// that of IndexView, int32 or int64; M, the execution space's memory
-/// space; op, the name for messages.
-#define KLOSS_INDEXED_ENTRY(OP, FloatView, IndexView)                                          \
-  using T = typename FloatView::non_const_value_type;                                          \
-  using I = typename IndexView::non_const_value_type;                                          \
-  using M = typename ExecSpace::memory_space;                                                  \
-  [[maybe_unused]] constexpr const char* op = OP;                                              \
-  static_assert(::kloss::is_scalar_v<T>,                                                       \
-                "kloss::" OP ": floating views must hold float, double, float16 or bfloat16"); \
-  static_assert(::kloss::is_index_v<I>, "kloss::" OP ": index views must hold int32 or int64")
-
-/// The static check that the listed views hold the entry's T (floating) or
-/// I (index) type.
-#define KLOSS_SAME_TYPES(OP, T, ...)                               \
-  static_assert(::kloss::impl::same_value_types<T, __VA_ARGS__>(), \
-                "kloss::" OP ": views of one kind must hold one type")
-
-/// The static checks of a typed entry point OP (a string literal): its value
-/// type T and the views (types) that must hold T.
-#define KLOSS_STATIC_CHECKS(OP, T, ...)                                                                           \
-  static_assert(::kloss::is_scalar_v<T>, "kloss::" OP ": value type must be float, double, float16 or bfloat16"); \
-  static_assert(::kloss::impl::same_value_types<T, __VA_ARGS__>(),                                                \
-                "kloss::" OP ": every floating view must have the same value type")
 
 /// The explicit instantiations (PREFIX: nothing or `extern`) of the impl
 /// functions impl::name and impl::name_backward behind a public loss, for

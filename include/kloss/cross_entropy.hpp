@@ -24,6 +24,7 @@
 /// throws later. (Exception: label smoothing with a class weight sums the
 /// weight on the host once per call.) Nothing is allocated in proportion
 /// to N x C; the backward can write its gradient over the logits.
+#include <kloss/checks.hpp>
 #include <kloss/cross_entropy_options.hpp>
 #include <kloss/impl/cross_entropy_impl.hpp>
 
@@ -40,8 +41,7 @@ namespace kloss {
 /// values are not refused). Throws DimensionMismatch for another shape, and
 /// as cross_entropy. Fences.
 template <class ExecSpace, class InputView, class TargetView, class WeightView, class SampleWeightView,
-          class OutputView, class LseView, class TotalWeightView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class OutputView, class LseView, class TotalWeightView, class = impl::enable_for_execution_space<ExecSpace>,
           class = std::enable_if_t<!std::is_same_v<TotalWeightView, CrossEntropyOptions>>>
 void cross_entropy(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
                    const SampleWeightView& sample_weight, const OutputView& output, const LseView& lse,
@@ -93,7 +93,7 @@ void cross_entropy(const ExecSpace& exec, const InputView& input, const TargetVi
 /// ignore_index (naming its position and value), DimensionMismatch for
 /// shapes, InvalidArgument for options. Fences.
 template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView, class LseView,
-          class TotalWeightView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class TotalWeightView, class = impl::enable_for_execution_space<ExecSpace>>
 void cross_entropy(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
                    const OutputView& output, const LseView& lse, const TotalWeightView& total_weight,
                    const CrossEntropyOptions& opts = {}) {
@@ -124,7 +124,7 @@ void cross_entropy(const ExecSpace& exec, const InputView& input, const TargetVi
 /// the sample weights, summed here, which fences).
 template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
           class SampleWeightView, class LseView, class TotalWeightView, class GradInputView, class GradTargetView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = impl::enable_for_execution_space<ExecSpace>,
           class = std::enable_if_t<!std::is_same_v<GradTargetView, CrossEntropyOptions>>>
 void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                             const TargetView& target, const WeightView& weight, const SampleWeightView& sample_weight,
@@ -169,7 +169,7 @@ void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_ou
 /// an empty sample_weight).
 template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class LseView,
           class TotalWeightView, class GradInputView, class GradTargetView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = impl::enable_for_execution_space<ExecSpace>,
           class = std::enable_if_t<!std::is_same_v<GradTargetView, CrossEntropyOptions>>>
 void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                             const TargetView& target, const WeightView& weight, const LseView& lse,
@@ -184,8 +184,7 @@ void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_ou
 /// cross_entropy backward w.r.t. input alone (the overload above without
 /// grad_target).
 template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView, class LseView,
-          class TotalWeightView, class GradInputView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class TotalWeightView, class GradInputView, class = impl::enable_for_execution_space<ExecSpace>>
 void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                             const TargetView& target, const WeightView& weight, const LseView& lse,
                             const TotalWeightView& total_weight, const GradInputView& grad_input,
@@ -214,7 +213,7 @@ void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_ou
 /// of the weighted loss, each row's times its weight, in the same pass.
 template <class ExecSpace, class InputView, class TargetView, class WeightView, class SampleWeightView,
           class OutputView, class LseView, class TotalWeightView, class GradInputView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = impl::enable_for_execution_space<ExecSpace>,
           class = std::enable_if_t<!std::is_same_v<GradInputView, CrossEntropyOptions>>>
 void cross_entropy_forward_backward(const ExecSpace& exec, const InputView& input, const TargetView& target,
                                     const WeightView& weight, const SampleWeightView& sample_weight,
@@ -247,8 +246,7 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const InputView& inpu
 /// cross_entropy_forward_backward without sample weights (the overload
 /// above with an empty sample_weight).
 template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView, class LseView,
-          class TotalWeightView, class GradInputView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class TotalWeightView, class GradInputView, class = impl::enable_for_execution_space<ExecSpace>>
 void cross_entropy_forward_backward(const ExecSpace& exec, const InputView& input, const TargetView& target,
                                     const WeightView& weight, const OutputView& output, const LseView& lse,
                                     const TotalWeightView& total_weight, const GradInputView& grad_input,
@@ -268,26 +266,27 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const InputView& inpu
 /// row's loss times it, the mean's divisor (and total_weight) the sum of
 /// sample_weight[r] weight[t_r] over the non-ignored rows.
 template <class ExecSpace, class InputView, class TargetView, class WeightView, class SampleWeightView,
-          class OutputView, class TotalWeightView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class OutputView, class TotalWeightView, class = impl::enable_for_execution_space<ExecSpace>,
           class = std::enable_if_t<!std::is_same_v<TotalWeightView, NllLossOptions>>>
 void nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
               const SampleWeightView& sample_weight, const OutputView& output, const TotalWeightView& total_weight,
               const NllLossOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("nll_loss", InputView, TargetView);
-  KLOSS_SAME_TYPES("nll_loss", T, OutputView);
+  using T = typename InputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, OutputView>, "kloss::nll_loss: input and output must hold one floating type");
+  static_assert(impl::index_views_v<I>, "kloss::nll_loss: target must hold int32 or int64 class indices");
   static_assert(std::is_same_v<typename TotalWeightView::non_const_value_type, double>,
                 "kloss::nll_loss: total_weight must be a double view");
-  impl::nll_loss<ExecSpace, T, I>(
-      exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-      as_optional_tensor<M>(weight, op, "weight"), as_optional_tensor<M>(sample_weight, op, "sample_weight"),
-      as_tensor<M>(output, op, "output"), as_optional_tensor<M>(total_weight, op, "total_weight"), opts);
+  const impl::EntryViews<ExecSpace> v{"nll_loss"};
+  impl::nll_loss<ExecSpace, T, I>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+                                  v.optional(sample_weight, "sample_weight"), v(output, "output"),
+                                  v.optional(total_weight, "total_weight"), opts);
 }
 
 /// nll_loss without sample weights (the overload above with an empty
 /// sample_weight).
 template <class ExecSpace, class InputView, class TargetView, class WeightView, class OutputView, class TotalWeightView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class = impl::enable_for_execution_space<ExecSpace>>
 void nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& target, const WeightView& weight,
               const OutputView& output, const TotalWeightView& total_weight, const NllLossOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
@@ -302,26 +301,28 @@ void nll_loss(const ExecSpace& exec, const InputView& input, const TargetView& t
 /// (an empty view: none), each row's gradient times it.
 template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
           class SampleWeightView, class TotalWeightView, class GradInputView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = impl::enable_for_execution_space<ExecSpace>,
           class = std::enable_if_t<!std::is_same_v<GradInputView, NllLossOptions>>>
 void nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                        const TargetView& target, const WeightView& weight, const SampleWeightView& sample_weight,
                        const TotalWeightView& total_weight, const GradInputView& grad_input,
                        const NllLossOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("nll_loss_backward", InputView, TargetView);
-  impl::nll_loss_backward<ExecSpace, T, I>(exec, as_tensor<M>(grad_output, op, "grad_output"),
-                                           as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-                                           as_optional_tensor<M>(weight, op, "weight"),
-                                           as_optional_tensor<M>(sample_weight, op, "sample_weight"),
-                                           as_optional_tensor<M>(total_weight, op, "total_weight"),
-                                           as_optional_tensor<M>(grad_input, op, "grad_input"), opts);
+  using T = typename InputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  static_assert(impl::floating_views_v<T>,
+                "kloss::nll_loss_backward: input must hold float, double, float16 or bfloat16");
+  static_assert(impl::index_views_v<I>, "kloss::nll_loss_backward: target must hold int32 or int64 class indices");
+  const impl::EntryViews<ExecSpace> v{"nll_loss_backward"};
+  impl::nll_loss_backward<ExecSpace, T, I>(exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"),
+                                           v.optional(weight, "weight"), v.optional(sample_weight, "sample_weight"),
+                                           v.optional(total_weight, "total_weight"),
+                                           v.optional(grad_input, "grad_input"), opts);
 }
 
 /// nll_loss backward without sample weights (the overload above with an
 /// empty sample_weight).
 template <class ExecSpace, class GradOutputView, class InputView, class TargetView, class WeightView,
-          class TotalWeightView, class GradInputView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class TotalWeightView, class GradInputView, class = impl::enable_for_execution_space<ExecSpace>>
 void nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                        const TargetView& target, const WeightView& weight, const TotalWeightView& total_weight,
                        const GradInputView& grad_input, const NllLossOptions& opts = {}) {

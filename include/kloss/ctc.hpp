@@ -23,6 +23,7 @@
 /// (length, length, offset) records back; and once after them, to read the
 /// in-kernel label check (N small records). The per-call device
 /// scratch is allocated once per call (see impl/ctc_impl.hpp).
+#include <kloss/checks.hpp>
 #include <kloss/impl/ctc_impl.hpp>
 
 namespace kloss {
@@ -44,23 +45,25 @@ struct CtcLossOptions {
 /// log_alpha [N, T, 2 * max(target_lengths) + 1] of acc_t<T> (float for
 /// 16-bit types), rows t >= input_length and states s > 2 * target_length
 /// left unspecified. Passing it to ctc_loss_backward saves recomputing it.
-template <
-    class ExecSpace, class LogProbsView, class TargetsView, class InputLengthsView, class TargetLengthsView,
-    class OutputView, class LogAlphaView,
-    class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value && Kokkos::is_view<LogAlphaView>::value>>
+template <class ExecSpace, class LogProbsView, class TargetsView, class InputLengthsView, class TargetLengthsView,
+          class OutputView, class LogAlphaView, class = impl::enable_for_execution_space<ExecSpace>,
+          class = std::enable_if_t<Kokkos::is_view<LogAlphaView>::value>>
 void ctc_loss(const ExecSpace& exec, const LogProbsView& log_probs, const TargetsView& targets,
               const InputLengthsView& input_lengths, const TargetLengthsView& target_lengths, const OutputView& output,
               const LogAlphaView& log_alpha, const CtcLossOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("ctc_loss", LogProbsView, TargetsView);
-  KLOSS_SAME_TYPES("ctc_loss", T, OutputView);
-  KLOSS_SAME_TYPES("ctc_loss", I, InputLengthsView, TargetLengthsView);
+  using T = typename LogProbsView::non_const_value_type;
+  using I = typename TargetsView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, OutputView>,
+                "kloss::ctc_loss: log_probs and output must hold one floating type");
+  static_assert(impl::index_views_v<I, InputLengthsView, TargetLengthsView>,
+                "kloss::ctc_loss: targets, input_lengths and target_lengths must hold one index type (int32 or int64)");
   static_assert(std::is_same_v<typename LogAlphaView::value_type, acc_t<T>>,
                 "kloss::ctc_loss: log_alpha must hold acc_t<T> (double for double, float otherwise)");
-  impl::ctc_loss<ExecSpace, T, I>(exec, as_tensor<M>(log_probs, op, "log_probs"), as_tensor<M>(targets, op, "targets"),
-                                  as_tensor<M>(input_lengths, op, "input_lengths"),
-                                  as_tensor<M>(target_lengths, op, "target_lengths"),
-                                  as_tensor<M>(output, op, "output"), as_optional_tensor<M>(log_alpha, op, "log_alpha"),
-                                  opts.blank, opts.reduction, opts.zero_infinity);
+  const impl::EntryViews<ExecSpace> v{"ctc_loss"};
+  impl::ctc_loss<ExecSpace, T, I>(exec, v(log_probs, "log_probs"), v(targets, "targets"),
+                                  v(input_lengths, "input_lengths"), v(target_lengths, "target_lengths"),
+                                  v(output, "output"), v.optional(log_alpha, "log_alpha"), opts.blank, opts.reduction,
+                                  opts.zero_infinity);
 }
 
 /// ctc_loss. output: [N] for Reduction::none ([] unbatched), one element
@@ -70,7 +73,7 @@ void ctc_loss(const ExecSpace& exec, const LogProbsView& log_probs, const Target
 /// message names the argument and the sequence) and IndexOutOfRange (a label
 /// equal to blank or outside [0, C)). Fences (see the file comment).
 template <class ExecSpace, class LogProbsView, class TargetsView, class InputLengthsView, class TargetLengthsView,
-          class OutputView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class OutputView, class = impl::enable_for_execution_space<ExecSpace>>
 void ctc_loss(const ExecSpace& exec, const LogProbsView& log_probs, const TargetsView& targets,
               const InputLengthsView& input_lengths, const TargetLengthsView& target_lengths, const OutputView& output,
               const CtcLossOptions& opts = {}) {
@@ -87,30 +90,32 @@ void ctc_loss(const ExecSpace& exec, const LogProbsView& log_probs, const Target
 /// Fences (see the file comment).
 template <class ExecSpace, class GradOutputView, class LogProbsView, class TargetsView, class InputLengthsView,
           class TargetLengthsView, class LogAlphaView, class GradLogProbsView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value &&
-                                   Kokkos::is_view<LogAlphaView>::value && Kokkos::is_view<GradLogProbsView>::value>>
+          class = impl::enable_for_execution_space<ExecSpace>,
+          class = std::enable_if_t<Kokkos::is_view<LogAlphaView>::value && Kokkos::is_view<GradLogProbsView>::value>>
 void ctc_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const LogProbsView& log_probs,
                        const TargetsView& targets, const InputLengthsView& input_lengths,
                        const TargetLengthsView& target_lengths, const LogAlphaView& log_alpha,
                        const GradLogProbsView& grad_log_probs, const CtcLossOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("ctc_loss_backward", LogProbsView, TargetsView);
-  KLOSS_SAME_TYPES("ctc_loss_backward", T, GradOutputView, GradLogProbsView);
-  KLOSS_SAME_TYPES("ctc_loss_backward", I, InputLengthsView, TargetLengthsView);
+  using T = typename LogProbsView::non_const_value_type;
+  using I = typename TargetsView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, GradLogProbsView>,
+                "kloss::ctc_loss_backward: grad_output, log_probs and grad_log_probs must hold one floating type");
+  static_assert(
+      impl::index_views_v<I, InputLengthsView, TargetLengthsView>,
+      "kloss::ctc_loss_backward: targets, input_lengths and target_lengths must hold one index type (int32 or int64)");
   static_assert(std::is_same_v<typename LogAlphaView::non_const_value_type, acc_t<T>>,
                 "kloss::ctc_loss_backward: log_alpha must hold acc_t<T> (double for double, float otherwise)");
+  const impl::EntryViews<ExecSpace> v{"ctc_loss_backward"};
   impl::ctc_loss_backward<ExecSpace, T, I>(
-      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(log_probs, op, "log_probs"),
-      as_tensor<M>(targets, op, "targets"), as_tensor<M>(input_lengths, op, "input_lengths"),
-      as_tensor<M>(target_lengths, op, "target_lengths"), as_optional_tensor<M>(log_alpha, op, "log_alpha"),
-      as_tensor<M>(grad_log_probs, op, "grad_log_probs"), opts.blank, opts.reduction, opts.zero_infinity,
-      opts.ctc_grad);
+      exec, v(grad_output, "grad_output"), v(log_probs, "log_probs"), v(targets, "targets"),
+      v(input_lengths, "input_lengths"), v(target_lengths, "target_lengths"), v.optional(log_alpha, "log_alpha"),
+      v(grad_log_probs, "grad_log_probs"), opts.blank, opts.reduction, opts.zero_infinity, opts.ctc_grad);
 }
 
 /// Backward of ctc_loss without a saved log_alpha (recomputed).
-template <
-    class ExecSpace, class GradOutputView, class LogProbsView, class TargetsView, class InputLengthsView,
-    class TargetLengthsView, class GradLogProbsView,
-    class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value && Kokkos::is_view<GradLogProbsView>::value>>
+template <class ExecSpace, class GradOutputView, class LogProbsView, class TargetsView, class InputLengthsView,
+          class TargetLengthsView, class GradLogProbsView, class = impl::enable_for_execution_space<ExecSpace>,
+          class = std::enable_if_t<Kokkos::is_view<GradLogProbsView>::value>>
 void ctc_loss_backward(const ExecSpace& exec, const GradOutputView& grad_output, const LogProbsView& log_probs,
                        const TargetsView& targets, const InputLengthsView& input_lengths,
                        const TargetLengthsView& target_lengths, const GradLogProbsView& grad_log_probs,

@@ -9,29 +9,28 @@
 /// its value, so every call FENCES (it must, to throw). Deviations from
 /// torch: max_indices is -1 (torch: 0) for empty bags; the sparse gradient
 /// is coalesced (one row per distinct index, ascending).
+#include <kloss/checks.hpp>
 #include <kloss/embedding_options.hpp>
 #include <kloss/impl/embedding_impl.hpp>
 
 namespace kloss {
 
-namespace impl {
-template <class V>
-using value_t = typename V::non_const_value_type;
-template <class ExecSpace>
-using enable_exec_t = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>;
-}  // namespace impl
-
 /// embedding_renorm_ (torch.embedding_renorm_): each distinct row of
 /// `weight` [V, D] looked up by `input` (any shape) whose `norm_type`-norm
 /// exceeds `max_norm` is scaled by max_norm / (norm + 1e-7), in place.
 /// Fences.
-template <class ExecSpace, class InputView, class WeightView, class = impl::enable_exec_t<ExecSpace>>
+template <class ExecSpace, class InputView, class WeightView, class = impl::enable_for_execution_space<ExecSpace>>
 void embedding_renorm(const ExecSpace& exec, const InputView& input, const WeightView& weight, double max_norm,
                       double norm_type = 2.0) {
-  KLOSS_INDEXED_ENTRY("embedding_renorm", WeightView, InputView);
+  using T = typename WeightView::non_const_value_type;
+  using I = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T>,
+                "kloss::embedding_renorm: weight must hold float, double, float16 or bfloat16");
+  static_assert(impl::index_views_v<I>, "kloss::embedding_renorm: input must hold int32 or int64 indices");
   static_assert(!std::is_const_v<typename WeightView::value_type>, "kloss::embedding_renorm: weight must be writable");
-  impl::embedding_renorm<ExecSpace, T, I>(exec, "embedding_renorm", as_tensor<M>(input, op, "input"),
-                                          as_tensor<M>(weight, op, "weight"), max_norm, norm_type);
+  const impl::EntryViews<ExecSpace> v{"embedding_renorm"};
+  impl::embedding_renorm<ExecSpace, T, I>(exec, "embedding_renorm", v(input, "input"), v(weight, "weight"), max_norm,
+                                          norm_type);
 }
 
 /// embedding: output[..., :] = weight[input[...], :]. input: indices of any
@@ -39,13 +38,18 @@ void embedding_renorm(const ExecSpace& exec, const InputView& input, const Weigh
 /// looked-up rows of `weight` are first renormalised in place (torch's
 /// behaviour; weight must then be a non-const view). padding_idx does not
 /// change the forward. Fences.
-template <class ExecSpace, class InputView, class WeightView, class OutputView, class = impl::enable_exec_t<ExecSpace>>
+template <class ExecSpace, class InputView, class WeightView, class OutputView,
+          class = impl::enable_for_execution_space<ExecSpace>>
 void embedding(const ExecSpace& exec, const InputView& input, const WeightView& weight, const OutputView& output,
                const EmbeddingOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("embedding", OutputView, InputView);
-  KLOSS_SAME_TYPES("embedding", T, WeightView);
-  auto w = as_tensor<M>(weight, op, "weight");
-  auto in = as_tensor<M>(input, op, "input");
+  using T = typename OutputView::non_const_value_type;
+  using I = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, WeightView>,
+                "kloss::embedding: weight and output must hold one floating type");
+  static_assert(impl::index_views_v<I>, "kloss::embedding: input must hold int32 or int64 indices");
+  const impl::EntryViews<ExecSpace> v{"embedding"};
+  auto w = v(weight, "weight");
+  auto in = v(input, "input");
   if (opts.max_norm) {
     if constexpr (std::is_const_v<typename WeightView::value_type>) {
       fail<InvalidArgument>("embedding", "argument 'weight' must be writable with max_norm (renormalised in place)");
@@ -53,7 +57,7 @@ void embedding(const ExecSpace& exec, const InputView& input, const WeightView& 
       impl::embedding_renorm<ExecSpace, T, I>(exec, "embedding", in, w, *opts.max_norm, opts.norm_type);
     }
   }
-  impl::embedding<ExecSpace, T, I>(exec, in, w, as_tensor<M>(output, op, "output"), opts);
+  impl::embedding<ExecSpace, T, I>(exec, in, w, v(output, "output"), opts);
 }
 
 /// Backward of embedding: grad_weight [V, D] (overwritten) = the sum over
@@ -62,14 +66,17 @@ void embedding(const ExecSpace& exec, const InputView& input, const WeightView& 
 /// scale_grad_by_freq. grad_output: input's shape + [D]. Fast (atomic) or,
 /// with opts.deterministic, bitwise reproducible for any team size. Fences.
 template <class ExecSpace, class GradOutputView, class InputView, class GradWeightView,
-          class = impl::enable_exec_t<ExecSpace>>
+          class = impl::enable_for_execution_space<ExecSpace>>
 void embedding_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                         const GradWeightView& grad_weight, const EmbeddingOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("embedding_backward", GradWeightView, InputView);
-  KLOSS_SAME_TYPES("embedding_backward", T, GradOutputView);
-  impl::embedding_backward<ExecSpace, T, I>(exec, as_tensor<M>(grad_output, op, "grad_output"),
-                                            as_tensor<M>(input, op, "input"),
-                                            as_tensor<M>(grad_weight, op, "grad_weight"), opts);
+  using T = typename GradWeightView::non_const_value_type;
+  using I = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView>,
+                "kloss::embedding_backward: grad_output and grad_weight must hold one floating type");
+  static_assert(impl::index_views_v<I>, "kloss::embedding_backward: input must hold int32 or int64 indices");
+  const impl::EntryViews<ExecSpace> v{"embedding_backward"};
+  impl::embedding_backward<ExecSpace, T, I>(exec, v(grad_output, "grad_output"), v(input, "input"),
+                                            v(grad_weight, "grad_weight"), opts);
 }
 
 /// Row-sparse backward of embedding (torch's sparse=True, coalesced): the
@@ -78,16 +85,20 @@ void embedding_backward(const ExecSpace& exec, const GradOutputView& grad_output
 /// >= U, input.numel() always suffices). Deterministic. Needs O(num_weights)
 /// integer scratch, never a [num_weights, D] one. Returns U. Fences.
 template <class ExecSpace, class GradOutputView, class InputView, class GradIndicesView, class GradValuesView,
-          class = impl::enable_exec_t<ExecSpace>>
+          class = impl::enable_for_execution_space<ExecSpace>>
 std::int64_t embedding_backward_sparse(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                                        std::int64_t num_weights, const GradIndicesView& grad_indices,
                                        const GradValuesView& grad_values, const EmbeddingOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("embedding_backward_sparse", GradValuesView, InputView);
-  KLOSS_SAME_TYPES("embedding_backward_sparse", T, GradOutputView);
-  KLOSS_SAME_TYPES("embedding_backward_sparse", I, GradIndicesView);
-  return impl::embedding_backward_sparse<ExecSpace, T, I>(
-      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"), num_weights,
-      as_tensor<M>(grad_indices, op, "grad_indices"), as_tensor<M>(grad_values, op, "grad_values"), opts);
+  using T = typename GradValuesView::non_const_value_type;
+  using I = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView>,
+                "kloss::embedding_backward_sparse: grad_output and grad_values must hold one floating type");
+  static_assert(impl::index_views_v<I, GradIndicesView>,
+                "kloss::embedding_backward_sparse: input and grad_indices must hold one index type (int32 or int64)");
+  const impl::EntryViews<ExecSpace> v{"embedding_backward_sparse"};
+  return impl::embedding_backward_sparse<ExecSpace, T, I>(exec, v(grad_output, "grad_output"), v(input, "input"),
+                                                          num_weights, v(grad_indices, "grad_indices"),
+                                                          v(grad_values, "grad_values"), opts);
 }
 
 /// embedding_bag: output[b, :] = reduce over the entries e of bag b of
@@ -101,26 +112,30 @@ std::int64_t embedding_backward_sparse(const ExecSpace& exec, const GradOutputVi
 /// the backward needs. With max_norm, weight is renormalised in place
 /// first. Fences.
 template <class ExecSpace, class InputView, class WeightView, class OffsetsView, class PswView, class OutputView,
-          class MaxIndicesView, class = impl::enable_exec_t<ExecSpace>>
+          class MaxIndicesView, class = impl::enable_for_execution_space<ExecSpace>>
 void embedding_bag(const ExecSpace& exec, const InputView& input, const WeightView& weight, const OffsetsView& offsets,
                    const PswView& per_sample_weights, const OutputView& output, const MaxIndicesView& max_indices,
                    const EmbeddingBagOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("embedding_bag", OutputView, InputView);
-  KLOSS_SAME_TYPES("embedding_bag", T, WeightView, PswView);
-  KLOSS_SAME_TYPES("embedding_bag", I, OffsetsView, MaxIndicesView);
-  auto w = as_tensor<M>(weight, op, "weight");
-  auto in = as_tensor<M>(input, op, "input");
+  using T = typename OutputView::non_const_value_type;
+  using I = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, WeightView, PswView>,
+                "kloss::embedding_bag: weight, per_sample_weights and output must hold one floating type");
+  static_assert(impl::index_views_v<I, OffsetsView, MaxIndicesView>,
+                "kloss::embedding_bag: input, offsets and max_indices must hold one index type (int32 or int64)");
+  const impl::EntryViews<ExecSpace> v{"embedding_bag"};
+  auto w = v(weight, "weight");
+  auto in = v(input, "input");
   if (opts.max_norm) {
     if constexpr (std::is_const_v<typename WeightView::value_type>) {
-      fail<InvalidArgument>(op, "argument 'weight' must be writable with max_norm (renormalised in place)");
+      fail<InvalidArgument>("embedding_bag",
+                            "argument 'weight' must be writable with max_norm (renormalised in place)");
     } else {
-      impl::embedding_renorm<ExecSpace, T, I>(exec, op, in, w, *opts.max_norm, opts.norm_type);
+      impl::embedding_renorm<ExecSpace, T, I>(exec, "embedding_bag", in, w, *opts.max_norm, opts.norm_type);
     }
   }
-  impl::embedding_bag<ExecSpace, T, I>(exec, in, w, as_optional_tensor<M>(offsets, op, "offsets"),
-                                       as_optional_tensor<M>(per_sample_weights, op, "per_sample_weights"),
-                                       as_tensor<M>(output, op, "output"),
-                                       as_optional_tensor<M>(max_indices, op, "max_indices"), opts);
+  impl::embedding_bag<ExecSpace, T, I>(exec, in, w, v.optional(offsets, "offsets"),
+                                       v.optional(per_sample_weights, "per_sample_weights"), v(output, "output"),
+                                       v.optional(max_indices, "max_indices"), opts);
 }
 
 /// Backward of embedding_bag. grad_output [B, D]; grad_weight [V, D]
@@ -132,40 +147,51 @@ void embedding_bag(const ExecSpace& exec, const InputView& input, const WeightVi
 /// after any renorm). Fast (atomic) or deterministic (opts.deterministic).
 /// Fences.
 template <class ExecSpace, class GradOutputView, class InputView, class WeightView, class OffsetsView, class PswView,
-          class MaxIndicesView, class GradWeightView, class GradPswView, class = impl::enable_exec_t<ExecSpace>>
+          class MaxIndicesView, class GradWeightView, class GradPswView,
+          class = impl::enable_for_execution_space<ExecSpace>>
 void embedding_bag_backward(const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input,
                             const WeightView& weight, const OffsetsView& offsets, const PswView& per_sample_weights,
                             const MaxIndicesView& max_indices, const GradWeightView& grad_weight,
                             const GradPswView& grad_per_sample_weights, const EmbeddingBagOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("embedding_bag_backward", GradWeightView, InputView);
-  KLOSS_SAME_TYPES("embedding_bag_backward", T, GradOutputView, WeightView, PswView, GradPswView);
-  KLOSS_SAME_TYPES("embedding_bag_backward", I, OffsetsView, MaxIndicesView);
-  impl::embedding_bag_backward<ExecSpace, T, I>(
-      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
-      as_optional_tensor<M>(weight, op, "weight"), as_optional_tensor<M>(offsets, op, "offsets"),
-      as_optional_tensor<M>(per_sample_weights, op, "per_sample_weights"),
-      as_optional_tensor<M>(max_indices, op, "max_indices"), as_tensor<M>(grad_weight, op, "grad_weight"),
-      as_optional_tensor<M>(grad_per_sample_weights, op, "grad_per_sample_weights"), opts);
+  using T = typename GradWeightView::non_const_value_type;
+  using I = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, WeightView, PswView, GradPswView>,
+                "kloss::embedding_bag_backward: grad_output, weight, per_sample_weights, grad_weight and "
+                "grad_per_sample_weights must hold one floating type");
+  static_assert(
+      impl::index_views_v<I, OffsetsView, MaxIndicesView>,
+      "kloss::embedding_bag_backward: input, offsets and max_indices must hold one index type (int32 or int64)");
+  const impl::EntryViews<ExecSpace> v{"embedding_bag_backward"};
+  impl::embedding_bag_backward<ExecSpace, T, I>(exec, v(grad_output, "grad_output"), v(input, "input"),
+                                                v.optional(weight, "weight"), v.optional(offsets, "offsets"),
+                                                v.optional(per_sample_weights, "per_sample_weights"),
+                                                v.optional(max_indices, "max_indices"), v(grad_weight, "grad_weight"),
+                                                v.optional(grad_per_sample_weights, "grad_per_sample_weights"), opts);
 }
 
 /// Row-sparse backward of embedding_bag (sum and mean; torch refuses
 /// sparse with max): as embedding_backward_sparse. Returns the number of
 /// distinct rows U written to grad_indices / grad_values. Fences.
 template <class ExecSpace, class GradOutputView, class InputView, class OffsetsView, class PswView,
-          class GradIndicesView, class GradValuesView, class = impl::enable_exec_t<ExecSpace>>
+          class GradIndicesView, class GradValuesView, class = impl::enable_for_execution_space<ExecSpace>>
 std::int64_t embedding_bag_backward_sparse(const ExecSpace& exec, const GradOutputView& grad_output,
                                            const InputView& input, const OffsetsView& offsets,
                                            const PswView& per_sample_weights, std::int64_t num_weights,
                                            const GradIndicesView& grad_indices, const GradValuesView& grad_values,
                                            const EmbeddingBagOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("embedding_bag_backward_sparse", GradValuesView, InputView);
-  KLOSS_SAME_TYPES("embedding_bag_backward_sparse", T, GradOutputView, PswView);
-  KLOSS_SAME_TYPES("embedding_bag_backward_sparse", I, OffsetsView, GradIndicesView);
+  using T = typename GradValuesView::non_const_value_type;
+  using I = typename InputView::non_const_value_type;
+  static_assert(impl::floating_views_v<T, GradOutputView, PswView>,
+                "kloss::embedding_bag_backward_sparse: grad_output, per_sample_weights and grad_values must hold one "
+                "floating type");
+  static_assert(impl::index_views_v<I, OffsetsView, GradIndicesView>,
+                "kloss::embedding_bag_backward_sparse: input, offsets and grad_indices must hold one index type "
+                "(int32 or int64)");
+  const impl::EntryViews<ExecSpace> v{"embedding_bag_backward_sparse"};
   return impl::embedding_bag_backward_sparse<ExecSpace, T, I>(
-      exec, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(input, op, "input"),
-      as_optional_tensor<M>(offsets, op, "offsets"),
-      as_optional_tensor<M>(per_sample_weights, op, "per_sample_weights"), num_weights,
-      as_tensor<M>(grad_indices, op, "grad_indices"), as_tensor<M>(grad_values, op, "grad_values"), opts);
+      exec, v(grad_output, "grad_output"), v(input, "input"), v.optional(offsets, "offsets"),
+      v.optional(per_sample_weights, "per_sample_weights"), num_weights, v(grad_indices, "grad_indices"),
+      v(grad_values, "grad_values"), opts);
 }
 
 }  // namespace kloss

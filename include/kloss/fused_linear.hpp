@@ -43,7 +43,7 @@ namespace kloss {
 /// |sample weight| too.
 template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
           class SampleWeightView, class OutputView, class GradInputView, class GradWeightView, class GradBiasView,
-          class GradTargetView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class GradTargetView, class = impl::enable_for_execution_space<ExecSpace>,
           class = std::enable_if_t<!std::is_same_v<GradTargetView, FusedLinearCrossEntropyOptions>>>
 FusedLinearReport fused_linear_cross_entropy(const ExecSpace& exec, const InputView& input, const WeightView& weight,
                                              const TargetView& target, const BiasView& bias,
@@ -77,7 +77,7 @@ FusedLinearReport fused_linear_cross_entropy(const ExecSpace& exec, const InputV
 /// sample_weight).
 template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
           class OutputView, class GradInputView, class GradWeightView, class GradBiasView, class GradTargetView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = impl::enable_for_execution_space<ExecSpace>,
           class = std::enable_if_t<!std::is_same_v<GradTargetView, FusedLinearCrossEntropyOptions>>>
 FusedLinearReport fused_linear_cross_entropy(const ExecSpace& exec, const InputView& input, const WeightView& weight,
                                              const TargetView& target, const BiasView& bias,
@@ -95,7 +95,7 @@ FusedLinearReport fused_linear_cross_entropy(const ExecSpace& exec, const InputV
 /// grad_target).
 template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
           class OutputView, class GradInputView, class GradWeightView, class GradBiasView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class = impl::enable_for_execution_space<ExecSpace>>
 FusedLinearReport fused_linear_cross_entropy(const ExecSpace& exec, const InputView& input, const WeightView& weight,
                                              const TargetView& target, const BiasView& bias,
                                              const CeWeightView& ce_weight, const OutputView& output,
@@ -111,7 +111,7 @@ FusedLinearReport fused_linear_cross_entropy(const ExecSpace& exec, const InputV
 /// targets; empty: none). Reduction none needs per-row factors: use the
 /// recompute overload below (InvalidArgument otherwise).
 template <class ExecSpace, class GradOutputView, class GradInputView, class GradWeightView, class GradBiasView,
-          class GradTargetView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class GradTargetView, class = impl::enable_for_execution_space<ExecSpace>,
           class = std::enable_if_t<!std::is_same_v<GradTargetView, FusedLinearCrossEntropyOptions>>>
 void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
                                          const GradInputView& grad_input, const GradWeightView& grad_weight,
@@ -137,7 +137,7 @@ void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutput
 /// Backward, stored mode, without the target's gradient (the overload
 /// above without grad_target).
 template <class ExecSpace, class GradOutputView, class GradInputView, class GradWeightView, class GradBiasView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class = impl::enable_for_execution_space<ExecSpace>>
 void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
                                          const GradInputView& grad_input, const GradWeightView& grad_weight,
                                          const GradBiasView& grad_bias,
@@ -153,7 +153,7 @@ void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutput
 /// gradient filter did.
 template <class ExecSpace, class GradOutputView, class InputView, class WeightView, class TargetView, class BiasView,
           class CeWeightView, class SampleWeightView, class GradInputView, class GradWeightView, class GradBiasView,
-          class GradTargetView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class GradTargetView, class = impl::enable_for_execution_space<ExecSpace>,
           class = std::enable_if_t<!std::is_same_v<GradTargetView, FusedLinearCrossEntropyOptions>>>
 FusedLinearReport fused_linear_cross_entropy_backward(
     const ExecSpace& exec, const GradOutputView& grad_output, const InputView& input, const WeightView& weight,
@@ -187,7 +187,7 @@ FusedLinearReport fused_linear_cross_entropy_backward(
 /// with an empty sample_weight).
 template <class ExecSpace, class GradOutputView, class InputView, class WeightView, class TargetView, class BiasView,
           class CeWeightView, class GradInputView, class GradWeightView, class GradBiasView, class GradTargetView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = impl::enable_for_execution_space<ExecSpace>,
           class = std::enable_if_t<!std::is_same_v<GradTargetView, FusedLinearCrossEntropyOptions>>>
 FusedLinearReport fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
                                                       const InputView& input, const WeightView& weight,
@@ -206,7 +206,7 @@ FusedLinearReport fused_linear_cross_entropy_backward(const ExecSpace& exec, con
 /// above without grad_target).
 template <class ExecSpace, class GradOutputView, class InputView, class WeightView, class TargetView, class BiasView,
           class CeWeightView, class GradInputView, class GradWeightView, class GradBiasView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class = impl::enable_for_execution_space<ExecSpace>>
 FusedLinearReport fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_output,
                                                       const InputView& input, const WeightView& weight,
                                                       const TargetView& target, const BiasView& bias,

@@ -20,6 +20,7 @@
 ///   embedding, one MPI_Allreduce of the [M, D] output; the fused head, one
 ///   record allreduce per token chunk plus one of grad_input [N, D].
 /// Needs KLOSS_ENABLE_MPI (the kloss target then defines KLOSS_HAVE_MPI).
+#include <kloss/checks.hpp>
 #include <kloss/cross_entropy.hpp>
 #include <kloss/embedding.hpp>
 #include <kloss/impl/mpi_fused_impl.hpp>
@@ -45,26 +46,30 @@ namespace kloss::mpi {
 /// loss times it, the mean over the sum of sample_weight[i] weight[t_i]; the
 /// same on every rank), or an empty view (none).
 template <class ExecSpace, class LogitsView, class TargetView, class WeightView, class SampleWeightView,
-          class OutputView, class SavedView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class OutputView, class SavedView, class = kloss::impl::enable_for_execution_space<ExecSpace>,
           class = std::enable_if_t<!std::is_same_v<SavedView, VocabParallelCrossEntropyOptions>>>
 void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
                                   const LogitsView& logits, const TargetView& target, const WeightView& weight,
                                   const SampleWeightView& sample_weight, const OutputView& output,
                                   const SavedView& saved, const VocabParallelCrossEntropyOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("vocab_parallel_cross_entropy", OutputView, TargetView);
-  KLOSS_SAME_TYPES("vocab_parallel_cross_entropy", T, LogitsView);
+  using T = typename OutputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  static_assert(kloss::impl::floating_views_v<T, LogitsView>,
+                "kloss::vocab_parallel_cross_entropy: logits and output must hold one floating type");
+  static_assert(kloss::impl::index_views_v<I>,
+                "kloss::vocab_parallel_cross_entropy: target must hold int32 or int64 class indices");
   static_assert(std::is_same_v<typename SavedView::non_const_value_type, acc_t<T>>,
                 "kloss::vocab_parallel_cross_entropy: saved must hold acc_t<T> (float, or double for double)");
+  const kloss::impl::EntryViews<ExecSpace> v{"vocab_parallel_cross_entropy"};
   impl::vocab_parallel_cross_entropy<ExecSpace, T, I>(
-      exec, comm, range, as_tensor<M>(logits, op, "logits"), as_tensor<M>(target, op, "target"),
-      as_optional_tensor<M>(weight, op, "weight"), as_optional_tensor<M>(sample_weight, op, "sample_weight"),
-      as_tensor<M>(output, op, "output"), as_tensor<M>(saved, op, "saved"), opts);
+      exec, comm, range, v(logits, "logits"), v(target, "target"), v.optional(weight, "weight"),
+      v.optional(sample_weight, "sample_weight"), v(output, "output"), v(saved, "saved"), opts);
 }
 
 /// vocab_parallel_cross_entropy without sample weights (the overload above
 /// with an empty sample_weight).
 template <class ExecSpace, class LogitsView, class TargetView, class WeightView, class OutputView, class SavedView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class = kloss::impl::enable_for_execution_space<ExecSpace>>
 void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
                                   const LogitsView& logits, const TargetView& target, const WeightView& weight,
                                   const OutputView& output, const SavedView& saved,
@@ -81,7 +86,7 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
 /// (an empty view: none), each row's gradient times it.
 template <class ExecSpace, class GradOutputView, class LogitsView, class TargetView, class WeightView,
           class SampleWeightView, class SavedView, class GradLogitsView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class = kloss::impl::enable_for_execution_space<ExecSpace>,
           class = std::enable_if_t<!std::is_same_v<GradLogitsView, VocabParallelCrossEntropyOptions>>>
 void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRange& range,
                                            const GradOutputView& grad_output, const LogitsView& logits,
@@ -89,18 +94,24 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
                                            const SampleWeightView& sample_weight, const SavedView& saved,
                                            const GradLogitsView& grad_logits,
                                            const VocabParallelCrossEntropyOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("vocab_parallel_cross_entropy_backward", GradLogitsView, TargetView);
+  using T = typename GradLogitsView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  static_assert(kloss::impl::floating_views_v<T>,
+                "kloss::vocab_parallel_cross_entropy_backward: grad_logits must hold float, double, float16 or "
+                "bfloat16");
+  static_assert(kloss::impl::index_views_v<I>,
+                "kloss::vocab_parallel_cross_entropy_backward: target must hold int32 or int64 class indices");
+  const kloss::impl::EntryViews<ExecSpace> v{"vocab_parallel_cross_entropy_backward"};
   impl::vocab_parallel_cross_entropy_backward<ExecSpace, T, I>(
-      exec, range, as_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(logits, op, "logits"),
-      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(weight, op, "weight"),
-      as_optional_tensor<M>(sample_weight, op, "sample_weight"), as_tensor<M>(saved, op, "saved"),
-      as_tensor<M>(grad_logits, op, "grad_logits"), opts);
+      exec, range, v(grad_output, "grad_output"), v(logits, "logits"), v(target, "target"),
+      v.optional(weight, "weight"), v.optional(sample_weight, "sample_weight"), v(saved, "saved"),
+      v(grad_logits, "grad_logits"), opts);
 }
 
 /// Backward of vocab_parallel_cross_entropy without sample weights (the
 /// overload above with an empty sample_weight).
 template <class ExecSpace, class GradOutputView, class LogitsView, class TargetView, class WeightView, class SavedView,
-          class GradLogitsView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class GradLogitsView, class = kloss::impl::enable_for_execution_space<ExecSpace>>
 void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRange& range,
                                            const GradOutputView& grad_output, const LogitsView& logits,
                                            const TargetView& target, const WeightView& weight, const SavedView& saved,
@@ -124,25 +135,28 @@ void vocab_parallel_cross_entropy_backward(const ExecSpace& exec, const ClassRan
 /// writable). Collective; fences. Throws IndexOutOfRange (on every rank with
 /// the consistency check) for an index outside [0, range.total).
 template <class ExecSpace, class InputView, class WeightView, class OutputView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class = kloss::impl::enable_for_execution_space<ExecSpace>>
 void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, const ClassRange& range,
                               const InputView& input, const WeightView& weight, const OutputView& output,
                               const VocabParallelEmbeddingOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("vocab_parallel_embedding", OutputView, InputView);
-  KLOSS_SAME_TYPES("vocab_parallel_embedding", T, WeightView);
+  using T = typename OutputView::non_const_value_type;
+  using I = typename InputView::non_const_value_type;
+  static_assert(kloss::impl::floating_views_v<T, WeightView>,
+                "kloss::vocab_parallel_embedding: weight and output must hold one floating type");
+  static_assert(kloss::impl::index_views_v<I>,
+                "kloss::vocab_parallel_embedding: input must hold int32 or int64 indices");
+  const kloss::impl::EntryViews<ExecSpace> v{"vocab_parallel_embedding"};
   if (opts.max_norm) {
     // torch renormalises the looked-up rows in place before the lookup.
     if constexpr (std::is_const_v<typename WeightView::value_type>) {
-      fail<InvalidArgument>(op, "option 'max_norm' renormalises 'weight' in place: pass a non-const view");
+      fail<InvalidArgument>(v.op, "option 'max_norm' renormalises 'weight' in place: pass a non-const view");
     } else {
-      impl::vocab_parallel_embedding_renorm<ExecSpace, T, I>(exec, range, as_tensor<M>(input, op, "input"),
-                                                             as_tensor<M>(weight, op, "weight"), *opts.max_norm,
-                                                             opts.norm_type);
+      impl::vocab_parallel_embedding_renorm<ExecSpace, T, I>(exec, range, v(input, "input"), v(weight, "weight"),
+                                                             *opts.max_norm, opts.norm_type);
     }
   }
-  impl::vocab_parallel_embedding<ExecSpace, T, I>(exec, comm, range, as_tensor<M>(input, op, "input"),
-                                                  as_tensor<M>(weight, op, "weight"),
-                                                  as_tensor<M>(output, op, "output"), opts);
+  impl::vocab_parallel_embedding<ExecSpace, T, I>(exec, comm, range, v(input, "input"), v(weight, "weight"),
+                                                  v(output, "output"), opts);
 }
 
 /// Backward of vocab_parallel_embedding: grad_weight [C_r, D] (this rank's
@@ -151,15 +165,20 @@ void vocab_parallel_embedding(const ExecSpace& exec, const Communicator& comm, c
 /// atomic or deterministic as embedding_backward). Local: no communication.
 /// Fences (index check).
 template <class ExecSpace, class GradOutputView, class InputView, class GradWeightView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class = kloss::impl::enable_for_execution_space<ExecSpace>>
 void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& range,
                                        const GradOutputView& grad_output, const InputView& input,
                                        const GradWeightView& grad_weight,
                                        const VocabParallelEmbeddingOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("vocab_parallel_embedding_backward", GradWeightView, InputView);
-  impl::vocab_parallel_embedding_backward<ExecSpace, T, I>(exec, range, as_tensor<M>(grad_output, op, "grad_output"),
-                                                           as_tensor<M>(input, op, "input"),
-                                                           as_tensor<M>(grad_weight, op, "grad_weight"), opts);
+  using T = typename GradWeightView::non_const_value_type;
+  using I = typename InputView::non_const_value_type;
+  static_assert(kloss::impl::floating_views_v<T>,
+                "kloss::vocab_parallel_embedding_backward: grad_weight must hold float, double, float16 or bfloat16");
+  static_assert(kloss::impl::index_views_v<I>,
+                "kloss::vocab_parallel_embedding_backward: input must hold int32 or int64 indices");
+  const kloss::impl::EntryViews<ExecSpace> v{"vocab_parallel_embedding_backward"};
+  impl::vocab_parallel_embedding_backward<ExecSpace, T, I>(exec, range, v(grad_output, "grad_output"),
+                                                           v(input, "input"), v(grad_weight, "grad_weight"), opts);
 }
 
 /// Vocabulary-parallel fused linear cross-entropy: cross_entropy(input @
@@ -183,7 +202,7 @@ void vocab_parallel_embedding_backward(const ExecSpace& exec, const ClassRange& 
 /// view: none), as fused_linear_cross_entropy's.
 template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
           class SampleWeightView, class GradOutputView, class OutputView, class GradInputView, class GradWeightView,
-          class GradBiasView, class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>,
+          class GradBiasView, class = kloss::impl::enable_for_execution_space<ExecSpace>,
           class = std::enable_if_t<!std::is_same_v<GradBiasView, VocabParallelFusedLinearOptions>>>
 FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     const ExecSpace& exec, const Communicator& comm, const ClassRange& range, const InputView& input,
@@ -191,21 +210,26 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     const SampleWeightView& sample_weight, const GradOutputView& grad_output, const OutputView& output,
     const GradInputView& grad_input, const GradWeightView& grad_weight, const GradBiasView& grad_bias,
     const VocabParallelFusedLinearOptions& opts = {}) {
-  KLOSS_INDEXED_ENTRY("vocab_parallel_fused_linear_cross_entropy", OutputView, TargetView);
+  using T = typename OutputView::non_const_value_type;
+  using I = typename TargetView::non_const_value_type;
+  static_assert(kloss::impl::floating_views_v<T>,
+                "kloss::vocab_parallel_fused_linear_cross_entropy: output must hold float, double, float16 or "
+                "bfloat16");
+  static_assert(kloss::impl::index_views_v<I>,
+                "kloss::vocab_parallel_fused_linear_cross_entropy: target must hold int32 or int64 class indices");
+  const kloss::impl::EntryViews<ExecSpace> v{"vocab_parallel_fused_linear_cross_entropy"};
   return impl::vocab_parallel_fused_linear_cross_entropy<ExecSpace, T, I>(
-      exec, comm, range, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
-      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
-      as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_optional_tensor<M>(sample_weight, op, "sample_weight"),
-      as_optional_tensor<M>(grad_output, op, "grad_output"), as_tensor<M>(output, op, "output"),
-      as_optional_tensor<M>(grad_input, op, "grad_input"), as_optional_tensor<M>(grad_weight, op, "grad_weight"),
-      as_optional_tensor<M>(grad_bias, op, "grad_bias"), opts);
+      exec, comm, range, v(input, "input"), v(weight, "weight"), v(target, "target"), v.optional(bias, "bias"),
+      v.optional(ce_weight, "ce_weight"), v.optional(sample_weight, "sample_weight"),
+      v.optional(grad_output, "grad_output"), v(output, "output"), v.optional(grad_input, "grad_input"),
+      v.optional(grad_weight, "grad_weight"), v.optional(grad_bias, "grad_bias"), opts);
 }
 
 /// vocab_parallel_fused_linear_cross_entropy without sample weights (the
 /// overload above with an empty sample_weight).
 template <class ExecSpace, class InputView, class WeightView, class TargetView, class BiasView, class CeWeightView,
           class GradOutputView, class OutputView, class GradInputView, class GradWeightView, class GradBiasView,
-          class = std::enable_if_t<Kokkos::is_execution_space<ExecSpace>::value>>
+          class = kloss::impl::enable_for_execution_space<ExecSpace>>
 FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     const ExecSpace& exec, const Communicator& comm, const ClassRange& range, const InputView& input,
     const WeightView& weight, const TargetView& target, const BiasView& bias, const CeWeightView& ce_weight,
