@@ -16,98 +16,93 @@ namespace {
 /// The leading shape of a row-wise op's input (all but the last extent).
 Shape rows_shape(const Shape& s) { return margin::leading_shape(s); }
 
-/// The `reduction` and `margin` options of hinge_embedding_loss,
-/// margin_ranking_loss, cosine_embedding_loss and triplet_margin_loss, read
-/// in that order; torch's default margin differs by op.
-struct ReductionMargin {
-  Reduction red;
-  double margin;
-};
-ReductionMargin read_reduction_margin(const rt::Call& c, double default_margin) {
-  return {c.options.get_reduction(c.op), c.options.get_real(c.op, "margin", default_margin)};
+/// The options of an op whose options are `reduction` and `margin`
+/// (hinge_embedding_loss, margin_ranking_loss, cosine_embedding_loss; the
+/// first two of triplet_margin_loss), read in that order; the defaults are
+/// Options's (torch's default margin differs by op).
+template <class Options>
+Options read_reduction_margin(const rt::Call& c) {
+  Options o;
+  o.reduction = c.options.get_reduction(c.op);
+  o.margin = c.options.get_real(c.op, "margin", o.margin);
+  return o;
 }
 
 rt::Result run_hinge_embedding_loss(const rt::Call& c) {
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const ReductionMargin o = read_reduction_margin(c, HingeEmbeddingLossOptions{}.margin);
+    const auto o = read_reduction_margin<HingeEmbeddingLossOptions>(c);
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
     RtExec exec;
     return run_forward_backward<T>(
-        c, o.red, in.shape, {{"input", in.shape}},
-        [&](const Tensor<T, RtMem>& out) {
-          hinge_embedding_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), out, o.margin, o.red);
-        },
+        c, o.reduction, in.shape, {{"input", in.shape}},
+        [&](const Tensor<T, RtMem>& out) { hinge_embedding_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), out, o); },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          hinge_embedding_loss_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), o.margin,
-                                                   o.red);
+          hinge_embedding_loss_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), o);
         });
   });
 }
 
-/// margin_ranking_loss and cosine_embedding_loss: (input1, input2, target)
-/// -> grads for input1 and input2, one real option `margin`.
-template <class Fwd, class Bwd>
-rt::Result run_pair_with_target(const rt::Call& c, bool rows, double default_margin, const Fwd& fwd, const Bwd& bwd) {
+/// margin_ranking_loss and cosine_embedding_loss (Options: their options
+/// struct): (input1, input2, target) -> grads for input1 and input2, one
+/// real option `margin`.
+template <class Options, class Fwd, class Bwd>
+rt::Result run_pair_with_target(const rt::Call& c, bool rows, const Fwd& fwd, const Bwd& bwd) {
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const ReductionMargin o = read_reduction_margin(c, default_margin);
+    const auto o = read_reduction_margin<Options>(c);
     auto x1 = input<T>(c, "input1");
     auto x2 = input<T>(c, "input2");
     auto tg = input<T>(c, "target");
     RtExec exec;
     return run_forward_backward<T>(
-        c, o.red, rows ? tg.shape : x1.shape, {{"input1", x1.shape}, {"input2", x2.shape}},
-        [&](const Tensor<T, RtMem>& out) { fwd(exec, x1.ctensor(), x2.ctensor(), tg.ctensor(), out, o.margin, o.red); },
+        c, o.reduction, rows ? tg.shape : x1.shape, {{"input1", x1.shape}, {"input2", x2.shape}},
+        [&](const Tensor<T, RtMem>& out) { fwd(exec, x1.ctensor(), x2.ctensor(), tg.ctensor(), out, o); },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          bwd(exec, go, x1.ctensor(), x2.ctensor(), tg.ctensor(), g[0].tensor(), g[1].tensor(), o.margin, o.red);
+          bwd(exec, go, x1.ctensor(), x2.ctensor(), tg.ctensor(), g[0].tensor(), g[1].tensor(), o);
         });
   });
 }
 
 #define KLOSS_MARGIN_PAIR_ADAPTER(OP)                                                                                  \
-  [](const RtExec& e, const auto& a, const auto& b, const auto& t, const auto& o, double m, Reduction r) {             \
-    using T = typename std::decay_t<decltype(o)>::value_type;                                                          \
-    OP<RtExec, T>(e, a, b, t, o, m, r);                                                                                \
+  [](const RtExec& e, const auto& a, const auto& b, const auto& t, const auto& out, const auto& opts) {                \
+    using T = typename std::decay_t<decltype(out)>::value_type;                                                        \
+    OP<RtExec, T>(e, a, b, t, out, opts);                                                                              \
   },                                                                                                                   \
       [](const RtExec& e, const auto& go, const auto& a, const auto& b, const auto& t, const auto& ga, const auto& gb, \
-         double m, Reduction r) {                                                                                      \
+         const auto& opts) {                                                                                           \
         using T = typename std::decay_t<decltype(ga)>::value_type;                                                     \
-        OP##_backward<RtExec, T>(e, go, a, b, t, ga, gb, m, r);                                                        \
+        OP##_backward<RtExec, T>(e, go, a, b, t, ga, gb, opts);                                                        \
       }
 
 rt::Result run_margin_ranking_loss(const rt::Call& c) {
-  return run_pair_with_target(c, false, MarginRankingLossOptions{}.margin,
-                              KLOSS_MARGIN_PAIR_ADAPTER(margin_ranking_loss));
+  return run_pair_with_target<MarginRankingLossOptions>(c, false, KLOSS_MARGIN_PAIR_ADAPTER(margin_ranking_loss));
 }
 
 rt::Result run_cosine_embedding_loss(const rt::Call& c) {
-  return run_pair_with_target(c, true, CosineEmbeddingLossOptions{}.margin,
-                              KLOSS_MARGIN_PAIR_ADAPTER(cosine_embedding_loss));
+  return run_pair_with_target<CosineEmbeddingLossOptions>(c, true, KLOSS_MARGIN_PAIR_ADAPTER(cosine_embedding_loss));
 }
 
 rt::Result run_triplet_margin_loss(const rt::Call& c) {
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const TripletMarginLossOptions d;
-    const ReductionMargin o = read_reduction_margin(c, d.margin);
-    const double p = c.options.get_real(c.op, "p", d.p);
-    const double eps = c.options.get_real(c.op, "eps", d.eps);
-    const bool swap = c.options.get_bool(c.op, "swap", d.swap);
+    auto o = read_reduction_margin<TripletMarginLossOptions>(c);
+    o.p = c.options.get_real(c.op, "p", o.p);
+    o.eps = c.options.get_real(c.op, "eps", o.eps);
+    o.swap = c.options.get_bool(c.op, "swap", o.swap);
     auto a = input<T>(c, "anchor");
     auto ps = input<T>(c, "positive");
     auto ng = input<T>(c, "negative");
     RtExec exec;
     return run_forward_backward<T>(
-        c, o.red, rows_shape(a.shape), {{"anchor", a.shape}, {"positive", ps.shape}, {"negative", ng.shape}},
+        c, o.reduction, rows_shape(a.shape), {{"anchor", a.shape}, {"positive", ps.shape}, {"negative", ng.shape}},
         [&](const Tensor<T, RtMem>& out) {
-          triplet_margin_loss<RtExec, T>(exec, a.ctensor(), ps.ctensor(), ng.ctensor(), out, o.margin, p, eps, swap,
-                                         o.red);
+          triplet_margin_loss<RtExec, T>(exec, a.ctensor(), ps.ctensor(), ng.ctensor(), out, o);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
           triplet_margin_loss_backward<RtExec, T>(exec, go, a.ctensor(), ps.ctensor(), ng.ctensor(), g[0].tensor(),
-                                                  g[1].tensor(), g[2].tensor(), o.margin, p, eps, swap, o.red);
+                                                  g[1].tensor(), g[2].tensor(), o);
         });
   });
 }
@@ -116,22 +111,21 @@ rt::Result run_multi_margin_loss(const rt::Call& c) {
   return dispatch_scalar_index(c, [&](auto tag, auto itag) {
     using T = typename decltype(tag)::type;
     using I = typename decltype(itag)::type;
-    const Reduction red = c.options.get_reduction(c.op);
-    const MultiMarginLossOptions d;
-    const std::int64_t p = c.options.get_int(c.op, "p", d.p);
-    const double margin = c.options.get_real(c.op, "margin", d.margin);
+    MultiMarginLossOptions o;
+    o.reduction = c.options.get_reduction(c.op);
+    o.p = c.options.get_int(c.op, "p", o.p);
+    o.margin = c.options.get_real(c.op, "margin", o.margin);
     auto in = input<T>(c, "input");
     auto tg = input<I>(c, "target");
     auto w = input<T>(c, "weight", false);
     RtExec exec;
     return run_forward_backward<T>(
-        c, red, tg.shape.rank > 0 ? Shape{tg.shape.numel()} : Shape{}, {{"input", in.shape}},
+        c, o.reduction, tg.shape.rank > 0 ? Shape{tg.shape.numel()} : Shape{}, {{"input", in.shape}},
         [&](const Tensor<T, RtMem>& out) {
-          multi_margin_loss<RtExec, T, I>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out, p, margin, red);
+          multi_margin_loss<RtExec, T, I>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out, o);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          multi_margin_loss_backward<RtExec, T, I>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(), g[0].tensor(), p,
-                                                   margin, red);
+          multi_margin_loss_backward<RtExec, T, I>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(), g[0].tensor(), o);
         });
   });
 }
@@ -140,17 +134,18 @@ rt::Result run_multilabel_margin_loss(const rt::Call& c) {
   return dispatch_scalar_index(c, [&](auto tag, auto itag) {
     using T = typename decltype(tag)::type;
     using I = typename decltype(itag)::type;
-    const Reduction red = c.options.get_reduction(c.op);
+    MultilabelMarginLossOptions o;
+    o.reduction = c.options.get_reduction(c.op);
     auto in = input<T>(c, "input");
     auto tg = input<I>(c, "target");
     RtExec exec;
     return run_forward_backward<T>(
-        c, red, in.shape.rank == 2 ? Shape{in.shape.extent[0]} : Shape{}, {{"input", in.shape}},
+        c, o.reduction, in.shape.rank == 2 ? Shape{in.shape.extent[0]} : Shape{}, {{"input", in.shape}},
         [&](const Tensor<T, RtMem>& out) {
-          multilabel_margin_loss<RtExec, T, I>(exec, in.ctensor(), tg.ctensor(), out, red);
+          multilabel_margin_loss<RtExec, T, I>(exec, in.ctensor(), tg.ctensor(), out, o);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
-          multilabel_margin_loss_backward<RtExec, T, I>(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), red);
+          multilabel_margin_loss_backward<RtExec, T, I>(exec, go, in.ctensor(), tg.ctensor(), g[0].tensor(), o);
         });
   });
 }
@@ -158,19 +153,20 @@ rt::Result run_multilabel_margin_loss(const rt::Call& c) {
 rt::Result run_multilabel_soft_margin_loss(const rt::Call& c) {
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const Reduction red = c.options.get_reduction(c.op);
+    MultilabelSoftMarginLossOptions o;
+    o.reduction = c.options.get_reduction(c.op);
     auto in = input<T>(c, "input");
     auto tg = input<T>(c, "target");
     auto w = input<T>(c, "weight", false);
     RtExec exec;
     return run_forward_backward<T>(
-        c, red, rows_shape(in.shape), {{"input", in.shape}},
+        c, o.reduction, rows_shape(in.shape), {{"input", in.shape}},
         [&](const Tensor<T, RtMem>& out) {
-          multilabel_soft_margin_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out, red);
+          multilabel_soft_margin_loss<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), out, o);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
           multilabel_soft_margin_loss_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(),
-                                                          g[0].tensor(), red);
+                                                          g[0].tensor(), o);
         });
   });
 }

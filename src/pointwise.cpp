@@ -54,7 +54,8 @@ rt::Result run_binary(const rt::Call& c, const char* name, const Options& opts) 
 /// target.
 template <bool Logits>
 rt::Result run_bce(const rt::Call& c) {
-  const Reduction red = c.options.get_reduction(c.op);
+  std::conditional_t<Logits, BinaryCrossEntropyWithLogitsOptions, BinaryCrossEntropyOptions> opts;
+  opts.reduction = c.options.get_reduction(c.op);
   const bool mask_nonfinite = c.options.get_bool(c.op, "mask_nonfinite", false);
   c.options.check_all_used(c.op);
   return dispatch_scalar(c.dtype, c.op, [&](auto tag) {
@@ -66,23 +67,23 @@ rt::Result run_bce(const rt::Call& c) {
     auto mk = input<T>(c, "mask", false);
     RtExec exec;
     return run_forward_backward<T>(
-        c, red, in.shape, {{"input", in.shape}, {"target", tg.shape}},
+        c, opts.reduction, in.shape, {{"input", in.shape}, {"target", tg.shape}},
         [&](const Tensor<T, RtMem>& out) {
           if constexpr (Logits)
             binary_cross_entropy_with_logits<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), pw.ctensor(),
-                                                        mk.ctensor(), out, red, mask_nonfinite);
+                                                        mk.ctensor(), out, opts, mask_nonfinite);
           else
-            binary_cross_entropy<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), mk.ctensor(), out, red,
+            binary_cross_entropy<RtExec, T>(exec, in.ctensor(), tg.ctensor(), w.ctensor(), mk.ctensor(), out, opts,
                                             mask_nonfinite);
         },
         [&](const Tensor<const T, RtMem>& go, std::vector<DeviceTensor<T>>& g) {
           if constexpr (Logits)
             binary_cross_entropy_with_logits_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(),
                                                                  pw.ctensor(), mk.ctensor(), g[0].tensor(),
-                                                                 g[1].tensor(), red, mask_nonfinite);
+                                                                 g[1].tensor(), opts, mask_nonfinite);
           else
             binary_cross_entropy_backward<RtExec, T>(exec, go, in.ctensor(), tg.ctensor(), w.ctensor(), mk.ctensor(),
-                                                     g[0].tensor(), g[1].tensor(), red, mask_nonfinite);
+                                                     g[0].tensor(), g[1].tensor(), opts, mask_nonfinite);
         });
   });
 }
@@ -117,36 +118,36 @@ rt::Result run_input_target(const rt::Call& c, Reduction red, const Fwd& forward
 }
 
 rt::Result run_kl_div(const rt::Call& c) {
-  const Reduction red = c.options.get_reduction(c.op);
-  const bool log_target = c.options.get_bool(c.op, "log_target", KlDivOptions{}.log_target);
+  KlDivOptions opts;
+  opts.reduction = c.options.get_reduction(c.op);
+  opts.log_target = c.options.get_bool(c.op, "log_target", opts.log_target);
   const bool mask_nonfinite = c.options.get_bool(c.op, "mask_nonfinite", false);
   return run_input_target(
-      c, red,
+      c, opts.reduction,
       [&](const RtExec& exec, const auto& in, const auto& tg, const auto& w, const auto& mk, const auto& out) {
-        impl::kl_div<RtExec>(exec, in, tg, w, mk, out, red, log_target, mask_nonfinite);
+        impl::kl_div<RtExec>(exec, in, tg, w, mk, out, opts, mask_nonfinite);
       },
       [&](const RtExec& exec, const auto& go, const auto& in, const auto& tg, const auto& w, const auto& mk,
           const auto& gi, const auto& gt, const auto& gw) {
-        impl::kl_div_backward<RtExec>(exec, go, in, tg, w, mk, gi, gt, gw, red, log_target, mask_nonfinite);
+        impl::kl_div_backward<RtExec>(exec, go, in, tg, w, mk, gi, gt, gw, opts, mask_nonfinite);
       });
 }
 
 rt::Result run_poisson_nll_loss(const rt::Call& c) {
-  const Reduction red = c.options.get_reduction(c.op);
-  const PoissonNllLossOptions d;
-  const bool log_input = c.options.get_bool(c.op, "log_input", d.log_input);
-  const bool full = c.options.get_bool(c.op, "full", d.full);
-  const double eps = c.options.get_real(c.op, "eps", d.eps);
+  PoissonNllLossOptions opts;
+  opts.reduction = c.options.get_reduction(c.op);
+  opts.log_input = c.options.get_bool(c.op, "log_input", opts.log_input);
+  opts.full = c.options.get_bool(c.op, "full", opts.full);
+  opts.eps = c.options.get_real(c.op, "eps", opts.eps);
   const bool mask_nonfinite = c.options.get_bool(c.op, "mask_nonfinite", false);
   return run_input_target(
-      c, red,
+      c, opts.reduction,
       [&](const RtExec& exec, const auto& in, const auto& tg, const auto& w, const auto& mk, const auto& out) {
-        impl::poisson_nll_loss<RtExec>(exec, in, tg, w, mk, out, red, log_input, full, eps, mask_nonfinite);
+        impl::poisson_nll_loss<RtExec>(exec, in, tg, w, mk, out, opts, mask_nonfinite);
       },
       [&](const RtExec& exec, const auto& go, const auto& in, const auto& tg, const auto& w, const auto& mk,
           const auto& gi, const auto& gt, const auto& gw) {
-        impl::poisson_nll_loss_backward<RtExec>(exec, go, in, tg, w, mk, gi, gt, gw, red, log_input, full, eps,
-                                                mask_nonfinite);
+        impl::poisson_nll_loss_backward<RtExec>(exec, go, in, tg, w, mk, gi, gt, gw, opts, mask_nonfinite);
       });
 }
 

@@ -3358,49 +3358,56 @@ void typed_calls(TypedRun<T, I>& t) {
 #undef KLOSS_HOSTILE_BINARY
   if (done) {
   } else if (op == "binary_cross_entropy") {
+    const kloss::BinaryCrossEntropyOptions o{red};
     const bool nonfinite = bool_opt(c, "mask_nonfinite", false);
     ki::binary_cross_entropy<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.in("mask"),
-                                      t.template out<T>("output"), red, nonfinite);
+                                      t.template out<T>("output"), o, nonfinite);
     if (bwd) {
       auto gi = t.template out<T>("grad_input");  // before grad_target, which may alias it
       auto gt = t.template out<T>("grad_target");
       ki::binary_cross_entropy_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"),
-                                                 t.in("mask"), gi, gt, red, nonfinite);
+                                                 t.in("mask"), gi, gt, o, nonfinite);
     }
   } else if (op == "binary_cross_entropy_with_logits") {
+    const kloss::BinaryCrossEntropyWithLogitsOptions o{red};
     const bool nonfinite = bool_opt(c, "mask_nonfinite", false);
     ki::binary_cross_entropy_with_logits<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.in("pos_weight"),
-                                                  t.in("mask"), t.template out<T>("output"), red, nonfinite);
+                                                  t.in("mask"), t.template out<T>("output"), o, nonfinite);
     if (bwd) {
       auto gi = t.template out<T>("grad_input");
       auto gt = t.template out<T>("grad_target");
       ki::binary_cross_entropy_with_logits_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"),
-                                                             t.in("pos_weight"), t.in("mask"), gi, gt, red, nonfinite);
+                                                             t.in("pos_weight"), t.in("mask"), gi, gt, o, nonfinite);
     }
   } else if (op == "kl_div") {
-    const bool lt = bool_opt(c, "log_target");
+    kloss::KlDivOptions o;
+    o.reduction = red;
+    o.log_target = bool_opt(c, "log_target");
     const bool nonfinite = bool_opt(c, "mask_nonfinite", false);
-    ki::kl_div<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.in("mask"), t.template out<T>("output"),
-                        red, lt, nonfinite);
+    ki::kl_div<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.in("mask"), t.template out<T>("output"), o,
+                        nonfinite);
     if (bwd) {
       auto gi = t.template out<T>("grad_input");
       auto gt = t.template out<T>("grad_target");
       auto gw = c.find("weight") ? t.template out<T>("grad_weight") : Ten<T>();
       ki::kl_div_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"), t.in("mask"), gi, gt, gw,
-                                   red, lt, nonfinite);
+                                   o, nonfinite);
     }
   } else if (op == "poisson_nll_loss") {
-    const bool li = bool_opt(c, "log_input"), full = bool_opt(c, "full");
-    const double eps = real_opt(c, "eps");
+    kloss::PoissonNllLossOptions o;
+    o.reduction = red;
+    o.log_input = bool_opt(c, "log_input");
+    o.full = bool_opt(c, "full");
+    o.eps = real_opt(c, "eps");
     const bool nonfinite = bool_opt(c, "mask_nonfinite", false);
     ki::poisson_nll_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"), t.in("mask"),
-                                  t.template out<T>("output"), red, li, full, eps, nonfinite);
+                                  t.template out<T>("output"), o, nonfinite);
     if (bwd) {
       auto gi = t.template out<T>("grad_input");
       auto gt = t.template out<T>("grad_target");
       auto gw = c.find("weight") ? t.template out<T>("grad_weight") : Ten<T>();
       ki::poisson_nll_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"), t.in("mask"),
-                                             gi, gt, gw, red, li, full, eps, nonfinite);
+                                             gi, gt, gw, o, nonfinite);
     }
   } else if (op == "crps_gaussian") {
     kloss::CrpsGaussianOptions o;
@@ -3471,56 +3478,65 @@ void typed_calls(TypedRun<T, I>& t) {
                                         t.in("sample_weight"), t.template saved_out<double>("total_weight"),
                                         t.template out<T>("grad_input"), o);
   } else if (op == "hinge_embedding_loss") {
-    ki::hinge_embedding_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.template out<T>("output"), margin, red);
+    const kloss::HingeEmbeddingLossOptions o{margin, red};
+    ki::hinge_embedding_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.template out<T>("output"), o);
     if (bwd)
       ki::hinge_embedding_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"),
-                                                 t.template out<T>("grad_input"), margin, red);
-  } else if (op == "margin_ranking_loss" || op == "cosine_embedding_loss") {
-    const bool rank = op == "margin_ranking_loss";
-    auto out = t.template out<T>("output");
-    if (rank)
-      ki::margin_ranking_loss<Exec, T>(ex, t.in("input1"), t.in("input2"), t.in("target"), out, margin, red);
-    else
-      ki::cosine_embedding_loss<Exec, T>(ex, t.in("input1"), t.in("input2"), t.in("target"), out, margin, red);
+                                                 t.template out<T>("grad_input"), o);
+  } else if (op == "margin_ranking_loss") {
+    const kloss::MarginRankingLossOptions o{margin, red};
+    ki::margin_ranking_loss<Exec, T>(ex, t.in("input1"), t.in("input2"), t.in("target"), t.template out<T>("output"),
+                                     o);
     if (!bwd) return;
     auto g1 = t.template out<T>("grad_input1");
     auto g2 = t.template out<T>("grad_input2");
-    if (rank)
-      ki::margin_ranking_loss_backward<Exec, T>(ex, t.go(), t.in("input1"), t.in("input2"), t.in("target"), g1, g2,
-                                                margin, red);
-    else
-      ki::cosine_embedding_loss_backward<Exec, T>(ex, t.go(), t.in("input1"), t.in("input2"), t.in("target"), g1, g2,
-                                                  margin, red);
+    ki::margin_ranking_loss_backward<Exec, T>(ex, t.go(), t.in("input1"), t.in("input2"), t.in("target"), g1, g2, o);
+  } else if (op == "cosine_embedding_loss") {
+    const kloss::CosineEmbeddingLossOptions o{margin, red};
+    ki::cosine_embedding_loss<Exec, T>(ex, t.in("input1"), t.in("input2"), t.in("target"), t.template out<T>("output"),
+                                       o);
+    if (!bwd) return;
+    auto g1 = t.template out<T>("grad_input1");
+    auto g2 = t.template out<T>("grad_input2");
+    ki::cosine_embedding_loss_backward<Exec, T>(ex, t.go(), t.in("input1"), t.in("input2"), t.in("target"), g1, g2, o);
   } else if (op == "triplet_margin_loss") {
-    const double p = real_opt(c, "p"), eps = real_opt(c, "eps");
-    const bool swap = bool_opt(c, "swap");
+    kloss::TripletMarginLossOptions o;
+    o.margin = margin;
+    o.p = real_opt(c, "p");
+    o.eps = real_opt(c, "eps");
+    o.swap = bool_opt(c, "swap");
+    o.reduction = red;
     ki::triplet_margin_loss<Exec, T>(ex, t.in("anchor"), t.in("positive"), t.in("negative"),
-                                     t.template out<T>("output"), margin, p, eps, swap, red);
+                                     t.template out<T>("output"), o);
     if (!bwd) return;
     auto ga = t.template out<T>("grad_anchor");
     auto gp = t.template out<T>("grad_positive");
     auto gn = t.template out<T>("grad_negative");
     ki::triplet_margin_loss_backward<Exec, T>(ex, t.go(), t.in("anchor"), t.in("positive"), t.in("negative"), ga, gp,
-                                              gn, margin, p, eps, swap, red);
+                                              gn, o);
   } else if (op == "multi_margin_loss") {
-    const I64 p = int_opt(c, "p");
-    const double m = real_opt(c, "margin");
+    kloss::MultiMarginLossOptions o;
+    o.p = int_opt(c, "p");
+    o.margin = real_opt(c, "margin");
+    o.reduction = red;
     ki::multi_margin_loss<Exec, T, I>(ex, t.in("input"), t.idx("target"), t.in("weight"), t.template out<T>("output"),
-                                      p, m, red);
+                                      o);
     if (bwd)
       ki::multi_margin_loss_backward<Exec, T, I>(ex, t.go(), t.in("input"), t.idx("target"), t.in("weight"),
-                                                 t.template out<T>("grad_input"), p, m, red);
+                                                 t.template out<T>("grad_input"), o);
   } else if (op == "multilabel_margin_loss") {
-    ki::multilabel_margin_loss<Exec, T, I>(ex, t.in("input"), t.idx("target"), t.template out<T>("output"), red);
+    const kloss::MultilabelMarginLossOptions o{red};
+    ki::multilabel_margin_loss<Exec, T, I>(ex, t.in("input"), t.idx("target"), t.template out<T>("output"), o);
     if (bwd)
       ki::multilabel_margin_loss_backward<Exec, T, I>(ex, t.go(), t.in("input"), t.idx("target"),
-                                                      t.template out<T>("grad_input"), red);
+                                                      t.template out<T>("grad_input"), o);
   } else if (op == "multilabel_soft_margin_loss") {
+    const kloss::MultilabelSoftMarginLossOptions o{red};
     ki::multilabel_soft_margin_loss<Exec, T>(ex, t.in("input"), t.in("target"), t.in("weight"),
-                                             t.template out<T>("output"), red);
+                                             t.template out<T>("output"), o);
     if (bwd)
       ki::multilabel_soft_margin_loss_backward<Exec, T>(ex, t.go(), t.in("input"), t.in("target"), t.in("weight"),
-                                                        t.template out<T>("grad_input"), red);
+                                                        t.template out<T>("grad_input"), o);
   } else if (op == "crps_ensemble") {
     kloss::CrpsEnsembleOptions o;
     o.reduction = red;

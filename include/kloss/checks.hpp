@@ -6,7 +6,6 @@
 /// inside the kernels (impl::BadIndex, reduced alongside the result).
 #include <initializer_list>
 #include <kloss/error.hpp>
-#include <kloss/preprocessor.hpp>
 #include <kloss/tensor.hpp>
 #include <sstream>
 #include <string>
@@ -218,33 +217,3 @@ struct EntryViews {
 };
 }  // namespace kloss::impl
 
-/// The explicit instantiations (PREFIX: nothing or `extern`) of the impl
-/// functions impl::name and impl::name_backward behind a public loss, for
-/// the value type T and (kind indexed) the index type I; `instance` is
-/// (PREFIX, kind, T, I); inputs and grads list the views as
-/// view(x) / opt(x) (holding T) or index(x) (holding I). Each takes the execution
-/// space, the views as Tensor<const T or const I> (inputs, grad_output) or
-/// Tensor<T> (output, gradients), then each field by value, typed as in
-/// Options.
-#define KLOSS_LOSS_INSTANTIATE(instance, name, Options, inputs, grads, fields) \
-  KLOSS_PP_CALL(KLOSS_LOSS_INSTANTIATE_, KLOSS_PP_EXPAND instance, name, Options, inputs, grads, fields)
-#define KLOSS_LOSS_INSTANTIATE_(PREFIX, kind, T, I, name, Options, inputs, grads, fields)                           \
-  PREFIX template void kloss::impl::name<KLOSS_EXEC, KLOSS_PP_CAT(KLOSS_EP_TARGS_, kind)(T, I)>(                    \
-      const KLOSS_EXEC&, KLOSS_PP_MAP(KLOSS_EP_IN_TENSOR, (T, I), KLOSS_PP_COMMA, inputs), const KLOSS_TENSOR(T)&,  \
-      KLOSS_PP_MAP(KLOSS_EP_FIELD_TYPE, Options, KLOSS_PP_COMMA, fields));                                          \
-  PREFIX template void kloss::impl::name##_backward<KLOSS_EXEC, KLOSS_PP_CAT(KLOSS_EP_TARGS_, kind)(T, I)>(         \
-      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, KLOSS_PP_MAP(KLOSS_EP_IN_TENSOR, (T, I), KLOSS_PP_COMMA, inputs), \
-      KLOSS_PP_MAP(KLOSS_EP_OUT_TENSOR, T, KLOSS_PP_COMMA, grads),                                                  \
-      KLOSS_PP_MAP(KLOSS_EP_FIELD_TYPE, Options, KLOSS_PP_COMMA, fields));
-
-#define KLOSS_EP_TARGS_floating(T, I) T
-#define KLOSS_EP_TARGS_indexed(T, I) T, I
-#define KLOSS_EP_FIELD_TYPE(Options, field) decltype(::kloss::Options::field)
-// Per view v of an instantiation line: the impl function's parameter for it
-// as an input (TI: (T, I); view and opt hold T, index holds I) or as an
-// output (always T).
-#define KLOSS_EP_IN_TENSOR(TI, v) const KLOSS_CTENSOR(KLOSS_PP_CAT(KLOSS_EP_VALUE_, v) TI)&
-#define KLOSS_EP_OUT_TENSOR(T, v) const KLOSS_TENSOR(T)&
-#define KLOSS_EP_VALUE_view(x) KLOSS_PP_FIRST
-#define KLOSS_EP_VALUE_opt(x) KLOSS_PP_FIRST
-#define KLOSS_EP_VALUE_index(x) KLOSS_PP_SECOND

@@ -90,8 +90,7 @@ void hinge_embedding_loss(const ExecSpace& exec, const InputView& input, const T
   static_assert(impl::floating_views_v<T, InputView, TargetView>,
                 "kloss::hinge_embedding_loss: input, target and output must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"hinge_embedding_loss"};
-  impl::hinge_embedding_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(output, "output"),
-                                           opts.margin, opts.reduction);
+  impl::hinge_embedding_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v(output, "output"), opts);
 }
 
 /// Backward of hinge_embedding_loss: grad_input (the input's shape). Fences.
@@ -104,8 +103,7 @@ void hinge_embedding_loss_backward(const ExecSpace& exec, const GradOutputView& 
                 "kloss::hinge_embedding_loss_backward: every view must hold the input's floating type");
   const impl::EntryViews<ExecSpace> v{"hinge_embedding_loss_backward"};
   impl::hinge_embedding_loss_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
-                                                    v(target, "target"), v.optional(grad_input, "grad_input"),
-                                                    opts.margin, opts.reduction);
+                                                    v(target, "target"), v.optional(grad_input, "grad_input"), opts);
 }
 
 // --- margin_ranking_loss ---------------------------------------------------------
@@ -124,7 +122,7 @@ void margin_ranking_loss(const ExecSpace& exec, const Input1View& input1, const 
                 "kloss::margin_ranking_loss: every view must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"margin_ranking_loss"};
   impl::margin_ranking_loss<ExecSpace, T>(exec, v(input1, "input1"), v(input2, "input2"), v(target, "target"),
-                                          v(output, "output"), opts.margin, opts.reduction);
+                                          v(output, "output"), opts);
 }
 
 /// Backward of margin_ranking_loss: grad_input1, grad_input2. Fences.
@@ -138,11 +136,9 @@ void margin_ranking_loss_backward(const ExecSpace& exec, const GradOutputView& g
   static_assert(impl::floating_views_v<T, GradOutputView, Input2View, TargetView, GradInput1View, GradInput2View>,
                 "kloss::margin_ranking_loss_backward: every view must hold input1's floating type");
   const impl::EntryViews<ExecSpace> v{"margin_ranking_loss_backward"};
-  impl::margin_ranking_loss_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input1, "input1"),
-                                                   v(input2, "input2"), v(target, "target"),
-                                                   v.optional(grad_input1, "grad_input1"),
-                                                   v.optional(grad_input2, "grad_input2"), opts.margin,
-                                                   opts.reduction);
+  impl::margin_ranking_loss_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input1, "input1"), v(input2, "input2"), v(target, "target"),
+      v.optional(grad_input1, "grad_input1"), v.optional(grad_input2, "grad_input2"), opts);
 }
 
 // --- triplet_margin_loss ---------------------------------------------------------
@@ -162,9 +158,8 @@ void triplet_margin_loss(const ExecSpace& exec, const AnchorView& anchor, const 
   static_assert(impl::floating_views_v<T, AnchorView, PositiveView, NegativeView>,
                 "kloss::triplet_margin_loss: every view must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"triplet_margin_loss"};
-  impl::triplet_margin_loss<ExecSpace, T>(exec, v(anchor, "anchor"), v(positive, "positive"),
-                                          v(negative, "negative"), v(output, "output"), opts.margin, opts.p,
-                                          opts.eps, opts.swap, opts.reduction);
+  impl::triplet_margin_loss<ExecSpace, T>(exec, v(anchor, "anchor"), v(positive, "positive"), v(negative, "negative"),
+                                          v(output, "output"), opts);
 }
 
 /// Backward of triplet_margin_loss: gradients of anchor, positive and
@@ -184,7 +179,7 @@ void triplet_margin_loss_backward(const ExecSpace& exec, const GradOutputView& g
   impl::triplet_margin_loss_backward<ExecSpace, T>(
       exec, v(grad_output, "grad_output"), v(anchor, "anchor"), v(positive, "positive"), v(negative, "negative"),
       v.optional(grad_anchor, "grad_anchor"), v.optional(grad_positive, "grad_positive"),
-      v.optional(grad_negative, "grad_negative"), opts.margin, opts.p, opts.eps, opts.swap, opts.reduction);
+      v.optional(grad_negative, "grad_negative"), opts);
 }
 
 // --- cosine_embedding_loss -------------------------------------------------------
@@ -204,7 +199,7 @@ void cosine_embedding_loss(const ExecSpace& exec, const Input1View& input1, cons
                 "kloss::cosine_embedding_loss: every view must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"cosine_embedding_loss"};
   impl::cosine_embedding_loss<ExecSpace, T>(exec, v(input1, "input1"), v(input2, "input2"), v(target, "target"),
-                                            v(output, "output"), opts.margin, opts.reduction);
+                                            v(output, "output"), opts);
 }
 
 /// Backward of cosine_embedding_loss: grad_input1, grad_input2. Fences.
@@ -218,11 +213,9 @@ void cosine_embedding_loss_backward(const ExecSpace& exec, const GradOutputView&
   static_assert(impl::floating_views_v<T, GradOutputView, Input2View, TargetView, GradInput1View, GradInput2View>,
                 "kloss::cosine_embedding_loss_backward: every view must hold input1's floating type");
   const impl::EntryViews<ExecSpace> v{"cosine_embedding_loss_backward"};
-  impl::cosine_embedding_loss_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input1, "input1"),
-                                                     v(input2, "input2"), v(target, "target"),
-                                                     v.optional(grad_input1, "grad_input1"),
-                                                     v.optional(grad_input2, "grad_input2"), opts.margin,
-                                                     opts.reduction);
+  impl::cosine_embedding_loss_backward<ExecSpace, T>(
+      exec, v(grad_output, "grad_output"), v(input1, "input1"), v(input2, "input2"), v(target, "target"),
+      v.optional(grad_input1, "grad_input1"), v.optional(grad_input2, "grad_input2"), opts);
 }
 
 // --- multilabel_soft_margin_loss -------------------------------------------------
@@ -241,8 +234,7 @@ void multilabel_soft_margin_loss(const ExecSpace& exec, const InputView& input, 
                 "kloss::multilabel_soft_margin_loss: every view must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"multilabel_soft_margin_loss"};
   impl::multilabel_soft_margin_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"),
-                                                  v.optional(weight, "weight"), v(output, "output"),
-                                                  opts.reduction);
+                                                  v.optional(weight, "weight"), v(output, "output"), opts);
 }
 
 /// Backward of multilabel_soft_margin_loss: grad_input (the input's shape).
@@ -259,7 +251,7 @@ void multilabel_soft_margin_loss_backward(const ExecSpace& exec, const GradOutpu
   const impl::EntryViews<ExecSpace> v{"multilabel_soft_margin_loss_backward"};
   impl::multilabel_soft_margin_loss_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
                                                            v(target, "target"), v.optional(weight, "weight"),
-                                                           v.optional(grad_input, "grad_input"), opts.reduction);
+                                                           v.optional(grad_input, "grad_input"), opts);
 }
 
 // --- multi_margin_loss -----------------------------------------------------------
@@ -281,7 +273,7 @@ void multi_margin_loss(const ExecSpace& exec, const InputView& input, const Targ
   static_assert(is_index_v<I>, "kloss::multi_margin_loss: target must hold int32 or int64 class indices");
   const impl::EntryViews<ExecSpace> v{"multi_margin_loss"};
   impl::multi_margin_loss<ExecSpace, T, I>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
-                                           v(output, "output"), opts.p, opts.margin, opts.reduction);
+                                           v(output, "output"), opts);
 }
 
 /// Backward of multi_margin_loss: grad_input (the input's shape). Fences.
@@ -298,8 +290,7 @@ void multi_margin_loss_backward(const ExecSpace& exec, const GradOutputView& gra
   const impl::EntryViews<ExecSpace> v{"multi_margin_loss_backward"};
   impl::multi_margin_loss_backward<ExecSpace, T, I>(exec, v(grad_output, "grad_output"), v(input, "input"),
                                                     v(target, "target"), v.optional(weight, "weight"),
-                                                    v.optional(grad_input, "grad_input"), opts.p, opts.margin,
-                                                    opts.reduction);
+                                                    v.optional(grad_input, "grad_input"), opts);
 }
 
 // --- multilabel_margin_loss ------------------------------------------------------
@@ -321,7 +312,7 @@ void multilabel_margin_loss(const ExecSpace& exec, const InputView& input, const
   static_assert(is_index_v<I>, "kloss::multilabel_margin_loss: target must hold int32 or int64 class indices");
   const impl::EntryViews<ExecSpace> v{"multilabel_margin_loss"};
   impl::multilabel_margin_loss<ExecSpace, T, I>(exec, v(input, "input"), v(target, "target"), v(output, "output"),
-                                                opts.reduction);
+                                                opts);
 }
 
 /// Backward of multilabel_margin_loss: grad_input (the input's shape).
@@ -339,40 +330,64 @@ void multilabel_margin_loss_backward(const ExecSpace& exec, const GradOutputView
   const impl::EntryViews<ExecSpace> v{"multilabel_margin_loss_backward"};
   impl::multilabel_margin_loss_backward<ExecSpace, T, I>(exec, v(grad_output, "grad_output"), v(input, "input"),
                                                          v(target, "target"), v.optional(grad_input, "grad_input"),
-                                                         opts.reduction);
+                                                         opts);
 }
 
 }  // namespace kloss
 
-// Explicit instantiations: declared here, instantiated in src/margin.cpp
-// (KLOSS_MARGIN_INSTANTIATE(, T), KLOSS_MARGIN_INSTANTIATE_INDEXED(, T, I)).
-// Each line: the impl functions' name, the options struct, the views as
-// the impl functions take them (view: required, opt: optional, index:
-// int32/int64) and the option fields in the impl functions' order
-// (kloss/checks.hpp, KLOSS_LOSS_INSTANTIATE).
-/// The floating-target margin losses, a line each for the instantiation
-/// machinery (KLOSS_LOSS_INSTANTIATE).
-#define KLOSS_MG_INSTANCES(X, instance)                                                                         \
-  X(instance, hinge_embedding_loss, HingeEmbeddingLossOptions, (view(input), view(target)), (opt(grad_input)), \
-    (margin, reduction))                                                                                       \
-  X(instance, margin_ranking_loss, MarginRankingLossOptions, (view(input1), view(input2), view(target)),       \
-    (opt(grad_input1), opt(grad_input2)), (margin, reduction))                                                 \
-  X(instance, triplet_margin_loss, TripletMarginLossOptions, (view(anchor), view(positive), view(negative)),   \
-    (opt(grad_anchor), opt(grad_positive), opt(grad_negative)), (margin, p, eps, swap, reduction))             \
-  X(instance, cosine_embedding_loss, CosineEmbeddingLossOptions, (view(input1), view(input2), view(target)),   \
-    (opt(grad_input1), opt(grad_input2)), (margin, reduction))                                                 \
-  X(instance, multilabel_soft_margin_loss, MultilabelSoftMarginLossOptions,                                    \
-    (view(input), view(target), opt(weight)), (opt(grad_input)), (reduction))
-/// The class-index margin losses, a line each for the instantiation
-/// machinery.
-#define KLOSS_MG_INDEXED_INSTANCES(X, instance)                                                            \
-  X(instance, multi_margin_loss, MultiMarginLossOptions, (view(input), index(target), opt(weight)),       \
-    (opt(grad_input)), (p, margin, reduction))                                                            \
-  X(instance, multilabel_margin_loss, MultilabelMarginLossOptions, (view(input), index(target)),          \
-    (opt(grad_input)), (reduction))
-#define KLOSS_MARGIN_INSTANTIATE(PREFIX, T) KLOSS_MG_INSTANCES(KLOSS_LOSS_INSTANTIATE, (PREFIX, floating, T, ))
-#define KLOSS_MARGIN_INSTANTIATE_INDEXED(PREFIX, T, I) \
-  KLOSS_MG_INDEXED_INSTANCES(KLOSS_LOSS_INSTANTIATE, (PREFIX, indexed, T, I))
+// Explicit instantiations: declared here, instantiated in src/margin.cpp with
+// the same lists (KLOSS_MARGIN_INSTANTIATE(, T) for the floating-target
+// losses, KLOSS_MARGIN_INSTANTIATE_INDEXED(, T, I) for the class-index ones).
+#define KLOSS_MARGIN_INSTANTIATE(PREFIX, T)                                                                           \
+  PREFIX template void kloss::impl::hinge_embedding_loss<KLOSS_EXEC, T, kloss::HingeEmbeddingLossOptions>(            \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&,                    \
+      const kloss::HingeEmbeddingLossOptions&);                                                                       \
+  PREFIX template void kloss::impl::hinge_embedding_loss_backward<KLOSS_EXEC, T, kloss::HingeEmbeddingLossOptions>(   \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                   \
+      const KLOSS_TENSOR(T)&, const kloss::HingeEmbeddingLossOptions&);                                               \
+  PREFIX template void kloss::impl::margin_ranking_loss<KLOSS_EXEC, T, kloss::MarginRankingLossOptions>(              \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                   \
+      const KLOSS_TENSOR(T)&, const kloss::MarginRankingLossOptions&);                                                \
+  PREFIX template void kloss::impl::margin_ranking_loss_backward<KLOSS_EXEC, T, kloss::MarginRankingLossOptions>(     \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                   \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,                                        \
+      const kloss::MarginRankingLossOptions&);                                                                        \
+  PREFIX template void kloss::impl::triplet_margin_loss<KLOSS_EXEC, T, kloss::TripletMarginLossOptions>(              \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                   \
+      const KLOSS_TENSOR(T)&, const kloss::TripletMarginLossOptions&);                                                \
+  PREFIX template void kloss::impl::triplet_margin_loss_backward<KLOSS_EXEC, T, kloss::TripletMarginLossOptions>(     \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                   \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,                \
+      const kloss::TripletMarginLossOptions&);                                                                        \
+  PREFIX template void kloss::impl::cosine_embedding_loss<KLOSS_EXEC, T, kloss::CosineEmbeddingLossOptions>(          \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                   \
+      const KLOSS_TENSOR(T)&, const kloss::CosineEmbeddingLossOptions&);                                              \
+  PREFIX template void kloss::impl::cosine_embedding_loss_backward<KLOSS_EXEC, T, kloss::CosineEmbeddingLossOptions>( \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                   \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const KLOSS_TENSOR(T)&,                                        \
+      const kloss::CosineEmbeddingLossOptions&);                                                                      \
+  PREFIX template void                                                                                                \
+  kloss::impl::multilabel_soft_margin_loss<KLOSS_EXEC, T, kloss::MultilabelSoftMarginLossOptions>(                    \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                   \
+      const KLOSS_TENSOR(T)&, const kloss::MultilabelSoftMarginLossOptions&);                                         \
+  PREFIX template void                                                                                                \
+  kloss::impl::multilabel_soft_margin_loss_backward<KLOSS_EXEC, T, kloss::MultilabelSoftMarginLossOptions>(           \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&,                   \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::MultilabelSoftMarginLossOptions&);
+#define KLOSS_MARGIN_INSTANTIATE_INDEXED(PREFIX, T, I)                                                            \
+  PREFIX template void kloss::impl::multi_margin_loss<KLOSS_EXEC, T, I, kloss::MultiMarginLossOptions>(           \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_CTENSOR(T)&,               \
+      const KLOSS_TENSOR(T)&, const kloss::MultiMarginLossOptions&);                                              \
+  PREFIX template void kloss::impl::multi_margin_loss_backward<KLOSS_EXEC, T, I, kloss::MultiMarginLossOptions>(  \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,               \
+      const KLOSS_CTENSOR(T)&, const KLOSS_TENSOR(T)&, const kloss::MultiMarginLossOptions&);                     \
+  PREFIX template void kloss::impl::multilabel_margin_loss<KLOSS_EXEC, T, I, kloss::MultilabelMarginLossOptions>( \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&, const KLOSS_TENSOR(T)&,                \
+      const kloss::MultilabelMarginLossOptions&);                                                                 \
+  PREFIX template void                                                                                            \
+  kloss::impl::multilabel_margin_loss_backward<KLOSS_EXEC, T, I, kloss::MultilabelMarginLossOptions>(             \
+      const KLOSS_EXEC&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(T)&, const KLOSS_CTENSOR(I)&,               \
+      const KLOSS_TENSOR(T)&, const kloss::MultilabelMarginLossOptions&);
 #define KLOSS_MARGIN_EXTERN(T) KLOSS_MARGIN_INSTANTIATE(extern, T)
 #define KLOSS_MARGIN_EXTERN_INDEXED(T, I) KLOSS_MARGIN_INSTANTIATE_INDEXED(extern, T, I)
 KLOSS_FOR_EACH_SCALAR(KLOSS_MARGIN_EXTERN)

@@ -461,7 +461,7 @@ void binary_cross_entropy(const ExecSpace& exec, const InputView& input, const T
                 "kloss::binary_cross_entropy: every view must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"binary_cross_entropy"};
   impl::binary_cross_entropy<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
-                                           TensorIn<ExecSpace, T>{}, v(output, "output"), opts.reduction, false);
+                                           TensorIn<ExecSpace, T>{}, v(output, "output"), opts, false);
 }
 
 /// binary_cross_entropy with a mask (kloss extension; docs/weights.md):
@@ -481,8 +481,7 @@ void masked_binary_cross_entropy(const ExecSpace& exec, const InputView& input, 
                 "kloss::masked_binary_cross_entropy: every view must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"binary_cross_entropy"};
   impl::binary_cross_entropy<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
-                                           v.optional(mask, "mask"), v(output, "output"), opts.reduction,
-                                           masking.mask_nonfinite);
+                                           v.optional(mask, "mask"), v(output, "output"), opts, masking.mask_nonfinite);
 }
 
 /// Backward of binary_cross_entropy w.r.t. input, weight (input - target)
@@ -504,7 +503,7 @@ void binary_cross_entropy_backward(const ExecSpace& exec, const GradOutputView& 
   impl::binary_cross_entropy_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"),
                                                     v(target, "target"), v.optional(weight, "weight"),
                                                     TensorIn<ExecSpace, T>{}, v.optional(grad_input, "grad_input"),
-                                                    v.optional(grad_target, "grad_target"), opts.reduction, false);
+                                                    v.optional(grad_target, "grad_target"), opts, false);
 }
 
 /// Backward of masked_binary_cross_entropy: for each counted element the
@@ -526,8 +525,8 @@ void masked_binary_cross_entropy_backward(const ExecSpace& exec, const GradOutpu
   const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_backward"};
   impl::binary_cross_entropy_backward<ExecSpace, T>(
       exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
-      v.optional(mask, "mask"), v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
-      opts.reduction, masking.mask_nonfinite);
+      v.optional(mask, "mask"), v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"), opts,
+      masking.mask_nonfinite);
 }
 
 /// Backward of binary_cross_entropy w.r.t. input alone (the overload above
@@ -566,7 +565,7 @@ void binary_cross_entropy_with_logits(const ExecSpace& exec, const InputView& in
   const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_with_logits"};
   impl::binary_cross_entropy_with_logits<ExecSpace, T>(
       exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"), v.optional(pos_weight, "pos_weight"),
-      TensorIn<ExecSpace, T>{}, v(output, "output"), opts.reduction, false);
+      TensorIn<ExecSpace, T>{}, v(output, "output"), opts, false);
 }
 
 /// binary_cross_entropy_with_logits with a mask (kloss extension;
@@ -587,7 +586,7 @@ void masked_binary_cross_entropy_with_logits(const ExecSpace& exec, const InputV
   const impl::EntryViews<ExecSpace> v{"binary_cross_entropy_with_logits"};
   impl::binary_cross_entropy_with_logits<ExecSpace, T>(
       exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"), v.optional(pos_weight, "pos_weight"),
-      v.optional(mask, "mask"), v(output, "output"), opts.reduction, masking.mask_nonfinite);
+      v.optional(mask, "mask"), v(output, "output"), opts, masking.mask_nonfinite);
 }
 
 /// Backward of binary_cross_entropy_with_logits w.r.t. input: weight
@@ -613,7 +612,7 @@ void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, const Grad
   impl::binary_cross_entropy_with_logits_backward<ExecSpace, T>(
       exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
       v.optional(pos_weight, "pos_weight"), TensorIn<ExecSpace, T>{}, v.optional(grad_input, "grad_input"),
-      v.optional(grad_target, "grad_target"), opts.reduction, false);
+      v.optional(grad_target, "grad_target"), opts, false);
 }
 
 /// Backward of masked_binary_cross_entropy_with_logits: for each counted
@@ -640,7 +639,7 @@ void masked_binary_cross_entropy_with_logits_backward(const ExecSpace& exec, con
   impl::binary_cross_entropy_with_logits_backward<ExecSpace, T>(
       exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
       v.optional(pos_weight, "pos_weight"), v.optional(mask, "mask"), v.optional(grad_input, "grad_input"),
-      v.optional(grad_target, "grad_target"), opts.reduction, masking.mask_nonfinite);
+      v.optional(grad_target, "grad_target"), opts, masking.mask_nonfinite);
 }
 
 /// Backward of binary_cross_entropy_with_logits w.r.t. input alone (the
@@ -680,8 +679,8 @@ void kl_div(const ExecSpace& exec, const InputView& input, const TargetView& tar
                 "kloss::kl_div: input, target and output must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"kl_div"};
   using In = TensorIn<ExecSpace, T>;
-  impl::kl_div<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), In{}, In{}, v(output, "output"),
-                             opts.reduction, opts.log_target, false);
+  impl::kl_div<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), In{}, In{}, v(output, "output"), opts,
+                             false);
 }
 
 /// kl_div with a weight and a mask per element (kloss extension;
@@ -702,8 +701,7 @@ void masked_kl_div(const ExecSpace& exec, const InputView& input, const TargetVi
                 "kloss::masked_kl_div: every view must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"kl_div"};
   impl::kl_div<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
-                             v.optional(mask, "mask"), v(output, "output"), opts.reduction, opts.log_target,
-                             masking.mask_nonfinite);
+                             v.optional(mask, "mask"), v(output, "output"), opts, masking.mask_nonfinite);
 }
 
 /// Backward of kl_div w.r.t. input, -target (-e^target with log_target),
@@ -725,7 +723,7 @@ void kl_div_backward(const ExecSpace& exec, const GradOutputView& grad_output, c
   impl::kl_div_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"),
                                       TensorIn<ExecSpace, T>{}, TensorIn<ExecSpace, T>{},
                                       v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
-                                      TensorOut<ExecSpace, T>{}, opts.reduction, opts.log_target, false);
+                                      TensorOut<ExecSpace, T>{}, opts, false);
 }
 
 /// Backward of kl_div w.r.t. input alone (the overload above without
@@ -756,10 +754,10 @@ void masked_kl_div_backward(const ExecSpace& exec, const GradOutputView& grad_ou
                                        GradTargetView, GradWeightView>,
                 "kloss::masked_kl_div_backward: every view must hold the input's floating type");
   const impl::EntryViews<ExecSpace> v{"kl_div_backward"};
-  impl::kl_div_backward<ExecSpace, T>(
-      exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
-      v.optional(mask, "mask"), v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
-      v.optional(grad_weight, "grad_weight"), opts.reduction, opts.log_target, masking.mask_nonfinite);
+  impl::kl_div_backward<ExecSpace, T>(exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"),
+                                      v.optional(weight, "weight"), v.optional(mask, "mask"),
+                                      v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
+                                      v.optional(grad_weight, "grad_weight"), opts, masking.mask_nonfinite);
 }
 
 // --- poisson_nll_loss ------------------------------------------------------------
@@ -790,7 +788,7 @@ void poisson_nll_loss(const ExecSpace& exec, const InputView& input, const Targe
   const impl::EntryViews<ExecSpace> v{"poisson_nll_loss"};
   using In = TensorIn<ExecSpace, T>;
   impl::poisson_nll_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), In{}, In{}, v(output, "output"),
-                                       opts.reduction, opts.log_input, opts.full, opts.eps, false);
+                                       opts, false);
 }
 
 /// poisson_nll_loss with a weight and a mask per element (kloss extension;
@@ -810,8 +808,7 @@ void masked_poisson_nll_loss(const ExecSpace& exec, const InputView& input, cons
                 "kloss::masked_poisson_nll_loss: every view must hold one floating type");
   const impl::EntryViews<ExecSpace> v{"poisson_nll_loss"};
   impl::poisson_nll_loss<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
-                                       v.optional(mask, "mask"), v(output, "output"), opts.reduction, opts.log_input,
-                                       opts.full, opts.eps, masking.mask_nonfinite);
+                                       v.optional(mask, "mask"), v(output, "output"), opts, masking.mask_nonfinite);
 }
 
 /// Backward of poisson_nll_loss w.r.t. input, e^input - target
@@ -834,7 +831,7 @@ void poisson_nll_loss_backward(const ExecSpace& exec, const GradOutputView& grad
   impl::poisson_nll_loss_backward<ExecSpace, T>(
       exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), TensorIn<ExecSpace, T>{},
       TensorIn<ExecSpace, T>{}, v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
-      TensorOut<ExecSpace, T>{}, opts.reduction, opts.log_input, opts.full, opts.eps, false);
+      TensorOut<ExecSpace, T>{}, opts, false);
 }
 
 /// Backward of poisson_nll_loss w.r.t. input alone (the overload above
@@ -869,8 +866,7 @@ void masked_poisson_nll_loss_backward(const ExecSpace& exec, const GradOutputVie
   impl::poisson_nll_loss_backward<ExecSpace, T>(
       exec, v(grad_output, "grad_output"), v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
       v.optional(mask, "mask"), v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"),
-      v.optional(grad_weight, "grad_weight"), opts.reduction, opts.log_input, opts.full, opts.eps,
-      masking.mask_nonfinite);
+      v.optional(grad_weight, "grad_weight"), opts, masking.mask_nonfinite);
 }
 
 // --- gaussian_nll_loss -----------------------------------------------------------
@@ -1129,50 +1125,52 @@ KLOSS_BINARY_LOSSES(KLOSS_BL_OP_OF)
 KLOSS_BINARY_LOSSES(KLOSS_BL_EXTERN)
 #undef KLOSS_BL_EXTERN
 #undef KLOSS_BL_EXTERN_T
-#define KLOSS_POINTWISE_INSTANTIATE(PREFIX, T)                                                                     \
-  PREFIX template void kloss::impl::binary_cross_entropy<KLOSS_EXEC, T>(                                           \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),  \
-      kloss::Reduction, bool);                                                                                     \
-  PREFIX template void kloss::impl::binary_cross_entropy_backward<KLOSS_EXEC, T>(                                  \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
-      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction, bool);                                                   \
-  PREFIX template void kloss::impl::binary_cross_entropy_with_logits<KLOSS_EXEC, T>(                               \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
-      KLOSS_PW_I_T(T), kloss::Reduction, bool);                                                                    \
-  PREFIX template void kloss::impl::binary_cross_entropy_with_logits_backward<KLOSS_EXEC, T>(                      \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
-      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction, bool);                                 \
-  PREFIX template void kloss::impl::kl_div<KLOSS_EXEC, T>(const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
-                                                          KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),     \
-                                                          kloss::Reduction, bool, bool);                           \
-  PREFIX template void kloss::impl::kl_div_backward<KLOSS_EXEC, T>(                                                \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
-      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction, bool, bool);                            \
-  PREFIX template void kloss::impl::poisson_nll_loss<KLOSS_EXEC, T>(                                               \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),  \
-      kloss::Reduction, bool, bool, double, bool);                                                                 \
-  PREFIX template void kloss::impl::poisson_nll_loss_backward<KLOSS_EXEC, T>(                                      \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
-      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), kloss::Reduction, bool, bool, double, bool);              \
-  PREFIX template void kloss::impl::gaussian_nll_loss<KLOSS_EXEC, T, kloss::GaussianNllLossOptions>(               \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
-      KLOSS_PW_I_T(T), const kloss::GaussianNllLossOptions&, bool);                                                \
-  PREFIX template void kloss::impl::gaussian_nll_loss_backward<KLOSS_EXEC, T, kloss::GaussianNllLossOptions>(      \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
-      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),                        \
-      const kloss::GaussianNllLossOptions&, bool);                                                                 \
-  PREFIX template void kloss::impl::quantile_loss<KLOSS_EXEC, T, kloss::QuantileLossOptions>(                      \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),                    \
-      const kloss::QuantileLossOptions&);                                                                          \
-  PREFIX template void kloss::impl::quantile_loss_backward<KLOSS_EXEC, T, kloss::QuantileLossOptions>(             \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),  \
-      KLOSS_PW_I_T(T), const kloss::QuantileLossOptions&);                                                         \
-  PREFIX template void kloss::impl::crps_gaussian<KLOSS_EXEC, T, kloss::CrpsGaussianOptions>(                      \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
-      KLOSS_PW_I_T(T), const kloss::CrpsGaussianOptions&, bool);                                                   \
-  PREFIX template void kloss::impl::crps_gaussian_backward<KLOSS_EXEC, T, kloss::CrpsGaussianOptions>(             \
-      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), \
-      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),                        \
+#define KLOSS_POINTWISE_INSTANTIATE(PREFIX, T)                                                                       \
+  PREFIX template void kloss::impl::binary_cross_entropy<KLOSS_EXEC, T, kloss::BinaryCrossEntropyOptions>(           \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
+      const kloss::BinaryCrossEntropyOptions&, bool);                                                                \
+  PREFIX template void kloss::impl::binary_cross_entropy_backward<KLOSS_EXEC, T, kloss::BinaryCrossEntropyOptions>(  \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), const kloss::BinaryCrossEntropyOptions&, bool);                              \
+  PREFIX template void                                                                                               \
+  kloss::impl::binary_cross_entropy_with_logits<KLOSS_EXEC, T, kloss::BinaryCrossEntropyWithLogitsOptions>(          \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+      KLOSS_PW_I_T(T), const kloss::BinaryCrossEntropyWithLogitsOptions&, bool);                                     \
+  PREFIX template void                                                                                               \
+  kloss::impl::binary_cross_entropy_with_logits_backward<KLOSS_EXEC, T, kloss::BinaryCrossEntropyWithLogitsOptions>( \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), const kloss::BinaryCrossEntropyWithLogitsOptions&, bool);  \
+  PREFIX template void kloss::impl::kl_div<KLOSS_EXEC, T, kloss::KlDivOptions>(                                      \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
+      const kloss::KlDivOptions&, bool);                                                                             \
+  PREFIX template void kloss::impl::kl_div_backward<KLOSS_EXEC, T, kloss::KlDivOptions>(                             \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), const kloss::KlDivOptions&, bool);                          \
+  PREFIX template void kloss::impl::poisson_nll_loss<KLOSS_EXEC, T, kloss::PoissonNllLossOptions>(                   \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
+      const kloss::PoissonNllLossOptions&, bool);                                                                    \
+  PREFIX template void kloss::impl::poisson_nll_loss_backward<KLOSS_EXEC, T, kloss::PoissonNllLossOptions>(          \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+      KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), const kloss::PoissonNllLossOptions&, bool);                 \
+  PREFIX template void kloss::impl::gaussian_nll_loss<KLOSS_EXEC, T, kloss::GaussianNllLossOptions>(                 \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+      KLOSS_PW_I_T(T), const kloss::GaussianNllLossOptions&, bool);                                                  \
+  PREFIX template void kloss::impl::gaussian_nll_loss_backward<KLOSS_EXEC, T, kloss::GaussianNllLossOptions>(        \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),                          \
+      const kloss::GaussianNllLossOptions&, bool);                                                                   \
+  PREFIX template void kloss::impl::quantile_loss<KLOSS_EXEC, T, kloss::QuantileLossOptions>(                        \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),                      \
+      const kloss::QuantileLossOptions&);                                                                            \
+  PREFIX template void kloss::impl::quantile_loss_backward<KLOSS_EXEC, T, kloss::QuantileLossOptions>(               \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T),    \
+      KLOSS_PW_I_T(T), const kloss::QuantileLossOptions&);                                                           \
+  PREFIX template void kloss::impl::crps_gaussian<KLOSS_EXEC, T, kloss::CrpsGaussianOptions>(                        \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+      KLOSS_PW_I_T(T), const kloss::CrpsGaussianOptions&, bool);                                                     \
+  PREFIX template void kloss::impl::crps_gaussian_backward<KLOSS_EXEC, T, kloss::CrpsGaussianOptions>(               \
+      const KLOSS_EXEC&, KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T), KLOSS_PW_I_CT(T),   \
+      KLOSS_PW_I_CT(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T), KLOSS_PW_I_T(T),                          \
       const kloss::CrpsGaussianOptions&, bool);
 #define KLOSS_POINTWISE_EXTERN(T) KLOSS_POINTWISE_INSTANTIATE(extern, T)
 KLOSS_FOR_EACH_SCALAR(KLOSS_POINTWISE_EXTERN)

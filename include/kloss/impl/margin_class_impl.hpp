@@ -81,12 +81,19 @@ void throw_bad_classes(const ExecSpace& exec, std::string_view op, const TensorI
 }
 }  // namespace margin
 
-template <class ExecSpace, class T, class I>
+// The entry points (kloss/margin.hpp calls them): Options is the op's
+// options struct, a template parameter because kloss/margin.hpp declares
+// the structs after including this header.
+
+/// multi_margin_loss: Options is MultiMarginLossOptions.
+template <class ExecSpace, class T, class I, class Options>
 void multi_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
-                       const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output, std::int64_t p,
-                       double margin, Reduction reduction) {
+                       const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& output,
+                       const Options& opts) {
   using namespace margin;
   using A = acc_t<T>;
+  const std::int64_t p = opts.p;
+  const Reduction reduction = opts.reduction;
   constexpr std::string_view op = "multi_margin_loss";
   check_output(op, "output", output, reduction, check_multi_margin(op, input, target, weight, p, reduction));
   check_disjoint(op, {span("output", output)}, {span("input", input), span("target", target), span("weight", weight)});
@@ -98,7 +105,7 @@ void multi_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& inpu
   auto t = target.data;
   auto o = output.data;
   const bool none = reduction == Reduction::none, squared = p == 2;
-  const A m = static_cast<A>(margin);
+  const A m = static_cast<A>(opts.margin);
   double sum = 0;
   I64 bad = 0;
   rows_sum_and_count(
@@ -130,13 +137,15 @@ void multi_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& inpu
     write_host_scalar(exec, "kloss::multi_margin_loss::forward_scale", output, sum * reduction_scale(reduction, N));
 }
 
-template <class ExecSpace, class T, class I>
+template <class ExecSpace, class T, class I, class Options>
 void multi_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                                 const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
                                 const TensorIn<ExecSpace, T>& weight, const TensorOut<ExecSpace, T>& grad_input,
-                                std::int64_t p, double margin, Reduction reduction) {
+                                const Options& opts) {
   using namespace margin;
   using A = acc_t<T>;
+  const std::int64_t p = opts.p;
+  const Reduction reduction = opts.reduction;
   constexpr std::string_view op = "multi_margin_loss_backward";
   const Shape out_shape = check_multi_margin(op, input, target, weight, p, reduction);
   check_backward(op, grad_output, reduction, out_shape, {grad_arg("grad_input", grad_input, input.shape)},
@@ -150,7 +159,7 @@ void multi_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace,
   auto t = target.data;
   auto go = grad_output.data;
   const bool none = reduction == Reduction::none, squared = p == 2;
-  const A m = static_cast<A>(margin), scale = static_cast<A>(reduction_scale(reduction, N));
+  const A m = static_cast<A>(opts.margin), scale = static_cast<A>(reduction_scale(reduction, N));
   double unused = 0;
   I64 bad = 0;
   rows_sum_and_count(
@@ -278,12 +287,14 @@ void throw_bad_label_lists(const ExecSpace& exec, std::string_view op, const Ten
 }
 }  // namespace margin
 
-template <class ExecSpace, class T, class I>
+/// multilabel_margin_loss: Options is MultilabelMarginLossOptions.
+template <class ExecSpace, class T, class I, class Options>
 void multilabel_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
                             const TensorIn<ExecSpace, I>& target, const TensorOut<ExecSpace, T>& output,
-                            Reduction reduction) {
+                            const Options& opts) {
   using namespace margin;
   using A = acc_t<T>;
+  const Reduction reduction = opts.reduction;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   constexpr std::string_view op = "multilabel_margin_loss";
   check_output(op, "output", output, reduction, check_multilabel_margin(op, input, target, reduction));
@@ -335,12 +346,13 @@ void multilabel_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
                       sum * reduction_scale(reduction, N));
 }
 
-template <class ExecSpace, class T, class I>
+template <class ExecSpace, class T, class I, class Options>
 void multilabel_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                                      const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, I>& target,
-                                     const TensorOut<ExecSpace, T>& grad_input, Reduction reduction) {
+                                     const TensorOut<ExecSpace, T>& grad_input, const Options& opts) {
   using namespace margin;
   using A = acc_t<T>;
+  const Reduction reduction = opts.reduction;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
   constexpr std::string_view op = "multilabel_margin_loss_backward";
   const Shape out_shape = check_multilabel_margin(op, input, target, reduction);

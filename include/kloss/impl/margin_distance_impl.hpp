@@ -242,12 +242,15 @@ KOKKOS_INLINE_FUNCTION TripletDists<A> triplet_row_dists(const RowCtx<Member>& r
   return triplet_dists(nrm, t, D);
 }
 
-template <class T, class M>
+/// triplet_margin_loss's checks of its views and options (opts: a
+/// TripletMarginLossOptions).
+template <class T, class M, class Options>
 void check_triplet(std::string_view op, const Tensor<const T, M>& anchor, const Tensor<const T, M>& positive,
-                   const Tensor<const T, M>& negative, double margin, double p, Reduction reduction) {
-  check_reduction(op, reduction);
+                   const Tensor<const T, M>& negative, const Options& opts) {
+  const double p = opts.p;
+  check_reduction(op, opts.reduction);
   // torch (F.triplet_margin_loss): "margin must be greater than 0"
-  require(margin > 0, op, "option 'margin' must be > 0, got ", margin);
+  require(opts.margin > 0, op, "option 'margin' must be > 0, got ", opts.margin);
   if (anchor.rank() != positive.rank() || positive.rank() != negative.rank())
     fail<DimensionMismatch>(op, "arguments 'anchor' ", anchor.shape.str(), ", 'positive' ", positive.shape.str(),
                             " and 'negative' ", negative.shape.str(), " must have the same number of dimensions");
@@ -307,15 +310,15 @@ KOKKOS_INLINE_FUNCTION void triplet_grads(const NormAcc<K, A>& nrm, const Triple
   gn = -uan - upn;
 }
 
-template <NormKind K, class ExecSpace, class T>
+template <NormKind K, class ExecSpace, class T, class Options>
 void triplet_forward_kernel(const ExecSpace& exec, const TensorIn<ExecSpace, T>& anchor,
                             const TensorIn<ExecSpace, T>& positive, const TensorIn<ExecSpace, T>& negative,
-                            const TensorOut<ExecSpace, T>& output, double margin, double p, double eps, bool swap,
-                            Reduction reduction) {
+                            const TensorOut<ExecSpace, T>& output, const Options& opts) {
   using A = acc_t<T>;
   const I64 D = last_extent(anchor.shape), N = leading_shape(anchor.shape).numel();
-  const NormAcc<K, A> nrm{static_cast<A>(p)};
-  const A m = static_cast<A>(margin), e = static_cast<A>(eps);
+  const NormAcc<K, A> nrm{static_cast<A>(opts.p)};
+  const A m = static_cast<A>(opts.margin), e = static_cast<A>(opts.eps);
+  const bool swap = opts.swap;
   const T* a = anchor.data.data();
   const T* ps = positive.data.data();
   const T* ng = negative.data.data();
@@ -326,21 +329,22 @@ void triplet_forward_kernel(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
         const A dneg = swap ? triplet_min(d.dpn, d.dan) : d.dan;
         return relu(m + d.dap - dneg);
       },
-      output, reduction);
+      output, opts.reduction);
 }
 
-template <NormKind K, class ExecSpace, class T>
+template <NormKind K, class ExecSpace, class T, class Options>
 void triplet_backward_kernel(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                              const TensorIn<ExecSpace, T>& anchor, const TensorIn<ExecSpace, T>& positive,
                              const TensorIn<ExecSpace, T>& negative, const TensorOut<ExecSpace, T>& grad_anchor,
                              const TensorOut<ExecSpace, T>& grad_positive, const TensorOut<ExecSpace, T>& grad_negative,
-                             double margin, double p, double eps, bool swap, Reduction reduction) {
+                             const Options& opts) {
   using A = acc_t<T>;
   const I64 D = last_extent(anchor.shape), N = leading_shape(anchor.shape).numel();
-  const NormAcc<K, A> nrm{static_cast<A>(p)};
-  const A m = static_cast<A>(margin), e = static_cast<A>(eps);
-  const A scale = static_cast<A>(reduction_scale(reduction, N));
-  const bool none = reduction == Reduction::none;
+  const NormAcc<K, A> nrm{static_cast<A>(opts.p)};
+  const A m = static_cast<A>(opts.margin), e = static_cast<A>(opts.eps);
+  const bool swap = opts.swap;
+  const A scale = static_cast<A>(reduction_scale(opts.reduction, N));
+  const bool none = opts.reduction == Reduction::none;
   const T* a = anchor.data.data();
   const T* ps = positive.data.data();
   const T* ng = negative.data.data();
@@ -381,43 +385,45 @@ void triplet_backward_kernel(const ExecSpace& exec, const TensorIn<ExecSpace, T>
 
 }  // namespace margin
 
-template <class ExecSpace, class T>
+// The entry points (kloss/margin.hpp calls them): Options is the op's
+// options struct, a template parameter because kloss/margin.hpp declares
+// the structs after including this header.
+
+/// triplet_margin_loss: Options is TripletMarginLossOptions.
+template <class ExecSpace, class T, class Options>
 void triplet_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& anchor,
                          const TensorIn<ExecSpace, T>& positive, const TensorIn<ExecSpace, T>& negative,
-                         const TensorOut<ExecSpace, T>& output, double margin, double p, double eps, bool swap,
-                         Reduction reduction) {
+                         const TensorOut<ExecSpace, T>& output, const Options& opts) {
   using namespace margin;
   constexpr std::string_view op = "triplet_margin_loss";
-  check_triplet(op, anchor, positive, negative, margin, p, reduction);
-  check_output(op, "output", output, reduction, leading_shape(anchor.shape));
+  check_triplet(op, anchor, positive, negative, opts);
+  check_output(op, "output", output, opts.reduction, leading_shape(anchor.shape));
   check_disjoint(op, {span("output", output)},
                  {span("anchor", anchor), span("positive", positive), span("negative", negative)});
   ProfilingRegion region("kloss::triplet_margin_loss");
-  with_norm_kind(norm_kind(p), [&](auto tag) {
-    triplet_forward_kernel<decltype(tag)::kind>(exec, anchor, positive, negative, output, margin, p, eps, swap,
-                                                reduction);
+  with_norm_kind(norm_kind(opts.p), [&](auto tag) {
+    triplet_forward_kernel<decltype(tag)::kind>(exec, anchor, positive, negative, output, opts);
   });
 }
 
-template <class ExecSpace, class T>
+template <class ExecSpace, class T, class Options>
 void triplet_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                                   const TensorIn<ExecSpace, T>& anchor, const TensorIn<ExecSpace, T>& positive,
                                   const TensorIn<ExecSpace, T>& negative, const TensorOut<ExecSpace, T>& grad_anchor,
                                   const TensorOut<ExecSpace, T>& grad_positive,
-                                  const TensorOut<ExecSpace, T>& grad_negative, double margin, double p, double eps,
-                                  bool swap, Reduction reduction) {
+                                  const TensorOut<ExecSpace, T>& grad_negative, const Options& opts) {
   using namespace margin;
   constexpr std::string_view op = "triplet_margin_loss_backward";
-  check_triplet(op, anchor, positive, negative, margin, p, reduction);
+  check_triplet(op, anchor, positive, negative, opts);
   check_backward(
-      op, grad_output, reduction, leading_shape(anchor.shape),
+      op, grad_output, opts.reduction, leading_shape(anchor.shape),
       {grad_arg("grad_anchor", grad_anchor, anchor.shape), grad_arg("grad_positive", grad_positive, positive.shape),
        grad_arg("grad_negative", grad_negative, negative.shape)},
       {span("anchor", anchor), span("positive", positive), span("negative", negative)});
   ProfilingRegion region("kloss::triplet_margin_loss_backward");
-  with_norm_kind(norm_kind(p), [&](auto tag) {
+  with_norm_kind(norm_kind(opts.p), [&](auto tag) {
     triplet_backward_kernel<decltype(tag)::kind>(exec, grad_output, anchor, positive, negative, grad_anchor,
-                                                 grad_positive, grad_negative, margin, p, eps, swap, reduction);
+                                                 grad_positive, grad_negative, opts);
   });
 }
 
@@ -533,12 +539,14 @@ void throw_bad_cosine_targets(const ExecSpace& exec, std::string_view op, const 
 
 }  // namespace margin
 
-template <class ExecSpace, class T>
+/// cosine_embedding_loss: Options is CosineEmbeddingLossOptions.
+template <class ExecSpace, class T, class Options>
 void cosine_embedding_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input1,
                            const TensorIn<ExecSpace, T>& input2, const TensorIn<ExecSpace, T>& target,
-                           const TensorOut<ExecSpace, T>& output, double margin, Reduction reduction) {
+                           const TensorOut<ExecSpace, T>& output, const Options& opts) {
   using namespace margin;
   using A = acc_t<T>;
+  const Reduction reduction = opts.reduction;
   constexpr std::string_view op = "cosine_embedding_loss";
   check_output(op, "output", output, reduction, check_cosine(op, input1, input2, target, reduction));
   check_disjoint(op, {span("output", output)},
@@ -550,7 +558,7 @@ void cosine_embedding_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& 
   auto t = target.data;
   auto o = output.data;
   const bool none = reduction == Reduction::none;
-  const A m = static_cast<A>(margin), eps = static_cast<A>(cosine_epsilon);
+  const A m = static_cast<A>(opts.margin), eps = static_cast<A>(cosine_epsilon);
   double sum = 0;
   I64 bad = 0;
   rows_sum_and_count(
@@ -568,13 +576,14 @@ void cosine_embedding_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& 
     write_host_scalar(exec, "kloss::cosine_embedding_loss::forward_scale", output, sum * reduction_scale(reduction, N));
 }
 
-template <class ExecSpace, class T>
+template <class ExecSpace, class T, class Options>
 void cosine_embedding_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                                     const TensorIn<ExecSpace, T>& input1, const TensorIn<ExecSpace, T>& input2,
                                     const TensorIn<ExecSpace, T>& target, const TensorOut<ExecSpace, T>& grad_input1,
-                                    const TensorOut<ExecSpace, T>& grad_input2, double margin, Reduction reduction) {
+                                    const TensorOut<ExecSpace, T>& grad_input2, const Options& opts) {
   using namespace margin;
   using A = acc_t<T>;
+  const Reduction reduction = opts.reduction;
   constexpr std::string_view op = "cosine_embedding_loss_backward";
   const Shape out_shape = check_cosine(op, input1, input2, target, reduction);
   check_backward(
@@ -590,7 +599,7 @@ void cosine_embedding_loss_backward(const ExecSpace& exec, const TensorIn<ExecSp
   auto t = target.data;
   auto go = grad_output.data;
   const bool none = reduction == Reduction::none;
-  const A m = static_cast<A>(margin), eps = static_cast<A>(cosine_epsilon);
+  const A m = static_cast<A>(opts.margin), eps = static_cast<A>(cosine_epsilon);
   const A scale = static_cast<A>(reduction_scale(reduction, N));
   double unused = 0;
   I64 bad = 0;

@@ -133,41 +133,48 @@ void signed_backward(const ExecSpace& exec, std::string_view op, const char* nam
 }
 }  // namespace margin
 
-template <class ExecSpace, class T>
+// The entry points (kloss/margin.hpp calls them): Options is the op's
+// options struct, a template parameter because kloss/margin.hpp declares
+// the structs after including this header.
+
+/// hinge_embedding_loss: Options is HingeEmbeddingLossOptions.
+template <class ExecSpace, class T, class Options>
 void hinge_embedding_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
-                          const TensorIn<ExecSpace, T>& target, const TensorOut<ExecSpace, T>& output, double margin,
-                          Reduction reduction) {
-  margin::signed_forward<ExecSpace, T, margin::HingeOp, 1>(exec, "hinge_embedding_loss", margin::HingeOp{{}, margin},
-                                                           {input, target}, {"input", "target"}, output, reduction);
+                          const TensorIn<ExecSpace, T>& target, const TensorOut<ExecSpace, T>& output,
+                          const Options& opts) {
+  margin::signed_forward<ExecSpace, T, margin::HingeOp, 1>(exec, "hinge_embedding_loss",
+                                                           margin::HingeOp{{}, opts.margin}, {input, target},
+                                                           {"input", "target"}, output, opts.reduction);
 }
 
-template <class ExecSpace, class T>
+template <class ExecSpace, class T, class Options>
 void hinge_embedding_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                                    const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
-                                   const TensorOut<ExecSpace, T>& grad_input, double margin, Reduction reduction) {
+                                   const TensorOut<ExecSpace, T>& grad_input, const Options& opts) {
   margin::signed_backward<ExecSpace, T, margin::HingeOp, 1>(
-      exec, "hinge_embedding_loss_backward", "hinge_embedding_loss", margin::HingeOp{{}, margin}, grad_output,
-      {input, target}, {"input", "target"}, {grad_input}, {"grad_input"}, reduction);
+      exec, "hinge_embedding_loss_backward", "hinge_embedding_loss", margin::HingeOp{{}, opts.margin}, grad_output,
+      {input, target}, {"input", "target"}, {grad_input}, {"grad_input"}, opts.reduction);
 }
 
-template <class ExecSpace, class T>
+/// margin_ranking_loss: Options is MarginRankingLossOptions.
+template <class ExecSpace, class T, class Options>
 void margin_ranking_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input1,
                          const TensorIn<ExecSpace, T>& input2, const TensorIn<ExecSpace, T>& target,
-                         const TensorOut<ExecSpace, T>& output, double margin, Reduction reduction) {
+                         const TensorOut<ExecSpace, T>& output, const Options& opts) {
   margin::signed_forward<ExecSpace, T, margin::MarginRankingOp, 2>(
-      exec, "margin_ranking_loss", margin::MarginRankingOp{{}, margin}, {input1, input2, target},
-      {"input1", "input2", "target"}, output, reduction);
+      exec, "margin_ranking_loss", margin::MarginRankingOp{{}, opts.margin}, {input1, input2, target},
+      {"input1", "input2", "target"}, output, opts.reduction);
 }
 
-template <class ExecSpace, class T>
+template <class ExecSpace, class T, class Options>
 void margin_ranking_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                                   const TensorIn<ExecSpace, T>& input1, const TensorIn<ExecSpace, T>& input2,
                                   const TensorIn<ExecSpace, T>& target, const TensorOut<ExecSpace, T>& grad_input1,
-                                  const TensorOut<ExecSpace, T>& grad_input2, double margin, Reduction reduction) {
+                                  const TensorOut<ExecSpace, T>& grad_input2, const Options& opts) {
   margin::signed_backward<ExecSpace, T, margin::MarginRankingOp, 2>(
-      exec, "margin_ranking_loss_backward", "margin_ranking_loss", margin::MarginRankingOp{{}, margin}, grad_output,
-      {input1, input2, target}, {"input1", "input2", "target"}, {grad_input1, grad_input2},
-      {"grad_input1", "grad_input2"}, reduction);
+      exec, "margin_ranking_loss_backward", "margin_ranking_loss", margin::MarginRankingOp{{}, opts.margin},
+      grad_output, {input1, input2, target}, {"input1", "input2", "target"}, {grad_input1, grad_input2},
+      {"grad_input1", "grad_input2"}, opts.reduction);
 }
 
 }  // namespace kloss::impl

@@ -64,12 +64,18 @@ KOKKOS_INLINE_FUNCTION A soft_margin_grad(A x, A t, A g) {
 }
 }  // namespace margin
 
-template <class ExecSpace, class T>
+// The entry points (kloss/margin.hpp calls them): Options is the op's
+// options struct, a template parameter because kloss/margin.hpp declares
+// the structs after including this header.
+
+/// multilabel_soft_margin_loss: Options is MultilabelSoftMarginLossOptions.
+template <class ExecSpace, class T, class Options>
 void multilabel_soft_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
                                  const TensorIn<ExecSpace, T>& target, const TensorIn<ExecSpace, T>& weight,
-                                 const TensorOut<ExecSpace, T>& output, Reduction reduction) {
+                                 const TensorOut<ExecSpace, T>& output, const Options& opts) {
   using namespace margin;
   using A = acc_t<T>;
+  const Reduction reduction = opts.reduction;
   constexpr std::string_view op = "multilabel_soft_margin_loss";
   const int wmode = check_soft_margin(op, input, target, weight, reduction);
   check_output(op, "output", output, reduction, leading_shape(input.shape));
@@ -95,13 +101,14 @@ void multilabel_soft_margin_loss(const ExecSpace& exec, const TensorIn<ExecSpace
       output, reduction);
 }
 
-template <class ExecSpace, class T>
+template <class ExecSpace, class T, class Options>
 void multilabel_soft_margin_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad_output,
                                           const TensorIn<ExecSpace, T>& input, const TensorIn<ExecSpace, T>& target,
                                           const TensorIn<ExecSpace, T>& weight,
-                                          const TensorOut<ExecSpace, T>& grad_input, Reduction reduction) {
+                                          const TensorOut<ExecSpace, T>& grad_input, const Options& opts) {
   using namespace margin;
   using A = acc_t<T>;
+  const Reduction reduction = opts.reduction;
   constexpr std::string_view op = "multilabel_soft_margin_loss_backward";
   const int wmode = check_soft_margin(op, input, target, weight, reduction);
   check_backward(op, grad_output, reduction, leading_shape(input.shape),

@@ -975,11 +975,13 @@ void binary_loss_backward_entry(const ExecSpace& exec, const char* name, const c
 /// binary_cross_entropy; weight: torch's (each element's loss times it);
 /// mask (optional) and mask_nonfinite: kloss's masks (docs/weights.md), a
 /// mean over the counted elements' count, as torch's weighted mean is over
-/// every element's. Fences (the [0, 1] check must reach the host).
-template <class ExecSpace, class T>
+/// every element's. opts: a BinaryCrossEntropyOptions. Fences (the [0, 1]
+/// check must reach the host).
+template <class ExecSpace, class T, class Options>
 void binary_cross_entropy(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight,
-                          KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) output, Reduction reduction, bool mask_nonfinite) {
+                          KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) output, const Options& opts, bool mask_nonfinite) {
   constexpr const char* name = "binary_cross_entropy";
+  const Reduction reduction = opts.reduction;
   const Shape shape = check_bce(name, input, target, weight, TensorIn<ExecSpace, T>{}, reduction);
   check_broadcasts_to(name, "mask", mask, shape);
   check_output(name, "output", output, reduction, shape);
@@ -1001,12 +1003,13 @@ void binary_cross_entropy(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_
                                                      reduction, scale);
 }
 /// Backward of binary_cross_entropy (masked: fences for a mean).
-template <class ExecSpace, class T>
+template <class ExecSpace, class T, class Options>
 void binary_cross_entropy_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
                                    KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask,
-                                   KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target, Reduction reduction,
+                                   KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target, const Options& opts,
                                    bool mask_nonfinite) {
   constexpr const char* name = "binary_cross_entropy_backward";
+  const Reduction reduction = opts.reduction;
   const Shape shape = check_bce(name, input, target, weight, TensorIn<ExecSpace, T>{}, reduction);
   check_broadcasts_to(name, "mask", mask, shape);
   check_backward(name, grad_output, reduction, shape,
@@ -1079,12 +1082,13 @@ void with_bce_logits_operands(const Tensor<const T, M>& input, const Tensor<cons
 
 /// binary_cross_entropy_with_logits; weight, pos_weight: torch's; mask
 /// (optional) and mask_nonfinite as binary_cross_entropy's (masked: fences
-/// for a mean).
-template <class ExecSpace, class T>
+/// for a mean). opts: a BinaryCrossEntropyWithLogitsOptions.
+template <class ExecSpace, class T, class Options>
 void binary_cross_entropy_with_logits(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target,
                                       KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) pos_weight, KLOSS_PW_CT(T) mask,
-                                      KLOSS_PW_T(T) output, Reduction reduction, bool mask_nonfinite) {
+                                      KLOSS_PW_T(T) output, const Options& opts, bool mask_nonfinite) {
   constexpr const char* name = "binary_cross_entropy_with_logits";
+  const Reduction reduction = opts.reduction;
   const Shape shape = check_bce(name, input, target, weight, pos_weight, reduction);
   check_broadcasts_to(name, "mask", mask, shape);
   check_output(name, "output", output, reduction, shape);
@@ -1118,12 +1122,13 @@ void binary_cross_entropy_with_logits(const ExecSpace& exec, KLOSS_PW_CT(T) inpu
   });
 }
 /// Backward of binary_cross_entropy_with_logits.
-template <class ExecSpace, class T>
+template <class ExecSpace, class T, class Options>
 void binary_cross_entropy_with_logits_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
                                                KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) pos_weight,
                                                KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target,
-                                               Reduction reduction, bool mask_nonfinite) {
+                                               const Options& opts, bool mask_nonfinite) {
   constexpr const char* name = "binary_cross_entropy_with_logits_backward";
+  const Reduction reduction = opts.reduction;
   const Shape shape = check_bce(name, input, target, weight, pos_weight, reduction);
   check_broadcasts_to(name, "mask", mask, shape);
   check_backward(name, grad_output, reduction, shape,
@@ -1165,11 +1170,13 @@ inline void check_masked_batchmean(std::string_view op, bool masked, Reduction r
 
 /// kl_div; weight, mask (optional, kloss's weights and masks:
 /// masked_forward, which fences for a mean): each broadcasting to the
-/// output's shape without growing it; not with batchmean.
-template <class ExecSpace, class T>
+/// output's shape without growing it; not with batchmean. opts: a
+/// KlDivOptions.
+template <class ExecSpace, class T, class Options>
 void kl_div(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight,
-            KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) output, Reduction reduction, bool log_target, bool mask_nonfinite) {
+            KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) output, const Options& opts, bool mask_nonfinite) {
   constexpr const char* name = "kl_div";
+  const Reduction reduction = opts.reduction;
   const Shape shape = check_binary(name, input, target, reduction, true);
   const bool masked = weight.present || mask.present || mask_nonfinite;
   check_masked_batchmean(name, masked, reduction);
@@ -1186,17 +1193,18 @@ void kl_div(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, 
                                                  {"input", "target"}, weight, mask, mask_nonfinite, masked, shape,
                                                  output, reduction, scale);
   };
-  if (log_target)
+  if (opts.log_target)
     run(KlDivOp<true>{});
   else
     run(KlDivOp<false>{});
 }
 /// Backward of kl_div; grad_weight (optional, with a weight).
-template <class ExecSpace, class T>
+template <class ExecSpace, class T, class Options>
 void kl_div_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target,
                      KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target,
-                     KLOSS_PW_T(T) grad_weight, Reduction reduction, bool log_target, bool mask_nonfinite) {
+                     KLOSS_PW_T(T) grad_weight, const Options& opts, bool mask_nonfinite) {
   constexpr const char* name = "kl_div_backward";
+  const Reduction reduction = opts.reduction;
   const Shape shape = check_binary(name, input, target, reduction, true);
   const bool masked = weight.present || mask.present || mask_nonfinite;
   check_masked_batchmean(name, masked, reduction);
@@ -1216,7 +1224,7 @@ void kl_div_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW
                                                   {input.shape, target.shape}, weight, mask, mask_nonfinite, masked,
                                                   shape, {grad_input, grad_target, grad_weight}, reduction, scale);
   };
-  if (log_target)
+  if (opts.log_target)
     run(KlDivOp<true>{});
   else
     run(KlDivOp<false>{});
@@ -1234,12 +1242,12 @@ void with_poisson_op(bool log_input, bool full, double eps, F&& f) {
 
 /// poisson_nll_loss; weight, mask (optional, kloss's weights and masks:
 /// masked_forward, which fences for a mean): each broadcasting to the
-/// output's shape without growing it.
-template <class ExecSpace, class T>
+/// output's shape without growing it. opts: a PoissonNllLossOptions.
+template <class ExecSpace, class T, class Options>
 void poisson_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight,
-                      KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) output, Reduction reduction, bool log_input, bool full,
-                      double eps, bool mask_nonfinite) {
+                      KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) output, const Options& opts, bool mask_nonfinite) {
   constexpr const char* name = "poisson_nll_loss";
+  const Reduction reduction = opts.reduction;
   const Shape shape = check_binary(name, input, target, reduction);
   const bool masked = weight.present || mask.present || mask_nonfinite;
   check_broadcasts_to(name, "weight", weight, shape);
@@ -1249,7 +1257,7 @@ void poisson_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T
                  {span("input", input), span("target", target), span("weight", weight), span("mask", mask)});
   ProfilingRegion region("kloss::poisson_nll_loss");
   const double scale = reduction_scale(reduction, shape.numel(), input.shape);
-  with_poisson_op(log_input, full, eps, [&](auto op) {
+  with_poisson_op(opts.log_input, opts.full, opts.eps, [&](auto op) {
     using Op = decltype(op);
     masked_or_plain_forward<ExecSpace, T, Op, 2>(exec, name, op, {input, target}, {input.shape, target.shape},
                                                  {"input", "target"}, weight, mask, mask_nonfinite, masked, shape,
@@ -1257,12 +1265,13 @@ void poisson_nll_loss(const ExecSpace& exec, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T
   });
 }
 /// Backward of poisson_nll_loss; grad_weight (optional, with a weight).
-template <class ExecSpace, class T>
+template <class ExecSpace, class T, class Options>
 void poisson_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output, KLOSS_PW_CT(T) input,
                                KLOSS_PW_CT(T) target, KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask,
                                KLOSS_PW_T(T) grad_input, KLOSS_PW_T(T) grad_target, KLOSS_PW_T(T) grad_weight,
-                               Reduction reduction, bool log_input, bool full, double eps, bool mask_nonfinite) {
+                               const Options& opts, bool mask_nonfinite) {
   constexpr const char* name = "poisson_nll_loss_backward";
+  const Reduction reduction = opts.reduction;
   const Shape shape = check_binary(name, input, target, reduction);
   const bool masked = weight.present || mask.present || mask_nonfinite;
   check_broadcasts_to(name, "weight", weight, shape);
@@ -1278,8 +1287,8 @@ void poisson_nll_loss_backward(const ExecSpace& exec, KLOSS_PW_CT(T) grad_output
   // The Stirling term depends on target alone: `full` changes target's
   // gradient only - and, masked, the weight's (an element's loss, the full
   // one, is its weight's gradient), so the op keeps `full` there.
-  const bool stirling = full && (grad_target.present || (masked && grad_weight.present));
-  with_poisson_op(log_input, stirling, eps, [&](auto op) {
+  const bool stirling = opts.full && (grad_target.present || (masked && grad_weight.present));
+  with_poisson_op(opts.log_input, stirling, opts.eps, [&](auto op) {
     using Op = decltype(op);
     masked_or_plain_backward<ExecSpace, T, Op, 2>(exec, "poisson_nll_loss", op, grad_output, {input, target},
                                                   {input.shape, target.shape}, weight, mask, mask_nonfinite, masked,
