@@ -44,8 +44,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
   Agreement mine;
   mine.rows = input.rank() == 2 ? input.extent(0) : -1;
   mine.range = range;
-  mine.options = option_fingerprint(opts.reduction, opts.ignore_index, opts.label_smoothing, opts.z_loss, opts.softcap,
-                                    weighted, input.rank() == 2 ? input.extent(1) : -1);
+  mine.options = option_fingerprint(opts, weighted, input.rank() == 2 ? input.extent(1) : -1);
   // (one entry for two flags: the agreement holds eight options)
   mine.options.push_back(
       {"bias, sample_weight (given or not)", (bias.present ? 1 : 0) + (sample_weight.present ? 2 : 0)});

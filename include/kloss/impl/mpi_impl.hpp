@@ -283,27 +283,22 @@ struct reduction_identity<kloss::mpi::impl::VpSums> {
 
 namespace kloss::mpi::impl {
 
-/// What the loss finish and the backward need besides the records.
-struct CeParams {
+/// What the loss finish and the backward need besides the records: the
+/// call's keywords and the classes of all ranks.
+struct CeParams : CrossEntropyKeywords {
   std::int64_t total = 0;  ///< C, the global number of classes
   int ranks = 1;
-  double label_smoothing = 0, z_loss = 0, softcap = 0;
-  Reduction reduction = Reduction::mean;
   bool weighted = false;
   double weight_sum = 0;  ///< sum of all class weights (C without weights)
 };
 
-/// The CeParams of a call from its options (any struct with reduction,
-/// label_smoothing, z_loss and softcap) on `ranks` ranks.
-template <class Options>
-CeParams ce_params(const ClassRange& range, int ranks, const Options& opts, bool weighted, double weight_sum) {
+/// The CeParams of a call with keywords `opts` on `ranks` ranks.
+inline CeParams ce_params(const ClassRange& range, int ranks, const CrossEntropyKeywords& opts, bool weighted,
+                          double weight_sum) {
   CeParams p;
+  static_cast<CrossEntropyKeywords&>(p) = opts;
   p.total = range.total;
   p.ranks = ranks;
-  p.label_smoothing = opts.label_smoothing;
-  p.z_loss = opts.z_loss;
-  p.softcap = opts.softcap;
-  p.reduction = opts.reduction;
   p.weighted = weighted;
   p.weight_sum = weight_sum;
   return p;
@@ -474,10 +469,9 @@ void check_vp_ce_call(std::string_view op, const ClassRange& range, const Tensor
   check_shape(op, "saved", saved, Shape{saved_extent(n)});
 }
 
-/// Option values compared across ranks.
-std::vector<std::pair<std::string, std::int64_t>> option_fingerprint(Reduction reduction, std::int64_t ignore_index,
-                                                                     double label_smoothing, double z_loss,
-                                                                     double softcap, bool weighted,
+/// Option values compared across ranks: the keywords, whether class
+/// weights are given, and one op-specific value.
+std::vector<std::pair<std::string, std::int64_t>> option_fingerprint(const CrossEntropyKeywords& k, bool weighted,
                                                                      std::int64_t extra = 0);
 
 template <class ExecSpace, class T, class I>
@@ -493,8 +487,7 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
   Agreement mine;
   mine.rows = logits.rank() >= 1 ? logits.extent(0) : -1;
   mine.range = range;
-  mine.options = option_fingerprint(opts.reduction, opts.ignore_index, opts.label_smoothing, opts.z_loss, opts.softcap,
-                                    weight.present);
+  mine.options = option_fingerprint(opts, weight.present);
   mine.options.push_back({"sample_weight (given or not)", sample_weight.present ? 1 : 0});
   double local_wsum = static_cast<double>(range.count);
   auto local_checks = [&] {
