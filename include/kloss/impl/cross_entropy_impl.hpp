@@ -11,6 +11,7 @@
 /// contiguous class segment.
 #include <kloss/checks.hpp>
 #include <kloss/cross_entropy_options.hpp>
+#include <kloss/impl/ce_keywords.hpp>
 #include <kloss/impl/engine_rows.hpp>
 #include <kloss/impl/engine_rows_softmax.hpp>
 #include <kloss/impl/reduce.hpp>
@@ -352,7 +353,7 @@ void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
   const auto finish_row =
       KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t t, const CeRowPartials<A>& p, CeSums& acc) {
     // torch: an ignored row contributes nothing (and no weight)
-    if (t == call.ignore) return Kokkos::pair<A, A>(A(0), A(0));
+    if (ignored(t, call.ignore)) return Kokkos::pair<A, A>(A(0), A(0));
     if (t < 0 || t >= call.C) {
       acc.bad.note(r, t);
       return Kokkos::pair<A, A>(A(0), A(0));
@@ -377,7 +378,7 @@ void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
           const std::int64_t c0 = ce_segment_begin(call.C, k, K), c1 = ce_segment_begin(call.C, k + 1, K);
           const std::int64_t t = static_cast<std::int64_t>(target.data(r));
           CeRowPartials<A> p = ce_empty_partials<A>();
-          if (t != call.ignore && t >= 0 && t < call.C) {
+          if (!ignored(t, call.ignore) && t >= 0 && t < call.C) {
             const std::int64_t tl = t >= c0 && t < c1 ? t - c0 : -1;
             p = ce_row_partials_lanes(mem, call.S, input.data.data() + call.offset(r) + c0 * call.inner, c1 - c0,
                                       call.inner, tl, cfg, call.has_w ? weight.data.data() + c0 : nullptr);
@@ -401,7 +402,7 @@ void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
         KOKKOS_LAMBDA(const Member& mem, const std::int64_t r, CeSums& acc) {
           const std::int64_t t = static_cast<std::int64_t>(target.data(r));
           CeRowPartials<A> p = ce_empty_partials<A>();
-          if (t != call.ignore && t >= 0 && t < call.C)
+          if (!ignored(t, call.ignore) && t >= 0 && t < call.C)
             p = ce_row_partials_lanes(mem, call.S, input.data.data() + call.offset(r), call.C, call.inner, t, cfg,
                                       call.has_w ? weight.data.data() : nullptr);
           const Kokkos::pair<A, A> row = finish_row(r, t, p, acc);
@@ -465,7 +466,7 @@ void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
         exec, "kloss::cross_entropy_backward::shifts", call.launch, call.rows,
         KOKKOS_LAMBDA(const Member& mem, const std::int64_t r) {
           const std::int64_t t = static_cast<std::int64_t>(target.data(r));
-          const bool valid = t != call.ignore && t >= 0 && t < call.C;
+          const bool valid = !ignored(t, call.ignore) && t >= 0 && t < call.C;
           const CeShift<A> sh = valid ? call.saved_shift(mem, input.data.data() + call.offset(r), t, lse.data(r))
                                       : ce_shift_saved(lse.data(r));
           Kokkos::single(Kokkos::PerThread(mem), [&]() { shifts(r) = sh; });
@@ -481,8 +482,8 @@ void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
         const std::int64_t off = call.offset(r) + c0 * inner;
         T* g = grad_input.data.data() + off;
         const std::int64_t t = static_cast<std::int64_t>(target.data(r));
-        if (t == call.ignore || t < 0 || t >= C) {
-          if (t != call.ignore && k == 0) acc.bad.note(r, t);
+        if (ignored(t, call.ignore) || t < 0 || t >= C) {
+          if (!ignored(t, call.ignore) && k == 0) acc.bad.note(r, t);
           ce_zero_row_lanes(mem, call.S, g, c1 - c0, inner);
           return;
         }
@@ -542,7 +543,7 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSp
         exec, "kloss::cross_entropy_forward_backward::total_weight", call.rows,
         KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
           const std::int64_t t = static_cast<std::int64_t>(target.data(r));
-          if (t != call.ignore && t >= 0 && t < call.C)
+          if (!ignored(t, call.ignore) && t >= 0 && t < call.C)
             acc.weight +=
                 static_cast<double>(call.target_weight(weight, t)) * static_cast<double>(call.sample(sample_weight, r));
         },
@@ -556,9 +557,9 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSp
         T* g = grad_input.data.data() + off;
         const T* x = input.data.data() + off;
         const T* w = call.has_w ? weight.data.data() : nullptr;
-        if (t == call.ignore || t < 0 || t >= call.C) {
+        if (ignored(t, call.ignore) || t < 0 || t >= call.C) {
           // torch: an ignored row adds nothing (and no weight); its gradient is 0
-          if (t != call.ignore) acc.bad.note(r, t);
+          if (!ignored(t, call.ignore)) acc.bad.note(r, t);
           ce_zero_row_lanes(mem, call.S, g, call.C, call.inner);
           Kokkos::single(Kokkos::PerThread(mem), [&]() {
             if (save_lse) lse.data(r) = A(0);
@@ -722,7 +723,7 @@ void nll_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const 
       KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
         const std::int64_t t = static_cast<std::int64_t>(target.data(r));
         A loss = 0;
-        if (t != call.ignore) {
+        if (!ignored(t, call.ignore)) {
           if (t < 0 || t >= call.C) {
             acc.bad.note(r, t);
           } else {
@@ -767,9 +768,9 @@ void nll_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad
         // for an ignored or invalid target).
         std::int64_t hot = -1;
         A val = 0;
-        if (t != call.ignore && (t < 0 || t >= call.C)) {
+        if (!ignored(t, call.ignore) && (t < 0 || t >= call.C)) {
           acc.bad.note(r, t);
-        } else if (t != call.ignore) {
+        } else if (!ignored(t, call.ignore)) {
           const A wt = call.target_weight(weight, t);
           hot = t;
           val = -wt * call.upstream(grad_output.data, sample_weight, r, total_weight.data);

@@ -13,6 +13,7 @@
 /// targets) is found first in an O(N) pass that also checks the targets.
 #include <kloss/fused_linear_options.hpp>
 #include <kloss/grad_filter.hpp>
+#include <kloss/impl/ce_keywords.hpp>
 #include <kloss/impl/engine_chunked_head.hpp>
 #include <kloss/impl/engine_rows.hpp>
 #include <kloss/impl/engine_rows_softmax.hpp>
@@ -120,7 +121,7 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_
       A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
       const std::int64_t t = static_cast<std::int64_t>(tv(r));
       T* g16 = dz16 ? dz16 + i * ld : nullptr;  // the row's 16-bit gradient, or null: in place
-      if (t == ignore) {
+      if (ignored(t, ignore)) {
         if (write_out && none) Kokkos::single(Kokkos::PerThread(mem), [&]() { ov(r) = T(0.0f); });
         if (want_grad) {
           if (g16)
@@ -266,7 +267,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
         exec, "kloss::fused_linear_cross_entropy::targets", N,
         KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
           const std::int64_t t = static_cast<std::int64_t>(tv(r));
-          if (t == ignore) return;
+          if (ignored(t, ignore)) return;
           if (t < 0 || t >= V)
             acc.bad.note(r, t);
           else

@@ -94,7 +94,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
         exec, "kloss::vocab_parallel_fused_linear::target_weight_sum", n,
         KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
           const std::int64_t t = static_cast<std::int64_t>(tg(i));
-          if (t != ig && t >= b && t < e)
+          if (!kloss::impl::ignored(t, ig) && t >= b && t < e)
             acc +=
                 (weighted ? static_cast<double>(cw(t - b)) : 1.0) * (swp ? static_cast<double>(to_acc(swp[i])) : 1.0);
         },

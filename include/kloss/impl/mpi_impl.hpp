@@ -27,6 +27,7 @@
 #include <kloss/checks.hpp>
 #include <kloss/communicator.hpp>
 #include <kloss/grad_filter.hpp>
+#include <kloss/impl/ce_keywords.hpp>
 #include <kloss/impl/engine_rows.hpp>
 #include <kloss/impl/engine_rows_softmax.hpp>
 #include <kloss/impl/engine_scatter.hpp>
@@ -225,7 +226,7 @@ void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows
       exec, "kloss::vocab_parallel::row_partials", launch, rows,
       KOKKOS_LAMBDA(const Member& team, const std::int64_t i) {
         const std::int64_t t = static_cast<std::int64_t>(target.data(row_offset + i));
-        const bool ignored = t == ignore_index;
+        const bool ignored = ki::ignored(t, ignore_index);
         const bool owns = !ignored && t >= begin && t < begin + cols;
         const ki::CeRowPartials<A> p = ki::ce_row_partials_lanes(team, S, logits + i * ld, cols, std::int64_t(1),
                                                                  owns ? t - begin : std::int64_t(-1), cfg, w);
@@ -406,7 +407,7 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
         const std::int64_t i = row_offset + j;
         const std::int64_t t = static_cast<std::int64_t>(target.data(i));
         Z* gr = grad + j * ld;
-        if (t == ignore_index) {
+        if (ki::ignored(t, ignore_index)) {
           ki::ce_zero_row_lanes(team, S, gr, cols, std::int64_t(1));
           return;
         }
