@@ -195,7 +195,7 @@ template <class Mem, class T, class Out, class Lse>
 CeGeometry ce_check_common(std::string_view op, const Tensor<const T, Mem>& input, const Tensor<const T, Mem>& weight,
                            std::string_view out_name, const Out& out, const Lse& lse, const CrossEntropyOptions& opts) {
   const CeGeometry geo = ce_geometry(op, input);
-  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
+  check_cross_entropy_keywords(op, opts);
   ce_check_deferred<Mem>(op, opts.deferred_check);
   ce_check_weight(op, weight, geo.C);
   check_output(op, out_name, out, opts.reduction, geo.row_shape);

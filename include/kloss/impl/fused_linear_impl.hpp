@@ -190,7 +190,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   if (bias.present) check_shape(op, "bias", bias, Shape{V});
   if (ce_weight.present) check_shape(op, "ce_weight", ce_weight, Shape{V});
   ce_check_sample_weight(op, sample_weight, Shape{N});
-  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
+  check_cross_entropy_keywords(op, opts);
   if (output.present) check_output(op, "output", output, opts.reduction, Shape{N});
   if (go.present) check_output(op, "grad_output", go, opts.reduction, Shape{N});
   if (grad_input.present) check_shape(op, "grad_input", grad_input, input.shape);

@@ -53,7 +53,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
   std::int64_t n = 0, d = 0;
   double filter = 0;
   const std::vector<double> sums = agree(comm, op, opts.check_consistency, mine, [&] {
-    check_reduction(op, opts.reduction);
+    kloss::impl::check_cross_entropy_keywords(op, opts);
     check_rank(op, "input", input, 2);
     n = input.extent(0);
     d = input.extent(1);
@@ -69,10 +69,6 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     if (grad_bias.present) check_shape(op, "grad_bias", grad_bias, Shape{range.count});
     require(range.total > 0 && range.begin >= 0 && range.count >= 0 && range.end() <= range.total, op, "class range [",
             range.begin, ", ", range.end(), ") is not inside [0, ", range.total, ")");
-    require(opts.label_smoothing >= 0 && opts.label_smoothing <= 1, op, "label_smoothing must be in [0, 1], got ",
-            opts.label_smoothing);
-    require(opts.z_loss >= 0, op, "z_loss must be non-negative, got ", opts.z_loss);
-    require(opts.softcap >= 0, op, "softcap must be non-negative (0 = off), got ", opts.softcap);
     require(opts.chunk_bytes >= 0, op, "chunk_bytes must be >= 0 (0 = automatic), got ", opts.chunk_bytes);
     require(opts.convert_block_rows >= 0, op, "option 'convert_block_rows' must be >= 0 (0 = default), got ",
             opts.convert_block_rows);

@@ -433,9 +433,9 @@ inline void check_no_deferred_check(std::string_view op, const CheckFlag& deferr
 
 template <class T, class I, class M>
 void check_ce_arguments(std::string_view op, const ClassRange& range, const Tensor<const T, M>& logits,
-                        const Tensor<const I, M>& target, const Tensor<const T, M>& weight, Reduction reduction,
-                        double label_smoothing, double z_loss, double softcap) {
-  check_reduction(op, reduction);
+                        const Tensor<const I, M>& target, const Tensor<const T, M>& weight,
+                        const CrossEntropyKeywords& keywords) {
+  ki::check_cross_entropy_keywords(op, keywords);
   check_rank(op, "logits", logits, 2);
   check_rank(op, "target", target, 1);
   if (target.extent(0) != logits.extent(0))
@@ -448,9 +448,6 @@ void check_ce_arguments(std::string_view op, const ClassRange& range, const Tens
   require(range.total > 0, op, "the number of classes must be positive, got ", range.total);
   require(range.begin >= 0 && range.count >= 0 && range.end() <= range.total, op, "class range [", range.begin, ", ",
           range.end(), ") is not inside [0, ", range.total, ")");
-  require(label_smoothing >= 0 && label_smoothing <= 1, op, "label_smoothing must be in [0, 1], got ", label_smoothing);
-  require(z_loss >= 0, op, "z_loss must be non-negative, got ", z_loss);
-  require(softcap >= 0, op, "softcap must be non-negative (0 = off), got ", softcap);
 }
 
 /// The checks the forward and the backward of the vocabulary-parallel
@@ -461,8 +458,7 @@ void check_vp_ce_call(std::string_view op, const ClassRange& range, const Tensor
                       const Tensor<const I, M>& target, const Tensor<const T, M>& weight,
                       const Tensor<const T, M>& sample_weight, const VocabParallelCrossEntropyOptions& opts,
                       std::string_view out_name, const Out& out, const Saved& saved) {
-  check_ce_arguments(op, range, logits, target, weight, opts.reduction, opts.label_smoothing, opts.z_loss,
-                     opts.softcap);
+  check_ce_arguments(op, range, logits, target, weight, opts);
   check_no_deferred_check(op, opts.deferred_check);
   const std::int64_t n = logits.extent(0);
   ki::ce_check_sample_weight(op, sample_weight, Shape{n});
