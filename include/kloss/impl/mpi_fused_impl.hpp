@@ -187,8 +187,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     result.report = kloss::impl::fused_head(
         exec, a,
         [&](A* z, std::int64_t ld, std::int64_t n0, std::int64_t nc, T*) {  // dL/dZ in place (rows_write_16 unset)
-          ce_slice_partials<ExecSpace, T, I, A>(exec, z, nc, v, range.begin, target, cwa, ig, opts.softcap, lay, rec,
-                                                n0, {}, ld);
+          ce_slice_partials<ExecSpace, T, I, A>(exec, z, nc, v, range.begin, target, cwa, opts, lay, rec, n0, {}, ld);
           {
             RowType rt(lay.k, mpi_type<A>(), op);
             Kokkos::View<A*, Mem> part(rec.data() + n0 * lay.k, static_cast<std::size_t>(nc * lay.k));
@@ -203,8 +202,8 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
           result.total += s;
           // G = d loss / d Z for the chunk, over the logits (in place).
           if (want_grads)
-            ce_backward_rows<ExecSpace, T, I>(exec, static_cast<const A*>(z), nc, v, range.begin, n0, target, cwa, ig,
-                                              p, totals, per_row_g, g, shift_m, shift_ls, wt, z, sw, {}, ld);
+            ce_backward_rows<ExecSpace, T, I>(exec, static_cast<const A*>(z), nc, v, range.begin, n0, target, cwa, p,
+                                              totals, per_row_g, g, shift_m, shift_ls, wt, z, sw, {}, ld);
           return true;
         },
         // grad_input: each rank holds the part from its classes; the sum

@@ -198,7 +198,8 @@ struct RecordLayout {
 };
 
 /// The per-row partials of this rank's class slice [begin, begin + C_r) of
-/// logits [rows, C_r] (row stride ld, 0: C_r; rows row_offset.. of the call), written to
+/// logits [rows, C_r] (row stride ld, 0: C_r; rows row_offset.. of the call;
+/// ignore_index and softcap from `keywords`), written to
 /// rec[(row_offset + i) * k ...] as RecordLayout says: the online-softmax
 /// rows' kloss::impl::ce_row_partials (max, sum-exp, target logit,
 /// weighted logit sum; one read of the row) plus the target's class weight
@@ -209,7 +210,7 @@ struct RecordLayout {
 /// its classes over the thread's vector lanes on devices). Asynchronous.
 template <class ExecSpace, class T, class I, class Z = T>
 void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols, std::int64_t begin,
-                       const TensorIn<ExecSpace, I>& target, const Z* w, std::int64_t ignore_index, double softcap,
+                       const TensorIn<ExecSpace, I>& target, const Z* w, const CrossEntropyKeywords& keywords,
                        const RecordLayout& lay, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec,
                        std::int64_t row_offset, const CrossEntropyTuning& tuning = {}, std::int64_t ld = 0) {
   using A = acc_t<T>;
@@ -217,8 +218,10 @@ void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows
   const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
   const bool weighted = w != nullptr;
   if (ld == 0) ld = cols;
+  const ki::CeRowParams<A> kw = ki::ce_row_params<A>(keywords);
+  // (the logit sum exactly when the records hold it: label_smoothing != 0)
   ki::CeRowConfig<A> cfg;
-  cfg.softcap = static_cast<A>(softcap);
+  cfg.softcap = kw.cap;
   cfg.sum_mode = lay.zsum < 0 ? 0 : (weighted ? 2 : 1);
   const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
   const int S = launch.row_slices;
@@ -226,7 +229,7 @@ void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows
       exec, "kloss::vocab_parallel::row_partials", launch, rows,
       KOKKOS_LAMBDA(const Member& team, const std::int64_t i) {
         const std::int64_t t = static_cast<std::int64_t>(target.data(row_offset + i));
-        const bool ignored = ki::ignored(t, ignore_index);
+        const bool ignored = kw.ignored(t);
         const bool owns = !ignored && t >= begin && t < begin + cols;
         const ki::CeRowPartials<A> p = ki::ce_row_partials_lanes(team, S, logits + i * ld, cols, std::int64_t(1),
                                                                  owns ? t - begin : std::int64_t(-1), cfg, w);
@@ -324,10 +327,11 @@ VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typen
   using A = acc_t<T>;
   const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
   const A ranks = static_cast<A>(p.ranks);
-  const A eps = static_cast<A>(p.label_smoothing), zl = static_cast<A>(p.z_loss);
+  const ki::CeRowParams<A> kw = ki::ce_row_params<A>(p);
+  const A eps = kw.eps, zl = kw.zl;
   const std::int64_t C = p.total;
   const A wsum = static_cast<A>(p.weight_sum);
-  const bool none = p.reduction == Reduction::none;
+  const bool none = kw.none();
   auto o = out.data;
   VpSums sums;
   kloss::impl::fixed_order_reduce(
@@ -384,8 +388,7 @@ void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_val
 /// Asynchronous.
 template <class ExecSpace, class T, class I, class G, class Z = T>
 void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols, std::int64_t begin,
-                      std::int64_t row_offset, const TensorIn<ExecSpace, I>& target, const Z* w,
-                      std::int64_t ignore_index, const CeParams& params,
+                      std::int64_t row_offset, const TensorIn<ExecSpace, I>& target, const Z* w, const CeParams& params,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& totals, bool per_row_g,
                       const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& shift_m,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& shift_ls,
@@ -396,10 +399,10 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
   const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
   const bool weighted = w != nullptr;
   if (ld == 0) ld = cols;
-  const A eps = static_cast<A>(params.label_smoothing), zl = static_cast<A>(params.z_loss);
-  const A cap = static_cast<A>(params.softcap);
+  const ki::CeRowParams<A> kw = ki::ce_row_params<A>(params);
+  const A eps = kw.eps, zl = kw.zl, cap = kw.cap;
   const std::int64_t C = params.total;
-  const bool mean = params.reduction == Reduction::mean;
+  const bool mean = kw.mean();
   const int S = launch.row_slices;
   ki::rows_for(
       exec, "kloss::vocab_parallel::backward_rows", launch, rows,
@@ -407,7 +410,7 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
         const std::int64_t i = row_offset + j;
         const std::int64_t t = static_cast<std::int64_t>(target.data(i));
         Z* gr = grad + j * ld;
-        if (ki::ignored(t, ignore_index)) {
+        if (kw.ignored(t)) {
           ki::ce_zero_row_lanes(team, S, gr, cols, std::int64_t(1));
           return;
         }
@@ -513,8 +516,7 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
     rec_s = kloss::impl::scratch<A>(exec, n * lay.k);
     const Kokkos::View<A*, Mem> r = rec_s.view();
     ce_slice_partials<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, target,
-                                       weight.present ? weight.data.data() : nullptr, opts.ignore_index, opts.softcap,
-                                       lay, r, 0, opts.tuning);
+                                       weight.present ? weight.data.data() : nullptr, opts, lay, r, 0, opts.tuning);
     RowType rt(lay.k, mpi_type<A>(), op);
     allreduce_in_place<ExecSpace, A>(exec, comm, op, r, rt.get(), static_cast<int>(n),
                                      comm.row_merge_op(std::is_same_v<A, double>));
@@ -567,8 +569,8 @@ void vocab_parallel_cross_entropy_backward(
   Kokkos::View<const A*, Mem> totals(saved.data.data() + 2 * n, 3);
   ce_backward_rows<ExecSpace, T, I>(
       exec, logits.data.data(), n, range.count, range.begin, 0, target, weight.present ? weight.data.data() : nullptr,
-      opts.ignore_index, p, totals, opts.reduction == Reduction::none, grad_output.data, shift_m, shift_ls, wt,
-      grad_logits.data.data(), sample_weight.present ? sample_weight.data.data() : nullptr, opts.tuning);
+      p, totals, opts.reduction == Reduction::none, grad_output.data, shift_m, shift_ls, wt, grad_logits.data.data(),
+      sample_weight.present ? sample_weight.data.data() : nullptr, opts.tuning);
 }
 
 // ---------------------------------------------------------------------------
