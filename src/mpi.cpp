@@ -202,20 +202,18 @@ RowType::~RowType() {
   if (type_ != MPI_DATATYPE_NULL) MPI_Type_free(&type_);
 }
 
-std::vector<std::pair<std::string, std::int64_t>> option_fingerprint(Reduction reduction, std::int64_t ignore_index,
-                                                                     double label_smoothing, double z_loss,
-                                                                     double softcap, bool weighted,
+std::vector<std::pair<std::string, std::int64_t>> option_fingerprint(const CrossEntropyKeywords& k, bool weighted,
                                                                      std::int64_t extra) {
   auto bits = [](double d) {
     std::int64_t b;
     std::memcpy(&b, &d, sizeof b);
     return b;
   };
-  return {{"reduction", static_cast<std::int64_t>(reduction)},
-          {"ignore_index", ignore_index},
-          {"label_smoothing", bits(label_smoothing)},
-          {"z_loss", bits(z_loss)},
-          {"softcap", bits(softcap)},
+  return {{"reduction", static_cast<std::int64_t>(k.reduction)},
+          {"ignore_index", k.ignore_index},
+          {"label_smoothing", bits(k.label_smoothing)},
+          {"z_loss", bits(k.z_loss)},
+          {"softcap", bits(k.softcap)},
           {"weight (given or not)", weighted ? 1 : 0},
           {"extra", extra}};
 }

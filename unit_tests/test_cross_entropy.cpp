@@ -19,6 +19,13 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+/// cross_entropy's options with reduction `red`, the rest their defaults.
+kloss::CrossEntropyOptions with_reduction(Reduction red) {
+  kloss::CrossEntropyOptions o;
+  o.reduction = red;
+  return o;
+}
+
 /// A problem (reference.hpp): input [N, C, inner...] flattened, class
 /// indices or probabilities, optional weight [C].
 using Problem = kloss_ref::CeProblem;
@@ -174,7 +181,7 @@ TEST(CrossEntropyHand, HandCheckedValues) {
   const double l0 = std::log(4.0), l1 = std::log(std::exp(1) + std::exp(2) + std::exp(3) + 1) - 3;
   Kokkos::View<double*, Mem> none("none", 3), lse("lse", 3);
   Kokkos::View<double, Mem> mean("mean"), sum("sum"), tw("tw");
-  kloss::cross_entropy(exec, x, t, Kokkos::View<double*, Mem>(), none, lse, tw, {-100, Reduction::none});
+  kloss::cross_entropy(exec, x, t, Kokkos::View<double*, Mem>(), none, lse, tw, with_reduction(Reduction::none));
   expect_near_all(to_doubles(none), {l0, l1, 0}, 1e-14, 1e-14, "none");
   expect_near_all(to_doubles(lse), {std::log(4.0), std::log(std::exp(1) + std::exp(2) + std::exp(3) + 1), 0}, 1e-14,
                   1e-14, "lse");
@@ -185,14 +192,15 @@ TEST(CrossEntropyHand, HandCheckedValues) {
   auto w = make_view<double*>("w", {1, 2, 3, 4}, {4});
   kloss::cross_entropy(exec, x, t, w, mean, lse, tw);
   expect_near_all(to_doubles(mean), {(2 * l0 + 3 * l1) / 5}, 1e-14, 1e-14, "weighted mean");
-  kloss::cross_entropy(exec, x, t, w, sum, lse, tw, {-100, Reduction::sum});
+  kloss::cross_entropy(exec, x, t, w, sum, lse, tw, with_reduction(Reduction::sum));
   expect_near_all(to_doubles(sum), {2 * l0 + 3 * l1}, 1e-14, 1e-14, "weighted sum");
   // backward of the unweighted sum at row 0: softmax - onehot = [.25, -.75, .25, .25]
   Kokkos::View<double, Mem> g("g");
   Kokkos::deep_copy(g, 1.0);
   Kokkos::View<double**, Kokkos::LayoutRight, Mem> gx("gx", 3, 4);
-  kloss::cross_entropy(exec, x, t, Kokkos::View<double*, Mem>(), sum, lse, tw, {-100, Reduction::sum});
-  kloss::cross_entropy_backward(exec, g, x, t, Kokkos::View<double*, Mem>(), lse, tw, gx, {-100, Reduction::sum});
+  kloss::cross_entropy(exec, x, t, Kokkos::View<double*, Mem>(), sum, lse, tw, with_reduction(Reduction::sum));
+  kloss::cross_entropy_backward(exec, g, x, t, Kokkos::View<double*, Mem>(), lse, tw, gx,
+                                with_reduction(Reduction::sum));
   auto gv = to_doubles(gx);
   expect_near_all({gv.begin(), gv.begin() + 4}, {0.25, -0.75, 0.25, 0.25}, 1e-14, 1e-15, "grad row 0");
   expect_near_all({gv.begin() + 8, gv.end()}, {0, 0, 0, 0}, 0, 0, "ignored row has zero grad");
@@ -385,7 +393,7 @@ TYPED_TEST(CrossEntropy, DeviceFormNonFiniteLogitsInsidePacks) {
   const double l1 = lse_of(1), l5 = lse_of(5);
   for (int slices : {32, 7}) {
     SCOPED_TRACE("row_slices " + std::to_string(slices));
-    kloss::CrossEntropyOptions o{-100, Reduction::none};
+    kloss::CrossEntropyOptions o = with_reduction(Reduction::none);
     o.tuning.row_slices = slices;
     Kokkos::View<T*, Mem> out("out", N), w;
     Kokkos::View<kloss::acc_t<T>*, Mem> lse("lse", N);
@@ -681,7 +689,7 @@ TYPED_TEST(CrossEntropy, LargeLogitsKeepASmallLossAndItsGradient) {
       Kokkos::View<A*, Mem> lse("lse", 2);
       Kokkos::View<double, Mem> tw("tw");
       Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 2, 2);
-      kloss::CrossEntropyOptions o{-100, Reduction::sum};
+      kloss::CrossEntropyOptions o = with_reduction(Reduction::sum);
       auto go = make_view<T*>("go", {1}, {1});
       Kokkos::View<T, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> go0(go.data());
       Kokkos::View<T, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> out0(out.data());
@@ -855,12 +863,12 @@ TYPED_TEST(CrossEntropy, MinusInfinityLogitsHaveZeroGradient) {
   Kokkos::View<T*, Mem> out("out", 2);
   Kokkos::View<kloss::acc_t<T>*, Mem> lse("lse", 2);
   Kokkos::View<double, Mem> tw("tw");
-  kloss::cross_entropy(exec, x, t, Kokkos::View<T*, Mem>(), out, lse, tw, {-100, Reduction::none});
+  kloss::cross_entropy(exec, x, t, Kokkos::View<T*, Mem>(), out, lse, tw, with_reduction(Reduction::none));
   const double l0 = std::log(std::exp(1) + std::exp(2) + 1) - 1;
   expect_near_all(to_doubles(out), {l0, 0}, tol<T>(), tol<T>(), "losses with -inf logits");
   auto go = make_view<T*>("go", {1, 1}, {2});
   Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 2, 6);
-  kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<T*, Mem>(), lse, tw, gx, {-100, Reduction::none});
+  kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<T*, Mem>(), lse, tw, gx, with_reduction(Reduction::none));
   const auto g = to_doubles(gx);
   for (int c : {0, 3, 5, 6, 7, 8, 9, 11}) EXPECT_EQ(g[c], 0.0) << "class " << c;
   EXPECT_NEAR(g[10], 0.0, tol<T>());  // the only finite logit of row 1 is its target: softmax 1 - 1
@@ -909,7 +917,7 @@ TEST(CrossEntropyErrors, OnlyTheExactInPlaceGradientMayShareMemory) {
                      kloss::InvalidArgument, "argument 'grad_input' shares memory with argument 'lse'");
   Kokkos::View<float*, Mem, U> lse_over_out(out3.data(), 3);
   EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t, Kokkos::View<float*, Mem>(), out3, lse_over_out, tw,
-                                          kloss::CrossEntropyOptions{-100, Reduction::none}),
+                                          with_reduction(Reduction::none)),
                      kloss::InvalidArgument, "kloss::cross_entropy: arguments 'output' and 'lse' share memory");
   kloss::cross_entropy_backward(exec, go, x, t, Kokkos::View<float*, Mem>(), lse, tw, x);  // in place: allowed
   exec.fence();
@@ -934,7 +942,7 @@ TYPED_TEST(CrossEntropy, NonFiniteLogitsPoisonOnlyTheirRow) {
   auto t = make_view<std::int64_t*>("t", {0, 0, 2, 0, 1, 3}, {6});
   for (int slices : {0, 7, 32}) {
     SCOPED_TRACE("row_slices " + std::to_string(slices));
-    kloss::CrossEntropyOptions o{-100, Reduction::none};
+    kloss::CrossEntropyOptions o = with_reduction(Reduction::none);
     o.tuning.row_slices = slices;
     Kokkos::View<T*, Mem> out("out", 6), w;
     Kokkos::View<kloss::acc_t<T>*, Mem> lse("lse", 6);
@@ -1025,7 +1033,7 @@ TYPED_TEST(CrossEntropy, ProbabilityTargetOfZeroAtMinusInfinityAddsNothing) {
   auto p = make_view<T**>("p", {0.5, 0, 0.25, 0.25, 0.5, 0.25, 0.25, 0}, {2, 4});
   Kokkos::View<T*, Mem> out("out", 2);
   kloss::cross_entropy(exec, x, p, Kokkos::View<T*, Mem>(), out, Kokkos::View<kloss::acc_t<T>*, Mem>(),
-                       Kokkos::View<double, Mem>(), {-100, Reduction::none});
+                       Kokkos::View<double, Mem>(), with_reduction(Reduction::none));
   const double t3 = tol<T>() * 4;
   expect_near_all(to_doubles(out), {std::log(3.0), kInf}, t3, t3, "losses");
 }
@@ -1070,7 +1078,7 @@ TEST(CrossEntropyErrors, EveryBadInputThrowsNamingIt) {
   Kokkos::View<float*, Mem> lse2("lse2", 2);
   EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t_ok, nw, out, lse2, tw), kloss::DimensionMismatch,
                      "argument 'lse' must hold one value per row (3)");
-  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t_ok, nw, out, lse, tw, {-100, Reduction::none}),
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t_ok, nw, out, lse, tw, with_reduction(Reduction::none)),
                      kloss::DimensionMismatch, "kloss::cross_entropy: argument 'output' must have shape [3], got []");
   kloss::CrossEntropyOptions o;
   o.label_smoothing = 1.5;
@@ -1084,7 +1092,7 @@ TEST(CrossEntropyErrors, EveryBadInputThrowsNamingIt) {
   o.z_loss = -1;
   EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t_ok, nw, out, lse, tw, o), kloss::InvalidArgument,
                      "option 'z_loss' must be >= 0");
-  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t_ok, nw, out, lse, tw, {-100, Reduction::batchmean}),
+  EXPECT_KLOSS_THROW(kloss::cross_entropy(exec, x, t_ok, nw, out, lse, tw, with_reduction(Reduction::batchmean)),
                      kloss::InvalidArgument, "'batchmean' is only valid for kl_div");
   // probabilities: negative, NaN, wrong shape
   auto p_neg = make_view<float**>("p", {0.5, 0.5, 0, 0, 1, 0, 0, 0, 0.25, -0.25, 0.5, 0.5}, {3, 4});

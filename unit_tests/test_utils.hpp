@@ -112,11 +112,7 @@ std::vector<double> rounded(const std::vector<double>& v) {
 template <class O>
 kloss::CrossEntropyOptions ce_options(const O& f) {
   kloss::CrossEntropyOptions o;
-  o.ignore_index = f.ignore_index;
-  o.reduction = f.reduction;
-  o.label_smoothing = f.label_smoothing;
-  o.z_loss = f.z_loss;
-  o.softcap = f.softcap;
+  static_cast<kloss::CrossEntropyKeywords&>(o) = f;
   return o;
 }
 

@@ -28,14 +28,22 @@ struct CrossEntropyTuning {
   int row_splits = 0;
 };
 
-/// Options of cross_entropy, torch's keywords and defaults, plus two
-/// extensions that are off by default.
-struct CrossEntropyOptions {
+/// The cross-entropy family's keywords: torch's, with torch's defaults,
+/// plus two extensions that are off by default. The options of
+/// cross_entropy, fused_linear_cross_entropy and their vocabulary-parallel
+/// forms derive from it (set the fields by name: the base comes first in a
+/// brace list).
+struct CrossEntropyKeywords {
   std::int64_t ignore_index = -100;      ///< class-index targets equal to this are skipped
   Reduction reduction = Reduction::mean; ///< none | mean | sum
   double label_smoothing = 0.0;          ///< in [0, 1]
   double z_loss = 0.0;     ///< extension (PaLM): adds z_loss * lse^2 to every non-ignored row's loss
   double softcap = 0.0;    ///< extension (Gemma 2): logits -> softcap * tanh(x / softcap) first; 0 = off
+};
+
+/// Options of cross_entropy: the family's keywords (CrossEntropyKeywords),
+/// the launch overrides and the deferred target check.
+struct CrossEntropyOptions : CrossEntropyKeywords {
   /// Launch overrides of the kernels (0 = automatic).
   CrossEntropyTuning tuning = {};
   /// Empty (default): a bad target throws at the call, which fences. A flag

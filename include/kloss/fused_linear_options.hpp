@@ -10,14 +10,10 @@
 
 namespace kloss {
 
-/// Options of fused_linear_cross_entropy: cross_entropy's, plus the scratch
-/// budget of the logits chunk and the gradient filter.
-struct FusedLinearCrossEntropyOptions {
-  std::int64_t ignore_index = -100;       ///< as CrossEntropyOptions::ignore_index
-  Reduction reduction = Reduction::mean;  ///< as CrossEntropyOptions::reduction
-  double label_smoothing = 0.0;           ///< as CrossEntropyOptions::label_smoothing
-  double z_loss = 0.0;                    ///< as CrossEntropyOptions::z_loss
-  double softcap = 0.0;                   ///< as CrossEntropyOptions::softcap
+/// Options of fused_linear_cross_entropy: cross_entropy's keywords
+/// (CrossEntropyKeywords), plus the scratch budget of the logits chunk and
+/// the gradient filter.
+struct FusedLinearCrossEntropyOptions : CrossEntropyKeywords {
   /// Bytes of logits scratch: B x V accumulation-type values (on a device
   /// with 16-bit products, also their 16-bit copy; there each row is padded
   /// to a multiple of 64 values, not counted); 0 = the default

@@ -45,14 +45,9 @@ struct VocabParallelEmbeddingOptions : EmbeddingOptions {
 };
 
 /// Options of vocab_parallel_fused_linear_cross_entropy: cross_entropy's
-/// (class weights are the `ce_weight` argument), the scratch budget and the
-/// consistency check.
-struct VocabParallelFusedLinearOptions {
-  Reduction reduction = Reduction::mean;  ///< as CrossEntropyOptions::reduction
-  std::int64_t ignore_index = -100;       ///< as CrossEntropyOptions::ignore_index
-  double label_smoothing = 0.0;           ///< as CrossEntropyOptions::label_smoothing
-  double z_loss = 0.0;                    ///< as CrossEntropyOptions::z_loss
-  double softcap = 0.0;                   ///< as CrossEntropyOptions::softcap
+/// keywords (CrossEntropyKeywords; class weights are the `ce_weight`
+/// argument), the scratch budget and the consistency check.
+struct VocabParallelFusedLinearOptions : CrossEntropyKeywords {
   /// Scratch budget for one chunk of logits (bytes): the token chunk is
   /// chunk_bytes / (C_r x bytes per logit) rows, at least one - never
   /// N x C_r. 0 = automatic: 64 MiB on hosts

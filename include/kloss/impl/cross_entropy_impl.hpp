@@ -11,6 +11,7 @@
 /// contiguous class segment.
 #include <kloss/checks.hpp>
 #include <kloss/cross_entropy_options.hpp>
+#include <kloss/impl/ce_keywords.hpp>
 #include <kloss/impl/engine_rows.hpp>
 #include <kloss/impl/engine_rows_softmax.hpp>
 #include <kloss/impl/reduce.hpp>
@@ -194,7 +195,7 @@ template <class Mem, class T, class Out, class Lse>
 CeGeometry ce_check_common(std::string_view op, const Tensor<const T, Mem>& input, const Tensor<const T, Mem>& weight,
                            std::string_view out_name, const Out& out, const Lse& lse, const CrossEntropyOptions& opts) {
   const CeGeometry geo = ce_geometry(op, input);
-  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
+  check_cross_entropy_keywords(op, opts);
   ce_check_deferred<Mem>(op, opts.deferred_check);
   ce_check_weight(op, weight, geo.C);
   check_output(op, out_name, out, opts.reduction, geo.row_shape);
@@ -212,14 +213,27 @@ void ce_check_total_weight(std::string_view op, const TotalWeight& total_weight,
     fail<DimensionMismatch>(op, "argument 'total_weight' must hold one element, got shape ", total_weight.shape.str());
 }
 
-/// What the row kernels of one cross_entropy / nll_loss call read: the row
-/// geometry, the options in the accumulation type A and the launch. The
-/// kernels' lambdas capture it whole.
+/// nll_loss's options as cross-entropy keywords: its ignore_index and
+/// reduction, without label smoothing, z-loss or soft-cap.
+inline CrossEntropyKeywords ce_keywords_of(const NllLossOptions& o) {
+  CrossEntropyKeywords k;
+  k.ignore_index = o.ignore_index;
+  k.reduction = o.reduction;
+  return k;
+}
+inline const CrossEntropyKeywords& ce_keywords_of(const CrossEntropyKeywords& k) { return k; }
+
+/// What the row kernels of one cross_entropy / nll_loss call read: the
+/// keywords in the accumulation type A (CeRowParams), the row geometry and
+/// the launch. The kernels' lambdas capture it whole.
 template <class A>
-struct CeCall {
-  std::int64_t rows = 0, C = 0, inner = 1, ignore = -100;
-  A eps = 0, zl = 0, cap = 0;
-  int red = 0;  // the Reduction, as the int the device lambdas compare
+struct CeCall : CeRowParams<A> {
+  using CeRowParams<A>::eps;
+  using CeRowParams<A>::zl;
+  using CeRowParams<A>::cap;
+  using CeRowParams<A>::none;
+  using CeRowParams<A>::mean;
+  std::int64_t rows = 0, C = 0, inner = 1;
   bool has_w = false;
   bool has_s = false;  // a sample weight per row
   int S = 1;  // class slices per row (launch.row_slices)
@@ -227,31 +241,19 @@ struct CeCall {
 
   template <class ExecSpace, class Options>
   CeCall(const ExecSpace&, const CeGeometry& geo, const Options& opts, bool weighted, bool sampled)
-      : rows(geo.rows),
+      : CeRowParams<A>(ce_row_params<A>(ce_keywords_of(opts))),
+        rows(geo.rows),
         C(geo.C),
         inner(geo.inner),
-        ignore(opts.ignore_index),
-        red(static_cast<int>(opts.reduction)),
         has_w(weighted),
         has_s(sampled),
         launch(ce_launch<ExecSpace>(geo.rows, geo.C, opts.tuning)) {
     S = launch.row_slices;
-    if constexpr (std::is_same_v<Options, CrossEntropyOptions>) {
-      eps = static_cast<A>(opts.label_smoothing);
-      zl = static_cast<A>(opts.z_loss);
-      cap = static_cast<A>(opts.softcap);
-    }
   }
 
-  KOKKOS_INLINE_FUNCTION bool none() const { return red == static_cast<int>(Reduction::none); }
-  /// How the forward walks a row: the soft-cap, and the logit sum label
-  /// smoothing needs (weighted with a class weight).
-  CeRowConfig<A> row_config() const {
-    CeRowConfig<A> cfg;
-    cfg.softcap = cap;
-    cfg.sum_mode = eps == A(0) ? 0 : (has_w ? 2 : 1);
-    return cfg;
-  }
+  /// How the forward walks a row (CeRowParams::row_config, weighted with
+  /// the class weights when given).
+  CeRowConfig<A> row_config() const { return CeRowParams<A>::row_config(has_w); }
   /// Offset of row r's first class in the [N, C, d...] input (64-bit).
   KOKKOS_INLINE_FUNCTION std::int64_t offset(std::int64_t r) const {
     const std::int64_t nidx = r / inner;
@@ -269,7 +271,7 @@ struct CeCall {
   KOKKOS_INLINE_FUNCTION A upstream(const GradOut& go, const SW& sample_weight, std::int64_t r,
                                     const TotalWeight& tw) const {
     const A scale = none() ? static_cast<A>(go(r)) : static_cast<A>(go(0));
-    const A u = red == static_cast<int>(Reduction::mean) ? static_cast<A>(static_cast<double>(scale) / tw(0)) : scale;
+    const A u = mean() ? static_cast<A>(static_cast<double>(scale) / tw(0)) : scale;
     return has_s ? u * sample(sample_weight, r) : u;
   }
   /// The target's class weight (1 without weights); t must be valid.
@@ -352,7 +354,7 @@ void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
   const auto finish_row =
       KOKKOS_LAMBDA(const std::int64_t r, const std::int64_t t, const CeRowPartials<A>& p, CeSums& acc) {
     // torch: an ignored row contributes nothing (and no weight)
-    if (t == call.ignore) return Kokkos::pair<A, A>(A(0), A(0));
+    if (call.ignored(t)) return Kokkos::pair<A, A>(A(0), A(0));
     if (t < 0 || t >= call.C) {
       acc.bad.note(r, t);
       return Kokkos::pair<A, A>(A(0), A(0));
@@ -377,7 +379,7 @@ void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
           const std::int64_t c0 = ce_segment_begin(call.C, k, K), c1 = ce_segment_begin(call.C, k + 1, K);
           const std::int64_t t = static_cast<std::int64_t>(target.data(r));
           CeRowPartials<A> p = ce_empty_partials<A>();
-          if (t != call.ignore && t >= 0 && t < call.C) {
+          if (!call.ignored(t) && t >= 0 && t < call.C) {
             const std::int64_t tl = t >= c0 && t < c1 ? t - c0 : -1;
             p = ce_row_partials_lanes(mem, call.S, input.data.data() + call.offset(r) + c0 * call.inner, c1 - c0,
                                       call.inner, tl, cfg, call.has_w ? weight.data.data() + c0 : nullptr);
@@ -401,7 +403,7 @@ void cross_entropy(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, c
         KOKKOS_LAMBDA(const Member& mem, const std::int64_t r, CeSums& acc) {
           const std::int64_t t = static_cast<std::int64_t>(target.data(r));
           CeRowPartials<A> p = ce_empty_partials<A>();
-          if (t != call.ignore && t >= 0 && t < call.C)
+          if (!call.ignored(t) && t >= 0 && t < call.C)
             p = ce_row_partials_lanes(mem, call.S, input.data.data() + call.offset(r), call.C, call.inner, t, cfg,
                                       call.has_w ? weight.data.data() : nullptr);
           const Kokkos::pair<A, A> row = finish_row(r, t, p, acc);
@@ -465,7 +467,7 @@ void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
         exec, "kloss::cross_entropy_backward::shifts", call.launch, call.rows,
         KOKKOS_LAMBDA(const Member& mem, const std::int64_t r) {
           const std::int64_t t = static_cast<std::int64_t>(target.data(r));
-          const bool valid = t != call.ignore && t >= 0 && t < call.C;
+          const bool valid = !call.ignored(t) && t >= 0 && t < call.C;
           const CeShift<A> sh = valid ? call.saved_shift(mem, input.data.data() + call.offset(r), t, lse.data(r))
                                       : ce_shift_saved(lse.data(r));
           Kokkos::single(Kokkos::PerThread(mem), [&]() { shifts(r) = sh; });
@@ -481,8 +483,8 @@ void cross_entropy_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>&
         const std::int64_t off = call.offset(r) + c0 * inner;
         T* g = grad_input.data.data() + off;
         const std::int64_t t = static_cast<std::int64_t>(target.data(r));
-        if (t == call.ignore || t < 0 || t >= C) {
-          if (t != call.ignore && k == 0) acc.bad.note(r, t);
+        if (call.ignored(t) || t < 0 || t >= C) {
+          if (!call.ignored(t) && k == 0) acc.bad.note(r, t);
           ce_zero_row_lanes(mem, call.S, g, c1 - c0, inner);
           return;
         }
@@ -542,7 +544,7 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSp
         exec, "kloss::cross_entropy_forward_backward::total_weight", call.rows,
         KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
           const std::int64_t t = static_cast<std::int64_t>(target.data(r));
-          if (t != call.ignore && t >= 0 && t < call.C)
+          if (!call.ignored(t) && t >= 0 && t < call.C)
             acc.weight +=
                 static_cast<double>(call.target_weight(weight, t)) * static_cast<double>(call.sample(sample_weight, r));
         },
@@ -556,9 +558,9 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const TensorIn<ExecSp
         T* g = grad_input.data.data() + off;
         const T* x = input.data.data() + off;
         const T* w = call.has_w ? weight.data.data() : nullptr;
-        if (t == call.ignore || t < 0 || t >= call.C) {
+        if (call.ignored(t) || t < 0 || t >= call.C) {
           // torch: an ignored row adds nothing (and no weight); its gradient is 0
-          if (t != call.ignore) acc.bad.note(r, t);
+          if (!call.ignored(t)) acc.bad.note(r, t);
           ce_zero_row_lanes(mem, call.S, g, call.C, call.inner);
           Kokkos::single(Kokkos::PerThread(mem), [&]() {
             if (save_lse) lse.data(r) = A(0);
@@ -651,10 +653,9 @@ void cross_entropy_prob_backward(const ExecSpace& exec, const TensorIn<ExecSpace
   // the mean's divisor: the rows, or the sum of their sample weights (in
   // double, fixed order; fences)
   const double rows_or_weights =
-      call.has_s && call.red == static_cast<int>(Reduction::mean)
-          ? fixed_order_total<double>(exec, "kloss::cross_entropy_backward::sample_weight_sum",
-                                      sample_weight.data.data(), call.rows)
-          : static_cast<double>(call.rows);
+      call.has_s && call.mean() ? fixed_order_total<double>(exec, "kloss::cross_entropy_backward::sample_weight_sum",
+                                                            sample_weight.data.data(), call.rows)
+                                : static_cast<double>(call.rows);
   const A inv_rows = call.rows > 0 ? static_cast<A>(1.0 / rows_or_weights) : quiet_nan<A>();
   const bool want_gt = grad_target.present;
   using Member = typename Kokkos::TeamPolicy<ExecSpace>::member_type;
@@ -663,7 +664,7 @@ void cross_entropy_prob_backward(const ExecSpace& exec, const TensorIn<ExecSpace
       KOKKOS_LAMBDA(const Member& mem, const std::int64_t r) {
         const std::int64_t off = call.offset(r);
         A scale = call.none() ? static_cast<A>(grad_output.data(r)) : static_cast<A>(grad_output.data(0));
-        if (call.red == static_cast<int>(Reduction::mean)) scale *= inv_rows;
+        if (call.mean()) scale *= inv_rows;
         scale *= call.sample(sample_weight, r);
         const T* w = call.has_w ? weight.data.data() : nullptr;
         // q = sum_c w_c p'_c, the softmax coefficient's factor, and the
@@ -722,7 +723,7 @@ void nll_loss(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, const 
       KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
         const std::int64_t t = static_cast<std::int64_t>(target.data(r));
         A loss = 0;
-        if (t != call.ignore) {
+        if (!call.ignored(t)) {
           if (t < 0 || t >= call.C) {
             acc.bad.note(r, t);
           } else {
@@ -767,9 +768,9 @@ void nll_loss_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& grad
         // for an ignored or invalid target).
         std::int64_t hot = -1;
         A val = 0;
-        if (t != call.ignore && (t < 0 || t >= call.C)) {
+        if (!call.ignored(t) && (t < 0 || t >= call.C)) {
           acc.bad.note(r, t);
-        } else if (t != call.ignore) {
+        } else if (!call.ignored(t)) {
           const A wt = call.target_weight(weight, t);
           hot = t;
           val = -wt * call.upstream(grad_output.data, sample_weight, r, total_weight.data);

@@ -34,6 +34,7 @@
 #include <cstring>
 #include <kloss/fused_linear_options.hpp>
 #include <kloss/grad_filter.hpp>
+#include <kloss/impl/ce_keywords.hpp>
 #include <kloss/impl/head_products.hpp>
 #include <kloss/impl/scratch.hpp>
 #include <kloss/impl/sort.hpp>
@@ -248,7 +249,7 @@ Scratch<std::int64_t, typename ExecSpace::memory_space> fl_target_columns(const 
       "kloss::fused_linear_cross_entropy::target_columns",
       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, N), KOKKOS_LAMBDA(const std::int64_t r) {
         const std::int64_t t = static_cast<std::int64_t>(tv(r));
-        c[r] = t != ignore && t >= begin && t < begin + V ? t - begin : -1;
+        c[r] = !ignored(t, ignore) && t >= begin && t < begin + V ? t - begin : -1;
       });
   return cols;
 }

@@ -956,13 +956,5 @@ void ce_check_sample_weight(std::string_view op, const Tensor<const T, M>& sampl
                             " (one weight per row), got ", sample_weight.shape.str());
 }
 
-template <class M>
-void ce_check_options(std::string_view op, Reduction red, double eps, double zl, double cap) {
-  check_reduction(op, red);
-  require(eps >= 0.0 && eps <= 1.0, op, "option 'label_smoothing' must be in [0, 1], got ", eps);
-  require(zl >= 0.0, op, "option 'z_loss' must be >= 0, got ", zl);
-  require(cap >= 0.0, op, "option 'softcap' must be >= 0 (0 = off), got ", cap);
-}
-
 }  // namespace impl
 }  // namespace kloss

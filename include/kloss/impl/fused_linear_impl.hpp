@@ -13,6 +13,7 @@
 /// targets) is found first in an O(N) pass that also checks the targets.
 #include <kloss/fused_linear_options.hpp>
 #include <kloss/grad_filter.hpp>
+#include <kloss/impl/ce_keywords.hpp>
 #include <kloss/impl/engine_chunked_head.hpp>
 #include <kloss/impl/engine_rows.hpp>
 #include <kloss/impl/engine_rows_softmax.hpp>
@@ -25,12 +26,13 @@ namespace impl {
 
 /// The rows of one chunk of fused_linear_cross_entropy (local): the
 /// cross_entropy row code over Zc [b, V] (rows r0.. of the call), the row
-/// losses to `out` for reduction none, dL/dZ in place when `want_grad`.
+/// losses to `out` for reduction none, dL/dZ in place when `want_grad`;
+/// the keywords as CeRowParams.
 template <class A>
-struct FlRowParams {
-  std::int64_t V = 0, ignore = -100;
-  A eps = 0, zl = 0, cap = 0, w_all = 0;
-  bool none = false, mean = false, has_go = false, write_out = false, want_grad = false;
+struct FlRowParams : CeRowParams<A> {
+  std::int64_t V = 0;
+  A w_all = 0;
+  bool has_go = false, write_out = false, want_grad = false;
   bool has_s = false;  ///< a sample weight per row
   double total_weight = 0;
   const A* cwp = nullptr;  ///< class weights as A (class indices), or null
@@ -63,7 +65,7 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_
   constexpr bool prob = !is_index_v<Tgt>;
   const std::int64_t V = P.V, ignore = P.ignore;
   const A eps = P.eps, zl = P.zl, cap = P.cap, w_all = P.w_all;
-  const bool none = P.none, mean = P.mean, has_go = P.has_go, write_out = P.write_out, want_grad = P.want_grad;
+  const bool none = P.none(), mean = P.mean(), has_go = P.has_go, write_out = P.write_out, want_grad = P.want_grad;
   const bool has_s = P.has_s;
   const double total_weight = P.total_weight;
   const A* cwp = P.cwp;
@@ -120,7 +122,7 @@ CeSums fl_rows(const ExecSpace& exec, acc_t<T>* Zd, std::int64_t ld, std::int64_
       A scale = has_go ? static_cast<A>(none ? gov(r) : gov(0)) : A(1);
       const std::int64_t t = static_cast<std::int64_t>(tv(r));
       T* g16 = dz16 ? dz16 + i * ld : nullptr;  // the row's 16-bit gradient, or null: in place
-      if (t == ignore) {
+      if (ignored(t, ignore)) {
         if (write_out && none) Kokkos::single(Kokkos::PerThread(mem), [&]() { ov(r) = T(0.0f); });
         if (want_grad) {
           if (g16)
@@ -189,7 +191,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   if (bias.present) check_shape(op, "bias", bias, Shape{V});
   if (ce_weight.present) check_shape(op, "ce_weight", ce_weight, Shape{V});
   ce_check_sample_weight(op, sample_weight, Shape{N});
-  ce_check_options<Mem>(op, opts.reduction, opts.label_smoothing, opts.z_loss, opts.softcap);
+  check_cross_entropy_keywords(op, opts);
   if (output.present) check_output(op, "output", output, opts.reduction, Shape{N});
   if (go.present) check_output(op, "grad_output", go, opts.reduction, Shape{N});
   if (grad_input.present) check_shape(op, "grad_input", grad_input, input.shape);
@@ -216,19 +218,13 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   ProfilingRegion region(concat("kloss::", op));
 
   FlRowParams<A> P;
+  static_cast<CeRowParams<A>&>(P) = ce_row_params<A>(opts);
   P.V = V;
-  P.ignore = opts.ignore_index;
-  P.eps = static_cast<A>(opts.label_smoothing);
-  P.zl = static_cast<A>(opts.z_loss);
-  P.cap = static_cast<A>(opts.softcap);
-  P.none = opts.reduction == Reduction::none;
-  P.mean = opts.reduction == Reduction::mean;
   P.has_go = go.present;
   P.write_out = output.present;
   P.want_grad = want_grad;
   P.has_s = sample_weight.present;
-  P.cfg.softcap = P.cap;
-  P.cfg.sum_mode = P.eps == A(0) ? 0 : (ce_weight.present ? 2 : 1);
+  P.cfg = P.row_config(ce_weight.present);
   P.tuning = opts.tuning;
   const bool has_cw = ce_weight.present;
   auto tv = target.data;
@@ -266,7 +262,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
         exec, "kloss::fused_linear_cross_entropy::targets", N,
         KOKKOS_LAMBDA(const std::int64_t r, CeSums& acc) {
           const std::int64_t t = static_cast<std::int64_t>(tv(r));
-          if (t == ignore) return;
+          if (ignored(t, ignore)) return;
           if (t < 0 || t >= V)
             acc.bad.note(r, t);
           else
@@ -286,7 +282,7 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
   a.rows_write_16 = !prob;  // the class-index rows write a 16-bit gradient (fl_rows)
   const Kokkos::View<const T*, Mem> gov(go.data.data(), go.present ? go.numel() : 0);
   if (filter > 0 && P.want_grad)
-    a.filter = filter * fl_max_row_scale<ExecSpace, T>(exec, gov, P.has_go, P.mean, P.total_weight) *
+    a.filter = filter * fl_max_row_scale<ExecSpace, T>(exec, gov, P.has_go, P.mean(), P.total_weight) *
                (P.has_s ? fl_max_abs<ExecSpace, T>(exec, swv) : 1.0);
   const Kokkos::View<T*, Mem> ov(output.data.data(), output.present ? output.numel() : 0);
   const Kokkos::View<const Tgt*, Mem> tflat(tv.data(), target.numel());
@@ -338,9 +334,9 @@ FusedLinearReport fused_linear_run(const ExecSpace& exec, std::string_view op, c
                             " negative or NaN value(s); first at position ", all.bad_prob_pos, ": ", all.bad_prob_val);
     loss_sum = all.loss;
   }
-  if (output.present && !P.none) {
+  if (output.present && !P.none()) {
     double v = loss_sum;
-    if (P.mean) v = loss_sum / P.total_weight;  // NaN when all ignored (or N = 0), as torch
+    if (P.mean()) v = loss_sum / P.total_weight;  // NaN when all ignored (or N = 0), as torch
     Kokkos::deep_copy(exec, output.data, static_cast<T>(v));
   }
   exec.fence();

@@ -44,8 +44,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
   Agreement mine;
   mine.rows = input.rank() == 2 ? input.extent(0) : -1;
   mine.range = range;
-  mine.options = option_fingerprint(opts.reduction, opts.ignore_index, opts.label_smoothing, opts.z_loss, opts.softcap,
-                                    weighted, input.rank() == 2 ? input.extent(1) : -1);
+  mine.options = option_fingerprint(opts, weighted, input.rank() == 2 ? input.extent(1) : -1);
   // (one entry for two flags: the agreement holds eight options)
   mine.options.push_back(
       {"bias, sample_weight (given or not)", (bias.present ? 1 : 0) + (sample_weight.present ? 2 : 0)});
@@ -54,7 +53,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
   std::int64_t n = 0, d = 0;
   double filter = 0;
   const std::vector<double> sums = agree(comm, op, opts.check_consistency, mine, [&] {
-    check_reduction(op, opts.reduction);
+    kloss::impl::check_cross_entropy_keywords(op, opts);
     check_rank(op, "input", input, 2);
     n = input.extent(0);
     d = input.extent(1);
@@ -70,10 +69,6 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     if (grad_bias.present) check_shape(op, "grad_bias", grad_bias, Shape{range.count});
     require(range.total > 0 && range.begin >= 0 && range.count >= 0 && range.end() <= range.total, op, "class range [",
             range.begin, ", ", range.end(), ") is not inside [0, ", range.total, ")");
-    require(opts.label_smoothing >= 0 && opts.label_smoothing <= 1, op, "label_smoothing must be in [0, 1], got ",
-            opts.label_smoothing);
-    require(opts.z_loss >= 0, op, "z_loss must be non-negative, got ", opts.z_loss);
-    require(opts.softcap >= 0, op, "softcap must be non-negative (0 = off), got ", opts.softcap);
     require(opts.chunk_bytes >= 0, op, "chunk_bytes must be >= 0 (0 = automatic), got ", opts.chunk_bytes);
     require(opts.convert_block_rows >= 0, op, "option 'convert_block_rows' must be >= 0 (0 = default), got ",
             opts.convert_block_rows);
@@ -95,7 +90,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
         exec, "kloss::vocab_parallel_fused_linear::target_weight_sum", n,
         KOKKOS_LAMBDA(const std::int64_t i, double& acc) {
           const std::int64_t t = static_cast<std::int64_t>(tg(i));
-          if (t != ig && t >= b && t < e)
+          if (!kloss::impl::ignored(t, ig) && t >= b && t < e)
             acc +=
                 (weighted ? static_cast<double>(cw(t - b)) : 1.0) * (swp ? static_cast<double>(to_acc(swp[i])) : 1.0);
         },
@@ -192,8 +187,7 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
     result.report = kloss::impl::fused_head(
         exec, a,
         [&](A* z, std::int64_t ld, std::int64_t n0, std::int64_t nc, T*) {  // dL/dZ in place (rows_write_16 unset)
-          ce_slice_partials<ExecSpace, T, I, A>(exec, z, nc, v, range.begin, target, cwa, ig, opts.softcap, lay, rec,
-                                                n0, {}, ld);
+          ce_slice_partials<ExecSpace, T, I, A>(exec, z, nc, v, range.begin, target, cwa, opts, lay, rec, n0, {}, ld);
           {
             RowType rt(lay.k, mpi_type<A>(), op);
             Kokkos::View<A*, Mem> part(rec.data() + n0 * lay.k, static_cast<std::size_t>(nc * lay.k));
@@ -208,8 +202,8 @@ FusedLinearReport vocab_parallel_fused_linear_cross_entropy(
           result.total += s;
           // G = d loss / d Z for the chunk, over the logits (in place).
           if (want_grads)
-            ce_backward_rows<ExecSpace, T, I>(exec, static_cast<const A*>(z), nc, v, range.begin, n0, target, cwa, ig,
-                                              p, totals, per_row_g, g, shift_m, shift_ls, wt, z, sw, {}, ld);
+            ce_backward_rows<ExecSpace, T, I>(exec, static_cast<const A*>(z), nc, v, range.begin, n0, target, cwa, p,
+                                              totals, per_row_g, g, shift_m, shift_ls, wt, z, sw, {}, ld);
           return true;
         },
         // grad_input: each rank holds the part from its classes; the sum

@@ -27,6 +27,7 @@
 #include <kloss/checks.hpp>
 #include <kloss/communicator.hpp>
 #include <kloss/grad_filter.hpp>
+#include <kloss/impl/ce_keywords.hpp>
 #include <kloss/impl/engine_rows.hpp>
 #include <kloss/impl/engine_rows_softmax.hpp>
 #include <kloss/impl/engine_scatter.hpp>
@@ -197,7 +198,8 @@ struct RecordLayout {
 };
 
 /// The per-row partials of this rank's class slice [begin, begin + C_r) of
-/// logits [rows, C_r] (row stride ld, 0: C_r; rows row_offset.. of the call), written to
+/// logits [rows, C_r] (row stride ld, 0: C_r; rows row_offset.. of the call;
+/// ignore_index and softcap from `keywords`), written to
 /// rec[(row_offset + i) * k ...] as RecordLayout says: the online-softmax
 /// rows' kloss::impl::ce_row_partials (max, sum-exp, target logit,
 /// weighted logit sum; one read of the row) plus the target's class weight
@@ -208,7 +210,7 @@ struct RecordLayout {
 /// its classes over the thread's vector lanes on devices). Asynchronous.
 template <class ExecSpace, class T, class I, class Z = T>
 void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols, std::int64_t begin,
-                       const TensorIn<ExecSpace, I>& target, const Z* w, std::int64_t ignore_index, double softcap,
+                       const TensorIn<ExecSpace, I>& target, const Z* w, const CrossEntropyKeywords& keywords,
                        const RecordLayout& lay, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec,
                        std::int64_t row_offset, const CrossEntropyTuning& tuning = {}, std::int64_t ld = 0) {
   using A = acc_t<T>;
@@ -216,8 +218,10 @@ void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows
   const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
   const bool weighted = w != nullptr;
   if (ld == 0) ld = cols;
+  const ki::CeRowParams<A> kw = ki::ce_row_params<A>(keywords);
+  // (the logit sum exactly when the records hold it: label_smoothing != 0)
   ki::CeRowConfig<A> cfg;
-  cfg.softcap = static_cast<A>(softcap);
+  cfg.softcap = kw.cap;
   cfg.sum_mode = lay.zsum < 0 ? 0 : (weighted ? 2 : 1);
   const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
   const int S = launch.row_slices;
@@ -225,7 +229,7 @@ void ce_slice_partials(const ExecSpace& exec, const Z* logits, std::int64_t rows
       exec, "kloss::vocab_parallel::row_partials", launch, rows,
       KOKKOS_LAMBDA(const Member& team, const std::int64_t i) {
         const std::int64_t t = static_cast<std::int64_t>(target.data(row_offset + i));
-        const bool ignored = t == ignore_index;
+        const bool ignored = kw.ignored(t);
         const bool owns = !ignored && t >= begin && t < begin + cols;
         const ki::CeRowPartials<A> p = ki::ce_row_partials_lanes(team, S, logits + i * ld, cols, std::int64_t(1),
                                                                  owns ? t - begin : std::int64_t(-1), cfg, w);
@@ -283,27 +287,22 @@ struct reduction_identity<kloss::mpi::impl::VpSums> {
 
 namespace kloss::mpi::impl {
 
-/// What the loss finish and the backward need besides the records.
-struct CeParams {
+/// What the loss finish and the backward need besides the records: the
+/// call's keywords and the classes of all ranks.
+struct CeParams : CrossEntropyKeywords {
   std::int64_t total = 0;  ///< C, the global number of classes
   int ranks = 1;
-  double label_smoothing = 0, z_loss = 0, softcap = 0;
-  Reduction reduction = Reduction::mean;
   bool weighted = false;
   double weight_sum = 0;  ///< sum of all class weights (C without weights)
 };
 
-/// The CeParams of a call from its options (any struct with reduction,
-/// label_smoothing, z_loss and softcap) on `ranks` ranks.
-template <class Options>
-CeParams ce_params(const ClassRange& range, int ranks, const Options& opts, bool weighted, double weight_sum) {
+/// The CeParams of a call with keywords `opts` on `ranks` ranks.
+inline CeParams ce_params(const ClassRange& range, int ranks, const CrossEntropyKeywords& opts, bool weighted,
+                          double weight_sum) {
   CeParams p;
+  static_cast<CrossEntropyKeywords&>(p) = opts;
   p.total = range.total;
   p.ranks = ranks;
-  p.label_smoothing = opts.label_smoothing;
-  p.z_loss = opts.z_loss;
-  p.softcap = opts.softcap;
-  p.reduction = opts.reduction;
   p.weighted = weighted;
   p.weight_sum = weight_sum;
   return p;
@@ -328,10 +327,11 @@ VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typen
   using A = acc_t<T>;
   const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
   const A ranks = static_cast<A>(p.ranks);
-  const A eps = static_cast<A>(p.label_smoothing), zl = static_cast<A>(p.z_loss);
+  const ki::CeRowParams<A> kw = ki::ce_row_params<A>(p);
+  const A eps = kw.eps, zl = kw.zl;
   const std::int64_t C = p.total;
   const A wsum = static_cast<A>(p.weight_sum);
-  const bool none = p.reduction == Reduction::none;
+  const bool none = kw.none();
   auto o = out.data;
   VpSums sums;
   kloss::impl::fixed_order_reduce(
@@ -388,8 +388,7 @@ void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_val
 /// Asynchronous.
 template <class ExecSpace, class T, class I, class G, class Z = T>
 void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols, std::int64_t begin,
-                      std::int64_t row_offset, const TensorIn<ExecSpace, I>& target, const Z* w,
-                      std::int64_t ignore_index, const CeParams& params,
+                      std::int64_t row_offset, const TensorIn<ExecSpace, I>& target, const Z* w, const CeParams& params,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& totals, bool per_row_g,
                       const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& shift_m,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& shift_ls,
@@ -400,10 +399,10 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
   const CrossEntropyTuning launch = ki::ce_launch<ExecSpace>(rows, cols, tuning);
   const bool weighted = w != nullptr;
   if (ld == 0) ld = cols;
-  const A eps = static_cast<A>(params.label_smoothing), zl = static_cast<A>(params.z_loss);
-  const A cap = static_cast<A>(params.softcap);
+  const ki::CeRowParams<A> kw = ki::ce_row_params<A>(params);
+  const A eps = kw.eps, zl = kw.zl, cap = kw.cap;
   const std::int64_t C = params.total;
-  const bool mean = params.reduction == Reduction::mean;
+  const bool mean = kw.mean();
   const int S = launch.row_slices;
   ki::rows_for(
       exec, "kloss::vocab_parallel::backward_rows", launch, rows,
@@ -411,7 +410,7 @@ void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows,
         const std::int64_t i = row_offset + j;
         const std::int64_t t = static_cast<std::int64_t>(target.data(i));
         Z* gr = grad + j * ld;
-        if (t == ignore_index) {
+        if (kw.ignored(t)) {
           ki::ce_zero_row_lanes(team, S, gr, cols, std::int64_t(1));
           return;
         }
@@ -437,9 +436,9 @@ inline void check_no_deferred_check(std::string_view op, const CheckFlag& deferr
 
 template <class T, class I, class M>
 void check_ce_arguments(std::string_view op, const ClassRange& range, const Tensor<const T, M>& logits,
-                        const Tensor<const I, M>& target, const Tensor<const T, M>& weight, Reduction reduction,
-                        double label_smoothing, double z_loss, double softcap) {
-  check_reduction(op, reduction);
+                        const Tensor<const I, M>& target, const Tensor<const T, M>& weight,
+                        const CrossEntropyKeywords& keywords) {
+  ki::check_cross_entropy_keywords(op, keywords);
   check_rank(op, "logits", logits, 2);
   check_rank(op, "target", target, 1);
   if (target.extent(0) != logits.extent(0))
@@ -452,9 +451,6 @@ void check_ce_arguments(std::string_view op, const ClassRange& range, const Tens
   require(range.total > 0, op, "the number of classes must be positive, got ", range.total);
   require(range.begin >= 0 && range.count >= 0 && range.end() <= range.total, op, "class range [", range.begin, ", ",
           range.end(), ") is not inside [0, ", range.total, ")");
-  require(label_smoothing >= 0 && label_smoothing <= 1, op, "label_smoothing must be in [0, 1], got ", label_smoothing);
-  require(z_loss >= 0, op, "z_loss must be non-negative, got ", z_loss);
-  require(softcap >= 0, op, "softcap must be non-negative (0 = off), got ", softcap);
 }
 
 /// The checks the forward and the backward of the vocabulary-parallel
@@ -465,8 +461,7 @@ void check_vp_ce_call(std::string_view op, const ClassRange& range, const Tensor
                       const Tensor<const I, M>& target, const Tensor<const T, M>& weight,
                       const Tensor<const T, M>& sample_weight, const VocabParallelCrossEntropyOptions& opts,
                       std::string_view out_name, const Out& out, const Saved& saved) {
-  check_ce_arguments(op, range, logits, target, weight, opts.reduction, opts.label_smoothing, opts.z_loss,
-                     opts.softcap);
+  check_ce_arguments(op, range, logits, target, weight, opts);
   check_no_deferred_check(op, opts.deferred_check);
   const std::int64_t n = logits.extent(0);
   ki::ce_check_sample_weight(op, sample_weight, Shape{n});
@@ -474,10 +469,9 @@ void check_vp_ce_call(std::string_view op, const ClassRange& range, const Tensor
   check_shape(op, "saved", saved, Shape{saved_extent(n)});
 }
 
-/// Option values compared across ranks.
-std::vector<std::pair<std::string, std::int64_t>> option_fingerprint(Reduction reduction, std::int64_t ignore_index,
-                                                                     double label_smoothing, double z_loss,
-                                                                     double softcap, bool weighted,
+/// Option values compared across ranks: the keywords, whether class
+/// weights are given, and one op-specific value.
+std::vector<std::pair<std::string, std::int64_t>> option_fingerprint(const CrossEntropyKeywords& k, bool weighted,
                                                                      std::int64_t extra = 0);
 
 template <class ExecSpace, class T, class I>
@@ -493,8 +487,7 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
   Agreement mine;
   mine.rows = logits.rank() >= 1 ? logits.extent(0) : -1;
   mine.range = range;
-  mine.options = option_fingerprint(opts.reduction, opts.ignore_index, opts.label_smoothing, opts.z_loss, opts.softcap,
-                                    weight.present);
+  mine.options = option_fingerprint(opts, weight.present);
   mine.options.push_back({"sample_weight (given or not)", sample_weight.present ? 1 : 0});
   double local_wsum = static_cast<double>(range.count);
   auto local_checks = [&] {
@@ -523,8 +516,7 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
     rec_s = kloss::impl::scratch<A>(exec, n * lay.k);
     const Kokkos::View<A*, Mem> r = rec_s.view();
     ce_slice_partials<ExecSpace, T, I>(exec, logits.data.data(), n, range.count, range.begin, target,
-                                       weight.present ? weight.data.data() : nullptr, opts.ignore_index, opts.softcap,
-                                       lay, r, 0, opts.tuning);
+                                       weight.present ? weight.data.data() : nullptr, opts, lay, r, 0, opts.tuning);
     RowType rt(lay.k, mpi_type<A>(), op);
     allreduce_in_place<ExecSpace, A>(exec, comm, op, r, rt.get(), static_cast<int>(n),
                                      comm.row_merge_op(std::is_same_v<A, double>));
@@ -577,8 +569,8 @@ void vocab_parallel_cross_entropy_backward(
   Kokkos::View<const A*, Mem> totals(saved.data.data() + 2 * n, 3);
   ce_backward_rows<ExecSpace, T, I>(
       exec, logits.data.data(), n, range.count, range.begin, 0, target, weight.present ? weight.data.data() : nullptr,
-      opts.ignore_index, p, totals, opts.reduction == Reduction::none, grad_output.data, shift_m, shift_ls, wt,
-      grad_logits.data.data(), sample_weight.present ? sample_weight.data.data() : nullptr, opts.tuning);
+      p, totals, opts.reduction == Reduction::none, grad_output.data, shift_m, shift_ls, wt, grad_logits.data.data(),
+      sample_weight.present ? sample_weight.data.data() : nullptr, opts.tuning);
 }
 
 // ---------------------------------------------------------------------------
