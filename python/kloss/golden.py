@@ -11,13 +11,14 @@ run files through `kloss-validate`.
     report = kg.validate("mine.h5")        # kloss-validate mine.h5
     assert report.failed == 0
 
-The writer follows the conventions of the repository's generators
-(tools/golden/golden_writer.py): floating inputs stored as float64 holding
-values rounded to the case dtype, the reference computed by torch in
-float64 from those values, integer inputs as int64, options as attributes
-typed as torch types them (ints and booleans int64, reals float64,
-strings), default tolerances per dtype. Reading and writing need h5py;
-from_torch needs torch; Case.check needs libkloss_c.
+GoldenFile also writes the repository's committed files (its generators,
+tools/golden/gen_<family>.py), with the same conventions: floating
+inputs stored as float64 holding values rounded to the case dtype, the
+reference computed by torch in float64 from those values, integer inputs
+as int64, options as attributes typed as torch types them (ints and
+booleans int64, reals float64, strings), default tolerances per dtype.
+Reading and writing need h5py; from_torch needs torch; Case.check needs
+libkloss_c.
 """
 import collections
 import dataclasses
@@ -37,7 +38,7 @@ from ._registry import op_info
 from .functional import signature, split_arguments
 
 __all__ = ["SCHEMA", "DTYPES", "TOLERANCES", "tolerances", "rounded", "Case", "CheckResult", "GoldenFile",
-           "write", "read", "from_torch", "validate", "ValidateReport", "find_validate"]
+           "COMPACT_DATASET_BYTES", "write", "read", "from_torch", "validate", "ValidateReport", "find_validate"]
 
 SCHEMA = "kloss-golden/1"
 DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -157,14 +158,16 @@ def _compare(item, got, expected, rtol, atol):
         item, bad.size, e.size, [int(k) for k in where], float(g[i]), float(e[i]))
 
 
-def _option_attr(op, name, value):
-    """An option as the schema types it: by the registry's type where the op
-    has that option, else by the value's Python type."""
+def _option_attr(op, name, value, registry=True):
+    """An option as the schema types it: by the registry's type where
+    `registry` is set and the op has that option, else by the value's
+    Python type."""
     info = None
-    try:
-        info = op_info(op)
-    except _errors.Error:
-        pass
+    if registry:
+        try:
+            info = op_info(op)
+        except _errors.Error:
+            pass
     o = info.option(name) if info else None
     joined = _sequence_option(value)  # event_dims=(-2, -1), periodic=(True, False): as the call takes them
     if joined is not None:
@@ -184,38 +187,114 @@ def _option_attr(op, name, value):
                     % (name, op, type(value).__name__))
 
 
-def _input_kind(op, name, data):
-    try:
-        kind = op_info(op).kind(name) if name in op_info(op).inputs else "real"
-    except _errors.Error:
-        kind = "real"
+def _input_kind(op, name, data, registry=True):
+    """"index" or "real": by the registry where `registry` is set (an
+    input it does not list, or an op it cannot give, is real), else by the
+    data's type (integers and booleans are indices)."""
+    kind = "either"
+    if registry:
+        try:
+            kind = op_info(op).kind(name) if name in op_info(op).inputs else "real"
+        except _errors.Error:
+            kind = "real"
     if kind == "either":
         kind = "index" if data.dtype.kind in "iub" else "real"
     return kind
 
 
+# Datasets of at most this many bytes are stored inside their object header
+# by GoldenFile(compact=True).
+COMPACT_DATASET_BYTES = 16 * 1024
+
+
+def _libver_bounds(libver):
+    """HDF5's (low, high) format bounds of h5py.File's `libver` argument."""
+    import h5py
+
+    def bound(name):
+        return getattr(h5py.h5f, "LIBVER_" + {"v108": "V18"}.get(name, name.upper()))
+    if isinstance(libver, str):
+        return bound(libver), h5py.h5f.LIBVER_LATEST
+    return bound(libver[0]), bound(libver[1])
+
+
 class GoldenFile:
     """A golden file being written: `with GoldenFile(path) as g:
     g.add(case)` or `g.add_case(name, op, dtype, inputs, output, ...)`
-    (tools/golden/golden_writer.py's signature; torch tensors or arrays).
-    `h5py_kwargs` go to h5py.File (e.g. libver="latest")."""
+    (torch tensors or arrays).
 
-    def __init__(self, path, **h5py_kwargs):
+    How values are typed: with `registry` (the default) an input is an
+    index (int64) or real (float64, rounded to the case dtype) as the op's
+    registry entry says, and an option is typed by the registry's type
+    where the op has it; with registry=False both are typed by the values
+    alone (integer and boolean inputs int64, floating ones float64 rounded
+    to the dtype; options by their Python type), so that the file does not
+    depend on whether libkloss_c is found (the repository's generators).
+
+    How the file is laid out (the same datasets and attributes either way):
+    `h5py_kwargs` go to h5py.File (e.g. libver="latest": HDF5's newer object
+    headers, about a third of the size for hundreds of small cases);
+    compact=True stores each dataset of at most COMPACT_DATASET_BYTES
+    inside its object header, and every dataset without timestamps;
+    track_times=False writes no timestamp on any object (the same bytes on
+    every run; the file is then created through HDF5's own call, which
+    takes `libver` of h5py_kwargs and nothing else); compact_attrs=n keeps
+    up to n attributes in a case group's object header (HDF5 moves more
+    than 8 to a heap and an index of their own)."""
+
+    def __init__(self, path, registry=True, compact=False, track_times=True, compact_attrs=None, **h5py_kwargs):
         self.path = path
         self.names = set()
+        self.registry = registry
+        self.compact = compact
+        self.track_times = track_times
+        self.compact_attrs = compact_attrs
         self.h5py_kwargs = h5py_kwargs
+        if not track_times and set(h5py_kwargs) - {"libver"}:
+            raise TypeError("kloss::golden: GoldenFile(track_times=False) takes no h5py.File argument but libver, "
+                            "got %s" % ", ".join(sorted(set(h5py_kwargs) - {"libver"})))
         self.count = 0
 
     def __enter__(self):
         import h5py
-        self.f = h5py.File(self.path, "w", **self.h5py_kwargs)
+        if self.track_times:
+            self.f = h5py.File(self.path, "w", **self.h5py_kwargs)
+        else:
+            fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
+            fcpl.set_obj_track_times(False)  # the root group's header
+            fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+            if self.h5py_kwargs.get("libver") is not None:
+                fapl.set_libver_bounds(*_libver_bounds(self.h5py_kwargs["libver"]))
+            self.f = h5py.File(h5py.h5f.create(os.fsencode(self.path), h5py.h5f.ACC_TRUNC, fcpl=fcpl, fapl=fapl))
         self.f.attrs["schema"] = SCHEMA
-        self.cases = self.f.create_group("cases")
+        self.cases = self._group(self.f, "cases")
         return self
 
     def __exit__(self, *exc):
         self.f.close()
         return False
+
+    def _group(self, parent, name, case=False):
+        import h5py
+        attrs = self.compact_attrs if case else None
+        if self.track_times and attrs is None:
+            return parent.create_group(name)
+        gcpl = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
+        gcpl.set_obj_track_times(self.track_times)
+        if attrs is not None:
+            gcpl.set_attr_phase_change(attrs, attrs - 2)
+        return h5py.Group(h5py.h5g.create(parent.id, name.encode(), gcpl=gcpl))
+
+    def _dataset(self, group, name, data):
+        import h5py
+        if self.compact:
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            if data.nbytes <= COMPACT_DATASET_BYTES:
+                dcpl.set_layout(h5py.h5d.COMPACT)
+            return group.create_dataset(name, data=data, dcpl=dcpl, track_times=False)
+        if not self.track_times:
+            return group.create_dataset(name, data=data, track_times=False)
+        return group.create_dataset(name, data=data)
 
     def add(self, case):
         """Writes a Case (named "<NNN>_<op>_<dtype>" when it has no name)."""
@@ -229,6 +308,11 @@ class GoldenFile:
 
     def add_case(self, name, op, dtype, inputs, output, grads=None, grad_output=None, reduction=None,
                  index_dtype=None, options=None, rtol=None, atol=None, extra_attrs=None):
+        """Writes case `name`: a call of `op` on `inputs` (name -> tensor or
+        array; None: absent) with `options` (torch's keywords but
+        `reduction`; None: absent) giving `output`, and with `grad_output`
+        the gradients `grads` (input name -> array). rtol/atol None: the
+        dtype's defaults; extra_attrs: attributes written as given."""
         if name in self.names:
             raise _errors.InvalidArgument("kloss::golden: duplicate case name '%s' in %s" % (name, self.path))
         if dtype not in DTYPES:
@@ -236,7 +320,7 @@ class GoldenFile:
                                           % (name, dtype, ", ".join(DTYPES)))
         self.names.add(name)
         self.count += 1
-        g = self.cases.create_group(name)
+        g = self._group(self.cases, name, case=True)
         g.attrs["op"] = op
         g.attrs["dtype"] = dtype
         if index_dtype is not None:
@@ -245,28 +329,28 @@ class GoldenFile:
             g.attrs["reduction"] = reduction
         for k, v in (options or {}).items():
             if v is not None:
-                g.attrs[k] = _option_attr(op, k, v)
+                g.attrs[k] = _option_attr(op, k, v, self.registry)
         for k, v in (extra_attrs or {}).items():
             g.attrs[k] = v
         d_rtol, d_atol = tolerances(dtype)
         g.attrs["rtol"] = np.float64(d_rtol if rtol is None else rtol)
         g.attrs["atol"] = np.float64(d_atol if atol is None else atol)
-        ins = g.create_group("inputs")
+        ins = self._group(g, "inputs")
         for k, v in inputs.items():
             if v is None:
                 continue
             a = _numpy(v)
-            if _input_kind(op, k, a) == "index":
-                ins.create_dataset(k, data=a.astype(np.int64))
+            if _input_kind(op, k, a, self.registry) == "index":
+                self._dataset(ins, k, a.astype(np.int64))
             else:
-                ins.create_dataset(k, data=rounded(a, dtype))
+                self._dataset(ins, k, rounded(a, dtype))
         if grad_output is not None:
-            ins.create_dataset("grad_output", data=np.asarray(_numpy(grad_output), dtype=np.float64))
-        ex = g.create_group("expected")
-        ex.create_dataset("output", data=np.asarray(_numpy(output), dtype=np.float64))
+            self._dataset(ins, "grad_output", np.asarray(_numpy(grad_output), dtype=np.float64))
+        ex = self._group(g, "expected")
+        self._dataset(ex, "output", np.asarray(_numpy(output), dtype=np.float64))
         for k, v in (grads or {}).items():
             if v is not None:
-                ex.create_dataset("grad_" + k, data=np.asarray(_numpy(v), dtype=np.float64))
+                self._dataset(ex, "grad_" + k, np.asarray(_numpy(v), dtype=np.float64))
 
 
 def write(path, cases, **h5py_kwargs):

@@ -16,7 +16,7 @@ import os
 
 import torch
 
-from gen_cross_entropy import CompactGoldenFile, _ce_reference
+from gen_cross_entropy import LAYOUT, _ce_reference
 from golden_writer import ce_options, DEFAULT_OUT_DIR, golden_file, rounded, tolerances
 
 
@@ -31,7 +31,7 @@ def main(out_dir):
         ("probs", 7, 5, 11, True, False, 0.0, 0.0, 0.0, 0.0, True),
         ("probs_weight_smooth_zl_cap", 6, 4, 13, True, True, 0.0, 0.1, 1e-2, 2.5, True),
     ]
-    with golden_file(out_dir, "fused_linear.h5", CompactGoldenFile) as g:
+    with golden_file(out_dir, "fused_linear.h5", **LAYOUT) as g:
         for (name, n, d, v, has_b, has_cw, ifrac, eps, zl, cap, probs) in sets:
             for dtype in ["float32", "float64", "float16", "bfloat16"]:
                 idts = ["int64"] if probs or dtype in ("float16", "bfloat16") else ["int64", "int32"]

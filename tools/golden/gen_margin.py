@@ -13,35 +13,15 @@ Run: cd tools/golden && /usr/bin/python3 -c "import gen_margin as g; g.main('../
 import torch
 import torch.nn.functional as F
 
-from golden_writer import DEFAULT_OUT_DIR, DTYPES, golden_file, GoldenFile, rounded, tolerances  # noqa: F401
+from golden_writer import DEFAULT_OUT_DIR, DTYPES, golden_file, rounded, tolerances  # noqa: F401
 
 REDUCTIONS = ["none", "mean", "sum"]
 
 
-class CompactGoldenFile(GoldenFile):
-    """GoldenFile written with HDF5's newest object format (compact groups
-    and headers): the same schema at about a third of the size, which keeps
-    this family's ~500 small cases near the 1 MB budget."""
-
-    def __enter__(self):
-        import h5py
-        from golden_writer import SCHEMA
-        self.f = h5py.File(self.path, "w", libver="latest")
-        self.f.attrs["schema"] = SCHEMA
-        self.cases = self.f.create_group("cases")
-        return self
-
-    def add_case(self, *args, **kwargs):
-        # Small datasets stored compactly (inside their object header) and
-        # without timestamps: same datasets, same values, fewer bytes.
-        import h5py
-        from golden_writer import compact_dataset_writer
-        original = h5py.Group.create_dataset
-        h5py.Group.create_dataset = compact_dataset_writer(original)
-        try:
-            super().add_case(*args, **kwargs)
-        finally:
-            h5py.Group.create_dataset = original
+# HDF5's newest object format (compact groups and headers), small datasets
+# inside their object header: the same schema at about a third of the size,
+# which keeps this family's ~500 small cases near the 1 MB budget.
+LAYOUT = {"libver": "latest", "compact": True}
 
 
 def reds_for(i, dtype="float64"):
@@ -281,7 +261,7 @@ def gen_any_targets(G):
 
 
 def main(out_dir):
-    with golden_file(out_dir, "margin.h5", CompactGoldenFile) as g:
+    with golden_file(out_dir, "margin.h5", **LAYOUT) as g:
         G = Gen(g)
         # (generators added later come last, so the cases before keep their values)
         for ops in (gen_hinge, gen_margin_ranking, gen_triplet, gen_cosine, gen_cosine_zero_vector, gen_multi_margin,
