@@ -151,11 +151,11 @@ namespace kloss::impl {
 
 GridParams grid_call_params(const rt::Call& c, GridKind kind);
 
-/// A grid loss's runtime call over the slabs of `comm` (OpInfo::run_decomposed).
+/// A grid loss's runtime call over the slabs or blocks of `comm` (OpInfo::run_decomposed).
 /// What can fail on one rank alone (its options, a missing input, a
 /// destination of the wrong size) and whether every rank takes the
 /// gradient are settled in one agreement round of 128 bytes before the
-/// slab collectives: a bad rank throws on every rank instead of leaving
+/// block collectives: a bad rank throws on every rank instead of leaving
 /// the others waiting in them.
 rt::Result run_grid_decomposed(const rt::Call& c, const mpi::Communicator& comm, GridKind kind) {
   GridParams o;

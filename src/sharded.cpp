@@ -191,7 +191,7 @@ rt::Result run_sharded(const Communicator& comm, const rt::Call& call, const Sha
   const std::string name = call.op + " (sharded)";
   const OpInfo* info = find_op(call.op);
   if (!info) fail<NotImplemented>(call.op, "no such op");
-  // the grid losses: a grid split in slabs, each rank's cells of every function
+  // the grid losses: a grid split in slabs or blocks, each rank's cells of every function
   if (info->run_decomposed) {
     if (options.reproducible)
       fail<NotImplemented>(call.op,

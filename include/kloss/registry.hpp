@@ -100,9 +100,10 @@ struct OpInfo {
   /// Vocabulary-parallel run (empty where the op has none): the call's
   /// vocabulary-sized inputs hold only this rank's slice. Collective.
   std::function<rt::Result(const rt::Call&, const VocabShard&)> run_vocab_parallel = {};
-  /// Run over a grid split in slabs of its first axis (the grid losses,
-  /// kloss/grid_mpi.hpp), what kloss::mpi::run_sharded calls instead of
-  /// reducing mean_parts; empty for the other ops. Collective.
+  /// Run over a grid split over the ranks - in slabs of its first axis, or
+  /// in blocks along a Cartesian communicator's dimensions (the grid
+  /// losses, kloss/grid_mpi.hpp) - what kloss::mpi::run_sharded calls
+  /// instead of reducing mean_parts; empty for the other ops. Collective.
   std::function<rt::Result(const rt::Call&, const mpi::Communicator&)> run_decomposed = {};
 #endif
 };

@@ -67,8 +67,9 @@ struct ShardedOptions {
 /// own checks fail makes every rank throw its kloss::Error ("... (on rank
 /// r)"); ranks that disagree all throw MpiError; none waits forever.
 /// The grid losses (lp_loss, h1_loss) take a shard as a slab of grid axis
-/// 0 of every function and run decomposed, halos exchanged
-/// (OpInfo::run_decomposed, kloss/grid_mpi.hpp).
+/// 0 of every function, or a block of a Cartesian communicator's process
+/// grid, and run decomposed, halos exchanged (OpInfo::run_decomposed,
+/// kloss/grid_mpi.hpp).
 /// Throws NotImplemented for an op without a reduction (embedding,
 /// embedding_bag: run them on each rank's shard with kloss::rt::run).
 /// `options.reproducible`: see ShardedOptions; the ranks must agree on it.

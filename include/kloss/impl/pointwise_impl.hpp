@@ -804,8 +804,7 @@ void masked_or_plain_backward(const ExecSpace& exec, const char* name, const Op&
                                           scale);
 }
 
-/// The binary table ops (kloss/binary_losses.hpp: mse, l1, smooth_l1, huber,
-/// soft_margin, quantile) share one body; weight, mask (optional): torch's
+/// The ops of KLOSS_BINARY_LOSSES (kloss/binary_losses.hpp) share one body; weight, mask (optional): torch's
 /// weight= where the op takes one, else kloss's weights and masks
 /// (masked_call; masked_forward), each fencing for a mean.
 template <class ExecSpace, class T, class Op>
