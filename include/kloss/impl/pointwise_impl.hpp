@@ -804,9 +804,10 @@ void masked_or_plain_backward(const ExecSpace& exec, const char* name, const Op&
                                           scale);
 }
 
-/// The ops of KLOSS_BINARY_LOSSES (kloss/binary_losses.hpp) share one body; weight, mask (optional): torch's
-/// weight= where the op takes one, else kloss's weights and masks
-/// (masked_call; masked_forward), each fencing for a mean.
+/// The ops of KLOSS_BINARY_LOSSES (kloss/binary_losses.hpp) share one
+/// body; weight, mask (optional): torch's weight= where the op takes one,
+/// else kloss's weights and masks (masked_call; masked_forward), each
+/// fencing for a mean.
 template <class ExecSpace, class T, class Op>
 void binary_loss(const ExecSpace& exec, const char* name, const Op& op, KLOSS_PW_CT(T) input, KLOSS_PW_CT(T) target,
                  KLOSS_PW_CT(T) weight, KLOSS_PW_CT(T) mask, KLOSS_PW_T(T) output, Reduction reduction,
