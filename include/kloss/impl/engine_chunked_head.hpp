@@ -374,123 +374,146 @@ void fl_add_column_sums(const ExecSpace& exec, A* g, const A* dz, std::int64_t b
       });
 }
 
-/// The chunk loop of the fused heads (see the file comment), with operands
-/// of type Op: the head's dtype where the product library multiplies it
-/// (a.plan.native), else float (16-bit heads then convert X's chunk rows
-/// and W's vocabulary blocks to float, product by product). It holds no
-/// device lambda itself (nvcc refuses one in a function templated on the
-/// caller's lambda types): its kernels are the fl_ helpers above. `rows(Zc,
-/// ld, r0, b, dz16)` turns the chunk's logits Zc [b, V] (rows r0.. of the
-/// call, in the accumulation type, row stride ld = fl_logit_ld(V)) into its
-/// losses and, when gradients are wanted, its logit gradient: in place when
-/// dz16 is null, else rounded to T into dz16 [b, V] (the same row stride;
-/// only when a.rows_write_16: the device schedule with
-/// 16-bit operands, no grad_bias and no filter, which read the float
-/// gradient); it returns false to stop the loop (the vocabulary-parallel
-/// op's bad rows). `gx_done(p, count)` sees each
-/// chunk's grad_input rows in the accumulation type before they are stored
-/// (the vocabulary-parallel op sums them over the ranks there). The
-/// gradients are overwritten.
-/// 16-bit T: the logits, the row kernel and grad_bias are float; with
-/// 16-bit operands the chunk's dL/dZ is rounded to T for the two backward
-/// products (as a 16-bit autograd head computes them), grad_input is
-/// rounded once, and grad_weight is accumulated over the token chunks in T
-/// (each chunk's float product added and rounded once).
-/// Fences once per chunk when filtering (the tile maxima reach the host).
-template <class Op, class ExecSpace, class T, class Rows, class GxDone>
-FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>& a, Rows&& rows, GxDone&& gx_done) {
+/// The chunk loop of the fused heads (see the file comment) as a state and
+/// its steps: the sizes and modes of a call, its scratch, its report, and
+/// one member function per step of a chunk; fused_head_with runs them in
+/// order. Operands of type Op: the head's dtype where the product library
+/// multiplies it (a.plan.native), else float (16-bit heads then convert X's
+/// chunk rows and W's vocabulary blocks to float, product by product). It
+/// holds no device lambda (nvcc refuses one in a function templated on the
+/// caller's lambda types): its kernels are the fl_ helpers above.
+template <class Op, class ExecSpace, class T>
+struct FusedHeadChunks {
   using A = acc_t<T>;
-  constexpr bool conv = !std::is_same_v<Op, T>;      // float products on converted copies of 16-bit operands
-  constexpr bool round_dz = !std::is_same_v<Op, A>;  // 16-bit operands: dL/dZ rounded to T for the backward
   using Mem = typename ExecSpace::memory_space;
-  const ProductLibrary lib = a.plan.library;
-  const std::int64_t N = a.N, D = a.D, V = a.V, B = a.B;
-  const bool want_grad = a.want_grad(), filtering = want_grad && a.filter > 0;
-  // the targets' entries of dL/dZ as a sparse update (filtering, class indices)
-  const bool sparse = filtering && a.target_cols && (a.gx || a.gw);
-  FusedLinearReport report;
-  report.threshold = filtering ? a.filter : 0.0;
-  auto product = [&](char ta, char tb, std::int64_t m, std::int64_t n, std::int64_t k, const Op* x, std::int64_t ldx,
-                     const Op* y, std::int64_t ldy, const Op* bias, auto* c, std::int64_t ldc, bool accumulate) {
-    head_product(exec, lib, RowMajorProduct{ta, tb, m, n, k, ldx, ldy, ldc}, x, y, bias, c, accumulate, a.tf32);
-  };
+  static constexpr bool conv = !std::is_same_v<Op, T>;      // float products on converted copies of 16-bit operands
+  static constexpr bool round_dz = !std::is_same_v<Op, A>;  // 16-bit operands: dL/dZ rounded to T for the backward
 
-  // scratch (impl/scratch.hpp): one chunk of logits; its 16-bit dL/dZ; the
-  // converted blocks
-  const std::int64_t ld = fl_logit_ld<ExecSpace>(V);  // the chunk's row stride
-  const auto Zs = scratch<A>(exec, B * ld);
-  // vocabulary blocks: the 16-bit conversion blocks, also the filter's tiles
-  const std::int64_t Bv = fl_convert_block_rows(V, D, a.convert_block_rows);
-  const std::int64_t blocks = V > 0 ? (V + Bv - 1) / Bv : 0;
-  Scratch<A, Mem> xf, dxf, wf, dwb, gb_acc, tmax, bias_f;
+  const ExecSpace& exec;
+  const FusedHeadArgs<T>& a;
+  const ProductLibrary lib;
+  const std::int64_t N, D, V, B;
+  const bool want_grad, filtering;
+  const bool sparse;      ///< the targets' entries of dL/dZ as a sparse update (filtering, class indices)
+  const std::int64_t ld;  ///< the chunk's row stride
+  const std::int64_t Bv;  ///< vocabulary blocks: the 16-bit conversion blocks, also the filter's tiles
+  const std::int64_t blocks;
+  /// 16-bit dL/dZ over the chunk's own float rows (hosts, fl_round_rows),
+  /// not in a buffer of its own (devices: dzh)
+  const bool round_in_place;
+  /// 16-bit dL/dZ written into dzh by the row pass itself
+  const bool rows_round;
+  /// grad_weight: without filtering the first chunk's products overwrite it
+  /// (no accumulation), which saves a pass over V x D; zeroed first when
+  /// there is no chunk or when a filtered tile may leave rows of it unwritten.
+  const bool gw_zeroed;
+  /// vocabulary rows per forward product: one conversion block when
+  /// converting, else all of V
+  const std::int64_t step_fwd;
+  FusedLinearReport report;
+  // scratch (impl/scratch.hpp): one chunk of logits (Zs); the converted
+  // blocks; its 16-bit dL/dZ (dzh)
+  Scratch<A, Mem> Zs, xf, dxf, wf, dwb, gb_acc, tmax, bias_f;
   Scratch<T, Mem> dzh;
-  if constexpr (conv) {
-    xf = scratch<A>(exec, B * D);
-    wf = scratch<A>(exec, Bv * D);
-    if (a.gw) dwb = scratch<A>(exec, Bv * D);
-    if (a.bias) {
-      bias_f = scratch<A>(exec, V);
-      fl_convert(exec, bias_f.data(), a.bias, V, false);
+  /// the tile maxima on the host (a plain vector: no Kokkos allocation)
+  std::vector<A> tmax_host;
+  const Kokkos::View<A*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> tmax_h;
+  std::vector<char> keep;       ///< which vocabulary blocks take part in the backward products
+  Scratch<A, Mem> tq;           ///< the chunk rows' target entries of dL/dZ (sparse)
+  Scratch<Op, Mem> tile;        ///< a dense copy of one filter tile of dL/dZ (oneDNN, filtering)
+  A* gbp = nullptr;             ///< grad_bias accumulates here (float for 16-bit T)
+  const Op* bias_op = nullptr;  ///< the bias as operands (16-bit converted: bias_f)
+
+  /// The sizes and modes of the call `a`; no scratch yet.
+  FusedHeadChunks(const ExecSpace& exec_, const FusedHeadArgs<T>& a_)
+      : exec(exec_),
+        a(a_),
+        lib(a_.plan.library),
+        N(a_.N),
+        D(a_.D),
+        V(a_.V),
+        B(a_.B),
+        want_grad(a_.want_grad()),
+        filtering(want_grad && a_.filter > 0),
+        sparse(filtering && a_.target_cols && (a_.gx || a_.gw)),
+        ld(fl_logit_ld<ExecSpace>(V)),
+        Bv(fl_convert_block_rows(V, D, a_.convert_block_rows)),
+        blocks(V > 0 ? (V + Bv - 1) / Bv : 0),
+        round_in_place(!fl_device_schedule<ExecSpace>()),
+        rows_round(round_dz && !round_in_place && a_.rows_write_16 && !filtering && !a_.gb && (a_.gx || a_.gw)),
+        gw_zeroed(a_.gw && (N == 0 || filtering)),
+        step_fwd(conv ? Bv : V),
+        tmax_host(filtering ? static_cast<std::size_t>(blocks) : 0),
+        tmax_h(tmax_host.data(), tmax_host.size()),
+        keep(static_cast<std::size_t>(blocks), 1) {
+    report.threshold = filtering ? a.filter : 0.0;
+  }
+
+  /// Takes the scratch: the chunk's logits, the 16-bit conversion buffers
+  /// (and the bias converted), the 16-bit dL/dZ buffer, the float grad_input
+  /// chunk and grad_bias (zeroed), the filter's tile maxima and dense tile,
+  /// the sparse target entries.
+  void take_scratch() {
+    Zs = scratch<A>(exec, B * ld);
+    if constexpr (conv) {
+      xf = scratch<A>(exec, B * D);
+      wf = scratch<A>(exec, Bv * D);
+      if (a.gw) dwb = scratch<A>(exec, Bv * D);
+      if (a.bias) {
+        bias_f = scratch<A>(exec, V);
+        fl_convert(exec, bias_f.data(), a.bias, V, false);
+      }
     }
+    if constexpr (round_dz) {
+      if (!round_in_place && (a.gx || a.gw)) dzh = scratch<T>(exec, B * ld);
+    }
+    if constexpr (!std::is_same_v<T, A>) {
+      if (a.gx) dxf = scratch<A>(exec, B * D);
+      if (a.gb) gb_acc = scratch_zeroed<A>(exec, V);
+    }
+    if (filtering) tmax = scratch<A>(exec, blocks);
+    if (sparse) tq = scratch<A>(exec, B);
+    if (filtering && lib == ProductLibrary::onednn && (a.gx || a.gw)) tile = scratch<Op>(exec, B * Bv);
   }
-  // 16-bit dL/dZ: on hosts over the chunk's own float rows (fl_round_rows),
-  // on devices in a buffer of its own
-  const bool round_in_place = !fl_device_schedule<ExecSpace>();
-  // ... written there by the row pass itself when it can
-  const bool rows_round = round_dz && !round_in_place && a.rows_write_16 && !filtering && !a.gb && (a.gx || a.gw);
-  if constexpr (round_dz) {
-    if (!round_in_place && (a.gx || a.gw)) dzh = scratch<T>(exec, B * ld);
+
+  /// Zeroes grad_weight (gw_zeroed) and grad_bias, and points gbp and
+  /// bias_op at where grad_bias accumulates and the bias operands lie.
+  void zero_gradients() {
+    if (gw_zeroed)
+      Kokkos::deep_copy(exec, Kokkos::View<T*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(a.gw, V * D), T(0.0f));
+    if (a.gb) Kokkos::deep_copy(exec, Kokkos::View<T*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(a.gb, V), T(0.0f));
+    if constexpr (std::is_same_v<T, A>)
+      gbp = a.gb;
+    else
+      gbp = gb_acc.data();
+    if constexpr (conv)
+      bias_op = a.bias ? bias_f.data() : nullptr;
+    else
+      bias_op = a.bias;
   }
-  if constexpr (!std::is_same_v<T, A>) {
-    if (a.gx) dxf = scratch<A>(exec, B * D);
-    if (a.gb) gb_acc = scratch_zeroed<A>(exec, V);
+
+  /// C (+)= op(x) op(y) (+ bias) on the call's product library.
+  template <class C>
+  void product(char ta, char tb, std::int64_t m, std::int64_t n, std::int64_t k, const Op* x, std::int64_t ldx,
+               const Op* y, std::int64_t ldy, const Op* bias, C* c, std::int64_t ldc, bool accumulate) const {
+    head_product(exec, lib, RowMajorProduct{ta, tb, m, n, k, ldx, ldy, ldc}, x, y, bias, c, accumulate, a.tf32);
   }
-  // the tile maxima on the host (a plain vector: no Kokkos allocation)
-  std::vector<A> tmax_host(filtering ? static_cast<std::size_t>(blocks) : 0);
-  const Kokkos::View<A*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> tmax_h(tmax_host.data(),
-                                                                                            tmax_host.size());
-  std::vector<char> keep(static_cast<std::size_t>(blocks), 1);
-  if (filtering) tmax = scratch<A>(exec, blocks);
-  Scratch<A, Mem> tq;  // the chunk rows' target entries of dL/dZ (sparse)
-  if (sparse) tq = scratch<A>(exec, B);
-  // a dense copy of one filter tile of dL/dZ (oneDNN, filtering)
-  Scratch<Op, Mem> tile;
-  if (filtering && lib == ProductLibrary::onednn && (a.gx || a.gw)) tile = scratch<Op>(exec, B * Bv);
-  // grad_weight: without filtering the first chunk's products overwrite it
-  // (no accumulation), which saves a pass over V x D; zeroed here when there
-  // is no chunk or when a filtered tile may leave rows of it unwritten.
-  const bool gw_zeroed = a.gw && (N == 0 || filtering);
-  if (gw_zeroed)
-    Kokkos::deep_copy(exec, Kokkos::View<T*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(a.gw, V * D), T(0.0f));
-  if (a.gb) Kokkos::deep_copy(exec, Kokkos::View<T*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(a.gb, V), T(0.0f));
-  A* gbp = nullptr;  // grad_bias accumulates here (float for 16-bit T)
-  if constexpr (std::is_same_v<T, A>)
-    gbp = a.gb;
-  else
-    gbp = gb_acc.data();
-  const Op* bias = nullptr;
-  if constexpr (conv)
-    bias = a.bias ? bias_f.data() : nullptr;
-  else
-    bias = a.bias;
-  // W's rows [v0, v0 + bv) as operands (16-bit converted: into wf)
-  auto w_rows = [&](std::int64_t v0, std::int64_t bv) -> const Op* {
+
+  /// W's rows [v0, v0 + bv) as operands (16-bit converted: into wf).
+  const Op* w_rows(std::int64_t v0, std::int64_t bv) {
     if constexpr (conv) {
       fl_convert(exec, wf.data(), a.w + v0 * D, bv * D, false);
       return wf.data();
     } else {
       return a.w + v0 * D;
     }
-  };
-  // vocabulary rows per forward product: one conversion block when
-  // converting, else all of V
-  const std::int64_t step_fwd = conv ? Bv : V;
+  }
 
-  for (std::int64_t r0 = 0; r0 < N; r0 += B) {
-    const std::int64_t b = r0 + B < N ? B : N - r0;
+  /// Z = X_c W^T + bias for the chunk of b rows from r0, into Zs (row stride
+  /// ld); returns the chunk's input rows as operands (16-bit converted: xf).
+  const Op* forward(std::int64_t r0, std::int64_t b) {
     A* Z = Zs.data();
-    // --- Z = X_c W^T + bias
-    const Op* xc = nullptr;  // the chunk's input rows as operands
+    const Op* xc = nullptr;
     if constexpr (conv) {
       fl_convert(exec, xf.data(), a.x + r0 * D, b * D, false);
       xc = xf.data();
@@ -500,18 +523,30 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
     for (std::int64_t v0 = 0; v0 < V; v0 += step_fwd) {
       const std::int64_t bv = v0 + step_fwd < V ? step_fwd : V - v0;
       // columns [v0, v0 + bv) of the chunk: row stride ld
-      product('N', 'T', b, bv, D, xc, D, w_rows(v0, bv), D, bias ? bias + v0 : nullptr, Z + v0, ld, false);
+      product('N', 'T', b, bv, D, xc, D, w_rows(v0, bv), D, bias_op ? bias_op + v0 : nullptr, Z + v0, ld, false);
     }
-    // --- the rows: losses, and dL/dZ over Z in place or into dzh
+    return xc;
+  }
+
+  /// Where the row pass writes the chunk's 16-bit dL/dZ (rows_round: dzh),
+  /// or null: over Z in place.
+  T* rows_dz16() const {
     T* dz16 = nullptr;
     if constexpr (round_dz) dz16 = rows_round ? dzh.data() : nullptr;
-    if (!rows(Z, ld, r0, b, dz16)) break;
-    if (!want_grad) continue;
-    // --- grad_bias over the whole dL/dZ; the targets' entries out of it
-    // (sparse); which tiles take part
+    return dz16;
+  }
+
+  /// The chunk's rows of FusedHeadArgs::target_cols (sparse), or null.
+  const std::int64_t* chunk_targets(std::int64_t r0) const { return sparse ? a.target_cols + r0 : nullptr; }
+
+  /// grad_bias over the chunk's whole dL/dZ; the targets' entries out of it
+  /// (sparse); which tiles take part (filtering: their maxima reach the
+  /// host, a fence), counted in the report.
+  void grad_bias_and_tiles(std::int64_t r0, std::int64_t b) {
+    A* Z = Zs.data();
     report.tiles += blocks;
     if (a.gb) fl_add_column_sums(exec, gbp, Z, b, V, ld);
-    const std::int64_t* tcc = sparse ? a.target_cols + r0 : nullptr;
+    const std::int64_t* tcc = chunk_targets(r0);
     if (sparse) fl_split_targets<T>(exec, Z, tcc, b, ld, tq.data(), round_dz);
     if (filtering) {
       fl_tile_max(exec, Z, b, V, ld, Bv, tmax.data());
@@ -526,8 +561,13 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
         }
       }
     }
-    if (!a.gx && !a.gw) continue;
-    // --- the backward's operand dL/dZ (16-bit operands: rounded to T)
+  }
+
+  /// The backward's operand dL/dZ of the chunk's b rows (16-bit operands:
+  /// rounded to T, over Z's own rows on hosts, into dzh on devices unless
+  /// the row pass wrote it there).
+  const Op* dz_operand(std::int64_t b) {
+    A* Z = Zs.data();
     const Op* dz = nullptr;
     if constexpr (round_dz) {
       if (round_in_place) {
@@ -540,14 +580,24 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
     } else {
       dz = Z;
     }
-    // --- grad_input_c = dZ W and grad_weight += dZ^T X_c over the kept
-    // tiles: runs of consecutive kept blocks, each one product per operand
-    // step
-    A* gxc = nullptr;  // the chunk's grad_input in A
+    return dz;
+  }
+
+  /// The chunk's grad_input in A (grad_input's rows from r0 itself when T
+  /// is A, else dxf), or null without grad_input.
+  A* chunk_grad_input(std::int64_t r0) const {
+    A* gxc = nullptr;
     if constexpr (std::is_same_v<T, A>)
       gxc = a.gx ? a.gx + r0 * D : nullptr;
     else
       gxc = a.gx ? dxf.data() : nullptr;
+    return gxc;
+  }
+
+  /// grad_input_c = dZ W (into gxc, when not null) and grad_weight += dZ^T
+  /// X_c over the kept tiles: runs of consecutive kept blocks, each one
+  /// product per operand step. Returns whether gxc was written.
+  bool backward_products(std::int64_t r0, std::int64_t b, const Op* xc, const Op* dz, A* gxc) {
     bool gx_written = false;
     const bool gw_accumulate = r0 != 0 || gw_zeroed;
     // vocabulary rows per backward product: one conversion block when
@@ -591,6 +641,15 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
         }
       }
     }
+    return gx_written;
+  }
+
+  /// The chunk's sparse target terms (grad_weight, then grad_input), and its
+  /// grad_input rows finished: zeroed when no product wrote them, shown to
+  /// gx_done in A, stored (16-bit T: rounded once).
+  template <class GxDone>
+  void finish_chunk(std::int64_t r0, std::int64_t b, A* gxc, bool gx_written, GxDone&& gx_done) {
+    const std::int64_t* tcc = chunk_targets(r0);
     if (sparse && a.gw) fl_sparse_grad_weight(exec, a.gw, a.x + r0 * D, tq.data(), tcc, b, D, V);
     if (gxc) {
       if (!gx_written)
@@ -600,10 +659,54 @@ FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>&
       if constexpr (!std::is_same_v<T, A>) fl_convert(exec, a.gx + r0 * D, gxc, b * D, false);
     }
   }
-  if constexpr (!std::is_same_v<T, A>) {
-    if (a.gb) fl_convert(exec, a.gb, gb_acc.data(), V, false);
+
+  /// grad_bias stored from its float sums (16-bit T).
+  void store_grad_bias() {
+    if constexpr (!std::is_same_v<T, A>) {
+      if (a.gb) fl_convert(exec, a.gb, gb_acc.data(), V, false);
+    }
   }
-  return report;
+};
+
+/// The chunk loop of the fused heads (see the file comment), with operands
+/// of type Op (see FusedHeadChunks, whose steps it runs). `rows(Zc, ld, r0,
+/// b, dz16)` turns the chunk's logits Zc [b, V] (rows r0.. of the call, in
+/// the accumulation type, row stride ld = fl_logit_ld(V)) into its losses
+/// and, when gradients are wanted, its logit gradient: in place when dz16
+/// is null, else rounded to T into dz16 [b, V] (the same row stride; only
+/// when a.rows_write_16: the device schedule with 16-bit operands, no
+/// grad_bias and no filter, which read the float gradient); it returns
+/// false to stop the loop (the vocabulary-parallel op's bad rows).
+/// `gx_done(p, count)` sees each chunk's grad_input rows in the
+/// accumulation type before they are stored (the vocabulary-parallel op
+/// sums them over the ranks there). The gradients are overwritten.
+/// 16-bit T: the logits, the row kernel and grad_bias are float; with
+/// 16-bit operands the chunk's dL/dZ is rounded to T for the two backward
+/// products (as a 16-bit autograd head computes them), grad_input is
+/// rounded once, and grad_weight is accumulated over the token chunks in T
+/// (each chunk's float product added and rounded once).
+/// Fences once per chunk when filtering (the tile maxima reach the host).
+template <class Op, class ExecSpace, class T, class Rows, class GxDone>
+FusedLinearReport fused_head_with(const ExecSpace& exec, const FusedHeadArgs<T>& a, Rows&& rows, GxDone&& gx_done) {
+  using A = acc_t<T>;
+  FusedHeadChunks<Op, ExecSpace, T> h(exec, a);
+  h.take_scratch();
+  h.zero_gradients();
+  for (std::int64_t r0 = 0; r0 < h.N; r0 += h.B) {
+    const std::int64_t b = r0 + h.B < h.N ? h.B : h.N - r0;
+    const Op* xc = h.forward(r0, b);
+    // the rows: losses, and dL/dZ over Z in place or into dzh
+    if (!rows(h.Zs.data(), h.ld, r0, b, h.rows_dz16())) break;
+    if (!h.want_grad) continue;
+    h.grad_bias_and_tiles(r0, b);
+    if (!a.gx && !a.gw) continue;
+    const Op* dz = h.dz_operand(b);
+    A* gxc = h.chunk_grad_input(r0);
+    const bool gx_written = h.backward_products(r0, b, xc, dz, gxc);
+    h.finish_chunk(r0, b, gxc, gx_written, gx_done);
+  }
+  h.store_grad_bias();
+  return h.report;
 }
 
 /// The chunk loop on the operand type of a.plan (see fused_head_with).
