@@ -7,10 +7,11 @@ registry (`kloss-ops`) is the list of ops, and each of them must have
   reference   its float64 reference in unit_tests/reference.hpp: an
               `inline ... IDENT(` function or an enumerator of kloss_ref::Pw
               (IDENT is the op's name, or its REFERENCE_NAMES entry below)
-  hostile     its name as a string in unit_tests/hostile.hpp (the hostile
-              harness's generators and reference_values)
-  hostile-ref `kloss_ref::IDENT` in unit_tests/hostile.hpp (the harness
-              compares against that reference)
+  hostile     its name as a string in unit_tests/hostile/<family>.hpp (its
+              family's part of the hostile harness: generator, reference,
+              typed calls)
+  hostile-ref `kloss_ref::IDENT` in unit_tests/hostile/<family>.hpp (the
+              harness compares against that reference)
   unit-test   its name in unit_tests/test_<family>.cpp
   py-cases    its name as a string in python/tests/cases.py
   py-ref      its name as a string in python/tests/reference.py
@@ -167,14 +168,14 @@ class Places:
         return rel, self.text(rel) is not None and reference_defined(self.text(rel), ident), what
 
     def hostile(self, op, family):
-        rel = "unit_tests/hostile.hpp"
-        return rel, self.any_matches([rel], quoted(op)), "the hostile harness's \"%s\"" % op
+        return self.family_place("unit_tests/hostile/*.hpp", family, (), quoted(op),
+                                 "the hostile harness's \"%s\" (its family's part)" % op)
 
     def hostile_ref(self, op, family):
         ident = "kloss_ref::" + REFERENCE_NAMES.get(op, op)
-        rel = "unit_tests/hostile.hpp"
         rx = re.compile(re.escape(ident) + r"(?!\w)")
-        return rel, self.any_matches([rel], rx), "the harness's reference_values calling %s" % ident
+        return self.family_place("unit_tests/hostile/*.hpp", family, (), rx,
+                                 "its family's reference_<family> calling %s" % ident)
 
     def unit_test(self, op, family):
         return self.family_place("unit_tests/test_*.cpp", family, (), word(op), "its unit tests")
