@@ -644,7 +644,7 @@ TEST(VocabParallelCEErrors, ArgumentRejectedOnOneRankIsThrownOnAll) {
       "kloss::vocab_parallel_cross_entropy: argument 'weight' must have shape [");
   expect_mutated_call_throws<kloss::InvalidArgument>(
       137, [](std::int64_t&, ClassRange&, Opts& o, auto&) { o.label_smoothing = 1.5; },
-      "label_smoothing must be in [0, 1], got 1.5 (on rank 0)");
+      "option 'label_smoothing' must be in [0, 1], got 1.5 (on rank 0)");
 }
 
 TEST(VocabParallelCEErrors, DeferredChecksAreRefusedOnEveryRank) {
