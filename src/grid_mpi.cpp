@@ -29,10 +29,7 @@ GridBlocks grid_blocks(const Communicator& comm, std::string_view op, const std:
   std::array<int, 3> coords = {0, 0, 0};
   if (topology == MPI_CART) {
     check_mpi(MPI_Cartdim_get(comm.get(), &b.split), op, "MPI_Cartdim_get");
-    if (b.split > 3 || b.split < 1) {  // refused by check_grid_blocks on every rank
-      b.dims = {0, 0, 0};
-      return b;
-    }
+    if (b.split > 3 || b.split < 1) return b;  // refused by check_grid_blocks on every rank
     std::array<int, 3> periods = {0, 0, 0};
     check_mpi(MPI_Cart_get(comm.get(), b.split, b.dims.data(), periods.data(), coords.data()), op, "MPI_Cart_get");
   } else {
@@ -76,7 +73,7 @@ GridBlocks grid_blocks(const Communicator& comm, std::string_view op, const std:
 }
 
 void check_grid_blocks(std::string_view op, const GridBlocks& b, int grid_ndim) {
-  if (b.dims[0] == 0)
+  if (b.split > 3 || b.split < 1)
     kloss::fail<InvalidArgument>(op, "the communicator's Cartesian topology has ", b.split,
                                  " dimensions; a grid is split along at most 3");
   if (b.split > grid_ndim)

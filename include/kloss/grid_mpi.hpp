@@ -142,8 +142,8 @@ void grid_decomposed(const ExecSpace& exec, const Communicator& comm, kloss::imp
   const int d = o.grid_ndim;
   const Shape& s = input.shape;
   std::array<std::int64_t, 3> local = {-1, -1, -1};
-  for (int k = 0; k < 3 && k < d; ++k)
-    if (d >= 1 && s.rank >= d) local[static_cast<std::size_t>(k)] = s.extent[s.rank - d + k];
+  if (d >= 1 && s.rank >= d)
+    for (int k = 0; k < 3 && k < d; ++k) local[static_cast<std::size_t>(k)] = s.extent[s.rank - d + k];
   const GridBlocks blocks = grid_blocks(comm, name, local, h1, o.periodic);
   double g = 0;
   if (grad_output && o.reduction != Reduction::none && grad_output->numel() == 1) {
@@ -175,11 +175,7 @@ void grid_decomposed(const ExecSpace& exec, const Communicator& comm, kloss::imp
       const auto a = static_cast<std::size_t>(k);
       const int halo = blocks.halo[a];
       if (halo == 0 || geo.functions == 0) continue;
-      std::int64_t runs = geo.functions, inner = 1;
-      for (int q = 0; q < d; ++q) {
-        if (q < k) runs *= geo.n[q];
-        if (q > k) inner *= geo.n[q];
-      }
+      const std::int64_t runs = geo.functions * geo.before(k), inner = geo.after(k);
       const std::int64_t per = runs * halo * inner;
       lo[a] = Kokkos::View<T*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid::lo"), 2 * per);
       hi[a] = Kokkos::View<T*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid::hi"), 2 * per);

@@ -74,6 +74,19 @@ struct GridGeometry {
   std::int64_t global[3] = {1, 1, 1};  ///< h1: the grid's global extents
   std::int64_t cells = 0;              ///< local cells per function
   double weight = 1;                   ///< the quadrature weight prod_k measure_k / n_k (global extents)
+
+  /// h1: the block's points on the grid axes before axis k (a function's
+  /// runs of axis k) and after it (the cells of one run's layer).
+  std::int64_t before(int k) const {
+    std::int64_t v = 1;
+    for (int q = 0; q < k && q < d; ++q) v *= n[q];
+    return v;
+  }
+  std::int64_t after(int k) const {
+    std::int64_t v = 1;
+    for (int q = k + 1; q < d; ++q) v *= n[q];
+    return v;
+  }
 };
 
 /// Checks options and shapes; returns the geometry.
@@ -629,9 +642,9 @@ std::vector<double> grid_sums(const ExecSpace& exec, GridKind kind,
     pa.lo_y = static_cast<const T*>(sa.lo_target);
     pa.hi_x = static_cast<const T*>(sa.hi_input);
     pa.hi_y = static_cast<const T*>(sa.hi_target);
-    for (int q = 0; kind == GridKind::h1 && q < g.d; ++q) {  // lp_loss reads its cells as one run
-      if (q < k) pa.outer *= g.n[q];
-      if (q > k) pa.inner *= g.n[q];
+    if (kind == GridKind::h1) {  // lp_loss reads its cells as one run
+      pa.outer = g.before(k);
+      pa.inner = g.after(k);
     }
     ax.n[k] = g.n[k];
     ax.start[k] = sa.start;
