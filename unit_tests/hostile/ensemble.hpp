@@ -24,6 +24,20 @@ inline void add_member_breaks(Draft& d, I64 mdim, I64 least, I64 rank) {
   });
 }
 
+/// The breaks of an ensemble score's estimator options: an unknown
+/// estimator, and almost_fair's alpha outside [0, 1].
+inline void add_estimator_breaks(Draft& d) {
+  d.breaks.push_back([](Rng& r, Case& c) {
+    c.options["estimator"] = r.coin() ? std::string("unbiased") : std::string("Fair");
+    c.set_bad("an unknown estimator", {"estimator"});
+  });
+  d.breaks.push_back([](Rng& r, Case& c) {
+    c.options["estimator"] = std::string("almost_fair");
+    c.options["alpha"] = r.coin() ? 1.5 : -0.25;
+    c.set_bad("alpha outside [0, 1]", {"alpha"});
+  });
+}
+
 /// crps_ensemble: members on a random axis of a rank 1-3 input (m from 1,
 /// where the fair estimators refuse it), each estimator, tied members.
 inline void gen_crps_ensemble(Rng& r, Draft& d) {
@@ -49,15 +63,7 @@ inline void gen_crps_ensemble(Rng& r, Draft& d) {
 
   d.breaks.push_back(shape_break("target", ts, {"target"}));
   add_member_breaks(d, mdim, least, rank);
-  d.breaks.push_back([](Rng& r, Case& c) {
-    c.options["estimator"] = r.coin() ? std::string("unbiased") : std::string("Fair");
-    c.set_bad("an unknown estimator", {"estimator"});
-  });
-  d.breaks.push_back([](Rng& r, Case& c) {
-    c.options["estimator"] = std::string("almost_fair");
-    c.options["alpha"] = r.coin() ? 1.5 : -0.25;
-    c.set_bad("alpha outside [0, 1]", {"alpha"});
-  });
+  add_estimator_breaks(d);
 }
 
 /// energy_score's and variogram_score's event_dims as given ("a,b" or one
@@ -204,15 +210,7 @@ inline void gen_multivariate(Rng& r, Draft& d) {
     c.options.erase("event_dims");
     c.set_bad("an input of rank " + std::to_string(x->shape.size()), {"input"});
   });
-  d.breaks.push_back([](Rng& r, Case& c) {
-    c.options["estimator"] = r.coin() ? std::string("unbiased") : std::string("Fair");
-    c.set_bad("an unknown estimator", {"estimator"});
-  });
-  d.breaks.push_back([](Rng& r, Case& c) {
-    c.options["estimator"] = std::string("almost_fair");
-    c.options["alpha"] = r.coin() ? 1.5 : -0.25;
-    c.set_bad("alpha outside [0, 1]", {"alpha"});
-  });
+  add_estimator_breaks(d);
   if (!vs) return;
   d.breaks.push_back([](Rng& r, Case& c) {
     c.options["p"] = r.coin(0.2) ? rt::OptionValue(I64{0}) : rt::OptionValue(r.pick(Vec{-0.5, 0.0, kloss_ref::nan}));
