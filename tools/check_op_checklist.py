@@ -5,13 +5,18 @@ checklist says an op needs, so that adding an op cannot skip a step: the
 registry (`kloss-ops`) is the list of ops, and each of them must have
 
   reference   its float64 reference in unit_tests/reference.hpp: an
-              `inline ... IDENT(` function or an enumerator of kloss_ref::Pw
-              (IDENT is the op's name, or its REFERENCE_NAMES entry below)
+              `inline ... IDENT(` function (IDENT is the op's name, or its
+              REFERENCE_NAMES entry below), or, for an element-wise op, its
+              name as a string in kloss_ref::pw_of (its enumerator of
+              kloss_ref::Pw, which pw_loss / pw_grad / pointwise share)
   hostile     its name as a string in unit_tests/hostile/<family>.hpp (its
               family's part of the hostile harness: generator, reference,
-              typed calls)
+              typed calls); an element-wise op: `kloss_ref::pw_of(` there
+              (the harness draws and calls every element-wise op of the
+              registry and the table, and looks its reference up by name)
   hostile-ref `kloss_ref::IDENT` in unit_tests/hostile/<family>.hpp (the
-              harness compares against that reference)
+              harness compares against that reference); an element-wise
+              op: `kloss_ref::pw_of(` there
   unit-test   its name in unit_tests/test_<family>.cpp
   py-cases    its name as a string in python/tests/cases.py
   py-ref      its name as a string in python/tests/reference.py
@@ -45,23 +50,10 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# The identifier of an op's reference in unit_tests/reference.hpp where it
-# is not the op's own name: `Pw::x` is an enumerator of kloss_ref::Pw (the
-# element-wise ops share pw_loss / pw_grad / pointwise), anything else an
-# inline function.
+# The identifier of an op's reference in unit_tests/reference.hpp, an
+# inline function, where it is not the op's own name (the element-wise ops
+# are named in kloss_ref::pw_of instead).
 REFERENCE_NAMES = {
-    "mse_loss": "Pw::mse",
-    "l1_loss": "Pw::l1",
-    "smooth_l1_loss": "Pw::smooth_l1",
-    "huber_loss": "Pw::huber",
-    "soft_margin_loss": "Pw::soft_margin",
-    "quantile_loss": "Pw::quantile",
-    "crps_gaussian": "Pw::crps_gaussian",
-    "binary_cross_entropy": "Pw::bce",
-    "binary_cross_entropy_with_logits": "Pw::bce_logits",
-    "kl_div": "Pw::kl_div",
-    "poisson_nll_loss": "Pw::poisson",
-    "gaussian_nll_loss": "Pw::gaussian",
     "nll_loss": "nll",
     "hinge_embedding_loss": "hinge_ref",
     "margin_ranking_loss": "ranking_ref",
@@ -82,6 +74,10 @@ EXEMPT = {
 }
 
 
+# How the hostile harness looks an element-wise op's reference up.
+PW_LOOKUP = re.compile(r"kloss_ref::pw_of\(")
+
+
 def read(root, rel):
     path = os.path.join(root, rel)
     if not os.path.isfile(path):
@@ -99,10 +95,13 @@ def word(name):
     return re.compile(r"(?<![\w/.-])" + re.escape(name) + r"(?![\w-]|\.\w)")
 
 
+def pw_ops(text):
+    """The op names kloss_ref::pw_of maps to an enumerator of kloss_ref::Pw."""
+    body = re.search(r"\bpw_of\s*\([^)]*\)\s*\{(.*?)\n\}", text or "", re.S)
+    return set(re.findall(r"\{\s*\"(\w+)\"\s*,\s*Pw::\w+\s*\}", body.group(1))) if body else set()
+
+
 def reference_defined(text, ident):
-    if ident.startswith("Pw::"):
-        enum = re.search(r"\benum\s+class\s+Pw\b[^{]*\{([^}]*)\}", text)
-        return bool(enum and re.search(r"\b" + re.escape(ident[4:]) + r"\b", enum.group(1)))
     return bool(re.search(r"^[ \t]*(?:template\s*<[^>\n]*>\s*)?inline\b[^\n;]*?\b" + re.escape(ident) + r"\s*\(",
                           text, re.M))
 
@@ -158,22 +157,27 @@ class Places:
                  if os.path.basename(p) not in exclude]
         return pattern, self.any_matches(files, rx), what
 
+    def elementwise(self, op):
+        """Whether op's reference is an enumerator of kloss_ref::Pw."""
+        return op in pw_ops(self.text("unit_tests/reference.hpp"))
+
     def reference(self, op, family):
         ident = REFERENCE_NAMES.get(op, op)
         rel = "unit_tests/reference.hpp"
-        what = ("its float64 reference, enumerator %s of kloss_ref::Pw" % ident if ident.startswith("Pw::") else
-                "its float64 reference, a function `inline ... %s(`" % ident)
+        what = "its float64 reference, a function `inline ... %s(`" % ident
         if op not in REFERENCE_NAMES:
-            what += " (or its entry in REFERENCE_NAMES)"
-        return rel, self.text(rel) is not None and reference_defined(self.text(rel), ident), what
+            what += " (or its entry in REFERENCE_NAMES), or, element-wise, its line in kloss_ref::pw_of"
+        found = self.text(rel) is not None and (self.elementwise(op) or reference_defined(self.text(rel), ident))
+        return rel, found, what
 
     def hostile(self, op, family):
-        return self.family_place("unit_tests/hostile/*.hpp", family, (), quoted(op),
+        rx = PW_LOOKUP if self.elementwise(op) else quoted(op)
+        return self.family_place("unit_tests/hostile/*.hpp", family, (), rx,
                                  "the hostile harness's \"%s\" (its family's part)" % op)
 
     def hostile_ref(self, op, family):
         ident = "kloss_ref::" + REFERENCE_NAMES.get(op, op)
-        rx = re.compile(re.escape(ident) + r"(?!\w)")
+        rx = PW_LOOKUP if self.elementwise(op) else re.compile(re.escape(ident) + r"(?!\w)")
         return self.family_place("unit_tests/hostile/*.hpp", family, (), rx,
                                  "its family's reference_<family> calling %s" % ident)
 

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <kloss/binary_losses.hpp>
 #include <kloss/registry.hpp>
 #include <kloss/sharded.hpp>
 #include <limits>
@@ -98,9 +99,12 @@ std::vector<Case> cases(DType dt) {
     all.push_back(std::move(c));
   };
   const kloss::Shape nd{n, 3};
-  for (std::string op : {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"}) {
+  // every binary loss of the table, with its defaults
+#define KLOSS_TEST_NAME(name, ...) #name,
+  for (std::string op : {KLOSS_BINARY_LOSSES(KLOSS_TEST_NAME)}) {
     add(op, op, {{"input", real(dt, nd, -2, 2, 1)}, {"target", real(dt, nd, -2, 2, 2)}}, {{"input", 0}, {"target", 0}});
   }
+#undef KLOSS_TEST_NAME
   for (std::string op : {"mse_loss", "l1_loss", "huber_loss"})
     add(op + " weight", op,
         {{"input", real(dt, nd, -2, 2, 3)}, {"target", real(dt, nd, -2, 2, 4)}, {"weight", real(dt, nd, 0.1, 2, 5)}},
@@ -154,9 +158,9 @@ std::vector<Case> cases(DType dt) {
   add("smooth_l1_loss weight per element", "smooth_l1_loss",
       {{"input", real(dt, nd, -2, 2, 67)}, {"target", real(dt, nd, -2, 2, 68)}, {"weight", real(dt, nd, 0.1, 2, 69)}},
       {{"input", 0}, {"target", 0}, {"weight", 0}});
-  add("soft_margin_loss", "soft_margin_loss", {{"input", real(dt, nd, -2, 2, 6)}, {"target", pick(dt, nd, {-1, 1}, 7)}},
+  add("soft_margin_loss targets +-1", "soft_margin_loss", {{"input", real(dt, nd, -2, 2, 6)}, {"target", pick(dt, nd, {-1, 1}, 7)}},
       {{"input", 0}, {"target", 0}});
-  add("quantile_loss", "quantile_loss", {{"input", real(dt, nd, -2, 2, 51)}, {"target", real(dt, nd, -2, 2, 52)}},
+  add("quantile_loss quantile 0.25", "quantile_loss", {{"input", real(dt, nd, -2, 2, 51)}, {"target", real(dt, nd, -2, 2, 52)}},
       {{"input", 0}, {"target", 0}}, {{"quantile", 0.25}});
   add("crps_ensemble", "crps_ensemble",
       {{"input", real(dt, kloss::Shape{n, 4}, -2, 2, 56)}, {"target", real(dt, kloss::Shape{n}, -2, 2, 57)}},

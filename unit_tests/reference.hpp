@@ -19,6 +19,8 @@
 #include <kloss/embedding.hpp>
 #include <kloss/types.hpp>
 #include <limits>
+#include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -217,6 +219,28 @@ enum class Pw {
   quantiles,
   crps_gaussian
 };
+
+/// The enumerator element-wise op `op` (its registry name) is computed
+/// with; none for an op that is not element-wise. quantile_loss with a
+/// `quantiles` input is Pw::quantiles (its caller's choice).
+inline std::optional<Pw> pw_of(std::string_view op) {
+  static constexpr std::pair<std::string_view, Pw> ops[] = {
+      {"mse_loss", Pw::mse},
+      {"l1_loss", Pw::l1},
+      {"smooth_l1_loss", Pw::smooth_l1},
+      {"huber_loss", Pw::huber},
+      {"soft_margin_loss", Pw::soft_margin},
+      {"binary_cross_entropy", Pw::bce},
+      {"binary_cross_entropy_with_logits", Pw::bce_logits},
+      {"kl_div", Pw::kl_div},
+      {"poisson_nll_loss", Pw::poisson},
+      {"gaussian_nll_loss", Pw::gaussian},
+      {"quantile_loss", Pw::quantile},
+      {"crps_gaussian", Pw::crps_gaussian}};
+  for (const auto& [name, kind] : ops)
+    if (name == op) return kind;
+  return std::nullopt;
+}
 
 struct PwOptions {
   double beta = 1.0, delta = 1.0;

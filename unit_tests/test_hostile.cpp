@@ -56,22 +56,6 @@ struct Count {
 
 }  // namespace
 
-// The fuzzer's seed corpus (fuzz/corpus_runtime_api) holds one input per
-// registered op, named op-NAME, whose last byte (the op index the fuzz
-// target draws first, from the input's end) selects that op.
-TEST(Hostile, FuzzSeedCorpusNamesItsOps) {
-  const auto names = hostile::op_names();
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    const std::string path = std::string(KLOSS_SOURCE_DIR) + "/unit_tests/fuzz/corpus_runtime_api/op-" + names[i];
-    std::ifstream f(path, std::ios::binary);
-    ASSERT_TRUE(f) << "no seed input " << path;
-    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    ASSERT_FALSE(bytes.empty()) << path;
-    EXPECT_EQ(static_cast<unsigned char>(bytes.back()) % names.size(), i)
-        << path << ": its last byte selects op " << names[static_cast<unsigned char>(bytes.back()) % names.size()];
-  }
-}
-
 TEST(Hostile, EveryRegisteredOpHasAGenerator) {
   for (const auto& op : hostile::op_names()) {
     hostile::SplitMix r(1);

@@ -5,7 +5,7 @@
 /// needs them listed: one line each, from which come their explicit
 /// instantiations (src/pointwise_instances.cpp.in, one translation unit
 /// per dtype) and registry entries (src/pointwise.cpp), the test
-/// harness's calls (unit_tests/hostile.hpp) and benchmark rows
+/// harness's calls (unit_tests/hostile/pointwise.hpp) and benchmark rows
 /// (perf_tests/bench_pointwise.cpp). Their public functions, options and
 /// modules are written out in kloss/pointwise.hpp and kloss/losses.hpp.
 ///

@@ -48,7 +48,6 @@ void cross_entropy(const ExecSpace& exec, const InputView& input, const TargetVi
                    const TotalWeightView& total_weight, const CrossEntropyOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using TT = typename TargetView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
   static_assert(is_scalar_v<T>, "kloss::cross_entropy: input must be float, double, float16 or bfloat16");
   static_assert(std::is_same_v<typename OutputView::non_const_value_type, T>,
                 "kloss::cross_entropy: output must have the input's value type");
@@ -58,19 +57,17 @@ void cross_entropy(const ExecSpace& exec, const InputView& input, const TargetVi
                 "kloss::cross_entropy: total_weight must be a double view");
   static_assert(is_index_v<TT> || std::is_same_v<TT, T>,
                 "kloss::cross_entropy: target must hold int32/int64 class indices or input-typed probabilities");
-  constexpr std::string_view op = "cross_entropy";
-  const Tensor<const T, M> in = as_tensor<M>(input, op, "input");
-  const Tensor<const T, M> w = as_optional_tensor<M>(weight, op, "weight");
   static_assert(std::is_same_v<typename SampleWeightView::non_const_value_type, T>,
                 "kloss::cross_entropy: sample_weight must have the input's value type");
-  const Tensor<const T, M> sw = as_optional_tensor<M>(sample_weight, op, "sample_weight");
-  const Tensor<T, M> out = as_tensor<M>(output, op, "output");
-  const Tensor<acc_t<T>, M> l = as_optional_tensor<M>(lse, op, "lse");
+  const impl::EntryViews<ExecSpace> v{"cross_entropy"};
   if constexpr (is_index_v<TT>) {
-    impl::cross_entropy<ExecSpace, T, TT>(exec, in, as_tensor<M>(target, op, "target"), w, sw, out, l,
-                                          as_optional_tensor<M>(total_weight, op, "total_weight"), opts);
+    impl::cross_entropy<ExecSpace, T, TT>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+                                          v.optional(sample_weight, "sample_weight"), v(output, "output"),
+                                          v.optional(lse, "lse"), v.optional(total_weight, "total_weight"), opts);
   } else {
-    impl::cross_entropy_prob<ExecSpace, T>(exec, in, as_tensor<M>(target, op, "target"), w, sw, out, l, opts);
+    impl::cross_entropy_prob<ExecSpace, T>(exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+                                           v.optional(sample_weight, "sample_weight"), v(output, "output"),
+                                           v.optional(lse, "lse"), opts);
   }
 }
 
@@ -142,26 +139,23 @@ void cross_entropy_backward(const ExecSpace& exec, const GradOutputView& grad_ou
   static_assert(is_index_v<TT> || std::is_same_v<TT, T>,
                 "kloss::cross_entropy_backward: target must hold int32/int64 class indices or input-typed "
                 "probabilities");
-  constexpr std::string_view op = "cross_entropy_backward";
-  const Tensor<const T, M> go = as_tensor<M>(grad_output, op, "grad_output");
-  const Tensor<const T, M> in = as_tensor<M>(input, op, "input");
-  const Tensor<const T, M> w = as_optional_tensor<M>(weight, op, "weight");
   static_assert(std::is_same_v<typename SampleWeightView::non_const_value_type, T>,
                 "kloss::cross_entropy_backward: sample_weight must have the input's value type");
-  const Tensor<const T, M> sw = as_optional_tensor<M>(sample_weight, op, "sample_weight");
-  const Tensor<const acc_t<T>, M> l = as_optional_tensor<M>(lse, op, "lse");
-  const Tensor<T, M> gi = as_optional_tensor<M>(grad_input, op, "grad_input");
   static_assert(std::is_same_v<typename GradTargetView::non_const_value_type, T>,
                 "kloss::cross_entropy_backward: grad_target must have the input's value type");
-  const Tensor<T, M> gt = as_optional_tensor<M>(grad_target, op, "grad_target");
+  const impl::EntryViews<ExecSpace> v{"cross_entropy_backward"};
+  const Tensor<const T, M> go = v(grad_output, "grad_output");
+  const Tensor<const T, M> in = v(input, "input");
   if constexpr (is_index_v<TT>) {
-    if (gt.present)
-      fail<InvalidArgument>(op, "argument 'grad_target' must be empty: class-index targets have no gradient");
-    impl::cross_entropy_backward<ExecSpace, T, TT>(exec, go, in, as_tensor<M>(target, op, "target"), w, sw, l,
-                                                   as_optional_tensor<M>(total_weight, op, "total_weight"), gi, opts);
+    if (v.optional(grad_target, "grad_target").present)
+      fail<InvalidArgument>(v.op, "argument 'grad_target' must be empty: class-index targets have no gradient");
+    impl::cross_entropy_backward<ExecSpace, T, TT>(
+        exec, go, in, v(target, "target"), v.optional(weight, "weight"), v.optional(sample_weight, "sample_weight"),
+        v.optional(lse, "lse"), v.optional(total_weight, "total_weight"), v.optional(grad_input, "grad_input"), opts);
   } else {
-    impl::cross_entropy_prob_backward<ExecSpace, T>(exec, go, in, as_tensor<M>(target, op, "target"), w, sw, l, gi, gt,
-                                                    opts);
+    impl::cross_entropy_prob_backward<ExecSpace, T>(
+        exec, go, in, v(target, "target"), v.optional(weight, "weight"), v.optional(sample_weight, "sample_weight"),
+        v.optional(lse, "lse"), v.optional(grad_input, "grad_input"), v.optional(grad_target, "grad_target"), opts);
   }
 }
 
@@ -221,7 +215,6 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const InputView& inpu
                                     const GradInputView& grad_input, const CrossEntropyOptions& opts = {}) {
   using T = typename InputView::non_const_value_type;
   using TT = typename TargetView::non_const_value_type;
-  using M = typename ExecSpace::memory_space;
   static_assert(is_scalar_v<T>,
                 "kloss::cross_entropy_forward_backward: input must be float, double, float16 or bfloat16");
   static_assert(std::is_same_v<typename OutputView::non_const_value_type, T> &&
@@ -234,13 +227,11 @@ void cross_entropy_forward_backward(const ExecSpace& exec, const InputView& inpu
   static_assert(is_index_v<TT>, "kloss::cross_entropy_forward_backward: target must hold int32/int64 class indices");
   static_assert(std::is_same_v<typename SampleWeightView::non_const_value_type, T>,
                 "kloss::cross_entropy_forward_backward: sample_weight must have the input's value type");
-  constexpr std::string_view op = "cross_entropy_forward_backward";
+  const impl::EntryViews<ExecSpace> v{"cross_entropy_forward_backward"};
   impl::cross_entropy_forward_backward<ExecSpace, T, TT>(
-      exec, as_tensor<M>(input, op, "input"), as_tensor<M>(target, op, "target"),
-      as_optional_tensor<M>(weight, op, "weight"), as_optional_tensor<M>(sample_weight, op, "sample_weight"),
-      as_tensor<M>(output, op, "output"), as_optional_tensor<M>(lse, op, "lse"),
-      as_optional_tensor<M>(total_weight, op, "total_weight"), as_optional_tensor<M>(grad_input, op, "grad_input"),
-      opts);
+      exec, v(input, "input"), v(target, "target"), v.optional(weight, "weight"),
+      v.optional(sample_weight, "sample_weight"), v(output, "output"), v.optional(lse, "lse"),
+      v.optional(total_weight, "total_weight"), v.optional(grad_input, "grad_input"), opts);
 }
 
 /// cross_entropy_forward_backward without sample weights (the overload

@@ -63,14 +63,12 @@ FusedLinearReport fused_linear_cross_entropy(const ExecSpace& exec, const InputV
                 "kloss::fused_linear_cross_entropy: grad_target must have the input's value type");
   static_assert(std::is_same_v<typename SampleWeightView::non_const_value_type, T>,
                 "kloss::fused_linear_cross_entropy: sample_weight must have the input's value type");
-  constexpr std::string_view op = "fused_linear_cross_entropy";
+  const impl::EntryViews<ExecSpace> v{"fused_linear_cross_entropy"};
   return impl::fused_linear_run<ExecSpace, T, I>(
-      exec, op, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
-      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
-      as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_optional_tensor<M>(sample_weight, op, "sample_weight"),
-      Tensor<const T, M>(), as_tensor<M>(output, op, "output"), as_optional_tensor<M>(grad_input, op, "grad_input"),
-      as_optional_tensor<M>(grad_weight, op, "grad_weight"), as_optional_tensor<M>(grad_bias, op, "grad_bias"),
-      as_optional_tensor<M>(grad_target, op, "grad_target"), opts);
+      exec, v.op, v(input, "input"), v(weight, "weight"), v(target, "target"), v.optional(bias, "bias"),
+      v.optional(ce_weight, "ce_weight"), v.optional(sample_weight, "sample_weight"), Tensor<const T, M>(),
+      v(output, "output"), v.optional(grad_input, "grad_input"), v.optional(grad_weight, "grad_weight"),
+      v.optional(grad_bias, "grad_bias"), v.optional(grad_target, "grad_target"), opts);
 }
 
 /// Forward without sample weights (the overload above with an empty
@@ -119,18 +117,18 @@ void fused_linear_cross_entropy_backward(const ExecSpace& exec, const GradOutput
                                          const FusedLinearCrossEntropyOptions& opts = {}) {
   using T = typename GradOutputView::non_const_value_type;
   using M = typename ExecSpace::memory_space;
-  constexpr std::string_view op = "fused_linear_cross_entropy_backward";
-  require(opts.reduction != Reduction::none, op,
+  const impl::EntryViews<ExecSpace> v{"fused_linear_cross_entropy_backward"};
+  require(opts.reduction != Reduction::none, v.op,
           "reduction 'none' needs per-row upstream gradients: use the recompute overload (with input, weight, "
           "target)");
-  const Tensor<const T, M> go = as_tensor<M>(grad_output, op, "grad_output");
+  const Tensor<const T, M> go = v(grad_output, "grad_output");
   if (go.numel() != 1)
-    fail<DimensionMismatch>(op, "argument 'grad_output' must hold one element, got ", go.shape.str());
+    fail<DimensionMismatch>(v.op, "argument 'grad_output' must hold one element, got ", go.shape.str());
   impl::ProfilingRegion region("kloss::fused_linear_cross_entropy_backward");
-  impl::fused_linear_scale<ExecSpace, T>(exec, go, as_optional_tensor<M>(grad_input, op, "grad_input"));
-  impl::fused_linear_scale<ExecSpace, T>(exec, go, as_optional_tensor<M>(grad_weight, op, "grad_weight"));
-  impl::fused_linear_scale<ExecSpace, T>(exec, go, as_optional_tensor<M>(grad_bias, op, "grad_bias"));
-  impl::fused_linear_scale<ExecSpace, T>(exec, go, as_optional_tensor<M>(grad_target, op, "grad_target"));
+  impl::fused_linear_scale<ExecSpace, T>(exec, go, v.optional(grad_input, "grad_input"));
+  impl::fused_linear_scale<ExecSpace, T>(exec, go, v.optional(grad_weight, "grad_weight"));
+  impl::fused_linear_scale<ExecSpace, T>(exec, go, v.optional(grad_bias, "grad_bias"));
+  impl::fused_linear_scale<ExecSpace, T>(exec, go, v.optional(grad_target, "grad_target"));
   exec.fence();
 }
 
@@ -172,15 +170,13 @@ FusedLinearReport fused_linear_cross_entropy_backward(
                 "kloss::fused_linear_cross_entropy_backward: grad_target must have the input's value type");
   static_assert(std::is_same_v<typename SampleWeightView::non_const_value_type, T>,
                 "kloss::fused_linear_cross_entropy_backward: sample_weight must have the input's value type");
-  constexpr std::string_view op = "fused_linear_cross_entropy_backward";
+  const impl::EntryViews<ExecSpace> v{"fused_linear_cross_entropy_backward"};
   impl::ProfilingRegion region("kloss::fused_linear_cross_entropy_backward");
   return impl::fused_linear_run<ExecSpace, T, I>(
-      exec, op, as_tensor<M>(input, op, "input"), as_tensor<M>(weight, op, "weight"),
-      as_tensor<M>(target, op, "target"), as_optional_tensor<M>(bias, op, "bias"),
-      as_optional_tensor<M>(ce_weight, op, "ce_weight"), as_optional_tensor<M>(sample_weight, op, "sample_weight"),
-      as_tensor<M>(grad_output, op, "grad_output"), Tensor<T, M>(), as_optional_tensor<M>(grad_input, op, "grad_input"),
-      as_optional_tensor<M>(grad_weight, op, "grad_weight"), as_optional_tensor<M>(grad_bias, op, "grad_bias"),
-      as_optional_tensor<M>(grad_target, op, "grad_target"), opts);
+      exec, v.op, v(input, "input"), v(weight, "weight"), v(target, "target"), v.optional(bias, "bias"),
+      v.optional(ce_weight, "ce_weight"), v.optional(sample_weight, "sample_weight"), v(grad_output, "grad_output"),
+      Tensor<T, M>(), v.optional(grad_input, "grad_input"), v.optional(grad_weight, "grad_weight"),
+      v.optional(grad_bias, "grad_bias"), v.optional(grad_target, "grad_target"), opts);
 }
 
 /// Backward, recompute mode, without sample weights (the overload above

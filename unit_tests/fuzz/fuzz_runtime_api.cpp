@@ -10,11 +10,17 @@
 //
 // Build (clang): cmake -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang
 //   -DKLOSS_ENABLE_FUZZERS=ON ...; run (as the ctest fuzz_runtime_api):
-//   fuzz_runtime_api -max_total_time=60 WORKDIR unit_tests/fuzz/corpus_runtime_api
+//   KLOSS_FUZZ_SEEDS=SEEDS fuzz_runtime_api -max_total_time=60 WORKDIR SEEDS
+// The seed corpus is the registry's: with KLOSS_FUZZ_SEEDS set, the target
+// first writes one input per registered op there (op-NAME, whose last byte
+// selects that op), so that a new op is fuzzed from its first run with no
+// file to add.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "hostile.hpp"
 
@@ -35,11 +41,35 @@ struct BytesRng : hostile::Rng {
   std::abort();
 }
 
+/// One seed input per registered op in `dir`: op-NAME holds 240 bytes of a
+/// splitmix64 stream and, last, the op's index (the first choice the
+/// target draws, from the input's end: ConsumeIntegralInRange over fewer
+/// than 256 ops reads one byte).
+void write_seeds(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  const auto ops = hostile::op_names();
+  if (ops.size() > 256) {
+    std::fprintf(stderr, "fuzz_runtime_api: %zu ops do not fit the one byte a seed selects its op with\n", ops.size());
+    std::abort();
+  }
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    std::string bytes;
+    hostile::SplitMix r(i + 1);
+    while (bytes.size() < 240) {
+      const std::uint64_t b = r.bits();
+      for (int k = 0; k < 8; ++k) bytes.push_back(static_cast<char>((b >> (8 * k)) & 0xffu));
+    }
+    bytes.push_back(static_cast<char>(i));
+    std::ofstream(dir / ("op-" + ops[i]), std::ios::binary) << bytes;
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   Kokkos::initialize();
   std::atexit([] { Kokkos::finalize(); });
+  if (const char* dir = std::getenv("KLOSS_FUZZ_SEEDS"); dir && *dir) write_seeds(dir);
   return 0;
 }
 

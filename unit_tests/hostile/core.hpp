@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <sstream>
 #include <string>
 #include <string_view>

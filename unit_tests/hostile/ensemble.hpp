@@ -356,8 +356,6 @@ inline void reference_ensemble(Ref& ref) {
     if (c.backward) {
       E.grads["input"] = gx;
       E.grads["target"] = gy;
-      // a member's gradient is the difference of terms of size 2 c m
-      E.grad_floor *= std::max(1.0, 2 * cf * static_cast<double>(m) * static_cast<double>(m));
     }
     return;
   }

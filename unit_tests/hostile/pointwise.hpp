@@ -343,128 +343,114 @@ inline bool gen_pointwise(Rng& r, Draft& d) {
 }
 
 /// The element-wise losses' reference: kloss_ref::pointwise over the
-/// enumerator of kloss_ref::Pw each op maps to (reference.hpp's names).
+/// enumerator of kloss_ref::Pw each op maps to (kloss_ref::pw_of).
 inline void reference_pointwise(Ref& ref) {
   const Case& c = ref.c;
   const std::string& op = c.op;
   const Vec& go = ref.go;
   const Reduction red = ref.red;
   Expected& E = ref.E;
-  static const std::map<std::string, kloss_ref::Pw> pw = {
-      {"mse_loss", kloss_ref::Pw::mse},
-      {"l1_loss", kloss_ref::Pw::l1},
-      {"smooth_l1_loss", kloss_ref::Pw::smooth_l1},
-      {"huber_loss", kloss_ref::Pw::huber},
-      {"soft_margin_loss", kloss_ref::Pw::soft_margin},
-      {"binary_cross_entropy", kloss_ref::Pw::bce},
-      {"binary_cross_entropy_with_logits", kloss_ref::Pw::bce_logits},
-      {"kl_div", kloss_ref::Pw::kl_div},
-      {"poisson_nll_loss", kloss_ref::Pw::poisson},
-      {"gaussian_nll_loss", kloss_ref::Pw::gaussian},
-      {"quantile_loss", kloss_ref::Pw::quantile},
-      {"crps_gaussian", kloss_ref::Pw::crps_gaussian}};
-  if (auto it = pw.find(op); it != pw.end()) {
-    kloss_ref::PwOptions o;
-    if (op == "gaussian_nll_loss")
-      o.nll_beta = real_opt(c, "beta");
-    else if (has_option(op, "beta"))
-      o.beta = real_opt(c, "beta");
-    if (has_option(op, "delta")) o.delta = real_opt(c, "delta");
-    if (has_option(op, "quantile")) o.quantile = real_opt(c, "quantile");
-    if (has_option(op, "log_target")) o.log_target = bool_opt(c, "log_target");
-    if (has_option(op, "log_input")) o.log_input = bool_opt(c, "log_input");
-    if (has_option(op, "full")) o.full = bool_opt(c, "full");
-    if (has_option(op, "eps")) o.eps = real_opt(c, "eps");
-    o.weight = ref.has("weight");
-    o.pos_weight = ref.has("pos_weight");
-    std::vector<Ext> shapes;
-    std::vector<Vec> vals;
-    for (const auto& a : c.inputs) shapes.push_back(a.shape), vals.push_back(a.values);
-    std::vector<std::size_t> diff{0};
-    const auto& dn = kloss::find_op(op)->differentiable;
-    if (op != "gaussian_nll_loss" && std::find(dn.begin(), dn.end(), "target") != dn.end()) diff = {0, 1};
-    if (op == "crps_gaussian") diff = {0, 1, 2};
-    if (op == "gaussian_nll_loss") {
-      diff = {0, 1, 2};
-      const Ext& is = shapes[0];
-      Ext head(is.begin(), is.end() - (is.empty() ? 0 : 1));
-      if (shapes[2] != is && shapes[2] == head && !is.empty()) shapes[2].push_back(1);
+  const std::optional<kloss_ref::Pw> pw = kloss_ref::pw_of(op);
+  if (!pw) throw std::logic_error("hostile: element-wise op '" + op + "' has no reference (kloss_ref::pw_of)");
+  kloss_ref::PwOptions o;
+  if (op == "gaussian_nll_loss")
+    o.nll_beta = real_opt(c, "beta");
+  else if (has_option(op, "beta"))
+    o.beta = real_opt(c, "beta");
+  if (has_option(op, "delta")) o.delta = real_opt(c, "delta");
+  if (has_option(op, "quantile")) o.quantile = real_opt(c, "quantile");
+  if (has_option(op, "log_target")) o.log_target = bool_opt(c, "log_target");
+  if (has_option(op, "log_input")) o.log_input = bool_opt(c, "log_input");
+  if (has_option(op, "full")) o.full = bool_opt(c, "full");
+  if (has_option(op, "eps")) o.eps = real_opt(c, "eps");
+  o.weight = ref.has("weight");
+  o.pos_weight = ref.has("pos_weight");
+  std::vector<Ext> shapes;
+  std::vector<Vec> vals;
+  for (const auto& a : c.inputs) shapes.push_back(a.shape), vals.push_back(a.values);
+  std::vector<std::size_t> diff{0};
+  const auto& dn = kloss::find_op(op)->differentiable;
+  if (op != "gaussian_nll_loss" && std::find(dn.begin(), dn.end(), "target") != dn.end()) diff = {0, 1};
+  if (op == "crps_gaussian") diff = {0, 1, 2};
+  if (op == "gaussian_nll_loss") {
+    diff = {0, 1, 2};
+    const Ext& is = shapes[0];
+    Ext head(is.begin(), is.end() - (is.empty() ? 0 : 1));
+    if (shapes[2] != is && shapes[2] == head && !is.empty()) shapes[2].push_back(1);
+  }
+  // kloss's weights and masks (masked_case): operands input and target,
+  // the weight and mask apart, the weight's gradient grads[2]
+  if (masked_case(c)) {
+    const Arg& x = ref.in("input");
+    const Arg& y = ref.in("target");
+    const Arg* w = c.find("weight");
+    const Arg* m = c.find("mask");
+    const bool nonfinite = bool_opt(c, "mask_nonfinite", false), by_count = op == "huber_loss";
+    const std::vector<Ext> xy_shapes = {x.shape, y.shape};
+    const std::vector<Vec> xy = {x.values, y.values};
+    const Ext* ms = m ? &m->shape : nullptr;
+    const Vec* mv = m ? &m->values : nullptr;
+    const auto R = kloss_ref::masked_pointwise(*pw, o, xy_shapes, xy, w ? &w->shape : nullptr,
+                                               w ? &w->values : nullptr, ms, mv, nonfinite, by_count, red,
+                                               c.backward ? &go : nullptr, diff, c.backward && w);
+    // the counted elements and the mean's divisor: their weights' sum
+    // (their count for huber_loss), 0 where nothing counts (the mean NaN,
+    // which close() matches only by a NaN; every gradient 0)
+    const I64 n = kloss_ref::numel(R.shape);
+    auto at = [&](I64 i, const Ext& s) { return static_cast<std::size_t>(kloss_ref::bindex(i, R.shape, s)); };
+    std::vector<bool> counted(static_cast<std::size_t>(n));
+    double D = 0;
+    for (I64 i = 0; i < n; ++i) {
+      counted[i] = (!m || m->values[at(i, m->shape)] != 0) && (!nonfinite || std::isfinite(y.values[at(i, y.shape)]));
+      if (counted[i]) D += by_count || !w ? 1.0 : w->values[at(i, w->shape)];
     }
-    // kloss's weights and masks (masked_case): operands input and target,
-    // the weight and mask apart, the weight's gradient grads[2]
-    if (masked_case(c)) {
-      const Arg& x = ref.in("input");
-      const Arg& y = ref.in("target");
-      const Arg* w = c.find("weight");
-      const Arg* m = c.find("mask");
-      const bool nonfinite = bool_opt(c, "mask_nonfinite", false), by_count = op == "huber_loss";
-      const std::vector<Ext> xy_shapes = {x.shape, y.shape};
-      const std::vector<Vec> xy = {x.values, y.values};
-      const Ext* ms = m ? &m->shape : nullptr;
-      const Vec* mv = m ? &m->values : nullptr;
-      const auto R = kloss_ref::masked_pointwise(it->second, o, xy_shapes, xy, w ? &w->shape : nullptr,
-                                                 w ? &w->values : nullptr, ms, mv, nonfinite, by_count, red,
-                                                 c.backward ? &go : nullptr, diff, c.backward && w);
-      // the counted elements and the mean's divisor: their weights' sum
-      // (their count for huber_loss), 0 where nothing counts (the mean NaN,
-      // which close() matches only by a NaN; every gradient 0)
-      const I64 n = kloss_ref::numel(R.shape);
-      auto at = [&](I64 i, const Ext& s) { return static_cast<std::size_t>(kloss_ref::bindex(i, R.shape, s)); };
-      std::vector<bool> counted(static_cast<std::size_t>(n));
-      double D = 0;
-      for (I64 i = 0; i < n; ++i) {
-        counted[i] = (!m || m->values[at(i, m->shape)] != 0) && (!nonfinite || std::isfinite(y.values[at(i, y.shape)]));
-        if (counted[i]) D += by_count || !w ? 1.0 : w->values[at(i, w->shape)];
-      }
-      E.terms = static_cast<double>(n);
-      E.mean_div = D;
-      E.out_shape = out_shape_of(red, R.shape);
-      E.out = R.out;
-      if (!c.backward) return;
-      const char* names[] = {"input", "target"};
-      for (auto k : diff) E.grads[names[k]] = R.grads[k];
-      if (!w) return;
-      E.grads["weight"] = R.grads[2];
-      // a mean over the weights' sum: each weight element's gradient sums
-      // l - L over the counted elements it meets, terms that cancel where
-      // the weight is broadcast widely (per unit of g / D, as the floor)
-      if (red == Reduction::mean && !by_count && D > 0 && std::isfinite(R.out[0])) {
-        const auto l = kloss_ref::masked_pointwise(it->second, o, xy_shapes, xy, nullptr, nullptr, ms, mv, nonfinite,
-                                                   false, Reduction::none, nullptr, {}, false);
-        Vec cancel(w->values.size(), 0.0);
-        for (I64 i = 0; i < n; ++i)
-          if (counted[i]) cancel[at(i, w->shape)] += std::fabs(l.out[i]) + std::fabs(R.out[0]);
-        for (double& s : cancel) s = std::max(1.0, std::isfinite(s) ? s : 1.0);
-        E.grad_cancel["weight"] = cancel;
-      }
-      return;
-    }
-    // torch 2.15's weight= (mse_loss, l1_loss, huber_loss; the input's shape)
-    const bool weighted = takes_weight(op) && ref.has("weight");
-    if (weighted) diff.push_back(2);
-    // quantile_loss with a quantile per element: operand 2, not differentiated
-    const kloss_ref::Pw kind = op == "quantile_loss" && ref.has("quantiles") ? kloss_ref::Pw::quantiles : it->second;
-    auto R = weighted ? kloss_ref::weighted_pointwise(kind, o, shapes, vals, red, c.backward ? &go : nullptr, diff,
-                                                      op != "huber_loss")
-                      : kloss_ref::pointwise(kind, o, shapes, vals, red, c.backward ? &go : nullptr, diff);
-    E.terms = E.mean_div = static_cast<double>(kloss_ref::numel(R.shape));
-    if (weighted && op != "huber_loss") {
-      double S = 0;
-      for (double w : ref.in("weight").values) S += w;
-      E.mean_div = S;
-    }
-    if (red == Reduction::batchmean) E.mean_div = shapes[0].empty() ? 1.0 : static_cast<double>(shapes[0][0]);
+    E.terms = static_cast<double>(n);
+    E.mean_div = D;
     E.out_shape = out_shape_of(red, R.shape);
     E.out = R.out;
-    if (c.backward)
-      for (auto k : diff) E.grads[c.inputs[k].name] = R.grads[k];
-    // a broadcast weight's gradient sums its elements' losses less the
-    // mean: terms that cancel where the weight is broadcast widely
-    if (c.backward && !R.weight_cancel.empty()) {
-      for (double& s : R.weight_cancel) s = std::max(1.0, s);
-      E.grad_cancel["weight"] = R.weight_cancel;
+    if (!c.backward) return;
+    const char* names[] = {"input", "target"};
+    for (auto k : diff) E.grads[names[k]] = R.grads[k];
+    if (!w) return;
+    E.grads["weight"] = R.grads[2];
+    // a mean over the weights' sum: each weight element's gradient sums
+    // l - L over the counted elements it meets, terms that cancel where
+    // the weight is broadcast widely (per unit of g / D, as the floor)
+    if (red == Reduction::mean && !by_count && D > 0 && std::isfinite(R.out[0])) {
+      const auto l = kloss_ref::masked_pointwise(*pw, o, xy_shapes, xy, nullptr, nullptr, ms, mv, nonfinite,
+                                                 false, Reduction::none, nullptr, {}, false);
+      Vec cancel(w->values.size(), 0.0);
+      for (I64 i = 0; i < n; ++i)
+        if (counted[i]) cancel[at(i, w->shape)] += std::fabs(l.out[i]) + std::fabs(R.out[0]);
+      for (double& s : cancel) s = std::max(1.0, std::isfinite(s) ? s : 1.0);
+      E.grad_cancel["weight"] = cancel;
     }
     return;
+  }
+  // torch 2.15's weight= (mse_loss, l1_loss, huber_loss; the input's shape)
+  const bool weighted = takes_weight(op) && ref.has("weight");
+  if (weighted) diff.push_back(2);
+  // quantile_loss with a quantile per element: operand 2, not differentiated
+  const kloss_ref::Pw kind = op == "quantile_loss" && ref.has("quantiles") ? kloss_ref::Pw::quantiles : *pw;
+  auto R = weighted ? kloss_ref::weighted_pointwise(kind, o, shapes, vals, red, c.backward ? &go : nullptr, diff,
+                                                    op != "huber_loss")
+                    : kloss_ref::pointwise(kind, o, shapes, vals, red, c.backward ? &go : nullptr, diff);
+  E.terms = E.mean_div = static_cast<double>(kloss_ref::numel(R.shape));
+  if (weighted && op != "huber_loss") {
+    double S = 0;
+    for (double w : ref.in("weight").values) S += w;
+    E.mean_div = S;
+  }
+  if (red == Reduction::batchmean) E.mean_div = shapes[0].empty() ? 1.0 : static_cast<double>(shapes[0][0]);
+  E.out_shape = out_shape_of(red, R.shape);
+  E.out = R.out;
+  if (c.backward)
+    for (auto k : diff) E.grads[c.inputs[k].name] = R.grads[k];
+  // a broadcast weight's gradient sums its elements' losses less the
+  // mean: terms that cancel where the weight is broadcast widely
+  if (c.backward && !R.weight_cancel.empty()) {
+    for (double& s : R.weight_cancel) s = std::max(1.0, s);
+    E.grad_cancel["weight"] = R.weight_cancel;
   }
 }
 

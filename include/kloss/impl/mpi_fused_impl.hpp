@@ -269,7 +269,7 @@ kloss::impl::Scratch<std::int64_t, typename ExecSpace::memory_space> vp_fl_spars
 /// upstream gradient; cwa: the class weights in A, or null.
 template <class ExecSpace, class T, class I>
 VpFlOutcome vp_fl_run_head(const ExecSpace& exec, const VpFlCall<ExecSpace, T, I>& c, std::int64_t n,
-                           const kloss::impl::FusedHeadArgs<T>& a, const RecordLayout& lay, const CeParams& p,
+                           const kloss::impl::FusedHeadArgs<T>& a, const RecordLayout& lay, const VpCall& p,
                            const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec,
                            const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& saved,
                            const Kokkos::View<const T*, typename ExecSpace::memory_space>& g, const acc_t<T>* cwa) {
@@ -335,7 +335,7 @@ VpFlOutcome vp_fl_chunks(const ExecSpace& exec, const VpFlCall<ExecSpace, T, I>&
   vp_fl_save_totals<ExecSpace, T>(exec, saved, n, sums);
   const kloss::impl::HeadPlan plan = kloss::impl::head_plan<ExecSpace, T>(c.opts.products);
   const std::int64_t chunk = vp_fl_chunk_rows(c, plan, n);
-  const CeParams p = ce_params(c.range, c.comm.size(), c.opts, c.ce_weight.present, sums[0]);
+  const VpCall p = vp_call(c.range, c.comm.size(), c.opts, c.ce_weight.present, sums[0]);
   const Kokkos::View<const T*, Mem> g = vp_fl_upstream_gradient(exec, c, work);
   const A* cwa = vp_fl_class_weights(exec, c.ce_weight, c.range.count, work);
   kloss::impl::FusedHeadArgs<T> a = vp_fl_head_args(exec, c, s, plan, chunk, g, sums[1]);

@@ -287,19 +287,21 @@ struct reduction_identity<kloss::mpi::impl::VpSums> {
 
 namespace kloss::mpi::impl {
 
-/// What the loss finish and the backward need besides the records: the
-/// call's keywords and the classes of all ranks.
-struct CeParams : CrossEntropyKeywords {
+/// One vocabulary-parallel call as the host sees it: the call's keywords
+/// and the classes of all ranks, what the loss finish and the backward need
+/// besides the records (its kernels read the keywords as CeRowParams,
+/// built from it by ce_row_params).
+struct VpCall : CrossEntropyKeywords {
   std::int64_t total = 0;  ///< C, the global number of classes
   int ranks = 1;
   bool weighted = false;
   double weight_sum = 0;  ///< sum of all class weights (C without weights)
 };
 
-/// The CeParams of a call with keywords `opts` on `ranks` ranks.
-inline CeParams ce_params(const ClassRange& range, int ranks, const CrossEntropyKeywords& opts, bool weighted,
+/// The VpCall of a call with keywords `opts` on `ranks` ranks.
+inline VpCall vp_call(const ClassRange& range, int ranks, const CrossEntropyKeywords& opts, bool weighted,
                           double weight_sum) {
-  CeParams p;
+  VpCall p;
   static_cast<CrossEntropyKeywords&>(p) = opts;
   p.total = range.total;
   p.ranks = ranks;
@@ -322,7 +324,7 @@ inline CeParams ce_params(const ClassRange& range, int ranks, const CrossEntropy
 template <class ExecSpace, class T>
 VpSums ce_finish_rows(const ExecSpace& exec, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& rec,
                       const RecordLayout& lay, std::int64_t rows, std::int64_t row_offset, std::int64_t n,
-                      const CeParams& p, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& saved,
+                      const VpCall& p, const Kokkos::View<acc_t<T>*, typename ExecSpace::memory_space>& saved,
                       const TensorOut<ExecSpace, T>& out, const T* sw = nullptr) {
   using A = acc_t<T>;
   const int k = lay.k, f_wt = lay.wt, f_zsum = lay.zsum;
@@ -388,7 +390,7 @@ void throw_bad_row(std::string_view op, const VpSums& s, std::int64_t target_val
 /// Asynchronous.
 template <class ExecSpace, class T, class I, class G, class Z = T>
 void ce_backward_rows(const ExecSpace& exec, const Z* logits, std::int64_t rows, std::int64_t cols, std::int64_t begin,
-                      std::int64_t row_offset, const TensorIn<ExecSpace, I>& target, const Z* w, const CeParams& params,
+                      std::int64_t row_offset, const TensorIn<ExecSpace, I>& target, const Z* w, const VpCall& params,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& totals, bool per_row_g,
                       const G& g, const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& shift_m,
                       const Kokkos::View<const acc_t<T>*, typename ExecSpace::memory_space>& shift_ls,
@@ -522,8 +524,8 @@ void vocab_parallel_cross_entropy(const ExecSpace& exec, const Communicator& com
                                      comm.row_merge_op(std::is_same_v<A, double>));
     return r;
   });
-  const CeParams p =
-      ce_params(range, comm.size(), opts, weight.present, need_wsum ? sums[0] : static_cast<double>(range.total));
+  const VpCall p =
+      vp_call(range, comm.size(), opts, weight.present, need_wsum ? sums[0] : static_cast<double>(range.total));
   Kokkos::View<A*, Mem> sv(saved.data.data(), saved.data.extent(0));
   const VpSums s = ce_finish_rows<ExecSpace, T>(exec, rec, lay, n, 0, n, p, sv, output,
                                                 sample_weight.present ? sample_weight.data.data() : nullptr);
@@ -563,7 +565,7 @@ void vocab_parallel_cross_entropy_backward(
   ProfilingRegion region("kloss::vocab_parallel_cross_entropy_backward");
   const std::int64_t n = logits.extent(0);
   // (the weight sum travels in the saved state: totals(2))
-  const CeParams p = ce_params(range, 1, opts, weight.present, 0.0);
+  const VpCall p = vp_call(range, 1, opts, weight.present, 0.0);
   Kokkos::View<const A*, Mem> shift_m(saved.data.data(), n), shift_ls(saved.data.data() + 2 * n + 3, n);
   Kokkos::View<const A*, Mem> wt(saved.data.data() + n, n);
   Kokkos::View<const A*, Mem> totals(saved.data.data() + 2 * n, 3);
