@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Tensors past 2^31 elements: every kernel indexes with 64-bit integers.
-// Each test builds its inputs from a hash of the element's 64-bit position
-// (so the reference can recompute any element without a second copy), runs
+// Each test builds its inputs from the element's 64-bit position (a hash,
+// or a table of hashed values indexed by a hash: Drawn), so that the
+// reference can recompute any element without a second copy, runs
 // the op, and checks elements at the start, the middle and past 2^31 against
 // a float64 recomputation written here. About 13 GiB of memory at the peak
 // (the element-wise test); ctest label `large`, run alone (RUN_SERIAL).
@@ -27,15 +28,44 @@ KOKKOS_INLINE_FUNCTION double hashed(std::uint64_t i, std::uint64_t stream, doub
   return lo + (hi - lo) * static_cast<double>(z >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/// What a T holds after rounding hashed(i, ...) to T.
+/// Values of T in [lo, hi) by 64-bit position: element i of a stream is
+/// entry slot(i) of a table of 4096 hashed values rounded to T, so that a
+/// fill of 2^31 elements costs a multiply and a load per element (the full
+/// hash and a float-to-16-bit conversion per element took minutes), and any
+/// element can be recomputed from its position without a second copy.
 template <class T>
-KOKKOS_INLINE_FUNCTION T hashed_as(std::uint64_t i, std::uint64_t stream, double lo, double hi) {
-  return static_cast<T>(static_cast<float>(hashed(i, stream, lo, hi)));
-}
-template <class T>
-double host_value(std::uint64_t i, std::uint64_t stream, double lo, double hi) {
-  return static_cast<double>(static_cast<float>(hashed_as<T>(i, stream, lo, hi)));
-}
+struct Drawn {
+  static constexpr int bits = 12;
+  Kokkos::View<T*, Mem> table;                     // the values, as T
+  Kokkos::View<double*, Mem> values;               // the same values, as float64
+  Kokkos::View<double*, Kokkos::HostSpace> host;   // and on the host
+  std::uint64_t stream;
+
+  /// Entry k holds entry(k) (a float) rounded to T.
+  template <class Entry>
+  Drawn(std::uint64_t stream_, Entry entry)
+      : table("kloss_test::drawn", std::size_t{1} << bits),
+        values("kloss_test::drawn_values", std::size_t{1} << bits),
+        host("kloss_test::drawn_host", std::size_t{1} << bits),
+        stream(stream_) {
+    auto h_table = Kokkos::create_mirror_view(table);
+    for (std::size_t k = 0; k < host.extent(0); ++k) {
+      h_table(k) = static_cast<T>(static_cast<float>(entry(k)));
+      host(k) = static_cast<double>(static_cast<float>(h_table(k)));
+    }
+    Kokkos::deep_copy(table, h_table);
+    Kokkos::deep_copy(values, host);
+  }
+  /// Entries hashed(k, stream, lo, hi).
+  Drawn(std::uint64_t stream_, double lo, double hi)
+      : Drawn(stream_, [&](std::uint64_t k) { return hashed(k, stream_, lo, hi); }) {}
+  /// The table entry of position i.
+  KOKKOS_INLINE_FUNCTION static std::uint64_t slot(std::uint64_t i, std::uint64_t stream) {
+    return (i * 0x9E3779B97F4A7C15ull + stream * 0xD1B54A32D192ED03ull) >> (64 - bits);
+  }
+  /// Element i's value, as float64, on the host.
+  double operator()(std::int64_t i) const { return host(slot(static_cast<std::uint64_t>(i), stream)); }
+};
 
 template <class T>
 double read(const T* p, std::int64_t i) {
@@ -62,9 +92,11 @@ TEST(LargeSizes, CrossEntropyBfloat16PastTwoToThe31) {
   Kokkos::View<std::int64_t*, Mem> target("kloss_test::target", N);
   T* lp = logits.data();
   std::int64_t* tp = target.data();
+  const Drawn<T> x(1, -6.0, 6.0);
+  const auto xt = x.table;
   Kokkos::parallel_for(
       "kloss_test::fill_logits", Range(0, N * C),
-      KOKKOS_LAMBDA(std::int64_t i) { lp[i] = hashed_as<T>(static_cast<std::uint64_t>(i), 1, -6.0, 6.0); });
+      KOKKOS_LAMBDA(std::int64_t i) { lp[i] = xt(Drawn<T>::slot(static_cast<std::uint64_t>(i), 1)); });
   Kokkos::parallel_for(
       "kloss_test::fill_target", Range(0, N), KOKKOS_LAMBDA(std::int64_t r) {
         // The last row's target is the last class (its element is the very
@@ -83,11 +115,11 @@ TEST(LargeSizes, CrossEntropyBfloat16PastTwoToThe31) {
   for (std::size_t k = 0; k < rows.size(); ++k) {
     const std::int64_t r = rows[k];
     double m = -1e300, s = 0;
-    for (std::int64_t c = 0; c < C; ++c) m = std::max(m, host_value<T>(r * C + c, 1, -6.0, 6.0));
-    for (std::int64_t c = 0; c < C; ++c) s += std::exp(host_value<T>(r * C + c, 1, -6.0, 6.0) - m);
+    for (std::int64_t c = 0; c < C; ++c) m = std::max(m, x(r * C + c));
+    for (std::int64_t c = 0; c < C; ++c) s += std::exp(x(r * C + c) - m);
     ref_lse[k] = m + std::log(s);
     const std::int64_t t = h_target(r);
-    const double want = t == -100 ? 0.0 : ref_lse[k] - host_value<T>(r * C + t, 1, -6.0, 6.0);
+    const double want = t == -100 ? 0.0 : ref_lse[k] - x(r * C + t);
     if (t != -100) {
       EXPECT_NEAR(read(lse.data(), r), ref_lse[k], 1e-5 * ref_lse[k]) << "lse of row " << r;
     }
@@ -103,7 +135,7 @@ TEST(LargeSizes, CrossEntropyBfloat16PastTwoToThe31) {
     const std::int64_t r = rows[k];
     const std::int64_t t = h_target(r);
     for (std::int64_t c : {std::int64_t{0}, std::int64_t{1}, C / 2, t < 0 ? std::int64_t{7} : t, C - 2, C - 1}) {
-      const double p = std::exp(host_value<T>(r * C + c, 1, -6.0, 6.0) - ref_lse[k]);
+      const double p = std::exp(x(r * C + c) - ref_lse[k]);
       const double want = t == -100 ? 0.0 : p - (c == t ? 1.0 : 0.0);
       EXPECT_NEAR(read(lp, r * C + c), want, 1e-2 * std::fabs(want) + 1e-9)
           << "grad of row " << r << ", class " << c;
@@ -192,18 +224,24 @@ TEST(LargeSizes, MseLossFloat16PastTwoToThe31) {
   Kokkos::View<T*, Mem> target(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss_test::target"), M);
   T* xp = input.data();
   T* yp = target.data();
+  // The last 2^20 elements differ by 4 (the rest by at most 2): a kernel
+  // that stops at 2^31 misses them. y4: x + 4 rounded to T, by x's slot.
+  const Drawn<T> x(6, -1.0, 1.0), y(7, -1.0, 1.0);
+  const Drawn<T> y4(6, [&](std::uint64_t k) { return static_cast<float>(x.host(k)) + 4.0f; });
+  const auto xt = x.table, yt = y.table, y4t = y4.table;
+  const auto xv = x.values, yv = y.values, y4v = y4.values;
   Kokkos::parallel_for(
       "kloss_test::fill", Range(0, M), KOKKOS_LAMBDA(std::int64_t i) {
-        xp[i] = hashed_as<T>(i, 6, -1.0, 1.0);
-        // The last 2^20 elements differ by 4 (the rest by at most 2): a
-        // kernel that stops at 2^31 misses them.
-        yp[i] = i >= two31 ? static_cast<T>(static_cast<float>(xp[i]) + 4.0f) : hashed_as<T>(i, 7, -1.0, 1.0);
+        const std::uint64_t u = static_cast<std::uint64_t>(i), sx = Drawn<T>::slot(u, 6);
+        xp[i] = xt(sx);
+        yp[i] = i >= two31 ? y4t(sx) : yt(Drawn<T>::slot(u, 7));
       });
   double ref = 0;
   Kokkos::parallel_reduce(
       "kloss_test::reference_sum", Range(0, M),
       KOKKOS_LAMBDA(std::int64_t i, double& s) {
-        const double d = static_cast<double>(static_cast<float>(xp[i])) - static_cast<double>(static_cast<float>(yp[i]));
+        const std::uint64_t u = static_cast<std::uint64_t>(i), sx = Drawn<T>::slot(u, 6);
+        const double d = xv(sx) - (i >= two31 ? y4v(sx) : yv(Drawn<T>::slot(u, 7)));
         s += d * d;
       },
       ref);
