@@ -173,6 +173,7 @@ void register_all(const char* dtype) {
 int main(int argc, char** argv) {
   register_all<float>("float32");
   register_all<double>("float64");
+  register_all<kloss::float16>("float16");
   register_all<kloss::bfloat16>("bfloat16");
   return kloss_perf::run_benchmarks(argc, argv);
 }
