@@ -94,9 +94,10 @@ TEST(LargeSizes, CrossEntropyBfloat16PastTwoToThe31) {
   std::int64_t* tp = target.data();
   const Drawn<T> x(1, -6.0, 6.0);
   const auto xt = x.table;
+  const std::uint64_t xs = x.stream;
   Kokkos::parallel_for(
       "kloss_test::fill_logits", Range(0, N * C),
-      KOKKOS_LAMBDA(std::int64_t i) { lp[i] = xt(Drawn<T>::slot(static_cast<std::uint64_t>(i), 1)); });
+      KOKKOS_LAMBDA(std::int64_t i) { lp[i] = xt(Drawn<T>::slot(static_cast<std::uint64_t>(i), xs)); });
   Kokkos::parallel_for(
       "kloss_test::fill_target", Range(0, N), KOKKOS_LAMBDA(std::int64_t r) {
         // The last row's target is the last class (its element is the very
@@ -227,21 +228,22 @@ TEST(LargeSizes, MseLossFloat16PastTwoToThe31) {
   // The last 2^20 elements differ by 4 (the rest by at most 2): a kernel
   // that stops at 2^31 misses them. y4: x + 4 rounded to T, by x's slot.
   const Drawn<T> x(6, -1.0, 1.0), y(7, -1.0, 1.0);
-  const Drawn<T> y4(6, [&](std::uint64_t k) { return static_cast<float>(x.host(k)) + 4.0f; });
+  const Drawn<T> y4(x.stream, [&](std::uint64_t k) { return static_cast<float>(x.host(k)) + 4.0f; });
   const auto xt = x.table, yt = y.table, y4t = y4.table;
   const auto xv = x.values, yv = y.values, y4v = y4.values;
+  const std::uint64_t xs = x.stream, ys = y.stream;  // y4 is read at x's slot
   Kokkos::parallel_for(
       "kloss_test::fill", Range(0, M), KOKKOS_LAMBDA(std::int64_t i) {
-        const std::uint64_t u = static_cast<std::uint64_t>(i), sx = Drawn<T>::slot(u, 6);
+        const std::uint64_t u = static_cast<std::uint64_t>(i), sx = Drawn<T>::slot(u, xs);
         xp[i] = xt(sx);
-        yp[i] = i >= two31 ? y4t(sx) : yt(Drawn<T>::slot(u, 7));
+        yp[i] = i >= two31 ? y4t(sx) : yt(Drawn<T>::slot(u, ys));
       });
   double ref = 0;
   Kokkos::parallel_reduce(
       "kloss_test::reference_sum", Range(0, M),
       KOKKOS_LAMBDA(std::int64_t i, double& s) {
-        const std::uint64_t u = static_cast<std::uint64_t>(i), sx = Drawn<T>::slot(u, 6);
-        const double d = xv(sx) - (i >= two31 ? y4v(sx) : yv(Drawn<T>::slot(u, 7)));
+        const std::uint64_t u = static_cast<std::uint64_t>(i), sx = Drawn<T>::slot(u, xs);
+        const double d = xv(sx) - (i >= two31 ? y4v(sx) : yv(Drawn<T>::slot(u, ys)));
         s += d * d;
       },
       ref);

@@ -158,10 +158,11 @@ std::vector<Case> cases(DType dt) {
   add("smooth_l1_loss weight per element", "smooth_l1_loss",
       {{"input", real(dt, nd, -2, 2, 67)}, {"target", real(dt, nd, -2, 2, 68)}, {"weight", real(dt, nd, 0.1, 2, 69)}},
       {{"input", 0}, {"target", 0}, {"weight", 0}});
-  add("soft_margin_loss targets +-1", "soft_margin_loss", {{"input", real(dt, nd, -2, 2, 6)}, {"target", pick(dt, nd, {-1, 1}, 7)}},
-      {{"input", 0}, {"target", 0}});
-  add("quantile_loss quantile 0.25", "quantile_loss", {{"input", real(dt, nd, -2, 2, 51)}, {"target", real(dt, nd, -2, 2, 52)}},
-      {{"input", 0}, {"target", 0}}, {{"quantile", 0.25}});
+  add("soft_margin_loss targets +-1", "soft_margin_loss",
+      {{"input", real(dt, nd, -2, 2, 6)}, {"target", pick(dt, nd, {-1, 1}, 7)}}, {{"input", 0}, {"target", 0}});
+  add("quantile_loss quantile 0.25", "quantile_loss",
+      {{"input", real(dt, nd, -2, 2, 51)}, {"target", real(dt, nd, -2, 2, 52)}}, {{"input", 0}, {"target", 0}},
+      {{"quantile", 0.25}});
   add("crps_ensemble", "crps_ensemble",
       {{"input", real(dt, kloss::Shape{n, 4}, -2, 2, 56)}, {"target", real(dt, kloss::Shape{n}, -2, 2, 57)}},
       {{"input", 0}, {"target", 0}}, {{"estimator", std::string("almost_fair")}});
