@@ -63,11 +63,11 @@ inline constexpr int pointwise_lanes = 16;
 /// buffer of 256 is 1 KiB of L1). binary_cross_entropy float forward, 16M
 /// elements, Zen 4: 0.81 ns/element at 64, 0.72 at 256, 0.71 at 1024.
 inline constexpr int pointwise_sum_block = 256;
-/// Results of a 16-bit dtype written per block (host spaces): this many
-/// values computed into a float buffer, then stored by one block
-/// conversion (impl::floats_to_bits_block; 4 vcvtps2ph on AVX-512). 64 is
-/// 256 bytes of float per written operand, a multiple of every block
-/// conversion's width.
+/// float16 operands read and results written per block by the host
+/// element-wise kernels (impl::OperandBlock): this many values widened
+/// into a float buffer, computed, and stored by one block conversion
+/// (impl::floats_to_bits_block; 4 vcvtps2ph on AVX-512). 64 is 256 bytes
+/// of float per operand, a multiple of every block conversion's width.
 inline constexpr int pointwise_store_block = 64;
 /// Device spaces: 16-byte packs of each operand per work item (4 floats, 8
 /// bfloat16 a pack), item c's k-th pack at pack index k x items + c, so
