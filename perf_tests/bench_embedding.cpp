@@ -68,6 +68,14 @@ std::map<std::string, double> torch_bag(kloss::EmbeddingBagMode m) {
                      "torch_bench_embedding.py");
 }
 
+/// offsets(b) = b * bag_l (a function: nvcc allows no device lambda in a
+/// constructor).
+void fill_offsets(const Kokkos::View<std::int64_t*, Mem>& offsets) {
+  Kokkos::parallel_for(
+      "kloss::bench::offsets", Kokkos::RangePolicy<Exec>(0, bag_b),
+      KOKKOS_LAMBDA(const std::int64_t b) { offsets(b) = b * bag_l; });
+}
+
 /// embedding_bag's operands: 65536 bags of 20 uniform random rows (seeded)
 /// of a [1,000,000, 64] table of 0.5, in the mode of the benchmark's first
 /// argument.
@@ -80,10 +88,7 @@ struct Bags {
 
   Bags(const benchmark::State& state, std::uint64_t seed)
       : mode(static_cast<kloss::EmbeddingBagMode>(state.range(0))), idx(random_rows(bag_b * bag_l, bag_v, seed)) {
-    const auto offsets = off;
-    Kokkos::parallel_for(
-        "kloss::bench::offsets", Kokkos::RangePolicy<Exec>(0, bag_b),
-        KOKKOS_LAMBDA(const std::int64_t b) { offsets(b) = b * bag_l; });
+    fill_offsets(off);
     fill(w, 0.5f);
     o.mode = mode;
   }

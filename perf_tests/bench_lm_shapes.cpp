@@ -37,12 +37,15 @@ void ce_counters(benchmark::State& state, double bytes, double seconds) {
 
 /// Args: N, V, pass (0 forward alone, 1 forward + in-place backward, 2 the
 /// two in one call, cross_entropy_forward_backward in place: bytes one read
-/// and one write of the logits).
+/// and one write of the logits), and optionally the row kernels' team size
+/// (CrossEntropyTuning::team_size; 0 or absent: the automatic launch).
 template <class T>
 void BM_ce(benchmark::State& state) {
   const std::int64_t N = state.range(0), C = state.range(1);
   const int pass = static_cast<int>(state.range(2));
   const bool backward = pass != 0;
+  kloss::CrossEntropyOptions o;
+  o.tuning.team_size = state.range(3) > 0 ? static_cast<int>(state.range(3)) : 0;
   Exec exec;
   Kokkos::View<T**, Kokkos::LayoutRight, Mem> x("x", N, C), x0;
   Kokkos::View<std::int64_t*, Mem> t("t", N);
@@ -58,11 +61,11 @@ void BM_ce(benchmark::State& state) {
   }
   auto step = [&] {
     if (pass == 2) {
-      kloss::cross_entropy_forward_backward(exec, x, t, none, out, lse, tw, x);
+      kloss::cross_entropy_forward_backward(exec, x, t, none, out, lse, tw, x, o);
       return;
     }
-    kloss::cross_entropy(exec, x, t, none, out, lse, tw);
-    if (backward) kloss::cross_entropy_backward(exec, gout, x, t, none, lse, tw, x);
+    kloss::cross_entropy(exec, x, t, none, out, lse, tw, o);
+    if (backward) kloss::cross_entropy_backward(exec, gout, x, t, none, lse, tw, x, o);
   };
   for (int w = 0; w < 2; ++w) {  // warm-up: module load, scratch cache
     if (backward) Kokkos::deep_copy(exec, x, x0);
@@ -123,17 +126,34 @@ void BM_fused_linear(benchmark::State& state) {
 void ce_shapes(benchmark::internal::Benchmark* b) {
   for (int pass : {0, 1, 2})
     for (auto s : std::vector<std::pair<int, int>>{{4096, 32000}, {16384, 128256}, {2048, 256000}})
-      b->Args({s.first, s.second, pass});
+      b->Args({s.first, s.second, pass, 0});
+  b->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
+}
+
+/// The team sizes of a device's row kernels against the default (8 rows,
+/// 256 threads a team) at the largest shape, each pass.
+void ce_team_sizes(benchmark::internal::Benchmark* b) {
+  for (int pass : {0, 1, 2})
+    for (int team : {1, 2, 4, 8, 16, 32}) b->Args({16384, 128256, pass, team});
   b->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
 }
 
 void head_shapes(benchmark::internal::Benchmark* b) {
   for (std::int64_t rows : {0, 1024, 2048, 4096})
     b->Args({4096, 2048, 32000, rows, 0, 0})->Args({8192, 2048, 128256, rows, 0, 0});
+
   // GPT-2's odd vocabulary (chunk rows padded to 50304 on a device) beside
   // a vocabulary of 50304, and the automatic filter
   b->Args({8192, 2048, 50257, 0, 0, 0})->Args({8192, 2048, 50304, 0, 0, 0});
   b->Args({4096, 2048, 32000, 0, 0, 1})->Args({8192, 2048, 128256, 0, 0, 1});
+  b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
+}
+
+/// Small chunks, the memory a user picks a fused head for: 256 MB is 341
+/// rows at V = 128256 in bfloat16 (float logits and their bfloat16
+/// gradient), 64 MB 85 rows.
+void head_shapes_small(benchmark::internal::Benchmark* b) {
+  for (std::int64_t rows : {85, 128, 256, 341, 512}) b->Args({8192, 2048, 128256, rows, 0, 0});
   b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
 }
 
@@ -146,8 +166,11 @@ void head_shapes_tf32(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_TEMPLATE(BM_ce, float)->Apply(ce_shapes);
 BENCHMARK_TEMPLATE(BM_ce, kloss::bfloat16)->Apply(ce_shapes);
+BENCHMARK_TEMPLATE(BM_ce, float)->Apply(ce_team_sizes)->Name("BM_ce_team<float>");
+BENCHMARK_TEMPLATE(BM_ce, kloss::bfloat16)->Apply(ce_team_sizes)->Name("BM_ce_team<bfloat16>");
 BENCHMARK_TEMPLATE(BM_fused_linear, float)->Apply(head_shapes);
 BENCHMARK_TEMPLATE(BM_fused_linear, float)->Apply(head_shapes_tf32)->Name("BM_fused_linear_tf32");
 BENCHMARK_TEMPLATE(BM_fused_linear, kloss::bfloat16)->Apply(head_shapes);
+BENCHMARK_TEMPLATE(BM_fused_linear, kloss::bfloat16)->Apply(head_shapes_small);
 
 int main(int argc, char** argv) { return kloss_perf::run_benchmarks(argc, argv); }

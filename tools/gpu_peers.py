@@ -5,7 +5,7 @@
 work, timed with CUDA events (triton.testing.do_bench, median).
 
   gpu_peers.py            every table
-  gpu_peers.py --only ce  one of: copy, ce, head, pointwise
+  gpu_peers.py --only ce  one of: copy, ce, head, pointwise, embedding
 
 Liger-Kernel and Cut Cross-Entropy are optional (a row says when one is
 missing). Liger's cross-entropy computes the gradient inside its forward
@@ -168,9 +168,46 @@ def table_pointwise(bw):
         torch.cuda.empty_cache()
 
 
+def table_embedding():
+    """perf_tests/bench_embedding's work: embedding at 262144 indices into a
+    (50257, 768) table, embedding_bag (sum / mean / max) of 65536 bags of 20
+    into a (1,000,000, 64) table, float32, uniform random indices; the
+    backward alone (the forward's time taken off forward + backward)."""
+    row("op", "mode", "pass", "peer", "ms")
+    g = torch.Generator(device="cuda").manual_seed(11)
+    idx = torch.randint(0, 50257, (262144,), device="cuda", generator=g)
+    w = torch.rand(50257, 768, device="cuda", generator=g).requires_grad_(True)
+    with torch.no_grad():
+        m_f = ms(lambda: F.embedding(idx, w))
+    row("embedding", "-", "fwd", "torch", "%.3f" % m_f)
+    up = torch.rand(262144, 768, device="cuda", generator=g)
+
+    def fb():
+        w.grad = None
+        F.embedding(idx, w).backward(up)
+    row("embedding", "-", "bwd", "torch", "%.3f" % max(ms(fb) - m_f, 1e-6))
+    del idx, w, up
+    nb, ln, v, d = 65536, 20, 1000000, 64
+    idx = torch.randint(0, v, (nb * ln,), device="cuda", generator=g)
+    off = torch.arange(0, nb * ln, ln, device="cuda")
+    w = torch.full((v, d), 0.5, device="cuda").requires_grad_(True)
+    for mode in ("sum", "mean", "max"):
+        with torch.no_grad():
+            m_f = ms(lambda: F.embedding_bag(idx, w, off, mode=mode))
+        row("embedding_bag", mode, "fwd", "torch", "%.3f" % m_f)
+        up = torch.rand(nb, d, device="cuda", generator=g)
+
+        def fbb():
+            w.grad = None
+            F.embedding_bag(idx, w, off, mode=mode).backward(up)
+        row("embedding_bag", mode, "bwd", "torch", "%.3f" % max(ms(fbb) - m_f, 1e-6))
+    del idx, w
+    torch.cuda.empty_cache()
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", choices=["copy", "ce", "head", "pointwise"])
+    ap.add_argument("--only", choices=["copy", "ce", "head", "pointwise", "embedding"])
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
@@ -184,6 +221,8 @@ def main():
         table_head()
     if a.only in (None, "pointwise"):
         table_pointwise(bw)
+    if a.only in (None, "embedding"):
+        table_embedding()
     return 0
 
 

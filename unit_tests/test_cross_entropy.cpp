@@ -1382,12 +1382,12 @@ TYPED_TEST(CrossEntropy, SampleWeightsThroughTheTypedApi) {
   Kokkos::deep_copy(go, static_cast<T>(1.0f));
   Kokkos::View<A*, Mem> lse("lse", 3);
   Kokkos::View<double, Mem> tw("tw");
-  Kokkos::View<T**, Mem> gx("gx", 3, 301);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 3, 301);
   const double tl = tol<T>();
   for (std::int64_t splits : {1, 3}) {
     o.tuning.row_splits = static_cast<int>(splits);
     kloss::cross_entropy(exec, x, t, w, s, out, lse, tw, o);
-    kloss::cross_entropy_backward(exec, go, x, t, w, s, lse, tw, gx, Kokkos::View<T**, Mem>(), o);
+    kloss::cross_entropy_backward(exec, go, x, t, w, s, lse, tw, gx, Kokkos::View<T**, Kokkos::LayoutRight, Mem>(), o);
     const std::string what = "row_splits " + std::to_string(splits);
     expect_near_all(to_doubles(out), S.out, tl * 4, tl, what + " output");
     EXPECT_NEAR(to_doubles(tw)[0], S.denom, 1e-6 * S.denom) << what;

@@ -191,7 +191,7 @@ TEST(Ensemble, TypedApiAndModuleInEveryDtype) {
     kloss::crps_ensemble(exec, xv, yv, out, o);
     expect_near_all(to_doubles(out), {want}, tol, tol, "typed");
     const kloss::CrpsEnsembleLoss<T> loss(o);
-    Kokkos::View<T**, Mem> gx("gx", 6, 4);
+    Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 6, 4);
     Kokkos::View<T*, Mem> gy("gy", 6);
     loss.forward(exec, xv, yv, out);
     expect_near_all(to_doubles(out), {want}, tol, tol, "module");
@@ -410,8 +410,8 @@ TEST(Ensemble, TypedMaskedEntryPoints) {
   auto mv = make_view<double**>("m", {1, 0, 1}, {3, 1});
   Kokkos::View<double, Mem> out("out"), go("go");
   Kokkos::deep_copy(go, 1.0);
-  Kokkos::View<double***, Mem> gx("gx", 3, 5, 4);
-  Kokkos::View<double**, Mem> gy("gy", 3, 4);
+  Kokkos::View<double***, Kokkos::LayoutRight, Mem> gx("gx", 3, 5, 4);
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> gy("gy", 3, 4);
   Kokkos::View<double*, Mem> gw("gw", 4);
   const kloss::CrpsEnsembleOptions o{Reduction::mean, kloss::CrpsEstimator::fair, 0.95, 1};
   kloss::masked_crps_ensemble(exec, xv, yv, wv, mv, out, o);
@@ -944,8 +944,8 @@ void check_typed_multivariate(double tol) {
   auto wflat = make_view<T*>("wflat", wd, {D * D});
   Kokkos::View<T, Mem> out("out"), one("one");
   Kokkos::deep_copy(one, T(1.0f));
-  Kokkos::View<T***, Mem> gx("gx", P, m, D);
-  Kokkos::View<T**, Mem> gy("gy", P, D);
+  Kokkos::View<T***, Kokkos::LayoutRight, Mem> gx("gx", P, m, D);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gy("gy", P, D);
   // the expected value, and the sums of the gradients (the module's
   // objective: grad_output 1)
   auto want = [&](const Multi& q) {
@@ -1053,8 +1053,9 @@ TEST(EnsembleMultivariate, Errors) {
   EXPECT_KLOSS_THROW(kloss::energy_score(exec, x, bad_y, out), DimensionMismatch, "'target'");
   EXPECT_KLOSS_THROW(kloss::variogram_score(exec, x, bad_y, out), DimensionMismatch, "'target'");
   Kokkos::View<double*, Mem> gy_flat("gy_flat", 6);
-  EXPECT_KLOSS_THROW(kloss::energy_score_backward(exec, out, x, bad_y, Kokkos::View<double***, Mem>("gx", 2, 4, 3),
-                                                  Kokkos::View<double**, Mem>("gy", 2, 4)),
+  EXPECT_KLOSS_THROW(kloss::energy_score_backward(exec, out, x, bad_y,
+                                                  Kokkos::View<double***, Kokkos::LayoutRight, Mem>("gx", 2, 4, 3),
+                                                  Kokkos::View<double**, Kokkos::LayoutRight, Mem>("gy", 2, 4)),
                      DimensionMismatch, "kloss::energy_score_backward");
   // member_dim, event_dims outside the rank
   for (std::int64_t d : {3, -4}) {
@@ -1083,7 +1084,7 @@ TEST(EnsembleMultivariate, Errors) {
   }
   // an empty members axis; one member under the fair estimators
   {
-    Kokkos::View<double***, Mem> x0("x0", 2, 0, 3);
+    Kokkos::View<double***, Kokkos::LayoutRight, Mem> x0("x0", 2, 0, 3);
     EXPECT_KLOSS_THROW(kloss::energy_score(exec, x0, y, out), InvalidArgument, "members axis is empty");
     EXPECT_KLOSS_THROW(kloss::variogram_score(exec, x0, y, out), InvalidArgument, "members axis is empty");
     auto x1 = make_view<double***>("x1", random_values(6, -2, 2, 99), {2, 1, 3});
@@ -1113,11 +1114,11 @@ TEST(EnsembleMultivariate, Errors) {
   // p <= 0 (and NaN)
   for (double p : {0.0, -1.0, std::nan("")})
     EXPECT_KLOSS_THROW(vs(vopt([p](auto& o) { o.p = p; })), InvalidArgument, "kloss::variogram_score: option 'p'");
-  EXPECT_KLOSS_THROW(
-      kloss::variogram_score_backward(exec, out, x, y, Kokkos::View<const double*, Mem>(),
-                                      Kokkos::View<double***, Mem>("gx", 2, 4, 3),
-                                      Kokkos::View<double**, Mem>("gy", 2, 3), vopt([](auto& o) { o.p = 0; })),
-      InvalidArgument, "kloss::variogram_score_backward: option 'p'");
+  EXPECT_KLOSS_THROW(kloss::variogram_score_backward(exec, out, x, y, Kokkos::View<const double*, Mem>(),
+                                                     Kokkos::View<double***, Kokkos::LayoutRight, Mem>("gx", 2, 4, 3),
+                                                     Kokkos::View<double**, Kokkos::LayoutRight, Mem>("gy", 2, 3),
+                                                     vopt([](auto& o) { o.p = 0; })),
+                     InvalidArgument, "kloss::variogram_score_backward: option 'p'");
   // a weight not [D, D] (D = 3)
   for (const auto& ext : std::vector<std::vector<std::size_t>>{{3, 2}, {2, 3}, {4, 4}}) {
     auto w = make_view<double**>("w", random_values(ext[0] * ext[1], 0, 1, 100), ext);
@@ -1136,12 +1137,14 @@ TEST(EnsembleMultivariate, Errors) {
   EXPECT_KLOSS_THROW(kloss::variogram_score(exec, x, y, three, vopt([](auto& o) { o.reduction = Reduction::none; })),
                      DimensionMismatch, "'output'");
   EXPECT_NO_THROW(kloss::energy_score(exec, x, y, none, eopt([](auto& o) { o.reduction = Reduction::none; })));
-  EXPECT_KLOSS_THROW(kloss::energy_score_backward(exec, out, x, y, Kokkos::View<double***, Mem>("gx", 2, 4, 2),
-                                                  Kokkos::View<double**, Mem>("gy", 2, 3)),
-                     DimensionMismatch, "'grad_input'");
-  EXPECT_KLOSS_THROW(kloss::variogram_score_backward(exec, out, x, y, Kokkos::View<const double*, Mem>(),
-                                                     Kokkos::View<double***, Mem>("gx", 2, 4, 3), gy_flat),
-                     DimensionMismatch, "'grad_target'");
+  EXPECT_KLOSS_THROW(
+      kloss::energy_score_backward(exec, out, x, y, Kokkos::View<double***, Kokkos::LayoutRight, Mem>("gx", 2, 4, 2),
+                                   Kokkos::View<double**, Kokkos::LayoutRight, Mem>("gy", 2, 3)),
+      DimensionMismatch, "'grad_input'");
+  EXPECT_KLOSS_THROW(
+      kloss::variogram_score_backward(exec, out, x, y, Kokkos::View<const double*, Mem>(),
+                                      Kokkos::View<double***, Kokkos::LayoutRight, Mem>("gx", 2, 4, 3), gy_flat),
+      DimensionMismatch, "'grad_target'");
   // the runtime API's spellings: an unknown estimator, event_dims not axes
   Multi q = random_call("energy_score", {2, 4, 3}, -2, {-1}, 102);
   q.est = "unbiased";
@@ -1363,8 +1366,8 @@ TEST(MultivariateScores, TypedMaskedEntryPoints) {
   auto pv = make_view<double**>("pair", pair, {4, 4});
   Kokkos::View<double, Mem> out("out"), go("go");
   Kokkos::deep_copy(go, 1.0);
-  Kokkos::View<double***, Mem> gx("gx", 3, 5, 4);
-  Kokkos::View<double**, Mem> gy("gy", 3, 4);
+  Kokkos::View<double***, Kokkos::LayoutRight, Mem> gx("gx", 3, 5, 4);
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> gy("gy", 3, 4);
   Kokkos::View<double*, Mem> gw("gw", 3);
   const kloss::MaskOptions masking{true};
   for (const std::string op : {"energy_score", "variogram_score"}) {

@@ -811,7 +811,7 @@ TEST(GridLoss, Modules) {
   h1.forward(exec, xv, yv, out);
   expect_near_all(to_doubles(out), kloss_ref::reduce(kloss_ref::h1_loss(x, y, ro), Reduction::sum), 1e-12, 1e-14,
                   "H1Loss");
-  Kokkos::View<double***, Mem> gx("gx", 2, 6, 5), gy("gy", 2, 6, 5);
+  Kokkos::View<double***, Kokkos::LayoutRight, Mem> gx("gx", 2, 6, 5), gy("gy", 2, 6, 5);
   h1.backward(exec, xv, yv, gx, gy);
   const auto want = kloss_ref::grid_loss_grad(true, x, y, ro, kloss_ref::upstream({1.0}, Reduction::sum, 2));
   expect_fd_near(to_doubles(gx), want.first, "H1Loss grad_input");

@@ -562,8 +562,8 @@ TYPED_TEST(Pointwise, QuantilesMatchTheReference) {
       const auto res = run_quantiles(kloss::rt::dtype_of<T>(),
                                      {{"input", L.input, xv}, {"target", L.target, yv}, {"quantiles", L.quantiles, qv}},
                                      red, go, out);
-      const auto R = kloss_ref::pointwise(kloss_ref::Pw::quantiles, {}, {L.input, L.target, L.quantiles}, {xv, yv, qv},
-                                          red, &go, {0, 1});
+      const std::vector<Ext> shapes{L.input, L.target, L.quantiles};
+      const auto R = kloss_ref::pointwise(kloss_ref::Pw::quantiles, {}, shapes, {xv, yv, qv}, red, &go, {0, 1});
       const std::string what = Shape(L.input).str() + " " + Shape(L.target).str() + " " + Shape(L.quantiles).str() +
                                " " + std::string(kloss::to_string(red));
       double mag = 1e-3;
@@ -830,7 +830,7 @@ TYPED_TEST(Pointwise, CrpsGaussianHandCheckedAndFiniteDifferences) {
   Kokkos::View<T, Mem> s("s");
   EXPECT_KLOSS_THROW(kloss::crps_gaussian(exec, mu, y, bad, s), kloss::InvalidArgument, "kloss::crps_gaussian");
   // an empty output still checks the std it would broadcast (as gaussian_nll_loss's var)
-  Kokkos::View<T**, Mem> e0("e0", 0, 4), e1("e1", 0, 4);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> e0("e0", 0, 4), e1("e1", 0, 4);
   EXPECT_KLOSS_THROW(kloss::crps_gaussian(exec, e0, e1, bad, s), kloss::InvalidArgument,
                      "kloss::crps_gaussian: argument 'std' must be positive, got 0 at position 1");
 }
@@ -1741,7 +1741,7 @@ TYPED_TEST(Pointwise, MaskedCrpsGaussianMatchesTheReference) {
   auto m = make_view<T**>("m", mv, {4, 1});
   Kokkos::View<T, Mem> out("out"), go("go");
   Kokkos::deep_copy(go, static_cast<T>(1.0f));
-  Kokkos::View<T**, Mem> gx("gx", 4, 3), gy("gy", 4, 3), gs("gs", 4, 3);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 4, 3), gy("gy", 4, 3), gs("gs", 4, 3);
   Kokkos::View<T*, Mem> gw("gw", 3);
   kloss::masked_crps_gaussian(exec, x, y, sd, w, m, out);
   kloss::masked_crps_gaussian_backward(exec, go, x, y, sd, w, m, gx, gy, gs, gw);
@@ -1845,7 +1845,7 @@ TYPED_TEST(Pointwise, MaskedKlDivMatchesTheReference) {
   auto m = make_view<T**>("m", mv, {4, 1});
   Kokkos::View<T, Mem> out("out"), go("go");
   Kokkos::deep_copy(go, static_cast<T>(1.0f));
-  Kokkos::View<T**, Mem> gx("gx", 4, 3), gy("gy", 4, 3);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 4, 3), gy("gy", 4, 3);
   Kokkos::View<T*, Mem> gw("gw", 3);
   kloss::masked_kl_div(exec, x, y, w, m, out);
   kloss::masked_kl_div_backward(exec, go, x, y, w, m, gx, gy, gw);
@@ -1918,7 +1918,7 @@ TYPED_TEST(Pointwise, MaskedPoissonNllMatchesTheReference) {
   auto m = make_view<T**>("m", mv, {4, 1});
   Kokkos::View<T, Mem> out("out"), go("go");
   Kokkos::deep_copy(go, static_cast<T>(1.0f));
-  Kokkos::View<T**, Mem> gx("gx", 4, 3), no_target;
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 4, 3), no_target;
   Kokkos::View<T*, Mem> gw("gw", 3);
   kloss::PoissonNllLossOptions po;
   po.full = true;
@@ -1937,7 +1937,7 @@ TYPED_TEST(Pointwise, MaskedPoissonNllMatchesTheReference) {
   expect_near_all(to_doubles(gw), R.grads[2], tol<T>(), 4 * tol<T>() * mag, "typed grad_weight, full");
   // nothing counts: NaN, every gradient 0
   auto zero = make_view<T**>("zero", {0, 0, 0, 0}, {4, 1});
-  Kokkos::View<T**, Mem> gy("gy", 4, 3);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gy("gy", 4, 3);
   kloss::masked_poisson_nll_loss(exec, x, y, w, zero, out, po, skip);
   EXPECT_TRUE(std::isnan(to_doubles(out)[0]));
   kloss::masked_poisson_nll_loss_backward(exec, go, x, y, w, zero, gx, gy, gw, po, skip);
@@ -2037,7 +2037,7 @@ TYPED_TEST(Pointwise, MaskedBinaryCrossEntropyMatchesTheReference) {
   auto m = make_view<T**>("m", mv, {4, 1});
   Kokkos::View<T, Mem> out("out"), go("go");
   Kokkos::deep_copy(go, static_cast<T>(1.0f));
-  Kokkos::View<T**, Mem> gx("gx", 4, 3), gy("gy", 4, 3);
+  Kokkos::View<T**, Kokkos::LayoutRight, Mem> gx("gx", 4, 3), gy("gy", 4, 3);
   Kokkos::View<T*, Mem> empty;
   const kloss::MaskOptions skip{true};
   kloss::masked_binary_cross_entropy(exec, x, y, w, m, out, {}, skip);

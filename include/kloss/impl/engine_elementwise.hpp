@@ -152,11 +152,51 @@ struct PointwisePacks {
   }
 };
 
+/// load_pack for the device form's register arrays: every loop has the
+/// pack's length E as its trip count (a partial pack's elements past cnt
+/// read as 0), so that after unrolling each value sits in a register. A
+/// loop bounded by cnt indexes the array at run time, which puts it in
+/// local memory (a stack frame of 80-144 bytes in the packed kernels).
+template <class T, class A>
+KOKKOS_FORCEINLINE_FUNCTION void load_pack_regs(const T* p, std::int64_t e0, int cnt, bool aligned, A* out) {
+  constexpr int E = Pack16<T>::size;
+  if (aligned && cnt == E) {
+    const Pack16<T> pk = *reinterpret_cast<const Pack16<T>*>(p + e0);
+    KLOSS_UNROLL
+    for (int e = 0; e < E; ++e) out[e] = to_acc(pk.v[e]);
+  } else {
+    KLOSS_UNROLL
+    for (int e = 0; e < E; ++e) {
+      if (e < cnt)
+        out[e] = to_acc(p[e0 + e]);
+      else
+        out[e] = A(0);
+    }
+  }
+}
+
+/// store_pack for the device form's register arrays (see load_pack_regs).
+template <class T, class A>
+KOKKOS_FORCEINLINE_FUNCTION void store_pack_regs(T* p, std::int64_t e0, int cnt, bool aligned, const A* in) {
+  constexpr int E = Pack16<T>::size;
+  if (aligned && cnt == E) {
+    Pack16<T> pk;
+    KLOSS_UNROLL
+    for (int e = 0; e < E; ++e) pk.v[e] = static_cast<T>(in[e]);
+    *reinterpret_cast<Pack16<T>*>(p + e0) = pk;
+  } else {
+    KLOSS_UNROLL
+    for (int e = 0; e < E; ++e)
+      if (e < cnt) p[e0 + e] = static_cast<T>(in[e]);
+  }
+}
+
 /// The pack at e0 (cnt elements) of each of the N operands into col[k].
 template <class T, int N, class A, int E>
 KOKKOS_INLINE_FUNCTION void load_operand_packs(const Operands<T, N>& in, std::int64_t e0, int cnt, bool aligned,
                                                A (&col)[N][E]) {
-  for (int k = 0; k < N; ++k) load_pack(in.ptr[k], e0, cnt, aligned, col[k]);
+  KLOSS_UNROLL
+  for (int k = 0; k < N; ++k) load_pack_regs(in.ptr[k], e0, cnt, aligned, col[k]);
 }
 
 /// out[0] = T(sum * scale), on the device. Asynchronous.
@@ -470,8 +510,11 @@ struct PointwiseForwardPacked {
     load_operand_packs(in, e0, cnt, packs.aligned, col);
     ExactMath math;
     int nbad = 0;
-    for (int e = 0; e < cnt; ++e) {
+    KLOSS_UNROLL
+    for (int e = 0; e < E; ++e) {  // a constant trip count: col and l stay in registers
+      if (e >= cnt) break;
       A v[N];
+      KLOSS_UNROLL
       for (int k = 0; k < N; ++k) v[k] = col[k][e];
       l[e] = op.loss(v, math);
       if constexpr (Op::checked) nbad += op.bad(v) >= 0 ? 1 : 0;
@@ -484,20 +527,23 @@ struct PointwiseForwardPacked {
   template <class F>
   KOKKOS_INLINE_FUNCTION void each_pack(const std::int64_t c, const F& f) const {
     packs.each(c, [&](const std::int64_t e0, const int cnt) {
-      A l[E];
+      A l[E] = {};  // (zeros past a partial pack: the loops below run E)
       pack_losses(e0, cnt, l);
       f(e0, cnt, l);
     });
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(NoneTag, const std::int64_t c) const {
-    each_pack(c, [&](const std::int64_t e0, const int cnt, const A* l) { store_pack(o, e0, cnt, packs.aligned, l); });
+    each_pack(c,
+              [&](const std::int64_t e0, const int cnt, const A* l) { store_pack_regs(o, e0, cnt, packs.aligned, l); });
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(SumTag, const std::int64_t c, double& acc) const {
     double s = 0;
     each_pack(c, [&](std::int64_t, const int cnt, const A* l) {
-      for (int e = 0; e < cnt; ++e) s += static_cast<double>(l[e]);
+      KLOSS_UNROLL
+      for (int e = 0; e < E; ++e)
+        if (e < cnt) s += static_cast<double>(l[e]);
     });
     acc += s;
   }
@@ -672,22 +718,27 @@ struct PointwiseBackwardPacked {
       load_operand_packs(in, e0, cnt, packs.aligned, col);
       A g[E] = {};
       if constexpr (PerElem) {
-        load_pack(go, e0, cnt, packs.aligned, g);
+        load_pack_regs(go, e0, cnt, packs.aligned, g);
       } else {
         for (int e = 0; e < E; ++e) g[e] = g0;
       }
       A d[N][E] = {};
       ExactMath math;
       int nbad = 0;
-      for (int e = 0; e < cnt; ++e) {
+      KLOSS_UNROLL
+      for (int e = 0; e < E; ++e) {  // a constant trip count: the arrays stay in registers
+        if (e >= cnt) break;
         A v[N], de[N] = {};
+        KLOSS_UNROLL
         for (int j = 0; j < N; ++j) v[j] = col[j][e];
         op.grad(v, de, math);
+        KLOSS_UNROLL
         for (int j = 0; j < N; ++j) d[j][e] = g[e] * de[j];
         if constexpr (Op::checked_backward) nbad += op.bad(v) >= 0 ? 1 : 0;
       }
+      KLOSS_UNROLL
       for (int j = 0; j < N; ++j)
-        if ((Mask >> j) & 1u) store_pack(gp[j], e0, cnt, packs.aligned, d[j]);
+        if ((Mask >> j) & 1u) store_pack_regs(gp[j], e0, cnt, packs.aligned, d[j]);
       if (Op::checked_backward && nbad > 0) note_first_bad(op, in, e0, e0 + cnt, first_bad);
     });
   }

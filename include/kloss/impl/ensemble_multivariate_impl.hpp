@@ -166,6 +166,17 @@ EventPointMask<T> event_point_mask(std::string_view op, const char* weight_arg, 
                                   g.points, "points", "the target's without the event axes");
 }
 
+/// o[p] = the observation residue of point p, for p < n (a function of its
+/// own: nvcc allows no device lambda in a function that a host lambda's
+/// type instantiates, as event_weight_backward's Scores).
+template <class ExecSpace, class T>
+void write_event_residues(const ExecSpace& exec, const char* op, const EventObservation<T>& obs, std::int64_t n, T* o) {
+  Kokkos::parallel_for(
+      concat("kloss::", op, "_backward::observed"),
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+      KOKKOS_LAMBDA(const std::int64_t p) { o[p] = from_acc<T>(obs.residue(p)); });
+}
+
 /// The per-point weight's gradient of energy_score or variogram_score:
 /// the points' scores (`scores(out)`: the plain forward, Reduction::none)
 /// through the masked element-wise backward over the points, each point's
@@ -185,12 +196,7 @@ void event_weight_backward(const ExecSpace& exec, const char* op, const TensorIn
   Out observed = st;  // (not read without mask_nonfinite)
   if (mask_nonfinite) {
     observed = Out(buffer.view().data() + n, points);
-    T* o = observed.data.data();
-    const EventObservation<T> obs = pm.observation;
-    Kokkos::parallel_for(
-        concat("kloss::", op, "_backward::observed"),
-        Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
-        KOKKOS_LAMBDA(const std::int64_t p) { o[p] = from_acc<T>(obs.residue(p)); });
+    write_event_residues<ExecSpace, T>(exec, op, pm.observation, n, observed.data.data());
   }
   masked_backward<ExecSpace, T, PointScoreOp, 2>(
       exec, op, PointScoreOp{}, grad_output, {TensorIn<ExecSpace, T>(st), TensorIn<ExecSpace, T>(observed)},
@@ -283,6 +289,21 @@ void energy_score(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input, co
   write_point_scores(exec, "kloss::energy_score", n, red, output, score, pm, scale);
 }
 
+/// Where a point's member gradients accumulate: in grad_input itself when
+/// T is its own accumulation type (gx), else in the point's scratch (own).
+/// A function, not an `if constexpr` in the kernel: nvcc's device lambdas
+/// may not first capture a variable inside one.
+template <class A, class T>
+KOKKOS_INLINE_FUNCTION A* member_accumulators(T* gx, A* own) {
+  if constexpr (std::is_same_v<A, T>) {
+    (void)own;
+    return gx;
+  } else {
+    (void)gx;
+    return own;
+  }
+}
+
 /// Backward of energy_score; weight, mask, mask_nonfinite as the
 /// forward's (a counted point's upstream gradient times its weight,
 /// another's gradients 0); grad_weight (optional, with a weight): each
@@ -366,15 +387,8 @@ void energy_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& 
         // first term, then each pair (k, l) once, its term added to both
         // (in differences: sums of w x_l would cancel where the values are
         // large against their spread)
-        A* acc = nullptr;
-        std::int64_t am = D, ae = 1;  // member k's element e at acc[k * am + e * ae]
-        if constexpr (direct) {
-          acc = gx + bx;
-          am = ms;
-          ae = es;
-        } else {
-          acc = wy + m;
-        }
+        A* acc = member_accumulators<A>(gx + bx, wy + m);
+        const std::int64_t am = direct ? ms : D, ae = direct ? es : 1;  // member k's element e at acc[k * am + e * ae]
         for (std::int64_t k = 0; k < m; ++k) {
           const A a = up * wy[k] * inv_m;
           for (std::int64_t e = 0; e < D; ++e)
@@ -404,7 +418,7 @@ void energy_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T>& 
             }
           }
         }
-        if constexpr (!direct)
+        if (!direct)
           for (std::int64_t k = 0; k < m; ++k)
             for (std::int64_t e = 0; e < D; ++e) gx[bx + k * ms + e * es] = from_acc<T>(acc[k * am + e * ae]);
       });
@@ -512,6 +526,40 @@ void check_variogram_weight(std::string_view op, const Tensor<const T, M>& weigh
         " elements, got ", weight.shape.str());
 }
 
+/// A point's variogram score for the power PW (VariogramPower): a functor,
+/// not a lambda, as nvcc allows no device lambda inside the generic lambda
+/// that with_variogram_power calls.
+template <class T, class PW>
+struct VariogramPointScore {
+  using A = acc_t<T>;
+  EventGeometry g;
+  const T* x;
+  const T* y;
+  const T* w;
+  bool fair;
+  A kf;
+  PW pw;
+
+  KOKKOS_INLINE_FUNCTION A operator()(const std::int64_t p) const {
+    std::int64_t bx = 0, bt = 0;
+    g.bases(p, bx, bt);
+    const std::int64_t D = g.event;
+    A total = 0;
+    for (std::int64_t a = 1; a < D; ++a)
+      for (std::int64_t b0 = 0; b0 < a; b0 += variogram_lanes) {
+        const int lanes = a - b0 < variogram_lanes ? static_cast<int>(a - b0) : variogram_lanes;
+        A diff[variogram_lanes], var_over_m[variogram_lanes];
+        variogram_tile(x + bx, y + bt, g, a, b0, lanes, pw, fair, diff, var_over_m);
+        for (int j = 0; j < lanes; ++j) {
+          const std::int64_t b = b0 + j;
+          const A wab = w ? to_acc(w[a * D + b]) + to_acc(w[b * D + a]) : A(2);
+          total += wab * (diff[j] * diff[j] - kf * var_over_m[j]);
+        }
+      }
+    return total;
+  }
+};
+
 /// variogram_score; weight: the pair weights w_ab; point_weight, mask
 /// (optional) and mask_nonfinite: kloss's weights and masks per point
 /// (EventPointMask), a mean over the counted points' weights (which fences).
@@ -541,27 +589,134 @@ void variogram_score(const ExecSpace& exec, const TensorIn<ExecSpace, T>& input,
   const T* w = weight.present ? weight.data.data() : nullptr;
   const bool fair = kf != A(0);
   with_variogram_power(opts.p, [&](const auto pw) {
-    const auto score = KOKKOS_LAMBDA(const std::int64_t p)->A {
-      std::int64_t bx = 0, bt = 0;
-      g.bases(p, bx, bt);
-      const std::int64_t D = g.event;
-      A total = 0;
-      for (std::int64_t a = 1; a < D; ++a)
-        for (std::int64_t b0 = 0; b0 < a; b0 += variogram_lanes) {
-          const int lanes = a - b0 < variogram_lanes ? static_cast<int>(a - b0) : variogram_lanes;
-          A diff[variogram_lanes], var_over_m[variogram_lanes];
-          variogram_tile(x + bx, y + bt, g, a, b0, lanes, pw, fair, diff, var_over_m);
-          for (int j = 0; j < lanes; ++j) {
-            const std::int64_t b = b0 + j;
-            const A wab = w ? to_acc(w[a * D + b]) + to_acc(w[b * D + a]) : A(2);
-            total += wab * (diff[j] * diff[j] - kf * var_over_m[j]);
-          }
-        }
-      return total;
-    };
-    write_point_scores(exec, "kloss::variogram_score", n, red, output, score, pm, scale);
+    using Score = VariogramPointScore<T, std::decay_t<decltype(pw)>>;
+    write_point_scores(exec, "kloss::variogram_score", n, red, output, Score{g, x, y, w, fair, kf, pw}, pm, scale);
   });
 }
+
+/// A point's gradients of variogram_score_backward for the power PW
+/// (VariogramPower); see there. A functor, not a lambda, as nvcc allows no
+/// device lambda inside the generic lambda that with_variogram_power calls.
+template <class T, class PW>
+struct VariogramPointGrad {
+  using A = acc_t<T>;
+  static constexpr bool direct = std::is_same_v<A, T>;  // accumulate in the gradients themselves
+  EventGeometry g;
+  EventPointMask<T> pm;
+  const T* x;
+  const T* y;
+  const T* w;   // the pair weights, or null
+  const T* go;  // grad_output
+  T* gx;        // grad_input, or null
+  T* gy;        // grad_target, or null
+  A* rp;        // 16-bit types: each point's float accumulators, `row` a point
+  std::int64_t row;
+  std::int64_t m;
+  bool none, fair;
+  A scale, md, fair_slope;
+  PW pw;
+
+  KOKKOS_INLINE_FUNCTION void operator()(const std::int64_t p) const {
+    const std::int64_t D = g.event;
+    const A u = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
+    const A up = pm.on ? u * pm.weight_of(p) : u;
+    std::int64_t bx = 0, bt = 0;
+    g.bases(p, bx, bt);
+    if (pm.on && !pm.counted(p)) {  // a point that does not count: gradients exactly 0
+      zero_point_gradients(gx, gy, bx, bt, g);
+      return;
+    }
+    const std::int64_t ms = g.member_stride, es = g.event_stride_x, et = g.event_stride_t;
+    const T* xp = x + bx;
+    const T* yp = y + bt;
+    // the accumulators: member i's element e at ax[i * axm + e * axe],
+    // the target's e at ay[e * aye]
+    A* ax = nullptr;
+    A* ay = nullptr;
+    std::int64_t axm = D, axe = 1, aye = 1;
+    if constexpr (direct) {
+      ax = gx ? gx + bx : nullptr;
+      ay = gy ? gy + bt : nullptr;
+      axm = ms;
+      axe = es;
+      aye = et;
+    } else {
+      ax = gx ? rp + p * row : nullptr;
+      ay = gy ? rp + p * row + (gx ? m * D : 0) : nullptr;
+    }
+    if (ax)
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t e = 0; e < D; ++e) ax[i * axm + e * axe] = A(0);
+    if (ay)
+      for (std::int64_t e = 0; e < D; ++e) ay[e * aye] = A(0);
+    for (std::int64_t a = 1; a < D; ++a)
+      for (std::int64_t b0 = 0; b0 < a; b0 += variogram_lanes) {
+        const int lanes = a - b0 < variogram_lanes ? static_cast<int>(a - b0) : variogram_lanes;
+        A diff[variogram_lanes], var_over_m[variogram_lanes], wab[variogram_lanes];
+        variogram_tile(xp, yp, g, a, b0, lanes, pw, fair, diff, var_over_m);
+        for (int j = 0; j < lanes; ++j) {
+          const std::int64_t b = b0 + j;
+          wab[j] = w ? to_acc(w[a * D + b]) + to_acc(w[b * D + a]) : A(2);
+        }
+        if (ay) {
+          const A ya = to_acc(yp[a * et]);
+          A at_a = 0;
+          for (int j = 0; j < lanes; ++j) {
+            const A dy = ya - to_acc(yp[(b0 + j) * et]);
+            const A gj = wab[j] * A(2) * diff[j] * pw.derivative(dy, pw.value(dy));
+            at_a += gj;
+            ay[(b0 + j) * aye] -= gj;
+          }
+          ay[a * aye] += at_a;
+        }
+        if (!ax) continue;
+        // member i's term of pair j: (c0_j + c1_j f_ij) f'_ij, with
+        // c0 = W (-2 (o - mu)/m + slope mu), c1 = -W slope
+        A c0[variogram_lanes], c1[variogram_lanes];
+        const A ya = to_acc(yp[a * et]);
+        for (int j = 0; j < lanes; ++j) {
+          const A mu = pw.value(ya - to_acc(yp[(b0 + j) * et])) - diff[j];
+          c0[j] = wab[j] * (-A(2) * diff[j] / md + fair_slope * mu);
+          c1[j] = -wab[j] * fair_slope;
+        }
+        for (std::int64_t i = 0; i < m; ++i) {
+          const T* xi = xp + i * ms;
+          A* acc = ax + i * axm;
+          const A xia = to_acc(xi[a * es]);
+          A at_a = 0;
+          if (es == 1 && axe == 1) {  // the common layout, vectorised
+            const T* xb = xi + b0;
+            A* accb = acc + b0;
+            A cs[variogram_lanes];
+            for (int j = 0; j < lanes; ++j) {
+              const A d = xia - to_acc(xb[j]);
+              const A f = pw.value(d);
+              cs[j] = (c0[j] + c1[j] * f) * pw.derivative(d, f);
+              accb[j] -= cs[j];
+            }
+            for (int j = 0; j < lanes; ++j) at_a += cs[j];
+          } else {
+            for (int j = 0; j < lanes; ++j) {
+              const A d = xia - to_acc(xi[(b0 + j) * es]);
+              const A f = pw.value(d);
+              const A c = (c0[j] + c1[j] * f) * pw.derivative(d, f);
+              at_a += c;
+              acc[(b0 + j) * axe] -= c;
+            }
+          }
+          acc[a * axe] += at_a;
+        }
+      }
+    if (ax)
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t e = 0; e < D; ++e) {
+          const A v = up * ax[i * axm + e * axe];
+          gx[bx + i * ms + e * es] = from_acc<T>(v);
+        }
+    if (ay)
+      for (std::int64_t e = 0; e < D; ++e) gy[bt + e * et] = from_acc<T>(up * ay[e * aye]);
+  }
+};
 
 /// variogram_score_backward visits each pair (a < b) once and adds its
 /// terms to both elements' gradients: in the gradients themselves for float
@@ -625,107 +780,10 @@ void variogram_score_backward(const ExecSpace& exec, const TensorIn<ExecSpace, T
   // d/df_i of (o - mu)^2 - k s^2/m: -2(o - mu)/m - k 2 (f_i - mu)/(m (m - 1))
   const A fair_slope = fair && m > 1 ? A(2) * kf / (md * (md - A(1))) : A(0);
   with_variogram_power(opts.p, [&](const auto pw) {
-    Kokkos::parallel_for(
-        "kloss::variogram_score_backward", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
-        KOKKOS_LAMBDA(const std::int64_t p) {
-          const A u = none ? to_acc(go[p]) : to_acc(go[0]) * scale;
-          const A up = pm.on ? u * pm.weight_of(p) : u;
-          std::int64_t bx = 0, bt = 0;
-          g.bases(p, bx, bt);
-          if (pm.on && !pm.counted(p)) {  // a point that does not count: gradients exactly 0
-            zero_point_gradients(gx, gy, bx, bt, g);
-            return;
-          }
-          const std::int64_t ms = g.member_stride, es = g.event_stride_x, et = g.event_stride_t;
-          const T* xp = x + bx;
-          const T* yp = y + bt;
-          // the accumulators: member i's element e at ax[i * axm + e * axe],
-          // the target's e at ay[e * aye]
-          A* ax = nullptr;
-          A* ay = nullptr;
-          std::int64_t axm = D, axe = 1, aye = 1;
-          if constexpr (direct) {
-            ax = gx ? gx + bx : nullptr;
-            ay = gy ? gy + bt : nullptr;
-            axm = ms;
-            axe = es;
-            aye = et;
-          } else {
-            ax = gx ? rp + p * row : nullptr;
-            ay = gy ? rp + p * row + (gx ? m * D : 0) : nullptr;
-          }
-          if (ax)
-            for (std::int64_t i = 0; i < m; ++i)
-              for (std::int64_t e = 0; e < D; ++e) ax[i * axm + e * axe] = A(0);
-          if (ay)
-            for (std::int64_t e = 0; e < D; ++e) ay[e * aye] = A(0);
-          for (std::int64_t a = 1; a < D; ++a)
-            for (std::int64_t b0 = 0; b0 < a; b0 += variogram_lanes) {
-              const int lanes = a - b0 < variogram_lanes ? static_cast<int>(a - b0) : variogram_lanes;
-              A diff[variogram_lanes], var_over_m[variogram_lanes], wab[variogram_lanes];
-              variogram_tile(xp, yp, g, a, b0, lanes, pw, fair, diff, var_over_m);
-              for (int j = 0; j < lanes; ++j) {
-                const std::int64_t b = b0 + j;
-                wab[j] = w ? to_acc(w[a * D + b]) + to_acc(w[b * D + a]) : A(2);
-              }
-              if (ay) {
-                const A ya = to_acc(yp[a * et]);
-                A at_a = 0;
-                for (int j = 0; j < lanes; ++j) {
-                  const A dy = ya - to_acc(yp[(b0 + j) * et]);
-                  const A gj = wab[j] * A(2) * diff[j] * pw.derivative(dy, pw.value(dy));
-                  at_a += gj;
-                  ay[(b0 + j) * aye] -= gj;
-                }
-                ay[a * aye] += at_a;
-              }
-              if (!ax) continue;
-              // member i's term of pair j: (c0_j + c1_j f_ij) f'_ij, with
-              // c0 = W (-2 (o - mu)/m + slope mu), c1 = -W slope
-              A c0[variogram_lanes], c1[variogram_lanes];
-              const A ya = to_acc(yp[a * et]);
-              for (int j = 0; j < lanes; ++j) {
-                const A mu = pw.value(ya - to_acc(yp[(b0 + j) * et])) - diff[j];
-                c0[j] = wab[j] * (-A(2) * diff[j] / md + fair_slope * mu);
-                c1[j] = -wab[j] * fair_slope;
-              }
-              for (std::int64_t i = 0; i < m; ++i) {
-                const T* xi = xp + i * ms;
-                A* acc = ax + i * axm;
-                const A xia = to_acc(xi[a * es]);
-                A at_a = 0;
-                if (es == 1 && axe == 1) {  // the common layout, vectorised
-                  const T* xb = xi + b0;
-                  A* accb = acc + b0;
-                  A cs[variogram_lanes];
-                  for (int j = 0; j < lanes; ++j) {
-                    const A d = xia - to_acc(xb[j]);
-                    const A f = pw.value(d);
-                    cs[j] = (c0[j] + c1[j] * f) * pw.derivative(d, f);
-                    accb[j] -= cs[j];
-                  }
-                  for (int j = 0; j < lanes; ++j) at_a += cs[j];
-                } else {
-                  for (int j = 0; j < lanes; ++j) {
-                    const A d = xia - to_acc(xi[(b0 + j) * es]);
-                    const A f = pw.value(d);
-                    const A c = (c0[j] + c1[j] * f) * pw.derivative(d, f);
-                    at_a += c;
-                    acc[(b0 + j) * axe] -= c;
-                  }
-                }
-                acc[a * axe] += at_a;
-              }
-            }
-          if (ax)
-            for (std::int64_t i = 0; i < m; ++i)
-              for (std::int64_t e = 0; e < D; ++e) {
-                const A v = up * ax[i * axm + e * axe];
-                gx[bx + i * ms + e * es] = from_acc<T>(v);
-              }
-          if (ay)
-            for (std::int64_t e = 0; e < D; ++e) gy[bt + e * et] = from_acc<T>(up * ay[e * aye]);
-        });
+    using Grad = VariogramPointGrad<T, std::decay_t<decltype(pw)>>;
+    Kokkos::parallel_for("kloss::variogram_score_backward",
+                         Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, n),
+                         Grad{g, pm, x, y, w, go, gx, gy, rp, row, m, none, fair, scale, md, fair_slope, pw});
   });
 }
 

@@ -478,7 +478,8 @@ KOKKOS_INLINE_FUNCTION void fold_lanes(A* la, A* lb, double& sa, double& sb) {
 /// The partial sums (A, B) of every work item of h1_loss.
 template <class ExecSpace, class T>
 void h1_item_sums(const ExecSpace& exec, const GridPlanes<T>& P, const H1Axes<acc_t<T>>& ax, const GridItems& items,
-                  std::int64_t functions, const Kokkos::View<double**, typename ExecSpace::memory_space>& sums) {
+                  std::int64_t functions,
+                  const Kokkos::View<double**, Kokkos::LayoutRight, typename ExecSpace::memory_space>& sums) {
   using A = acc_t<T>;
   constexpr int L = grid_lanes;
   const std::int64_t len = ax.line_length(), line_start = ax.line_start(), line_global = ax.line_global();
@@ -568,7 +569,8 @@ void h1_item_sums(const ExecSpace& exec, const GridPlanes<T>& P, const H1Axes<ac
 /// The partial sums (A, B) of every work item of lp_loss.
 template <class ExecSpace, class T>
 void lp_item_sums(const ExecSpace& exec, const T* x, const T* y, const GridItems& items, std::int64_t functions,
-                  acc_t<T> p, int form, const Kokkos::View<double**, typename ExecSpace::memory_space>& sums) {
+                  acc_t<T> p, int form,
+                  const Kokkos::View<double**, Kokkos::LayoutRight, typename ExecSpace::memory_space>& sums) {
   using A = acc_t<T>;
   constexpr int L = grid_lanes;
   const std::int64_t cells = items.line_length;
@@ -653,8 +655,8 @@ std::vector<double> grid_sums(const ExecSpace& exec, GridKind kind,
     ax.h[k] = static_cast<A>(o.measure[k] / static_cast<double>(g.global[k] > 0 ? g.global[k] : 1));
   }
   const std::int64_t n_items = items.count(F);
-  const Kokkos::View<double**, Mem> part(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid_loss::parts"),
-                                         static_cast<std::size_t>(n_items), 2);
+  const Kokkos::View<double**, Kokkos::LayoutRight, Mem> part(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid_loss::parts"), static_cast<std::size_t>(n_items), 2);
   if (n_items > 0) {
     if (kind == GridKind::h1)
       h1_item_sums(exec, planes, ax, items, F, part);
@@ -662,7 +664,8 @@ std::vector<double> grid_sums(const ExecSpace& exec, GridKind kind,
       lp_item_sums(exec, planes.x, planes.y, items, F, static_cast<A>(o.p), pow_form(o.p), part);
   }
   const std::int64_t per_f = items.lines * items.segments;
-  const Kokkos::View<double**, Mem> per(Kokkos::view_alloc("kloss::grid_loss::sums"), static_cast<std::size_t>(F), 2);
+  const Kokkos::View<double**, Kokkos::LayoutRight, Mem> per(Kokkos::view_alloc("kloss::grid_loss::sums"),
+                                                             static_cast<std::size_t>(F), 2);
   if (per_f > 0)
     Kokkos::parallel_for(
         "kloss::grid_loss::per_function", Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, F),
@@ -675,7 +678,8 @@ std::vector<double> grid_sums(const ExecSpace& exec, GridKind kind,
           per(f, 0) = a;
           per(f, 1) = b;
         });
-  const Kokkos::View<double**, Kokkos::HostSpace> host("kloss::grid_loss::sums_host", static_cast<std::size_t>(F), 2);
+  const Kokkos::View<double**, Kokkos::LayoutRight, Kokkos::HostSpace> host("kloss::grid_loss::sums_host",
+                                                                            static_cast<std::size_t>(F), 2);
   Kokkos::deep_copy(exec, host, per);
   exec.fence();
   std::vector<double> out(static_cast<std::size_t>(2 * F));
@@ -745,9 +749,10 @@ void grid_loss_backward(const ExecSpace& exec, GridKind kind, const TensorIn<Exe
                                                     static_cast<std::size_t>(grad_output.numel()));
   Kokkos::deep_copy(go_host, grad_output.data);
   const double scale = reduction_scale(o.reduction, F);
-  const Kokkos::View<A**, Mem> fac(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid_loss::factors"),
-                                   static_cast<std::size_t>(F), 2);
-  const Kokkos::View<A**, Kokkos::HostSpace> fh("kloss::grid_loss::factors_host", static_cast<std::size_t>(F), 2);
+  const Kokkos::View<A**, Kokkos::LayoutRight, Mem> fac(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "kloss::grid_loss::factors"), static_cast<std::size_t>(F), 2);
+  const Kokkos::View<A**, Kokkos::LayoutRight, Kokkos::HostSpace> fh("kloss::grid_loss::factors_host",
+                                                                     static_cast<std::size_t>(F), 2);
   for (std::int64_t f = 0; f < F; ++f) {
     const double u = o.reduction == Reduction::none ? static_cast<double>(to_acc(go_host(f)))
                                                     : static_cast<double>(to_acc(go_host(0))) * scale;

@@ -89,6 +89,14 @@ inline int test_pointwise_device = 0;
 /// 64 lanes within 5 % of each other (about 1.45 ms); a two-step block
 /// variant (block max, then one exp per element) was slower under GCC.
 inline constexpr int ce_lanes = 16;
+/// The same loop in device code (a thread's slice of a strided row, or a
+/// whole row under row_slices = 1): a warp's lanes already run 32 slices
+/// side by side, and 16 running maxima and sums per thread are 48 registers
+/// that every row kernel holding the loop reserves. Measured on an H200
+/// (docs/gpu.md): with 2, the forward's registers fell from 168 to 114
+/// (float) and 128 (bfloat16) per thread, two 256-thread teams a
+/// multiprocessor instead of one.
+inline constexpr int ce_lanes_device = 2;
 /// The largest |lse| whose saved value the cross-entropy backward uses as
 /// it is; a row beyond it (or with a confident target) takes its shift from
 /// its partials again (impl::ce_saved_lse_is_coarse). 64 in float: the lse's
