@@ -6,6 +6,7 @@
 #include <kloss/impl/tuning.hpp>
 
 #include <Kokkos_Core.hpp>
+#include <cstdio>
 #include <cstdlib>
 #ifdef KLOSS_HAVE_MPI
 #include <mpi.h>
@@ -19,8 +20,17 @@ int main(int argc, char** argv) {
   if (const char* s = std::getenv("KLOSS_TEST_EMBEDDING_TEAM_SORT"))
     kloss::impl::tuning::test_embedding_team_sort = std::atoi(s);
   // Test hook: run the element-wise losses' device form (16-byte packs) on the host.
-  if (const char* s = std::getenv("KLOSS_TEST_POINTWISE_DEVICE"))
+  if (const char* s = std::getenv("KLOSS_TEST_POINTWISE_DEVICE")) {
+#ifndef KLOSS_HAVE_HOST_DEVICE_FORMS
+    // the library has no such form for hosts: the run would test the host form under the hook's name
+    if (std::atoi(s) != 0) {
+      std::fprintf(stderr, "KLOSS_TEST_POINTWISE_DEVICE is set, but this kloss was built without "
+                           "KLOSS_ENABLE_HOST_DEVICE_FORMS\n");
+      return 1;
+    }
+#endif
     kloss::impl::tuning::test_pointwise_device = std::atoi(s);
+  }
   // Test hook: run the fused heads' device schedule on the host.
   if (const char* s = std::getenv("KLOSS_TEST_FUSED_DEVICE_SCHEDULE"))
     kloss::impl::tuning::test_fl_device_schedule = std::atoi(s);

@@ -43,6 +43,8 @@ LEFT_OUT = {
     "KLOSS_ENABLE_EXAMPLES": "the examples build on their own against the installed package",
     "KLOSS_ENABLE_SANITIZERS": "a developer build (ASan/UBSan) of kloss itself",
     "KLOSS_ENABLE_FUZZERS": "libFuzzer targets of a developer build (needs clang)",
+    "KLOSS_ENABLE_HOST_DEVICE_FORMS": "the element-wise device form on hosts serves the test hooks of a "
+    "developer build only",
     "KLOSS_ENABLE_NATIVE_ARCH": "Spack's compiler wrappers add the target's flags; -march=native ties a build to "
     "its host",
 }

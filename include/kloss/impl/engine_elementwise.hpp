@@ -34,6 +34,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <kloss/checks.hpp>
+#include <kloss/config.hpp>
 #include <kloss/half.hpp>
 #include <kloss/impl/packs.hpp>
 #include <kloss/impl/reduce.hpp>
@@ -110,11 +111,23 @@ constexpr std::int64_t pointwise_chunk() {
   return is_host_space_v<ExecSpace> ? tuning::pointwise_chunk : 1;
 }
 
-/// Whether the flat element-wise kernels run their device form (16-byte
-/// packs, see PointwisePacks) on ExecSpace: on devices, and on hosts under
-/// the test hook tuning::test_pointwise_device.
+/// Whether the flat element-wise kernels' device form (16-byte packs, see
+/// PointwisePacks) is compiled for ExecSpace: on devices, and on hosts in a
+/// build with KLOSS_ENABLE_HOST_DEVICE_FORMS (kloss/config.hpp).
+template <class ExecSpace>
+inline constexpr bool pointwise_packed_compiled =
+#ifdef KLOSS_HAVE_HOST_DEVICE_FORMS
+    true;
+#else
+    !is_host_space_v<ExecSpace>;
+#endif
+
+/// Whether the flat element-wise kernels run their device form on
+/// ExecSpace: on devices, and on hosts under the test hook
+/// tuning::test_pointwise_device where it is compiled.
 template <class ExecSpace>
 bool pointwise_packed() {
+  if constexpr (!pointwise_packed_compiled<ExecSpace>) return false;
   return !is_host_space_v<ExecSpace> || tuning::test_pointwise_device != 0;
 }
 
@@ -152,51 +165,12 @@ struct PointwisePacks {
   }
 };
 
-/// load_pack for the device form's register arrays: every loop has the
-/// pack's length E as its trip count (a partial pack's elements past cnt
-/// read as 0), so that after unrolling each value sits in a register. A
-/// loop bounded by cnt indexes the array at run time, which puts it in
-/// local memory (a stack frame of 80-144 bytes in the packed kernels).
-template <class T, class A>
-KOKKOS_FORCEINLINE_FUNCTION void load_pack_regs(const T* p, std::int64_t e0, int cnt, bool aligned, A* out) {
-  constexpr int E = Pack16<T>::size;
-  if (aligned && cnt == E) {
-    const Pack16<T> pk = *reinterpret_cast<const Pack16<T>*>(p + e0);
-    KLOSS_UNROLL
-    for (int e = 0; e < E; ++e) out[e] = to_acc(pk.v[e]);
-  } else {
-    KLOSS_UNROLL
-    for (int e = 0; e < E; ++e) {
-      if (e < cnt)
-        out[e] = to_acc(p[e0 + e]);
-      else
-        out[e] = A(0);
-    }
-  }
-}
-
-/// store_pack for the device form's register arrays (see load_pack_regs).
-template <class T, class A>
-KOKKOS_FORCEINLINE_FUNCTION void store_pack_regs(T* p, std::int64_t e0, int cnt, bool aligned, const A* in) {
-  constexpr int E = Pack16<T>::size;
-  if (aligned && cnt == E) {
-    Pack16<T> pk;
-    KLOSS_UNROLL
-    for (int e = 0; e < E; ++e) pk.v[e] = static_cast<T>(in[e]);
-    *reinterpret_cast<Pack16<T>*>(p + e0) = pk;
-  } else {
-    KLOSS_UNROLL
-    for (int e = 0; e < E; ++e)
-      if (e < cnt) p[e0 + e] = static_cast<T>(in[e]);
-  }
-}
-
 /// The pack at e0 (cnt elements) of each of the N operands into col[k].
 template <class T, int N, class A, int E>
 KOKKOS_INLINE_FUNCTION void load_operand_packs(const Operands<T, N>& in, std::int64_t e0, int cnt, bool aligned,
                                                A (&col)[N][E]) {
   KLOSS_UNROLL
-  for (int k = 0; k < N; ++k) load_pack_regs(in.ptr[k], e0, cnt, aligned, col[k]);
+  for (int k = 0; k < N; ++k) load_pack(in.ptr[k], e0, cnt, aligned, col[k]);
 }
 
 /// out[0] = T(sum * scale), on the device. Asynchronous.
@@ -535,7 +509,7 @@ struct PointwiseForwardPacked {
 
   KOKKOS_INLINE_FUNCTION void operator()(NoneTag, const std::int64_t c) const {
     each_pack(c,
-              [&](const std::int64_t e0, const int cnt, const A* l) { store_pack_regs(o, e0, cnt, packs.aligned, l); });
+              [&](const std::int64_t e0, const int cnt, const A* l) { store_pack(o, e0, cnt, packs.aligned, l); });
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(SumTag, const std::int64_t c, double& acc) const {
@@ -620,11 +594,13 @@ void pointwise_forward(const ExecSpace& exec, const std::string& op_name, const 
   const std::int64_t n = out_shape.numel();
   FirstBad<ExecSpace> first_bad;
   if constexpr (Op::checked) first_bad = FirstBad<ExecSpace>(exec, n);
-  if (in.flat && pointwise_packed<ExecSpace>())
-    pointwise_forward_packed(exec, op_name, op, in, out, n, reduction, scale, first_bad.ptr);
-  else if (in.flat)
+  const bool packed = in.flat && pointwise_packed<ExecSpace>();
+  if constexpr (pointwise_packed_compiled<ExecSpace>) {
+    if (packed) pointwise_forward_packed(exec, op_name, op, in, out, n, reduction, scale, first_bad.ptr);
+  }
+  if (in.flat && !packed)
     pointwise_forward_launch<true>(exec, op_name, op, in, out, n, reduction, scale, first_bad.ptr);
-  else
+  else if (!in.flat)
     pointwise_forward_launch<false>(exec, op_name, op, in, out, n, reduction, scale, first_bad.ptr);
 
   if constexpr (Op::checked) {
@@ -718,7 +694,7 @@ struct PointwiseBackwardPacked {
       load_operand_packs(in, e0, cnt, packs.aligned, col);
       A g[E] = {};
       if constexpr (PerElem) {
-        load_pack_regs(go, e0, cnt, packs.aligned, g);
+        load_pack(go, e0, cnt, packs.aligned, g);
       } else {
         for (int e = 0; e < E; ++e) g[e] = g0;
       }
@@ -738,7 +714,7 @@ struct PointwiseBackwardPacked {
       }
       KLOSS_UNROLL
       for (int j = 0; j < N; ++j)
-        if ((Mask >> j) & 1u) store_pack_regs(gp[j], e0, cnt, packs.aligned, d[j]);
+        if ((Mask >> j) & 1u) store_pack(gp[j], e0, cnt, packs.aligned, d[j]);
       if (Op::checked_backward && nbad > 0) note_first_bad(op, in, e0, e0 + cnt, first_bad);
     });
   }
@@ -747,15 +723,17 @@ struct PointwiseBackwardPacked {
 template <bool PerElem, unsigned Mask, class ExecSpace, class T, class Op, int N>
 void pointwise_backward_flat(const ExecSpace& exec, const std::string& op_name, const Op& op, const Operands<T, N>& in,
                              const T* go, acc_t<T> sc, T* const (&gp)[N], std::int64_t n, std::int64_t* first_bad) {
-  if (pointwise_packed<ExecSpace>()) {
-    bool aligned = operands_aligned16(in, {PerElem ? static_cast<const void*>(go) : nullptr});
-    for (int j = 0; j < N; ++j) aligned = aligned && (!((Mask >> j) & 1u) || aligned16(gp[j]));
-    using KP = PointwiseBackwardPacked<T, Op, N, PerElem, Mask>;
-    KP kp{op, in, go, sc, {}, PointwisePacks<T>(n, aligned), first_bad};
-    for (int j = 0; j < N; ++j) kp.gp[j] = gp[j];
-    Kokkos::parallel_for("kloss::" + op_name + "::backward",
-                         Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, kp.packs.items), kp);
-    return;
+  if constexpr (pointwise_packed_compiled<ExecSpace>) {
+    if (pointwise_packed<ExecSpace>()) {
+      bool aligned = operands_aligned16(in, {PerElem ? static_cast<const void*>(go) : nullptr});
+      for (int j = 0; j < N; ++j) aligned = aligned && (!((Mask >> j) & 1u) || aligned16(gp[j]));
+      using KP = PointwiseBackwardPacked<T, Op, N, PerElem, Mask>;
+      KP kp{op, in, go, sc, {}, PointwisePacks<T>(n, aligned), first_bad};
+      for (int j = 0; j < N; ++j) kp.gp[j] = gp[j];
+      Kokkos::parallel_for("kloss::" + op_name + "::backward",
+                           Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>>(exec, 0, kp.packs.items), kp);
+      return;
+    }
   }
   using K = PointwiseBackwardFlat<ExecSpace, T, Op, N, PerElem, Mask>;
   K k{op, in, go, sc, {}, n, first_bad, exact_math_only()};

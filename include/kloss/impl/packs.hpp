@@ -35,30 +35,41 @@ struct alignas(16) Pack16 {
 /// Whether p sits on a 16-byte boundary (null counts as aligned).
 inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
-/// Loads `cnt` elements of p from e0 as A into out: one vector load for a
-/// whole aligned pack.
+/// Loads `cnt` elements of p from e0 as A into out[0, E), zeros past cnt:
+/// one vector load for a whole aligned pack. Every loop has the pack's
+/// length E as its trip count, so that after unrolling each value sits in a
+/// register: a loop bounded by cnt indexes out at run time, which on a
+/// device puts the array in local memory (80-144-byte stack frames in the
+/// element-wise kernels).
 template <class T, class A>
 KOKKOS_FORCEINLINE_FUNCTION void load_pack(const T* p, std::int64_t e0, int cnt, bool aligned, A* out) {
   constexpr int E = Pack16<T>::size;
   if (aligned && cnt == E) {
     const Pack16<T> pk = *reinterpret_cast<const Pack16<T>*>(p + e0);
+    KLOSS_UNROLL
     for (int e = 0; e < E; ++e) out[e] = to_acc(pk.v[e]);
   } else {
-    for (int e = 0; e < cnt; ++e) out[e] = to_acc(p[e0 + e]);
+    KLOSS_UNROLL
+    for (int e = 0; e < E; ++e) out[e] = e < cnt ? to_acc(p[e0 + e]) : A(0);
   }
 }
 
-/// Stores `cnt` values as T to p from e0: one vector store for a whole
-/// aligned pack.
-template <class T, class A>
+/// Stores in[0, cnt) as T to p from e0, cnt <= C: one vector store for a
+/// whole aligned pack (constant trip counts, as load_pack). C exceeds T's
+/// pack length where the values are another type's pack (RowPacks::store of
+/// a bfloat16 row's gradient as float: 8 values, packs of 4).
+template <class T, class A, int C = Pack16<T>::size>
 KOKKOS_FORCEINLINE_FUNCTION void store_pack(T* p, std::int64_t e0, int cnt, bool aligned, const A* in) {
   constexpr int E = Pack16<T>::size;
   if (aligned && cnt == E) {
     Pack16<T> pk;
+    KLOSS_UNROLL
     for (int e = 0; e < E; ++e) pk.v[e] = static_cast<T>(in[e]);
     *reinterpret_cast<Pack16<T>*>(p + e0) = pk;
   } else {
-    for (int e = 0; e < cnt; ++e) p[e0 + e] = static_cast<T>(in[e]);
+    KLOSS_UNROLL
+    for (int e = 0; e < C; ++e)
+      if (e < cnt) p[e0 + e] = static_cast<T>(in[e]);
   }
 }
 
@@ -131,7 +142,7 @@ struct RowPacks {
       if (q >= cnt) break;
       // a G of another size has packs of another length: store_pack then
       // stores the E values one by one
-      store_pack(g, pack_start(k0 + q * S), E, vec, v[q]);
+      store_pack<G, A, E>(g, pack_start(k0 + q * S), E, vec, v[q]);
     }
   }
 };

@@ -124,6 +124,8 @@ class Kloss(CMakePackage, CudaPackage, ROCmPackage):
             self.define("KLOSS_ENABLE_EXAMPLES", False),
             self.define("KLOSS_ENABLE_SANITIZERS", False),
             self.define("KLOSS_ENABLE_FUZZERS", False),
+            # the element-wise device form on hosts serves test hooks only
+            self.define("KLOSS_ENABLE_HOST_DEVICE_FORMS", False),
         ]
         if spec.satisfies("+cuda"):
             args.append(self.define("CMAKE_CXX_COMPILER", self["kokkos"].kokkos_cxx))
