@@ -127,6 +127,68 @@ TEST(Half, BfloatRoundsLikeTheDefinition) {
   EXPECT_EQ(kloss::bfloat16(from_bits(0x7f7e8000u)).bits, 0x7f7e);  // tie, even: stays
 }
 
+/// The block conversions (vcvtps2ph / vcvtph2ps on x86 hosts with AVX-512
+/// or F16C, vcvtneps2bf16 with AVX512-BF16, the element loop elsewhere)
+/// against the element conversions, bit for bit, NaN payloads included.
+template <class T>
+void expect_blocks_match_elements(const std::vector<std::uint32_t>& probes) {
+  constexpr int L = 64;
+  const bool f16 = std::is_same_v<T, kloss::float16>;
+  std::vector<float> in(probes.size());
+  for (std::size_t i = 0; i < probes.size(); ++i) in[i] = from_bits(probes[i]);
+  int bad = 0;
+  for (std::size_t i0 = 0; i0 + L <= in.size(); i0 += L) {
+    std::uint16_t got[L];
+    kloss::impl::floats_to_bits_block<T, L>(in.data() + i0, got);
+    for (int l = 0; l < L; ++l) {
+      const float f = in[i0 + l];
+      const std::uint16_t want = f16 ? kloss::impl::float_to_half_bits(f) : kloss::impl::float_to_bfloat16_bits(f);
+      if (got[l] != want && ++bad <= 5)
+        ADD_FAILURE() << (f16 ? "float16" : "bfloat16") << " block narrowing of float bits " << std::hex
+                      << probes[i0 + l] << ": " << got[l] << ", element conversion " << want;
+    }
+  }
+  // widening: every 16-bit pattern
+  for (std::uint32_t b0 = 0; b0 < 65536u; b0 += L) {
+    std::uint16_t raw[L];
+    float got[L];
+    for (int l = 0; l < L; ++l) raw[l] = static_cast<std::uint16_t>(b0 + l);
+    kloss::impl::bits_to_floats_block<T, L>(raw, got);
+    for (int l = 0; l < L; ++l) {
+      const float want = f16 ? kloss::impl::half_bits_to_float(raw[l]) : kloss::impl::bfloat16_bits_to_float(raw[l]);
+      if (kloss::impl::bit_cast<std::uint32_t>(got[l]) != kloss::impl::bit_cast<std::uint32_t>(want) && ++bad <= 5)
+        ADD_FAILURE() << (f16 ? "float16" : "bfloat16") << " block widening of bits " << std::hex << raw[l] << ": "
+                      << kloss::impl::bit_cast<std::uint32_t>(got[l]) << ", element conversion "
+                      << kloss::impl::bit_cast<std::uint32_t>(want);
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(Half, BlockConversionsGiveTheElementConversionsBits) {
+  // Every float16 value, the midpoints to its neighbours and one float ulp
+  // either side; float subnormals, infinities and NaNs with payloads (both
+  // signs); a stride through all 2^32 patterns.
+  std::vector<std::uint32_t> probes;
+  for (std::uint32_t b = 0; b < 0x7c00u; ++b) {
+    const float lo = kloss::float16::from_bits(static_cast<std::uint16_t>(b));
+    const float hi = kloss::float16::from_bits(static_cast<std::uint16_t>(b + 1));
+    const float mid = static_cast<float>((static_cast<double>(lo) + hi) / 2);
+    for (float v : {lo, mid})
+      for (int d = -1; d <= 1; ++d)
+        probes.push_back(static_cast<std::uint32_t>(kloss::impl::bit_cast<std::uint32_t>(v) + d));
+  }
+  for (std::uint32_t u : {0x00000001u, 0x00400000u, 0x007fffffu, 0x7f800000u, 0x7f800001u, 0x7f802000u, 0x7fa00000u,
+                          0x7fc00000u, 0x7fc00001u, 0x7fffe000u, 0x7fffffffu, 0x7f7fffffu, 0x477fefffu, 0x477ff000u})
+    probes.push_back(u);
+  for (std::uint64_t u = 0; u < (1ull << 32); u += 65521) probes.push_back(static_cast<std::uint32_t>(u));
+  const std::size_t n = probes.size();
+  for (std::size_t i = 0; i < n; ++i) probes.push_back(probes[i] ^ 0x80000000u);
+  while (probes.size() % 64 != 0) probes.push_back(0x3f800000u);
+  expect_blocks_match_elements<kloss::float16>(probes);
+  expect_blocks_match_elements<kloss::bfloat16>(probes);
+}
+
 TEST(Half, ViewsOfHalfAreRealTwoByteBuffers) {
   Kokkos::View<kloss::bfloat16*, Mem> v("v", 10);
   EXPECT_EQ(reinterpret_cast<const char*>(v.data() + 10) - reinterpret_cast<const char*>(v.data()), 20);

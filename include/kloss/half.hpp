@@ -14,12 +14,17 @@
 #include <cstring>
 #include <type_traits>
 
-// x86 hosts with AVX-512 get the block conversions below in one instruction
-// per 16 values; device compilation passes never see the intrinsics.
-#if defined(__AVX512F__) && !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && \
-    !defined(__SYCL_DEVICE_ONLY__)
+// x86 hosts get the float16 block conversions below in one instruction per
+// 16 values with AVX-512, per 8 with F16C (AVX2 hosts); device compilation
+// passes never see the intrinsics.
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__) && !defined(__SYCL_DEVICE_ONLY__)
+#if defined(__AVX512F__)
 #include <immintrin.h>
 #define KLOSS_IMPL_X86_AVX512 1
+#elif defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#define KLOSS_IMPL_X86_F16C 1
+#endif
 #endif
 
 namespace kloss {
@@ -74,7 +79,9 @@ KOKKOS_FORCEINLINE_FUNCTION float half_bits_to_float(std::uint16_t h) {
 #else
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t em = h & 0x7fffu;
-  const std::uint32_t infnan = (em + 0x38000u) << 13;  // exponent 0x1f -> 0xff, payload kept
+  // exponent 0x1f -> 0xff, payload kept; a NaN comes out quiet, as IEEE 754's
+  // conversion and x86's vcvtph2ps (the block conversion below) make it
+  const std::uint32_t infnan = ((em + 0x38000u) << 13) | blend(em > 0x7c00u, 0x400000u, 0u);
   const std::uint32_t normal = (em + 0x1c000u) << 13;  // rebias 15 -> 127
   const float sub = static_cast<float>(static_cast<std::int32_t>(em)) * 5.9604644775390625e-8f;  // em * 2^-24, exact
   const std::uint32_t m = blend(em >= 0x7c00u, infnan, blend(em >= 0x0400u, normal, bit_cast<std::uint32_t>(sub)));
@@ -117,7 +124,9 @@ namespace impl {
 /// compiled with AVX-512 each 16 values are one vcvtps2ph (float16, exact
 /// IEEE rounding) or vcvtneps2bf16 (bfloat16, with AVX512-BF16); the latter
 /// flushes subnormals to zero, so a block holding a float subnormal takes
-/// the element-wise path and the bits stay the portable ones.
+/// the element-wise path and the bits stay the portable ones. On x86 hosts
+/// with F16C and no AVX-512 each 8 float16 values are one (256-bit)
+/// vcvtps2ph, the same rounding.
 template <class T, int L>
 KOKKOS_FORCEINLINE_FUNCTION void floats_to_bits_block(const float* in, std::uint16_t* out) {
   static_assert(std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>, "16-bit storage types only");
@@ -146,25 +155,33 @@ KOKKOS_FORCEINLINE_FUNCTION void floats_to_bits_block(const float* in, std::uint
     return;
   }
 #endif
+#elif defined(KLOSS_IMPL_X86_F16C)
+  if constexpr (L % 8 == 0 && std::is_same_v<T, float16>) {
+    for (int j = 0; j < L; j += 8) {
+      const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      std::memcpy(out + j, &h, sizeof(h));
+    }
+    return;
+  }
 #endif
   for (int l = 0; l < L; ++l)
     out[l] = std::is_same_v<T, float16> ? float_to_half_bits(in[l]) : float_to_bfloat16_bits(in[l]);
 }
 
 /// Whether bits_to_floats_block<T, L> vectorises as a pass of its own:
-/// bfloat16's shift does everywhere, float16 where the block is one
-/// vcvtph2ps (x86 with AVX-512). The portable float16 conversion is faster
+/// bfloat16's shift does everywhere, float16 where the block is vcvtph2ps
+/// (x86 with AVX-512 or F16C). The portable float16 conversion is faster
 /// inside the loop that uses the values than as a separate pass.
 template <class T>
 inline constexpr bool block_widening_is_fast_v = std::is_same_v<T, bfloat16>
-#if defined(KLOSS_IMPL_X86_AVX512)
+#if defined(KLOSS_IMPL_X86_AVX512) || defined(KLOSS_IMPL_X86_F16C)
                                                  || std::is_same_v<T, float16>
 #endif
     ;
 
 /// out[l] = float(T::from_bits(in[l])) for l in [0, L): a shift for
 /// bfloat16 (vectorises as a loop); vcvtph2ps per 16 float16 values on x86
-/// hosts with AVX-512 (exact, as the portable conversion).
+/// hosts with AVX-512, per 8 with F16C (exact, as the portable conversion).
 template <class T, int L>
 KOKKOS_FORCEINLINE_FUNCTION void bits_to_floats_block(const std::uint16_t* in, float* out) {
   static_assert(std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>, "16-bit storage types only");
@@ -174,6 +191,15 @@ KOKKOS_FORCEINLINE_FUNCTION void bits_to_floats_block(const std::uint16_t* in, f
       __m256i h;
       std::memcpy(&h, in + j, sizeof(h));
       _mm512_storeu_ps(out + j, _mm512_maskz_cvtph_ps(0xFFFF, h));  // full mask: see above
+    }
+    return;
+  }
+#elif defined(KLOSS_IMPL_X86_F16C)
+  if constexpr (L % 8 == 0 && std::is_same_v<T, float16>) {
+    for (int j = 0; j < L; j += 8) {
+      __m128i h;
+      std::memcpy(&h, in + j, sizeof(h));
+      _mm256_storeu_ps(out + j, _mm256_cvtph_ps(h));
     }
     return;
   }
