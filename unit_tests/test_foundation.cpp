@@ -67,10 +67,11 @@ static float half_reference(float f) {
   return static_cast<float>(std::copysign(std::nearbyint(a / ulp) * ulp, static_cast<double>(f)));
 }
 
-TEST(Half, FloatToHalfRoundsLikeTheDefinition) {
-  // Every float16 value's neighbourhood (the value, the midpoints to its
-  // neighbours and one float ulp either side of those), then a stride
-  // through all 2^32 float patterns.
+/// Float bit patterns where float -> float16 rounding is decided: every
+/// positive float16 value's neighbourhood (the value, the midpoint to the
+/// next and two float ulps either side of those), then a stride through
+/// all 2^32 float patterns.
+static std::vector<std::uint32_t> half_rounding_probes() {
   std::vector<std::uint32_t> probes;
   for (std::uint32_t b = 0; b < 0x7c00u; ++b) {
     const float lo = kloss::float16::from_bits(static_cast<std::uint16_t>(b));
@@ -81,6 +82,11 @@ TEST(Half, FloatToHalfRoundsLikeTheDefinition) {
                                         kloss::impl::bit_cast<std::uint32_t>(v)) + d));
   }
   for (std::uint64_t u = 0; u < (1ull << 32); u += 65521) probes.push_back(static_cast<std::uint32_t>(u));
+  return probes;
+}
+
+TEST(Half, FloatToHalfRoundsLikeTheDefinition) {
+  const std::vector<std::uint32_t> probes = half_rounding_probes();
   int bad = 0;
   for (std::uint32_t u : probes) {
     for (std::uint32_t s : {0u, 0x80000000u}) {
@@ -166,22 +172,12 @@ void expect_blocks_match_elements(const std::vector<std::uint32_t>& probes) {
 }
 
 TEST(Half, BlockConversionsGiveTheElementConversionsBits) {
-  // Every float16 value, the midpoints to its neighbours and one float ulp
-  // either side; float subnormals, infinities and NaNs with payloads (both
-  // signs); a stride through all 2^32 patterns.
-  std::vector<std::uint32_t> probes;
-  for (std::uint32_t b = 0; b < 0x7c00u; ++b) {
-    const float lo = kloss::float16::from_bits(static_cast<std::uint16_t>(b));
-    const float hi = kloss::float16::from_bits(static_cast<std::uint16_t>(b + 1));
-    const float mid = static_cast<float>((static_cast<double>(lo) + hi) / 2);
-    for (float v : {lo, mid})
-      for (int d = -1; d <= 1; ++d)
-        probes.push_back(static_cast<std::uint32_t>(kloss::impl::bit_cast<std::uint32_t>(v) + d));
-  }
+  // half_rounding_probes, float subnormals, infinities and NaNs with
+  // payloads, each with both signs.
+  std::vector<std::uint32_t> probes = half_rounding_probes();
   for (std::uint32_t u : {0x00000001u, 0x00400000u, 0x007fffffu, 0x7f800000u, 0x7f800001u, 0x7f802000u, 0x7fa00000u,
                           0x7fc00000u, 0x7fc00001u, 0x7fffe000u, 0x7fffffffu, 0x7f7fffffu, 0x477fefffu, 0x477ff000u})
     probes.push_back(u);
-  for (std::uint64_t u = 0; u < (1ull << 32); u += 65521) probes.push_back(static_cast<std::uint32_t>(u));
   const std::size_t n = probes.size();
   for (std::size_t i = 0; i < n; ++i) probes.push_back(probes[i] ^ 0x80000000u);
   while (probes.size() % 64 != 0) probes.push_back(0x3f800000u);
