@@ -358,6 +358,8 @@ struct PointwiseForward {
   static constexpr int lanes = tuning::pointwise_lanes;
   static constexpr bool fast = chunk > 1;
   static constexpr int block = fast ? tuning::pointwise_sum_block : 1;
+  // element i of a chunk lands in lane (i - begin) % lanes on either sum path
+  static_assert(!fast || (chunk % block == 0 && block % lanes == 0), "a sum block holds whole lane rows");
 
   Op op;
   Operands<T, N> in;
@@ -406,9 +408,11 @@ struct PointwiseForward {
     auto body = [&](auto& math) {
       double part[lanes] = {};
       int nbad = 0;
-      if constexpr (Op::sum_in_lanes) {
+      if constexpr (Op::sum_in_lanes && !(fast && in_blocks_v<T>)) {
         // Cheap losses (no exp / log): each lane's loss straight into its
-        // partial sum, one pass.
+        // partial sum, one pass (float16 operands take the blocks below:
+        // their element conversion is scalar; the same lanes, the same bits,
+        // as pointwise_sum_block is a multiple of the lanes).
         std::int64_t i = begin;
         for (; i + lanes <= end; i += lanes)
           for (int l = 0; l < lanes; ++l) {
